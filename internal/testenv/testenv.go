@@ -1,0 +1,59 @@
+// Package testenv holds the helpers puremetal's tests share: locating the
+// repository and the shared contract files, and the strict mode that turns
+// a skipped test into a failed one.
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// StrictEnv is the environment variable that, set to 1, makes every test
+// that would skip for a missing prerequisite fail instead.
+const StrictEnv = "PUREMETAL_STRICT"
+
+// Strict reports whether PUREMETAL_STRICT=1 is set.
+func Strict() bool { return os.Getenv(StrictEnv) == "1" }
+
+// SkipOrFail skips the test with the given reason, or fails it when strict
+// mode is on. The reason should say what is missing and how to get it.
+func SkipOrFail(t testing.TB, why string) {
+	t.Helper()
+	if Strict() {
+		t.Fatalf("%s (%s=1: a missing prerequisite is a failure)", why, StrictEnv)
+	}
+	t.Skip(why)
+}
+
+// RepoRoot returns the folder holding the module's go.mod, found by walking
+// up from the working directory.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("testenv: working directory: %v", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("testenv: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// SharedDir returns the path of ../shared beside the repository root, the
+// folder that holds SPEC.md, the Apple API facts and the golden vectors. It
+// skips (or fails in strict mode) when the folder is missing.
+func SharedDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(filepath.Dir(RepoRoot(t)), "shared")
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		SkipOrFail(t, "shared contract files not found at "+dir+": check out the project's shared/ folder beside the repository")
+	}
+	return dir
+}
