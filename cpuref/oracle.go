@@ -1,0 +1,151 @@
+package cpuref
+
+import "math"
+
+// matrix is a dense row-major float64 matrix.
+type matrix struct {
+	rows, cols int
+	a          []float64
+}
+
+func newMatrix(rows, cols int) matrix {
+	return matrix{rows: rows, cols: cols, a: make([]float64, rows*cols)}
+}
+
+func (m matrix) at(i, j int) float64 { return m.a[i*m.cols+j] }
+
+// identity returns the n x n identity matrix I.
+func identity(n int) matrix {
+	m := newMatrix(n, n)
+	for i := 0; i < n; i++ {
+		m.a[i*n+i] = 1
+	}
+	return m
+}
+
+// outer returns the outer product x y^T.
+func outer(x, y []float64) matrix {
+	m := newMatrix(len(x), len(y))
+	for i, xi := range x {
+		for j, yj := range y {
+			m.a[i*m.cols+j] = xi * yj
+		}
+	}
+	return m
+}
+
+// mul returns the matrix product m n.
+func (m matrix) mul(n matrix) matrix {
+	p := newMatrix(m.rows, n.cols)
+	for i := 0; i < m.rows; i++ {
+		prow := p.a[i*p.cols : (i+1)*p.cols]
+		for l := 0; l < m.cols; l++ {
+			mil := m.at(i, l)
+			nrow := n.a[l*n.cols : (l+1)*n.cols]
+			for j := range prow {
+				prow[j] += mil * nrow[j]
+			}
+		}
+	}
+	return p
+}
+
+// scaled returns c m.
+func (m matrix) scaled(c float64) matrix {
+	p := newMatrix(m.rows, m.cols)
+	for i, v := range m.a {
+		p.a[i] = c * v
+	}
+	return p
+}
+
+// plus returns m + n.
+func (m matrix) plus(n matrix) matrix {
+	p := newMatrix(m.rows, m.cols)
+	for i := range m.a {
+		p.a[i] = m.a[i] + n.a[i]
+	}
+	return p
+}
+
+// minus returns m - n.
+func (m matrix) minus(n matrix) matrix { return m.plus(n.scaled(-1)) }
+
+// apply returns the matrix-vector product m x.
+func (m matrix) apply(x []float64) []float64 {
+	y := make([]float64, m.rows)
+	for i := range y {
+		for j, xj := range x {
+			y[i] += m.at(i, j) * xj
+		}
+	}
+	return y
+}
+
+// vec widens a float32 slice to float64.
+func vec(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// Oracle64 runs the recurrence in float64, written from the matrix form of
+// the Gated Delta Networks paper:
+//
+//	S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T
+//	o_t = scale S_t q_t
+//
+// with alpha_t = exp(-g_t), S a D_v x D_k matrix per (sequence, value head)
+// and scale = p.Scale(). It builds I - beta k k^T and v k^T as matrices and
+// multiplies them, so it shares no evaluation order with the per-element
+// loop of [Reference32] or the kernels. With capture set, the result also
+// holds the state after every token. It costs O(D_v D_k^2) per token and
+// head: meant for tests, not speed.
+func Oracle64(p Params, in Inputs, capture bool) (Result64, error) {
+	if err := in.Validate(p); err != nil {
+		return Result64{}, err
+	}
+	dk, dv, nk, nv, nt, ns := p.DK, p.DV, p.NKHeads, p.NVHeads, p.NTokens, p.NSeqs
+	res := Result64{
+		Output:   make([]float64, p.VLen()),
+		StateOut: make([]float64, p.StateLen()),
+	}
+	if capture {
+		res.Capture = make([]float64, p.CaptureLen())
+	}
+	scale := float64(p.Scale())
+	eye := identity(dk)
+	for s := 0; s < ns; s++ {
+		for h := 0; h < nv; h++ {
+			kh := p.HeadMap.KeyHead(h, nk, nv)
+			st := (s*nv + h) * dv * dk
+			S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[st : st+dv*dk])}
+			for t := 0; t < nt; t++ {
+				qk := ((s*nt+t)*nk + kh) * dk
+				vo := ((s*nt+t)*nv + h) * dv
+				gi := (s*nt+t)*nv + h
+				q := vec(in.Q[qk : qk+dk])
+				k := vec(in.K[qk : qk+dk])
+				v := vec(in.V[vo : vo+dv])
+				alpha := math.Exp(-float64(in.G[gi]))
+				beta := float64(in.Beta[gi])
+
+				transition := eye.minus(outer(k, k).scaled(beta)) // I - beta k k^T
+				S = S.mul(transition).scaled(alpha).plus(outer(v, k).scaled(beta))
+
+				o := S.apply(q)
+				for i := range o {
+					res.Output[vo+i] = scale * o[i]
+				}
+				if capture {
+					co := ((s*nt+t)*nv + h) * dv * dk
+					copy(res.Capture[co:co+dv*dk], S.a)
+				}
+			}
+			copy(res.StateOut[st:st+dv*dk], S.a)
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,78 @@
+package cpuref
+
+import "math"
+
+// Reference32 runs the recurrence in float32 in the kernels' per-element
+// order. For every sequence s, value head h and token t, each row i of S
+// (D_k contiguous floats) is updated as
+//
+//	alpha    = exp(-g[t])                     computed in float64, rounded once
+//	S[i][j]  = alpha * S[i][j]                decay first
+//	delta_i  = beta[t] * (v[t]_i - sum_j S[i][j] * k[t]_j)
+//	S[i][j]  = S[i][j] + delta_i * k[t]_j
+//	out[t]_i = scale * sum_j S[i][j] * q[t]_j
+//
+// Sums run over j in increasing order from 0, accumulate in float32, and
+// every product is rounded to float32 before it is added (no fused
+// multiply-add), so the result is the same on every platform. The scale
+// (p.Scale()) multiplies the finished sum at write-back. Value head h reads
+// q and k from key head p.HeadMap.KeyHead(h, n_k_heads, n_v_heads).
+//
+// With capture set, Result.Capture holds the state after every token;
+// its last token's slot equals StateOut bit for bit.
+func Reference32(p Params, in Inputs, capture bool) (Result, error) {
+	if err := in.Validate(p); err != nil {
+		return Result{}, err
+	}
+	dk, dv, nk, nv, nt, ns := p.DK, p.DV, p.NKHeads, p.NVHeads, p.NTokens, p.NSeqs
+	res := Result{
+		Output:   make([]float32, p.VLen()),
+		StateOut: make([]float32, p.StateLen()),
+	}
+	if capture {
+		res.Capture = make([]float32, p.CaptureLen())
+	}
+	scale := p.Scale()
+	copy(res.StateOut, in.StateIn)
+	for s := 0; s < ns; s++ {
+		for h := 0; h < nv; h++ {
+			kh := p.HeadMap.KeyHead(h, nk, nv)
+			st := (s*nv + h) * dv * dk
+			S := res.StateOut[st : st+dv*dk]
+			for t := 0; t < nt; t++ {
+				qk := ((s*nt+t)*nk + kh) * dk
+				vo := ((s*nt+t)*nv + h) * dv
+				gi := (s*nt+t)*nv + h
+				q := in.Q[qk : qk+dk]
+				k := in.K[qk : qk+dk]
+				v := in.V[vo : vo+dv]
+				alpha := float32(math.Exp(-float64(in.G[gi])))
+				beta := in.Beta[gi]
+				for i := 0; i < dv; i++ {
+					row := S[i*dk : (i+1)*dk]
+					for j := range row {
+						row[j] = float32(alpha * row[j])
+					}
+					var sk float32
+					for j := range row {
+						sk += float32(row[j] * k[j])
+					}
+					delta := float32(beta * float32(v[i]-sk))
+					for j := range row {
+						row[j] += float32(delta * k[j])
+					}
+					var sq float32
+					for j := range row {
+						sq += float32(row[j] * q[j])
+					}
+					res.Output[vo+i] = float32(scale * sq)
+				}
+				if capture {
+					co := ((s*nt+t)*nv + h) * dv * dk
+					copy(res.Capture[co:co+dv*dk], S)
+				}
+			}
+		}
+	}
+	return res, nil
+}

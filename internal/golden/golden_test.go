@@ -1,0 +1,135 @@
+package golden
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/puremetal/puremetal/cpuref"
+)
+
+// The six cases of the README table, with their shapes and head maps.
+var wantCases = map[string]cpuref.Params{
+	"decode_qwen35_hv32":   {Shape: cpuref.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, HeadMap: cpuref.Block},
+	"seq5_block_d128":      {Shape: cpuref.Shape{DK: 128, DV: 128, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 2}, HeadMap: cpuref.Block},
+	"seq3_tiled_d64":       {Shape: cpuref.Shape{DK: 64, DV: 64, NKHeads: 2, NVHeads: 6, NTokens: 3, NSeqs: 1}, HeadMap: cpuref.Tiled},
+	"prefill64_block_d128": {Shape: cpuref.Shape{DK: 128, DV: 128, NKHeads: 4, NVHeads: 8, NTokens: 64, NSeqs: 1}, HeadMap: cpuref.Block},
+	"decode_d32_mha":       {Shape: cpuref.Shape{DK: 32, DV: 32, NKHeads: 3, NVHeads: 3, NTokens: 1, NSeqs: 3}, HeadMap: cpuref.Block},
+	"seq7_tiled_d32":       {Shape: cpuref.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 4, NTokens: 7, NSeqs: 3}, HeadMap: cpuref.Tiled},
+}
+
+func TestLoadAllCases(t *testing.T) {
+	cases := LoadAll(t)
+	if len(cases) != len(wantCases) {
+		t.Errorf("loaded %d cases, want %d", len(cases), len(wantCases))
+	}
+	for _, c := range cases {
+		want, ok := wantCases[c.Name]
+		if !ok {
+			t.Errorf("unexpected case %s", c.Name)
+			continue
+		}
+		got := c.Params
+		if got.Shape != want.Shape || got.HeadMap != want.HeadMap {
+			t.Errorf("%s: params %v %v, want %v %v", c.Name, got.Shape, got.HeadMap, want.Shape, want.HeadMap)
+		}
+		if wantScale := float32(1 / math.Sqrt(float64(got.DK))); got.QScale != wantScale {
+			t.Errorf("%s: q scale %v, want 1/sqrt(D_k) = %v", c.Name, got.QScale, wantScale)
+		}
+		if err := c.Inputs.Validate(c.Params); err != nil {
+			t.Errorf("%s: %v", c.Name, err)
+		}
+		if (c.Capture != nil) != (got.NTokens <= 8) {
+			t.Errorf("%s: capture present = %v, want it exactly when n_tokens <= 8", c.Name, c.Capture != nil)
+		}
+		if c.Capture != nil && len(c.Capture) != got.CaptureLen() {
+			t.Errorf("%s: capture has %d elements, want %d", c.Name, len(c.Capture), got.CaptureLen())
+		}
+		for name, x := range map[string][]float32{
+			"q": c.Inputs.Q, "k": c.Inputs.K, "v": c.Inputs.V, "g": c.Inputs.G,
+			"beta": c.Inputs.Beta, "state_in": c.Inputs.StateIn,
+			"output": c.Output, "state_out": c.StateOut,
+			"output_f64": c.OutputF64, "state_out_f64": c.StateOutF64, "capture": c.Capture,
+		} {
+			nonzero := false
+			for _, v := range x {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					t.Fatalf("%s: %s holds a non-finite value", c.Name, name)
+				}
+				nonzero = nonzero || v != 0
+			}
+			if len(x) > 0 && !nonzero {
+				t.Errorf("%s: %s is all zeros", c.Name, name)
+			}
+		}
+		// The gate convention: g >= 0 and beta in (0, 1).
+		for i, g := range c.Inputs.G {
+			if g < 0 {
+				t.Fatalf("%s: g[%d] = %v < 0: gate sign not converted", c.Name, i, g)
+			}
+		}
+		for i, b := range c.Inputs.Beta {
+			if b <= 0 || b >= 1 {
+				t.Fatalf("%s: beta[%d] = %v outside (0, 1)", c.Name, i, b)
+			}
+		}
+	}
+}
+
+// copyCase copies a case folder so a test can damage it.
+func copyCase(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+func TestLoadRejectsDamagedCase(t *testing.T) {
+	src := filepath.Join(Dir(t), "seq3_tiled_d64")
+
+	short := copyCase(t, src)
+	b, err := os.ReadFile(filepath.Join(short, "v.f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(short, "v.f32"), b[:len(b)-4], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(short); err == nil || !strings.Contains(err.Error(), "v.f32") || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("truncated v.f32: err = %v, want one naming v.f32 and its size", err)
+	}
+
+	badMap := copyCase(t, src)
+	meta, err := os.ReadFile(filepath.Join(badMap, "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta = []byte(strings.Replace(string(meta), `"tiled"`, `"diagonal"`, 1))
+	if err := os.WriteFile(filepath.Join(badMap, "meta.json"), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(badMap); err == nil || !strings.Contains(err.Error(), "diagonal") {
+		t.Errorf("unknown head map: err = %v, want one naming it", err)
+	}
+
+	if _, err := Cases(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("Cases on a missing folder: no error")
+	}
+}
