@@ -1,0 +1,100 @@
+package objc
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/ebitengine/purego"
+)
+
+// The GNU runtime (GCC's libobjc): objc_msg_lookup returns the method's
+// implementation and the caller calls it with the receiver, the selector and
+// the arguments. GNUstep Base provides NSObject, NSString, NSError and
+// NSAutoreleasePool.
+
+const gnuRuntime = true
+
+const installHint = ": install Debian's libobjc4 and libgnustep-base1.28 (apt-get install libobjc4 libgnustep-base1.28)"
+
+func load() error {
+	const lib = "libobjc.so.4"
+	h, err := dlopen(lib, installHint)
+	if err != nil {
+		return err
+	}
+	if err := symbols(h, lib); err != nil {
+		return err
+	}
+	if rt.msgLookup, err = dlsym(h, lib, "objc_msg_lookup"); err != nil {
+		return err
+	}
+	if rt.msgLookupSuper, err = dlsym(h, lib, "objc_msg_lookup_super"); err != nil {
+		return err
+	}
+	if _, err := dlopen(foundationLib, installHint); err != nil {
+		return err
+	}
+	return nil
+}
+
+// foundationLib is GNUstep Base, which registers NSObject, NSString and the
+// other Foundation classes with the runtime when it is loaded.
+var foundationLib = "libgnustep-base.so.1.28"
+
+// lookup returns the implementation of sel for id. objc_msg_lookup is
+// asked once per (class, selector) pair; the answer is cached, as the
+// runtime itself caches it, so that a send costs one call, not two. The
+// first send to a class still goes through objc_msg_lookup, which runs the
+// class's +initialize.
+func lookup(id ID, sel SEL) uintptr {
+	if id == 0 {
+		r, _, _ := purego.SyscallN(rt.msgLookup, 0, uintptr(sel))
+		return r
+	}
+	k := impKey{objectClass(id), sel}
+	if imp, ok := (*impCache.Load())[k]; ok {
+		return imp
+	}
+	r, _, _ := purego.SyscallN(rt.msgLookup, uintptr(id), uintptr(sel))
+	impCacheMu.Lock()
+	old := *impCache.Load()
+	m := make(map[impKey]uintptr, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[k] = r
+	impCache.Store(&m)
+	impCacheMu.Unlock()
+	return r
+}
+
+type impKey struct {
+	cls Class
+	sel SEL
+}
+
+// impCache maps (class, selector) to the IMP objc_msg_lookup returned. It
+// is copied on write: sends read it without a lock.
+var (
+	impCache   atomic.Pointer[map[impKey]uintptr]
+	impCacheMu sync.Mutex
+)
+
+func init() { impCache.Store(&map[impKey]uintptr{}) }
+
+// lookupStret is lookup: the GNU runtime has no separate struct-return entry.
+func lookupStret(id ID, sel SEL) uintptr { return lookup(id, sel) }
+
+// lookupSuper returns the superclass's implementation of sel and the
+// receiver to call it with.
+func lookupSuper(sup *objcSuper, sel SEL) (fn, receiver uintptr) {
+	r, _, _ := purego.SyscallN(rt.msgLookupSuper, uintptrOf(sup), uintptr(sel))
+	return r, uintptr(sup.receiver)
+}
+
+// objectClass reads the object's class pointer, its first word: in the GNU
+// runtime object_getClass is an inline function of the headers, not a
+// symbol of the library.
+func objectClass(id ID) Class {
+	return *(*Class)(cptr(uintptr(id)))
+}
