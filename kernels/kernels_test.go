@@ -1,0 +1,98 @@
+package kernels
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
+	names := EntryPoints()
+	if len(names) != 13 {
+		t.Fatalf("%d entry points, want 13 (prefill and 4 decode kernels * NSG 1, 2, 4): %v", len(names), names)
+	}
+	hostName := regexp.MustCompile(`host_name\("([a-z0-9_]+)"\)`)
+	defined := map[string]string{}
+	for _, f := range SourceFiles() {
+		src := Source(f)
+		if src == "" {
+			t.Fatalf("Source(%q) is empty", f)
+		}
+		for _, m := range hostName.FindAllStringSubmatch(src, -1) {
+			defined[m[1]] = f
+		}
+		if f == PrefillFile && strings.Contains(src, "kernel void "+Prefill+"(") {
+			defined[Prefill] = f
+		}
+	}
+	for _, name := range names {
+		want, _ := SourceFile(name)
+		if got := defined[name]; got != want {
+			t.Errorf("%s: defined in %q, registered under %q", name, got, want)
+		}
+	}
+	if len(defined) != len(names) {
+		t.Errorf("sources define %d entry points, the registry knows %d", len(defined), len(names))
+	}
+}
+
+func TestSourceHasPreludeAndLineDirectives(t *testing.T) {
+	for _, f := range SourceFiles() {
+		src := Source(f)
+		for _, want := range []string{`#line 1 "` + CommonFile + `"`, "struct gdn_params", `#line 1 "` + f + `"`} {
+			if !strings.Contains(src, want) {
+				t.Errorf("Source(%q) lacks %q", f, want)
+			}
+		}
+		if i, j := strings.Index(src, "struct gdn_params"), strings.Index(src, `#line 1 "`+f+`"`); i > j {
+			t.Errorf("Source(%q): the prelude is not in front", f)
+		}
+	}
+	for _, bad := range []string{"", CommonFile, "nope.metal", "kernels.go"} {
+		if got := Source(bad); got != "" {
+			t.Errorf("Source(%q) = %d bytes, want empty", bad, len(got))
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{Decode(1), "gated_delta_net_decode_f32_1"},
+		{DecodeSeq(2), "gated_delta_net_decode_seq_f32_2"},
+		{DecodeLegacy(4), "gated_delta_net_decode_legacy_f32_4"},
+		{DecodeCapture(2), "gated_delta_net_decode_capture_f32_2"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+	if _, ok := SourceFile("gated_delta_net_decode_f32_3"); ok {
+		t.Errorf("NSG 3 is not a kernel")
+	}
+}
+
+// The decode family shares one per-token step, and every variant uses the
+// same exp; the prefill kernel uses metal::exp too.
+func TestOneExpEverywhere(t *testing.T) {
+	expCall := regexp.MustCompile(`\b(fast::|precise::|metal::)?exp2?\(`)
+	for _, f := range append(SourceFiles(), CommonFile) {
+		for _, m := range expCall.FindAllStringSubmatch(code(t, f), -1) {
+			if m[0] != "metal::exp(" {
+				t.Errorf("%s calls %q, want metal::exp", f, m[0])
+			}
+		}
+	}
+	if strings.Contains(code(t, DecodeFile), "exp(") || strings.Contains(code(t, CaptureFile), "exp(") {
+		t.Errorf("the decode family computes the gate outside gdn_lane_step")
+	}
+}
+
+// code returns a source file without its // comments.
+func code(t *testing.T, file string) string {
+	t.Helper()
+	src, err := files.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return regexp.MustCompile(`//[^\n]*`).ReplaceAllString(string(src), "")
+}

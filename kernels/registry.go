@@ -1,0 +1,135 @@
+package kernels
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// Registry compiles the kernel sources and caches their compute pipeline
+// states, per device. Each source is compiled at most once per device, the
+// first time one of its kernels is asked for; each pipeline state is built
+// once and then shared. A Registry is safe for concurrent use; its zero
+// value is not usable, make one with [NewRegistry].
+type Registry struct {
+	mu        sync.Mutex
+	libraries map[key]*library
+	pipelines map[key]*pipeline
+}
+
+// key names a source file or an entry point on one device.
+type key struct {
+	dev  *mtl.Device
+	name string
+}
+
+type library struct {
+	once sync.Once
+	lib  *mtl.Library
+	err  error
+}
+
+type pipeline struct {
+	once sync.Once
+	pso  *mtl.ComputePipelineState
+	err  error
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{
+		libraries: make(map[key]*library),
+		pipelines: make(map[key]*pipeline),
+	}
+}
+
+// compileOptions are the options every source is compiled with. Fast math
+// is off: the kernels compute exp and their sums exactly as written, so the
+// decode family stays bit-identical across variants and close to the CPU
+// references.
+var compileOptions = mtl.CompileOptions{FastMath: false}
+
+// Pipeline returns the compute pipeline state of the named entry point on
+// dev, compiling its source first if this registry has not done so on dev.
+// Errors name the entry point, and a compile error names the source file.
+// A failed compilation is remembered and returned again. The pipeline state
+// belongs to the registry: do not release it.
+func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipelineState, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("kernels: pipeline %s: nil device", entry)
+	}
+	file, ok := entryFile[entry]
+	if !ok {
+		return nil, fmt.Errorf("kernels: unknown entry point %q (known: %s)", entry, strings.Join(EntryPoints(), ", "))
+	}
+	r.mu.Lock()
+	if r.libraries == nil {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("kernels: pipeline %s: registry not made with NewRegistry, or released", entry)
+	}
+	lk, pk := key{dev, file}, key{dev, entry}
+	l := r.libraries[lk]
+	if l == nil {
+		l = new(library)
+		r.libraries[lk] = l
+	}
+	p := r.pipelines[pk]
+	if p == nil {
+		p = new(pipeline)
+		r.pipelines[pk] = p
+	}
+	r.mu.Unlock()
+
+	l.once.Do(func() { l.lib, l.err = compile(dev, file) })
+	p.once.Do(func() {
+		if l.err != nil {
+			p.err = l.err
+			return
+		}
+		p.pso, p.err = newPipeline(dev, l.lib, entry)
+	})
+	return p.pso, p.err
+}
+
+func compile(dev *mtl.Device, file string) (*mtl.Library, error) {
+	lib, err := dev.NewLibraryWithSource(Source(file), compileOptions)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: compiling %s: %w", file, err)
+	}
+	return lib, nil
+}
+
+func newPipeline(dev *mtl.Device, lib *mtl.Library, entry string) (*mtl.ComputePipelineState, error) {
+	fn, err := lib.NewFunction(entry)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: function %s: %w", entry, err)
+	}
+	defer fn.Release()
+	pso, err := dev.NewComputePipelineState(fn)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: pipeline state for %s: %w", entry, err)
+	}
+	return pso, nil
+}
+
+// Release releases every library and pipeline state the registry holds, on
+// every device. Pipeline states it returned must no longer be used, and
+// Release must not run while another goroutine is in Pipeline. The
+// registry cannot be used afterwards.
+func (r *Registry) Release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pipelines {
+		if p.pso != nil {
+			p.pso.Release()
+		}
+	}
+	for _, l := range r.libraries {
+		if l.lib != nil {
+			l.lib.Release()
+		}
+	}
+	r.libraries, r.pipelines = nil, nil
+}
