@@ -1,0 +1,188 @@
+package gdn
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// Buffer binding indices of the kernels.
+const (
+	paramsIndex  = 8 // the nine parameter words, bound with setBytes
+	captureIndex = 9 // the capture buffer (capture kernel only)
+)
+
+// Kernels dispatches the Gated DeltaNet kernels of one device. Its methods
+// validate their arguments, fetch the pipeline state (compiling the kernel
+// source on first use) and encode one dispatch; they never commit. A Kernels
+// is safe for concurrent use as long as each goroutine encodes onto its own
+// encoder.
+type Kernels struct {
+	pipelines pipelineSource
+	own       *kernels.Registry // made by New, released by Release
+}
+
+// pipelineSource finds the pipeline state of an entry point and its
+// maxTotalThreadsPerThreadgroup.
+type pipelineSource interface {
+	pipeline(entry string) (pso *mtl.ComputePipelineState, maxThreads int, err error)
+}
+
+// encoder is the part of *mtl.ComputeCommandEncoder a dispatch uses.
+type encoder interface {
+	SetComputePipelineState(p *mtl.ComputePipelineState)
+	SetBuffers(bufs []*mtl.Buffer, offsets []int, start int)
+	SetBuffer(b *mtl.Buffer, offset int, index int)
+	SetBytes(p unsafe.Pointer, length int, index int)
+	SetThreadgroupMemoryLength(length, index int)
+	DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup mtl.Size)
+}
+
+type registrySource struct {
+	dev *mtl.Device
+	reg *kernels.Registry
+}
+
+func (r registrySource) pipeline(entry string) (*mtl.ComputePipelineState, int, error) {
+	pso, err := r.reg.Pipeline(r.dev, entry)
+	if err != nil {
+		return nil, 0, err
+	}
+	return pso, pso.MaxTotalThreadsPerThreadgroup(), nil
+}
+
+// New returns the kernels of dev, with pipeline states taken from reg. With
+// a nil reg, the Kernels makes a registry of its own, which [Kernels.Release]
+// releases; a shared registry is left to its owner.
+func New(dev *mtl.Device, reg *kernels.Registry) (*Kernels, error) {
+	if dev == nil {
+		return nil, errors.New("gdn: New: nil device")
+	}
+	k := &Kernels{}
+	if reg == nil {
+		reg = kernels.NewRegistry()
+		k.own = reg
+	}
+	k.pipelines = registrySource{dev: dev, reg: reg}
+	return k, nil
+}
+
+// Release releases the registry New made, if any.
+func (k *Kernels) Release() {
+	if k.own != nil {
+		k.own.Release()
+		k.own = nil
+	}
+}
+
+// Prefill encodes the prefill kernel (gated_delta_net_f32): any number of
+// tokens, D_k and D_v at most 128, D_v at most the pipeline's
+// maxTotalThreadsPerThreadgroup. b.Capture must be empty.
+func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
+	return k.encode(enc, KernelPrefill, p, b)
+}
+
+// Decode encodes the decode family's best kernel for the window: the decode
+// kernel at n_tokens == 1, the seq kernel at n_tokens >= 2. Both give
+// bit-identical results. D_k must be 32, 64 or 128 and D_v a multiple of
+// D_k/32. b.Capture must be empty.
+func (k *Kernels) Decode(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
+	return k.encode(enc, decodeKernel(p.Shape.NTokens), p, b)
+}
+
+// DecodeSeq encodes the seq kernel whatever n_tokens is. Same rules as
+// [Kernels.Decode].
+func (k *Kernels) DecodeSeq(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
+	return k.encode(enc, KernelDecodeSeq, p, b)
+}
+
+// DecodeLegacy encodes the legacy index kernel, the reference the other
+// decode kernels are compared with. Same rules as [Kernels.Decode].
+func (k *Kernels) DecodeLegacy(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
+	return k.encode(enc, KernelDecodeLegacy, p, b)
+}
+
+// DecodeWithCapture encodes the capture kernel, which also writes S after
+// every token t to b.Capture[..., t, s] (layout [D_k, D_v, n_v_heads,
+// n_tokens, n_seqs]); the last token's slot is byte-identical to StateOut.
+// For several sequences b.Capture holds exactly n_tokens states per
+// sequence; for one sequence it may be longer (allocated once for the
+// longest draft). Otherwise the rules of [Kernels.Decode] apply.
+func (k *Kernels) DecodeWithCapture(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
+	return k.encode(enc, KernelDecodeCapture, p, b)
+}
+
+// decodeKernel is the automatic choice of [Kernels.Decode].
+func decodeKernel(nTokens int) Kernel {
+	if nTokens >= 2 {
+		return KernelDecodeSeq
+	}
+	return KernelDecode
+}
+
+func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
+	if enc == nil {
+		return invalid("encoder", "nil compute command encoder")
+	}
+	return k.dispatch(enc, kern, p, b)
+}
+
+// entryPoint returns the MSL entry point of kern for a valid shape.
+func entryPoint(kern Kernel, s Shape) string {
+	switch kern {
+	case KernelDecode:
+		return kernels.Decode(s.nsg())
+	case KernelDecodeSeq:
+		return kernels.DecodeSeq(s.nsg())
+	case KernelDecodeLegacy:
+		return kernels.DecodeLegacy(s.nsg())
+	case KernelDecodeCapture:
+		return kernels.DecodeCapture(s.nsg())
+	}
+	return kernels.Prefill
+}
+
+// dispatch validates, then encodes one dispatch of kern onto enc: the
+// pipeline state, buffers 0-7 in one call, the parameters with setBytes at
+// index 8, the capture buffer at 9, prefill's threadgroup memory, and the
+// threadgroups. Nothing reaches enc when an argument is invalid.
+func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
+	if err := Validate(kern, p, b); err != nil {
+		return err
+	}
+	s := p.Shape
+	entry := entryPoint(kern, s)
+	pso, maxThreads, err := k.pipelines.pipeline(entry)
+	if err != nil {
+		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
+	}
+	if kern == KernelPrefill && s.DV > maxThreads {
+		return invalid("Shape.DV", "%d, more than the %d threads per threadgroup the %s pipeline allows", s.DV, maxThreads, entry)
+	}
+
+	enc.SetComputePipelineState(pso)
+	views := [...]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut}
+	var bufs [len(views)]*mtl.Buffer
+	var offsets [len(views)]int
+	for i, v := range views {
+		bufs[i], offsets[i] = v.Buffer, v.Offset
+	}
+	enc.SetBuffers(bufs[:], offsets[:], 0)
+	words := p.words()
+	enc.SetBytes(unsafe.Pointer(&words[0]), int(unsafe.Sizeof(words)), paramsIndex)
+	if kern == KernelDecodeCapture {
+		enc.SetBuffer(b.Capture.Buffer, b.Capture.Offset, captureIndex)
+	}
+	var grid, group mtl.Size
+	if kern == KernelPrefill {
+		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
+		grid, group = prefillGeometry(s)
+	} else {
+		grid, group = decodeGeometry(s)
+	}
+	enc.DispatchThreadgroups(grid, group)
+	return nil
+}

@@ -1,0 +1,511 @@
+package gdn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// fakeBuffers stands in for device buffers: validation asks bufferLength,
+// which reads the lengths registered here, so no device is needed.
+type fakeBuffers map[*mtl.Buffer]int
+
+func useFakeBuffers(t *testing.T) fakeBuffers {
+	t.Helper()
+	fb := fakeBuffers{}
+	old := bufferLength
+	bufferLength = func(b *mtl.Buffer) int {
+		n, ok := fb[b]
+		if !ok {
+			t.Fatalf("bufferLength of a buffer the test did not make")
+		}
+		return n
+	}
+	t.Cleanup(func() { bufferLength = old })
+	return fb
+}
+
+// view returns an f32 view of exactly n elements in a buffer of its own.
+func (fb fakeBuffers) view(n int) View {
+	b := new(mtl.Buffer)
+	fb[b] = 4 * n
+	return F32View(b, 0, n)
+}
+
+// args returns valid parameters and buffers for kern and s.
+func (fb fakeBuffers) args(kern Kernel, s Shape) (Params, Buffers) {
+	qk := s.DK * s.NKHeads * s.NTokens * s.NSeqs
+	v := s.DV * s.NVHeads * s.NTokens * s.NSeqs
+	gb := s.NVHeads * s.NTokens * s.NSeqs
+	st := s.DK * s.DV * s.NVHeads * s.NSeqs
+	b := Buffers{
+		Q: fb.view(qk), K: fb.view(qk), V: fb.view(v), G: fb.view(gb), Beta: fb.view(gb),
+		StateIn: fb.view(st), Output: fb.view(v), StateOut: fb.view(st),
+	}
+	if kern == KernelDecodeCapture {
+		b.Capture = fb.view(st * s.NTokens)
+	}
+	return Params{Shape: s, HeadMap: Tiled, QScale: 0.125}, b
+}
+
+var (
+	decodeShape  = Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3}
+	prefillShape = Shape{DK: 48, DV: 24, NKHeads: 2, NVHeads: 6, NTokens: 5, NSeqs: 3}
+	allKernels   = []Kernel{KernelPrefill, KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture}
+)
+
+func shapeFor(k Kernel) Shape {
+	if k == KernelPrefill {
+		return prefillShape
+	}
+	return decodeShape
+}
+
+func size(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
+
+// call is one method call on the recording encoder.
+type call struct {
+	method string
+	args   []any
+}
+
+type recorder struct{ calls []call }
+
+func (r *recorder) add(m string, a ...any) { r.calls = append(r.calls, call{m, a}) }
+
+func (r *recorder) SetComputePipelineState(p *mtl.ComputePipelineState) {
+	r.add("SetComputePipelineState", p)
+}
+func (r *recorder) SetBuffers(bufs []*mtl.Buffer, offsets []int, start int) {
+	r.add("SetBuffers", append([]*mtl.Buffer(nil), bufs...), append([]int(nil), offsets...), start)
+}
+func (r *recorder) SetBuffer(b *mtl.Buffer, offset, index int) { r.add("SetBuffer", b, offset, index) }
+func (r *recorder) SetBytes(p unsafe.Pointer, length, index int) {
+	r.add("SetBytes", append([]byte(nil), unsafe.Slice((*byte)(p), length)...), index)
+}
+func (r *recorder) SetThreadgroupMemoryLength(length, index int) {
+	r.add("SetThreadgroupMemoryLength", length, index)
+}
+func (r *recorder) DispatchThreadgroups(grid, group mtl.Size) {
+	r.add("DispatchThreadgroups", grid, group)
+}
+
+// fakePipelines hands out one distinct pipeline state per entry point.
+type fakePipelines struct {
+	maxThreads int
+	asked      []string
+	psos       map[string]*mtl.ComputePipelineState
+}
+
+func (f *fakePipelines) pipeline(entry string) (*mtl.ComputePipelineState, int, error) {
+	f.asked = append(f.asked, entry)
+	if f.psos == nil {
+		f.psos = map[string]*mtl.ComputePipelineState{}
+	}
+	if f.psos[entry] == nil {
+		f.psos[entry] = new(mtl.ComputePipelineState)
+	}
+	return f.psos[entry], f.maxThreads, nil
+}
+
+func TestValidateAcceptsValidArguments(t *testing.T) {
+	fb := useFakeBuffers(t)
+	shapes := map[Kernel][]Shape{
+		KernelPrefill: {prefillShape, {DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, {DK: 1, DV: 1, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1}},
+	}
+	for _, k := range allKernels[1:] {
+		shapes[k] = []Shape{decodeShape,
+			{DK: 32, DV: 7, NKHeads: 1, NVHeads: 3, NTokens: 1, NSeqs: 1},
+			{DK: 128, DV: 128, NKHeads: 16, NVHeads: 48, NTokens: 2, NSeqs: 2}}
+	}
+	for _, k := range allKernels {
+		for _, s := range shapes[k] {
+			p, b := fb.args(k, s)
+			if err := Validate(k, p, b); err != nil {
+				t.Errorf("%v %+v: %v", k, s, err)
+			}
+			p.HeadMap, p.QScale = Block, 0
+			if err := Validate(k, p, b); err != nil {
+				t.Errorf("%v %+v, block, no scale: %v", k, s, err)
+			}
+		}
+	}
+}
+
+// invalidCase breaks one argument of valid arguments; the error must wrap
+// ErrInvalidArgument and contain every string of want.
+type invalidCase struct {
+	name  string
+	kerns []Kernel
+	edit  func(fb fakeBuffers, p *Params, b *Buffers)
+	want  []string
+}
+
+func invalidCases() []invalidCase {
+	decode := allKernels[1:]
+	prefill := allKernels[:1]
+	cases := []invalidCase{
+		{"DK zero", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 0 }, []string{"Shape.DK", "0"}},
+		{"DV negative", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = -3 }, []string{"Shape.DV", "-3"}},
+		{"NKHeads zero", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.NKHeads = 0 }, []string{"Shape.NKHeads", "0"}},
+		{"NVHeads zero", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.NVHeads = 0 }, []string{"Shape.NVHeads", "0"}},
+		{"NTokens zero", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.NTokens = 0 }, []string{"Shape.NTokens", "0"}},
+		{"NSeqs negative", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.NSeqs = -1 }, []string{"Shape.NSeqs", "-1"}},
+		{"NVHeads not a multiple", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.NKHeads, p.Shape.NVHeads = 4, 6 },
+			[]string{"Shape.NVHeads", "6", "Shape.NKHeads", "4"}},
+		{"decode DK 48", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 48 }, []string{"Shape.DK", "48", "32, 64 or 128"}},
+		{"decode DK 256", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 256 }, []string{"Shape.DK", "256"}},
+		{"decode DK 16", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 16 }, []string{"Shape.DK", "16"}},
+		{"decode DV not a multiple of NSG 2", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = 33 }, []string{"Shape.DV", "33", "NSG", "2"}},
+		{"decode DV not a multiple of NSG 4", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK, p.Shape.DV = 128, 66 }, []string{"Shape.DV", "66", "NSG", "4"}},
+		{"prefill DK 129", prefill, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 129 }, []string{"Shape.DK", "129", "128"}},
+		{"prefill DV 129", prefill, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = 129 }, []string{"Shape.DV", "129", "128"}},
+		{"head map unknown", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.HeadMap = 2 }, []string{"HeadMap", "2"}},
+		{"QScale NaN", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.NaN()) }, []string{"QScale", "NaN"}},
+		{"QScale +Inf", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.Inf(1)) }, []string{"QScale", "+Inf"}},
+		{"QScale -Inf", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.Inf(-1)) }, []string{"QScale", "-Inf"}},
+		{"capture set on another kernel", allKernels[:4], func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
+		{"capture missing", []Kernel{KernelDecodeCapture}, func(_ fakeBuffers, _ *Params, b *Buffers) { b.Capture = View{} }, []string{"Capture", "no buffer"}},
+		{"capture too long for several sequences", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
+			b.Capture = fb.view(b.Capture.Len + 64*32)
+		}, []string{"Capture", "124928", "122880"}},
+		{"capture too short", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
+			p.Shape.NSeqs = 1
+			*b = fb.mustArgs(KernelDecodeCapture, p.Shape)
+			b.Capture = fb.view(b.Capture.Len - 1)
+		}, []string{"Capture", "40959", "40960"}},
+		{"capture at 2^32 for one sequence", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
+			p.Shape.NSeqs = 1
+			*b = fb.mustArgs(KernelDecodeCapture, p.Shape)
+			b.Capture.Len = 1 << 32
+		}, []string{"Capture", "4294967296", "2^32"}},
+		{"kernel unknown", nil, nil, []string{"kernel", "7"}},
+		// Counts at 2^32: 128*128*64*4096 state cells, 2^20 tokens of 64 heads of 64 q values.
+		{"state count at 2^32", decode, func(_ fakeBuffers, p *Params, _ *Buffers) {
+			p.Shape = Shape{DK: 128, DV: 128, NKHeads: 1, NVHeads: 64, NTokens: 1, NSeqs: 4096}
+		}, []string{"StateIn", "4294967296", "2^32"}},
+		{"q count at 2^32", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) {
+			p.Shape = Shape{DK: 64, DV: 32, NKHeads: 64, NVHeads: 64, NTokens: 1 << 20, NSeqs: 1}
+		}, []string{"Q", "4294967296", "2^32"}},
+		{"gate count beyond 2^32, no wrap", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) {
+			p.Shape = Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 1, NTokens: 1 << 40, NSeqs: 1 << 40}
+		}, []string{"Q", "2^32"}},
+	}
+	// Every view: missing, wrong type, bad offset, wrong count, outside its buffer.
+	type field struct {
+		name string
+		get  func(*Buffers) *View
+	}
+	fields := []field{
+		{"Q", func(b *Buffers) *View { return &b.Q }},
+		{"K", func(b *Buffers) *View { return &b.K }},
+		{"V", func(b *Buffers) *View { return &b.V }},
+		{"G", func(b *Buffers) *View { return &b.G }},
+		{"Beta", func(b *Buffers) *View { return &b.Beta }},
+		{"StateIn", func(b *Buffers) *View { return &b.StateIn }},
+		{"Output", func(b *Buffers) *View { return &b.Output }},
+		{"StateOut", func(b *Buffers) *View { return &b.StateOut }},
+		{"Capture", func(b *Buffers) *View { return &b.Capture }},
+	}
+	for _, f := range fields {
+		kerns := allKernels
+		if f.name == "Capture" {
+			kerns = []Kernel{KernelDecodeCapture}
+		}
+		cases = append(cases,
+			invalidCase{f.name + " nil buffer", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Buffer = nil }, []string{f.name, "no buffer"}},
+			invalidCase{f.name + " bf16", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Type = BF16 }, []string{f.name, "bf16", "f32"}},
+			invalidCase{f.name + " f16", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Type = F16 }, []string{f.name, "f16"}},
+			invalidCase{f.name + " negative offset", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Offset = -4 }, []string{f.name, "offset -4"}},
+			invalidCase{f.name + " unaligned offset", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Offset = 6 }, []string{f.name, "offset 6"}},
+			invalidCase{f.name + " one element short", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) {
+				v := f.get(b)
+				v.Len--
+			}, []string{f.name, "elements"}},
+			invalidCase{f.name + " negative count", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Len = -1 }, []string{f.name, "-1 elements"}},
+			invalidCase{f.name + " beyond its buffer", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Offset = 8 }, []string{f.name, "offset 8", "beyond the buffer"}},
+		)
+		if f.name != "Capture" {
+			cases = append(cases, invalidCase{f.name + " one element long", kerns, func(fb fakeBuffers, _ *Params, b *Buffers) {
+				v := f.get(b)
+				*v = fb.view(v.Len + 1)
+			}, []string{f.name, "elements"}})
+		}
+	}
+	return cases
+}
+
+func (fb fakeBuffers) mustArgs(k Kernel, s Shape) Buffers {
+	_, b := fb.args(k, s)
+	return b
+}
+
+func TestValidateRejects(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, c := range invalidCases() {
+		kerns := c.kerns
+		if kerns == nil { // the unknown kernel
+			p, b := fb.args(KernelDecode, decodeShape)
+			checkInvalid(t, c.name, Validate(Kernel(7), p, b), c.want)
+			continue
+		}
+		for _, k := range kerns {
+			p, b := fb.args(k, shapeFor(k))
+			c.edit(fb, &p, &b)
+			checkInvalid(t, fmt.Sprintf("%s (%v)", c.name, k), Validate(k, p, b), c.want)
+		}
+	}
+}
+
+func checkInvalid(t *testing.T, name string, err error, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: accepted", name)
+		return
+	}
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("%s: %v does not wrap ErrInvalidArgument", name, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: %q does not mention %q", name, err, w)
+		}
+	}
+}
+
+func TestCaptureLongerForOneSequence(t *testing.T) {
+	fb := useFakeBuffers(t)
+	s := decodeShape
+	s.NSeqs = 1
+	p, b := fb.args(KernelDecodeCapture, s)
+	b.Capture = fb.view(b.Capture.Len * 4) // pre-allocated for a draft four times longer
+	if err := Validate(KernelDecodeCapture, p, b); err != nil {
+		t.Fatalf("a longer capture view for one sequence: %v", err)
+	}
+}
+
+func TestStateInPlace(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, k := range allKernels {
+		p, b := fb.args(k, shapeFor(k))
+		b.StateOut = b.StateIn
+		if err := Validate(k, p, b); err != nil {
+			t.Errorf("%v: StateIn and StateOut as one view: %v", k, err)
+		}
+	}
+}
+
+func TestViewAtAnOffset(t *testing.T) {
+	fb := useFakeBuffers(t)
+	p, b := fb.args(KernelDecode, decodeShape)
+	// Q and K in one buffer, K after Q.
+	n := b.Q.Len
+	buf := new(mtl.Buffer)
+	fb[buf] = 8 * n
+	b.Q, b.K = F32View(buf, 0, n), F32View(buf, 4*n, n)
+	if err := Validate(KernelDecode, p, b); err != nil {
+		t.Fatalf("q and k packed in one buffer: %v", err)
+	}
+	b.K.Offset += 4
+	checkInvalid(t, "k one element past the end", Validate(KernelDecode, p, b), []string{"K", "beyond the buffer", fmt.Sprint(8 * n)})
+}
+
+// Nothing reaches the encoder, nor the pipeline cache, when validation fails.
+func TestInvalidEncodesNothing(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, c := range invalidCases() {
+		for _, k := range c.kerns {
+			pipes := &fakePipelines{maxThreads: 1024}
+			kk := &Kernels{pipelines: pipes}
+			rec := &recorder{}
+			p, b := fb.args(k, shapeFor(k))
+			c.edit(fb, &p, &b)
+			err := kk.dispatch(rec, k, p, b)
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s (%v): %v", c.name, k, err)
+			}
+			if len(rec.calls) != 0 || len(pipes.asked) != 0 {
+				t.Errorf("%s (%v): %d encoder calls and %d pipeline lookups after a failed validation", c.name, k, len(rec.calls), len(pipes.asked))
+			}
+		}
+	}
+}
+
+func TestPrefillThreadLimit(t *testing.T) {
+	fb := useFakeBuffers(t)
+	s := prefillShape
+	s.DV = 96
+	p, b := fb.args(KernelPrefill, s)
+	kk := &Kernels{pipelines: &fakePipelines{maxThreads: 64}}
+	rec := &recorder{}
+	err := kk.dispatch(rec, KernelPrefill, p, b)
+	checkInvalid(t, "D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", "64", "gated_delta_net_f32"})
+	if len(rec.calls) != 0 {
+		t.Errorf("%d encoder calls after a failed check", len(rec.calls))
+	}
+	kk = &Kernels{pipelines: &fakePipelines{maxThreads: 96}}
+	if err := kk.dispatch(rec, KernelPrefill, p, b); err != nil {
+		t.Errorf("D_v equal to the limit: %v", err)
+	}
+}
+
+func TestNilEncoder(t *testing.T) {
+	fb := useFakeBuffers(t)
+	kk := &Kernels{pipelines: &fakePipelines{maxThreads: 1024}}
+	p, b := fb.args(KernelDecode, decodeShape)
+	for name, f := range map[string]func(*mtl.ComputeCommandEncoder, Params, Buffers) error{
+		"Prefill": kk.Prefill, "Decode": kk.Decode, "DecodeSeq": kk.DecodeSeq,
+		"DecodeLegacy": kk.DecodeLegacy, "DecodeWithCapture": kk.DecodeWithCapture,
+	} {
+		checkInvalid(t, name, f(nil, p, b), []string{"encoder", "nil"})
+	}
+}
+
+func TestWords(t *testing.T) {
+	s := Shape{DK: 128, DV: 64, NKHeads: 16, NVHeads: 48, NTokens: 5, NSeqs: 3}
+	cases := []struct {
+		p    Params
+		want [9]uint32
+	}{
+		{Params{Shape: s}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 0, 0}},
+		{Params{Shape: s, HeadMap: Tiled, QScale: 0.125}, [9]uint32{128, 64, 16, 48, 5, 3, 1, 0, 0x3e000000}},
+		{Params{Shape: s, QScale: float32(math.Copysign(0, -1))}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 0, 0}},
+		{Params{Shape: s, QScale: -2}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 0, 0xc0000000}},
+	}
+	for _, c := range cases {
+		if got := c.p.words(); got != c.want {
+			t.Errorf("%+v: words %#x, want %#x", c.p, got, c.want)
+		}
+	}
+}
+
+func TestGeometry(t *testing.T) {
+	for _, c := range []struct {
+		s           Shape
+		grid, group mtl.Size
+	}{
+		{Shape{DK: 32, DV: 96, NKHeads: 2, NVHeads: 6, NTokens: 1, NSeqs: 1}, size(96, 6, 1), size(32, 1, 1)},
+		{Shape{DK: 64, DV: 96, NKHeads: 2, NVHeads: 6, NTokens: 5, NSeqs: 3}, size(48, 6, 3), size(32, 2, 1)},
+		{Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 2}, size(32, 32, 2), size(32, 4, 1)},
+	} {
+		grid, group := decodeGeometry(c.s)
+		if grid != c.grid || group != c.group {
+			t.Errorf("decode %+v: grid %v group %v, want %v %v", c.s, grid, group, c.grid, c.group)
+		}
+	}
+	grid, group := prefillGeometry(Shape{DK: 100, DV: 72, NKHeads: 3, NVHeads: 9, NTokens: 7, NSeqs: 2})
+	if want := (size(9, 2, 1)); grid != want {
+		t.Errorf("prefill grid %v, want %v", grid, want)
+	}
+	if want := (size(72, 1, 1)); group != want {
+		t.Errorf("prefill group %v, want %v", group, want)
+	}
+	for _, c := range []struct{ dk, dv, want int }{
+		{128, 128, 2048}, // (2*128 + 2*128) * 4
+		{64, 32, 768},
+		{3, 4, 64}, // 56 bytes, rounded up to Metal's multiple of 16
+		{1, 1, 16},
+	} {
+		if got := prefillThreadgroupMemory(Shape{DK: c.dk, DV: c.dv}); got != c.want {
+			t.Errorf("threadgroup memory for D_k %d, D_v %d: %d bytes, want %d", c.dk, c.dv, got, c.want)
+		}
+	}
+}
+
+func TestDecodeChoice(t *testing.T) {
+	for n, want := range map[int]Kernel{1: KernelDecode, 2: KernelDecodeSeq, 5: KernelDecodeSeq, 512: KernelDecodeSeq} {
+		if got := decodeKernel(n); got != want {
+			t.Errorf("n_tokens %d: %v, want %v", n, got, want)
+		}
+	}
+}
+
+// TestEncoding checks the exact call sequence of every dispatcher.
+func TestEncoding(t *testing.T) {
+	fb := useFakeBuffers(t)
+	type method func(*Kernels, encoder, Params, Buffers) error
+	byKernel := func(k Kernel) method {
+		return func(kk *Kernels, e encoder, p Params, b Buffers) error { return kk.dispatch(e, k, p, b) }
+	}
+	auto := func(kk *Kernels, e encoder, p Params, b Buffers) error {
+		return kk.dispatch(e, decodeKernel(p.Shape.NTokens), p, b)
+	}
+	cases := []struct {
+		name  string
+		m     method
+		kern  Kernel
+		s     Shape
+		entry string
+	}{
+		{"prefill", byKernel(KernelPrefill), KernelPrefill, prefillShape, kernels.Prefill},
+		{"decode auto, 1 token", auto, KernelDecode, Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f32_1"},
+		{"decode auto, 5 tokens", auto, KernelDecodeSeq, decodeShape, "gated_delta_net_decode_seq_f32_2"},
+		{"seq", byKernel(KernelDecodeSeq), KernelDecodeSeq, Shape{DK: 128, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_seq_f32_4"},
+		{"legacy", byKernel(KernelDecodeLegacy), KernelDecodeLegacy, decodeShape, "gated_delta_net_decode_legacy_f32_2"},
+		{"capture", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 128, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_4"},
+	}
+	for _, c := range cases {
+		pipes := &fakePipelines{maxThreads: 1024}
+		kk := &Kernels{pipelines: pipes}
+		rec := &recorder{}
+		p, b := fb.args(c.kern, c.s)
+		b.Q.Offset = 0
+		// Give K an offset into a larger buffer to see offsets passed through.
+		kb := new(mtl.Buffer)
+		fb[kb] = 4*b.K.Len + 64
+		b.K = F32View(kb, 64, b.K.Len)
+		if err := c.m(kk, rec, p, b); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(pipes.asked, []string{c.entry}) {
+			t.Errorf("%s: pipelines asked for %v, want [%s]", c.name, pipes.asked, c.entry)
+		}
+		words := p.words()
+		want := []call{
+			{"SetComputePipelineState", []any{pipes.psos[c.entry]}},
+			{"SetBuffers", []any{
+				[]*mtl.Buffer{b.Q.Buffer, b.K.Buffer, b.V.Buffer, b.G.Buffer, b.Beta.Buffer, b.StateIn.Buffer, b.Output.Buffer, b.StateOut.Buffer},
+				[]int{0, 64, 0, 0, 0, 0, 0, 0}, 0}},
+			{"SetBytes", []any{append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 36)...), 8}},
+		}
+		if c.kern == KernelDecodeCapture {
+			want = append(want, call{"SetBuffer", []any{b.Capture.Buffer, 0, 9}})
+		}
+		var grid, group mtl.Size
+		if c.kern == KernelPrefill {
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
+			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
+		} else {
+			nsg := uint(c.s.DK / 32)
+			grid, group = size(uint(c.s.DV) / nsg, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, nsg, 1)
+		}
+		want = append(want, call{"DispatchThreadgroups", []any{grid, group}})
+		if !reflect.DeepEqual(rec.calls, want) {
+			t.Errorf("%s: calls\n%v\nwant\n%v", c.name, rec.calls, want)
+		}
+	}
+}
+
+func TestKernelNames(t *testing.T) {
+	for _, k := range allKernels {
+		s := shapeFor(k)
+		name := entryPoint(k, s)
+		if _, ok := kernels.SourceFile(name); !ok {
+			t.Errorf("%v: entry point %q is not in package kernels", k, name)
+		}
+	}
+	if got := Kernel(9).String(); got != "Kernel(9)" {
+		t.Errorf("unknown kernel prints %q", got)
+	}
+	if Block.String() != "block" || Tiled.String() != "tiled" || HeadMap(5).String() != "HeadMap(5)" {
+		t.Errorf("head map names: %v %v %v", Block, Tiled, HeadMap(5))
+	}
+}

@@ -1,0 +1,216 @@
+package gdn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// ErrInvalidArgument is wrapped by every error that reports a bad argument
+// to a dispatcher or to [Validate]. Such errors name the argument and the
+// numbers involved; nothing has been encoded when one is returned.
+var ErrInvalidArgument = errors.New("gdn: invalid argument")
+
+// maxElems is the first element count the kernels' 32-bit unsigned indices
+// cannot address.
+const maxElems = 1 << 32
+
+func invalid(arg, format string, a ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, arg, fmt.Sprintf(format, a...))
+}
+
+// Kernel names one of the kernel variants a dispatch runs.
+type Kernel int
+
+const (
+	// KernelPrefill is gated_delta_net_f32: any n_tokens, D_k and D_v at
+	// most 128.
+	KernelPrefill Kernel = iota
+	// KernelDecode is gated_delta_net_decode_f32_{NSG}, indices rebuilt
+	// every token; [Kernels.Decode] picks it at n_tokens == 1.
+	KernelDecode
+	// KernelDecodeSeq is gated_delta_net_decode_seq_f32_{NSG}, per-lane
+	// pointers advanced once per token; [Kernels.Decode] picks it at
+	// n_tokens >= 2.
+	KernelDecodeSeq
+	// KernelDecodeLegacy is gated_delta_net_decode_legacy_f32_{NSG}, the
+	// index kernel kept for tests and benchmarks.
+	KernelDecodeLegacy
+	// KernelDecodeCapture is gated_delta_net_decode_capture_f32_{NSG},
+	// which also writes the state after every token to the capture buffer.
+	KernelDecodeCapture
+)
+
+// String returns the kernel's short name: "prefill", "decode", "seq",
+// "legacy" or "capture".
+func (k Kernel) String() string {
+	switch k {
+	case KernelPrefill:
+		return "prefill"
+	case KernelDecode:
+		return "decode"
+	case KernelDecodeSeq:
+		return "seq"
+	case KernelDecodeLegacy:
+		return "legacy"
+	case KernelDecodeCapture:
+		return "capture"
+	}
+	return fmt.Sprintf("Kernel(%d)", int(k))
+}
+
+func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelDecodeCapture }
+
+// decodeFamily reports whether k is one of the SIMD-group decode kernels.
+func (k Kernel) decodeFamily() bool { return k.known() && k != KernelPrefill }
+
+// bufferLength returns a buffer's length in bytes; tests replace it so that
+// validation runs without a device.
+var bufferLength = (*mtl.Buffer).Length
+
+// Validate checks p and b for a dispatch of kernel k against every rule of
+// the contract: positive dimensions, n_v_heads a multiple of n_k_heads, the
+// kernel's limits on D_k and D_v, a known head mapping, a finite QScale, and
+// for each view an f32 element type, an aligned offset, exactly the element
+// count the shape implies (Capture: see [Kernels.DecodeWithCapture]), no
+// count at or above 2^32, and a range inside its buffer. The one rule left
+// to the dispatchers is prefill's D_v against the pipeline's
+// maxTotalThreadsPerThreadgroup, which needs the compiled kernel. The error
+// wraps [ErrInvalidArgument].
+func Validate(k Kernel, p Params, b Buffers) error {
+	if !k.known() {
+		return invalid("kernel", "unknown kernel %d", int(k))
+	}
+	if err := validateShape(k, p.Shape); err != nil {
+		return err
+	}
+	if p.HeadMap != Block && p.HeadMap != Tiled {
+		return invalid("HeadMap", "%d is neither Block (0) nor Tiled (1)", uint32(p.HeadMap))
+	}
+	if q := float64(p.QScale); math.IsNaN(q) || math.IsInf(q, 0) {
+		return invalid("QScale", "%v is not finite", p.QScale)
+	}
+	return validateBuffers(k, p.Shape, b)
+}
+
+func validateShape(k Kernel, s Shape) error {
+	dims := []struct {
+		name string
+		n    int
+	}{
+		{"Shape.DK", s.DK}, {"Shape.DV", s.DV},
+		{"Shape.NKHeads", s.NKHeads}, {"Shape.NVHeads", s.NVHeads},
+		{"Shape.NTokens", s.NTokens}, {"Shape.NSeqs", s.NSeqs},
+	}
+	for _, d := range dims {
+		if d.n <= 0 {
+			return invalid(d.name, "%d, must be > 0", d.n)
+		}
+	}
+	if s.NVHeads%s.NKHeads != 0 {
+		return invalid("Shape.NVHeads", "%d is not a multiple of Shape.NKHeads = %d", s.NVHeads, s.NKHeads)
+	}
+	if k.decodeFamily() {
+		if s.DK != 32 && s.DK != 64 && s.DK != 128 {
+			return invalid("Shape.DK", "%d, the %s kernel needs 32, 64 or 128 (D_k = 32 * NSG)", s.DK, k)
+		}
+		if nsg := s.nsg(); s.DV%nsg != 0 {
+			return invalid("Shape.DV", "%d is not a multiple of NSG = D_k/32 = %d, as the %s kernel needs", s.DV, nsg, k)
+		}
+		return nil
+	}
+	if s.DK > 128 {
+		return invalid("Shape.DK", "%d, the prefill kernel takes at most 128", s.DK)
+	}
+	if s.DV > 128 {
+		return invalid("Shape.DV", "%d, the prefill kernel takes at most 128", s.DV)
+	}
+	return nil
+}
+
+func validateBuffers(k Kernel, s Shape, b Buffers) error {
+	views := []struct {
+		name    string
+		v       View
+		want    uint64
+		formula string
+	}{
+		{"Q", b.Q, s.qkLen(), "D_k*n_k_heads*n_tokens*n_seqs"},
+		{"K", b.K, s.qkLen(), "D_k*n_k_heads*n_tokens*n_seqs"},
+		{"V", b.V, s.vLen(), "D_v*n_v_heads*n_tokens*n_seqs"},
+		{"G", b.G, s.gateLen(), "n_v_heads*n_tokens*n_seqs"},
+		{"Beta", b.Beta, s.gateLen(), "n_v_heads*n_tokens*n_seqs"},
+		{"StateIn", b.StateIn, s.stateLen(), "D_k*D_v*n_v_heads*n_seqs"},
+		{"Output", b.Output, s.vLen(), "D_v*n_v_heads*n_tokens*n_seqs"},
+		{"StateOut", b.StateOut, s.stateLen(), "D_k*D_v*n_v_heads*n_seqs"},
+	}
+	// The shape's counts first: a count beyond the indices is the shape's
+	// fault, whatever the views hold.
+	for _, c := range views {
+		if c.want >= maxElems {
+			return tooLarge(c.name, c.formula, c.want)
+		}
+	}
+	for _, c := range views {
+		if err := validateView(c.name, c.v, c.want, c.formula, c.want); err != nil {
+			return err
+		}
+	}
+	if k != KernelDecodeCapture {
+		if b.Capture != (View{}) {
+			return invalid("Capture", "set, but only the capture kernel writes it (the %s kernel does not)", k)
+		}
+		return nil
+	}
+	// For one sequence the capture view may be longer than the draft
+	// (allocated once at the longest draft); for several, the kernel's
+	// per-sequence stride is n_tokens states, so it must match exactly.
+	want := s.captureLen()
+	maxLen := want
+	if s.NSeqs == 1 {
+		maxLen = maxElems - 1
+	}
+	return validateView("Capture", b.Capture, want, "D_k*D_v*n_v_heads*n_tokens*n_seqs", maxLen)
+}
+
+// validateView checks one view: a buffer, the f32 element type, an aligned
+// offset, want <= Len <= maxLen elements, Len below 2^32 and the range
+// inside the buffer.
+func validateView(name string, v View, want uint64, formula string, maxLen uint64) error {
+	if want >= maxElems {
+		return tooLarge(name, formula, want)
+	}
+	if v.Buffer == nil {
+		return invalid(name, "no buffer")
+	}
+	if v.Type != F32 {
+		return invalid(name, "element type %v, the kernels take f32", v.Type)
+	}
+	size := v.Type.Size()
+	if v.Offset < 0 || v.Offset%size != 0 {
+		return invalid(name, "offset %d bytes, must be a non-negative multiple of %d", v.Offset, size)
+	}
+	n := uint64(v.Len)
+	switch {
+	case v.Len < 0 || (n != want && want == maxLen):
+		return invalid(name, "%d elements, the shape implies %s = %d", v.Len, formula, want)
+	case n < want:
+		return invalid(name, "%d elements, fewer than %s = %d", v.Len, formula, want)
+	case n > maxLen:
+		return invalid(name, "%d elements, at or beyond 2^32, which the kernels' 32-bit indices cannot address", v.Len)
+	}
+	have := bufferLength(v.Buffer)
+	if end := uint64(v.Offset) + n*uint64(size); end > uint64(have) {
+		return invalid(name, "offset %d + %d elements * %d bytes = %d bytes, beyond the buffer's %d bytes", v.Offset, v.Len, size, end, have)
+	}
+	return nil
+}
+
+func tooLarge(name, formula string, want uint64) error {
+	if want == math.MaxUint64 {
+		return invalid(name, "the shape implies %s > 2^64 elements, beyond the 2^32 the kernels' 32-bit indices address", formula)
+	}
+	return invalid(name, "the shape implies %s = %d elements, at or beyond 2^32, which the kernels' 32-bit indices cannot address", formula, want)
+}
