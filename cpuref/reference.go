@@ -12,9 +12,9 @@ import "math"
 //	S[i][j]  = S[i][j] + delta_i * k[t]_j
 //	out[t]_i = scale * sum_j S[i][j] * q[t]_j
 //
-// Sums run over j in increasing order from 0, accumulate in float32, and
-// every product is rounded to float32 before it is added (no fused
-// multiply-add), so the result is the same on every platform. The scale
+// Sums run over j in increasing order from 0 and accumulate in float32;
+// every product is rounded to float32 before it is added, so no platform
+// fuses a multiply-add and the order of operations is fixed. The scale
 // (p.Scale()) multiplies the finished sum at write-back. Value head h reads
 // q and k from key head p.HeadMap.KeyHead(h, n_k_heads, n_v_heads).
 //
