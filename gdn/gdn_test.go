@@ -485,7 +485,7 @@ func TestEncoding(t *testing.T) {
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
 		} else {
 			nsg := uint(c.s.DK / 32)
-			grid, group = size(uint(c.s.DV) / nsg, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, nsg, 1)
+			grid, group = size(uint(c.s.DV)/nsg, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, nsg, 1)
 		}
 		want = append(want, call{"DispatchThreadgroups", []any{grid, group}})
 		if !reflect.DeepEqual(rec.calls, want) {
