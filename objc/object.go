@@ -2,32 +2,54 @@ package objc
 
 import "sync"
 
-// Selectors of NSObject used by this package, registered once.
+// Selectors of NSObject and Foundation used by this package, registered
+// once.
 var sels struct {
-	once                                               sync.Once
-	alloc, init, retain, release, autorelease, new     SEL
-	respondsToSelector, drain, retainCount             SEL
-	initWithCStringEncoding, utf8String, lengthOfBytes SEL
-	domain, code, localizedDescription                 SEL
+	once                                      sync.Once
+	alloc, init, retain, release, autorelease SEL
+	respondsToSelector, drain, retainCount    SEL
+	initWithCStringEncoding, utf8String       SEL
+	lengthOfBytes                             SEL
+	domain, code, localizedDescription        SEL
+}
+
+// selectorNames lists every selector the package sends, with the field it
+// fills.
+var selectorNames = []struct {
+	name string
+	dst  *SEL
+}{
+	{"alloc", &sels.alloc},
+	{"init", &sels.init},
+	{"retain", &sels.retain},
+	{"release", &sels.release},
+	{"autorelease", &sels.autorelease},
+	{"respondsToSelector:", &sels.respondsToSelector},
+	{"drain", &sels.drain},
+	{"retainCount", &sels.retainCount},
+	{"initWithCString:encoding:", &sels.initWithCStringEncoding},
+	{"UTF8String", &sels.utf8String},
+	{"lengthOfBytesUsingEncoding:", &sels.lengthOfBytes},
+	{"domain", &sels.domain},
+	{"code", &sels.code},
+	{"localizedDescription", &sels.localizedDescription},
+}
+
+// SelectorNames returns the name of every selector the package itself
+// sends, for checking against Apple's headers.
+func SelectorNames() []string {
+	names := make([]string, len(selectorNames))
+	for i, s := range selectorNames {
+		names[i] = s.name
+	}
+	return names
 }
 
 func loadSels() {
 	sels.once.Do(func() {
-		sels.alloc = RegisterName("alloc")
-		sels.init = RegisterName("init")
-		sels.new = RegisterName("new")
-		sels.retain = RegisterName("retain")
-		sels.release = RegisterName("release")
-		sels.autorelease = RegisterName("autorelease")
-		sels.respondsToSelector = RegisterName("respondsToSelector:")
-		sels.drain = RegisterName("drain")
-		sels.retainCount = RegisterName("retainCount")
-		sels.initWithCStringEncoding = RegisterName("initWithCString:encoding:")
-		sels.utf8String = RegisterName("UTF8String")
-		sels.lengthOfBytes = RegisterName("lengthOfBytesUsingEncoding:")
-		sels.domain = RegisterName("domain")
-		sels.code = RegisterName("code")
-		sels.localizedDescription = RegisterName("localizedDescription")
+		for _, s := range selectorNames {
+			*s.dst = RegisterName(s.name)
+		}
 	})
 }
 

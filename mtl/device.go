@@ -1,0 +1,156 @@
+package mtl
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/objc"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNoDevice is wrapped by the error of [CreateSystemDefaultDevice] when
+// the system has no Metal device: always on Linux, where the emulated
+// device of package github.com/puremetal/puremetal/emu stands in.
+var ErrNoDevice = errors.New("mtl: no Metal device")
+
+// Device is an MTLDevice: one GPU, the factory of every other Metal object.
+type Device struct {
+	object
+	name string
+}
+
+// DeviceFromObject wraps an object that answers MTLDevice's selectors, such
+// as the emulated device, and retains it. This is the seam through which a
+// device that is not the system's plugs into the package.
+func DeviceFromObject(id objc.ID) (*Device, error) {
+	if id == 0 {
+		return nil, fmt.Errorf("%w: DeviceFromObject was given nil", ErrNoDevice)
+	}
+	loadSels()
+	for _, s := range []objc.SEL{sel.newCommandQueue, sel.newBufferWithLengthOptions, sel.newLibraryWithSourceOptionsError} {
+		if !id.RespondsToSelector(s) {
+			return nil, fmt.Errorf("mtl: object of class %s does not answer MTLDevice's selectors", id.Class().Name())
+		}
+	}
+	d := &Device{}
+	d.set(id.Retain())
+	return d, nil
+}
+
+// newDevice wraps a device the caller already owns.
+func newDevice(id objc.ID) *Device {
+	d := &Device{}
+	d.set(id)
+	return d
+}
+
+// Name returns the device's name, such as "Apple M3 Max".
+func (d *Device) Name() string {
+	if d.name == "" {
+		inPool(func() { d.name = objc.GoString(objc.ID(d.ID().Send(sel.name))) })
+	}
+	return d.name
+}
+
+// RegistryID returns the device's IORegistry identifier, unique to the GPU
+// across processes.
+func (d *Device) RegistryID() uint64 { return uint64(d.ID().Send(sel.registryID)) }
+
+// MaxThreadsPerThreadgroup returns the most threads a threadgroup may have
+// in each dimension.
+func (d *Device) MaxThreadsPerThreadgroup() Size {
+	w := objc.SendStruct24(d.ID(), sel.maxThreadsPerThreadgroup)
+	return Size{uint(w[0]), uint(w[1]), uint(w[2])}
+}
+
+// HasUnifiedMemory reports whether the CPU and the GPU share memory.
+func (d *Device) HasUnifiedMemory() bool { return objc.SendBool(d.ID(), sel.hasUnifiedMemory) }
+
+// RecommendedMaxWorkingSetSize returns about how many bytes of memory the
+// device can use without hurting performance.
+func (d *Device) RecommendedMaxWorkingSetSize() uint64 {
+	return uint64(d.ID().Send(sel.recommendedMaxWorkingSetSize))
+}
+
+// MaxBufferLength returns the largest buffer the device can make, in bytes.
+func (d *Device) MaxBufferLength() int { return int(d.ID().Send(sel.maxBufferLength)) }
+
+// SupportsFamily reports whether the device has the features of a GPU
+// family.
+func (d *Device) SupportsFamily(f GPUFamily) bool {
+	return objc.SendBool(d.ID(), sel.supportsFamily, uintptr(f))
+}
+
+// NewCommandQueue makes a queue that orders the command buffers made from
+// it.
+func (d *Device) NewCommandQueue() (*CommandQueue, error) {
+	id := objc.ID(d.ID().Send(sel.newCommandQueue))
+	if id == 0 {
+		return nil, fmt.Errorf("mtl: newCommandQueue returned nil on %s", d.Name())
+	}
+	q := &CommandQueue{}
+	q.set(id)
+	return q, nil
+}
+
+func (d *Device) checkLength(length int) error {
+	if length <= 0 {
+		return fmt.Errorf("mtl: buffer length %d is not positive", length)
+	}
+	if max := d.MaxBufferLength(); max > 0 && length > max {
+		return fmt.Errorf("mtl: buffer length %d exceeds the device's maxBufferLength %d", length, max)
+	}
+	return nil
+}
+
+// NewBuffer makes a buffer of length bytes, zero-filled, with the given
+// storage options (newBufferWithLength:options:).
+func (d *Device) NewBuffer(length int, opts ResourceOptions) (*Buffer, error) {
+	if err := d.checkLength(length); err != nil {
+		return nil, err
+	}
+	id := objc.ID(d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)))
+	return newBuffer(id, length, opts, nil)
+}
+
+// NewBufferWithBytes makes a buffer holding a copy of b
+// (newBufferWithBytes:length:options:).
+func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, error) {
+	if err := d.checkLength(len(b)); err != nil {
+		return nil, err
+	}
+	escape(unsafe.Pointer(&b[0]))
+	id := objc.ID(d.ID().Send(sel.newBufferWithBytesLengthOptions, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(opts)))
+	runtime.KeepAlive(b)
+	return newBuffer(id, len(b), opts, nil)
+}
+
+// NewBufferNoCopy makes a buffer over new page-aligned memory that the CPU
+// and the GPU share without a copy (newBufferWithBytesNoCopy:length:options:
+// deallocator:). The memory is mapped with mmap, its length rounded up to a
+// whole number of pages; the buffer owns it and unmaps it on Release, so
+// Release only after the GPU has finished with the buffer. The buffer's
+// Length is the rounded length.
+func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, error) {
+	if err := d.checkLength(length); err != nil {
+		return nil, err
+	}
+	if opts&storageModeMask == ResourceStorageModePrivate {
+		return nil, fmt.Errorf("mtl: a no-copy buffer needs CPU-visible storage, not private (options %#x)", uint(opts))
+	}
+	page := os.Getpagesize()
+	n := (length + page - 1) / page * page
+	mem, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("mtl: mmap of %d bytes: %w", n, err)
+	}
+	id := objc.ID(d.ID().Send(sel.newBufferWithBytesNoCopy, uintptr(unsafe.Pointer(&mem[0])), uintptr(n), uintptr(opts), 0))
+	b, err := newBuffer(id, n, opts, mem)
+	if err != nil {
+		unix.Munmap(mem)
+	}
+	return b, err
+}

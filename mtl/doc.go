@@ -1,0 +1,27 @@
+// Package mtl is a thin, faithful binding of the compute subset of Apple's
+// Metal API, called through the Objective-C runtime without cgo.
+//
+// Each Go type wraps one Metal protocol (MTLDevice, MTLBuffer, MTLLibrary,
+// MTLFunction, MTLComputePipelineState, MTLCommandQueue, MTLCommandBuffer,
+// MTLComputeCommandEncoder) and each method sends one Metal selector, named
+// after it. Nothing is hidden: a command buffer runs what was encoded, when
+// it is committed.
+//
+// # Ownership
+//
+// Objects returned by New*, Create* and CommandBuffer/ComputeCommandEncoder
+// are owned by the caller and released with Release. Release is idempotent:
+// a second call does nothing. Objects that Metal returns autoreleased (a
+// command buffer, an encoder, an NSError) are retained inside a private
+// autorelease pool, so the caller needs no pool of its own and nothing
+// outlives its Go value. Release a buffer only after the command buffers
+// that use it have completed.
+//
+// # Devices
+//
+// On macOS, [CreateSystemDefaultDevice] returns the system's GPU. Elsewhere
+// it returns an error wrapping [ErrNoDevice]; the emulated device in package
+// github.com/puremetal/puremetal/emu, which runs Metal Shading Language
+// kernels on the CPU, plugs in through [DeviceFromObject] and answers the
+// same selectors, so code written against this package runs unchanged.
+package mtl

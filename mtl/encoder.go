@@ -1,0 +1,236 @@
+package mtl
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/objc"
+)
+
+// MaxBufferBindings is the number of buffer argument slots of a compute
+// function (indices 0 to 30).
+const MaxBufferBindings = 31
+
+// MaxBytesLength is the most bytes SetBytes may pass (Apple: use a buffer
+// for anything larger than 4 KiB).
+const MaxBytesLength = 4096
+
+// ComputeCommandEncoder is an MTLComputeCommandEncoder: it records compute
+// dispatches and their arguments into a command buffer.
+//
+// An encoder checks its arguments before sending them. The first bad
+// argument is recorded, nothing more is sent to Metal except endEncoding,
+// and [ComputeCommandEncoder.EndEncoding] returns the error, so a dispatch
+// never runs with an argument missing.
+type ComputeCommandEncoder struct {
+	object
+	pipeline *ComputePipelineState
+	err      error
+	sends    int
+	// scratch holds what setBytes: and setBuffers:offsets:withRange: read
+	// through pointers, on the heap so that it cannot move during a send.
+	scratch *encoderScratch
+}
+
+type encoderScratch struct {
+	buffers [MaxBufferBindings]uintptr
+	offsets [MaxBufferBindings]uintptr
+	bytes   [MaxBytesLength]byte
+}
+
+func (e *ComputeCommandEncoder) fail(format string, args ...any) {
+	if e.err == nil {
+		e.err = fmt.Errorf("mtl: "+format, args...)
+	}
+}
+
+func (e *ComputeCommandEncoder) send(s objc.SEL, args ...uintptr) {
+	e.sends++
+	objc.Send(e.ID(), s, args...)
+}
+
+func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
+	if e.scratch == nil {
+		e.scratch = new(encoderScratch)
+		escape(unsafe.Pointer(e.scratch))
+	}
+	return e.scratch
+}
+
+// Err returns the first bad argument the encoder refused, or nil.
+func (e *ComputeCommandEncoder) Err() error { return e.err }
+
+// Sends returns how many messages the encoder has sent to Metal: the host
+// cost of what was encoded.
+func (e *ComputeCommandEncoder) Sends() int { return e.sends }
+
+// SetComputePipelineState sets the pipeline that the following dispatches
+// run (setComputePipelineState:). Setting the pipeline already set sends
+// nothing.
+func (e *ComputeCommandEncoder) SetComputePipelineState(p *ComputePipelineState) {
+	if e.err != nil {
+		return
+	}
+	if p == nil || p.ID() == 0 {
+		e.fail("SetComputePipelineState: nil or released pipeline")
+		return
+	}
+	if p == e.pipeline {
+		return
+	}
+	e.pipeline = p
+	e.send(sel.setComputePipelineState, uintptr(p.ID()))
+}
+
+func (e *ComputeCommandEncoder) checkIndex(what string, index, n int) bool {
+	if index < 0 || n < 0 || index+n > MaxBufferBindings {
+		e.fail("%s: buffer indices [%d, %d) outside [0, %d)", what, index, index+n, MaxBufferBindings)
+		return false
+	}
+	return true
+}
+
+func (e *ComputeCommandEncoder) checkBuffer(what string, b *Buffer, offset, index int) bool {
+	if b == nil || b.ID() == 0 {
+		e.fail("%s: buffer for index %d is nil or released", what, index)
+		return false
+	}
+	if offset < 0 || offset > b.length {
+		e.fail("%s: offset %d at index %d outside the buffer's %d bytes", what, offset, index, b.length)
+		return false
+	}
+	return true
+}
+
+// SetBuffer binds a buffer, from byte offset on, to a buffer argument
+// index (setBuffer:offset:atIndex:).
+func (e *ComputeCommandEncoder) SetBuffer(b *Buffer, offset, index int) {
+	if e.err != nil || !e.checkIndex("SetBuffer", index, 1) || !e.checkBuffer("SetBuffer", b, offset, index) {
+		return
+	}
+	e.send(sel.setBufferOffsetAtIndex, uintptr(b.ID()), uintptr(offset), uintptr(index))
+}
+
+// SetBuffers binds len(bufs) buffers to consecutive indices from start, in
+// one message (setBuffers:offsets:withRange:); offsets[i] is the byte offset
+// into bufs[i].
+func (e *ComputeCommandEncoder) SetBuffers(bufs []*Buffer, offsets []int, start int) {
+	if e.err != nil || !e.checkIndex("SetBuffers", start, len(bufs)) {
+		return
+	}
+	if len(offsets) != len(bufs) {
+		e.fail("SetBuffers: %d buffers but %d offsets", len(bufs), len(offsets))
+		return
+	}
+	s := e.scratchSpace()
+	for i, b := range bufs {
+		if !e.checkBuffer("SetBuffers", b, offsets[i], start+i) {
+			return
+		}
+		s.buffers[i] = uintptr(b.ID())
+		s.offsets[i] = uintptr(offsets[i])
+	}
+	e.sends++
+	objc.SendArgs(e.ID(), sel.setBuffersOffsetsWithRange,
+		objc.Word(uintptrOf(&s.buffers)), objc.Word(uintptrOf(&s.offsets)),
+		objc.Struct16(uintptr(start), uintptr(len(bufs))))
+}
+
+// SetBytes copies b into the command buffer as the argument at a buffer
+// index (setBytes:length:atIndex:): for small constant data such as a
+// kernel's parameters, without allocating a buffer. At most 4 KiB.
+func (e *ComputeCommandEncoder) SetBytes(b []byte, index int) {
+	if e.err != nil || !e.checkIndex("SetBytes", index, 1) {
+		return
+	}
+	if len(b) == 0 || len(b) > MaxBytesLength {
+		e.fail("SetBytes: %d bytes at index %d; want 1 to %d", len(b), index, MaxBytesLength)
+		return
+	}
+	s := e.scratchSpace()
+	copy(s.bytes[:], b)
+	e.send(sel.setBytesLengthAtIndex, uintptrOf(&s.bytes), uintptr(len(b)), uintptr(index))
+}
+
+// SetThreadgroupMemoryLength sets the size in bytes of the threadgroup
+// memory argument at index (setThreadgroupMemoryLength:atIndex:).
+func (e *ComputeCommandEncoder) SetThreadgroupMemoryLength(length, index int) {
+	if e.err != nil || !e.checkIndex("SetThreadgroupMemoryLength", index, 1) {
+		return
+	}
+	if length < 0 {
+		e.fail("SetThreadgroupMemoryLength: negative length %d at index %d", length, index)
+		return
+	}
+	e.send(sel.setThreadgroupMemoryLengthAtIndex, uintptr(length), uintptr(index))
+}
+
+func (e *ComputeCommandEncoder) checkDispatch(what string, grid, group Size) bool {
+	if e.pipeline == nil {
+		e.fail("%s: no compute pipeline set", what)
+		return false
+	}
+	if grid.Width == 0 || grid.Height == 0 || grid.Depth == 0 || group.Width == 0 || group.Height == 0 || group.Depth == 0 {
+		e.fail("%s: empty grid %v or threadgroup %v", what, grid, group)
+		return false
+	}
+	if n := group.Width * group.Height * group.Depth; n > uint(e.pipeline.maxTotal) {
+		e.fail("%s: threadgroup %v has %d threads, more than the pipeline's maxTotalThreadsPerThreadgroup %d", what, group, n, e.pipeline.maxTotal)
+		return false
+	}
+	return true
+}
+
+// DispatchThreadgroups runs the pipeline over a grid of threadgroups
+// (dispatchThreadgroups:threadsPerThreadgroup:).
+func (e *ComputeCommandEncoder) DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup Size) {
+	if e.err != nil || !e.checkDispatch("DispatchThreadgroups", threadgroupsPerGrid, threadsPerThreadgroup) {
+		return
+	}
+	g, t := threadgroupsPerGrid, threadsPerThreadgroup
+	e.sends++
+	objc.SendArgs(e.ID(), sel.dispatchThreadgroups,
+		objc.Struct24(uintptr(g.Width), uintptr(g.Height), uintptr(g.Depth)),
+		objc.Struct24(uintptr(t.Width), uintptr(t.Height), uintptr(t.Depth)))
+}
+
+// DispatchThreads runs the pipeline over a grid of threads that need not be
+// a multiple of the threadgroup size: the threadgroups at the edges are
+// smaller (dispatchThreads:threadsPerThreadgroup:).
+func (e *ComputeCommandEncoder) DispatchThreads(threadsPerGrid, threadsPerThreadgroup Size) {
+	if e.err != nil || !e.checkDispatch("DispatchThreads", threadsPerGrid, threadsPerThreadgroup) {
+		return
+	}
+	g, t := threadsPerGrid, threadsPerThreadgroup
+	e.sends++
+	objc.SendArgs(e.ID(), sel.dispatchThreads,
+		objc.Struct24(uintptr(g.Width), uintptr(g.Height), uintptr(g.Depth)),
+		objc.Struct24(uintptr(t.Width), uintptr(t.Height), uintptr(t.Depth)))
+}
+
+// MemoryBarrier makes the following dispatches see the memory writes of
+// the earlier ones, for the given resources (memoryBarrierWithScope:).
+func (e *ComputeCommandEncoder) MemoryBarrier(scope BarrierScope) {
+	if e.err != nil {
+		return
+	}
+	e.send(sel.memoryBarrierWithScope, uintptr(scope))
+}
+
+// EndEncoding finishes the encoder (endEncoding) and releases it; the
+// command buffer can then be committed or given another encoder. It
+// returns the first bad argument the encoder refused, in which case the
+// command buffer lacks work the caller meant to encode and should not be
+// committed.
+func (e *ComputeCommandEncoder) EndEncoding() error {
+	if e.ID() != 0 {
+		e.send(sel.endEncoding)
+		e.object.Release()
+	}
+	return e.err
+}
+
+// Release ends encoding if EndEncoding was not called (Metal requires
+// endEncoding before an encoder goes away) and releases the encoder. A
+// second call does nothing.
+func (e *ComputeCommandEncoder) Release() { e.EndEncoding() }

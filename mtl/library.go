@@ -1,0 +1,129 @@
+package mtl
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/puremetal/puremetal/objc"
+)
+
+// CompileOptions are MTLCompileOptions: how a library is compiled from
+// source.
+type CompileOptions struct {
+	// LanguageVersion is the Metal Shading Language version; 0 leaves the
+	// system's default.
+	LanguageVersion LanguageVersion
+	// FastMath allows the compiler to relax IEEE-754 semantics: MathModeFast
+	// through setMathMode: where the system answers it (macOS 15 and
+	// later), else setFastMathEnabled:. Metal's own default is fast math
+	// on; puremetal's default, false, is MathModeSafe, so kernels compare
+	// closely with CPU references.
+	FastMath bool
+}
+
+// CompileError is a failed compilation of Metal source: the compiler's log.
+type CompileError struct {
+	Log string
+}
+
+func (e *CompileError) Error() string { return "mtl: compiling the library failed:\n" + e.Log }
+
+// Library is an MTLLibrary: compiled Metal functions.
+type Library struct{ object }
+
+// NewLibraryWithSource compiles Metal Shading Language source into a
+// library (newLibraryWithSource:options:error:). A compilation failure is a
+// *CompileError holding the compiler's log.
+func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library, error) {
+	source, err := nsString(src)
+	if err != nil {
+		return nil, fmt.Errorf("mtl: library source: %w", err)
+	}
+	defer source.Release()
+	options := objc.GetClass("MTLCompileOptions").New()
+	if options == 0 {
+		return nil, fmt.Errorf("mtl: the runtime has no MTLCompileOptions class")
+	}
+	defer options.Release()
+	if opts.LanguageVersion != 0 {
+		options.Send(sel.setLanguageVersion, uintptr(opts.LanguageVersion))
+	}
+	if options.RespondsToSelector(sel.setMathMode) {
+		mode := MathModeSafe
+		if opts.FastMath {
+			mode = MathModeFast
+		}
+		options.Send(sel.setMathMode, uintptr(mode))
+	} else {
+		options.Send(sel.setFastMathEnabled, boolArg(opts.FastMath))
+	}
+	var lib objc.ID
+	inPool(func() {
+		nserr := newOutID()
+		lib = objc.ID(d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), uintptrOf(nserr)))
+		if lib == 0 {
+			err = &CompileError{Log: errorText(*nserr, "newLibraryWithSource:options:error: returned nil")}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	l := &Library{}
+	l.set(lib)
+	return l, nil
+}
+
+func boolArg(b bool) uintptr {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// errorText returns the description of an NSError, or fallback for nil.
+func errorText(nserr objc.ID, fallback string) string {
+	if err := objc.ErrorFromNSError(nserr); err != nil {
+		return err.(*objc.Error).Description
+	}
+	return fallback
+}
+
+// FunctionNames returns the names of the library's functions.
+func (l *Library) FunctionNames() []string {
+	var names []string
+	inPool(func() {
+		arr := objc.ID(l.ID().Send(sel.functionNames))
+		n := int(arr.Send(sel.count))
+		for i := range n {
+			names = append(names, objc.GoString(objc.ID(arr.Send(sel.objectAtIndex, uintptr(i)))))
+		}
+	})
+	return names
+}
+
+// NewFunction returns the library's function named name
+// (newFunctionWithName:). A missing name is an error that lists the names
+// the library has.
+func (l *Library) NewFunction(name string) (*Function, error) {
+	s, err := nsString(name)
+	if err != nil {
+		return nil, fmt.Errorf("mtl: function name: %w", err)
+	}
+	id := objc.ID(l.ID().Send(sel.newFunctionWithName, uintptr(s)))
+	s.Release()
+	if id == 0 {
+		return nil, fmt.Errorf("mtl: the library has no function %q; it has: %s", name, strings.Join(l.FunctionNames(), ", "))
+	}
+	f := &Function{name: name}
+	f.set(id)
+	return f, nil
+}
+
+// Function is an MTLFunction: one entry point of a library.
+type Function struct {
+	object
+	name string
+}
+
+// Name returns the function's name.
+func (f *Function) Name() string { return f.name }

@@ -1,0 +1,105 @@
+package mtl
+
+import "strconv"
+
+// Size is MTLSize: the extent of a grid or a threadgroup, in threads or
+// threadgroups, along three dimensions.
+type Size struct{ Width, Height, Depth uint }
+
+// ResourceOptions is MTLResourceOptions: a buffer's storage mode, CPU cache
+// mode and hazard tracking, or-ed together.
+type ResourceOptions uint
+
+// Resource options.
+const (
+	ResourceCPUCacheModeDefaultCache    ResourceOptions = 0
+	ResourceCPUCacheModeWriteCombined   ResourceOptions = 1
+	ResourceStorageModeShared           ResourceOptions = 0
+	ResourceStorageModeManaged          ResourceOptions = 16
+	ResourceStorageModePrivate          ResourceOptions = 32
+	ResourceStorageModeMemoryless       ResourceOptions = 48
+	ResourceHazardTrackingModeUntracked ResourceOptions = 256
+	ResourceHazardTrackingModeTracked   ResourceOptions = 512
+)
+
+// storageModeMask selects the storage-mode bits of ResourceOptions.
+const storageModeMask ResourceOptions = 0xf0
+
+// CommandBufferStatus is MTLCommandBufferStatus: where a command buffer is
+// in its life.
+type CommandBufferStatus uint
+
+// Command buffer statuses.
+const (
+	CommandBufferStatusNotEnqueued CommandBufferStatus = 0
+	CommandBufferStatusEnqueued    CommandBufferStatus = 1
+	CommandBufferStatusCommitted   CommandBufferStatus = 2
+	CommandBufferStatusScheduled   CommandBufferStatus = 3
+	CommandBufferStatusCompleted   CommandBufferStatus = 4
+	CommandBufferStatusError       CommandBufferStatus = 5
+)
+
+// String returns the status's name without the prefix.
+func (s CommandBufferStatus) String() string {
+	switch s {
+	case CommandBufferStatusNotEnqueued:
+		return "NotEnqueued"
+	case CommandBufferStatusEnqueued:
+		return "Enqueued"
+	case CommandBufferStatusCommitted:
+		return "Committed"
+	case CommandBufferStatusScheduled:
+		return "Scheduled"
+	case CommandBufferStatusCompleted:
+		return "Completed"
+	case CommandBufferStatusError:
+		return "Error"
+	}
+	return "CommandBufferStatus(" + strconv.Itoa(int(s)) + ")"
+}
+
+// BarrierScope is MTLBarrierScope: which resources a memory barrier orders.
+type BarrierScope uint
+
+// Barrier scopes.
+const (
+	BarrierScopeBuffers       BarrierScope = 1
+	BarrierScopeTextures      BarrierScope = 2
+	BarrierScopeRenderTargets BarrierScope = 4
+)
+
+// LanguageVersion is MTLLanguageVersion: the Metal Shading Language version
+// a library is compiled as.
+type LanguageVersion uint
+
+// Language versions.
+const (
+	LanguageVersion3_0 LanguageVersion = 0x30000
+	LanguageVersion3_1 LanguageVersion = 0x30001
+	LanguageVersion3_2 LanguageVersion = 0x30002
+	LanguageVersion4_0 LanguageVersion = 0x40000
+)
+
+// MathMode is MTLMathMode (macOS 15 and later): how much the compiler may
+// relax floating-point semantics.
+type MathMode uint
+
+// Math modes.
+const (
+	MathModeSafe    MathMode = 0
+	MathModeRelaxed MathMode = 1
+	MathModeFast    MathMode = 2
+)
+
+// GPUFamily is MTLGPUFamily, for [Device.SupportsFamily].
+type GPUFamily uint
+
+// GPU families.
+const (
+	GPUFamilyApple7  GPUFamily = 1007
+	GPUFamilyApple8  GPUFamily = 1008
+	GPUFamilyApple9  GPUFamily = 1009
+	GPUFamilyApple10 GPUFamily = 1010
+	GPUFamilyMac2    GPUFamily = 2002
+	GPUFamilyMetal3  GPUFamily = 5001
+)
