@@ -1,0 +1,313 @@
+package objc
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// size24 and range16 are MTLSize and NSRange as a Go method receives them.
+type size24 struct{ A, B, C uint64 }
+type range16 struct{ A, B uint64 }
+
+// An abiCase is one method shape: its selector and type encoding, its Go
+// implementation, the C function of testdata/abi.c implementing it, and
+// random arguments for it.
+type abiCase struct {
+	sel   string
+	types string
+	goFn  any
+	cFn   string
+	args  func(r *rand.Rand) []Arg
+}
+
+func words(r *rand.Rand, n int) []Arg {
+	a := make([]Arg, n)
+	for i := range a {
+		a[i] = Word(randomWord(r))
+	}
+	return a
+}
+
+func s16(r *rand.Rand) Arg { return Struct16(randomWord(r), randomWord(r)) }
+func s24(r *rand.Rand) Arg { return Struct24(randomWord(r), randomWord(r), randomWord(r)) }
+
+func cat(parts ...[]Arg) []Arg {
+	var a []Arg
+	for _, p := range parts {
+		a = append(a, p...)
+	}
+	return a
+}
+
+const (
+	mtlSize = "{MTLSize=QQQ}"
+	nsRange = "{_NSRange=QQ}"
+)
+
+var abiCases = []abiCase{{
+	sel:   "wordsA:b:c:d:e:f:g:h:i:j:",
+	types: "Q@:QQQQQQQQQQ",
+	goFn: func(self ID, sel SEL, a, b, c, d, e, f, g, h, i, j uint64) uint64 {
+		return goRecord(self, sel, a, b, c, d, e, f, g, h, i, j)
+	},
+	cFn:  "pm_words",
+	args: func(r *rand.Rand) []Arg { return words(r, 10) },
+}, {
+	sel:   "range:word:",
+	types: "Q@:" + nsRange + "Q",
+	goFn: func(self ID, sel SEL, rg range16, a uint64) uint64 {
+		return goRecord(self, sel, rg.A, rg.B, a)
+	},
+	cFn:  "pm_range",
+	args: func(r *rand.Rand) []Arg { return cat([]Arg{s16(r)}, words(r, 1)) },
+}, {
+	sel:   "mixedWord:size:range:size:word:",
+	types: "Q@:Q" + mtlSize + nsRange + mtlSize + "Q",
+	goFn: func(self ID, sel SEL, a uint64, s size24, rg range16, u size24, b uint64) uint64 {
+		return goRecord(self, sel, a, s.A, s.B, s.C, rg.A, rg.B, u.A, u.B, u.C, b)
+	},
+	cFn: "pm_mixed",
+	args: func(r *rand.Rand) []Arg {
+		return cat(words(r, 1), []Arg{s24(r), s16(r), s24(r)}, words(r, 1))
+	},
+}, {
+	sel:   "dispatchGrid:group:a:b:c:d:e:f:g:",
+	types: "Q@:" + mtlSize + mtlSize + "QQQQQQQ",
+	goFn: func(self ID, sel SEL, grid, group size24, a, b, c, d, e, f, g uint64) uint64 {
+		return goRecord(self, sel, grid.A, grid.B, grid.C, group.A, group.B, group.C, a, b, c, d, e, f, g)
+	},
+	cFn:  "pm_dispatch",
+	args: func(r *rand.Rand) []Arg { return cat([]Arg{s24(r), s24(r)}, words(r, 7)) },
+}, {
+	// amd64: one register left for the range.
+	sel:   "late3A:b:c:range:d:e:",
+	types: "Q@:QQQ" + nsRange + "QQ",
+	goFn: func(self ID, sel SEL, a, b, c uint64, rg range16, d, e uint64) uint64 {
+		return goRecord(self, sel, a, b, c, rg.A, rg.B, d, e)
+	},
+	cFn:  "pm_range_late3",
+	args: func(r *rand.Rand) []Arg { return cat(words(r, 3), []Arg{s16(r)}, words(r, 2)) },
+}, {
+	// arm64: one register left for the range.
+	sel:   "late5A:b:c:d:e:range:f:",
+	types: "Q@:QQQQQ" + nsRange + "Q",
+	goFn: func(self ID, sel SEL, a, b, c, d, e uint64, rg range16, f uint64) uint64 {
+		return goRecord(self, sel, a, b, c, d, e, rg.A, rg.B, f)
+	},
+	cFn:  "pm_range_late5",
+	args: func(r *rand.Rand) []Arg { return cat(words(r, 5), []Arg{s16(r)}, words(r, 1)) },
+}}
+
+// Methods with other results, implemented both in Go and in C.
+var (
+	sizeMethod = abiCase{
+		sel:   "sizeA:b:c:",
+		types: mtlSize + "@:QQQ",
+		goFn: func(self ID, sel SEL, a, b, c uint64) size24 {
+			goRecord(self, sel, a, b, c)
+			return size24{a*3 + 1, b ^ c, c - a}
+		},
+		cFn: "pm_size",
+	}
+	boolMethod = abiCase{
+		sel:   "boolFrom:",
+		types: "c@:Q",
+		goFn: func(self ID, sel SEL, v uint64) uint64 {
+			goRecord(self, sel, v)
+			return v // the whole word: bits above the low byte included
+		},
+		cFn: "pm_bool",
+	}
+)
+
+// ratioSel is a double-returning method, implemented in C only: a Go
+// callback cannot return a double.
+const ratioSel = "ratioA:b:"
+
+// abiImpl is one implementation of the test methods: a class and how to
+// read the words its last method received.
+type abiImpl struct {
+	name string
+	cls  Class
+	seen func(t testing.TB) []uint64
+}
+
+var goABI struct {
+	sync.Mutex
+	cls Class
+}
+
+// goABIClass is the class whose methods are the Go functions of abiCases.
+func goABIClass(t testing.TB) abiImpl {
+	t.Helper()
+	root := rootClass(t)
+	goABI.Lock()
+	defer goABI.Unlock()
+	if goABI.cls == 0 {
+		var ms []Method
+		for _, c := range append(abiCases[:len(abiCases):len(abiCases)], sizeMethod, boolMethod) {
+			ms = append(ms, Method{Sel: c.sel, Fn: c.goFn, Types: c.types})
+		}
+		cls, err := RegisterClass("PMTestGoABI", root, ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goABI.cls = cls
+	}
+	return abiImpl{"Go", goABI.cls, func(testing.TB) []uint64 { return goLastSeen() }}
+}
+
+var cABI struct {
+	sync.Mutex
+	cls Class
+}
+
+// cABIClass is the class whose methods are the C functions of
+// testdata/abi.c, compiled by clang for the test's architecture.
+func cABIClass(t testing.TB) abiImpl {
+	t.Helper()
+	root := rootClass(t)
+	loadCLib(t)
+	cABI.Lock()
+	defer cABI.Unlock()
+	if cABI.cls == 0 {
+		var ms []Method
+		for _, c := range append(abiCases[:len(abiCases):len(abiCases)], sizeMethod, boolMethod) {
+			ms = append(ms, Method{Sel: c.sel, IMP: IMP(cSymbol(t, c.cFn)), Types: c.types})
+		}
+		ms = append(ms, Method{Sel: ratioSel, IMP: IMP(cSymbol(t, "pm_ratio")), Types: "d@:QQ"})
+		cls, err := RegisterClass("PMTestCABI", root, ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cABI.cls = cls
+	}
+	return abiImpl{"C", cABI.cls, cSeen}
+}
+
+func abiImpls(t *testing.T) []abiImpl {
+	return []abiImpl{goABIClass(t), cABIClass(t)}
+}
+
+// TestSendArgs sends every argument shape to methods implemented in Go
+// (purego callbacks) and in C (compiled by clang), and checks each method
+// received every word in its place and its digest came back.
+func TestSendArgs(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, impl := range abiImpls(t) {
+		obj, dispose := newInstance(t, impl.cls)
+		for _, c := range abiCases {
+			sel := RegisterName(c.sel)
+			for range 4 {
+				args := c.args(r)
+				want := append([]uint64{uint64(obj), uint64(sel)}, flatten(args)...)
+				got := SendArgs(obj, sel, args...)
+				if !sameWords(t, impl.name+" "+c.sel, impl.seen(t), want) {
+					break
+				}
+				if uint64(got) != digest(want) {
+					t.Errorf("%s %s returned %#x, want the digest %#x", impl.name, c.sel, got, digest(want))
+				}
+			}
+		}
+		dispose()
+	}
+}
+
+// TestSendWords checks the word-only hot path, Send, with arguments that
+// spill to the stack, and the ID and Class method forms.
+func TestSendWords(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	sel := RegisterName(abiCases[0].sel)
+	for _, impl := range abiImpls(t) {
+		obj, dispose := newInstance(t, impl.cls)
+		for n := range 3 {
+			var a [10]uintptr
+			for i := range a {
+				a[i] = randomWord(r)
+			}
+			var got uintptr
+			switch n {
+			case 0:
+				got = Send(obj, sel, a[:]...)
+			case 1:
+				got = obj.Send(sel, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])
+			case 2:
+				got = uintptr(impl.cls.Send(RegisterName("self")))
+				if ID(got) != ID(impl.cls) {
+					t.Errorf("%s: [class self] = %#x, want the class %#x", impl.name, got, impl.cls)
+				}
+				continue
+			}
+			want := []uint64{uint64(obj), uint64(sel)}
+			for _, w := range a {
+				want = append(want, uint64(w))
+			}
+			sameWords(t, impl.name+" Send", impl.seen(t), want)
+			if uint64(got) != digest(want) {
+				t.Errorf("%s Send returned %#x, want the digest %#x", impl.name, got, digest(want))
+			}
+		}
+		dispose()
+	}
+}
+
+// TestSendStruct24 checks a 24-byte struct result (MTLSize), returned
+// through the hidden pointer, with word arguments.
+func TestSendStruct24(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	sel := RegisterName(sizeMethod.sel)
+	for _, impl := range abiImpls(t) {
+		obj, dispose := newInstance(t, impl.cls)
+		for range 4 {
+			a, b, c := randomWord(r), randomWord(r), randomWord(r)
+			got := SendStruct24(obj, sel, Word(a), Word(b), Word(c))
+			sameWords(t, impl.name+" "+sizeMethod.sel, impl.seen(t), []uint64{uint64(obj), uint64(sel), uint64(a), uint64(b), uint64(c)})
+			want := [3]uintptr{a*3 + 1, b ^ c, c - a}
+			if got != want {
+				t.Errorf("%s %s(%#x, %#x, %#x) = %#x, want %#x", impl.name, sizeMethod.sel, a, b, c, got, want)
+			}
+		}
+		dispose()
+	}
+}
+
+// TestSendBool checks that a BOOL result is read from the low byte only:
+// the C convention leaves the rest of the register undefined.
+func TestSendBool(t *testing.T) {
+	sel := RegisterName(boolMethod.sel)
+	for _, impl := range abiImpls(t) {
+		obj, dispose := newInstance(t, impl.cls)
+		for _, c := range []struct {
+			v    uintptr
+			want bool
+		}{
+			{0x100, false}, {0xff00, false}, {0xdeadbeef00, false}, {1 << 63, false},
+			{0x1, true}, {0x101, true}, {0xff, true}, {0xdeadbeef80, true},
+		} {
+			if got := SendBool(obj, sel, c.v); got != c.want {
+				t.Errorf("%s: BOOL method returning the word %#x read as %v, want %v", impl.name, c.v, got, c.want)
+			}
+			sameWords(t, impl.name+" "+boolMethod.sel, impl.seen(t), []uint64{uint64(obj), uint64(sel), uint64(c.v)})
+		}
+		dispose()
+	}
+}
+
+// TestSendFloat64 checks a double result, from a C method.
+func TestSendFloat64(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	impl := cABIClass(t)
+	obj, dispose := newInstance(t, impl.cls)
+	defer dispose()
+	sel := RegisterName(ratioSel)
+	for range 8 {
+		a, b := randomWord(r)>>11, randomWord(r)>>40|1
+		got := SendFloat64(obj, sel, a, b)
+		if want := float64(a) / float64(b); got != want {
+			t.Errorf("%s(%d, %d) = %v, want %v", ratioSel, a, b, got, want)
+		}
+		sameWords(t, "C "+ratioSel, cSeen(t), []uint64{uint64(obj), uint64(sel), uint64(a), uint64(b)})
+	}
+}

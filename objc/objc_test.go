@@ -1,0 +1,253 @@
+package objc
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ebitengine/purego"
+	"github.com/puremetal/puremetal/internal/testenv"
+)
+
+// noFoundationEnv, set to "none", makes the tests load the Objective-C
+// runtime without Foundation (GNUstep Base on Linux). The arm64 run under
+// qemu sets it: GNUstep Base's arm64 packages do not install beside the
+// amd64 ones, so that run checks the calling convention with the runtime
+// alone and leaves NSString, NSError and the pools to the amd64 run.
+const noFoundationEnv = "PUREMETAL_OBJC_FOUNDATION"
+
+func foundationDisabled() bool { return os.Getenv(noFoundationEnv) == "none" }
+
+func TestMain(m *testing.M) {
+	if foundationDisabled() {
+		disableFoundation()
+	}
+	code := m.Run()
+	if cLib.dir != "" {
+		os.RemoveAll(cLib.dir)
+	}
+	os.Exit(code)
+}
+
+// needRuntime loads the runtime, or skips the test (fails it in strict
+// mode) when the runtime is not installed.
+func needRuntime(t testing.TB) {
+	t.Helper()
+	if err := Load(); err != nil {
+		testenv.SkipOrFail(t, err.Error())
+	}
+}
+
+// needFoundation is needRuntime for tests that use Foundation's classes.
+func needFoundation(t testing.TB) {
+	t.Helper()
+	needRuntime(t)
+	if foundationDisabled() {
+		// A deliberate configuration, not a missing prerequisite: strict
+		// mode does not turn it into a failure.
+		t.Skipf("Foundation is not loaded (%s=none, the arm64 run under qemu where GNUstep Base cannot be installed); this test runs in the amd64 run", noFoundationEnv)
+	}
+	if GetClass("NSObject") == 0 {
+		testenv.SkipOrFail(t, "the runtime has no NSObject class: Foundation (GNUstep Base on Linux: apt-get install libgnustep-base1.28) is not loaded")
+	}
+}
+
+// rootClass is the superclass of the test classes: NSObject, or the GNU
+// runtime's own root class Object when Foundation is not loaded.
+func rootClass(t testing.TB) Class {
+	t.Helper()
+	needRuntime(t)
+	if c := GetClass("NSObject"); c != 0 {
+		return c
+	}
+	if c := GetClass("Object"); c != 0 {
+		return c
+	}
+	testenv.SkipOrFail(t, "the runtime has neither NSObject nor Object")
+	return 0
+}
+
+// newInstance returns an instance of cls, a subclass of rootClass, and a
+// function that disposes of it.
+func newInstance(t testing.TB, cls Class) (ID, func()) {
+	t.Helper()
+	if GetClass("NSObject") != 0 {
+		obj := cls.New()
+		if obj == 0 {
+			t.Fatalf("[[%s alloc] init] returned nil", cls.Name())
+		}
+		return obj, obj.Release
+	}
+	// The GNU runtime's Object has no alloc: make the instance directly.
+	create, err := purego.Dlsym(purego.RTLD_DEFAULT, "class_createInstance")
+	if err != nil {
+		t.Fatalf("class_createInstance: %v", err)
+	}
+	dispose, err := purego.Dlsym(purego.RTLD_DEFAULT, "object_dispose")
+	if err != nil {
+		t.Fatalf("object_dispose: %v", err)
+	}
+	r, _, _ := purego.SyscallN(create, uintptr(cls), 0)
+	if r == 0 {
+		t.Fatalf("class_createInstance(%s) returned nil", cls.Name())
+	}
+	return ID(r), func() { purego.SyscallN(dispose, r) }
+}
+
+// digest is FNV-1a over whole words, as testdata/abi.c computes it.
+func digest(ws []uint64) uint64 {
+	h := uint64(14695981039346656037)
+	for _, w := range ws {
+		h ^= w
+		h *= 1099511628211
+	}
+	return h
+}
+
+// flatten lists the words of a send's arguments in source order.
+func flatten(args []Arg) []uint64 {
+	var ws []uint64
+	for _, a := range args {
+		n := map[argKind]int{kindWord: 1, kindStruct16: 2, kindStruct24: 3}[a.kind]
+		for _, w := range a.w[:n] {
+			ws = append(ws, uint64(w))
+		}
+	}
+	return ws
+}
+
+// randomWord returns a random non-zero word that uses all 64 bits often.
+func randomWord(r *rand.Rand) uintptr {
+	for {
+		if w := uintptr(r.Uint64()); w != 0 {
+			return w
+		}
+	}
+}
+
+// cLib is testdata/abi.c compiled for the test's architecture and loaded.
+var cLib struct {
+	once   sync.Once
+	dir    string
+	handle uintptr
+	err    error // a build failure: the test fails
+	skip   string
+}
+
+// clangTarget returns the clang arguments that build a shared library for
+// the architecture the tests run on.
+func clangTarget() ([]string, string) {
+	switch runtime.GOOS + "/" + runtime.GOARCH {
+	case "linux/amd64":
+		return []string{"--target=x86_64-linux-gnu", "-nostdlib"}, "so"
+	case "linux/arm64":
+		return []string{"--target=aarch64-linux-gnu", "-nostdlib", "-fuse-ld=lld"}, "so"
+	case "darwin/arm64":
+		return []string{"-arch", "arm64"}, "dylib"
+	case "darwin/amd64":
+		return []string{"-arch", "x86_64"}, "dylib"
+	}
+	return nil, ""
+}
+
+// loadCLib compiles and loads testdata/abi.c once per process, or skips
+// (fails in strict mode) when clang is missing.
+func loadCLib(t testing.TB) uintptr {
+	t.Helper()
+	cLib.once.Do(func() {
+		target, ext := clangTarget()
+		if target == nil {
+			cLib.skip = "no clang target for " + runtime.GOOS + "/" + runtime.GOARCH
+			return
+		}
+		clang, err := exec.LookPath("clang")
+		if err != nil {
+			cLib.skip = "clang not found: the C methods of testdata/abi.c are compiled at test time (apt-get install clang lld)"
+			return
+		}
+		src, err := filepath.Abs(filepath.Join("testdata", "abi.c"))
+		if err != nil {
+			cLib.err = err
+			return
+		}
+		if cLib.dir, err = os.MkdirTemp("", "puremetal-objc-"); err != nil {
+			cLib.err = err
+			return
+		}
+		lib := filepath.Join(cLib.dir, "libpmabi."+ext)
+		args := append(target, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, src)
+		if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
+			cLib.err = fmt.Errorf("clang %s: %v\n%s", strings.Join(args, " "), err, out)
+			return
+		}
+		cLib.handle, cLib.err = purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	})
+	if cLib.skip != "" {
+		testenv.SkipOrFail(t, cLib.skip)
+	}
+	if cLib.err != nil {
+		t.Fatal(cLib.err)
+	}
+	return cLib.handle
+}
+
+// cSymbol returns the address of a function or variable of testdata/abi.c.
+func cSymbol(t testing.TB, name string) uintptr {
+	t.Helper()
+	p, err := purego.Dlsym(loadCLib(t), name)
+	if err != nil || p == 0 {
+		t.Fatalf("testdata/abi.c has no %s: %v", name, err)
+	}
+	return p
+}
+
+// cSeen returns the words the last C method received.
+func cSeen(t testing.TB) []uint64 {
+	t.Helper()
+	seen := (*[64]uint64)(cptr(cSymbol(t, "pm_seen")))
+	n := *(*uint64)(cptr(cSymbol(t, "pm_nseen")))
+	return append([]uint64(nil), seen[:min(n, 64)]...)
+}
+
+// goSeen holds the words the last Go method received.
+var goSeen struct {
+	sync.Mutex
+	w []uint64
+}
+
+func goRecord(self ID, sel SEL, ws ...uint64) uint64 {
+	all := append([]uint64{uint64(self), uint64(sel)}, ws...)
+	goSeen.Lock()
+	goSeen.w = all
+	goSeen.Unlock()
+	return digest(all)
+}
+
+func goLastSeen() []uint64 {
+	goSeen.Lock()
+	defer goSeen.Unlock()
+	return append([]uint64(nil), goSeen.w...)
+}
+
+// sameWords reports the first difference between the words a method
+// received and the words it was sent.
+func sameWords(t testing.TB, what string, got, want []uint64) bool {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s received %d words, want %d:\n got %#x\nwant %#x", what, len(got), len(want), got, want)
+		return false
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%s word %d (0 = receiver, 1 = selector) = %#x, want %#x:\n got %#x\nwant %#x", what, i, got[i], want[i], got, want)
+			return false
+		}
+	}
+	return true
+}
