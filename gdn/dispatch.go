@@ -3,7 +3,6 @@ package gdn
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -36,9 +35,10 @@ type encoder interface {
 	SetComputePipelineState(p *mtl.ComputePipelineState)
 	SetBuffers(bufs []*mtl.Buffer, offsets []int, start int)
 	SetBuffer(b *mtl.Buffer, offset int, index int)
-	SetBytes(p unsafe.Pointer, length int, index int)
+	SetBytes(b []byte, index int)
 	SetThreadgroupMemoryLength(length, index int)
 	DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup mtl.Size)
+	Err() error
 }
 
 type registrySource struct {
@@ -148,7 +148,8 @@ func entryPoint(kern Kernel, s Shape) string {
 // dispatch validates, then encodes one dispatch of kern onto enc: the
 // pipeline state, buffers 0-7 in one call, the parameters with setBytes at
 // index 8, the capture buffer at 9, prefill's threadgroup memory, and the
-// threadgroups. Nothing reaches enc when an argument is invalid.
+// threadgroups. Nothing reaches enc when an argument is invalid. An error
+// the encoder recorded (it refuses a released buffer, for one) is returned.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
 	if err := Validate(kern, p, b); err != nil {
 		return err
@@ -171,8 +172,8 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		bufs[i], offsets[i] = v.Buffer, v.Offset
 	}
 	enc.SetBuffers(bufs[:], offsets[:], 0)
-	words := p.words()
-	enc.SetBytes(unsafe.Pointer(&words[0]), int(unsafe.Sizeof(words)), paramsIndex)
+	params := p.bytes()
+	enc.SetBytes(params[:], paramsIndex)
 	if kern == KernelDecodeCapture {
 		enc.SetBuffer(b.Capture.Buffer, b.Capture.Offset, captureIndex)
 	}
@@ -184,5 +185,8 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		grid, group = decodeGeometry(s)
 	}
 	enc.DispatchThreadgroups(grid, group)
+	if err := enc.Err(); err != nil {
+		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
+	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -76,7 +75,10 @@ type call struct {
 	args   []any
 }
 
-type recorder struct{ calls []call }
+type recorder struct {
+	calls []call
+	err   error // what Err reports, as an encoder that refused an argument
+}
 
 func (r *recorder) add(m string, a ...any) { r.calls = append(r.calls, call{m, a}) }
 
@@ -87,9 +89,10 @@ func (r *recorder) SetBuffers(bufs []*mtl.Buffer, offsets []int, start int) {
 	r.add("SetBuffers", append([]*mtl.Buffer(nil), bufs...), append([]int(nil), offsets...), start)
 }
 func (r *recorder) SetBuffer(b *mtl.Buffer, offset, index int) { r.add("SetBuffer", b, offset, index) }
-func (r *recorder) SetBytes(p unsafe.Pointer, length, index int) {
-	r.add("SetBytes", append([]byte(nil), unsafe.Slice((*byte)(p), length)...), index)
+func (r *recorder) SetBytes(b []byte, index int) {
+	r.add("SetBytes", append([]byte(nil), b...), index)
 }
+func (r *recorder) Err() error { return r.err }
 func (r *recorder) SetThreadgroupMemoryLength(length, index int) {
 	r.add("SetThreadgroupMemoryLength", length, index)
 }
@@ -383,6 +386,12 @@ func TestWords(t *testing.T) {
 		if got := c.p.words(); got != c.want {
 			t.Errorf("%+v: words %#x, want %#x", c.p, got, c.want)
 		}
+		b := c.p.bytes()
+		for i, w := range c.want {
+			if got := uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24; got != w {
+				t.Errorf("%+v: byte word %d = %#x, want %#x", c.p, i, got, w)
+			}
+		}
 	}
 }
 
@@ -468,13 +477,13 @@ func TestEncoding(t *testing.T) {
 		if !reflect.DeepEqual(pipes.asked, []string{c.entry}) {
 			t.Errorf("%s: pipelines asked for %v, want [%s]", c.name, pipes.asked, c.entry)
 		}
-		words := p.words()
+		params := p.bytes()
 		want := []call{
 			{"SetComputePipelineState", []any{pipes.psos[c.entry]}},
 			{"SetBuffers", []any{
 				[]*mtl.Buffer{b.Q.Buffer, b.K.Buffer, b.V.Buffer, b.G.Buffer, b.Beta.Buffer, b.StateIn.Buffer, b.Output.Buffer, b.StateOut.Buffer},
 				[]int{0, 64, 0, 0, 0, 0, 0, 0}, 0}},
-			{"SetBytes", []any{append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), 36)...), 8}},
+			{"SetBytes", []any{params[:], 8}},
 		}
 		if c.kern == KernelDecodeCapture {
 			want = append(want, call{"SetBuffer", []any{b.Capture.Buffer, 0, 9}})
@@ -507,5 +516,16 @@ func TestKernelNames(t *testing.T) {
 	}
 	if Block.String() != "block" || Tiled.String() != "tiled" || HeadMap(5).String() != "HeadMap(5)" {
 		t.Errorf("head map names: %v %v %v", Block, Tiled, HeadMap(5))
+	}
+}
+
+func TestEncoderErrorIsReturned(t *testing.T) {
+	fb := useFakeBuffers(t)
+	refused := errors.New("mtl: SetBuffers: buffer for index 3 is nil or released")
+	kk := &Kernels{pipelines: &fakePipelines{maxThreads: 1024}}
+	p, b := fb.args(KernelDecode, decodeShape)
+	err := kk.dispatch(&recorder{err: refused}, KernelDecode, p, b)
+	if !errors.Is(err, refused) || errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("encoder error: got %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package gdn
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -65,6 +66,15 @@ func (p Params) words() [9]uint32 {
 		uint32(s.DK), uint32(s.DV), uint32(s.NKHeads), uint32(s.NVHeads),
 		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), 0, scale,
 	}
+}
+
+// bytes returns the parameter words as the kernels read them, little-endian.
+func (p Params) bytes() [36]byte {
+	var b [36]byte
+	for i, w := range p.words() {
+		binary.LittleEndian.PutUint32(b[4*i:], w)
+	}
+	return b
 }
 
 // Element counts each buffer must hold; see checkedCount.
