@@ -17,6 +17,7 @@ type Registry struct {
 	mu        sync.Mutex
 	libraries map[key]*library
 	pipelines map[key]*pipeline
+	source    func(file string) string // Source; tests substitute a broken one
 }
 
 // key names a source file or an entry point on one device.
@@ -42,6 +43,7 @@ func NewRegistry() *Registry {
 	return &Registry{
 		libraries: make(map[key]*library),
 		pipelines: make(map[key]*pipeline),
+		source:    Source,
 	}
 }
 
@@ -82,7 +84,7 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 	}
 	r.mu.Unlock()
 
-	l.once.Do(func() { l.lib, l.err = compile(dev, file) })
+	l.once.Do(func() { l.lib, l.err = compile(dev, file, r.source(file)) })
 	p.once.Do(func() {
 		if l.err != nil {
 			p.err = l.err
@@ -93,8 +95,8 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 	return p.pso, p.err
 }
 
-func compile(dev *mtl.Device, file string) (*mtl.Library, error) {
-	lib, err := dev.NewLibraryWithSource(Source(file), compileOptions)
+func compile(dev *mtl.Device, file, src string) (*mtl.Library, error) {
+	lib, err := dev.NewLibraryWithSource(src, compileOptions)
 	if err != nil {
 		return nil, fmt.Errorf("kernels: compiling %s: %w", file, err)
 	}
