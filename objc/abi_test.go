@@ -2,6 +2,9 @@ package objc
 
 import (
 	"math/rand/v2"
+	"reflect"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -147,6 +150,9 @@ func goABIClass(t testing.TB) abiImpl {
 	if goABI.cls == 0 {
 		var ms []Method
 		for _, c := range append(abiCases[:len(abiCases):len(abiCases)], sizeMethod, boolMethod) {
+			if goCallbackUnsupported(c) {
+				continue
+			}
 			ms = append(ms, Method{Sel: c.sel, Fn: c.goFn, Types: c.types})
 		}
 		cls, err := RegisterClass("PMTestGoABI", root, ms)
@@ -198,6 +204,10 @@ func TestSendArgs(t *testing.T) {
 	for _, impl := range abiImpls(t) {
 		obj, dispose := newInstance(t, impl.cls)
 		for _, c := range abiCases {
+			if impl.name == "Go" && goCallbackUnsupported(c) {
+				t.Logf("Go %s: not registered on %s, where purego callbacks misread it (the C method checks this shape)", c.sel, runtime.GOARCH)
+				continue
+			}
 			sel := RegisterName(c.sel)
 			for range 4 {
 				args := c.args(r)
@@ -234,9 +244,11 @@ func TestSendWords(t *testing.T) {
 			case 1:
 				got = obj.Send(sel, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])
 			case 2:
-				got = uintptr(impl.cls.Send(RegisterName("self")))
-				if ID(got) != ID(impl.cls) {
-					t.Errorf("%s: [class self] = %#x, want the class %#x", impl.name, got, impl.cls)
+				if got := ID(obj.Send(RegisterName("class"))); got != ID(impl.cls) {
+					t.Errorf("%s: [obj class] = %#x, want the class %#x", impl.name, got, impl.cls)
+				}
+				if got := obj.Class(); got != impl.cls {
+					t.Errorf("%s: object_getClass(obj) = %#x, want the class %#x", impl.name, got, impl.cls)
 				}
 				continue
 			}
@@ -309,5 +321,81 @@ func TestSendFloat64(t *testing.T) {
 			t.Errorf("%s(%d, %d) = %v, want %v", ratioSel, a, b, got, want)
 		}
 		sameWords(t, "C "+ratioSel, cSeen(t), []uint64{uint64(obj), uint64(sel), uint64(a), uint64(b)})
+	}
+}
+
+// goCallbackUnsupported reports whether RegisterClass refuses the Go
+// implementation of c on this architecture.
+func goCallbackUnsupported(c abiCase) bool {
+	return runtime.GOARCH == "arm64" && arm64StackStructHazard(reflect.TypeOf(c.goFn)) >= 0
+}
+
+// TestArm64StackStructHazard checks which Go method signatures are
+// refused on arm64: those with integer arguments after a 16-byte struct
+// that went on the stack with a register still free.
+func TestArm64StackStructHazard(t *testing.T) {
+	want := map[string]int{
+		"wordsA:b:c:d:e:f:g:h:i:j:":         -1,
+		"range:word:":                       -1,
+		"mixedWord:size:range:size:word:":   -1,
+		"dispatchGrid:group:a:b:c:d:e:f:g:": -1,
+		"late3A:b:c:range:d:e:":             -1,
+		"late5A:b:c:d:e:range:f:":           8,
+	}
+	for _, c := range abiCases {
+		if got := arm64StackStructHazard(reflect.TypeOf(c.goFn)); got != want[c.sel] {
+			t.Errorf("arm64StackStructHazard(%s) = %d, want %d", c.sel, got, want[c.sel])
+		}
+	}
+	// Six words leave no register for the range: nothing is misread.
+	full := func(self ID, sel SEL, a, b, c, d, e, f uint64, rg range16, g uint64) uint64 { return 0 }
+	if got := arm64StackStructHazard(reflect.TypeOf(full)); got != -1 {
+		t.Errorf("arm64StackStructHazard(six words, range, word) = %d, want -1", got)
+	}
+	// A double after the spilled range is in a floating-point register.
+	float := func(self ID, sel SEL, a, b, c, d, e uint64, rg range16, f float64) uint64 { return 0 }
+	if got := arm64StackStructHazard(reflect.TypeOf(float)); got != -1 {
+		t.Errorf("arm64StackStructHazard(five words, range, double) = %d, want -1", got)
+	}
+}
+
+// TestRegisterClassErrors checks that bad methods are errors that name the
+// class and the method, not panics.
+func TestRegisterClassErrors(t *testing.T) {
+	root := rootClass(t)
+	for i, c := range []struct {
+		fn   any
+		want string
+	}{
+		{42, "not a function"},
+		{func(a, b string) {}, "first two parameters"},
+		{func(self ID) {}, "first two parameters"},
+		{func(self ID, sel SEL, s string) {}, "unsupported argument type"},
+		{func(self ID, sel SEL) (uintptr, uintptr) { return 0, 0 }, "one return"},
+	} {
+		name := "PMTestBadClass" + string(rune('A'+i))
+		_, err := RegisterClass(name, root, []Method{{Sel: "bad:", Fn: c.fn, Types: "v@:"}})
+		if err == nil {
+			t.Errorf("RegisterClass with Fn %T returned no error", c.fn)
+			continue
+		}
+		for _, w := range []string{name, `"bad:"`, c.want} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("RegisterClass with Fn %T: error %q does not mention %q", c.fn, err, w)
+			}
+		}
+	}
+	if runtime.GOARCH == "arm64" {
+		late5 := abiCases[len(abiCases)-1]
+		_, err := RegisterClass("PMTestBadLate5", root, []Method{{Sel: late5.sel, Fn: late5.goFn, Types: late5.types}})
+		if err == nil || !strings.Contains(err.Error(), "parameter 8") {
+			t.Errorf("RegisterClass with %s on arm64: error %v, want one naming parameter 8", late5.sel, err)
+		}
+	}
+	if _, err := RegisterClass("PMTestNoSuper", 0, nil); err == nil || !strings.Contains(err.Error(), "superclass") {
+		t.Errorf("RegisterClass without a superclass: error %v, want one about the superclass", err)
+	}
+	if _, err := RegisterClass(root.Name(), root, nil); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("RegisterClass(%q): error %v, want one saying it already exists", root.Name(), err)
 	}
 }
