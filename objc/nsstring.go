@@ -38,12 +38,19 @@ func NewNSString(s string) (ID, error) {
 }
 
 // GoString copies the NSString str into a Go string (UTF-8). nil gives "".
+// The UTF-8 bytes NSString hands out live in the innermost autorelease
+// pool, so GoString reads them inside a pool of its own and can be called
+// with or without a pool open.
 func GoString(str ID) string {
 	if str == 0 {
 		return ""
 	}
 	loadSels()
-	p := Send(str, sels.utf8String)
-	n := int(Send(str, sels.lengthOfBytes, NSUTF8StringEncoding))
-	return string(gobytes(p, n))
+	var s string
+	WithAutoreleasePool(func() {
+		p := Send(str, sels.utf8String)
+		n := int(Send(str, sels.lengthOfBytes, NSUTF8StringEncoding))
+		s = string(gobytes(p, n))
+	})
+	return s
 }
