@@ -75,6 +75,7 @@ type scratch struct {
 	words   [maxWords]uintptr // the words handed to purego.SyscallN
 	structs [8][3]uintptr
 	ret     [3]uintptr
+	super   objcSuper
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -185,13 +186,17 @@ type objcSuper struct {
 // (usually the superclass of the class that implements the caller), as
 // [super sel] does in Objective-C.
 func SendSuper(id ID, super Class, sel SEL, args ...uintptr) uintptr {
-	sup := &objcSuper{receiver: id, superClass: super}
-	fn, recv := lookupSuper(sup, sel)
-	var w [maxWords]uintptr
-	w[0], w[1] = recv, uintptr(sel)
-	n := 2 + copy(w[2:], args)
-	r, _, _ := purego.SyscallN(fn, w[:n]...)
-	runtime.KeepAlive(sup)
+	// The objc_super is passed by address as a plain word, so it must not
+	// live on the goroutine stack, which may move before the call: it is
+	// kept in the scratch memory, which is on the heap.
+	s := scratchPool.Get().(*scratch)
+	s.super = objcSuper{receiver: id, superClass: super}
+	fn, recv := lookupSuper(&s.super, sel)
+	s.words[0], s.words[1] = recv, uintptr(sel)
+	n := 2 + copy(s.words[2:], args)
+	r, _, _ := purego.SyscallN(fn, s.words[:n]...)
+	runtime.KeepAlive(s)
+	scratchPool.Put(s)
 	return r
 }
 
