@@ -1,0 +1,116 @@
+package msl
+
+import (
+	"errors"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// mem is a buffer outside the Go heap (mmap'd), as kernels require.
+type mem struct {
+	b []byte
+}
+
+func newMem(t testing.TB, n int) *mem {
+	t.Helper()
+	size := n
+	if size == 0 {
+		size = 1
+	}
+	b, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatalf("mmap %d bytes: %v", n, err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return &mem{b: b[:n]}
+}
+
+func newF32(t testing.TB, n int) *mem { return newMem(t, 4*n) }
+
+func (m *mem) binding() Binding {
+	return Binding{Ptr: uintptr(unsafe.Pointer(&m.b[0])), Len: len(m.b)}
+}
+
+func (m *mem) f32() []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(&m.b[0])), len(m.b)/4)
+}
+
+func (m *mem) u32() []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&m.b[0])), len(m.b)/4)
+}
+
+func (m *mem) i32() []int32 {
+	return unsafe.Slice((*int32)(unsafe.Pointer(&m.b[0])), len(m.b)/4)
+}
+
+func (m *mem) u16() []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&m.b[0])), len(m.b)/2)
+}
+
+func fillRandom(x []float32, seed int64) {
+	r := rand.New(rand.NewSource(seed))
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+}
+
+func poison(x []float32) {
+	for i := range x {
+		x[i] = float32(math.NaN())
+	}
+}
+
+// testCacheDir is one cache for the whole test binary run, so the tests
+// also exercise cache hits.
+var testCacheDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "puremetal-msl-test-")
+	if err != nil {
+		panic(err)
+	}
+	testCacheDir = filepath.Join(dir, "cache")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func needClang(t testing.TB) {
+	t.Helper()
+	if _, _, err := findClang(); err != nil {
+		testenv.SkipOrFail(t, err.Error())
+	}
+}
+
+func compileT(t testing.TB, src string, opts CompileOptions) *Library {
+	t.Helper()
+	needClang(t)
+	if opts.CacheDir == "" {
+		opts.CacheDir = testCacheDir
+	}
+	lib, err := Compile(src, opts)
+	if err != nil {
+		var ce *CompileError
+		if errors.As(err, &ce) {
+			t.Fatalf("compile: %v\n%s", err, ce.Log)
+		}
+		t.Fatalf("compile: %v", err)
+	}
+	return lib
+}
+
+func functionT(t testing.TB, lib *Library, name string) *Function {
+	t.Helper()
+	f, err := lib.Function(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}

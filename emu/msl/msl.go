@@ -1,0 +1,232 @@
+package msl
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// MaxBindings is the number of buffer and threadgroup-memory argument slots
+// of a compute function (indices 0 to 30), as on Apple GPUs.
+const MaxBindings = 31
+
+// MaxThreadsPerThreadgroup is the largest threadgroup the emulator runs, as
+// on Apple GPUs.
+const MaxThreadsPerThreadgroup = 1024
+
+// ThreadExecutionWidth is the number of lanes of a SIMD-group.
+const ThreadExecutionWidth = 32
+
+// MaxThreadgroupMemoryLength is the threadgroup memory available to one
+// threadgroup, in bytes: lengths set by the encoder plus threadgroup
+// variables declared in the kernel.
+const MaxThreadgroupMemoryLength = 32768
+
+// DefaultFileName is the file name given to a source that has none, as in
+// the logs of Apple's compiler.
+const DefaultFileName = "program_source"
+
+// CompileOptions control Compile.
+type CompileOptions struct {
+	// FastMath compiles with clang's -ffast-math (Metal's default is fast
+	// math on; the zero value here is off, so set it to match
+	// MTLCompileOptions.fastMathEnabled).
+	FastMath bool
+	// LanguageVersion is an MTLLanguageVersion value ((major << 16) | minor);
+	// it sets __METAL_VERSION__. Zero means 3.1.
+	LanguageVersion uint32
+	// CacheDir holds translated sources, compiled libraries and the runtime.
+	// Empty means os.UserCacheDir()/puremetal/msl.
+	CacheDir string
+	// FileName names the source in diagnostics and kernel errors. Empty
+	// means DefaultFileName.
+	FileName string
+}
+
+// CompileError is a failed compilation. Log is the compiler's log, whose
+// locations name the original .metal file and line.
+type CompileError struct {
+	Log string
+	// File and Line locate the first error in the source (Line 0 if the log
+	// names none).
+	File string
+	Line int
+}
+
+func (e *CompileError) Error() string {
+	first := e.Log
+	if i := strings.Index(first, "\n"); i >= 0 {
+		first = first[:i]
+	}
+	if e.Line > 0 {
+		return fmt.Sprintf("msl: compilation failed at %s:%d: %s", e.File, e.Line, strings.TrimSpace(first))
+	}
+	return "msl: compilation failed: " + strings.TrimSpace(first)
+}
+
+var diagLine = regexp.MustCompile(`(?m)^(.*?):(\d+):(\d+): (?:fatal )?error: `)
+
+// newCompileError builds a CompileError whose Line is the first error
+// located in file.
+func newCompileError(log, file string) *CompileError {
+	e := &CompileError{Log: log, File: file}
+	for _, m := range diagLine.FindAllStringSubmatch(log, -1) {
+		if m[1] == file || strings.HasSuffix(m[1], "/"+file) {
+			e.Line, _ = strconv.Atoi(m[2])
+			break
+		}
+	}
+	return e
+}
+
+// ParamKind tells what a kernel parameter is bound to.
+type ParamKind int
+
+const (
+	// Buffer is a device or constant buffer, [[buffer(n)]].
+	Buffer ParamKind = iota
+	// ThreadgroupMemory is threadgroup memory whose length the encoder
+	// sets, [[threadgroup(n)]].
+	ThreadgroupMemory
+	// BuiltIn is a value the GPU supplies, such as
+	// [[thread_position_in_grid]].
+	BuiltIn
+)
+
+func (k ParamKind) String() string {
+	switch k {
+	case Buffer:
+		return "buffer"
+	case ThreadgroupMemory:
+		return "threadgroup"
+	case BuiltIn:
+		return "built-in"
+	}
+	return fmt.Sprintf("ParamKind(%d)", int(k))
+}
+
+// Param describes one parameter of a kernel function.
+type Param struct {
+	Name string
+	Kind ParamKind
+	// Index is the buffer or threadgroup-memory index (Kind Buffer or
+	// ThreadgroupMemory).
+	Index int
+	// ReadOnly is true for a buffer the kernel cannot write: a constant
+	// buffer, or a device pointer or reference to const data.
+	ReadOnly bool
+	// BuiltIn names the attribute of a built-in parameter, e.g.
+	// "thread_position_in_grid".
+	BuiltIn string
+}
+
+// Grid is the extent of a dispatch, in (width, height, depth) order.
+// Exactly one of Threadgroups (dispatchThreadgroups:threadsPerThreadgroup:)
+// and Threads (dispatchThreads:threadsPerThreadgroup:, whose edge
+// threadgroups may be partial) is non-zero.
+type Grid struct {
+	// Threadgroups is the number of threadgroups in each dimension.
+	Threadgroups [3]int
+	// Threads is the number of threads in each dimension.
+	Threads [3]int
+	// ThreadsPerThreadgroup is the size of a full threadgroup.
+	ThreadsPerThreadgroup [3]int
+}
+
+// ThreadgroupsGrid is the grid of dispatchThreadgroups:threadsPerThreadgroup:.
+func ThreadgroupsGrid(threadgroups, threadsPerThreadgroup [3]int) Grid {
+	return Grid{Threadgroups: threadgroups, ThreadsPerThreadgroup: threadsPerThreadgroup}
+}
+
+// ThreadsGrid is the grid of dispatchThreads:threadsPerThreadgroup:; the
+// threadgroups at the high edges hold only the threads inside the grid.
+func ThreadsGrid(threads, threadsPerThreadgroup [3]int) Grid {
+	return Grid{Threads: threads, ThreadsPerThreadgroup: threadsPerThreadgroup}
+}
+
+// Order is the order in which threadgroups, and the threads of a
+// threadgroup, get the CPU. Correct kernels give the same results in every
+// order; running two orders exposes missing barriers.
+type Order int
+
+const (
+	// Forward runs threadgroups and threads in increasing index order.
+	Forward Order = iota
+	// Reverse runs them in decreasing index order.
+	Reverse
+	// Shuffled runs them in a pseudo-random order drawn from Dispatch.Seed.
+	Shuffled
+)
+
+func (o Order) String() string {
+	switch o {
+	case Forward:
+		return "forward"
+	case Reverse:
+		return "reverse"
+	case Shuffled:
+		return "shuffled"
+	}
+	return fmt.Sprintf("Order(%d)", int(o))
+}
+
+// Binding is memory bound to a buffer index. The memory must not be on the
+// Go heap (use mmap'd or C-allocated memory): kernels run on threads the Go
+// runtime does not know.
+type Binding struct {
+	Ptr uintptr
+	Len int
+}
+
+// Dispatch is one compute dispatch: the encoder's bindings and the grid.
+type Dispatch struct {
+	// Buffers are the bindings of setBuffer:offset:atIndex: (Ptr already
+	// includes the offset; Len counts the bytes from Ptr to the end).
+	Buffers [MaxBindings]Binding
+	// ThreadgroupMemoryLength are the lengths of
+	// setThreadgroupMemoryLength:atIndex:, in bytes (multiples of 16).
+	ThreadgroupMemoryLength [MaxBindings]int
+	Grid                    Grid
+	Order                   Order
+	// Seed draws the Shuffled order.
+	Seed uint64
+	// Workers is the number of OS threads running threadgroups; 0 means
+	// one per CPU. Within a threadgroup everything runs on one thread.
+	Workers int
+}
+
+// Counters are measured by a dispatch.
+type Counters struct {
+	// Loaded and Stored count the bytes read and written through each
+	// buffer binding. An access is charged to the lowest binding index
+	// whose range holds it (when bindings overlap).
+	Loaded, Stored [MaxBindings]uint64
+	// SIMDGroupOps counts SIMD-group functions (including
+	// simdgroup_barrier), once per SIMD-group.
+	SIMDGroupOps uint64
+	// Barriers counts threadgroup_barrier calls, once per threadgroup.
+	Barriers uint64
+}
+
+// KernelError is a fault of a running kernel: a barrier that some threads
+// cannot reach, threads at different barriers, SIMD-group functions called
+// at different sites, a deadlock, or an out-of-bounds device access.
+type KernelError struct {
+	Kernel string
+	// File and Line locate the fault in the source (Line 0 if unknown).
+	File string
+	Line int
+	Msg  string
+	// Threadgroup and Thread are the positions of the faulting thread
+	// (threadgroup_position_in_grid, thread_position_in_threadgroup).
+	Threadgroup, Thread [3]int
+}
+
+func (e *KernelError) Error() string {
+	loc := ""
+	if e.Line > 0 {
+		loc = fmt.Sprintf(" at %s:%d", e.File, e.Line)
+	}
+	return fmt.Sprintf("msl: kernel %s%s: %s (threadgroup %v, thread %v)", e.Kernel, loc, e.Msg, e.Threadgroup, e.Thread)
+}

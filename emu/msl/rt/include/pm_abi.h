@@ -1,0 +1,104 @@
+/* Binary interface between the kernel libraries and the puremetal MSL
+ * runtime. Shared by C (runtime.c) and C++ (prelude.h); the Go side mirrors
+ * pm_desc in run.go. Every field of pm_desc is 8 bytes wide or a char array
+ * so that both layouts agree without padding rules. */
+#ifndef PM_ABI_H
+#define PM_ABI_H
+
+#include <stdint.h>
+
+#define PM_MAX_BINDINGS 31
+#define PM_MAX_THREADS 1024
+#define PM_SIMD_WIDTH 32
+#define PM_TG_MEMORY_MAX 32768
+
+/* SIMD-group operation codes, used to tell call sites apart. */
+enum {
+	PM_OP_SIMDGROUP_BARRIER = 1,
+	PM_OP_SUM, PM_OP_PROD, PM_OP_MIN, PM_OP_MAX, PM_OP_AND, PM_OP_OR, PM_OP_XOR,
+	PM_OP_PREFIX_INCLUSIVE_SUM, PM_OP_PREFIX_EXCLUSIVE_SUM,
+	PM_OP_PREFIX_INCLUSIVE_PRODUCT, PM_OP_PREFIX_EXCLUSIVE_PRODUCT,
+	PM_OP_SHUFFLE, PM_OP_SHUFFLE_XOR, PM_OP_SHUFFLE_UP, PM_OP_SHUFFLE_DOWN,
+	PM_OP_SHUFFLE_ROTATE_UP, PM_OP_SHUFFLE_ROTATE_DOWN,
+	PM_OP_BROADCAST, PM_OP_BROADCAST_FIRST, PM_OP_ALL, PM_OP_ANY, PM_OP_IS_FIRST,
+	PM_OP_BALLOT, PM_OP_ACTIVE_THREADS_MASK,
+	PM_OP_COUNT
+};
+
+/* Fault kinds reported in pm_desc.fault_kind. */
+enum {
+	PM_FAULT_NONE = 0,
+	PM_FAULT_OUT_OF_BOUNDS,
+	PM_FAULT_BARRIER_DIVERGENCE,
+	PM_FAULT_BARRIER_EARLY_RETURN,
+	PM_FAULT_SIMD_DIVERGENCE,
+	PM_FAULT_DEADLOCK,
+	PM_FAULT_THREADGROUP_MEMORY,
+	PM_FAULT_RESOURCES
+};
+
+/* What every thread of a dispatch shares: bound buffers and the current
+ * threadgroup's memory. Lives in the worker arena. */
+typedef struct pm_shared {
+	void *buf[PM_MAX_BINDINGS];
+	void *tg[PM_MAX_BINDINGS];
+	uint32_t threadgroups_per_grid[3];
+	uint32_t threads_per_grid[3];
+	uint32_t dispatch_threads_per_threadgroup[3];
+	uint32_t pad;
+} pm_shared;
+
+/* Built-in values of one thread, passed to the kernel entry point. */
+typedef struct pm_thread {
+	const pm_shared *s;
+	uint32_t thread_position_in_grid[3];
+	uint32_t thread_position_in_threadgroup[3];
+	uint32_t threadgroup_position_in_grid[3];
+	uint32_t threads_per_threadgroup[3];
+	uint32_t thread_index_in_threadgroup;
+	uint32_t thread_index_in_simdgroup;
+	uint32_t simdgroup_index_in_threadgroup;
+	uint32_t simdgroups_per_threadgroup;
+	uint32_t dispatch_simdgroups_per_threadgroup;
+	uint32_t pad;
+} pm_thread;
+
+typedef void (*pm_entry_fn)(const pm_thread *);
+
+/* Exchange record of one SIMD-group operation: the lane that completes the
+ * group computes every participating lane's result. */
+typedef struct pm_simd_x {
+	uint32_t mask;  /* lanes taking part (live lanes of the SIMD-group) */
+	uint32_t lanes; /* lanes in the SIMD-group (32 except at a partial edge) */
+	const void *in[PM_SIMD_WIDTH];
+	void *out[PM_SIMD_WIDTH];
+} pm_simd_x;
+
+/* One dispatch, filled by Go (inputs) and by the runtime (outputs). */
+typedef struct pm_desc {
+	uint64_t entry;
+	uint64_t module_lo, module_hi;
+	uint64_t buf_ptr[PM_MAX_BINDINGS];
+	uint64_t buf_len[PM_MAX_BINDINGS];
+	uint64_t tg_len[PM_MAX_BINDINGS];
+	uint64_t threadgroups[3];
+	uint64_t threads_per_threadgroup[3];
+	uint64_t threads_per_grid[3];
+	uint64_t order; /* 0 forward, 1 reverse, 2 shuffled */
+	uint64_t seed;
+	uint64_t workers;
+	/* outputs */
+	uint64_t loaded[PM_MAX_BINDINGS];
+	uint64_t stored[PM_MAX_BINDINGS];
+	uint64_t simd_ops;
+	uint64_t barriers;
+	uint64_t fault_kind;
+	uint64_t fault_line;
+	uint64_t fault_pc;
+	uint64_t fault_threadgroup[3];
+	uint64_t fault_thread[3];
+	char fault_file[256];
+	char fault_msg[768];
+} pm_desc;
+
+#endif

@@ -1,0 +1,218 @@
+// puremetal MSL prelude: force-included before every translated .metal file.
+// Makes Metal Shading Language compute code valid C++17 for clang: scalar
+// and vector types, address spaces, vector constructors, and the plumbing
+// the generated kernel launchers use. Functions of namespace metal live in
+// the shim <metal_stdlib>.
+#ifndef PM_PRELUDE_H
+#define PM_PRELUDE_H
+
+#include "pm_abi.h"
+
+// ---------------------------------------------------------------------------
+// Scalar types. half is clang's __fp16 with native half arithmetic
+// (-fnative-half-type): every operation is rounded to half precision.
+typedef unsigned char uchar;
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
+typedef __fp16 half;
+typedef decltype(sizeof(0)) size_t;
+typedef decltype((char *)0 - (char *)0) ptrdiff_t;
+
+// ---------------------------------------------------------------------------
+// Vector types: clang ext_vector_type, so swizzles (v.xy, v.zyx, v.rgba)
+// work and sizeof(T3) == sizeof(T4) as in MSL. bool vectors are int vectors
+// (clang 14 has no bool vectors; comparisons of 32-bit vectors yield them).
+#define PM_VEC(T, name)                                                  \
+	typedef T name##2 __attribute__((ext_vector_type(2)));               \
+	typedef T name##3 __attribute__((ext_vector_type(3)));               \
+	typedef T name##4 __attribute__((ext_vector_type(4)));
+PM_VEC(char, char)
+PM_VEC(uchar, uchar)
+PM_VEC(short, short)
+PM_VEC(ushort, ushort)
+PM_VEC(int, int)
+PM_VEC(uint, uint)
+PM_VEC(long, long)
+PM_VEC(ulong, ulong)
+PM_VEC(float, float)
+PM_VEC(half, half)
+PM_VEC(int, bool)
+#undef PM_VEC
+
+template <class T, int N> using vec = T __attribute__((ext_vector_type(N)));
+
+// Component traits: elem is the scalar type, n the component count (1 for
+// scalars).
+template <class T> struct __pm_vt {
+	typedef T elem;
+	enum { n = 1, is_vec = 0 };
+};
+template <class T, int N> struct __pm_vt<T __attribute__((ext_vector_type(N)))> {
+	typedef T elem;
+	enum { n = N, is_vec = 1 };
+};
+template <class T> struct __pm_vt<const T> : __pm_vt<T> {};
+
+template <bool B, class T = void> struct __pm_enable_if {};
+template <class T> struct __pm_enable_if<true, T> {
+	typedef T type;
+};
+#define PM_IF_VEC(V) typename = typename __pm_enable_if<__pm_vt<V>::is_vec>::type
+
+// Packed vectors: element-aligned, sizeof(packed_float3) == 12.
+template <class T, int N> struct __pm_packed {
+	T v[N];
+	__pm_packed() = default;
+	__pm_packed(vec<T, N> x) {
+		for (int i = 0; i < N; i++) v[i] = x[i];
+	}
+	operator vec<T, N>() const {
+		vec<T, N> r;
+		for (int i = 0; i < N; i++) r[i] = v[i];
+		return r;
+	}
+	T &operator[](int i) { return v[i]; }
+	T operator[](int i) const { return v[i]; }
+};
+template <class T, int N> struct __pm_vt<__pm_packed<T, N>> {
+	typedef T elem;
+	enum { n = N, is_vec = 0 };
+};
+#define PM_PACKED(T)                                                     \
+	typedef __pm_packed<T, 2> packed_##T##2;                             \
+	typedef __pm_packed<T, 3> packed_##T##3;                             \
+	typedef __pm_packed<T, 4> packed_##T##4;
+PM_PACKED(char)
+PM_PACKED(uchar)
+PM_PACKED(short)
+PM_PACKED(ushort)
+PM_PACKED(int)
+PM_PACKED(uint)
+PM_PACKED(float)
+PM_PACKED(half)
+#undef PM_PACKED
+
+// ---------------------------------------------------------------------------
+// Vector constructors: float4(x) splats, float4(int4) converts,
+// float4(a.xy, z, w) concatenates. In C++ a functional cast takes one
+// argument, so each vector type name followed by '(' is a macro calling
+// __pm_vmake; the plain name stays a type.
+template <class E, class A> inline void __pm_vput(E *t, int &i, const A &a) {
+	if constexpr (__pm_vt<A>::n == 1) {
+		t[i++] = (E)a;
+	} else {
+		for (int j = 0; j < __pm_vt<A>::n; j++) t[i++] = (E)a[j];
+	}
+}
+template <class V> inline V __pm_vmake() { return (V)(typename __pm_vt<V>::elem)0; }
+template <class V, class A> inline V __pm_vmake(A a) {
+	typedef typename __pm_vt<V>::elem E;
+	if constexpr (__pm_vt<A>::n == 1) {
+		return (V)(E)a;
+	} else if constexpr (__pm_vt<A>::is_vec) {
+		static_assert(__pm_vt<A>::n == __pm_vt<V>::n, "vector conversion between different sizes");
+		return __builtin_convertvector(a, V);
+	} else {
+		static_assert(__pm_vt<A>::n == __pm_vt<V>::n, "vector conversion between different sizes");
+		V r;
+		for (int i = 0; i < __pm_vt<V>::n; i++) r[i] = (E)a[i];
+		return r;
+	}
+}
+template <class V, class A, class B, class... R> inline V __pm_vmake(A a, B b, R... r) {
+	typedef typename __pm_vt<V>::elem E;
+	static_assert(__pm_vt<A>::n + __pm_vt<B>::n + (0 + ... + __pm_vt<R>::n) == __pm_vt<V>::n,
+	              "wrong number of components in vector constructor");
+	E t[__pm_vt<V>::n];
+	int i = 0;
+	__pm_vput(t, i, a);
+	__pm_vput(t, i, b);
+	(__pm_vput(t, i, r), ...);
+	V v;
+	for (int j = 0; j < __pm_vt<V>::n; j++) v[j] = t[j];
+	return v;
+}
+#define char2(...) __pm_vmake<::char2>(__VA_ARGS__)
+#define char3(...) __pm_vmake<::char3>(__VA_ARGS__)
+#define char4(...) __pm_vmake<::char4>(__VA_ARGS__)
+#define uchar2(...) __pm_vmake<::uchar2>(__VA_ARGS__)
+#define uchar3(...) __pm_vmake<::uchar3>(__VA_ARGS__)
+#define uchar4(...) __pm_vmake<::uchar4>(__VA_ARGS__)
+#define short2(...) __pm_vmake<::short2>(__VA_ARGS__)
+#define short3(...) __pm_vmake<::short3>(__VA_ARGS__)
+#define short4(...) __pm_vmake<::short4>(__VA_ARGS__)
+#define ushort2(...) __pm_vmake<::ushort2>(__VA_ARGS__)
+#define ushort3(...) __pm_vmake<::ushort3>(__VA_ARGS__)
+#define ushort4(...) __pm_vmake<::ushort4>(__VA_ARGS__)
+#define int2(...) __pm_vmake<::int2>(__VA_ARGS__)
+#define int3(...) __pm_vmake<::int3>(__VA_ARGS__)
+#define int4(...) __pm_vmake<::int4>(__VA_ARGS__)
+#define uint2(...) __pm_vmake<::uint2>(__VA_ARGS__)
+#define uint3(...) __pm_vmake<::uint3>(__VA_ARGS__)
+#define uint4(...) __pm_vmake<::uint4>(__VA_ARGS__)
+#define long2(...) __pm_vmake<::long2>(__VA_ARGS__)
+#define long3(...) __pm_vmake<::long3>(__VA_ARGS__)
+#define long4(...) __pm_vmake<::long4>(__VA_ARGS__)
+#define ulong2(...) __pm_vmake<::ulong2>(__VA_ARGS__)
+#define ulong3(...) __pm_vmake<::ulong3>(__VA_ARGS__)
+#define ulong4(...) __pm_vmake<::ulong4>(__VA_ARGS__)
+#define float2(...) __pm_vmake<::float2>(__VA_ARGS__)
+#define float3(...) __pm_vmake<::float3>(__VA_ARGS__)
+#define float4(...) __pm_vmake<::float4>(__VA_ARGS__)
+#define half2(...) __pm_vmake<::half2>(__VA_ARGS__)
+#define half3(...) __pm_vmake<::half3>(__VA_ARGS__)
+#define half4(...) __pm_vmake<::half4>(__VA_ARGS__)
+#define bool2(...) __pm_vmake<::bool2>(__VA_ARGS__)
+#define bool3(...) __pm_vmake<::bool3>(__VA_ARGS__)
+#define bool4(...) __pm_vmake<::bool4>(__VA_ARGS__)
+
+// half literals: the translator turns 1.5h into 1.5_h.
+constexpr half operator""_h(long double v) { return (half)(float)v; }
+constexpr half operator""_h(unsigned long long v) { return (half)(float)v; }
+
+// ---------------------------------------------------------------------------
+// Address spaces. Assigning a pointer of one space to another is a compile
+// error, as on Apple's compiler. constant implies const, so file-scope
+// constant values are compile-time constants.
+#define device __attribute__((address_space(1)))
+#define constant const __attribute__((address_space(2)))
+#define threadgroup __attribute__((address_space(3)))
+#define thread
+#define kernel
+
+// ---------------------------------------------------------------------------
+// Launcher plumbing (used by the generated entry points).
+extern "C" {
+pm_simd_x *__pm_simd(uint op, const void *in, void *out, uint line, uint col, const char *file);
+void __pm_simd_done(pm_simd_x *x);
+void __pm_barrier(uint flags, uint line, uint col, const char *file);
+void *__pm_tg_static(uint id, ulong size, ulong align);
+void __pm_access(const void *addr, ulong size, uint load, uint store);
+}
+
+struct __pm_bufp {
+	void *p;
+	template <class T> operator T *() const { return (T *)p; }
+};
+struct __pm_bufr {
+	void *p;
+	template <class T> operator T &() const { return *(T *)p; }
+};
+struct __pm_bi {
+	uint x, y, z;
+	template <class T> operator T() const {
+		typedef typename __pm_vt<T>::elem E;
+		if constexpr (__pm_vt<T>::n == 1) {
+			return (T)x;
+		} else if constexpr (__pm_vt<T>::n == 2) {
+			return T{(E)x, (E)y};
+		} else {
+			return T{(E)x, (E)y, (E)z};
+		}
+	}
+};
+#define __PM_BI3(a) __pm_bi{(a)[0], (a)[1], (a)[2]}
+#define __PM_BI1(v) __pm_bi{(v), 0, 0}
+
+#endif

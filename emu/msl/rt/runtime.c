@@ -1,0 +1,924 @@
+/* puremetal MSL runtime: runs a compute dispatch of a kernel library on the
+ * CPU. Each threadgroup's threads are fibers on one OS thread, switched by
+ * pm_switch; threadgroups are spread over worker threads. Kernel code is
+ * compiled with -fsanitize-coverage=trace-loads,trace-stores, so every
+ * memory access calls one of the __sanitizer_cov_* hooks below, which count
+ * bytes per buffer binding and stop the dispatch before an access outside
+ * the bound buffers happens.
+ *
+ * Built once into libpuremetal_msl_rt.so and loaded RTLD_GLOBAL, so kernel
+ * libraries resolve the hooks and the pm_* / __pm_* functions against it. */
+#define _GNU_SOURCE
+#include <link.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "pm_abi.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---------------------------------------------------------------------------
+ * Context switch. pm_switch saves the callee-saved registers on the current
+ * stack, stores the stack pointer in *save and continues on the stack new_sp
+ * (prepared by pm_switch itself or by pm_fiber_init). */
+void pm_switch(void **save, void *new_sp);
+void pm_fiber_trampoline(void);
+
+#if defined(__x86_64__)
+__asm__(
+	".text\n"
+	".globl pm_switch\n"
+	".hidden pm_switch\n"
+	".type pm_switch,@function\n"
+	"pm_switch:\n"
+	"	pushq %rbp\n"
+	"	pushq %rbx\n"
+	"	pushq %r12\n"
+	"	pushq %r13\n"
+	"	pushq %r14\n"
+	"	pushq %r15\n"
+	"	movq %rsp, (%rdi)\n"
+	"	movq %rsi, %rsp\n"
+	"	popq %r15\n"
+	"	popq %r14\n"
+	"	popq %r13\n"
+	"	popq %r12\n"
+	"	popq %rbx\n"
+	"	popq %rbp\n"
+	"	ret\n"
+	".size pm_switch,.-pm_switch\n"
+	".globl pm_fiber_trampoline\n"
+	".hidden pm_fiber_trampoline\n"
+	".type pm_fiber_trampoline,@function\n"
+	"pm_fiber_trampoline:\n"
+	"	movq %r12, %rdi\n"
+	"	andq $-16, %rsp\n"
+	"	call pm_fiber_main\n"
+	"	ud2\n"
+	".size pm_fiber_trampoline,.-pm_fiber_trampoline\n");
+#define PM_FRAME_WORDS 8
+static void *pm_fiber_init(char *top, void *arg) {
+	uintptr_t *sp = (uintptr_t *)(((uintptr_t)top & ~(uintptr_t)15) - 72);
+	memset(sp, 0, 72);
+	sp[3] = (uintptr_t)arg;                 /* r12 */
+	sp[6] = (uintptr_t)pm_fiber_trampoline; /* return address */
+	return sp;
+}
+#elif defined(__aarch64__)
+__asm__(
+	".text\n"
+	".globl pm_switch\n"
+	".hidden pm_switch\n"
+	".type pm_switch,%function\n"
+	"pm_switch:\n"
+	"	sub sp, sp, #176\n"
+	"	stp x19, x20, [sp, #0]\n"
+	"	stp x21, x22, [sp, #16]\n"
+	"	stp x23, x24, [sp, #32]\n"
+	"	stp x25, x26, [sp, #48]\n"
+	"	stp x27, x28, [sp, #64]\n"
+	"	stp x29, x30, [sp, #80]\n"
+	"	stp d8, d9, [sp, #96]\n"
+	"	stp d10, d11, [sp, #112]\n"
+	"	stp d12, d13, [sp, #128]\n"
+	"	stp d14, d15, [sp, #144]\n"
+	"	mov x2, sp\n"
+	"	str x2, [x0]\n"
+	"	mov sp, x1\n"
+	"	ldp x19, x20, [sp, #0]\n"
+	"	ldp x21, x22, [sp, #16]\n"
+	"	ldp x23, x24, [sp, #32]\n"
+	"	ldp x25, x26, [sp, #48]\n"
+	"	ldp x27, x28, [sp, #64]\n"
+	"	ldp x29, x30, [sp, #80]\n"
+	"	ldp d8, d9, [sp, #96]\n"
+	"	ldp d10, d11, [sp, #112]\n"
+	"	ldp d12, d13, [sp, #128]\n"
+	"	ldp d14, d15, [sp, #144]\n"
+	"	add sp, sp, #176\n"
+	"	ret\n"
+	".size pm_switch,.-pm_switch\n"
+	".globl pm_fiber_trampoline\n"
+	".hidden pm_fiber_trampoline\n"
+	".type pm_fiber_trampoline,%function\n"
+	"pm_fiber_trampoline:\n"
+	"	mov x0, x19\n"
+	"	mov x29, #0\n"
+	"	bl pm_fiber_main\n"
+	"	brk #0\n"
+	".size pm_fiber_trampoline,.-pm_fiber_trampoline\n");
+static void *pm_fiber_init(char *top, void *arg) {
+	uintptr_t *sp = (uintptr_t *)(((uintptr_t)top & ~(uintptr_t)15) - 176);
+	memset(sp, 0, 176);
+	sp[0] = (uintptr_t)arg;                  /* x19 */
+	sp[11] = (uintptr_t)pm_fiber_trampoline; /* x30 */
+	return sp;
+}
+#else
+#error "puremetal MSL runtime: unsupported architecture (x86-64 and aarch64 only)"
+#endif
+
+/* ---------------------------------------------------------------------------
+ * Workers and fibers. */
+enum { F_READY = 1, F_RUNNING, F_AT_SIMD, F_AT_BARRIER, F_DONE, F_FAULTED };
+
+#define PM_STACK_SIZE (64 * 1024)
+
+typedef struct pm_fiber {
+	void *sp;
+	pm_thread t;
+	uint32_t state;
+	uint32_t must_compute;
+	uint32_t index, lane, sg;
+	uint32_t op, line, col;
+	const char *file;
+	const void *sin;
+	void *sout;
+	char *stack_top;
+} pm_fiber;
+
+typedef struct pm_sg {
+	uint32_t live, waiting, lanes, first;
+} pm_sg;
+
+typedef struct pm_run pm_run;
+
+typedef struct pm_worker {
+	struct pm_worker *next_free;
+	size_t arena_size;
+	pm_run *run;
+	/* access checks */
+	int nb;
+	int bidx[PM_MAX_BINDINGS];
+	uint64_t blo[PM_MAX_BINDINGS], blen[PM_MAX_BINDINGS];
+	uint64_t arena_lo, arena_len, mod_lo, mod_len;
+	/* counters */
+	uint64_t loaded[PM_MAX_BINDINGS], stored[PM_MAX_BINDINGS];
+	uint64_t simd_ops, barriers;
+	/* current threadgroup */
+	void *sched_sp;
+	pm_fiber *cur;
+	uint32_t n, live, done, at_barrier, first_barrier;
+	uint32_t tg_linear;
+	uint32_t tgpos[3];
+	uint32_t tg_dyn, tg_used, n_static;
+	uint32_t static_id[64], static_off[64];
+	/* fault */
+	int fault;
+	uint64_t fault_order;
+	uint64_t fault_line, fault_pc;
+	uint64_t fault_tg[3], fault_thread[3];
+	char fault_file[256];
+	char fault_msg[768];
+	/* arena pieces */
+	pm_fiber *fibers;
+	uint32_t *order;
+	pm_sg *sg;
+	pm_simd_x *sgx;
+	pm_shared *shared;
+	char *tg_mem;
+	char *stacks;
+} pm_worker;
+
+struct pm_run {
+	pm_desc *d;
+	uint64_t ntg;
+	uint32_t *tg_order; /* shuffled order, or NULL */
+	uint64_t next;      /* atomic */
+	int stop;           /* atomic */
+	uint32_t nthreads_max;
+};
+
+static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pm_worker *pool;
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+static pm_worker *arena_get(void) {
+	pthread_mutex_lock(&pool_mu);
+	pm_worker *w = pool;
+	if (w) pool = w->next_free;
+	pthread_mutex_unlock(&pool_mu);
+	if (w) return w;
+
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t off = align_up(sizeof(pm_worker), 64);
+	size_t o_fibers = off;
+	off = align_up(off + sizeof(pm_fiber) * PM_MAX_THREADS, 64);
+	size_t o_order = off;
+	off = align_up(off + sizeof(uint32_t) * PM_MAX_THREADS, 64);
+	size_t o_sg = off;
+	off = align_up(off + sizeof(pm_sg) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
+	size_t o_sgx = off;
+	off = align_up(off + sizeof(pm_simd_x) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
+	size_t o_shared = off;
+	off = align_up(off + sizeof(pm_shared), 64);
+	size_t o_tg = off;
+	off = align_up(off + PM_TG_MEMORY_MAX + 64, PM_STACK_SIZE);
+	size_t o_stacks = off;
+	size_t size = off + (size_t)PM_STACK_SIZE * PM_MAX_THREADS;
+
+	char *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED) return NULL;
+	for (int i = 0; i < PM_MAX_THREADS; i++) {
+		/* guard page at the low end of each stack */
+		if (mprotect(base + o_stacks + (size_t)i * PM_STACK_SIZE, page, PROT_NONE) != 0) {
+			munmap(base, size);
+			return NULL;
+		}
+	}
+	w = (pm_worker *)base;
+	w->arena_size = size;
+	w->fibers = (pm_fiber *)(base + o_fibers);
+	w->order = (uint32_t *)(base + o_order);
+	w->sg = (pm_sg *)(base + o_sg);
+	w->sgx = (pm_simd_x *)(base + o_sgx);
+	w->shared = (pm_shared *)(base + o_shared);
+	w->tg_mem = base + o_tg;
+	w->stacks = base + o_stacks;
+	for (int i = 0; i < PM_MAX_THREADS; i++) {
+		w->fibers[i].stack_top = w->stacks + (size_t)(i + 1) * PM_STACK_SIZE;
+	}
+	return w;
+}
+
+static void arena_put(pm_worker *w) {
+	pthread_mutex_lock(&pool_mu);
+	w->next_free = pool;
+	pool = w;
+	pthread_mutex_unlock(&pool_mu);
+}
+
+static const char *op_name(uint32_t op) {
+	static const char *names[PM_OP_COUNT] = {
+		"?", "simdgroup_barrier", "simd_sum", "simd_product", "simd_min", "simd_max",
+		"simd_and", "simd_or", "simd_xor", "simd_prefix_inclusive_sum",
+		"simd_prefix_exclusive_sum", "simd_prefix_inclusive_product",
+		"simd_prefix_exclusive_product", "simd_shuffle", "simd_shuffle_xor",
+		"simd_shuffle_up", "simd_shuffle_down", "simd_shuffle_rotate_up",
+		"simd_shuffle_rotate_down", "simd_broadcast", "simd_broadcast_first",
+		"simd_all", "simd_any", "simd_is_first", "simd_ballot", "simd_active_threads_mask",
+	};
+	return op < PM_OP_COUNT ? names[op] : "?";
+}
+
+/* Records a fault of the current threadgroup. */
+static void record_fault(pm_worker *w, pm_fiber *f, int kind, uint32_t line, const char *file,
+                         uint64_t pc, const char *fmt, ...) {
+	if (w->fault) return;
+	w->fault = kind;
+	w->fault_line = line;
+	w->fault_pc = pc;
+	snprintf(w->fault_file, sizeof w->fault_file, "%s", file ? file : "");
+	for (int k = 0; k < 3; k++) {
+		w->fault_tg[k] = w->tgpos[k];
+		w->fault_thread[k] = f ? f->t.thread_position_in_threadgroup[k] : 0;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(w->fault_msg, sizeof w->fault_msg, fmt, ap);
+	va_end(ap);
+}
+
+/* Leaves the current fiber for good after a fault. */
+__attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
+	pm_fiber *f = w->cur;
+	f->state = F_FAULTED;
+	pm_switch(&f->sp, w->sched_sp);
+	__builtin_trap();
+}
+
+static void release_barrier(pm_worker *w) {
+	for (uint32_t i = 0; i < w->n; i++) {
+		if (w->fibers[i].state == F_AT_BARRIER) w->fibers[i].state = F_READY;
+	}
+	w->at_barrier = 0;
+	w->barriers++;
+}
+
+__attribute__((used)) void pm_fiber_main(pm_fiber *f) {
+	pm_worker *w = tls_w;
+	((pm_entry_fn)(uintptr_t)w->run->d->entry)(&f->t);
+	f->state = F_DONE;
+	w->done++;
+	w->live--;
+	pm_sg *g = &w->sg[f->sg];
+	g->live--;
+	if (w->at_barrier > 0) {
+		pm_fiber *b = &w->fibers[w->first_barrier];
+		record_fault(w, f, PM_FAULT_BARRIER_EARLY_RETURN, b->line, b->file, 0,
+		             "threadgroup_barrier at line %u can never complete: thread %u returned "
+		             "while %u threads wait at it (barrier after an early return)",
+		             b->line, f->index, w->at_barrier);
+		fiber_abort(w);
+	}
+	if (g->live > 0 && g->waiting == g->live) {
+		pm_fiber *h = &w->fibers[g->first];
+		h->must_compute = 1;
+		h->state = F_READY;
+	}
+	pm_switch(&f->sp, w->sched_sp);
+	__builtin_trap();
+}
+
+/* ---------------------------------------------------------------------------
+ * Functions called by kernel code. */
+
+EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char *file) {
+	(void)flags;
+	pm_worker *w = tls_w;
+	pm_fiber *f = w->cur;
+	if (w->done > 0) {
+		record_fault(w, f, PM_FAULT_BARRIER_EARLY_RETURN, line, file, 0,
+		             "threadgroup_barrier at line %u can never complete: %u of %u threads of the "
+		             "threadgroup returned before reaching it (barrier after an early return)",
+		             line, w->done, w->n);
+		fiber_abort(w);
+	}
+	if (w->at_barrier > 0) {
+		pm_fiber *b = &w->fibers[w->first_barrier];
+		if (b->line != line || b->col != col || b->file != file) {
+			record_fault(w, f, PM_FAULT_BARRIER_DIVERGENCE, b->line, b->file, 0,
+			             "threads wait at different barriers: thread %u at line %u, thread %u at line %u",
+			             b->index, b->line, f->index, line);
+			fiber_abort(w);
+		}
+	} else {
+		w->first_barrier = f->index;
+	}
+	f->line = line;
+	f->col = col;
+	f->file = file;
+	f->op = 0;
+	w->at_barrier++;
+	if (w->at_barrier == w->n) {
+		release_barrier(w);
+		f->state = F_RUNNING;
+		return;
+	}
+	f->state = F_AT_BARRIER;
+	pm_switch(&f->sp, w->sched_sp);
+}
+
+static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
+	pm_sg *g = &w->sg[f->sg];
+	pm_simd_x *x = &w->sgx[f->sg];
+	uint32_t base = f->sg * PM_SIMD_WIDTH;
+	x->mask = 0;
+	x->lanes = g->lanes;
+	for (uint32_t l = 0; l < g->lanes; l++) {
+		pm_fiber *h = &w->fibers[base + l];
+		if (h->state == F_AT_SIMD || h == f) {
+			x->mask |= 1u << l;
+			x->in[l] = h->sin;
+			x->out[l] = h->sout;
+		} else {
+			x->in[l] = NULL;
+			x->out[l] = NULL;
+		}
+	}
+	f->state = F_RUNNING;
+	return x;
+}
+
+/* Called by a lane at a SIMD-group function. Returns the exchange record if
+ * the caller must compute the results of every lane in x->mask (then call
+ * __pm_simd_done), or NULL if its result was already written to out. */
+EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t line, uint32_t col,
+                             const char *file) {
+	pm_worker *w = tls_w;
+	pm_fiber *f = w->cur;
+	pm_sg *g = &w->sg[f->sg];
+	if (g->waiting > 0) {
+		pm_fiber *h = &w->fibers[g->first];
+		if (h->op != op || h->line != line || h->col != col || h->file != file) {
+			record_fault(w, f, PM_FAULT_SIMD_DIVERGENCE, h->line, h->file, 0,
+			             "SIMD-group functions called at different sites in SIMD-group %u: "
+			             "%s at line %u (lane %u) and %s at line %u (lane %u)",
+			             f->sg, op_name(h->op), h->line, h->lane, op_name(op), line, f->lane);
+			fiber_abort(w);
+		}
+	} else {
+		g->first = f->index;
+	}
+	f->op = op;
+	f->line = line;
+	f->col = col;
+	f->file = file;
+	f->sin = in;
+	f->sout = out;
+	g->waiting++;
+	if (g->waiting == g->live) return simd_exchange(w, f);
+	f->state = F_AT_SIMD;
+	pm_switch(&f->sp, w->sched_sp);
+	if (f->must_compute) {
+		f->must_compute = 0;
+		return simd_exchange(w, f);
+	}
+	return NULL;
+}
+
+/* Completes a SIMD-group function after the computing lane wrote every
+ * result: the other lanes become runnable. */
+EXPORT void __pm_simd_done(pm_simd_x *x) {
+	pm_worker *w = tls_w;
+	pm_fiber *f = w->cur;
+	pm_sg *g = &w->sg[f->sg];
+	uint32_t base = f->sg * PM_SIMD_WIDTH;
+	for (uint32_t l = 0; l < x->lanes; l++) {
+		pm_fiber *h = &w->fibers[base + l];
+		if (h != f && h->state == F_AT_SIMD) h->state = F_READY;
+	}
+	g->waiting = 0;
+	w->simd_ops++;
+}
+
+/* Storage of a threadgroup-scope variable declared in a kernel body: the
+ * same address for every thread of the threadgroup, poisoned with 0xFF. */
+EXPORT void *__pm_tg_static(uint32_t id, uint64_t size, uint64_t align) {
+	pm_worker *w = tls_w;
+	for (uint32_t i = 0; i < w->n_static; i++) {
+		if (w->static_id[i] == id) return w->tg_mem + w->static_off[i];
+	}
+	if (align < 16) align = 16;
+	uint64_t off = align_up(w->tg_used, align);
+	if (w->n_static >= 64 || off + size > PM_TG_MEMORY_MAX) {
+		record_fault(w, w->cur, PM_FAULT_THREADGROUP_MEMORY, 0, "", 0,
+		             "threadgroup memory exceeds %u bytes: %llu bytes set by the encoder plus "
+		             "threadgroup variables needing %llu more",
+		             PM_TG_MEMORY_MAX, (unsigned long long)w->tg_dyn,
+		             (unsigned long long)(off + size - w->tg_dyn));
+		fiber_abort(w);
+	}
+	memset(w->tg_mem + off, 0xFF, size);
+	w->static_id[w->n_static] = id;
+	w->static_off[w->n_static] = (uint32_t)off;
+	w->n_static++;
+	w->tg_used = (uint32_t)(off + size);
+	return w->tg_mem + off;
+}
+
+/* ---------------------------------------------------------------------------
+ * Memory access hooks. */
+
+__attribute__((noinline)) static void access_fault(pm_worker *w, uint64_t a, uint64_t size, int store,
+                                                   void *pc) {
+	char where[256];
+	int best = -1;
+	uint64_t dist = 0;
+	int before = 0;
+	for (int k = 0; k < w->nb; k++) {
+		uint64_t lo = w->blo[k], hi = w->blo[k] + w->blen[k], d;
+		int b;
+		if (a < lo) {
+			d = lo - a;
+			b = 1;
+		} else if (a + size > hi) {
+			d = a >= hi ? a - hi : 0;
+			b = 0;
+		} else {
+			continue;
+		}
+		if (best < 0 || d < dist) {
+			best = k;
+			dist = d;
+			before = b;
+		}
+	}
+	if (best < 0) {
+		snprintf(where, sizeof where, "outside every bound buffer");
+	} else if (before) {
+		snprintf(where, sizeof where, "%llu bytes before the start of buffer(%d) (length %llu)",
+		         (unsigned long long)dist, w->bidx[best], (unsigned long long)w->blen[best]);
+	} else {
+		snprintf(where, sizeof where, "%llu bytes past the end of buffer(%d) (length %llu)",
+		         (unsigned long long)dist, w->bidx[best], (unsigned long long)w->blen[best]);
+	}
+	record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
+	             "out-of-bounds device memory access: %s of %llu bytes at 0x%llx, %s",
+	             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a, where);
+	fiber_abort(w);
+}
+
+static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t size, int store,
+                                                           void *pc) {
+	pm_worker *w = tls_w;
+	if (__builtin_expect(w == NULL || w->cur == NULL, 0)) return;
+	for (int k = 0; k < w->nb; k++) {
+		uint64_t off = a - w->blo[k];
+		if (off < w->blen[k] && off + size <= w->blen[k]) {
+			if (store)
+				w->stored[k] += size;
+			else
+				w->loaded[k] += size;
+			return;
+		}
+	}
+	if (a - w->arena_lo < w->arena_len) return;
+	if (a - w->mod_lo < w->mod_len) return;
+	access_fault(w, a, size, store, pc);
+}
+
+#define HOOK(kind, n, store)                                                   \
+	EXPORT void __sanitizer_cov_##kind##n(void *addr) {                        \
+		pm_access((uint64_t)(uintptr_t)addr, n, store, __builtin_return_address(0)); \
+	}
+HOOK(load, 1, 0)
+HOOK(load, 2, 0)
+HOOK(load, 4, 0)
+HOOK(load, 8, 0)
+HOOK(load, 16, 0)
+HOOK(store, 1, 1)
+HOOK(store, 2, 1)
+HOOK(store, 4, 1)
+HOOK(store, 8, 1)
+HOOK(store, 16, 1)
+
+/* Explicit check for accesses the compiler does not instrument (atomics). */
+EXPORT void __pm_access(const void *addr, uint64_t size, uint32_t load, uint32_t store) {
+	void *pc = __builtin_return_address(0);
+	if (load) pm_access((uint64_t)(uintptr_t)addr, size, 0, pc);
+	if (store) pm_access((uint64_t)(uintptr_t)addr, size, 1, pc);
+}
+
+/* ---------------------------------------------------------------------------
+ * Half-precision conversions used by clang for __fp16 arithmetic. */
+static uint16_t f2h(float f) {
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
+	if (e == 0xff) return (uint16_t)(sign | 0x7c00 | (m ? 0x200 | (m >> 13) : 0));
+	int32_t he = (int32_t)e - 127 + 15;
+	if (he >= 31) return (uint16_t)(sign | 0x7c00);
+	if (he <= 0) {
+		if (he < -10) return (uint16_t)sign;
+		m |= 0x800000;
+		uint32_t shift = (uint32_t)(14 - he);
+		uint32_t hm = m >> shift, rem = m & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+		if (rem > halfway || (rem == halfway && (hm & 1))) hm++;
+		return (uint16_t)(sign | hm);
+	}
+	uint32_t r = sign | ((uint32_t)he << 10) | (m >> 13), rem = m & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r++;
+	return (uint16_t)r;
+}
+
+static float h2f(uint16_t h) {
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+	if (e == 0) {
+		if (m == 0) {
+			x = sign;
+		} else {
+			e = 113;
+			while (!(m & 0x400)) {
+				m <<= 1;
+				e--;
+			}
+			x = sign | (e << 23) | ((m & 0x3ff) << 13);
+		}
+	} else if (e == 31) {
+		x = sign | 0x7f800000 | (m << 13);
+	} else {
+		x = sign | ((e + 112) << 23) | (m << 13);
+	}
+	float f;
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+EXPORT float __gnu_h2f_ieee(uint16_t h) { return h2f(h); }
+EXPORT uint16_t __gnu_f2h_ieee(float f) { return f2h(f); }
+EXPORT float __extendhfsf2(uint16_t h) { return h2f(h); }
+EXPORT uint16_t __truncsfhf2(float f) { return f2h(f); }
+
+/* ---------------------------------------------------------------------------
+ * Dispatch. */
+
+static uint64_t splitmix(uint64_t *s) {
+	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static void run_threadgroup(pm_worker *w, uint64_t linear) {
+	pm_desc *d = w->run->d;
+	uint32_t gx = (uint32_t)d->threadgroups[0], gy = (uint32_t)d->threadgroups[1];
+	uint32_t tg[3] = {(uint32_t)(linear % gx), (uint32_t)((linear / gx) % gy), (uint32_t)(linear / ((uint64_t)gx * gy))};
+	uint32_t full[3], act[3];
+	for (int k = 0; k < 3; k++) {
+		full[k] = (uint32_t)d->threads_per_threadgroup[k];
+		uint64_t start = (uint64_t)tg[k] * full[k];
+		uint64_t left = d->threads_per_grid[k] - start;
+		act[k] = left < full[k] ? (uint32_t)left : full[k];
+		w->tgpos[k] = tg[k];
+	}
+	uint32_t n = act[0] * act[1] * act[2];
+	w->n = n;
+	w->live = n;
+	w->done = 0;
+	w->at_barrier = 0;
+	w->tg_linear = (uint32_t)linear;
+
+	/* threadgroup memory: encoder-set lengths first, poisoned */
+	pm_shared *s = w->shared;
+	uint32_t off = 0;
+	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
+		if (d->tg_len[i]) {
+			s->tg[i] = w->tg_mem + off;
+			off += (uint32_t)align_up(d->tg_len[i], 16);
+		} else {
+			s->tg[i] = NULL;
+		}
+	}
+	memset(w->tg_mem, 0xFF, off);
+	w->tg_dyn = off;
+	w->tg_used = off;
+	w->n_static = 0;
+
+	uint32_t nsg = (n + PM_SIMD_WIDTH - 1) / PM_SIMD_WIDTH;
+	uint32_t nsg_full = (full[0] * full[1] * full[2] + PM_SIMD_WIDTH - 1) / PM_SIMD_WIDTH;
+	for (uint32_t g = 0; g < nsg; g++) {
+		uint32_t lanes = n - g * PM_SIMD_WIDTH;
+		if (lanes > PM_SIMD_WIDTH) lanes = PM_SIMD_WIDTH;
+		w->sg[g].live = lanes;
+		w->sg[g].lanes = lanes;
+		w->sg[g].waiting = 0;
+		w->sg[g].first = 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		pm_fiber *f = &w->fibers[i];
+		uint32_t pos[3] = {i % act[0], (i / act[0]) % act[1], i / (act[0] * act[1])};
+		f->t.s = s;
+		for (int k = 0; k < 3; k++) {
+			f->t.thread_position_in_threadgroup[k] = pos[k];
+			f->t.threadgroup_position_in_grid[k] = tg[k];
+			f->t.thread_position_in_grid[k] = tg[k] * full[k] + pos[k];
+			f->t.threads_per_threadgroup[k] = act[k];
+		}
+		f->t.thread_index_in_threadgroup = i;
+		f->t.thread_index_in_simdgroup = i % PM_SIMD_WIDTH;
+		f->t.simdgroup_index_in_threadgroup = i / PM_SIMD_WIDTH;
+		f->t.simdgroups_per_threadgroup = nsg;
+		f->t.dispatch_simdgroups_per_threadgroup = nsg_full;
+		f->index = i;
+		f->lane = i % PM_SIMD_WIDTH;
+		f->sg = i / PM_SIMD_WIDTH;
+		f->state = F_READY;
+		f->must_compute = 0;
+		f->op = 0;
+		f->line = 0;
+		f->file = NULL;
+		f->sp = pm_fiber_init(f->stack_top, f);
+	}
+	/* order in which runnable threads get the CPU */
+	for (uint32_t i = 0; i < n; i++) w->order[i] = d->order == 1 ? n - 1 - i : i;
+	if (d->order == 2) {
+		uint64_t st = d->seed ^ (linear * 0xD1B54A32D192ED03ull) ^ 0x5EED;
+		for (uint32_t i = n - 1; i > 0; i--) {
+			uint32_t j = (uint32_t)(splitmix(&st) % (i + 1));
+			uint32_t t = w->order[i];
+			w->order[i] = w->order[j];
+			w->order[j] = t;
+		}
+	}
+
+	for (;;) {
+		uint32_t ran = 0;
+		for (uint32_t k = 0; k < n; k++) {
+			pm_fiber *f = &w->fibers[w->order[k]];
+			if (f->state != F_READY) continue;
+			f->state = F_RUNNING;
+			w->cur = f;
+			pm_switch(&w->sched_sp, f->sp);
+			w->cur = NULL;
+			if (w->fault) return;
+			ran++;
+		}
+		if (w->done == n) return;
+		if (ran) continue;
+		/* nothing can run: explain the deadlock */
+		pm_fiber *simd = NULL, *bar = NULL;
+		for (uint32_t i = 0; i < n; i++) {
+			pm_fiber *f = &w->fibers[i];
+			if (f->state == F_AT_SIMD && !simd) simd = f;
+			if (f->state == F_AT_BARRIER && !bar) bar = f;
+		}
+		if (simd && bar) {
+			record_fault(w, simd, PM_FAULT_DEADLOCK, simd->line, simd->file, 0,
+			             "deadlock: %s at line %u (thread %u) waits for lanes of its SIMD-group "
+			             "while thread %u waits at threadgroup_barrier at line %u",
+			             op_name(simd->op), simd->line, simd->index, bar->index, bar->line);
+		} else {
+			pm_fiber *f = simd ? simd : bar;
+			record_fault(w, f, PM_FAULT_DEADLOCK, f ? f->line : 0, f ? f->file : "", 0,
+			             "deadlock: no thread of the threadgroup can make progress");
+		}
+		return;
+	}
+}
+
+static uint64_t tg_at(pm_run *r, uint64_t i) {
+	if (r->tg_order) return r->tg_order[i];
+	if (r->d->order == 1) return r->ntg - 1 - i;
+	return i;
+}
+
+static void *worker_main(void *arg) {
+	pm_run *r = arg;
+	pm_desc *d = r->d;
+	pm_worker *w = arena_get();
+	if (!w) return (void *)1;
+	w->run = r;
+	w->fault = 0;
+	w->nb = 0;
+	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
+		w->shared->buf[i] = (void *)(uintptr_t)d->buf_ptr[i];
+		w->loaded[i] = w->stored[i] = 0;
+		if (d->buf_ptr[i] && d->buf_len[i]) {
+			w->bidx[w->nb] = i;
+			w->blo[w->nb] = d->buf_ptr[i];
+			w->blen[w->nb] = d->buf_len[i];
+			w->nb++;
+		}
+	}
+	for (int k = 0; k < 3; k++) {
+		w->shared->threadgroups_per_grid[k] = (uint32_t)d->threadgroups[k];
+		w->shared->threads_per_grid[k] = (uint32_t)d->threads_per_grid[k];
+		w->shared->dispatch_threads_per_threadgroup[k] = (uint32_t)d->threads_per_threadgroup[k];
+	}
+	w->arena_lo = (uint64_t)(uintptr_t)w;
+	w->arena_len = w->arena_size;
+	w->mod_lo = d->module_lo;
+	w->mod_len = d->module_hi - d->module_lo;
+	w->simd_ops = w->barriers = 0;
+	w->cur = NULL;
+	tls_w = w;
+	for (;;) {
+		if (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) break;
+		uint64_t i = __atomic_fetch_add(&r->next, 1, __ATOMIC_ACQ_REL);
+		if (i >= r->ntg) break;
+		run_threadgroup(w, tg_at(r, i));
+		if (w->fault) {
+			w->fault_order = i;
+			__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	tls_w = NULL;
+	return w;
+}
+
+static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_order) {
+	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
+		d->loaded[i] += w->loaded[i];
+		d->stored[i] += w->stored[i];
+	}
+	d->simd_ops += w->simd_ops;
+	d->barriers += w->barriers;
+	if (w->fault && (!*have_fault || w->fault_order < *fault_order)) {
+		*have_fault = 1;
+		*fault_order = w->fault_order;
+		d->fault_kind = (uint64_t)w->fault;
+		d->fault_line = w->fault_line;
+		d->fault_pc = w->fault_pc;
+		for (int k = 0; k < 3; k++) {
+			d->fault_threadgroup[k] = w->fault_tg[k];
+			d->fault_thread[k] = w->fault_thread[k];
+		}
+		memcpy(d->fault_file, w->fault_file, sizeof d->fault_file);
+		memcpy(d->fault_msg, w->fault_msg, sizeof d->fault_msg);
+	}
+}
+
+/* Runs one dispatch described by d. Returns 0, or -1 if the runtime could not
+ * get memory or threads (then d->fault_kind is PM_FAULT_RESOURCES). Kernel
+ * faults are reported in d->fault_*. */
+EXPORT int64_t pm_dispatch(pm_desc *d) {
+	pm_run r;
+	memset(&r, 0, sizeof r);
+	r.d = d;
+	r.ntg = d->threadgroups[0] * d->threadgroups[1] * d->threadgroups[2];
+	memset(d->loaded, 0, sizeof d->loaded);
+	memset(d->stored, 0, sizeof d->stored);
+	d->simd_ops = d->barriers = 0;
+	d->fault_kind = 0;
+	if (d->order == 2 && r.ntg > 1) {
+		r.tg_order = malloc(sizeof(uint32_t) * r.ntg);
+		if (!r.tg_order) goto nomem;
+		for (uint64_t i = 0; i < r.ntg; i++) r.tg_order[i] = (uint32_t)i;
+		uint64_t st = d->seed;
+		for (uint64_t i = r.ntg - 1; i > 0; i--) {
+			uint64_t j = splitmix(&st) % (i + 1);
+			uint32_t t = r.tg_order[i];
+			r.tg_order[i] = r.tg_order[j];
+			r.tg_order[j] = t;
+		}
+	}
+	uint64_t nw = d->workers;
+	if (nw == 0) nw = (uint64_t)sysconf(_SC_NPROCESSORS_ONLN);
+	if (nw < 1) nw = 1;
+	if (nw > r.ntg) nw = r.ntg;
+	if (nw > 64) nw = 64;
+	pthread_t th[64];
+	uint64_t started = 0;
+	for (uint64_t i = 1; i < nw; i++) {
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setstacksize(&at, 1 << 20);
+		if (pthread_create(&th[i], &at, worker_main, &r) == 0) started = i;
+		pthread_attr_destroy(&at);
+		if (started != i) break;
+	}
+	pm_worker *w0 = worker_main(&r);
+	int have_fault = 0, failed = 0;
+	uint64_t fault_order = 0;
+	if (w0 == (void *)1) {
+		failed = 1;
+	} else {
+		merge(d, w0, &have_fault, &fault_order);
+	}
+	for (uint64_t i = 1; i <= started; i++) {
+		void *res = NULL;
+		pthread_join(th[i], &res);
+		if (res == (void *)1 || res == NULL) {
+			failed = 1;
+			continue;
+		}
+		merge(d, (pm_worker *)res, &have_fault, &fault_order);
+		arena_put((pm_worker *)res);
+	}
+	if (w0 != (void *)1) arena_put(w0);
+	free(r.tg_order);
+	if (failed && !have_fault) goto nomem;
+	return 0;
+nomem:
+	d->fault_kind = PM_FAULT_RESOURCES;
+	snprintf(d->fault_msg, sizeof d->fault_msg, "cannot allocate fiber stacks or worker threads");
+	return -1;
+}
+
+struct range_query {
+	uintptr_t addr, lo, hi, base;
+	int found;
+};
+
+static int range_cb(struct dl_phdr_info *info, size_t size, void *data) {
+	(void)size;
+	struct range_query *q = data;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	int hit = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+		if (p->p_type != PT_LOAD) continue;
+		uintptr_t s = info->dlpi_addr + p->p_vaddr, e = s + p->p_memsz;
+		if (s < lo) lo = s;
+		if (e > hi) hi = e;
+		if (q->addr >= s && q->addr < e) hit = 1;
+	}
+	if (!hit) return 0;
+	q->lo = lo;
+	q->hi = hi;
+	q->base = info->dlpi_addr;
+	q->found = 1;
+	return 1;
+}
+
+/* Address range of the loaded module holding addr, and its load base. */
+EXPORT int64_t pm_module_range(uint64_t addr, uint64_t *lo, uint64_t *hi, uint64_t *base) {
+	struct range_query q = {(uintptr_t)addr, 0, 0, 0, 0};
+	dl_iterate_phdr(range_cb, &q);
+	if (!q.found) return -1;
+	*lo = q.lo;
+	*hi = q.hi;
+	*base = q.base;
+	return 0;
+}
+
+/* Size of pm_desc, checked by the Go side against its mirror. */
+EXPORT uint64_t pm_desc_size(void) { return sizeof(pm_desc); }
+
+/* ---------------------------------------------------------------------------
+ * Support for Objective-C methods that return a double: the IMP calls a
+ * function (usually a Go callback) that returns the double's IEEE-754 bits. */
+static uint64_t (*pm_double_source)(void *, void *);
+
+EXPORT void puremetal_emu_set_double_source(uint64_t (*fn)(void *, void *)) {
+	__atomic_store_n(&pm_double_source, fn, __ATOMIC_RELEASE);
+}
+
+EXPORT double puremetal_emu_double_imp(void *self, void *sel) {
+	uint64_t (*fn)(void *, void *) = __atomic_load_n(&pm_double_source, __ATOMIC_ACQUIRE);
+	uint64_t bits = fn ? fn(self, sel) : 0;
+	double v;
+	memcpy(&v, &bits, 8);
+	return v;
+}

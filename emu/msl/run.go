@@ -1,0 +1,227 @@
+package msl
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// pmDesc mirrors pm_desc of rt/include/pm_abi.h.
+type pmDesc struct {
+	entry, moduleLo, moduleHi uint64
+	bufPtr, bufLen, tgLen     [MaxBindings]uint64
+	threadgroups              [3]uint64
+	threadsPerThreadgroup     [3]uint64
+	threadsPerGrid            [3]uint64
+	order, seed, workers      uint64
+	loaded, stored            [MaxBindings]uint64
+	simdOps, barriers         uint64
+	faultKind                 uint64
+	faultLine                 uint64
+	faultPC                   uint64
+	faultThreadgroup          [3]uint64
+	faultThread               [3]uint64
+	faultFile                 [256]byte
+	faultMsg                  [768]byte
+}
+
+const (
+	faultNone = iota
+	faultOutOfBounds
+	faultBarrierDivergence
+	faultBarrierEarlyReturn
+	faultSIMDDivergence
+	faultDeadlock
+	faultThreadgroupMemory
+	faultResources
+)
+
+// Run executes one dispatch of f and returns its counters. Invalid
+// dispatches return an error naming the argument; faults of the running
+// kernel return a *KernelError. Run may be called from several goroutines
+// at once.
+func (f *Function) Run(d *Dispatch) (Counters, error) {
+	if d == nil {
+		return Counters{}, fmt.Errorf("msl: %s: nil Dispatch", f.Name)
+	}
+	desc := new(pmDesc)
+	if err := f.fill(desc, d); err != nil {
+		return Counters{}, err
+	}
+	r, _, _ := purego.SyscallN(rtDispatch, uintptr(unsafe.Pointer(desc)))
+	var c Counters
+	c.Loaded = desc.loaded
+	c.Stored = desc.stored
+	c.SIMDGroupOps = desc.simdOps
+	c.Barriers = desc.barriers
+	if int64(r) != 0 || desc.faultKind == faultResources {
+		return c, fmt.Errorf("msl: %s: %s", f.Name, cString(desc.faultMsg[:]))
+	}
+	if desc.faultKind != faultNone {
+		return c, f.kernelError(desc)
+	}
+	return c, nil
+}
+
+func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
+	g := d.Grid
+	tptg := g.ThreadsPerThreadgroup
+	total := 1
+	for k, v := range tptg {
+		if v <= 0 {
+			return fmt.Errorf("msl: %s: Grid.ThreadsPerThreadgroup %v: dimension %d is %d, must be > 0", f.Name, g.ThreadsPerThreadgroup, k, v)
+		}
+		total *= v
+	}
+	if total > f.MaxTotalThreadsPerThreadgroup {
+		return fmt.Errorf("msl: %s: Grid.ThreadsPerThreadgroup %v has %d threads, more than the function's maxTotalThreadsPerThreadgroup %d", f.Name, g.ThreadsPerThreadgroup, total, f.MaxTotalThreadsPerThreadgroup)
+	}
+	tgs, threads := g.Threadgroups, g.Threads
+	useThreads := threads != [3]int{}
+	if useThreads == (tgs != [3]int{}) {
+		return fmt.Errorf("msl: %s: exactly one of Grid.Threadgroups %v and Grid.Threads %v must be set", f.Name, g.Threadgroups, g.Threads)
+	}
+	var ntg uint64 = 1
+	for k := 0; k < 3; k++ {
+		if useThreads {
+			if threads[k] <= 0 {
+				return fmt.Errorf("msl: %s: Grid.Threads %v: dimension %d is %d, must be > 0", f.Name, g.Threads, k, threads[k])
+			}
+			tgs[k] = (threads[k] + tptg[k] - 1) / tptg[k]
+		} else {
+			if tgs[k] <= 0 {
+				return fmt.Errorf("msl: %s: Grid.Threadgroups %v: dimension %d is %d, must be > 0", f.Name, g.Threadgroups, k, tgs[k])
+			}
+			threads[k] = tgs[k] * tptg[k]
+		}
+		if uint64(threads[k]) >= 1<<32 || uint64(tgs[k])*uint64(tptg[k]) >= 1<<32 {
+			return fmt.Errorf("msl: %s: grid dimension %d has %d threads, more than 2^32-1", f.Name, k, uint64(tgs[k])*uint64(tptg[k]))
+		}
+		ntg *= uint64(tgs[k])
+		desc.threadgroups[k] = uint64(tgs[k])
+		desc.threadsPerThreadgroup[k] = uint64(tptg[k])
+		desc.threadsPerGrid[k] = uint64(threads[k])
+	}
+	if ntg >= 1<<32 {
+		return fmt.Errorf("msl: %s: %d threadgroups, more than 2^32-1", f.Name, ntg)
+	}
+	switch d.Order {
+	case Forward, Reverse, Shuffled:
+	default:
+		return fmt.Errorf("msl: %s: Dispatch.Order %d is not Forward, Reverse or Shuffled", f.Name, int(d.Order))
+	}
+	if d.Workers < 0 {
+		return fmt.Errorf("msl: %s: Dispatch.Workers is %d, must be >= 0", f.Name, d.Workers)
+	}
+	for i, b := range d.Buffers {
+		if b.Len < 0 {
+			return fmt.Errorf("msl: %s: Dispatch.Buffers[%d].Len is %d, must be >= 0", f.Name, i, b.Len)
+		}
+		if b.Ptr == 0 && b.Len != 0 {
+			return fmt.Errorf("msl: %s: Dispatch.Buffers[%d] has length %d but a nil pointer", f.Name, i, b.Len)
+		}
+		desc.bufPtr[i] = uint64(b.Ptr)
+		desc.bufLen[i] = uint64(b.Len)
+	}
+	tgTotal := 0
+	for i, n := range d.ThreadgroupMemoryLength {
+		if n < 0 || n%16 != 0 {
+			return fmt.Errorf("msl: %s: Dispatch.ThreadgroupMemoryLength[%d] is %d, must be a non-negative multiple of 16", f.Name, i, n)
+		}
+		tgTotal += n
+		desc.tgLen[i] = uint64(n)
+	}
+	if tgTotal > MaxThreadgroupMemoryLength {
+		return fmt.Errorf("msl: %s: threadgroup memory lengths add up to %d bytes, more than %d", f.Name, tgTotal, MaxThreadgroupMemoryLength)
+	}
+	for _, p := range f.Params {
+		switch p.Kind {
+		case Buffer:
+			if d.Buffers[p.Index].Ptr == 0 {
+				return fmt.Errorf("msl: %s: buffer(%d) (parameter %s) is not bound", f.Name, p.Index, p.Name)
+			}
+		case ThreadgroupMemory:
+			if d.ThreadgroupMemoryLength[p.Index] == 0 {
+				return fmt.Errorf("msl: %s: threadgroup(%d) (parameter %s) has no threadgroup memory length set", f.Name, p.Index, p.Name)
+			}
+		}
+	}
+	desc.entry = uint64(f.entry)
+	desc.moduleLo, desc.moduleHi = f.modLo, f.modHi
+	desc.order = uint64(d.Order)
+	desc.seed = d.Seed
+	desc.workers = uint64(d.Workers)
+	return nil
+}
+
+func cString(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
+
+func (f *Function) kernelError(desc *pmDesc) *KernelError {
+	e := &KernelError{
+		Kernel: f.Name,
+		File:   cString(desc.faultFile[:]),
+		Line:   int(desc.faultLine),
+		Msg:    cString(desc.faultMsg[:]),
+	}
+	for k := 0; k < 3; k++ {
+		e.Threadgroup[k] = int(desc.faultThreadgroup[k])
+		e.Thread[k] = int(desc.faultThread[k])
+	}
+	if desc.faultPC != 0 {
+		e.File, e.Line = f.lib.symbolize(desc.faultPC-f.modBase-1, f.fileName)
+	}
+	if e.File == "" {
+		e.File = f.fileName
+	}
+	return e
+}
+
+var addr2line = sync.OnceValue(func() string {
+	for _, name := range []string{"addr2line", "llvm-addr2line"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+})
+
+// symbolize finds the source line of a code offset in the library, using
+// the innermost inlined frame that lies in the kernel source file.
+func (l *Library) symbolize(offset uint64, file string) (string, int) {
+	tool := addr2line()
+	if tool == "" {
+		return file, 0
+	}
+	out, err := exec.Command(tool, "-i", "-e", l.path, "0x"+strconv.FormatUint(offset, 16)).Output()
+	if err != nil {
+		return file, 0
+	}
+	for _, ln := range strings.Split(string(out), "\n") {
+		if i := strings.Index(ln, " ("); i >= 0 {
+			ln = ln[:i]
+		}
+		c := strings.LastIndexByte(ln, ':')
+		if c < 0 {
+			continue
+		}
+		name, num := ln[:c], ln[c+1:]
+		if name == file || filepath.Base(name) == filepath.Base(file) {
+			if n, err := strconv.Atoi(num); err == nil && n > 0 {
+				return file, n
+			}
+		}
+	}
+	return file, 0
+}

@@ -1,0 +1,993 @@
+package msl
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The translator turns a .metal source into C++ for clang. It keeps every
+// line where it was (rewrites never add or remove a newline), so clang's
+// diagnostics and the debug line table name the original .metal line. It
+// reads the kernel entry points and their parameters, and emits a launcher
+// per entry point that the runtime calls once per thread.
+
+type tokKind int
+
+const (
+	tIdent tokKind = iota
+	tNumber
+	tString
+	tPunct
+)
+
+type token struct {
+	kind       tokKind
+	start, end int // byte offsets in the source
+	line       int // 1-based
+	col        int // 1-based
+	text       string
+	attr       int // index of the attribute this token belongs to, or -1
+}
+
+// attribute is one [[...]] group.
+type attribute struct {
+	first, last int // token indices of the opening '[' and the closing ']'
+	items       []attrItem
+}
+
+type attrItem struct {
+	name string
+	args []string
+	line int
+	col  int
+}
+
+type replacement struct {
+	start, end int
+	text       string
+}
+
+// kernelParam is a parsed kernel parameter.
+type kernelParam struct {
+	Param
+	isRef bool
+	expr  string // launcher argument
+}
+
+// entryPoint is one function of the library: a kernel definition or a
+// host_name instantiation of a kernel template.
+type entryPoint struct {
+	name      string // Metal function name
+	callee    string // C++ expression naming the function to call
+	params    []kernelParam
+	maxTotal  int
+	line      int
+	templated bool
+}
+
+type translation struct {
+	cpp     string
+	entries []entryPoint
+}
+
+type translator struct {
+	src     string
+	file    string
+	toks    []token
+	attrs   []attribute
+	repls   []replacement
+	errs    []string
+	kernels map[string]*entryPoint // primary definitions, by qualified name
+	entries []entryPoint
+	tgID    int
+}
+
+func (tr *translator) errorf(line, col int, format string, args ...any) {
+	tr.errs = append(tr.errs, fmt.Sprintf("%s:%d:%d: error: %s", tr.file, line, col, fmt.Sprintf(format, args...)))
+}
+
+// translate converts source into C++ and lists its entry points.
+func translate(source, file string) (*translation, error) {
+	tr := &translator{src: source, file: file, kernels: map[string]*entryPoint{}}
+	tr.tokenize()
+	tr.findAttributes()
+	tr.checkTokens()
+	tr.walk()
+	if len(tr.errs) > 0 {
+		return nil, newCompileError(strings.Join(tr.errs, "\n")+"\n", file)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "#line 1 %s\n", strconv.Quote(file))
+	b.WriteString(tr.apply())
+	b.WriteString("\n")
+	for i, e := range tr.entries {
+		fmt.Fprintf(&b, "#line %d %s\n", e.line, strconv.Quote(file))
+		fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"))) void %s(const pm_thread *t) { %s(", entrySymbol(i), e.callee)
+		for j, p := range e.params {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(p.expr)
+		}
+		b.WriteString("); }\n")
+	}
+	return &translation{cpp: b.String(), entries: tr.entries}, nil
+}
+
+func entrySymbol(i int) string { return fmt.Sprintf("__pm_entry_%d", i) }
+
+// ---------------------------------------------------------------------------
+// Tokens.
+
+func isIdentStart(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+func isIdentChar(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
+
+func (tr *translator) tokenize() {
+	s := tr.src
+	line, lineStart := 1, 0
+	atLineStart := true
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case c == '\n':
+			line++
+			i++
+			lineStart = i
+			atLineStart = true
+			continue
+		case c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v':
+			i++
+			continue
+		case c == '/' && i+1 < len(s) && s[i+1] == '/':
+			for i < len(s) && s[i] != '\n' {
+				i++
+			}
+			continue
+		case c == '/' && i+1 < len(s) && s[i+1] == '*':
+			i += 2
+			for i < len(s) && !(s[i] == '*' && i+1 < len(s) && s[i+1] == '/') {
+				if s[i] == '\n' {
+					line++
+					lineStart = i + 1
+				}
+				i++
+			}
+			i += 2
+			continue
+		case c == '#' && atLineStart:
+			// preprocessor directive, with continuation lines
+			for i < len(s) && s[i] != '\n' {
+				if s[i] == '\\' && i+1 < len(s) && s[i+1] == '\n' {
+					line++
+					i += 2
+					lineStart = i
+					continue
+				}
+				i++
+			}
+			continue
+		}
+		atLineStart = false
+		start := i
+		col := i - lineStart + 1
+		kind := tPunct
+		switch {
+		case isIdentStart(c):
+			for i < len(s) && isIdentChar(s[i]) {
+				i++
+			}
+			kind = tIdent
+		case c >= '0' && c <= '9' || c == '.' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
+			for i < len(s) {
+				d := s[i]
+				if (d == '+' || d == '-') && i > start && strings.ContainsRune("eEpP", rune(s[i-1])) && !strings.HasPrefix(strings.ToLower(s[start:i]), "0x") || (d == '+' || d == '-') && i > start && strings.ContainsRune("pP", rune(s[i-1])) {
+					i++
+					continue
+				}
+				if isIdentChar(d) || d == '.' || d == '\'' {
+					i++
+					continue
+				}
+				break
+			}
+			kind = tNumber
+		case c == '"' || c == '\'':
+			i++
+			for i < len(s) && s[i] != c && s[i] != '\n' {
+				if s[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			i++
+			if i > len(s) {
+				i = len(s)
+			}
+			kind = tString
+		default:
+			i++
+		}
+		tr.toks = append(tr.toks, token{kind: kind, start: start, end: i, line: line, col: col, text: s[start:i], attr: -1})
+	}
+}
+
+// findAttributes marks [[...]] groups; they are blanked in the output (clang
+// would expand address-space macros inside them) and read here instead.
+func (tr *translator) findAttributes() {
+	t := tr.toks
+	for i := 0; i+1 < len(t); i++ {
+		if t[i].text != "[" || t[i+1].text != "[" || t[i+1].start != t[i].end {
+			continue
+		}
+		depth := 0
+		j := i
+		for ; j < len(t); j++ {
+			switch t[j].text {
+			case "[":
+				depth++
+			case "]":
+				depth--
+			}
+			if depth == 0 {
+				break
+			}
+		}
+		if j >= len(t) {
+			tr.errorf(t[i].line, t[i].col, "unterminated attribute")
+			return
+		}
+		a := attribute{first: i, last: j}
+		// items inside [[ ... ]]: tokens i+2 .. j-2, comma separated at depth 0
+		var cur []token
+		flush := func() {
+			if len(cur) == 0 {
+				return
+			}
+			it := attrItem{name: cur[0].text, line: cur[0].line, col: cur[0].col}
+			if len(cur) > 1 && cur[1].text == "(" {
+				var arg strings.Builder
+				d := 0
+				for _, k := range cur[1:] {
+					if k.text == "(" {
+						d++
+						if d == 1 {
+							continue
+						}
+					}
+					if k.text == ")" {
+						d--
+						if d == 0 {
+							break
+						}
+					}
+					if k.text == "," && d == 1 {
+						it.args = append(it.args, arg.String())
+						arg.Reset()
+						continue
+					}
+					arg.WriteString(k.text)
+				}
+				it.args = append(it.args, arg.String())
+			}
+			a.items = append(a.items, it)
+			cur = nil
+		}
+		d := 0
+		for k := i + 2; k <= j-2; k++ {
+			switch t[k].text {
+			case "(":
+				d++
+			case ")":
+				d--
+			}
+			if t[k].text == "," && d == 0 {
+				flush()
+				continue
+			}
+			cur = append(cur, t[k])
+		}
+		flush()
+		for k := i; k <= j; k++ {
+			tr.toks[k].attr = len(tr.attrs)
+		}
+		tr.attrs = append(tr.attrs, a)
+		tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[j].end, text: ""})
+		i = j
+	}
+}
+
+// checkTokens rejects double and rewrites floating-point literals: an
+// unsuffixed literal is a float in MSL, and 1.5h is a half.
+func (tr *translator) checkTokens() {
+	for _, k := range tr.toks {
+		if k.attr >= 0 {
+			continue
+		}
+		switch k.kind {
+		case tIdent:
+			if k.text == "double" {
+				tr.errorf(k.line, k.col, "'double' is not supported in Metal")
+			}
+		case tNumber:
+			tr.rewriteNumber(k)
+		}
+	}
+}
+
+func (tr *translator) rewriteNumber(k token) {
+	s := strings.ReplaceAll(k.text, "'", "")
+	lower := strings.ToLower(s)
+	if strings.HasPrefix(lower, "0x") {
+		if !strings.Contains(lower, "p") {
+			return
+		}
+		// hexadecimal float
+		if strings.HasSuffix(lower, "h") {
+			tr.repls = append(tr.repls, replacement{start: k.end - 1, end: k.end, text: "_h"})
+		} else if !strings.HasSuffix(lower, "f") {
+			tr.repls = append(tr.repls, replacement{start: k.end, end: k.end, text: "f"})
+		}
+		return
+	}
+	isFloat := strings.ContainsAny(lower, ".e")
+	suffix := strings.TrimLeft(lower, "0123456789.")
+	if strings.HasPrefix(suffix, "e") {
+		suffix = strings.TrimLeft(suffix[1:], "+-0123456789")
+	}
+	switch {
+	case suffix == "h":
+		tr.repls = append(tr.repls, replacement{start: k.end - 1, end: k.end, text: "_h"})
+	case isFloat && suffix == "":
+		tr.repls = append(tr.repls, replacement{start: k.end, end: k.end, text: "f"})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Declarations.
+
+type scope struct {
+	namespace bool
+	name      string
+}
+
+// next returns the index of the next token at or after i that is not part of
+// an attribute.
+func (tr *translator) next(i int) int {
+	for i < len(tr.toks) && tr.toks[i].attr >= 0 {
+		i++
+	}
+	return i
+}
+
+// prev returns the index of the previous token before i that is not part of
+// an attribute, or -1.
+func (tr *translator) prev(i int) int {
+	i--
+	for i >= 0 && tr.toks[i].attr >= 0 {
+		i--
+	}
+	return i
+}
+
+// match returns the index of the token closing the bracket at i.
+func (tr *translator) match(i int) int {
+	open := tr.toks[i].text
+	closeTok := map[string]string{"(": ")", "[": "]", "{": "}", "<": ">"}[open]
+	depth := 0
+	for j := i; j < len(tr.toks); j++ {
+		if tr.toks[j].attr >= 0 {
+			continue
+		}
+		switch tr.toks[j].text {
+		case open:
+			depth++
+		case closeTok:
+			depth--
+			if depth == 0 {
+				return j
+			}
+		case ">>":
+			if open == "<" {
+				depth -= 2
+				if depth <= 0 {
+					return j
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func (tr *translator) walk() {
+	var scopes []scope
+	t := tr.toks
+	inBlock := func() bool {
+		for _, s := range scopes {
+			if !s.namespace {
+				return true
+			}
+		}
+		return false
+	}
+	nsPrefix := func() string {
+		var b strings.Builder
+		for _, s := range scopes {
+			if s.namespace && s.name != "" {
+				b.WriteString(s.name + "::")
+			}
+		}
+		return b.String()
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i].attr >= 0 {
+			continue
+		}
+		switch t[i].text {
+		case "{":
+			sc := scope{}
+			p := tr.prev(i)
+			if p >= 0 && t[p].text == "namespace" {
+				sc.namespace = true
+			} else if p >= 1 && t[p].kind == tIdent && t[tr.prev(p)].text == "namespace" {
+				sc.namespace = true
+				sc.name = t[p].text
+			}
+			scopes = append(scopes, sc)
+		case "}":
+			if len(scopes) > 0 {
+				scopes = scopes[:len(scopes)-1]
+			}
+		case "kernel":
+			if !inBlock() {
+				tr.kernelDecl(i, nsPrefix())
+			}
+		case "template":
+			n := tr.next(i + 1)
+			if !inBlock() && n < len(t) && t[n].text != "<" {
+				i = tr.instantiation(i, nsPrefix())
+			}
+		case "threadgroup":
+			if inBlock() {
+				tr.threadgroupDecl(i)
+			}
+		}
+	}
+}
+
+// attributesBefore collects the attributes directly preceding token i.
+func (tr *translator) attributesBefore(i int) []attrItem {
+	var items []attrItem
+	j := i - 1
+	for j >= 0 && tr.toks[j].attr >= 0 {
+		a := tr.attrs[tr.toks[j].attr]
+		items = append(items, a.items...)
+		j = a.first - 1
+	}
+	return items
+}
+
+func (tr *translator) kernelDecl(k int, ns string) {
+	// explicit instantiations are handled by instantiation()
+	p := tr.prev(k)
+	if p >= 0 && tr.toks[p].text == "template" {
+		return
+	}
+	tr.kernelAt(k, tr.next(k+1), ns)
+}
+
+// kernelAt parses a kernel definition whose return type starts at token i;
+// k is the kernel keyword (or its attribute).
+func (tr *translator) kernelAt(k, i int, ns string) {
+	t := tr.toks
+	// find '(' of the parameter list
+	j := i
+	for j < len(t) && (t[j].attr >= 0 || t[j].text != "(") {
+		if t[j].attr < 0 && (t[j].text == ";" || t[j].text == "{") {
+			return
+		}
+		j++
+	}
+	if j >= len(t) {
+		return
+	}
+	nameIdx := tr.prev(j)
+	if nameIdx < 0 || t[nameIdx].kind != tIdent {
+		return
+	}
+	closeIdx := tr.match(j)
+	if closeIdx < 0 {
+		tr.errorf(t[j].line, t[j].col, "unbalanced parentheses in kernel declaration")
+		return
+	}
+	after := tr.next(closeIdx + 1)
+	if after >= len(t) || t[after].text != "{" {
+		return // a declaration, not a definition
+	}
+	if t[i].text != "void" {
+		tr.errorf(t[i].line, t[i].col, "kernel %s must return void", t[nameIdx].text)
+	}
+	e := entryPoint{name: t[nameIdx].text, callee: ns + t[nameIdx].text, maxTotal: MaxThreadsPerThreadgroup, line: t[nameIdx].line}
+	items := tr.attributesBefore(k)
+	for x := k; x < nameIdx; x++ {
+		if t[x].attr >= 0 && (x == 0 || t[x-1].attr != t[x].attr) {
+			items = append(items, tr.attrs[t[x].attr].items...)
+		}
+	}
+	for _, it := range items {
+		switch it.name {
+		case "max_total_threads_per_threadgroup":
+			if len(it.args) == 1 {
+				if v, err := strconv.Atoi(it.args[0]); err == nil && v > 0 && v <= MaxThreadsPerThreadgroup {
+					e.maxTotal = v
+				} else {
+					tr.errorf(it.line, it.col, "max_total_threads_per_threadgroup must be a literal between 1 and %d", MaxThreadsPerThreadgroup)
+				}
+			}
+		case "host_name":
+			if len(it.args) == 1 {
+				if s, err := strconv.Unquote(it.args[0]); err == nil {
+					e.name = s
+				}
+			}
+		}
+	}
+	// template kernel?
+	p := tr.prev(k)
+	for p >= 0 && t[p].kind == tIdent && (t[p].text == "inline" || t[p].text == "static") {
+		p = tr.prev(p)
+	}
+	if p >= 0 && (t[p].text == ">" || t[p].text == ">>") {
+		e.templated = true
+	}
+	e.params = tr.params(j, closeIdx, e.name)
+	key := ns + t[nameIdx].text
+	if e.templated {
+		tr.kernels[key] = &e
+		return
+	}
+	tr.kernels[key] = &e
+	tr.addEntry(e)
+}
+
+func (tr *translator) addEntry(e entryPoint) {
+	for _, o := range tr.entries {
+		if o.name == e.name {
+			tr.errorf(e.line, 1, "kernel %s is defined twice (line %d and line %d)", e.name, o.line, e.line)
+			return
+		}
+	}
+	tr.entries = append(tr.entries, e)
+}
+
+// builtins maps the MSL built-in attributes to the launcher expression.
+var builtins = map[string]string{
+	"thread_position_in_grid":             "__PM_BI3(t->thread_position_in_grid)",
+	"thread_position_in_threadgroup":      "__PM_BI3(t->thread_position_in_threadgroup)",
+	"threadgroup_position_in_grid":        "__PM_BI3(t->threadgroup_position_in_grid)",
+	"threads_per_threadgroup":             "__PM_BI3(t->threads_per_threadgroup)",
+	"threadgroups_per_grid":               "__PM_BI3(t->s->threadgroups_per_grid)",
+	"threads_per_grid":                    "__PM_BI3(t->s->threads_per_grid)",
+	"grid_size":                           "__PM_BI3(t->s->threads_per_grid)",
+	"grid_origin":                         "__PM_BI1(0)",
+	"dispatch_threads_per_threadgroup":    "__PM_BI3(t->s->dispatch_threads_per_threadgroup)",
+	"thread_index_in_threadgroup":         "__PM_BI1(t->thread_index_in_threadgroup)",
+	"thread_index_in_simdgroup":           "__PM_BI1(t->thread_index_in_simdgroup)",
+	"simdgroup_index_in_threadgroup":      "__PM_BI1(t->simdgroup_index_in_threadgroup)",
+	"threads_per_simdgroup":               "__PM_BI1(32)",
+	"thread_execution_width":              "__PM_BI1(32)",
+	"simdgroups_per_threadgroup":          "__PM_BI1(t->simdgroups_per_threadgroup)",
+	"dispatch_simdgroups_per_threadgroup": "__PM_BI1(t->dispatch_simdgroups_per_threadgroup)",
+	"thread_index_in_quadgroup":           "__PM_BI1(t->thread_index_in_threadgroup % 4)",
+	"quadgroup_index_in_threadgroup":      "__PM_BI1(t->thread_index_in_threadgroup / 4)",
+	"threads_per_quadgroup":               "__PM_BI1(4)",
+}
+
+// BuiltIns lists the built-in parameter attributes kernels may use.
+func BuiltIns() []string {
+	names := make([]string, 0, len(builtins))
+	for n := range builtins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// params parses the parameter list between tokens open and closeIdx.
+func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
+	t := tr.toks
+	var out []kernelParam
+	start := open + 1
+	depth := 0
+	var groups [][2]int
+	for i := open + 1; i < closeIdx; i++ {
+		if t[i].attr >= 0 {
+			continue
+		}
+		switch t[i].text {
+		case "(", "[", "{", "<":
+			depth++
+		case ")", "]", "}", ">":
+			depth--
+		case ">>":
+			depth -= 2
+		case ",":
+			if depth == 0 {
+				groups = append(groups, [2]int{start, i})
+				start = i + 1
+			}
+		}
+	}
+	if start < closeIdx {
+		groups = append(groups, [2]int{start, closeIdx})
+	}
+	for _, g := range groups {
+		var items []attrItem
+		lastPlain := -1
+		isRef, isPtr, constant := false, false, false
+		for i := g[0]; i < g[1]; i++ {
+			if t[i].attr >= 0 {
+				if i == g[0] || t[i-1].attr != t[i].attr {
+					items = append(items, tr.attrs[t[i].attr].items...)
+				}
+				continue
+			}
+			lastPlain = i
+		}
+		if lastPlain < 0 {
+			continue
+		}
+		if len(items) == 0 && g[1]-g[0] == 1 && t[g[0]].text == "void" {
+			continue
+		}
+		nameTok := t[lastPlain]
+		for i := g[0]; i < lastPlain; i++ {
+			switch t[i].text {
+			case "constant":
+				constant = true
+			case "*":
+				isPtr = true
+			case "&":
+				isRef = true
+			}
+		}
+		// const applies to the data only if it comes before the last * or &
+		lastStar := -1
+		for i := g[0]; i < lastPlain; i++ {
+			if t[i].text == "*" || t[i].text == "&" {
+				lastStar = i
+			}
+		}
+		dataConst := false
+		for i := g[0]; i < lastStar; i++ {
+			if t[i].text == "const" {
+				dataConst = true
+			}
+		}
+		p := kernelParam{Param: Param{Name: nameTok.text}}
+		if len(items) == 0 {
+			tr.errorf(nameTok.line, nameTok.col, "parameter %s of kernel %s has no attribute ([[buffer(n)]], [[threadgroup(n)]] or a built-in)", nameTok.text, kernel)
+			continue
+		}
+		it := items[0]
+		switch {
+		case it.name == "buffer":
+			idx, ok := attrIndex(it)
+			if !ok {
+				tr.errorf(it.line, it.col, "buffer index of parameter %s must be a literal between 0 and 30", nameTok.text)
+				continue
+			}
+			p.Kind = Buffer
+			p.Index = idx
+			p.ReadOnly = constant || dataConst
+			switch {
+			case isRef:
+				p.isRef = true
+				p.expr = fmt.Sprintf("__pm_bufr{t->s->buf[%d]}", idx)
+			case isPtr:
+				p.expr = fmt.Sprintf("__pm_bufp{t->s->buf[%d]}", idx)
+			default:
+				tr.errorf(nameTok.line, nameTok.col, "buffer parameter %s must be a pointer or a reference", nameTok.text)
+				continue
+			}
+		case it.name == "threadgroup":
+			idx, ok := attrIndex(it)
+			if !ok {
+				tr.errorf(it.line, it.col, "threadgroup index of parameter %s must be a literal between 0 and 30", nameTok.text)
+				continue
+			}
+			if !isPtr {
+				tr.errorf(nameTok.line, nameTok.col, "threadgroup parameter %s must be a pointer", nameTok.text)
+				continue
+			}
+			p.Kind = ThreadgroupMemory
+			p.Index = idx
+			p.expr = fmt.Sprintf("__pm_bufp{t->s->tg[%d]}", idx)
+		default:
+			expr, ok := builtins[it.name]
+			if !ok {
+				tr.errorf(it.line, it.col, "unsupported kernel parameter attribute [[%s]] on %s", it.name, nameTok.text)
+				continue
+			}
+			p.Kind = BuiltIn
+			p.BuiltIn = it.name
+			p.expr = expr
+		}
+		out = append(out, p)
+	}
+	// duplicate indices
+	seen := map[[2]int]string{}
+	for _, p := range out {
+		if p.Kind == BuiltIn {
+			continue
+		}
+		k := [2]int{int(p.Kind), p.Index}
+		if o, dup := seen[k]; dup {
+			tr.errorf(t[open].line, t[open].col, "kernel %s: parameters %s and %s use the same %s index %d", kernel, o, p.Name, p.Kind, p.Index)
+		}
+		seen[k] = p.Name
+	}
+	return out
+}
+
+func attrIndex(it attrItem) (int, bool) {
+	if len(it.args) != 1 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimRight(it.args[0], "uU"), 0, 32)
+	if err != nil || v < 0 || v >= MaxBindings {
+		return 0, false
+	}
+	return int(v), true
+}
+
+// instantiation handles `template [[host_name("x")]] kernel ... f<args>...;`
+// starting at the template keyword; returns the index of the closing ';'.
+func (tr *translator) instantiation(i int, ns string) int {
+	t := tr.toks
+	end := i
+	for end < len(t) && (t[end].attr >= 0 || t[end].text != ";") {
+		if t[end].attr < 0 && t[end].text == "{" {
+			return i // not an explicit instantiation
+		}
+		end++
+	}
+	if end >= len(t) {
+		return i
+	}
+	var items []attrItem
+	isKernel := false
+	target, targetEnd := -1, -1
+	for j := i + 1; j < end; j++ {
+		if t[j].attr >= 0 {
+			if t[j-1].attr != t[j].attr {
+				items = append(items, tr.attrs[t[j].attr].items...)
+			}
+			continue
+		}
+		if t[j].text == "kernel" {
+			isKernel = true
+		}
+		if t[j].text == "(" && target >= 0 {
+			break
+		}
+		if t[j].kind == tIdent {
+			n := tr.next(j + 1)
+			if n < end && t[n].text == "<" {
+				m := tr.match(n)
+				if m > 0 && m < end {
+					target, targetEnd = j, m
+					j = m
+				}
+			}
+		}
+	}
+	hostName := ""
+	for _, it := range items {
+		if it.name == "host_name" && len(it.args) == 1 {
+			if s, err := strconv.Unquote(it.args[0]); err == nil {
+				hostName = s
+			}
+		}
+		if it.name == "kernel" {
+			isKernel = true
+		}
+	}
+	if !isKernel || hostName == "" || target < 0 {
+		return end
+	}
+	// qualified name: include preceding ident:: pairs
+	q := t[target].text
+	k := target
+	for k >= 2 && t[k-1].text == "::" && t[k-2].kind == tIdent {
+		q = t[k-2].text + "::" + q
+		k -= 2
+	}
+	prim := tr.kernels[ns+q]
+	if prim == nil {
+		prim = tr.kernels[q]
+	}
+	if prim == nil || !prim.templated {
+		tr.errorf(t[target].line, t[target].col, "host_name %q instantiates %s, which is not a kernel template defined above", hostName, q)
+		return end
+	}
+	var args strings.Builder
+	for j := target; j <= targetEnd; j++ {
+		if t[j].attr >= 0 {
+			continue
+		}
+		if j > target && t[j].start > t[j-1].end {
+			args.WriteByte(' ')
+		}
+		args.WriteString(t[j].text)
+	}
+	callee := args.String()
+	if !strings.Contains(q, "::") {
+		callee = ns + callee
+	}
+	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, line: t[target].line}
+	for _, it := range items {
+		if it.name == "max_total_threads_per_threadgroup" && len(it.args) == 1 {
+			if v, err := strconv.Atoi(it.args[0]); err == nil && v > 0 && v <= MaxThreadsPerThreadgroup {
+				e.maxTotal = v
+			}
+		}
+	}
+	tr.addEntry(e)
+	return end
+}
+
+// threadgroupDecl rewrites `threadgroup T name[N]...;` in a function body so
+// that every thread of the threadgroup shares one object.
+func (tr *translator) threadgroupDecl(i int) {
+	t := tr.toks
+	p := tr.prev(i)
+	if p >= 0 && t[p].text != ";" && t[p].text != "{" && t[p].text != "}" {
+		return
+	}
+	end := i
+	depth := 0
+	for end < len(t) {
+		if t[end].attr < 0 {
+			switch t[end].text {
+			case "(", "[", "{", "<":
+				depth++
+			case ")", "]", "}", ">":
+				depth--
+			}
+			if t[end].text == ";" && depth == 0 {
+				break
+			}
+		}
+		end++
+	}
+	if end >= len(t) {
+		return
+	}
+	// split declarators
+	var decls [][2]int
+	start := i
+	depth = 0
+	for j := i; j < end; j++ {
+		if t[j].attr >= 0 {
+			continue
+		}
+		switch t[j].text {
+		case "*", "&", "=", "(":
+			if depth == 0 {
+				return // a pointer or an initialised variable: nothing shared
+			}
+		case "[", "<":
+			depth++
+		case "]", ">":
+			depth--
+		case ",":
+			if depth == 0 {
+				decls = append(decls, [2]int{start, j})
+				start = j + 1
+			}
+		}
+	}
+	decls = append(decls, [2]int{start, end})
+	// first declarator: type tokens, then name, then dims
+	nameOf := func(d [2]int) (int, bool) {
+		for j := d[0]; j < d[1]; j++ {
+			if t[j].attr >= 0 {
+				continue
+			}
+			n := tr.next(j + 1)
+			if t[j].kind == tIdent && (n >= d[1] || t[n].text == "[") {
+				return j, true
+			}
+		}
+		return -1, false
+	}
+	first, ok := nameOf(decls[0])
+	if !ok || first == i {
+		return
+	}
+	typeText := tr.text(i, first)
+	var b strings.Builder
+	for di, d := range decls {
+		n := first
+		if di > 0 {
+			if n, ok = nameOf(d); !ok {
+				return
+			}
+		}
+		dims := tr.text(n+1, d[1])
+		tr.tgID++
+		id := tr.tgID
+		ty := fmt.Sprintf("__pm_tgt_%d", id)
+		fmt.Fprintf(&b, "typedef %s %s%s; %s &%s = *(%s *)__pm_tg_static(%d, sizeof(%s), alignof(%s)); ",
+			typeText, ty, dims, ty, t[n].text, ty, id, ty, ty)
+	}
+	span := tr.src[t[i].start:t[end].end]
+	b.WriteString(strings.Repeat("\n", strings.Count(span, "\n")))
+	// drop replacements inside the span (literal suffixes are kept by text())
+	tr.dropInside(t[i].start, t[end].end)
+	tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[end].end, text: b.String()})
+}
+
+// text returns the source text of tokens [from, to) with the literal
+// rewrites applied and attributes left out.
+func (tr *translator) text(from, to int) string {
+	var b strings.Builder
+	for j := from; j < to; j++ {
+		k := tr.toks[j]
+		if k.attr >= 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		txt := k.text
+		for _, r := range tr.repls {
+			switch {
+			case r.start == k.end && r.end == k.end:
+				txt += r.text
+			case r.start > k.start && r.end == k.end:
+				txt = tr.src[k.start:r.start] + r.text
+			}
+		}
+		b.WriteString(txt)
+	}
+	return b.String()
+}
+
+func (tr *translator) dropInside(start, end int) {
+	kept := tr.repls[:0]
+	for _, r := range tr.repls {
+		if r.start >= start && r.end <= end {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	tr.repls = kept
+}
+
+// apply returns the source with every replacement made; newlines inside
+// replaced spans are kept so that lines do not move.
+func (tr *translator) apply() string {
+	sort.SliceStable(tr.repls, func(a, b int) bool { return tr.repls[a].start < tr.repls[b].start })
+	var b strings.Builder
+	pos := 0
+	for _, r := range tr.repls {
+		if r.start < pos {
+			continue
+		}
+		b.WriteString(tr.src[pos:r.start])
+		b.WriteString(r.text)
+		if !strings.Contains(r.text, "\n") {
+			b.WriteString(strings.Repeat("\n", strings.Count(tr.src[r.start:r.end], "\n")))
+		}
+		pos = r.end
+	}
+	b.WriteString(tr.src[pos:])
+	return b.String()
+}
