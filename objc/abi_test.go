@@ -83,6 +83,14 @@ var abiCases = []abiCase{{
 	cFn:  "pm_dispatch",
 	args: func(r *rand.Rand) []Arg { return cat([]Arg{s24(r), s24(r)}, words(r, 7)) },
 }, {
+	sel:   "late24A:b:c:d:e:f:size:g:range:",
+	types: "Q@:QQQQQQ" + mtlSize + "Q" + nsRange,
+	goFn: func(self ID, sel SEL, a, b, c, d, e, f uint64, s size24, g uint64, rg range16) uint64 {
+		return goRecord(self, sel, a, b, c, d, e, f, s.A, s.B, s.C, g, rg.A, rg.B)
+	},
+	cFn:  "pm_size_late",
+	args: func(r *rand.Rand) []Arg { return cat(words(r, 6), []Arg{s24(r)}, words(r, 1), []Arg{s16(r)}) },
+}, {
 	// amd64: one register left for the range.
 	sel:   "late3A:b:c:range:d:e:",
 	types: "Q@:QQQ" + nsRange + "QQ",
@@ -339,6 +347,7 @@ func TestArm64StackStructHazard(t *testing.T) {
 		"range:word:":                       -1,
 		"mixedWord:size:range:size:word:":   -1,
 		"dispatchGrid:group:a:b:c:d:e:f:g:": -1,
+		"late24A:b:c:d:e:f:size:g:range:":   -1,
 		"late3A:b:c:range:d:e:":             -1,
 		"late5A:b:c:d:e:range:f:":           8,
 	}

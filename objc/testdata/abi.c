@@ -91,6 +91,17 @@ u64 pm_range_late5(void *self, void *sel, u64 a, u64 b, u64 c, u64 d,
 	return digest();
 }
 
+/* An MTLSize after six words: on x86-64 it follows two spilled words on
+ * the stack; on aarch64 no register is left for its address, which goes
+ * on the stack. The NSRange after it finds no register either. */
+u64 pm_size_late(void *self, void *sel, u64 a, u64 b, u64 c, u64 d, u64 e,
+                 u64 f, struct S24 s, u64 g, struct S16 r) {
+	start(self, sel);
+	see(a); see(b); see(c); see(d); see(e); see(f);
+	see24(s); see(g); see16(r);
+	return digest();
+}
+
 /* A struct of three words returned through the hidden pointer (rdi on
  * x86-64, x8 on aarch64). */
 struct S24 pm_size(void *self, void *sel, u64 a, u64 b, u64 c) {
