@@ -95,7 +95,9 @@ func SendArgs(id ID, sel SEL, args ...Arg) uintptr {
 // SendStruct24 sends sel to id and returns the method's result, a struct of
 // three words (such as MTLSize) that the C convention returns through a
 // hidden pointer: the first argument on amd64 (objc_msgSend_stret on
-// Apple's runtime), register x8 on arm64.
+// Apple's runtime), register x8 on arm64. On arm64 its arguments must be
+// words ([Word]), at most six; the call goes through purego's
+// reflection-based functions, so it is not a hot path there.
 func SendStruct24(id ID, sel SEL, args ...Arg) [3]uintptr {
 	if runtime.GOARCH == "arm64" {
 		return sendStruct24X8(id, sel, args)
