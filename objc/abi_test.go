@@ -204,12 +204,23 @@ func abiImpls(t *testing.T) []abiImpl {
 	return []abiImpl{goABIClass(t), cABIClass(t)}
 }
 
+// eachImpl runs f as a subtest for the Go methods and for the C methods,
+// so that a missing clang skips only the second.
+func eachImpl(t *testing.T, f func(t *testing.T, impl abiImpl)) {
+	for _, m := range []struct {
+		name string
+		make func(testing.TB) abiImpl
+	}{{"Go", goABIClass}, {"C", cABIClass}} {
+		t.Run(m.name, func(t *testing.T) { f(t, m.make(t)) })
+	}
+}
+
 // TestSendArgs sends every argument shape to methods implemented in Go
 // (purego callbacks) and in C (compiled by clang), and checks each method
 // received every word in its place and its digest came back.
 func TestSendArgs(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, impl := range abiImpls(t) {
+	eachImpl(t, func(t *testing.T, impl abiImpl) {
 		obj, dispose := newInstance(t, impl.cls)
 		for _, c := range abiCases {
 			if impl.name == "Go" && goCallbackUnsupported(c) {
@@ -230,7 +241,7 @@ func TestSendArgs(t *testing.T) {
 			}
 		}
 		dispose()
-	}
+	})
 }
 
 // TestSendWords checks the word-only hot path, Send, with arguments that
@@ -238,7 +249,7 @@ func TestSendArgs(t *testing.T) {
 func TestSendWords(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	sel := RegisterName(abiCases[0].sel)
-	for _, impl := range abiImpls(t) {
+	eachImpl(t, func(t *testing.T, impl abiImpl) {
 		obj, dispose := newInstance(t, impl.cls)
 		for n := range 3 {
 			var a [10]uintptr
@@ -270,7 +281,7 @@ func TestSendWords(t *testing.T) {
 			}
 		}
 		dispose()
-	}
+	})
 }
 
 // TestSendStruct24 checks a 24-byte struct result (MTLSize), returned
@@ -278,7 +289,7 @@ func TestSendWords(t *testing.T) {
 func TestSendStruct24(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	sel := RegisterName(sizeMethod.sel)
-	for _, impl := range abiImpls(t) {
+	eachImpl(t, func(t *testing.T, impl abiImpl) {
 		obj, dispose := newInstance(t, impl.cls)
 		for range 4 {
 			a, b, c := randomWord(r), randomWord(r), randomWord(r)
@@ -290,14 +301,14 @@ func TestSendStruct24(t *testing.T) {
 			}
 		}
 		dispose()
-	}
+	})
 }
 
 // TestSendBool checks that a BOOL result is read from the low byte only:
 // the C convention leaves the rest of the register undefined.
 func TestSendBool(t *testing.T) {
 	sel := RegisterName(boolMethod.sel)
-	for _, impl := range abiImpls(t) {
+	eachImpl(t, func(t *testing.T, impl abiImpl) {
 		obj, dispose := newInstance(t, impl.cls)
 		for _, c := range []struct {
 			v    uintptr
@@ -312,7 +323,7 @@ func TestSendBool(t *testing.T) {
 			sameWords(t, impl.name+" "+boolMethod.sel, impl.seen(t), []uint64{uint64(obj), uint64(sel), uint64(c.v)})
 		}
 		dispose()
-	}
+	})
 }
 
 // TestSendFloat64 checks a double result, from a C method.
