@@ -1,0 +1,235 @@
+package emu
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/puremetal/puremetal/objc"
+)
+
+// The Objective-C classes of the emulated device. Each answers the subset
+// of one Metal protocol that package mtl sends, with Apple's selectors,
+// argument types and ownership rules (new* results are owned by the caller;
+// commandBuffer, computeCommandEncoder, name, label, functionNames and error
+// results are autoreleased).
+var classes struct {
+	once sync.Once
+	err  error
+
+	device, buffer, library, function, pipeline objc.Class
+	queue, commandBuffer, encoder, options      objc.Class
+}
+
+// Selectors the emulated objects send to Foundation objects.
+var fsel struct {
+	addObject, initWithDomainCodeUserInfo, dictionaryWithObjectForKey objc.SEL
+	languageVersion, mathMode, fastMathEnabled                        objc.SEL
+}
+
+func registerClasses() error {
+	classes.once.Do(func() { classes.err = doRegisterClasses() })
+	return classes.err
+}
+
+// m builds a Method.
+func m(sel, types string, fn any) objc.Method { return objc.Method{Sel: sel, Types: types, Fn: fn} }
+
+// mi builds a Method implemented in C (csrc/imps.c).
+func mi(sel, types string, imp objc.IMP) objc.Method {
+	return objc.Method{Sel: sel, Types: types, IMP: imp}
+}
+
+func doRegisterClasses() error {
+	if err := objc.Load(); err != nil {
+		return err
+	}
+	if err := loadSupport(); err != nil {
+		return err
+	}
+	nsObject = objc.GetClass("NSObject")
+	if nsObject == 0 {
+		return fmt.Errorf("emu: the Objective-C runtime has no NSObject class")
+	}
+	fsel.addObject = objc.RegisterName("addObject:")
+	fsel.initWithDomainCodeUserInfo = objc.RegisterName("initWithDomain:code:userInfo:")
+	fsel.dictionaryWithObjectForKey = objc.RegisterName("dictionaryWithObject:forKey:")
+	fsel.languageVersion = objc.RegisterName("languageVersion")
+	fsel.mathMode = objc.RegisterName("mathMode")
+	fsel.fastMathEnabled = objc.RegisterName("fastMathEnabled")
+
+	dealloc := m("dealloc", "v@:", dealloc)
+	setLabel := m("setLabel:", "v@:@", setLabel)
+	label := m("label", "@@:", label)
+	var err error
+	reg := func(dst *objc.Class, name string, methods ...objc.Method) {
+		if err != nil {
+			return
+		}
+		*dst, err = objc.RegisterClass(name, nsObject, append(methods, dealloc))
+	}
+	reg(&classes.device, "PuremetalEmulatedDevice",
+		m("name", "@@:", deviceName),
+		m("registryID", "Q@:", deviceRegistryID),
+		mi("maxThreadsPerThreadgroup", "{MTLSize=QQQ}@:", support.impSize),
+		m("hasUnifiedMemory", "c@:", yes),
+		m("recommendedMaxWorkingSetSize", "Q@:", deviceWorkingSet),
+		m("maxBufferLength", "Q@:", deviceMaxBufferLength),
+		m("supportsFamily:", "c@:q", deviceSupportsFamily),
+		m("newCommandQueue", "@@:", deviceNewCommandQueue),
+		m("newBufferWithLength:options:", "@@:QQ", deviceNewBuffer),
+		m("newBufferWithBytes:length:options:", "@@:^vQQ", deviceNewBufferWithBytes),
+		m("newBufferWithBytesNoCopy:length:options:deallocator:", "@@:^vQQ@?", deviceNewBufferNoCopy),
+		m("newLibraryWithSource:options:error:", "@@:@@^@", deviceNewLibrary),
+		m("newComputePipelineStateWithFunction:error:", "@@:@^@", deviceNewPipeline),
+	)
+	reg(&classes.buffer, "PuremetalEmulatedBuffer",
+		m("contents", "^v@:", bufferContents),
+		m("length", "Q@:", bufferLength),
+		mi("didModifyRange:", "v@:{_NSRange=QQ}", support.impRange),
+		setLabel, label,
+	)
+	reg(&classes.library, "PuremetalEmulatedLibrary",
+		m("newFunctionWithName:", "@@:@", libraryNewFunction),
+		m("functionNames", "@@:", libraryFunctionNames),
+	)
+	reg(&classes.function, "PuremetalEmulatedFunction",
+		m("name", "@@:", functionName),
+	)
+	reg(&classes.pipeline, "PuremetalEmulatedComputePipelineState",
+		m("maxTotalThreadsPerThreadgroup", "Q@:", pipelineMaxTotal),
+		m("threadExecutionWidth", "Q@:", pipelineWidth),
+	)
+	reg(&classes.queue, "PuremetalEmulatedCommandQueue",
+		m("commandBuffer", "@@:", queueCommandBuffer),
+	)
+	reg(&classes.commandBuffer, "PuremetalEmulatedCommandBuffer",
+		m("computeCommandEncoder", "@@:", commandBufferEncoder),
+		m("commit", "v@:", commandBufferCommit),
+		m("waitUntilCompleted", "v@:", commandBufferWait),
+		m("status", "Q@:", commandBufferStatus),
+		m("error", "@@:", commandBufferError),
+		mi("GPUStartTime", "d@:", support.impDouble),
+		mi("GPUEndTime", "d@:", support.impDouble),
+		setLabel, label,
+	)
+	reg(&classes.encoder, "PuremetalEmulatedComputeCommandEncoder",
+		m("setComputePipelineState:", "v@:@", encoderSetPipeline),
+		m("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBuffer),
+		mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.impPtrPtrRange),
+		m("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytes),
+		m("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLength),
+		mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
+		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
+		m("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrier),
+		m("endEncoding", "v@:", encoderEndEncoding),
+	)
+	// MTLCompileOptions is a class, not a protocol: mtl makes one with
+	// [[MTLCompileOptions alloc] init]. Apple's systems have it; elsewhere
+	// the emulated device provides it.
+	if objc.GetClass("MTLCompileOptions") == 0 {
+		reg(&classes.options, "MTLCompileOptions",
+			m("init", "@@:", optionsInit),
+			m("setLanguageVersion:", "v@:Q", optionsSetLanguageVersion),
+			m("languageVersion", "Q@:", optionsLanguageVersion),
+			m("setMathMode:", "v@:q", optionsSetMathMode),
+			m("mathMode", "q@:", optionsMathMode),
+			m("setFastMathEnabled:", "v@:c", optionsSetFastMath),
+			m("fastMathEnabled", "c@:", optionsFastMath),
+		)
+	}
+	return err
+}
+
+func yes(objc.ID, objc.SEL) uintptr { return 1 }
+
+func boolWord(b bool) uintptr {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// labeled is state with a label.
+type labeled struct{ label string }
+
+func (l *labeled) labelPtr() *labeled { return l }
+
+type hasLabel interface{ labelPtr() *labeled }
+
+func labelOf(self objc.ID) *labeled {
+	objects.RLock()
+	s := objects.m[self]
+	objects.RUnlock()
+	if h, ok := s.(hasLabel); ok {
+		return h.labelPtr()
+	}
+	return nil
+}
+
+func setLabel(self objc.ID, _ objc.SEL, str objc.ID) {
+	if l := labelOf(self); l != nil {
+		l.label = objc.GoString(str)
+	}
+}
+
+func label(self objc.ID, _ objc.SEL) objc.ID {
+	l := labelOf(self)
+	if l == nil || l.label == "" {
+		return 0
+	}
+	return autoreleasedString(l.label)
+}
+
+// autoreleasedString returns an autoreleased NSString, as getters do.
+func autoreleasedString(s string) objc.ID {
+	str, err := objc.NewNSString(s)
+	if err != nil {
+		return 0
+	}
+	return str.Autorelease()
+}
+
+// newNSError returns an autoreleased NSError with the given domain, code
+// and localized description.
+func newNSError(domain string, code int, description string) objc.ID {
+	d, _ := objc.NewNSString(domain)
+	desc, _ := objc.NewNSString(description)
+	key := localizedDescriptionKey()
+	info := objc.ID(objc.Send(objc.ID(objc.GetClass("NSDictionary")), fsel.dictionaryWithObjectForKey, uintptr(desc), uintptr(key)))
+	e := objc.ID(objc.Send(objc.ID(objc.GetClass("NSError").Send(objc.RegisterName("alloc"))), fsel.initWithDomainCodeUserInfo, uintptr(d), uintptr(code), uintptr(info)))
+	d.Release()
+	desc.Release()
+	return e.Autorelease()
+}
+
+// localizedDescriptionKey returns Foundation's NSLocalizedDescriptionKey
+// constant, whose value differs between Apple's Foundation and GNUstep.
+func localizedDescriptionKey() objc.ID {
+	keyOnce.Do(func() {
+		for _, lib := range []string{"libgnustep-base.so.1.28", "/System/Library/Frameworks/Foundation.framework/Foundation"} {
+			h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+			if err != nil {
+				continue
+			}
+			if p, err := purego.Dlsym(h, "NSLocalizedDescriptionKey"); err == nil && p != 0 {
+				key = *(*objc.ID)(cptr(p))
+				return
+			}
+		}
+	})
+	return key
+}
+
+var (
+	keyOnce sync.Once
+	key     objc.ID
+)
+
+// storeOut writes an object to an NSError** out-parameter, if given.
+func storeOut(out uintptr, obj objc.ID) {
+	if out != 0 {
+		*(*objc.ID)(cptr(out)) = obj
+	}
+}
