@@ -1,0 +1,57 @@
+// Package testdevice gives tests the Metal devices to run on: the emulated
+// device everywhere its prerequisites are installed, and the system's GPU
+// on a Mac.
+package testdevice
+
+import (
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/internal/testenv"
+	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/objc"
+)
+
+// Emulated returns an emulated device with the given options, released
+// when the test ends. A missing prerequisite (the GNU Objective-C runtime,
+// clang) skips the test, or fails it in strict mode.
+func Emulated(t testing.TB, opts emu.Options) *mtl.Device {
+	t.Helper()
+	if err := objc.Load(); err != nil {
+		testenv.SkipOrFail(t, "the emulated device needs the GNU Objective-C runtime: "+err.Error())
+	}
+	d, err := emu.NewDeviceWithOptions(opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "clang") {
+			testenv.SkipOrFail(t, "the emulated device needs clang: "+err.Error())
+		}
+		t.Fatalf("emulated device: %v", err)
+	}
+	t.Cleanup(d.Release)
+	return d
+}
+
+// Metal returns the system's Metal device, released when the test ends. It
+// skips the test, saying why, where there is none (any system but macOS):
+// that is the platform, not a missing prerequisite, so strict mode does not
+// turn it into a failure — except on macOS, where a missing device fails.
+func Metal(t testing.TB) *mtl.Device {
+	t.Helper()
+	d, err := mtl.CreateSystemDefaultDevice()
+	if err != nil {
+		if runtime.GOOS != "darwin" && errors.Is(err, mtl.ErrNoDevice) {
+			t.Skipf("real-Metal test: no Metal on %s/%s (this suite runs on a Mac; the emulated-device suite covers Linux)", runtime.GOOS, runtime.GOARCH)
+		}
+		testenv.SkipOrFail(t, "no Metal device: "+err.Error())
+	}
+	t.Cleanup(d.Release)
+	return d
+}
+
+// Orders are the two scheduling orders parity tests run the emulated device
+// in, to expose races: forward, and shuffled with a fixed seed.
+var Orders = []emu.Options{{Order: msl.Forward}, {Order: msl.Shuffled, Seed: 0x9e3779b97f4a7c15}}
