@@ -154,7 +154,7 @@ typedef struct pm_worker {
 	size_t arena_size;
 	pm_run *run;
 	/* access checks */
-	int nb;
+	int nb, last, overlap;
 	int bidx[PM_MAX_BINDINGS];
 	uint64_t blo[PM_MAX_BINDINGS], blen[PM_MAX_BINDINGS];
 	uint64_t arena_lo, arena_len, mod_lo, mod_len;
@@ -511,20 +511,28 @@ __attribute__((noinline)) static void access_fault(pm_worker *w, uint64_t a, uin
 static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t size, int store,
                                                            void *pc) {
 	pm_worker *w = tls_w;
-	if (__builtin_expect(w == NULL || w->cur == NULL, 0)) return;
-	for (int k = 0; k < w->nb; k++) {
-		uint64_t off = a - w->blo[k];
-		if (off < w->blen[k] && off + size <= w->blen[k]) {
-			if (store)
-				w->stored[k] += size;
-			else
-				w->loaded[k] += size;
-			return;
-		}
-	}
+	if (__builtin_expect(w == NULL, 0)) return;
+	/* fiber stacks, threadgroup memory, runtime state */
 	if (a - w->arena_lo < w->arena_len) return;
-	if (a - w->mod_lo < w->mod_len) return;
-	access_fault(w, a, size, store, pc);
+	/* the binding hit last time, unless bindings overlap (then the lowest
+	 * index holding the access is charged) */
+	int k = w->last;
+	uint64_t off = a - w->blo[k];
+	if (w->overlap || !(off < w->blen[k] && off + size <= w->blen[k])) {
+		for (k = 0; k < w->nb; k++) {
+			off = a - w->blo[k];
+			if (off < w->blen[k] && off + size <= w->blen[k]) break;
+		}
+		if (k == w->nb) {
+			if (a - w->mod_lo < w->mod_len) return;
+			access_fault(w, a, size, store, pc);
+		}
+		w->last = k;
+	}
+	if (store)
+		w->stored[k] += size;
+	else
+		w->loaded[k] += size;
 }
 
 #define HOOK(kind, n, store)                                                   \
@@ -740,6 +748,7 @@ static void *worker_main(void *arg) {
 	w->run = r;
 	w->fault = 0;
 	w->nb = 0;
+	w->last = 0;
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
 		w->shared->buf[i] = (void *)(uintptr_t)d->buf_ptr[i];
 		w->loaded[i] = w->stored[i] = 0;
@@ -750,6 +759,11 @@ static void *worker_main(void *arg) {
 			w->nb++;
 		}
 	}
+	w->overlap = 0;
+	for (int k = w->nb; k < PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
+	for (int a = 0; a < w->nb; a++)
+		for (int b = a + 1; b < w->nb; b++)
+			if (w->blo[a] < w->blo[b] + w->blen[b] && w->blo[b] < w->blo[a] + w->blen[a]) w->overlap = 1;
 	for (int k = 0; k < 3; k++) {
 		w->shared->threadgroups_per_grid[k] = (uint32_t)d->threadgroups[k];
 		w->shared->threads_per_grid[k] = (uint32_t)d->threads_per_grid[k];
