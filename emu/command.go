@@ -60,7 +60,7 @@ type commandBuffer struct {
 
 	encoding bool
 	commands []command
-	retained []objc.ID // buffers and pipelines the commands use, as Metal retains them
+	retained map[objc.ID]bool // buffers and pipelines the commands use, retained as Metal does
 
 	// Set by the queue's goroutine before done is closed.
 	err        error
@@ -85,14 +85,24 @@ type binding struct {
 }
 
 func (cb *commandBuffer) free() {
-	for _, id := range cb.retained {
+	for id := range cb.retained {
 		id.Release()
 	}
 	cb.retained = nil
 	cb.queueID.Release()
 }
 
-func (cb *commandBuffer) retain(id objc.ID) { cb.retained = append(cb.retained, id.Retain()) }
+// retain keeps id alive until the command buffer is deallocated; each
+// object is retained once however often it is bound.
+func (cb *commandBuffer) retain(id objc.ID) {
+	if cb.retained[id] {
+		return
+	}
+	if cb.retained == nil {
+		cb.retained = map[objc.ID]bool{}
+	}
+	cb.retained[id.Retain()] = true
+}
 
 // clock is the GPU timestamps' clock: seconds on the monotonic clock.
 var clockStart = time.Now()
