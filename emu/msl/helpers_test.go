@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -114,3 +115,17 @@ func functionT(t testing.TB, lib *Library, name string) *Function {
 	}
 	return f
 }
+
+func kernelErrorT(t testing.TB, err error) *KernelError {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("the dispatch succeeded; want a kernel error")
+	}
+	var ke *KernelError
+	if !errors.As(err, &ke) {
+		t.Fatalf("error %v (%T) is not a *KernelError", err, err)
+	}
+	return ke
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
