@@ -18,16 +18,10 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/internal/gdncheck"
 	"github.com/puremetal/puremetal/internal/golden"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"golang.org/x/sys/unix"
-)
-
-// Error bounds, relative to the largest magnitude (cpuref.MaxRelErr).
-const (
-	boundRef32    = 1e-5 // against cpuref.Reference32
-	boundOracle64 = 1e-4 // against cpuref.Oracle64
-	boundGolden   = 1e-6 // against HF transformers' float32 and float64 results
 )
 
 // mem is kernel-visible memory outside the Go heap, as msl.Binding needs.
@@ -132,11 +126,6 @@ type kernelRun struct {
 	order        msl.Order
 }
 
-type kernelResult struct {
-	out, state, capture []float32
-	counters            msl.Counters
-}
-
 func isCapture(entry string) bool {
 	for _, nsg := range []int{1, 2, 4} {
 		if entry == DecodeCapture(nsg) {
@@ -146,7 +135,7 @@ func isCapture(entry string) bool {
 	return false
 }
 
-func (r kernelRun) run(t testing.TB) kernelResult {
+func (r kernelRun) run(t testing.TB) gdncheck.Result {
 	t.Helper()
 	p := r.p
 	f := emuFunction(t, r.entry)
@@ -168,7 +157,7 @@ func (r kernelRun) run(t testing.TB) kernelResult {
 	var capture *mem
 	if isCapture(r.entry) {
 		capture = poisoned(t, r.captureSlots*p.StateLen())
-		d.Buffers[9] = capture.binding()
+		d.Buffers[gdncheck.Capture] = capture.binding()
 	}
 	if r.entry == Prefill {
 		d.ThreadgroupMemoryLength[0] = ((2*p.DK+2*p.DV)*4 + 15) &^ 15
@@ -181,23 +170,15 @@ func (r kernelRun) run(t testing.TB) kernelResult {
 	if err != nil {
 		t.Fatalf("%s %v: %v", r.entry, p, err)
 	}
-	res := kernelResult{
-		out:      append([]float32(nil), out.f32()...),
-		state:    append([]float32(nil), stateOut.f32()...),
-		counters: c,
+	res := gdncheck.Result{
+		Output:   append([]float32(nil), out.f32()...),
+		State:    append([]float32(nil), stateOut.f32()...),
+		Counters: c,
 	}
 	if capture != nil {
-		res.capture = append([]float32(nil), capture.f32()...)
+		res.Capture = append([]float32(nil), capture.f32()...)
 	}
 	return res
-}
-
-func f32Bytes(x []float32) []byte {
-	b := make([]byte, 4*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return b
 }
 
 // decodeFamily returns the four decode-family entry points for nsg, decode
@@ -206,169 +187,48 @@ func decodeFamily(nsg int) []string {
 	return []string{Decode(nsg), DecodeSeq(nsg), DecodeLegacy(nsg), DecodeCapture(nsg)}
 }
 
-type suiteCase struct {
-	p    cpuref.Params
-	seed uint64
-}
-
-func suiteCases() []suiteCase {
-	var cases []suiteCase
-	seed := uint64(100)
-	for _, dk := range []int{32, 64, 128} {
-		for _, hm := range []cpuref.HeadMap{cpuref.Block, cpuref.Tiled} {
-			for _, nt := range []int{1, 2, 5} {
-				for _, ns := range []int{1, 3} {
-					for _, scale := range []float32{0, float32(1 / math.Sqrt(float64(dk)))} {
-						seed++
-						cases = append(cases, suiteCase{
-							p: cpuref.Params{
-								Shape:   cpuref.Shape{DK: dk, DV: 12, NKHeads: 2, NVHeads: 6, NTokens: nt, NSeqs: ns},
-								HeadMap: hm, QScale: scale,
-							},
-							seed: seed,
-						})
-					}
-				}
-			}
-		}
-	}
-	return cases
-}
-
-// TestKernelsAgainstReferences runs every kernel, NSG 1, 2 and 4, both head
-// mappings, 1, 2 and 5 tokens, 1 and 3 sequences, with and without q scale,
-// in two scheduling orders, against both CPU references; and checks that the
-// decode family is bit-identical, that capture's last slot is state_out,
-// and the memory traffic the emulator measured.
+// TestKernelsAgainstReferences runs every kernel of the parity matrix
+// (gdncheck.Cases) in two scheduling orders against both CPU references,
+// checks that the decode family is bit-identical, capture's slots, the
+// in-place update, and the memory traffic the emulator measured.
 func TestKernelsAgainstReferences(t *testing.T) {
-	for _, c := range suiteCases() {
-		p := c.p
-		name := fmt.Sprintf("%v/%v/scale=%g", p.Shape, p.HeadMap, p.QScale)
-		t.Run(name, func(t *testing.T) {
-			in, err := cpuref.RandomInputs(p, c.seed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref, err := cpuref.Reference32(p, in, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ora, err := cpuref.Oracle64(p, in, true)
-			if err != nil {
-				t.Fatal(err)
-			}
+	for _, c := range gdncheck.Cases() {
+		p := c.Params
+		t.Run(c.Name(), func(t *testing.T) {
+			refs := c.Compute(t)
 			nsg := p.DK / 32
 			slots := p.NTokens
 			if p.NSeqs == 1 {
 				slots += 2 // a capture buffer longer than the draft
 			}
-			var first []byte // decode's output and state, in bytes
+			var first []byte // decode's output and state
 			for _, order := range []msl.Order{msl.Forward, msl.Reverse} {
 				for _, entry := range append(decodeFamily(nsg), Prefill) {
-					r := kernelRun{entry: entry, p: p, in: in, captureSlots: slots, order: order}.run(t)
+					r := kernelRun{entry: entry, p: p, in: refs.In, captureSlots: slots, order: order}.run(t)
 					what := fmt.Sprintf("%s (%v)", entry, order)
-					checkClose(t, what+" output", r.out, ref.Output, ora.Output)
-					checkClose(t, what+" state", r.state, ref.StateOut, ora.StateOut)
-					checkTraffic(t, what, p, r.counters, entry, false)
+					r.CheckAgainst(t, what, p, refs)
+					r.CheckTraffic(t, what, p, isCapture(entry), false)
 					if entry == Prefill {
 						continue
 					}
-					got := append(f32Bytes(r.out), f32Bytes(r.state)...)
 					if first == nil {
-						first = got
-					} else if !bytes.Equal(got, first) {
+						first = r.Bytes()
+					} else if !bytes.Equal(r.Bytes(), first) {
 						t.Errorf("%s: output and state are not bit-identical to %s (forward)", what, Decode(nsg))
-					}
-					if r.capture != nil {
-						checkCapture(t, what, p, r.capture, r.state, ref.Capture, ora.Capture)
 					}
 				}
 			}
 			// state_in and state_out as one buffer.
 			for _, entry := range append(decodeFamily(nsg), Prefill) {
-				r := kernelRun{entry: entry, p: p, in: in, inPlace: true, captureSlots: p.NTokens, order: msl.Reverse}.run(t)
+				r := kernelRun{entry: entry, p: p, in: refs.In, inPlace: true, captureSlots: p.NTokens, order: msl.Reverse}.run(t)
 				what := entry + " in place"
-				checkClose(t, what+" output", r.out, ref.Output, ora.Output)
-				checkClose(t, what+" state", r.state, ref.StateOut, ora.StateOut)
-				checkTraffic(t, what, p, r.counters, entry, true)
-				if entry != Prefill && !bytes.Equal(append(f32Bytes(r.out), f32Bytes(r.state)...), first) {
+				r.CheckAgainst(t, what, p, refs)
+				r.CheckTraffic(t, what, p, isCapture(entry), true)
+				if entry != Prefill && !bytes.Equal(r.Bytes(), first) {
 					t.Errorf("%s: not bit-identical to the separate-buffer run", what)
 				}
 			}
 		})
-	}
-}
-
-func checkClose(t *testing.T, what string, got, ref []float32, oracle []float64) {
-	t.Helper()
-	if e := cpuref.MaxRelErr(got, ref); !(e <= boundRef32) {
-		t.Errorf("%s: relative error %.3g against Reference32, bound %g", what, e, boundRef32)
-	}
-	if e := cpuref.MaxRelErr64(got, oracle); !(e <= boundOracle64) {
-		t.Errorf("%s: relative error %.3g against Oracle64, bound %g", what, e, boundOracle64)
-	}
-}
-
-// checkCapture compares the capture buffer with the references, checks that
-// the last token's slot of every sequence is byte-identical to state_out,
-// and that slots past the draft were left alone.
-func checkCapture(t *testing.T, what string, p cpuref.Params, capture, state, ref []float32, oracle []float64) {
-	t.Helper()
-	n := p.CaptureLen()
-	checkClose(t, what+" capture", capture[:n], ref, oracle)
-	per := p.StateLen() / p.NSeqs // one sequence's state
-	for s := 0; s < p.NSeqs; s++ {
-		last := capture[((s*p.NTokens)+p.NTokens-1)*per:][:per]
-		if !bytes.Equal(f32Bytes(last), f32Bytes(state[s*per:][:per])) {
-			t.Errorf("%s: capture slot of token %d, sequence %d is not byte-identical to state_out", what, p.NTokens-1, s)
-		}
-	}
-	for i, x := range capture[n:] {
-		if !math.IsNaN(float64(x)) {
-			t.Errorf("%s: capture element %d beyond the draft was written", what, n+i)
-			break
-		}
-	}
-}
-
-// checkTraffic checks the emulator's byte counters: each state cell read
-// once and written once per dispatch, whatever n_tokens is; capture writes
-// one state per token; every output written once.
-func checkTraffic(t *testing.T, what string, p cpuref.Params, c msl.Counters, entry string, inPlace bool) {
-	t.Helper()
-	state := uint64(4 * p.StateLen())
-	in, out := 5, 7
-	if inPlace {
-		out = 5 // an access is charged to the lowest binding that holds it
-	}
-	wantCapture := uint64(0)
-	if isCapture(entry) {
-		wantCapture = uint64(p.NTokens) * state
-	}
-	checks := []struct {
-		name      string
-		got, want uint64
-	}{
-		{"state loaded", c.Loaded[in], state},
-		{"state stored", c.Stored[out], state},
-		{"output stored", c.Stored[6], uint64(4 * p.VLen())},
-		{"capture stored", c.Stored[9], wantCapture},
-	}
-	if !inPlace {
-		checks = append(checks,
-			struct {
-				name      string
-				got, want uint64
-			}{"state_out loaded", c.Loaded[7], 0},
-			struct {
-				name      string
-				got, want uint64
-			}{"state_in stored", c.Stored[5], 0})
-	}
-	for _, k := range checks {
-		if k.got != k.want {
-			t.Errorf("%s: %s %d bytes, want %d", what, k.name, k.got, k.want)
-		}
 	}
 }
 
@@ -383,25 +243,32 @@ func TestGoldenVectors(t *testing.T) {
 			}
 			for _, entry := range entries {
 				r := kernelRun{entry: entry, p: p, in: gc.Inputs, captureSlots: p.NTokens, order: msl.Forward}.run(t)
-				for _, cmp := range []struct {
-					what      string
-					got, want []float32
-				}{
-					{"output vs HF", r.out, gc.Output},
-					{"state vs HF", r.state, gc.StateOut},
-					{"output vs float64 loop", r.out, gc.OutputF64},
-					{"state vs float64 loop", r.state, gc.StateOutF64},
-				} {
-					if e := cpuref.MaxRelErr(cmp.got, cmp.want); !(e <= boundGolden) {
-						t.Errorf("%s: %s: relative error %.3g, bound %g", entry, cmp.what, e, boundGolden)
-					}
-				}
-				if r.capture != nil && gc.Capture != nil {
-					if e := cpuref.MaxRelErr(r.capture, gc.Capture); !(e <= boundGolden) {
-						t.Errorf("%s: capture vs HF: relative error %.3g, bound %g", entry, e, boundGolden)
-					}
-				}
+				checkGolden(t, entry, r, gc)
 			}
 		})
+	}
+}
+
+func checkGolden(t *testing.T, what string, r gdncheck.Result, gc golden.Case) {
+	t.Helper()
+	cmps := []struct {
+		what      string
+		got, want []float32
+	}{
+		{"output vs HF", r.Output, gc.Output},
+		{"state vs HF", r.State, gc.StateOut},
+		{"output vs float64 loop", r.Output, gc.OutputF64},
+		{"state vs float64 loop", r.State, gc.StateOutF64},
+	}
+	if r.Capture != nil && gc.Capture != nil {
+		cmps = append(cmps, struct {
+			what      string
+			got, want []float32
+		}{"capture vs HF", r.Capture, gc.Capture})
+	}
+	for _, c := range cmps {
+		if e := cpuref.MaxRelErr(c.got, c.want); !(e <= gdncheck.BoundGolden) {
+			t.Errorf("%s: %s: relative error %.3g, bound %g", what, c.what, e, gdncheck.BoundGolden)
+		}
 	}
 }
