@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -393,9 +394,20 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	return lib, nil
 }
 
-// cleanLog replaces cache paths in a compiler log by short names.
+var (
+	tgTypedef  = regexp.MustCompile(`'__pm_tgt_\d+' \(aka '([^']*)'\)`)
+	tgTypeName = regexp.MustCompile(`__pm_tgt_\d+`)
+)
+
+// cleanLog makes a compiler log speak MSL: cache paths become short names,
+// clang's address space 3 becomes threadgroup, and the translator's
+// threadgroup types show as declared.
 func cleanLog(log, src, includeDir string) string {
 	log = strings.ReplaceAll(log, src, "<translated>")
 	log = strings.ReplaceAll(log, includeDir+"/", "")
+	log = strings.ReplaceAll(log, "__attribute__((address_space(3)))", "threadgroup")
+	log = strings.ReplaceAll(log, "address space '3'", "the threadgroup address space")
+	log = tgTypedef.ReplaceAllString(log, "'$1'")
+	log = tgTypeName.ReplaceAllString(log, "threadgroup variable")
 	return log
 }

@@ -172,11 +172,15 @@ constexpr half operator""_h(long double v) { return (half)(float)v; }
 constexpr half operator""_h(unsigned long long v) { return (half)(float)v; }
 
 // ---------------------------------------------------------------------------
-// Address spaces. Assigning a pointer of one space to another is a compile
-// error, as on Apple's compiler. constant implies const, so file-scope
-// constant values are compile-time constants.
-#define device __attribute__((address_space(1)))
-#define constant const __attribute__((address_space(2)))
+// Address spaces. threadgroup is a distinct clang address space, so mixing
+// threadgroup and device (or thread) pointers is a compile error, as on
+// Apple's compiler. device and constant are the generic address space
+// (constant adds const): clang's C++ mode cannot copy a struct out of a
+// non-generic address space, and MSL code copies structs from buffers all
+// the time. constant implying const keeps file-scope constant values
+// compile-time constants.
+#define device
+#define constant const
 #define threadgroup __attribute__((address_space(3)))
 #define thread
 #define kernel
