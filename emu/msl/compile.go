@@ -277,7 +277,7 @@ func languageMacro(v uint32) string {
 
 func compileFlags(opts CompileOptions, includeDir string) []string {
 	flags := []string{
-		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-fPIC", "-shared",
+		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
 		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-math-errno",
 		"-ffp-contract=off", "-fno-color-diagnostics",
 		"-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns",
@@ -347,6 +347,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 		tmp := so + fmt.Sprintf(".%d.tmp", os.Getpid())
 		args := append(append([]string{}, flags...), "-o", tmp, src, "-lm")
 		cmd := exec.Command(clang, args...)
+		cmd.Dir = libDir
 		var log bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Run(); err != nil {

@@ -1,0 +1,222 @@
+package msl
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+const oobSrc = `#include <metal_stdlib>
+using namespace metal;
+
+kernel void oob_load(device const float* in [[buffer(0)]],
+                     device float* out [[buffer(1)]],
+                     uint i [[thread_position_in_grid]]) {
+    out[i] = in[i + 1];
+}
+
+kernel void oob_store(device const float* in [[buffer(0)]],
+                      device float* out [[buffer(1)]],
+                      uint i [[thread_position_in_grid]]) {
+    float v = in[i];
+    out[i * 2] = v;
+}
+`
+
+func TestOutOfBoundsReported(t *testing.T) {
+	lib := compileT(t, oobSrc, CompileOptions{})
+	const n = 64
+	// the buffers sit inside larger mappings, so the bad accesses would
+	// succeed on the CPU if the runtime did not stop them
+	inMem, outMem := newF32(t, 2*n), newF32(t, 4*n)
+	in := Binding{Ptr: inMem.binding().Ptr, Len: 4 * n}
+	out := Binding{Ptr: outMem.binding().Ptr, Len: 4 * n}
+	fillRandom(inMem.f32(), 8)
+	cases := []struct {
+		kernel string
+		line   int
+		what   string
+	}{
+		{"oob_load", 7, "load of 4 bytes"},
+		{"oob_store", 14, "store of 4 bytes"},
+	}
+	for _, c := range cases {
+		poison(outMem.f32())
+		d := &Dispatch{Grid: ThreadsGrid([3]int{n, 1, 1}, [3]int{32, 1, 1}), Workers: 1}
+		d.Buffers[0], d.Buffers[1] = in, out
+		_, err := functionT(t, lib, c.kernel).Run(d)
+		ke := kernelErrorT(t, err)
+		if ke.Line != c.line || ke.File != DefaultFileName || ke.Kernel != c.kernel {
+			t.Fatalf("%s: error at %s:%d, want %s:%d: %v", c.kernel, ke.File, ke.Line, DefaultFileName, c.line, err)
+		}
+		if !strings.Contains(ke.Msg, "out-of-bounds") || !strings.Contains(ke.Msg, c.what) || !strings.Contains(ke.Msg, "past the end of buffer(") {
+			t.Fatalf("%s: message %q", c.kernel, ke.Msg)
+		}
+		// nothing was written outside the binding
+		for i := n; i < 4*n; i++ {
+			if !math.IsNaN(float64(outMem.f32()[i])) {
+				t.Fatalf("%s: element %d past the binding was written", c.kernel, i)
+			}
+		}
+		t.Logf("%s: %v", c.kernel, err)
+	}
+}
+
+// Built-in values for a 3-D grid with partial edge threadgroups.
+const builtinsSrc = `#include <metal_stdlib>
+using namespace metal;
+
+kernel void builtins(device uint* out [[buffer(0)]],
+                     uint3 tpig [[thread_position_in_grid]],
+                     uint3 tpitg [[thread_position_in_threadgroup]],
+                     uint3 tgpig [[threadgroup_position_in_grid]],
+                     uint3 tptg [[threads_per_threadgroup]],
+                     uint3 tgpg [[threadgroups_per_grid]],
+                     uint3 grid [[threads_per_grid]],
+                     uint tiitg [[thread_index_in_threadgroup]],
+                     ushort tiisg [[thread_index_in_simdgroup]],
+                     ushort sgitg [[simdgroup_index_in_threadgroup]],
+                     uint width [[threads_per_simdgroup]],
+                     uint2 tpig2 [[thread_position_in_grid]]) {
+    uint index = tpig.x + grid.x * (tpig.y + grid.y * tpig.z);
+    device uint* o = out + index * 20;
+    o[0] = tpig.x; o[1] = tpig.y; o[2] = tpig.z;
+    o[3] = tpitg.x; o[4] = tpitg.y; o[5] = tpitg.z;
+    o[6] = tgpig.x; o[7] = tgpig.y; o[8] = tgpig.z;
+    o[9] = tptg.x; o[10] = tptg.y; o[11] = tptg.z;
+    o[12] = tgpg.x * 10000 + tgpg.y * 100 + tgpg.z;
+    o[13] = tiitg; o[14] = tiisg; o[15] = sgitg; o[16] = width;
+    o[17] = tpig2.x + tpig2.y * 1000;
+    o[18] = grid.x * 10000 + grid.y * 100 + grid.z;
+    o[19] = 0xC0FFEE;
+}
+`
+
+func TestBuiltIns(t *testing.T) {
+	lib := compileT(t, builtinsSrc, CompileOptions{})
+	f := functionT(t, lib, "builtins")
+	grid := [3]int{11, 5, 3}
+	tptg := [3]int{4, 3, 2}
+	total := grid[0] * grid[1] * grid[2]
+	out := newMem(t, 4*20*total)
+	for i := range out.u32() {
+		out.u32()[i] = 0xFFFFFFFF
+	}
+	d := &Dispatch{Grid: ThreadsGrid(grid, tptg), Order: Shuffled, Seed: 1}
+	d.Buffers[0] = out.binding()
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	tgpg := [3]int{3, 2, 2}
+	for z := 0; z < grid[2]; z++ {
+		for y := 0; y < grid[1]; y++ {
+			for x := 0; x < grid[0]; x++ {
+				pos := [3]int{x, y, z}
+				var tg, local, act [3]int
+				for k := 0; k < 3; k++ {
+					tg[k] = pos[k] / tptg[k]
+					local[k] = pos[k] % tptg[k]
+					act[k] = min(tptg[k], grid[k]-tg[k]*tptg[k])
+				}
+				tiitg := local[0] + act[0]*(local[1]+act[1]*local[2])
+				want := []uint32{
+					uint32(x), uint32(y), uint32(z),
+					uint32(local[0]), uint32(local[1]), uint32(local[2]),
+					uint32(tg[0]), uint32(tg[1]), uint32(tg[2]),
+					uint32(act[0]), uint32(act[1]), uint32(act[2]),
+					uint32(tgpg[0]*10000 + tgpg[1]*100 + tgpg[2]),
+					uint32(tiitg), uint32(tiitg % 32), uint32(tiitg / 32), 32,
+					uint32(x + y*1000),
+					uint32(grid[0]*10000 + grid[1]*100 + grid[2]),
+					0xC0FFEE,
+				}
+				index := x + grid[0]*(y+grid[1]*z)
+				got := out.u32()[index*20 : index*20+20]
+				if !equalU32(got, want) {
+					t.Fatalf("thread %v: got %v, want %v", pos, got, want)
+				}
+			}
+		}
+	}
+}
+
+const atomicSrc = `#include <metal_stdlib>
+using namespace metal;
+
+kernel void histogram(device const uint* in [[buffer(0)]],
+                      device atomic_uint* bins [[buffer(1)]],
+                      device atomic_int* total [[buffer(2)]],
+                      uint i [[thread_position_in_grid]],
+                      uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup atomic_uint local_count;
+    if (tid == 0) {
+        atomic_store_explicit(&local_count, 0, memory_order_relaxed);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    atomic_fetch_add_explicit(&bins[in[i] % 8], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&local_count, 1, memory_order_relaxed);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (tid == 0) {
+        atomic_fetch_add_explicit(total, int(atomic_load_explicit(&local_count, memory_order_relaxed)), memory_order_relaxed);
+    }
+}
+`
+
+func TestAtomics(t *testing.T) {
+	lib := compileT(t, atomicSrc, CompileOptions{})
+	f := functionT(t, lib, "histogram")
+	const n = 4096
+	in, bins, total := newMem(t, 4*n), newMem(t, 4*8), newMem(t, 4)
+	want := make([]uint32, 8)
+	for i := range in.u32() {
+		in.u32()[i] = uint32(i*2654435761) >> 7
+		want[in.u32()[i]%8]++
+	}
+	d := &Dispatch{Grid: ThreadsGrid([3]int{n, 1, 1}, [3]int{128, 1, 1}), Workers: 2}
+	d.Buffers[0], d.Buffers[1], d.Buffers[2] = in.binding(), bins.binding(), total.binding()
+	c, err := f.Run(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalU32(bins.u32(), want) || total.i32()[0] != n {
+		t.Fatalf("bins %v total %d, want %v and %d", bins.u32(), total.i32()[0], want, n)
+	}
+	if c.Loaded[1] != 4*n || c.Stored[1] != 4*n || c.Loaded[0] != 4*n {
+		t.Fatalf("atomic traffic: loaded %v stored %v", c.Loaded[:3], c.Stored[:3])
+	}
+}
+
+func TestDispatchValidation(t *testing.T) {
+	lib := compileT(t, vecAddSrc, CompileOptions{})
+	f := functionT(t, lib, "vec_add")
+	a := newF32(t, 16)
+	good := func() *Dispatch {
+		d := &Dispatch{Grid: ThreadsGrid([3]int{16, 1, 1}, [3]int{16, 1, 1})}
+		d.Buffers[0], d.Buffers[1], d.Buffers[2] = a.binding(), a.binding(), a.binding()
+		return d
+	}
+	cases := []struct {
+		name   string
+		modify func(d *Dispatch)
+		want   string
+	}{
+		{"unbound buffer", func(d *Dispatch) { d.Buffers[1] = Binding{} }, "buffer(1) (parameter b) is not bound"},
+		{"zero threadgroup size", func(d *Dispatch) { d.Grid.ThreadsPerThreadgroup[1] = 0 }, "ThreadsPerThreadgroup [16 0 1]: dimension 1 is 0"},
+		{"too many threads", func(d *Dispatch) { d.Grid.ThreadsPerThreadgroup = [3]int{64, 32, 1} }, "2048 threads, more than the function's maxTotalThreadsPerThreadgroup 1024"},
+		{"both grids", func(d *Dispatch) { d.Grid.Threadgroups = [3]int{1, 1, 1} }, "exactly one of Grid.Threadgroups"},
+		{"negative length", func(d *Dispatch) { d.Buffers[2].Len = -4 }, "Buffers[2].Len is -4"},
+		{"threadgroup memory", func(d *Dispatch) { d.ThreadgroupMemoryLength[3] = 20 }, "ThreadgroupMemoryLength[3] is 20, must be a non-negative multiple of 16"},
+		{"bad order", func(d *Dispatch) { d.Order = 7 }, "Order 7"},
+	}
+	for _, c := range cases {
+		d := good()
+		c.modify(d)
+		_, err := f.Run(d)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	if _, err := f.Run(good()); err != nil {
+		t.Fatalf("valid dispatch: %v", err)
+	}
+}
