@@ -1,0 +1,705 @@
+// Command decode runs token-by-token decoding through a stack of Gated
+// DeltaNet layers, the recurrent half of hybrid models such as Qwen3.5 and
+// Qwen3-Next, and reports what one token costs.
+//
+// Every layer keeps its recurrent state (n_v_heads matrices of D_v x D_k
+// float32) in a Metal buffer of its own for the whole run: each token's
+// decode step reads the state and writes it back in place (state_in and
+// state_out are the same buffer), so the state never leaves the device.
+// Each token brings fresh q, k, v, g and beta for every layer, drawn like a
+// real model's (cpuref.RandomInputs: L2-normalised q and k, g >= 0, beta in
+// (0, 1)) and written into shared buffers. As a real engine does, one
+// command buffer carries one token through every layer: one decode
+// dispatch per layer, one commit, one wait.
+//
+// At the end it prints the per-token latency (median and p90), the GPU time
+// from the command buffers' timestamps where there is a GPU, the effective
+// bandwidth against the floor of the specification (each layer's state read
+// once and written once per token), and a parity check: the final state of
+// every layer against cpuref.Reference32 run over the same tokens on the
+// CPU, within a relative error of 1e-5. It exits with status 1 when the
+// check fails.
+//
+// Run it from the repository root:
+//
+//	go run ./examples/decode                  # Metal on a Mac, the CPU reference elsewhere
+//	go run ./examples/decode -backend emu     # the real kernels on the emulated device (Linux)
+//	go run ./examples/decode -layers 36 -tokens 256 -vheads 48
+//
+// Backends: metal (the system's GPU), emu (the emulated Metal device of
+// package emu, which runs the kernels on the CPU; it needs the GNU
+// Objective-C runtime and clang), cpu (cpuref.Reference32 itself, checked
+// against the float64 oracle cpuref.Oracle64 on two heads per layer), and
+// auto (metal where there is Metal, otherwise cpu). The emulator runs a
+// kernel about a hundred times slower than a GPU, so with -backend emu and
+// no shape flags the example uses a smaller shape and says so.
+//
+// The default shape is Qwen3.5's: D_k = D_v = 128, 16 key heads, 32 value
+// heads, block head mapping (HF transformers, MLX); -headmap tiled is the
+// mapping of GGUF files converted for llama.cpp.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// Bound is the largest relative error (to the largest magnitude, see
+// cpuref.MaxRelErr) the parity check accepts.
+const Bound = 1e-5
+
+// FloorBandwidth is the memory bandwidth the specification's floor is
+// stated at: 400 GB/s, an M2 or M3 Max.
+const FloorBandwidth = 400e9
+
+func main() {
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is what the flags say.
+type config struct {
+	backend          string
+	dk, dv, nk, nv   int
+	layers, tokens   int
+	seed             uint64
+	headMap          cpuref.HeadMap
+	every            int // progress line every this many tokens
+	shapeSet, runSet bool
+}
+
+// params returns the parameters of one decode step (one token, one
+// sequence) of one layer, with q scaled by 1/sqrt(D_k) at write-back.
+func (c config) params() cpuref.Params {
+	return cpuref.Params{
+		Shape:   cpuref.Shape{DK: c.dk, DV: c.dv, NKHeads: c.nk, NVHeads: c.nv, NTokens: 1, NSeqs: 1},
+		HeadMap: c.headMap,
+		QScale:  float32(1 / math.Sqrt(float64(c.dk))),
+	}
+}
+
+// cli runs the program with args and returns its exit status: 0 on
+// success, 1 when something fails (the parity check included), 2 for bad
+// flags.
+func cli(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "decode:", err)
+		return 2
+	}
+	be, err := openBackend(&cfg, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, "decode:", err)
+		return 1
+	}
+	defer be.Close()
+	res, err := run(cfg, be, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "decode:", err)
+		return 1
+	}
+	if !res.Pass {
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	backend := fs.String("backend", "auto", "auto, metal, emu or cpu")
+	dk := fs.Int("dk", 128, "D_k, the key head size: 32, 64 or 128 (the decode kernels' sizes)")
+	dv := fs.Int("dv", 128, "D_v, the value head size")
+	nk := fs.Int("kheads", 16, "key heads (q, k)")
+	nv := fs.Int("vheads", 32, "value heads (v, g, beta, state); a multiple of -kheads")
+	layers := fs.Int("layers", 4, "GDN layers")
+	tokens := fs.Int("tokens", 32, "tokens to decode")
+	seed := fs.Uint64("seed", 1, "seed of the random inputs")
+	headMap := fs.String("headmap", "block", "block (HF transformers, MLX) or tiled (llama.cpp GGUF)")
+	every := fs.Int("every", 0, "print progress every this many tokens (0: about eight lines)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: decode [flags]\n\nDecodes tokens through a stack of Gated DeltaNet layers and checks the final state against the CPU reference.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg := config{
+		backend: *backend, dk: *dk, dv: *dv, nk: *nk, nv: *nv,
+		layers: *layers, tokens: *tokens, seed: *seed, every: *every,
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "dk", "dv", "kheads", "vheads":
+			cfg.shapeSet = true
+		case "layers", "tokens":
+			cfg.runSet = true
+		}
+	})
+	m, err := cpuref.ParseHeadMap(*headMap)
+	if err != nil {
+		return config{}, fmt.Errorf("-headmap: %w", err)
+	}
+	cfg.headMap = m
+	switch cfg.backend {
+	case "auto", "metal", "emu", "cpu":
+	default:
+		return config{}, fmt.Errorf("-backend %q: want auto, metal, emu or cpu", cfg.backend)
+	}
+	if cfg.layers <= 0 || cfg.tokens <= 0 || cfg.every < 0 {
+		return config{}, fmt.Errorf("-layers %d, -tokens %d, -every %d: need layers > 0, tokens > 0, every >= 0", cfg.layers, cfg.tokens, cfg.every)
+	}
+	return cfg, nil
+}
+
+// A backend runs decode steps of every layer and keeps the layers' states.
+type backend interface {
+	// Describe says what runs the kernels.
+	Describe() string
+	// Init sets every layer's state (states[l] for layer l) before the
+	// first token.
+	Init(p cpuref.Params, states [][]float32) error
+	// Step decodes one token through every layer: in[l] holds layer l's
+	// q, k, v, g and beta (its StateIn is not used).
+	Step(in []cpuref.Inputs) (stepTime, error)
+	// States returns a copy of every layer's state.
+	States() ([][]float32, error)
+	// Timed says what the latency covers.
+	Timed() string
+	// Oracle reports that the backend is cpuref.Reference32 itself, which
+	// the parity check then compares with cpuref.Oracle64.
+	Oracle() bool
+	Close()
+}
+
+// stepTime is the time one token took: wall clock from the start of
+// encoding to the end of the wait, and the device's own time from the
+// command buffer's timestamps when it has them.
+type stepTime struct {
+	wall      time.Duration
+	device    time.Duration
+	hasDevice bool
+}
+
+// openBackend resolves cfg.backend (auto becomes metal or cpu), shrinks the
+// default shape for the emulator, and opens the backend.
+func openBackend(cfg *config, stdout io.Writer) (backend, error) {
+	if cfg.backend == "auto" || cfg.backend == "metal" {
+		dev, err := mtl.CreateSystemDefaultDevice()
+		switch {
+		case err == nil:
+			cfg.backend = "metal"
+			return newDeviceBackend(dev, "metal", fmt.Sprintf("metal: %s (GPU)", dev.Name()), true)
+		case cfg.backend == "metal":
+			return nil, fmt.Errorf("-backend metal: %w", err)
+		case errors.Is(err, mtl.ErrNoDevice):
+			fmt.Fprintf(stdout, "no Metal on %s/%s: running the CPU reference (cpuref.Reference32) instead; -backend emu runs the real kernels on the emulated device\n",
+				runtime.GOOS, runtime.GOARCH)
+			cfg.backend = "cpu"
+		default:
+			return nil, fmt.Errorf("Metal device: %w", err)
+		}
+	}
+	if cfg.backend == "cpu" {
+		return &cpuBackend{}, nil
+	}
+	// emu
+	if cfg.dk != 32 && cfg.dk != 64 && cfg.dk != 128 {
+		return nil, fmt.Errorf("-dk %d: the decode kernels take D_k = 32, 64 or 128", cfg.dk)
+	}
+	var smaller []string
+	if !cfg.shapeSet {
+		cfg.nk, cfg.nv = 2, 4
+		smaller = append(smaller, "2 key heads, 4 value heads")
+	}
+	if !cfg.runSet {
+		cfg.layers, cfg.tokens = 4, 16
+		smaller = append(smaller, "4 layers, 16 tokens")
+	}
+	if len(smaller) > 0 {
+		fmt.Fprintf(stdout, "emu: the emulated device runs the kernels on the CPU, so this run uses smaller defaults: %s (Qwen3.5's shape: -kheads 16 -vheads 32 -layers 4 -tokens 32, about 30 s)\n",
+			strings.Join(smaller, ", "))
+	}
+	dev, err := emu.NewDevice()
+	if err != nil {
+		return nil, fmt.Errorf("-backend emu: %w\nthe emulated device needs the GNU Objective-C runtime and clang; on Debian or Ubuntu: apt-get install libobjc4 libgnustep-base1.28 clang", err)
+	}
+	return newDeviceBackend(dev, "emu", "emu: "+dev.Name()+", the real kernels run on the CPU", false)
+}
+
+// result is what a run found.
+type result struct {
+	Latency    []time.Duration // wall clock per token
+	Device     []time.Duration // device time per token; nil without a GPU
+	MaxRelErr  float64         // the parity check's worst error
+	Pass       bool
+	FinalState [][]float32 // every layer's final state
+}
+
+// run decodes cfg.tokens tokens through cfg.layers layers on be, printing
+// progress to stderr and the report to stdout.
+func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
+	p := cfg.params()
+	if err := p.Validate(); err != nil {
+		return result{}, err
+	}
+	stateBytes := p.StateLen() * 4
+	fmt.Fprintf(stdout, "backend: %s\n", be.Describe())
+	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map, q scale 1/sqrt(%d); layers %d, tokens %d, seed %d\n",
+		p.DK, p.DV, p.NKHeads, p.NVHeads, p.HeadMap, p.DK, cfg.layers, cfg.tokens, cfg.seed)
+	fmt.Fprintf(stdout, "state:   %s per layer, %s in all, kept on the device and updated in place\n",
+		mb(stateBytes), mb(stateBytes*cfg.layers))
+
+	// The state each layer starts from (as if left by a prefill), and the
+	// inputs of every token, kept for the parity check.
+	initial := make([][]float32, cfg.layers)
+	inputs := make([][]cpuref.Inputs, cfg.layers) // [layer][token]
+	for l := range initial {
+		in, err := cpuref.RandomInputs(p, seedOf(cfg.seed, l, -1))
+		if err != nil {
+			return result{}, err
+		}
+		initial[l] = in.StateIn
+		inputs[l] = make([]cpuref.Inputs, cfg.tokens)
+	}
+	if err := be.Init(p, initial); err != nil {
+		return result{}, err
+	}
+	if d, ok := be.(*deviceBackend); ok {
+		fmt.Fprintf(stdout, "kernel:  %s, pipeline ready in %s (compiled, or taken from a cache)\n", kernels.Decode(p.DK/32), dur(d.compile))
+	}
+
+	every := cfg.every
+	if every == 0 {
+		every = max(1, cfg.tokens/8)
+	}
+	var res result
+	step := make([]cpuref.Inputs, cfg.layers)
+	start := time.Now()
+	for t := range cfg.tokens {
+		for l := range step {
+			in, err := cpuref.RandomInputs(p, seedOf(cfg.seed, l, t))
+			if err != nil {
+				return result{}, err
+			}
+			in.StateIn = nil // the state is the backend's
+			step[l], inputs[l][t] = in, in
+		}
+		st, err := be.Step(step)
+		if err != nil {
+			return result{}, fmt.Errorf("token %d: %w", t, err)
+		}
+		res.Latency = append(res.Latency, st.wall)
+		if st.hasDevice {
+			res.Device = append(res.Device, st.device)
+		}
+		if (t+1)%every == 0 || t+1 == cfg.tokens {
+			line := fmt.Sprintf("token %*d/%d  latency %s", len(fmt.Sprint(cfg.tokens)), t+1, cfg.tokens, dur(st.wall))
+			if st.hasDevice {
+				line += "  gpu " + dur(st.device)
+			}
+			fmt.Fprintf(stderr, "%s  (%.1f s elapsed)\n", line, time.Since(start).Seconds())
+		}
+	}
+
+	// Timing.
+	med, p90 := percentile(res.Latency, 50), percentile(res.Latency, 90)
+	fmt.Fprintf(stdout, "latency per token (%d layers): median %s, p90 %s (%s)\n", cfg.layers, dur(med), dur(p90), be.Timed())
+	if len(res.Device) > 0 {
+		fmt.Fprintf(stdout, "GPU time per token: median %s, p90 %s (command-buffer timestamps)\n",
+			dur(percentile(res.Device, 50)), dur(percentile(res.Device, 90)))
+		med = percentile(res.Device, 50)
+	}
+	moved := 2 * stateBytes * cfg.layers
+	floor := time.Duration(float64(moved) / FloorBandwidth * 1e9)
+	fmt.Fprintf(stdout, "bandwidth: %s of state per token (read once, written once per layer: the floor of SPEC section 8); %.2f GB/s at the median %s; the floor at 400 GB/s is %s per token\n",
+		mb(moved), float64(moved)/med.Seconds()/1e9, timeName(len(res.Device) > 0), dur(floor))
+
+	// Parity.
+	states, err := be.States()
+	if err != nil {
+		return result{}, err
+	}
+	res.FinalState = states
+	if be.Oracle() {
+		res.MaxRelErr, err = parityOracle(p, initial, inputs, states, stdout)
+	} else {
+		res.MaxRelErr, err = parityReference(p, initial, inputs, states, stdout)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	res.Pass = res.MaxRelErr <= Bound
+	verdict := "PASS"
+	if !res.Pass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(stdout, "parity: max rel err %.3g over %d layers, bound %g: %s\n", res.MaxRelErr, cfg.layers, Bound, verdict)
+	return res, nil
+}
+
+// parityReference compares every layer's final state with
+// cpuref.Reference32 run over the layer's whole token sequence at once.
+func parityReference(p cpuref.Params, initial [][]float32, inputs [][]cpuref.Inputs, states [][]float32, stdout io.Writer) (float64, error) {
+	fmt.Fprintf(stdout, "parity: final state of every layer against cpuref.Reference32 over the same %d tokens\n", len(inputs[0]))
+	worst := 0.0
+	for l := range inputs {
+		pw, in := window(p, initial[l], inputs[l])
+		ref, err := cpuref.Reference32(pw, in, false)
+		if err != nil {
+			return 0, err
+		}
+		e := cpuref.MaxRelErr(states[l], ref.StateOut)
+		fmt.Fprintf(stdout, "  layer %d: max rel err %.3g\n", l, e)
+		worst = max(worst, e)
+	}
+	return worst, nil
+}
+
+// parityOracle checks the cpu backend, which is cpuref.Reference32 itself,
+// against the float64 oracle cpuref.Oracle64 (the matrix form of the
+// paper, no shared code). The oracle costs D_k times more per token, so it
+// runs on the first and last value heads of every layer.
+func parityOracle(p cpuref.Params, initial [][]float32, inputs [][]cpuref.Inputs, states [][]float32, stdout io.Writer) (float64, error) {
+	heads := []int{0, p.NVHeads - 1}
+	if p.NVHeads == 1 {
+		heads = heads[:1]
+	}
+	fmt.Fprintf(stdout, "parity: the cpu backend is cpuref.Reference32; its final state against the float64 oracle cpuref.Oracle64 over the same %d tokens, value heads %v of every layer\n",
+		len(inputs[0]), heads)
+	worst := 0.0
+	cells := p.DK * p.DV
+	for l := range inputs {
+		for _, h := range heads {
+			ph, in := oneHead(p, h, initial[l], inputs[l])
+			want, err := cpuref.Oracle64(ph, in, false)
+			if err != nil {
+				return 0, err
+			}
+			e := cpuref.MaxRelErr64(states[l][h*cells:(h+1)*cells], want.StateOut)
+			fmt.Fprintf(stdout, "  layer %d, value head %d: max rel err %.3g\n", l, h, e)
+			worst = max(worst, e)
+		}
+	}
+	return worst, nil
+}
+
+// window joins one layer's per-token inputs into one call over all tokens
+// from the given initial state. The layouts put the token outside the
+// heads, so the per-token slices simply follow each other.
+func window(p cpuref.Params, initial []float32, steps []cpuref.Inputs) (cpuref.Params, cpuref.Inputs) {
+	p.NTokens = len(steps)
+	in := cpuref.Inputs{StateIn: initial}
+	for _, s := range steps {
+		in.Q = append(in.Q, s.Q...)
+		in.K = append(in.K, s.K...)
+		in.V = append(in.V, s.V...)
+		in.G = append(in.G, s.G...)
+		in.Beta = append(in.Beta, s.Beta...)
+	}
+	return p, in
+}
+
+// oneHead extracts value head h (and the key head it reads) of one layer's
+// tokens as a call with one key head and one value head.
+func oneHead(p cpuref.Params, h int, initial []float32, steps []cpuref.Inputs) (cpuref.Params, cpuref.Inputs) {
+	kh := p.HeadMap.KeyHead(h, p.NKHeads, p.NVHeads)
+	cells := p.DK * p.DV
+	ph := p
+	ph.NKHeads, ph.NVHeads, ph.NTokens = 1, 1, len(steps)
+	in := cpuref.Inputs{StateIn: initial[h*cells : (h+1)*cells]}
+	for _, s := range steps {
+		in.Q = append(in.Q, s.Q[kh*p.DK:(kh+1)*p.DK]...)
+		in.K = append(in.K, s.K[kh*p.DK:(kh+1)*p.DK]...)
+		in.V = append(in.V, s.V[h*p.DV:(h+1)*p.DV]...)
+		in.G = append(in.G, s.G[h])
+		in.Beta = append(in.Beta, s.Beta[h])
+	}
+	return ph, in
+}
+
+// seedOf derives the seed of layer l's inputs at token t (t = -1: the
+// initial state) from the run's seed, with the SplitMix64 finaliser.
+func seedOf(seed uint64, l, t int) uint64 {
+	x := seed ^ uint64(l+1)*0x9e3779b97f4a7c15 ^ uint64(t+2)*0xbf58476d1ce4e5b9
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// percentile returns the q-th percentile of d (nearest rank).
+func percentile(d []time.Duration, q int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := (q*len(s) + 99) / 100
+	return s[max(i, 1)-1]
+}
+
+func timeName(gpu bool) string {
+	if gpu {
+		return "GPU time"
+	}
+	return "latency"
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1f us", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func mb(n int) string { return fmt.Sprintf("%.2f MB", float64(n)/1e6) }
+
+// cpuBackend runs cpuref.Reference32 one token at a time.
+type cpuBackend struct {
+	p      cpuref.Params
+	states [][]float32
+}
+
+func (c *cpuBackend) Describe() string {
+	return "cpu: cpuref.Reference32, float32 in the kernels' per-element order, on the CPU"
+}
+
+func (c *cpuBackend) Init(p cpuref.Params, states [][]float32) error {
+	c.p = p
+	c.states = make([][]float32, len(states))
+	for l, s := range states {
+		c.states[l] = slices.Clone(s)
+	}
+	return nil
+}
+
+func (c *cpuBackend) Step(in []cpuref.Inputs) (stepTime, error) {
+	if len(in) != len(c.states) {
+		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), len(c.states))
+	}
+	start := time.Now()
+	for l := range in {
+		x := in[l]
+		x.StateIn = c.states[l]
+		r, err := cpuref.Reference32(c.p, x, false)
+		if err != nil {
+			return stepTime{}, fmt.Errorf("layer %d: %w", l, err)
+		}
+		c.states[l] = r.StateOut
+	}
+	return stepTime{wall: time.Since(start)}, nil
+}
+
+func (c *cpuBackend) States() ([][]float32, error) {
+	out := make([][]float32, len(c.states))
+	for l, s := range c.states {
+		out[l] = slices.Clone(s)
+	}
+	return out, nil
+}
+
+func (c *cpuBackend) Timed() string { return "wall clock of the layers' Reference32 calls" }
+func (c *cpuBackend) Oracle() bool  { return true }
+func (c *cpuBackend) Close()        {}
+
+// deviceBackend runs the decode kernel on a Metal device (the GPU or the
+// emulated one).
+type deviceBackend struct {
+	name, desc string
+	gpu        bool // the command buffers' timestamps are a GPU's
+	dev        *mtl.Device
+	reg        *kernels.Registry
+	kern       *gdn.Kernels
+	queue      *mtl.CommandQueue
+	p          gdn.Params
+	compile    time.Duration // time to get the decode pipeline state
+
+	// Per-layer activations live in one shared buffer each, layer l at
+	// offset l * (one layer's bytes): q, k, v, g, beta and the output.
+	// In an engine the layer's projections write them on the device;
+	// here the CPU writes them before each token's commit.
+	q, k, v, g, beta, out *mtl.Buffer
+	// One state buffer per layer, read and written in place every token.
+	states []*mtl.Buffer
+}
+
+// newDeviceBackend takes ownership of dev.
+func newDeviceBackend(dev *mtl.Device, name, desc string, gpu bool) (*deviceBackend, error) {
+	reg := kernels.NewRegistry()
+	k, err := gdn.New(dev, reg)
+	if err != nil {
+		reg.Release()
+		dev.Release()
+		return nil, err
+	}
+	b := &deviceBackend{name: name, desc: desc, gpu: gpu, dev: dev, reg: reg, kern: k}
+	if b.queue, err = dev.NewCommandQueue(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *deviceBackend) Describe() string { return b.desc }
+func (b *deviceBackend) Oracle() bool     { return false }
+
+func (b *deviceBackend) Timed() string {
+	return "wall clock from encoding to the end of the wait, one command buffer per token"
+}
+
+func (b *deviceBackend) newBuffer(floats int) (*mtl.Buffer, error) {
+	return b.dev.NewBuffer(4*floats, mtl.ResourceStorageModeShared)
+}
+
+func (b *deviceBackend) Init(p cpuref.Params, states [][]float32) error {
+	b.p = gdn.Params{
+		Shape:   gdn.Shape{DK: p.DK, DV: p.DV, NKHeads: p.NKHeads, NVHeads: p.NVHeads, NTokens: 1, NSeqs: 1},
+		HeadMap: gdn.HeadMap(p.HeadMap),
+		QScale:  p.QScale,
+	}
+	if p.DK != 32 && p.DK != 64 && p.DK != 128 {
+		return fmt.Errorf("D_k = %d: the decode kernels take D_k = 32, 64 or 128", p.DK)
+	}
+	// Compile the kernel now, as an engine does when it loads a model,
+	// so the first token's latency is a decode step's.
+	start := time.Now()
+	if _, err := b.reg.Pipeline(b.dev, kernels.Decode(p.DK/32)); err != nil {
+		return err
+	}
+	b.compile = time.Since(start)
+	n := len(states)
+	var err error
+	for _, a := range []struct {
+		buf **mtl.Buffer
+		len int
+	}{{&b.q, p.QKLen()}, {&b.k, p.QKLen()}, {&b.v, p.VLen()}, {&b.g, p.GateLen()}, {&b.beta, p.GateLen()}, {&b.out, p.VLen()}} {
+		if *a.buf, err = b.newBuffer(n * a.len); err != nil {
+			return err
+		}
+	}
+	for _, s := range states {
+		buf, err := b.dev.NewBufferWithBytes(floatBytes(s), mtl.ResourceStorageModeShared)
+		if err != nil {
+			return err
+		}
+		b.states = append(b.states, buf)
+	}
+	return nil
+}
+
+// buffers returns layer l's views.
+func (b *deviceBackend) buffers(l int) gdn.Buffers {
+	s := b.p.Shape
+	qk, v, gate, state := s.DK*s.NKHeads, s.DV*s.NVHeads, s.NVHeads, s.DK*s.DV*s.NVHeads
+	st := gdn.F32View(b.states[l], 0, state)
+	return gdn.Buffers{
+		Q:       gdn.F32View(b.q, 4*l*qk, qk),
+		K:       gdn.F32View(b.k, 4*l*qk, qk),
+		V:       gdn.F32View(b.v, 4*l*v, v),
+		G:       gdn.F32View(b.g, 4*l*gate, gate),
+		Beta:    gdn.F32View(b.beta, 4*l*gate, gate),
+		StateIn: st, StateOut: st, // in place
+		Output: gdn.F32View(b.out, 4*l*v, v),
+	}
+}
+
+func (b *deviceBackend) Step(in []cpuref.Inputs) (stepTime, error) {
+	if len(in) != len(b.states) {
+		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), len(b.states))
+	}
+	s := b.p.Shape
+	qk, v, gate := s.DK*s.NKHeads, s.DV*s.NVHeads, s.NVHeads
+	for l, x := range in {
+		copy(mtl.Slice[float32](b.q)[l*qk:], x.Q)
+		copy(mtl.Slice[float32](b.k)[l*qk:], x.K)
+		copy(mtl.Slice[float32](b.v)[l*v:], x.V)
+		copy(mtl.Slice[float32](b.g)[l*gate:], x.G)
+		copy(mtl.Slice[float32](b.beta)[l*gate:], x.Beta)
+	}
+
+	start := time.Now()
+	cb, err := b.queue.CommandBuffer()
+	if err != nil {
+		return stepTime{}, err
+	}
+	defer cb.Release()
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		return stepTime{}, err
+	}
+	for l := range in {
+		if err := b.kern.Decode(enc, b.p, b.buffers(l)); err != nil {
+			enc.EndEncoding()
+			return stepTime{}, fmt.Errorf("layer %d: %w", l, err)
+		}
+	}
+	if err := enc.EndEncoding(); err != nil {
+		return stepTime{}, err
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	wall := time.Since(start)
+	if err := cb.Error(); err != nil {
+		return stepTime{}, err
+	}
+	st := stepTime{wall: wall}
+	if b.gpu {
+		st.device = time.Duration((cb.GPUEndTime() - cb.GPUStartTime()) * 1e9)
+		st.hasDevice = true
+	}
+	return st, nil
+}
+
+func (b *deviceBackend) States() ([][]float32, error) {
+	out := make([][]float32, len(b.states))
+	for l, s := range b.states {
+		out[l] = slices.Clone(mtl.Slice[float32](s))
+	}
+	return out, nil
+}
+
+func (b *deviceBackend) Close() {
+	for _, buf := range append([]*mtl.Buffer{b.q, b.k, b.v, b.g, b.beta, b.out}, b.states...) {
+		if buf != nil {
+			buf.Release()
+		}
+	}
+	if b.queue != nil {
+		b.queue.Release()
+	}
+	b.kern.Release()
+	b.reg.Release()
+	b.dev.Release()
+}
+
+// floatBytes returns the little-endian bytes of x.
+func floatBytes(x []float32) []byte {
+	b := make([]byte, 0, 4*len(x))
+	for _, f := range x {
+		u := math.Float32bits(f)
+		b = append(b, byte(u), byte(u>>8), byte(u>>16), byte(u>>24))
+	}
+	return b
+}
