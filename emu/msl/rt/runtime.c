@@ -165,6 +165,7 @@ typedef struct pm_worker {
 	void *sched_sp;
 	pm_fiber *cur;
 	uint32_t n, live, done, at_barrier, first_barrier;
+	uint32_t pos; /* position in order of the running fiber */
 	uint32_t tg_linear;
 	uint32_t tgpos[3];
 	uint32_t tg_dyn, tg_used, n_static;
@@ -296,6 +297,24 @@ __attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
 	__builtin_trap();
 }
 
+/* Leaves the current fiber (blocked or done) for the next runnable fiber of
+ * this pass, switching to it directly, or for the scheduler at the end of
+ * the pass. Returns when the fiber runs again. */
+static void pm_yield(pm_worker *w, pm_fiber *f) {
+	for (uint32_t k = w->pos + 1; k < w->n; k++) {
+		pm_fiber *g = &w->fibers[w->order[k]];
+		if (g->state == F_READY) {
+			w->pos = k;
+			g->state = F_RUNNING;
+			w->cur = g;
+			pm_switch(&f->sp, g->sp);
+			return;
+		}
+	}
+	w->pos = w->n;
+	pm_switch(&f->sp, w->sched_sp);
+}
+
 static void release_barrier(pm_worker *w) {
 	for (uint32_t i = 0; i < w->n; i++) {
 		if (w->fibers[i].state == F_AT_BARRIER) w->fibers[i].state = F_READY;
@@ -325,7 +344,7 @@ __attribute__((used)) void pm_fiber_main(pm_fiber *f) {
 		h->must_compute = 1;
 		h->state = F_READY;
 	}
-	pm_switch(&f->sp, w->sched_sp);
+	pm_yield(w, f);
 	__builtin_trap();
 }
 
@@ -365,7 +384,7 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 		return;
 	}
 	f->state = F_AT_BARRIER;
-	pm_switch(&f->sp, w->sched_sp);
+	pm_yield(w, f);
 }
 
 static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
@@ -418,7 +437,7 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 	g->waiting++;
 	if (g->waiting == g->live) return simd_exchange(w, f);
 	f->state = F_AT_SIMD;
-	pm_switch(&f->sp, w->sched_sp);
+	pm_yield(w, f);
 	if (f->must_compute) {
 		f->must_compute = 0;
 		return simd_exchange(w, f);
@@ -701,11 +720,13 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 
 	for (;;) {
 		uint32_t ran = 0;
-		for (uint32_t k = 0; k < n; k++) {
-			pm_fiber *f = &w->fibers[w->order[k]];
+		for (w->pos = 0; w->pos < n; w->pos++) {
+			pm_fiber *f = &w->fibers[w->order[w->pos]];
 			if (f->state != F_READY) continue;
 			f->state = F_RUNNING;
 			w->cur = f;
+			/* runs f and the runnable fibers after it, until the end of
+			 * the pass (pm_yield) or a fault */
 			pm_switch(&w->sched_sp, f->sp);
 			w->cur = NULL;
 			if (w->fault) return;

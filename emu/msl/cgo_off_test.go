@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package msl
+
+const cgoEnabled = false
