@@ -1,0 +1,329 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// Error bounds, relative to the largest magnitude of the reference
+// (cpuref.MaxRelErr). They are the contract's; change one only with a
+// written reason.
+const (
+	boundRef32    = 1e-5 // against cpuref.Reference32 (same per-element order, float32)
+	boundOracle64 = 1e-4 // against cpuref.Oracle64 (matrix form, float64)
+	boundGolden   = 1e-6 // against HF transformers' results (summation order only)
+)
+
+// poison is written to every element a kernel must write before it runs: a
+// quiet NaN with a payload no arithmetic produces, so an element left
+// unwritten is seen both by the error measure (a NaN fails every bound) and
+// by its bytes.
+var poison = math.Float32frombits(0x7fc0dead)
+
+// rig is a device with the kernels and a command queue, released when the
+// test ends.
+type rig struct {
+	dev      *mtl.Device
+	k        *gdn.Kernels
+	queue    *mtl.CommandQueue
+	emulated bool // counters are available (emu.DispatchCounters)
+}
+
+func newRig(t *testing.T, dev *mtl.Device, emulated bool) *rig {
+	t.Helper()
+	k, err := gdn.New(dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Release)
+	q, err := dev.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Release)
+	return &rig{dev: dev, k: k, queue: q, emulated: emulated}
+}
+
+// onEmulated runs f on a fresh emulated device in each scheduling order of
+// testdevice.Orders, as subtests "forward" and "shuffled". After each, with
+// the device and everything made on it released, it checks that the
+// emulator holds no more live objects than before.
+func onEmulated(t *testing.T, f func(t *testing.T, r *rig)) {
+	for _, o := range testdevice.Orders {
+		before := emu.LiveObjects()
+		t.Run(orderName(o), func(t *testing.T) {
+			f(t, newRig(t, testdevice.Emulated(t, o), true))
+		})
+		if after := emu.LiveObjects(); after != before {
+			t.Errorf("%s: %d live emulated objects before, %d after everything was released", orderName(o), before, after)
+		}
+	}
+}
+
+// onMetal runs f on the system's GPU; it skips, saying why, where there is
+// no Metal.
+func onMetal(t *testing.T, f func(t *testing.T, r *rig)) {
+	f(t, newRig(t, testdevice.Metal(t), false))
+}
+
+func orderName(o emu.Options) string {
+	if o.Order == msl.Shuffled {
+		return "shuffled"
+	}
+	return "forward"
+}
+
+// method is one of the dispatchers of gdn.Kernels.
+type method func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error
+
+// kernel is a dispatcher as the suite calls it.
+type kernel struct {
+	name    string
+	call    method
+	capture bool // writes the capture buffer
+}
+
+var (
+	kPrefill = kernel{"prefill", (*gdn.Kernels).Prefill, false}
+	kDecode  = kernel{"decode", (*gdn.Kernels).Decode, false} // decode at 1 token, seq from 2
+	kSeq     = kernel{"seq", (*gdn.Kernels).DecodeSeq, false}
+	kLegacy  = kernel{"legacy", (*gdn.Kernels).DecodeLegacy, false}
+	kCapture = kernel{"capture", (*gdn.Kernels).DecodeWithCapture, true}
+
+	allKernels    = []kernel{kPrefill, kDecode, kSeq, kLegacy, kCapture}
+	decodeFamily  = []kernel{kDecode, kSeq, kLegacy, kCapture}
+	decodeKernels = map[int]bool{32: true, 64: true, 128: true} // D_k the decode family takes
+)
+
+// job is one dispatch: a kernel, its parameters and inputs, and how the
+// buffers are laid out.
+type job struct {
+	kern         kernel
+	p            cpuref.Params
+	in           cpuref.Inputs
+	inPlace      bool // StateIn and StateOut are one view of one buffer
+	captureSlots int  // states the capture buffer holds; 0 means n_tokens
+}
+
+// outcome is what a dispatch wrote, read back after the command buffer
+// completed. Capture holds the whole capture buffer, captureSlots states.
+type outcome struct {
+	Output, StateOut, Capture []float32
+	Counters                  *msl.Counters // emulated device only
+}
+
+func gdnParams(p cpuref.Params) gdn.Params {
+	return gdn.Params{
+		Shape: gdn.Shape{
+			DK: p.DK, DV: p.DV, NKHeads: p.NKHeads, NVHeads: p.NVHeads,
+			NTokens: p.NTokens, NSeqs: p.NSeqs,
+		},
+		HeadMap: gdn.HeadMap(p.HeadMap),
+		QScale:  p.QScale,
+	}
+}
+
+// run encodes j on a command buffer of its own, commits it, waits, and
+// returns the results; any error fails the test.
+func (r *rig) run(t *testing.T, j job) outcome {
+	t.Helper()
+	o, err := r.tryRun(t, j)
+	if err != nil {
+		t.Fatalf("%s %v %v scale=%g: %v", j.kern.name, j.p.Shape, j.p.HeadMap, j.p.QScale, err)
+	}
+	return o
+}
+
+func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
+	t.Helper()
+	var free []*mtl.Buffer
+	defer func() {
+		for _, b := range free {
+			b.Release()
+		}
+	}()
+	upload := func(x []float32) (gdn.View, error) {
+		b, err := r.dev.NewBufferWithBytes(f32Bytes(x), mtl.ResourceStorageModeShared)
+		if err != nil {
+			return gdn.View{}, err
+		}
+		free = append(free, b)
+		return gdn.F32View(b, 0, len(x)), nil
+	}
+	poisoned := func(n int) (gdn.View, error) {
+		b, err := r.dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+		if err != nil {
+			return gdn.View{}, err
+		}
+		free = append(free, b)
+		fill(mtl.Slice[float32](b), poison)
+		return gdn.F32View(b, 0, n), nil
+	}
+	p := j.p
+	var b gdn.Buffers
+	var err error
+	for _, u := range []struct {
+		dst *gdn.View
+		x   []float32
+	}{{&b.Q, j.in.Q}, {&b.K, j.in.K}, {&b.V, j.in.V}, {&b.G, j.in.G}, {&b.Beta, j.in.Beta}, {&b.StateIn, j.in.StateIn}} {
+		if *u.dst, err = upload(u.x); err != nil {
+			return outcome{}, err
+		}
+	}
+	if b.Output, err = poisoned(p.VLen()); err != nil {
+		return outcome{}, err
+	}
+	if j.inPlace {
+		b.StateOut = b.StateIn
+	} else if b.StateOut, err = poisoned(p.StateLen()); err != nil {
+		return outcome{}, err
+	}
+	if j.kern.capture {
+		slots := j.captureSlots
+		if slots == 0 {
+			slots = p.NTokens
+		}
+		if b.Capture, err = poisoned(slots * p.StateLen()); err != nil {
+			return outcome{}, err
+		}
+	}
+
+	cb, err := r.queue.CommandBuffer()
+	if err != nil {
+		return outcome{}, err
+	}
+	defer cb.Release()
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		return outcome{}, err
+	}
+	if err := j.kern.call(r.k, enc, gdnParams(p), b); err != nil {
+		enc.EndEncoding()
+		return outcome{}, err
+	}
+	if err := enc.EndEncoding(); err != nil {
+		return outcome{}, err
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		return outcome{}, err
+	}
+	if st := cb.Status(); st != mtl.CommandBufferStatusCompleted {
+		return outcome{}, fmt.Errorf("command buffer status %v, want completed", st)
+	}
+	o := outcome{
+		Output:   readBack(b.Output),
+		StateOut: readBack(b.StateOut),
+	}
+	if j.kern.capture {
+		o.Capture = readBack(b.Capture)
+	}
+	if r.emulated {
+		cs, err := emu.DispatchCounters(cb)
+		if err != nil {
+			return outcome{}, err
+		}
+		if len(cs) != 1 {
+			return outcome{}, fmt.Errorf("the command buffer ran %d dispatches, want 1", len(cs))
+		}
+		o.Counters = &cs[0]
+	}
+	return o, nil
+}
+
+// readBack copies a view's elements out of its buffer.
+func readBack(v gdn.View) []float32 {
+	all := mtl.Slice[float32](v.Buffer)
+	off := v.Offset / 4
+	return append([]float32(nil), all[off:off+v.Len]...)
+}
+
+func fill(x []float32, v float32) {
+	for i := range x {
+		x[i] = v
+	}
+}
+
+// f32Bytes returns the bytes of x as the device sees them (this
+// machine's byte order, little-endian on every Metal system).
+func f32Bytes(x []float32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))...)
+}
+
+// sameBytes reports whether a and b hold the same bit patterns, and the
+// first element where they differ.
+func sameBytes(a, b []float32) (bool, int) {
+	if len(a) != len(b) {
+		return false, min(len(a), len(b))
+	}
+	if len(a) == 0 || bytes.Equal(f32Bytes(a), f32Bytes(b)) {
+		return true, -1
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false, i
+		}
+	}
+	return true, -1
+}
+
+// unwritten counts the elements of x that still hold the poison.
+func unwritten(x []float32) int {
+	n := 0
+	for _, v := range x {
+		if math.Float32bits(v) == math.Float32bits(poison) {
+			n++
+		}
+	}
+	return n
+}
+
+// checkWritten fails the test when an element of a result still holds the
+// poison or is not finite.
+func checkWritten(t *testing.T, what string, x []float32) {
+	t.Helper()
+	bad := 0
+	for _, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			bad++
+		}
+	}
+	if bad != 0 {
+		t.Errorf("%s: %d of %d elements not finite (%d still hold the poison)", what, bad, len(x), unwritten(x))
+	}
+}
+
+// checkBound fails the test when err exceeds bound (a NaN err fails too).
+func checkBound(t *testing.T, what string, err, bound float64) {
+	t.Helper()
+	if !(err <= bound) {
+		t.Errorf("%s: relative error %.3g, bound %g", what, err, bound)
+	}
+}
+
+// checkSame fails the test unless a and b hold the same bytes.
+func checkSame(t *testing.T, what string, a, b []float32) {
+	t.Helper()
+	if ok, i := sameBytes(a, b); !ok {
+		if i < len(a) && i < len(b) {
+			t.Errorf("%s: not bit-identical: element %d of %d is %#08x (%g) and %#08x (%g)", what, i, len(a),
+				math.Float32bits(a[i]), a[i], math.Float32bits(b[i]), b[i])
+		} else {
+			t.Errorf("%s: lengths %d and %d", what, len(a), len(b))
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package tests
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// TestEmulatedInvalidEncodesNothing checks, through the real encoder, that
+// a dispatch that fails validation sends nothing to Metal and that the
+// command buffer then runs no dispatch.
+func TestEmulatedInvalidEncodesNothing(t *testing.T) { onEmulated(t, invalidEncodesNothing) }
+
+// TestMetalInvalidEncodesNothing is the same on the system's GPU (a Mac; it
+// skips elsewhere): go test ./tests/ -run Metal -v
+func TestMetalInvalidEncodesNothing(t *testing.T) { onMetal(t, invalidEncodesNothing) }
+
+// invalidArg is one bad argument and the words its error must contain.
+type invalidArg struct {
+	name string
+	kern kernel
+	edit func(p *gdn.Params, b *gdn.Buffers)
+	want []string
+}
+
+func invalidEncodesNothing(t *testing.T, r *rig) {
+	s := gdn.Shape{DK: 64, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 2, NSeqs: 3}
+	qk := s.DK * s.NKHeads * s.NTokens * s.NSeqs
+	vlen := s.DV * s.NVHeads * s.NTokens * s.NSeqs
+	gb := s.NVHeads * s.NTokens * s.NSeqs
+	st := s.DK * s.DV * s.NVHeads * s.NSeqs
+	var bufs []*mtl.Buffer
+	t.Cleanup(func() {
+		for _, b := range bufs {
+			b.Release()
+		}
+	})
+	view := func(n int) gdn.View {
+		b, err := r.dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+		x := mtl.Slice[float32](b)
+		for i := range x {
+			x[i] = float32(i%7) * 0.125 // inputs a kernel could run on
+		}
+		return gdn.F32View(b, 0, n)
+	}
+	valid := gdn.Buffers{
+		Q: view(qk), K: view(qk), V: view(vlen), G: view(gb), Beta: view(gb),
+		StateIn: view(st), Output: view(vlen), StateOut: view(st),
+	}
+	capture := view(st * s.NTokens)
+	writable := []gdn.View{valid.Output, valid.StateOut, capture}
+	for _, v := range writable {
+		fill(mtl.Slice[float32](v.Buffer), poison)
+	}
+	short := view(vlen - 1)
+	params := gdn.Params{Shape: s, HeadMap: gdn.Tiled, QScale: 0.125}
+
+	cases := []invalidArg{
+		{"D_k not 32, 64 or 128", kLegacy, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.DK = 48 }, []string{"Shape.DK", "48"}},
+		{"D_k above 128 for prefill", kPrefill, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.DK = 129 }, []string{"Shape.DK", "129"}},
+		{"n_v_heads not a multiple of n_k_heads", kDecode, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.NVHeads = 5 }, []string{"Shape.NVHeads", "5"}},
+		{"no tokens", kSeq, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.NTokens = 0 }, []string{"Shape.NTokens", "0"}},
+		{"output one element short", kDecode, func(_ *gdn.Params, b *gdn.Buffers) { b.Output = short }, []string{"Output", fmt.Sprint(vlen - 1), fmt.Sprint(vlen)}},
+		{"state_in typed bf16", kSeq, func(_ *gdn.Params, b *gdn.Buffers) { b.StateIn.Type = gdn.BF16 }, []string{"StateIn", "bf16"}},
+		{"capture given to the decode kernel", kDecode, func(_ *gdn.Params, b *gdn.Buffers) { b.Capture = capture }, []string{"Capture"}},
+		{"capture missing", kCapture, func(_ *gdn.Params, b *gdn.Buffers) { b.Capture = gdn.View{} }, []string{"Capture"}},
+		{"capture longer than the draft for three sequences", kCapture, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.Capture = view(st*s.NTokens + st)
+		}, []string{"Capture", "elements"}},
+		{"unknown head mapping", kLegacy, func(p *gdn.Params, _ *gdn.Buffers) { p.HeadMap = 2 }, []string{"HeadMap", "2"}},
+		{"q scale not finite", kPrefill, func(p *gdn.Params, _ *gdn.Buffers) { p.QScale = float32(math.Inf(1)) }, []string{"QScale"}},
+		{"count at 2^32", kDecode, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.NSeqs = 1 << 22 }, []string{"2^32"}},
+	}
+
+	cb, err := r.queue.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Release()
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		p, b := params, valid
+		if c.kern.capture {
+			b.Capture = capture
+		}
+		c.edit(&p, &b)
+		before := enc.Sends()
+		err := c.kern.call(r.k, enc, p, b)
+		if !errors.Is(err, gdn.ErrInvalidArgument) {
+			t.Errorf("%s (%s): error %v does not wrap gdn.ErrInvalidArgument", c.name, c.kern.name, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s (%s): %q does not mention %q", c.name, c.kern.name, err, w)
+			}
+		}
+		if n := enc.Sends() - before; n != 0 {
+			t.Errorf("%s (%s): the encoder sent %d messages after a failed validation", c.name, c.kern.name, n)
+		}
+		if enc.Err() != nil {
+			t.Errorf("%s (%s): the encoder recorded an error: %v", c.name, c.kern.name, enc.Err())
+		}
+	}
+	if err := enc.EndEncoding(); err != nil {
+		t.Fatalf("EndEncoding: %v", err)
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		t.Fatalf("command buffer: %v", err)
+	}
+	if r.emulated {
+		cs, err := emu.DispatchCounters(cb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cs) != 0 {
+			t.Errorf("the command buffer ran %d dispatches, want none", len(cs))
+		}
+	}
+	for i, v := range writable {
+		x := mtl.Slice[float32](v.Buffer)
+		if n := unwritten(x); n != len(x) {
+			t.Errorf("buffer %d: %d of %d poisoned elements written", i, len(x)-n, len(x))
+		}
+	}
+
+	// The same arguments without the edit do reach the device: the checks
+	// above can fail.
+	cb2, err := r.queue.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb2.Release()
+	enc2, err := cb2.ComputeCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.k.Decode(enc2, params, valid); err != nil {
+		t.Fatalf("valid dispatch: %v", err)
+	}
+	if enc2.Sends() == 0 {
+		t.Errorf("a valid dispatch sent nothing")
+	}
+	if err := enc2.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	cb2.Commit()
+	cb2.WaitUntilCompleted()
+	if err := cb2.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if r.emulated {
+		if cs, err := emu.DispatchCounters(cb2); err != nil || len(cs) != 1 {
+			t.Errorf("valid dispatch: %d dispatches (%v), want 1", len(cs), err)
+		}
+	}
+	if n := unwritten(mtl.Slice[float32](valid.Output.Buffer)); n != 0 {
+		t.Errorf("valid dispatch: %d output elements unwritten", n)
+	}
+}

@@ -1,0 +1,273 @@
+package tests
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu/msl"
+)
+
+// parityCase is one configuration of the parity suite, with the seed of
+// its random inputs.
+type parityCase struct {
+	name string
+	p    cpuref.Params
+	seed uint64
+}
+
+// parityCases spans every NSG (D_k = 32, 64, 128), both head mappings,
+// 1, 2 and 5 tokens, 1 and 3 sequences, and no q scale or 1/sqrt(D_k). Two
+// key heads and six value heads make the block and tiled mappings differ
+// (r = 3); D_v = 20 is a multiple of every NSG and small enough for the
+// float64 oracle.
+func parityCases() []parityCase {
+	var cases []parityCase
+	seed := uint64(0x5eed0000)
+	for _, dk := range []int{32, 64, 128} {
+		for _, hm := range []cpuref.HeadMap{cpuref.Block, cpuref.Tiled} {
+			for _, nt := range []int{1, 2, 5} {
+				for _, ns := range []int{1, 3} {
+					for _, scale := range []float32{0, float32(1 / math.Sqrt(float64(dk)))} {
+						seed++
+						p := cpuref.Params{
+							Shape:   cpuref.Shape{DK: dk, DV: 20, NKHeads: 2, NVHeads: 6, NTokens: nt, NSeqs: ns},
+							HeadMap: hm, QScale: scale,
+						}
+						scaleName := "noscale"
+						if scale != 0 {
+							scaleName = "scaled"
+						}
+						cases = append(cases, parityCase{
+							name: fmt.Sprintf("dk%d_%v_t%d_s%d_%s", dk, hm, nt, ns, scaleName),
+							p:    p, seed: seed,
+						})
+					}
+				}
+			}
+		}
+	}
+	return cases
+}
+
+// references are a case's inputs and both CPU references' results, with
+// the state after every token.
+type references struct {
+	in  cpuref.Inputs
+	r32 cpuref.Result
+	o64 cpuref.Result64
+}
+
+// refCache computes each case's references once per test binary: the
+// emulated device's two orders and the real device share them.
+var refCache struct {
+	sync.Mutex
+	m map[string]*references
+}
+
+func (c parityCase) references(t *testing.T) *references {
+	t.Helper()
+	refCache.Lock()
+	defer refCache.Unlock()
+	if r := refCache.m[c.name]; r != nil {
+		return r
+	}
+	in, err := cpuref.RandomInputs(c.p, c.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r32, err := cpuref.Reference32(c.p, in, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o64, err := cpuref.Oracle64(c.p, in, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &references{in: in, r32: r32, o64: o64}
+	if refCache.m == nil {
+		refCache.m = map[string]*references{}
+	}
+	refCache.m[c.name] = r
+	return r
+}
+
+// TestEmulatedParity runs the parity suite on the emulated device, in the
+// forward and the shuffled scheduling order.
+func TestEmulatedParity(t *testing.T) { onEmulated(t, parity) }
+
+// TestMetalParity runs the parity suite on the system's GPU (a Mac; it
+// skips elsewhere): go test ./tests/ -run Metal -v
+func TestMetalParity(t *testing.T) { onMetal(t, parity) }
+
+// parity runs every kernel on every case of parityCases and checks:
+//
+//   - each kernel against Reference32 (1e-5) and Oracle64 (1e-4): output,
+//     state_out and, for capture, the state after every token; every
+//     element written;
+//   - state_in and state_out as one buffer give the same bytes as two;
+//   - decode (the automatic choice), seq, legacy and capture give the same
+//     bytes; capture's last slot is state_out's bytes, and slot t is the
+//     state_out of a run over the first t+1 tokens, byte for byte;
+//   - for one sequence, a capture buffer longer than the draft gets the
+//     same slots and nothing beyond them;
+//   - prefill and decode agree within the float32 bound;
+//   - on the emulated device, each state cell is read and written exactly
+//     once per dispatch, and capture stores one state per token.
+func parity(t *testing.T, r *rig) {
+	for _, c := range parityCases() {
+		t.Run(c.name, func(t *testing.T) { parityCaseRun(t, r, c) })
+	}
+}
+
+func parityCaseRun(t *testing.T, r *rig, c parityCase) {
+	ref := c.references(t)
+	p := c.p
+	res := map[string]outcome{}
+	for _, k := range allKernels {
+		j := job{kern: k, p: p, in: ref.in}
+		o := r.run(t, j)
+		res[k.name] = o
+		checkAgainstReferences(t, k.name, p, o, ref)
+		if o.Counters != nil {
+			checkTraffic(t, k.name, k, p, *o.Counters, false)
+		}
+
+		j.inPlace = true
+		ip := r.run(t, j)
+		checkSame(t, k.name+": state_out in place vs separate", ip.StateOut, o.StateOut)
+		checkSame(t, k.name+": output in place vs separate", ip.Output, o.Output)
+		if k.capture {
+			checkSame(t, k.name+": capture in place vs separate", ip.Capture, o.Capture)
+		}
+		if ip.Counters != nil {
+			checkTraffic(t, k.name+" in place", k, p, *ip.Counters, true)
+		}
+	}
+
+	// The decode family: one result, byte for byte.
+	legacy := res[kLegacy.name]
+	for _, k := range []kernel{kDecode, kSeq, kCapture} {
+		checkSame(t, k.name+" vs legacy: output", res[k.name].Output, legacy.Output)
+		checkSame(t, k.name+" vs legacy: state_out", res[k.name].StateOut, legacy.StateOut)
+	}
+
+	// Capture: the last slot is state_out; slot t is the state after t+1
+	// tokens, as a run over those tokens alone leaves it.
+	capt := res[kCapture.name]
+	head := p.DK * p.DV * p.NVHeads // one sequence's state
+	slot := func(capture []float32, nt, t, s int) []float32 {
+		off := (s*nt + t) * head
+		return capture[off : off+head]
+	}
+	for s := range p.NSeqs {
+		checkSame(t, fmt.Sprintf("capture: last slot vs state_out, sequence %d", s),
+			slot(capt.Capture, p.NTokens, p.NTokens-1, s), capt.StateOut[s*head:(s+1)*head])
+	}
+	for n := 1; n < p.NTokens; n++ {
+		pp, in := prefix(p, ref.in, n)
+		pre := r.run(t, job{kern: kLegacy, p: pp, in: in})
+		for s := range p.NSeqs {
+			checkSame(t, fmt.Sprintf("capture: slot %d vs legacy over the first %d tokens, sequence %d", n-1, n, s),
+				slot(capt.Capture, p.NTokens, n-1, s), pre.StateOut[s*head:(s+1)*head])
+		}
+	}
+
+	// One sequence: a capture buffer pre-allocated for a longer draft.
+	if p.NSeqs == 1 {
+		const extra = 3
+		long := r.run(t, job{kern: kCapture, p: p, in: ref.in, captureSlots: p.NTokens + extra})
+		n := p.NTokens * head
+		checkSame(t, "capture into a longer buffer: the draft's slots", long.Capture[:n], capt.Capture)
+		checkSame(t, "capture into a longer buffer: state_out", long.StateOut, capt.StateOut)
+		if got := unwritten(long.Capture[n:]); got != extra*head {
+			t.Errorf("capture into a longer buffer: %d of the %d elements past the draft were written", extra*head-got, extra*head)
+		}
+	}
+
+	// Prefill and decode: different kernels, the same recurrence.
+	pre, dec := res[kPrefill.name], res[kDecode.name]
+	checkBound(t, "prefill vs decode: output", cpuref.MaxRelErr(pre.Output, dec.Output), boundRef32)
+	checkBound(t, "prefill vs decode: state_out", cpuref.MaxRelErr(pre.StateOut, dec.StateOut), boundRef32)
+}
+
+// checkAgainstReferences checks a kernel's results against both CPU
+// references, and that every element was written.
+func checkAgainstReferences(t *testing.T, name string, p cpuref.Params, o outcome, ref *references) {
+	t.Helper()
+	checkWritten(t, name+": output", o.Output)
+	checkWritten(t, name+": state_out", o.StateOut)
+	checkBound(t, name+": output vs Reference32", cpuref.MaxRelErr(o.Output, ref.r32.Output), boundRef32)
+	checkBound(t, name+": state_out vs Reference32", cpuref.MaxRelErr(o.StateOut, ref.r32.StateOut), boundRef32)
+	checkBound(t, name+": output vs Oracle64", cpuref.MaxRelErr64(o.Output, ref.o64.Output), boundOracle64)
+	checkBound(t, name+": state_out vs Oracle64", cpuref.MaxRelErr64(o.StateOut, ref.o64.StateOut), boundOracle64)
+	if o.Capture != nil {
+		checkWritten(t, name+": capture", o.Capture)
+		checkBound(t, name+": capture vs Reference32", cpuref.MaxRelErr(o.Capture, ref.r32.Capture), boundRef32)
+		checkBound(t, name+": capture vs Oracle64", cpuref.MaxRelErr64(o.Capture, ref.o64.Capture), boundOracle64)
+	}
+}
+
+// Buffer binding indices (SPEC section 4).
+const (
+	bindStateIn  = 5
+	bindOutput   = 6
+	bindStateOut = 7
+	bindCapture  = 9
+)
+
+// checkTraffic checks the emulator's byte counts of one dispatch: every
+// kernel reads each state cell once and writes it once, whatever n_tokens
+// is, writes each output element once, and capture writes one state per
+// token on top. In place, both state accesses are charged to binding 5,
+// the lower of the two (msl.Counters).
+func checkTraffic(t *testing.T, name string, k kernel, p cpuref.Params, c msl.Counters, inPlace bool) {
+	t.Helper()
+	state := uint64(4 * p.StateLen())
+	want := func(what string, got, want uint64) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s, %d tokens: %s %d bytes, want %d", name, p.NTokens, what, got, want)
+		}
+	}
+	if inPlace {
+		want("state loaded at index 5", c.Loaded[bindStateIn], state)
+		want("state stored at index 5", c.Stored[bindStateIn], state)
+	} else {
+		want("state loaded at index 5", c.Loaded[bindStateIn], state)
+		want("state stored at index 5", c.Stored[bindStateIn], 0)
+		want("state loaded at index 7", c.Loaded[bindStateOut], 0)
+		want("state stored at index 7", c.Stored[bindStateOut], state)
+	}
+	want("output stored at index 6", c.Stored[bindOutput], uint64(4*p.VLen()))
+	want("output loaded at index 6", c.Loaded[bindOutput], 0)
+	var capture uint64
+	if k.capture {
+		capture = uint64(p.NTokens) * state
+	}
+	want("capture stored at index 9", c.Stored[bindCapture], capture)
+	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
+}
+
+// prefix returns the parameters and inputs of the first n tokens of every
+// sequence.
+func prefix(p cpuref.Params, in cpuref.Inputs, n int) (cpuref.Params, cpuref.Inputs) {
+	q := p
+	q.NTokens = n
+	take := func(x []float32, perToken int) []float32 {
+		var y []float32
+		for s := range p.NSeqs {
+			off := s * p.NTokens * perToken
+			y = append(y, x[off:off+n*perToken]...)
+		}
+		return y
+	}
+	qk, v, g := p.DK*p.NKHeads, p.DV*p.NVHeads, p.NVHeads
+	return q, cpuref.Inputs{
+		Q: take(in.Q, qk), K: take(in.K, qk), V: take(in.V, v),
+		G: take(in.G, g), Beta: take(in.Beta, g),
+		StateIn: in.StateIn,
+	}
+}
