@@ -131,57 +131,57 @@ func validateShape(k Kernel, s Shape) error {
 }
 
 func validateBuffers(k Kernel, s Shape, b Buffers) error {
-	views := []struct {
+	type check struct {
 		name    string
 		v       View
-		want    uint64
+		want    uint64 // elements the shape implies
 		formula string
-	}{
-		{"Q", b.Q, s.qkLen(), "D_k*n_k_heads*n_tokens*n_seqs"},
-		{"K", b.K, s.qkLen(), "D_k*n_k_heads*n_tokens*n_seqs"},
-		{"V", b.V, s.vLen(), "D_v*n_v_heads*n_tokens*n_seqs"},
-		{"G", b.G, s.gateLen(), "n_v_heads*n_tokens*n_seqs"},
-		{"Beta", b.Beta, s.gateLen(), "n_v_heads*n_tokens*n_seqs"},
-		{"StateIn", b.StateIn, s.stateLen(), "D_k*D_v*n_v_heads*n_seqs"},
-		{"Output", b.Output, s.vLen(), "D_v*n_v_heads*n_tokens*n_seqs"},
-		{"StateOut", b.StateOut, s.stateLen(), "D_k*D_v*n_v_heads*n_seqs"},
+		maxLen  uint64 // the most elements the view may have
+	}
+	exact := func(name string, v View, want uint64, formula string) check {
+		return check{name, v, want, formula, want}
+	}
+	checks := []check{
+		exact("Q", b.Q, s.qkLen(), "D_k*n_k_heads*n_tokens*n_seqs"),
+		exact("K", b.K, s.qkLen(), "D_k*n_k_heads*n_tokens*n_seqs"),
+		exact("V", b.V, s.vLen(), "D_v*n_v_heads*n_tokens*n_seqs"),
+		exact("G", b.G, s.gateLen(), "n_v_heads*n_tokens*n_seqs"),
+		exact("Beta", b.Beta, s.gateLen(), "n_v_heads*n_tokens*n_seqs"),
+		exact("StateIn", b.StateIn, s.stateLen(), "D_k*D_v*n_v_heads*n_seqs"),
+		exact("Output", b.Output, s.vLen(), "D_v*n_v_heads*n_tokens*n_seqs"),
+		exact("StateOut", b.StateOut, s.stateLen(), "D_k*D_v*n_v_heads*n_seqs"),
+	}
+	if k == KernelDecodeCapture {
+		// For several sequences the kernel's per-sequence stride is
+		// n_tokens states, so the view must match exactly; for one it may
+		// be longer (allocated once for the longest draft).
+		c := exact("Capture", b.Capture, s.captureLen(), "D_k*D_v*n_v_heads*n_tokens*n_seqs")
+		if s.NSeqs == 1 {
+			c.maxLen = maxElems - 1
+		}
+		checks = append(checks, c)
+	} else if b.Capture != (View{}) {
+		return invalid("Capture", "set, but only the capture kernel writes it (the %s kernel does not)", k)
 	}
 	// The shape's counts first: a count beyond the indices is the shape's
 	// fault, whatever the views hold.
-	for _, c := range views {
+	for _, c := range checks {
 		if c.want >= maxElems {
 			return tooLarge(c.name, c.formula, c.want)
 		}
 	}
-	for _, c := range views {
-		if err := validateView(c.name, c.v, c.want, c.formula, c.want); err != nil {
+	for _, c := range checks {
+		if err := validateView(c.name, c.v, c.want, c.formula, c.maxLen); err != nil {
 			return err
 		}
 	}
-	if k != KernelDecodeCapture {
-		if b.Capture != (View{}) {
-			return invalid("Capture", "set, but only the capture kernel writes it (the %s kernel does not)", k)
-		}
-		return nil
-	}
-	// For one sequence the capture view may be longer than the draft
-	// (allocated once at the longest draft); for several, the kernel's
-	// per-sequence stride is n_tokens states, so it must match exactly.
-	want := s.captureLen()
-	maxLen := want
-	if s.NSeqs == 1 {
-		maxLen = maxElems - 1
-	}
-	return validateView("Capture", b.Capture, want, "D_k*D_v*n_v_heads*n_tokens*n_seqs", maxLen)
+	return nil
 }
 
 // validateView checks one view: a buffer, the f32 element type, an aligned
-// offset, want <= Len <= maxLen elements, Len below 2^32 and the range
+// offset, want <= Len <= maxLen elements (maxLen below 2^32) and the range
 // inside the buffer.
 func validateView(name string, v View, want uint64, formula string, maxLen uint64) error {
-	if want >= maxElems {
-		return tooLarge(name, formula, want)
-	}
 	if v.Buffer == nil {
 		return invalid(name, "no buffer")
 	}
