@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/testdevice"
+)
+
+// tiny is a shape the tests run in about a second on the emulated device:
+// D_k = D_v = 32, two key heads, four value heads, two layers, drafts of
+// three tokens. Seed 3 draws accepted lengths 0, a partial prefix and the
+// whole draft, so every restore path runs.
+var tiny = []string{"-backend", "emu", "-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "2", "-k", "3", "-steps", "8", "-seed", "3"}
+
+func tinyRun(t *testing.T, headMap string, keepLastDraft bool) (result, string) {
+	t.Helper()
+	cfg, err := parseFlags(append(slices.Clone(tiny), "-headmap", headMap), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.keepLastDraft = keepLastDraft
+	dev := testdevice.Emulated(t, emu.Options{})
+	var out bytes.Buffer
+	res, err := run(cfg, dev, "emu (test)", false, &out, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, out.String()
+}
+
+// Speculative windows with restores from the capture buffer end where a
+// plain decode of the accepted tokens ends, bit for bit, and within the
+// bound of cpuref.Reference32.
+func TestSpeculativeMatchesPlainDecode(t *testing.T) {
+	for _, m := range []string{"block", "tiled"} {
+		t.Run(m, func(t *testing.T) {
+			res, out := tinyRun(t, m, false)
+			for _, a := range []int{0, 1, 3} {
+				if !slices.Contains(res.Accepted, a) {
+					t.Errorf("accepted lengths %v never %d: the run does not cover every restore path", res.Accepted, a)
+				}
+			}
+			if !res.StateBits || !res.OutputBits {
+				t.Errorf("not bit-identical to the plain decode: states %v, outputs %v\n%s", res.StateBits, res.OutputBits, out)
+			}
+			if !(res.StateErr <= Bound) || !(res.OutputErr <= Bound) {
+				t.Errorf("against Reference32: %g (states), %g (outputs); bound %g", res.StateErr, res.OutputErr, Bound)
+			}
+			if !res.Pass() || !strings.HasSuffix(out, "PASS\n") {
+				t.Errorf("the run did not pass:\n%s", out)
+			}
+		})
+	}
+}
+
+// Keeping the state after the whole draft, instead of restoring the state
+// after the accepted prefix, is what the example exists to avoid; the
+// checks must catch it.
+func TestWrongRestoreFails(t *testing.T) {
+	res, out := tinyRun(t, "block", true)
+	if res.StateBits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
+		t.Errorf("keeping the last draft state passed the checks (states bit-identical: %v)\n%s", res.StateBits, out)
+	}
+	if !(res.StateErr > Bound) {
+		t.Errorf("keeping the last draft state: %g from Reference32, within the bound %g", res.StateErr, Bound)
+	}
+}
+
+// The program end to end: exit status 0 and the report.
+func TestCLI(t *testing.T) {
+	testdevice.Emulated(t, emu.Options{}) // skips (or fails in strict mode) without the prerequisites
+	var out, errs bytes.Buffer
+	if code := cli(tiny, &out, &errs); code != 0 {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errs)
+	}
+	for _, want := range []string{"state bytes copied to restore: 0", "final state of every layer bit-identical", "output of every accepted token bit-identical", "PASS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, &out)
+		}
+	}
+	if !strings.Contains(errs.String(), "window 8/8") {
+		t.Errorf("no progress line for the last window on stderr:\n%s", &errs)
+	}
+}
+
+// Bad flags exit with status 2 and name the flag.
+func TestBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backend", "cpu"}, `-backend "cpu"`},
+		{[]string{"-k", "0"}, "-k 0"},
+		{[]string{"-dk", "100"}, "-dk 100"},
+		{[]string{"-headmap", "x"}, "-headmap"},
+	} {
+		var errs bytes.Buffer
+		if code := cli(c.args, io.Discard, &errs); code != 2 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("%q: exit status %d, stderr %q; want 2 and %q", c.args, code, errs.String(), c.want)
+		}
+	}
+}
