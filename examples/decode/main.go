@@ -285,7 +285,7 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 		return result{}, err
 	}
 	if d, ok := be.(*deviceBackend); ok {
-		fmt.Fprintf(stdout, "kernel:  %s, pipeline ready in %s (compiled, or taken from a cache)\n", kernels.Decode(p.DK/32), dur(d.compile))
+		fmt.Fprintf(stdout, "kernel:  %s, pipeline ready in %s (compiled, or taken from a cache); one command buffer per token, one dispatch per layer\n", kernels.Decode(p.DK/32), dur(d.compile))
 	}
 
 	every := cfg.every
