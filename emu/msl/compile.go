@@ -282,6 +282,7 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 		"-ffp-contract=off", "-fno-color-diagnostics",
 		"-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns",
 		"-fsanitize-coverage=func,trace-loads,trace-stores",
+		"-fsanitize=integer-divide-by-zero", "-fno-sanitize-recover=integer-divide-by-zero",
 		"-nostdinc++", "-isystem", includeDir, "-include", "prelude.h",
 		"-Wno-unknown-attributes", "-Wno-duplicate-decl-specifier", "-Wno-unused-value",
 		"-Werror=vla-extension", "-Werror=vla",

@@ -41,6 +41,7 @@ const (
 	faultDeadlock
 	faultThreadgroupMemory
 	faultResources
+	faultDivideByZero
 )
 
 // Run executes one dispatch of f and returns its counters. Invalid

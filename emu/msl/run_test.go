@@ -220,3 +220,35 @@ func TestDispatchValidation(t *testing.T) {
 		t.Fatalf("valid dispatch: %v", err)
 	}
 }
+
+func TestDivisionByZeroReported(t *testing.T) {
+	lib := compileT(t, `kernel void divide(device const int* num [[buffer(0)]],
+                   device const int* den [[buffer(1)]],
+                   device int* out [[buffer(2)]],
+                   uint i [[thread_position_in_grid]]) {
+    out[i] = num[i] / den[i];
+}
+`, CompileOptions{})
+	f := functionT(t, lib, "divide")
+	num, den, out := newMem(t, 4*32), newMem(t, 4*32), newMem(t, 4*32)
+	for i := range den.i32() {
+		num.i32()[i] = int32(i * 3)
+		den.i32()[i] = int32(i%5 + 1)
+	}
+	d := &Dispatch{Grid: ThreadsGrid([3]int{32, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0], d.Buffers[1], d.Buffers[2] = num.binding(), den.binding(), out.binding()
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	for i := range out.i32() {
+		if out.i32()[i] != int32(i*3)/int32(i%5+1) {
+			t.Fatalf("out[%d] = %d", i, out.i32()[i])
+		}
+	}
+	den.i32()[17] = 0
+	_, err := f.Run(d)
+	ke := kernelErrorT(t, err)
+	if ke.Line != 5 || ke.Thread != [3]int{17, 0, 0} || !strings.Contains(ke.Msg, "division") {
+		t.Fatalf("got %v, want a division by zero at line 5 in thread 17", err)
+	}
+}

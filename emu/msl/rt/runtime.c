@@ -576,6 +576,24 @@ EXPORT void __pm_access(const void *addr, uint64_t size, uint32_t load, uint32_t
 	if (store) pm_access((uint64_t)(uintptr_t)addr, size, 1, pc);
 }
 
+/* Integer division by zero would trap on the CPU: kernels are compiled with
+ * -fsanitize=integer-divide-by-zero, whose check calls this before the
+ * division, which then never runs. */
+struct pm_ubsan_location {
+	const char *file;
+	uint32_t line, col;
+};
+
+EXPORT void __ubsan_handle_divrem_overflow_abort(struct pm_ubsan_location *loc, uintptr_t lhs, uintptr_t rhs) {
+	(void)lhs;
+	(void)rhs;
+	pm_worker *w = tls_w;
+	if (!w || !w->cur) abort();
+	record_fault(w, w->cur, PM_FAULT_DIVIDE_BY_ZERO, loc->line, loc->file, 0,
+	             "integer division or remainder by zero at line %u", loc->line);
+	fiber_abort(w);
+}
+
 /* ---------------------------------------------------------------------------
  * Half-precision conversions used by clang for __fp16 arithmetic. */
 static uint16_t f2h(float f) {

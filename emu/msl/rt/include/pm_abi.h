@@ -34,7 +34,8 @@ enum {
 	PM_FAULT_SIMD_DIVERGENCE,
 	PM_FAULT_DEADLOCK,
 	PM_FAULT_THREADGROUP_MEMORY,
-	PM_FAULT_RESOURCES
+	PM_FAULT_RESOURCES,
+	PM_FAULT_DIVIDE_BY_ZERO
 };
 
 /* What every thread of a dispatch shares: bound buffers and the current
