@@ -114,7 +114,8 @@ func TestMetalParity(t *testing.T) { onMetal(t, parity) }
 //   - for one sequence, a capture buffer longer than the draft gets the
 //     same slots and nothing beyond them;
 //   - prefill and decode agree within the float32 bound;
-//   - on the emulated device, each state cell is read and written exactly
+//   - on the emulated device, both scheduling orders give the same bytes,
+//     and each state cell is read and written exactly
 //     once per dispatch, and capture stores one state per token.
 func parity(t *testing.T, r *rig) {
 	for _, c := range parityCases() {
@@ -130,6 +131,9 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 		j := job{kern: k, p: p, in: ref.in}
 		o := r.run(t, j)
 		res[k.name] = o
+		if r.emulated {
+			checkSameAcrossOrders(t, c.name+"/"+k.name, o)
+		}
 		checkAgainstReferences(t, k.name, p, o, ref)
 		if o.Counters != nil {
 			checkTraffic(t, k.name, k, p, *o.Counters, false)
@@ -191,6 +195,33 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	pre, dec := res[kPrefill.name], res[kDecode.name]
 	checkBound(t, "prefill vs decode: output", cpuref.MaxRelErr(pre.Output, dec.Output), boundRef32)
 	checkBound(t, "prefill vs decode: state_out", cpuref.MaxRelErr(pre.StateOut, dec.StateOut), boundRef32)
+}
+
+// emulatedResults holds the first result the emulated device gave for
+// each case and kernel, so that the other scheduling order can be compared
+// with it byte for byte: each thread computes the same values whatever
+// order the threads run in, unless they race.
+var emulatedResults struct {
+	sync.Mutex
+	m map[string]outcome
+}
+
+func checkSameAcrossOrders(t *testing.T, key string, o outcome) {
+	t.Helper()
+	emulatedResults.Lock()
+	first, ok := emulatedResults.m[key]
+	if !ok {
+		if emulatedResults.m == nil {
+			emulatedResults.m = map[string]outcome{}
+		}
+		emulatedResults.m[key] = o
+	}
+	emulatedResults.Unlock()
+	if ok {
+		checkSame(t, key+": output vs the other scheduling order", o.Output, first.Output)
+		checkSame(t, key+": state_out vs the other scheduling order", o.StateOut, first.StateOut)
+		checkSame(t, key+": capture vs the other scheduling order", o.Capture, first.Capture)
+	}
 }
 
 // checkAgainstReferences checks a kernel's results against both CPU
