@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	if foundationDisabled() {
 		disableFoundation()
 	}
-	code := m.Run()
+	code := testenv.RunMain(m, Load)
 	if cLib.dir != "" {
 		os.RemoveAll(cLib.dir)
 	}

@@ -4,6 +4,8 @@
 package testenv
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -56,4 +58,23 @@ func SharedDir(t testing.TB) string {
 		SkipOrFail(t, "shared contract files not found at "+dir+": check out the project's shared/ folder beside the repository")
 	}
 	return dir
+}
+
+// RunMain runs a package's tests from its TestMain. Example functions
+// cannot skip, so when prerequisite returns an error and strict mode is
+// off, the examples are left out (-test.skip '^Example') with the reason
+// printed; in strict mode they run, and fail.
+func RunMain(m *testing.M, prerequisite func() error) int {
+	flag.Parse()
+	if err := prerequisite(); err != nil && !Strict() {
+		fmt.Printf("skipping the examples: %v\n", err)
+		if f := flag.Lookup("test.skip"); f != nil {
+			skip := "^Example"
+			if v := f.Value.String(); v != "" {
+				skip = v + "|" + skip
+			}
+			f.Value.Set(skip)
+		}
+	}
+	return m.Run()
 }
