@@ -1,2 +1,112 @@
-// Package msl runs Metal Shading Language compute kernels on the CPU.
+// Package msl runs Metal Shading Language compute kernels on the CPU, so
+// that the exact .metal sources of a project execute on Linux (in CI, for
+// example) without a Mac. It is the engine of puremetal's emulated Metal
+// device; it can also be used on its own.
+//
+// # Compiling
+//
+// Compile translates a source to C++ and builds it with clang++ (Debian and
+// Ubuntu: apt-get install clang) into a shared object loaded with purego; no
+// cgo is involved. A force-included prelude and a shim <metal_stdlib>
+// supply MSL's scalar and vector types (ext_vector_type vectors, so
+// swizzles work and sizeof(float3) == 16), the threadgroup address space,
+// namespace metal (math, geometric, relational and integer functions, with
+// fast:: and precise::), barriers, the SIMD-group functions and atomics.
+// The translator, written in Go, reads every kernel and every
+// template [[host_name("...")]] instantiation, records their parameters
+// (buffer and threadgroup indices, built-ins, read-only buffers) and emits
+// a launcher per entry point. Its few rewrites keep every line in place, so
+// compiler diagnostics and kernel faults name the original .metal line.
+// Compiled libraries are cached in the user cache directory by a hash of
+// the source, the runtime, the options and the compiler version: a second
+// run only loads them.
+//
+// # Running
+//
+// Function.Run executes one dispatch, given the buffer bindings, the
+// threadgroup memory lengths and the grid (dispatchThreadgroups or
+// dispatchThreads with partial edge threadgroups). The threads of a
+// threadgroup run as fibers on one OS thread, with a hand-written context
+// switch (x86-64 and arm64); threadgroups are shared out among worker
+// threads. SIMD-groups have 32 lanes, and SIMD-group functions reduce over
+// the lanes still running. Threadgroup memory is filled with 0xFF bytes
+// (NaN) before each threadgroup. The scheduling Order (forward, reverse,
+// shuffled) changes which thread runs first between barriers: running a
+// kernel in two orders exposes missing barriers.
+//
+// Every memory access of a kernel is checked (clang's sanitizer-coverage
+// load and store hooks): a load or store outside the bound buffers stops
+// the dispatch before it happens. Run reports such faults as a
+// *KernelError naming the kernel, the source line and the thread: an
+// out-of-bounds device access, a barrier that some threads cannot reach
+// (a barrier after an early return), threads waiting at different
+// barriers, SIMD-group functions called at different sites by the lanes of
+// one SIMD-group, a deadlock, integer division by zero, or threadgroup
+// memory beyond 32 KiB. The same hooks count the bytes loaded and stored
+// through each buffer binding (Counters), which is how tests measure a
+// kernel's memory traffic.
+//
+// # Known differences from Apple's compiler and GPUs
+//
+//   - Fast math: Metal compiles with fast math unless told otherwise;
+//     CompileOptions.FastMath is false by default here (set it to match
+//     MTLCompileOptions). Without it every float operation is an IEEE-754
+//     single-precision operation in program order, with no fused
+//     multiply-add unless fma() is called; Apple's compiler fuses and
+//     reassociates. Math functions come from the C library (glibc),
+//     not Apple's GPU implementations, so results can differ in the last
+//     bits; fast:: and precise:: are the same functions.
+//   - Floating-point literals without a suffix are float, as in MSL (the
+//     translator adds the f suffix); 1.5h literals are half. double is
+//     rejected with a compile error.
+//   - half arithmetic rounds every operation to half precision, as on the
+//     GPU; half math functions (exp, sqrt, ...) compute in float and round.
+//   - Address spaces: threadgroup is a distinct address space, so mixing
+//     threadgroup with device or thread pointers is a compile error as on
+//     Apple's compiler. device and constant are the generic address space
+//     (constant adds const): assigning a constant pointer to a device
+//     pointer is rejected (const), but a device pointer to a constant one,
+//     or the address of a local variable to a device pointer, compiles here
+//     and not on Apple's compiler. A struct stored in threadgroup memory
+//     cannot be copied as a whole (copy its fields).
+//   - Vectors: boolN are int vectors, and comparing vectors yields int
+//     vectors (0 or -1 per component); all, any and select accept them.
+//     Vector constructors such as float4(a.xy, 0, 1) work, but direct
+//     initialisation with several values (float4 v(1, 2, 3, 4);) does not:
+//     write float4 v = float4(1, 2, 3, 4).
+//   - Not supported: textures, samplers, imageblocks, simdgroup_matrix,
+//     quad-group functions other than the quad built-ins, function
+//     constants, indirect command buffers, ray tracing, visible functions,
+//     and kernels declared through preprocessor macros (the translator reads
+//     the source before preprocessing). A kernel parameter without an
+//     attribute is a compile error.
+//   - SIMD-group functions: reductions and prefix operations combine the
+//     lanes in ascending lane order (the GPU's order is unspecified); a
+//     shuffle from a lane that is not running (or outside a partial
+//     SIMD-group) returns the caller's own value; threads_per_simdgroup is
+//     always 32. Lanes of one SIMD-group calling SIMD-group functions at
+//     different call sites (divergent control flow) are reported as an
+//     error, where the GPU runs each site with the lanes active there; lanes
+//     that reach the same site in different loop iterations are not
+//     detected.
+//   - Barriers must be reached by every thread of the threadgroup; one
+//     reached after some threads returned is an error (undefined behaviour
+//     on the GPU, which may hang).
+//   - Counters count the loads and stores the compiled code performs: a
+//     value kept in a register is loaded once, and a struct copy compiled to
+//     a memcpy call is neither counted nor bounds-checked. When bindings
+//     overlap, an access is charged to the lowest binding index.
+//   - Accesses are checked against the bound ranges (Binding.Ptr to
+//     Ptr+Len), so reading before the offset of a binding is reported even
+//     though it lies inside the MTLBuffer.
+//   - Atomics are sequentially consistent (stronger than
+//     memory_order_relaxed); atomic_float is supported.
+//   - Integer division by zero is reported as a fault (the GPU returns an
+//     unspecified value).
+//   - Threads cannot be preempted: a kernel that loops forever hangs the
+//     dispatch. Each thread has a 64 KiB stack (guard page below it); a
+//     kernel needing more crashes the process.
+//   - Races between threadgroups on device memory are not detected, and
+//     threads of a threadgroup only interleave at barriers and SIMD-group
+//     functions.
 package msl

@@ -1,6 +1,7 @@
 package msl
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -251,4 +252,108 @@ func TestDivisionByZeroReported(t *testing.T) {
 	if ke.Line != 5 || ke.Thread != [3]int{17, 0, 0} || !strings.Contains(ke.Msg, "division") {
 		t.Fatalf("got %v, want a division by zero at line 5 in thread 17", err)
 	}
+}
+
+func TestDeadlockReported(t *testing.T) {
+	lib := compileT(t, `#include <metal_stdlib>
+using namespace metal;
+
+kernel void stuck(device float* out [[buffer(0)]],
+                  uint tid [[thread_index_in_threadgroup]]) {
+    float v = float(tid);
+    if (tid == 3) {
+        threadgroup_barrier(mem_flags::mem_none);
+    }
+    v = simd_sum(v);
+    threadgroup_barrier(mem_flags::mem_none);
+    out[tid] = v;
+}
+`, CompileOptions{})
+	out := newF32(t, 32)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = out.binding()
+	_, err := functionT(t, lib, "stuck").Run(d)
+	ke := kernelErrorT(t, err)
+	if ke.Line != 10 || !strings.Contains(ke.Msg, "deadlock") || !strings.Contains(ke.Msg, "line 8") {
+		t.Fatalf("got %v, want a deadlock at line 10 naming the barrier at line 8", err)
+	}
+}
+
+func TestThreadgroupMemoryLimit(t *testing.T) {
+	lib := compileT(t, `kernel void big(device float* out [[buffer(0)]],
+                threadgroup float* dyn [[threadgroup(0)]],
+                uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup float tile[4096];
+    tile[tid] = 1.0;
+    dyn[tid] = 2.0;
+    out[tid] = tile[tid] + dyn[tid];
+}
+`, CompileOptions{})
+	f := functionT(t, lib, "big")
+	out := newF32(t, 32)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = out.binding()
+	d.ThreadgroupMemoryLength[0] = 16384
+	poison(out.f32())
+	if _, err := f.Run(d); err != nil {
+		t.Fatalf("16 KiB + 16 KiB: %v", err)
+	}
+	if out.f32()[31] != 3 {
+		t.Fatalf("out[31] = %v, want 3", out.f32()[31])
+	}
+	d.ThreadgroupMemoryLength[0] = 16384 + 16
+	_, err := f.Run(d)
+	ke := kernelErrorT(t, err)
+	if !strings.Contains(ke.Msg, "threadgroup memory exceeds 32768 bytes") {
+		t.Fatalf("got %v, want the threadgroup memory limit", err)
+	}
+}
+
+// Dispatches from several goroutines at once, each checked.
+func TestConcurrentRuns(t *testing.T) {
+	lib := compileT(t, reduceSrc, CompileOptions{})
+	f := functionT(t, lib, "reduce")
+	const tg, groups = 256, 8
+	in := newF32(t, tg*groups)
+	fillRandom(in.f32(), 31)
+	done := make(chan error)
+	for w := 0; w < 4; w++ {
+		sums, maxes := newF32(t, groups), newF32(t, groups)
+		go func(order Order) {
+			for rep := 0; rep < 5; rep++ {
+				poison(sums.f32())
+				d := &Dispatch{Grid: ThreadgroupsGrid([3]int{groups, 1, 1}, [3]int{tg, 1, 1}), Order: order, Seed: uint64(rep)}
+				d.Buffers[0], d.Buffers[1], d.Buffers[2] = in.binding(), sums.binding(), maxes.binding()
+				d.ThreadgroupMemoryLength[0] = tg * 4
+				if _, err := f.Run(d); err != nil {
+					done <- err
+					return
+				}
+				for g := 0; g < groups; g++ {
+					s := treeSum(in.f32()[g*tg : (g+1)*tg])
+					if math.Float32bits(sums.f32()[g]) != math.Float32bits(s) {
+						done <- fmt.Errorf("order %v: group %d sum %v, want %v", order, g, sums.f32()[g], s)
+						return
+					}
+				}
+			}
+			done <- nil
+		}(Order(w % 3))
+	}
+	for w := 0; w < 4; w++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// treeSum adds x in the order of reduceSrc's tree reduction.
+func treeSum(x []float32) float32 {
+	p := append([]float32(nil), x...)
+	for stride := len(p) / 2; stride > 0; stride /= 2 {
+		for i := 0; i < stride; i++ {
+			p[i] += p[i+stride]
+		}
+	}
+	return p[0]
 }

@@ -1,0 +1,48 @@
+package msl_test
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/emu/msl"
+	"golang.org/x/sys/unix"
+)
+
+// Compile a kernel and run one dispatch over memory outside the Go heap.
+func Example() {
+	lib, err := msl.Compile(`#include <metal_stdlib>
+using namespace metal;
+
+kernel void square(device float* x [[buffer(0)]],
+                   uint i [[thread_position_in_grid]]) {
+    x[i] = x[i] * x[i];
+}
+`, msl.CompileOptions{FastMath: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	f, err := lib.Function("square")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mem, err := unix.Mmap(-1, 0, 4*100, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer unix.Munmap(mem)
+	x := unsafe.Slice((*float32)(unsafe.Pointer(&mem[0])), 100)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	d := &msl.Dispatch{Grid: msl.ThreadsGrid([3]int{100, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = msl.Binding{Ptr: uintptr(unsafe.Pointer(&mem[0])), Len: len(mem)}
+	counters, err := f.Run(d)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(x[7], counters.Loaded[0], counters.Stored[0])
+}
