@@ -18,7 +18,6 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu/msl"
-	"github.com/puremetal/puremetal/internal/gdncheck"
 	"github.com/puremetal/puremetal/internal/golden"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"golang.org/x/sys/unix"
@@ -135,7 +134,7 @@ func isCapture(entry string) bool {
 	return false
 }
 
-func (r kernelRun) run(t testing.TB) gdncheck.Result {
+func (r kernelRun) run(t testing.TB) runResult {
 	t.Helper()
 	p := r.p
 	f := emuFunction(t, r.entry)
@@ -157,7 +156,7 @@ func (r kernelRun) run(t testing.TB) gdncheck.Result {
 	var capture *mem
 	if isCapture(r.entry) {
 		capture = poisoned(t, r.captureSlots*p.StateLen())
-		d.Buffers[gdncheck.Capture] = capture.binding()
+		d.Buffers[bindCapture] = capture.binding()
 	}
 	if r.entry == Prefill {
 		d.ThreadgroupMemoryLength[0] = ((2*p.DK+2*p.DV)*4 + 15) &^ 15
@@ -170,7 +169,7 @@ func (r kernelRun) run(t testing.TB) gdncheck.Result {
 	if err != nil {
 		t.Fatalf("%s %v: %v", r.entry, p, err)
 	}
-	res := gdncheck.Result{
+	res := runResult{
 		Output:   append([]float32(nil), out.f32()...),
 		State:    append([]float32(nil), stateOut.f32()...),
 		Counters: c,
@@ -188,14 +187,14 @@ func decodeFamily(nsg int) []string {
 }
 
 // TestKernelsAgainstReferences runs every kernel of the parity matrix
-// (gdncheck.Cases) in two scheduling orders against both CPU references,
+// (parityCases) in two scheduling orders against both CPU references,
 // checks that the decode family is bit-identical, capture's slots, the
 // in-place update, and the memory traffic the emulator measured.
 func TestKernelsAgainstReferences(t *testing.T) {
-	for _, c := range gdncheck.Cases() {
-		p := c.Params
-		t.Run(c.Name(), func(t *testing.T) {
-			refs := c.Compute(t)
+	for _, c := range parityCases() {
+		p := c.p
+		t.Run(c.name(), func(t *testing.T) {
+			refs := c.compute(t)
 			nsg := p.DK / 32
 			slots := p.NTokens
 			if p.NSeqs == 1 {
@@ -206,14 +205,14 @@ func TestKernelsAgainstReferences(t *testing.T) {
 				for _, entry := range append(decodeFamily(nsg), Prefill) {
 					r := kernelRun{entry: entry, p: p, in: refs.In, captureSlots: slots, order: order}.run(t)
 					what := fmt.Sprintf("%s (%v)", entry, order)
-					r.CheckAgainst(t, what, p, refs)
-					r.CheckTraffic(t, what, p, isCapture(entry), false)
+					r.checkAgainst(t, what, p, refs)
+					r.checkTraffic(t, what, p, isCapture(entry), false)
 					if entry == Prefill {
 						continue
 					}
 					if first == nil {
-						first = r.Bytes()
-					} else if !bytes.Equal(r.Bytes(), first) {
+						first = r.allBytes()
+					} else if !bytes.Equal(r.allBytes(), first) {
 						t.Errorf("%s: output and state are not bit-identical to %s (forward)", what, Decode(nsg))
 					}
 				}
@@ -222,9 +221,9 @@ func TestKernelsAgainstReferences(t *testing.T) {
 			for _, entry := range append(decodeFamily(nsg), Prefill) {
 				r := kernelRun{entry: entry, p: p, in: refs.In, inPlace: true, captureSlots: p.NTokens, order: msl.Reverse}.run(t)
 				what := entry + " in place"
-				r.CheckAgainst(t, what, p, refs)
-				r.CheckTraffic(t, what, p, isCapture(entry), true)
-				if entry != Prefill && !bytes.Equal(r.Bytes(), first) {
+				r.checkAgainst(t, what, p, refs)
+				r.checkTraffic(t, what, p, isCapture(entry), true)
+				if entry != Prefill && !bytes.Equal(r.allBytes(), first) {
 					t.Errorf("%s: not bit-identical to the separate-buffer run", what)
 				}
 			}
@@ -249,7 +248,7 @@ func TestGoldenVectors(t *testing.T) {
 	}
 }
 
-func checkGolden(t *testing.T, what string, r gdncheck.Result, gc golden.Case) {
+func checkGolden(t *testing.T, what string, r runResult, gc golden.Case) {
 	t.Helper()
 	cmps := []struct {
 		what      string
@@ -267,8 +266,8 @@ func checkGolden(t *testing.T, what string, r gdncheck.Result, gc golden.Case) {
 		}{"capture vs HF", r.Capture, gc.Capture})
 	}
 	for _, c := range cmps {
-		if e := cpuref.MaxRelErr(c.got, c.want); !(e <= gdncheck.BoundGolden) {
-			t.Errorf("%s: %s: relative error %.3g, bound %g", what, c.what, e, gdncheck.BoundGolden)
+		if e := cpuref.MaxRelErr(c.got, c.want); !(e <= boundGolden) {
+			t.Errorf("%s: %s: relative error %.3g, bound %g", what, c.what, e, boundGolden)
 		}
 	}
 }
