@@ -280,6 +280,8 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
 		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-math-errno",
 		"-ffp-contract=off", "-fno-color-diagnostics",
+		// keep copy loops as loads and stores (instrumented), not memcpy calls
+		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",
 		"-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns",
 		"-fsanitize-coverage=func,trace-loads,trace-stores",
 		"-fsanitize=integer-divide-by-zero", "-fno-sanitize-recover=integer-divide-by-zero",

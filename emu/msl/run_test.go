@@ -357,3 +357,45 @@ func treeSum(x []float32) float32 {
 	}
 	return p[0]
 }
+
+// Copy loops stay loads and stores (not memcpy calls), so their traffic is
+// counted and checked.
+func TestCopyLoopsCounted(t *testing.T) {
+	lib := compileT(t, `template <int N>
+kernel void copy_rows(device const float* in [[buffer(0)]],
+                      device float* out [[buffer(1)]],
+                      uint i [[thread_position_in_grid]]) {
+    float s[N];
+    for (int c = 0; c < N; ++c) {
+        s[c] = in[i * N + c];
+    }
+    for (int c = 0; c < N; ++c) {
+        out[i * N + c] = s[(c + i) % N] * 2.0;
+    }
+}
+template [[host_name("copy_rows_4")]] kernel decltype(copy_rows<4>) copy_rows<4>;
+template [[host_name("copy_rows_16")]] kernel decltype(copy_rows<16>) copy_rows<16>;
+`, CompileOptions{})
+	for _, n := range []int{4, 16} {
+		f := functionT(t, lib, fmt.Sprintf("copy_rows_%d", n))
+		in, out := newF32(t, 64*n), newF32(t, 64*n)
+		fillRandom(in.f32(), int64(n))
+		poison(out.f32())
+		d := &Dispatch{Grid: ThreadsGrid([3]int{64, 1, 1}, [3]int{64, 1, 1})}
+		d.Buffers[0], d.Buffers[1] = in.binding(), out.binding()
+		c, err := f.Run(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 64; i++ {
+			for c := 0; c < n; c++ {
+				if got, want := out.f32()[i*n+c], 2*in.f32()[i*n+(c+i)%n]; got != want {
+					t.Fatalf("N=%d: out[%d] = %v, want %v", n, i*n+c, got, want)
+				}
+			}
+		}
+		if c.Loaded[0] != uint64(4*64*n) || c.Stored[1] != uint64(4*64*n) {
+			t.Fatalf("N=%d: loaded %d stored %d, want %d each", n, c.Loaded[0], c.Stored[1], 4*64*n)
+		}
+	}
+}
