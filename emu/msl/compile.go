@@ -201,7 +201,7 @@ func loadRuntime(root string) error {
 	so := filepath.Join(dir, rtLibName)
 	if _, err := os.Stat(so); err != nil {
 		tmp := so + fmt.Sprintf(".%d.tmp", os.Getpid())
-		cmd := exec.Command(clang, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared",
+		cmd := exec.Command(clang, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
 			"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics",
 			"-I", filepath.Join(dir, "include"),
 			"-o", tmp, filepath.Join(dir, "runtime.c"), "-lpthread")
@@ -278,7 +278,8 @@ func languageMacro(v uint32) string {
 func compileFlags(opts CompileOptions, includeDir string) []string {
 	flags := []string{
 		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
-		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-math-errno",
+		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
+		"-fno-math-errno", "-nostdlib++",
 		"-ffp-contract=off", "-fno-color-diagnostics",
 		// keep copy loops as loads and stores (instrumented), not memcpy calls
 		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",

@@ -77,9 +77,10 @@
 //   - Not supported: textures, samplers, imageblocks, simdgroup_matrix,
 //     quad-group functions other than the quad built-ins, function
 //     constants, indirect command buffers, ray tracing, visible functions,
-//     and kernels declared through preprocessor macros (the translator reads
-//     the source before preprocessing). A kernel parameter without an
-//     attribute is a compile error.
+//     bfloat, kernels declared through preprocessor macros (the translator
+//     reads the source before preprocessing), and #include of files other
+//     than Metal's own headers. A kernel parameter without an attribute is
+//     a compile error.
 //   - SIMD-group functions: reductions and prefix operations combine the
 //     lanes in ascending lane order (the GPU's order is unspecified); a
 //     shuffle from a lane that is not running (or outside a partial

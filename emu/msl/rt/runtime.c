@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -883,6 +884,11 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	if (nw > 64) nw = 64;
 	pthread_t th[64];
 	uint64_t started = 0;
+	/* worker threads block every signal, so that none is delivered on a
+	 * fiber stack of a thread the Go runtime does not know */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (uint64_t i = 1; i < nw; i++) {
 		pthread_attr_t at;
 		pthread_attr_init(&at);
@@ -891,6 +897,7 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 		pthread_attr_destroy(&at);
 		if (started != i) break;
 	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pm_worker *w0 = worker_main(&r);
 	int have_fault = 0, failed = 0;
 	uint64_t fault_order = 0;
