@@ -171,9 +171,11 @@ func (o Order) String() string {
 	return fmt.Sprintf("Order(%d)", int(o))
 }
 
-// Binding is memory bound to a buffer index. The memory must not be on the
-// Go heap (use mmap'd or C-allocated memory): kernels run on threads the Go
-// runtime does not know.
+// Binding is memory bound to a buffer index. Use memory outside the Go heap
+// (mmap'd or C-allocated, like an MTLBuffer's contents): kernels read and
+// write it from threads the Go runtime does not know. Go memory that holds
+// no Go pointers (the bytes of setBytes:length:atIndex:, say) also works if
+// the caller keeps it alive until Run returns.
 type Binding struct {
 	Ptr uintptr
 	Len int
@@ -187,8 +189,10 @@ type Dispatch struct {
 	// ThreadgroupMemoryLength are the lengths of
 	// setThreadgroupMemoryLength:atIndex:, in bytes (multiples of 16).
 	ThreadgroupMemoryLength [MaxBindings]int
-	Grid                    Grid
-	Order                   Order
+	// Grid is the extent of the dispatch.
+	Grid Grid
+	// Order is the scheduling order of threadgroups and threads.
+	Order Order
 	// Seed draws the Shuffled order.
 	Seed uint64
 	// Workers is the number of OS threads running threadgroups; 0 means
