@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
@@ -19,7 +20,8 @@ var ErrNoDevice = errors.New("mtl: no Metal device")
 // Device is an MTLDevice: one GPU, the factory of every other Metal object.
 type Device struct {
 	object
-	name string
+	nameOnce sync.Once
+	name     string
 }
 
 // DeviceFromObject wraps an object that answers MTLDevice's selectors, such
@@ -49,9 +51,9 @@ func newDevice(id objc.ID) *Device {
 
 // Name returns the device's name, such as "Apple M3 Max".
 func (d *Device) Name() string {
-	if d.name == "" {
+	d.nameOnce.Do(func() {
 		inPool(func() { d.name = objc.GoString(objc.ID(d.ID().Send(sel.name))) })
-	}
+	})
 	return d.name
 }
 
