@@ -29,6 +29,7 @@ func (q *queue) submit(cb *commandBuffer) {
 		go func(work <-chan *commandBuffer) {
 			for cb := range work {
 				cb.run()
+				cb.self.Release() // the queue's reference, taken by commit
 			}
 		}(q.work)
 	})
@@ -55,6 +56,7 @@ type commandBuffer struct {
 	labeled
 	queue   *queue
 	queueID objc.ID
+	self    objc.ID // set by commit
 	status  atomic.Uint64
 	done    chan struct{}
 
@@ -168,6 +170,9 @@ func commandBufferCommit(self objc.ID, _ objc.SEL) {
 		return
 	}
 	cb.status.Store(uint64(mtl.CommandBufferStatusCommitted))
+	// The queue keeps a committed command buffer, and so what it uses,
+	// alive until it has run, even if the program releases it first.
+	cb.self = self.Retain()
 	cb.queue.submit(cb)
 }
 
