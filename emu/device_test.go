@@ -1,101 +1,177 @@
 package emu_test
 
 import (
-	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
-	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
-	"github.com/puremetal/puremetal/objc"
 )
 
-const vectorAdd = `
-#include <metal_stdlib>
-using namespace metal;
-
-kernel void vector_add(device const float *a [[buffer(0)]],
-                       device const float *b [[buffer(1)]],
-                       device float *out     [[buffer(2)]],
-                       constant uint &n      [[buffer(3)]],
-                       uint i [[thread_position_in_grid]]) {
-    if (i < n) {
-        out[i] = a[i] + b[i];
-    }
-}
-
-kernel void scale_oob(device float *x [[buffer(0)]],
-                      uint i [[thread_position_in_grid]]) {
-    x[i + 1] = 2.0f * x[i];
-}
-`
-
-// newDevice returns an emulated device, or skips (fails in strict mode)
-// when its prerequisites are missing.
-func newDevice(t *testing.T) *mtl.Device {
-	t.Helper()
-	if err := objc.Load(); err != nil {
-		testenv.SkipOrFail(t, "the emulated device needs the GNU Objective-C runtime: "+err.Error())
+func TestDeviceProperties(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	if !strings.Contains(g.d.Name(), "emulated") {
+		t.Errorf("device name %q does not say it is emulated", g.d.Name())
 	}
-	d, err := emu.NewDevice()
-	if err != nil {
-		if strings.Contains(err.Error(), "clang") {
-			testenv.SkipOrFail(t, err.Error())
-		}
-		t.Fatal(err)
-	}
-	return d
-}
-
-func pipeline(t *testing.T, d *mtl.Device, src, name string) *mtl.ComputePipelineState {
-	t.Helper()
-	lib, err := d.NewLibraryWithSource(src, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Release()
-	fn, err := lib.NewFunction(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fn.Release()
-	p, err := d.NewComputePipelineState(fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func TestVectorAddThroughMetalAPI(t *testing.T) {
-	before := emu.LiveObjects()
-	d := newDevice(t)
-	if !strings.Contains(d.Name(), "emulated") {
-		t.Errorf("device name %q does not say it is emulated", d.Name())
-	}
-	if got := d.MaxThreadsPerThreadgroup(); got != (mtl.Size{Width: 1024, Height: 1024, Depth: 1024}) {
+	if got := g.d.MaxThreadsPerThreadgroup(); got != (mtl.Size{Width: 1024, Height: 1024, Depth: 1024}) {
 		t.Errorf("MaxThreadsPerThreadgroup = %v", got)
 	}
-	p := pipeline(t, d, vectorAdd, "vector_add")
+	if !g.d.HasUnifiedMemory() {
+		t.Errorf("HasUnifiedMemory = false")
+	}
+	p := g.pipeline("vector_add.metal", "vector_add")
 	if p.ThreadExecutionWidth() != 32 || p.MaxTotalThreadsPerThreadgroup() != 1024 {
-		t.Errorf("pipeline width %d, max threads %d", p.ThreadExecutionWidth(), p.MaxTotalThreadsPerThreadgroup())
+		t.Errorf("pipeline width %d, max threads %d; want 32 and 1024", p.ThreadExecutionWidth(), p.MaxTotalThreadsPerThreadgroup())
 	}
-	const n = 1000 // not a multiple of the threadgroup size
-	a, _ := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
-	b, _ := d.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
-	out, _ := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
-	av, bv, ov := mtl.Slice[float32](a), mtl.Slice[float32](b), mtl.Slice[float32](out)
-	r := rand.New(rand.NewPCG(1, 2))
+}
+
+// A grid that is not a multiple of the threadgroup size, in every
+// scheduling order, with buffers of each kind the device makes.
+func TestVectorAdd(t *testing.T) {
+	const n = 1000
+	for _, o := range orders {
+		t.Run(o.Order.String(), func(t *testing.T) {
+			g := newGPU(t, o)
+			p := g.pipeline("vector_add.metal", "vector_add")
+			r := rand.New(rand.NewPCG(1, 2))
+			a, av := buffer[float32](g, n)
+			bb, err := g.d.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(bb.Release)
+			bv := mtl.Slice[float32](bb)[:n]
+			for i := range n {
+				av[i], bv[i] = r.Float32()*2-1, r.Float32()*2-1
+			}
+			out, err := g.d.NewBufferWithBytes(make([]byte, 4*(n+24)), mtl.ResourceStorageModeShared)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(out.Release)
+			ov := mtl.Slice[float32](out)
+			poison(ov)
+			cb := g.run(func(enc *mtl.ComputeCommandEncoder) {
+				enc.SetComputePipelineState(p)
+				enc.SetBuffers([]*mtl.Buffer{a, bb}, []int{0, 0}, 0)
+				enc.SetBuffer(out, 4*24, 2) // an offset: out[24:] is the result
+				enc.SetBytes(u32Bytes(n), 3)
+				enc.DispatchThreads(size1(n+30), size1(256)) // threads past n do nothing
+			})
+			completed(t, cb)
+			if s, e := cb.GPUStartTime(), cb.GPUEndTime(); !(s > 0 && e >= s) {
+				t.Errorf("GPU times start %v end %v", s, e)
+			}
+			for i := range 24 {
+				if ov[i] == ov[i] { // not NaN
+					t.Fatalf("out[%d], before the bound offset, was written: %v", i, ov[i])
+				}
+			}
+			for i := range n {
+				if got, want := ov[24+i], av[i]+bv[i]; got != want {
+					t.Fatalf("out[%d] = %v, want %v", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// The counters of each dispatch of a command buffer, in order; a memory
+// barrier between them is not a dispatch.
+func TestDispatchCounters(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	add := g.pipeline("vector_add.metal", "vector_add")
+	scale := g.pipeline("vector_add.metal", "scale")
+	const n = 512
+	a, av := buffer[float32](g, n)
+	b, bv := buffer[float32](g, n)
+	out, ov := buffer[float32](g, n)
+	r := rand.New(rand.NewPCG(3, 4))
 	for i := range n {
-		av[i], bv[i] = r.Float32()*2-1, r.Float32()*2-1
-		ov[i] = float32(nanPoison())
+		av[i], bv[i] = r.Float32(), r.Float32()
 	}
-	q, err := d.NewCommandQueue()
+	poison(ov)
+	cb, err := g.q.CommandBuffer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := q.CommandBuffer()
+	defer cb.Release()
+	if _, err := emu.DispatchCounters(cb); err == nil || !strings.Contains(err.Error(), "not completed") {
+		t.Errorf("counters of an uncommitted command buffer: %v, want an error", err)
+	}
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.SetComputePipelineState(add)
+	enc.SetBuffers([]*mtl.Buffer{a, b, out}, []int{0, 0, 0}, 0)
+	enc.SetBytes(u32Bytes(n), 3)
+	enc.DispatchThreadgroups(size1(n/64), size1(64))
+	enc.MemoryBarrier(mtl.BarrierScopeBuffers)
+	enc.SetComputePipelineState(scale)
+	enc.SetBuffer(out, 0, 0)
+	enc.SetBytes(f32Bytes(-3), 1)
+	enc.DispatchThreads(size1(n), size1(128))
+	if err := enc.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	if s := enc.Sends(); s != 10 {
+		t.Errorf("encoding sent %d messages, want 10", s)
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	completed(t, cb)
+	for i := range n {
+		if got, want := ov[i], (av[i]+bv[i])*-3; got != want {
+			t.Fatalf("out[%d] = %v, want %v", i, got, want)
+		}
+	}
+	c, err := emu.DispatchCounters(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c) != 2 {
+		t.Fatalf("%d dispatch counters, want 2", len(c))
+	}
+	const bytes = 4 * n
+	if c[0].Loaded[0] != bytes || c[0].Loaded[1] != bytes || c[0].Stored[2] != bytes || c[0].Loaded[2] != 0 || c[0].Stored[0] != 0 {
+		t.Errorf("vector_add: loaded %v, stored %v", c[0].Loaded[:3], c[0].Stored[:3])
+	}
+	if c[1].Loaded[0] != bytes || c[1].Stored[0] != bytes || c[1].Loaded[1] != 4*n {
+		t.Errorf("scale: loaded %v, stored %v", c[1].Loaded[:2], c[1].Stored[:2])
+	}
+}
+
+// LiveObjects counts each emulated object while it lives, and every
+// Release brings the count back.
+func TestLiveObjectsBackToZero(t *testing.T) {
+	before := emu.LiveObjects()
+	g := newGPU(t, emu.Options{}) // a device and a queue
+	if got := emu.LiveObjects() - before; got != 2 {
+		t.Errorf("%d live objects after making a device and a queue, want 2", got)
+	}
+	lib, err := g.d.NewLibraryWithSource(source(t, "vector_add.metal"), mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := lib.NewFunction("scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := g.d.NewComputePipelineState(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := g.d.NewBuffer(4*64, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x2, err := g.d.NewBufferNoCopy(4*64, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := g.q.CommandBuffer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,95 +179,99 @@ func TestVectorAddThroughMetalAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := emu.LiveObjects() - before; got != 9 {
+		t.Errorf("%d live objects with a library, function, pipeline, two buffers, command buffer and encoder, want 9", got)
+	}
 	enc.SetComputePipelineState(p)
-	enc.SetBuffers([]*mtl.Buffer{a, b, out}, []int{0, 0, 0}, 0)
-	nb := []byte{n & 0xff, n >> 8, 0, 0}
-	enc.SetBytes(nb, 3)
-	enc.DispatchThreads(mtl.Size{Width: n, Height: 1, Depth: 1}, mtl.Size{Width: 256, Height: 1, Depth: 1})
+	enc.SetBuffer(x, 0, 0)
+	enc.SetBytes(f32Bytes(2), 1)
+	enc.DispatchThreads(size1(64), size1(64))
 	if err := enc.EndEncoding(); err != nil {
 		t.Fatal(err)
 	}
-	if s := enc.Sends(); s != 5 {
-		t.Errorf("encoding sent %d messages, want 5 (pipeline, buffers, bytes, dispatch, end)", s)
-	}
 	cb.Commit()
-	cb.WaitUntilCompleted()
-	if st := cb.Status(); st != mtl.CommandBufferStatusCompleted {
-		t.Fatalf("status %v, error %v", st, cb.Error())
-	}
-	if cb.Error() != nil {
-		t.Errorf("completed buffer has error %v", cb.Error())
-	}
-	if s, e := cb.GPUStartTime(), cb.GPUEndTime(); !(s > 0 && e >= s) {
-		t.Errorf("GPU times start %v end %v", s, e)
-	}
-	for i := range n {
-		if ov[i] != av[i]+bv[i] {
-			t.Fatalf("out[%d] = %v, want %v", i, ov[i], av[i]+bv[i])
-		}
-	}
-	counters, err := emu.DispatchCounters(cb)
-	if err != nil || len(counters) != 1 {
-		t.Fatalf("counters %v, %v", counters, err)
-	}
-	if c := counters[0]; c.Loaded[0] != 4*n || c.Loaded[1] != 4*n || c.Stored[2] != 4*n {
-		t.Errorf("counters: loaded %d %d, stored %d; want %d each", c.Loaded[0], c.Loaded[1], c.Stored[2], 4*n)
-	}
-	for _, o := range []interface{ Release() }{cb, q, a, b, out, p, d} {
+	// released in an order that leaves the command buffer holding the
+	// pipeline and the buffer it uses, as Metal's do
+	for _, o := range []interface{ Release() }{fn, lib, p, x2} {
 		o.Release()
 		o.Release() // a second release does nothing
 	}
-	if after := emu.LiveObjects(); after != before {
-		t.Errorf("live emulated objects: %d before, %d after releasing everything", before, after)
-	}
-}
-
-func nanPoison() float64 { return float64(float32FromBits(0x7fc00001)) }
-
-func TestCompileErrorKeepsLog(t *testing.T) {
-	d := newDevice(t)
-	defer d.Release()
-	_, err := d.NewLibraryWithSource("kernel void broken(device float *x [[buffer(0)]]) {\n  x[0] = ;\n}\n", mtl.CompileOptions{})
-	var ce *mtl.CompileError
-	if !errors.As(err, &ce) {
-		t.Fatalf("error %v is not a *mtl.CompileError", err)
-	}
-	if !strings.Contains(ce.Log, ":2:") {
-		t.Errorf("compile log does not point at line 2:\n%s", ce.Log)
-	}
-}
-
-func TestKernelFaultSetsStatusError(t *testing.T) {
-	before := emu.LiveObjects()
-	d := newDevice(t)
-	p := pipeline(t, d, vectorAdd, "scale_oob")
-	x, _ := d.NewBuffer(4*64, mtl.ResourceStorageModeShared)
-	q, _ := d.NewCommandQueue()
-	cb, _ := q.CommandBuffer()
-	enc, _ := cb.ComputeCommandEncoder()
-	enc.SetComputePipelineState(p)
-	enc.SetBuffer(x, 0, 0)
-	enc.DispatchThreadgroups(mtl.Size{Width: 2, Height: 1, Depth: 1}, mtl.Size{Width: 32, Height: 1, Depth: 1})
-	if err := enc.EndEncoding(); err != nil {
-		t.Fatal(err)
-	}
-	cb.Commit()
 	cb.WaitUntilCompleted()
-	if st := cb.Status(); st != mtl.CommandBufferStatusError {
-		t.Fatalf("status %v, want Error", st)
+	completed(t, cb)
+	x.Release()
+	cb.Release()
+	if got := emu.LiveObjects() - before; got != 2 {
+		t.Errorf("%d live objects after releasing all but the device and the queue, want 2", got)
 	}
-	err := cb.Error()
-	if err == nil || !strings.Contains(err.Error(), "out-of-bounds") || !strings.Contains(err.Error(), "scale_oob") {
-		t.Errorf("error %v does not name the kernel and the out-of-bounds access", err)
+}
+
+// A committed command buffer runs to completion after the program has
+// released it and the buffers it uses, as on Metal, where the queue keeps
+// committed work alive.
+func TestReleasedAfterCommit(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	p := g.pipeline("vector_add.metal", "scale")
+	const n = 1 << 16
+	keep, kv := buffer[float32](g, n)
+	for round := 0; round < 8; round++ {
+		x, err := g.d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xv := mtl.Slice[float32](x)
+		for i := range xv {
+			xv[i] = float32(i)
+		}
+		cb, err := g.q.CommandBuffer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc, err := cb.ComputeCommandEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc.SetComputePipelineState(p)
+		enc.SetBuffer(x, 0, 0)
+		enc.SetBytes(f32Bytes(2), 1)
+		enc.DispatchThreads(size1(n), size1(256))
+		if err := enc.EndEncoding(); err != nil {
+			t.Fatal(err)
+		}
+		cb.Commit()
+		cb.Release()
+		x.Release()
 	}
-	var oe *objc.Error
-	if !errors.As(err, &oe) || oe.Domain != "MTLCommandBufferErrorDomain" {
-		t.Errorf("error %#v does not carry Metal's domain", err)
+	// the queue runs command buffers in commit order: when this one is
+	// done, so are the released ones
+	for i := range kv {
+		kv[i] = float32(i)
 	}
-	for _, o := range []interface{ Release() }{cb, q, x, p, d} {
-		o.Release()
+	cb := g.run(func(enc *mtl.ComputeCommandEncoder) {
+		enc.SetComputePipelineState(p)
+		enc.SetBuffer(keep, 0, 0)
+		enc.SetBytes(f32Bytes(2), 1)
+		enc.DispatchThreads(size1(n), size1(256))
+	})
+	completed(t, cb)
+	for i := range kv {
+		if kv[i] != float32(2*i) {
+			t.Fatalf("keep[%d] = %v, want %v", i, kv[i], 2*i)
+		}
 	}
-	if after := emu.LiveObjects(); after != before {
-		t.Errorf("live emulated objects: %d before, %d after", before, after)
+}
+
+func TestAddressSpaceMismatchReported(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	log := g.compileError(source(t, "address_space.metal"))
+	if !strings.Contains(log, "program_source:8:") || !strings.Contains(log, "threadgroup") {
+		t.Errorf("log does not name program_source:8 and the threadgroup address space:\n%s", log)
+	}
+}
+
+func TestSyntaxErrorReported(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	log := g.compileError(source(t, "syntax_error.metal"))
+	if !strings.Contains(log, "program_source:9:") || !strings.Contains(log, "error") {
+		t.Errorf("log does not name an error at program_source:9:\n%s", log)
 	}
 }

@@ -1,0 +1,219 @@
+package emu_test
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/objc"
+)
+
+// The tests of this package use the emulated device only through package
+// mtl, as a program uses a GPU: device, library, function, pipeline,
+// queue, command buffer, encoder, commit, wait, then status, error and
+// buffer contents. Their kernels are the .metal files in testdata.
+
+// orders are the scheduling orders the tests run kernels in.
+var orders = []emu.Options{
+	{Order: msl.Forward},
+	{Order: msl.Reverse},
+	{Order: msl.Shuffled, Seed: 0x9e3779b97f4a7c15},
+}
+
+// source returns the text of a kernel file in testdata.
+func source(t testing.TB, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// gpu is an emulated device and a command queue, released when the test
+// ends.
+type gpu struct {
+	t *testing.T
+	d *mtl.Device
+	q *mtl.CommandQueue
+}
+
+// newGPU returns an emulated device with opts and a queue on it. It also
+// checks, when the test ends, that every emulated object the test made was
+// released: call it before anything else in the test.
+func newGPU(t *testing.T, opts emu.Options) *gpu {
+	t.Helper()
+	noLeaks(t)
+	d := testdevice.Emulated(t, opts)
+	q, err := d.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Release)
+	return &gpu{t: t, d: d, q: q}
+}
+
+// noLeaks checks, after the cleanups registered later have run, that as
+// many emulated objects are alive as before.
+func noLeaks(t *testing.T) {
+	before := emu.LiveObjects()
+	t.Cleanup(func() {
+		if after := emu.LiveObjects(); after != before {
+			t.Errorf("live emulated objects: %d before the test, %d after releasing everything", before, after)
+		}
+	})
+}
+
+// pipeline compiles a testdata file and makes the pipeline of one of its
+// kernels; the library and the function are released once the pipeline
+// exists, the pipeline when the test ends.
+func (g *gpu) pipeline(file, kernel string) *mtl.ComputePipelineState {
+	g.t.Helper()
+	lib, err := g.d.NewLibraryWithSource(source(g.t, file), mtl.CompileOptions{})
+	if err != nil {
+		g.t.Fatalf("%s: %v", file, err)
+	}
+	defer lib.Release()
+	fn, err := lib.NewFunction(kernel)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer fn.Release()
+	p, err := g.d.NewComputePipelineState(fn)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(p.Release)
+	return p
+}
+
+// buffer makes a shared buffer of n elements of T, released when the test
+// ends, and returns it with its contents.
+func buffer[T any](g *gpu, n int) (*mtl.Buffer, []T) {
+	g.t.Helper()
+	var zero T
+	b, err := g.d.NewBuffer(n*int(unsafe.Sizeof(zero)), mtl.ResourceStorageModeShared)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(b.Release)
+	return b, mtl.Slice[T](b)
+}
+
+// run encodes one command buffer with encode, commits it and waits for it.
+// The command buffer is released when the test ends.
+func (g *gpu) run(encode func(enc *mtl.ComputeCommandEncoder)) *mtl.CommandBuffer {
+	g.t.Helper()
+	cb, err := g.q.CommandBuffer()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(cb.Release)
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	encode(enc)
+	if err := enc.EndEncoding(); err != nil {
+		g.t.Fatal(err)
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	return cb
+}
+
+// completed fails the test unless cb completed without an error.
+func completed(t testing.TB, cb *mtl.CommandBuffer) {
+	t.Helper()
+	if st := cb.Status(); st != mtl.CommandBufferStatusCompleted {
+		t.Fatalf("command buffer status %v, want Completed; error: %v", st, cb.Error())
+	}
+	if err := cb.Error(); err != nil {
+		t.Fatalf("a completed command buffer has an error: %v", err)
+	}
+}
+
+// failed checks that cb stopped with status Error and a Metal command
+// buffer error of the given code, whose description holds every one of
+// want; it returns the description.
+func failed(t testing.TB, cb *mtl.CommandBuffer, code int, want ...string) string {
+	t.Helper()
+	if st := cb.Status(); st != mtl.CommandBufferStatusError {
+		t.Fatalf("command buffer status %v, want Error", st)
+	}
+	var oe *objc.Error
+	if err := cb.Error(); !errors.As(err, &oe) {
+		t.Fatalf("command buffer error %v (%T) carries no NSError", err, err)
+	}
+	if oe.Domain != "MTLCommandBufferErrorDomain" || oe.Code != code {
+		t.Errorf("error domain %q code %d, want MTLCommandBufferErrorDomain %d", oe.Domain, oe.Code, code)
+	}
+	for _, w := range want {
+		if !strings.Contains(oe.Description, w) {
+			t.Errorf("error %q does not contain %q", oe.Description, w)
+		}
+	}
+	return oe.Description
+}
+
+// Metal's command buffer error codes.
+const (
+	errorInternal  = 1 // MTLCommandBufferErrorInternal
+	errorPageFault = 3 // MTLCommandBufferErrorPageFault
+)
+
+// compileError compiles src and returns the compiler's log, failing the
+// test unless compilation failed with a *mtl.CompileError.
+func (g *gpu) compileError(src string) string {
+	g.t.Helper()
+	lib, err := g.d.NewLibraryWithSource(src, mtl.CompileOptions{})
+	if err == nil {
+		lib.Release()
+		g.t.Fatalf("the source compiled; want a compile error")
+	}
+	var ce *mtl.CompileError
+	if !errors.As(err, &ce) {
+		g.t.Fatalf("error %v (%T) is not a *mtl.CompileError", err, err)
+	}
+	return ce.Log
+}
+
+func size1(n int) mtl.Size { return mtl.Size{Width: uint(n), Height: 1, Depth: 1} }
+
+// u32Bytes is the little-endian encoding of v, for SetBytes.
+func u32Bytes(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
+
+func f32Bytes(v float32) []byte { return u32Bytes(math.Float32bits(v)) }
+
+// nan is a quiet NaN with a payload no arithmetic produces.
+var nan = math.Float32frombits(0x7fc00001)
+
+func poison(x []float32) {
+	for i := range x {
+		x[i] = nan
+	}
+}
+
+// poisonU32 fills x with a value no test kernel writes.
+func poisonU32(x []uint32) {
+	for i := range x {
+		x[i] = 0xDEADBEEF
+	}
+}
+
+// halfNaN is a half-precision quiet NaN.
+const halfNaN = 0x7e00
+
+func poisonHalf(x []uint16) {
+	for i := range x {
+		x[i] = halfNaN
+	}
+}
