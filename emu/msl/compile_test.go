@@ -20,46 +20,6 @@ func compileErrorT(t *testing.T, src string) *CompileError {
 	return ce
 }
 
-func TestAddressSpaceMismatchReported(t *testing.T) {
-	ce := compileErrorT(t, `#include <metal_stdlib>
-using namespace metal;
-
-kernel void mix_spaces(device float* out [[buffer(0)]],
-                       uint tid [[thread_index_in_threadgroup]]) {
-    threadgroup float tile[32];
-    tile[tid] = 1.0;
-    device float* p = tile;
-    out[tid] = p[0];
-}
-`)
-	if ce.Line != 8 || ce.File != DefaultFileName {
-		t.Fatalf("error at %s:%d, want %s:8\n%s", ce.File, ce.Line, DefaultFileName, ce.Log)
-	}
-	if !strings.Contains(ce.Log, "program_source:8:") || !strings.Contains(ce.Log, "threadgroup") {
-		t.Fatalf("log does not name line 8 and the threadgroup address space:\n%s", ce.Log)
-	}
-}
-
-func TestSyntaxErrorReported(t *testing.T) {
-	ce := compileErrorT(t, `#include <metal_stdlib>
-using namespace metal;
-
-// a comment
-/* a block
-   comment */
-kernel void broken(device float* out [[buffer(0)]],
-                   uint i [[thread_position_in_grid]]) {
-    out[i] = 1.0 +;
-}
-`)
-	if ce.Line != 9 {
-		t.Fatalf("error at line %d, want 9\n%s", ce.Line, ce.Log)
-	}
-	if !strings.Contains(ce.Error(), "program_source:9") {
-		t.Fatalf("Error() = %q does not name program_source:9", ce.Error())
-	}
-}
-
 func TestDoubleRejected(t *testing.T) {
 	ce := compileErrorT(t, `kernel void d(device float* out [[buffer(0)]],
               uint i [[thread_position_in_grid]]) {
