@@ -129,3 +129,15 @@ func kernelErrorT(t testing.TB, err error) *KernelError {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func equalU32(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
