@@ -6,10 +6,10 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/internal/testdevice"
 )
 
@@ -54,7 +54,7 @@ func TestCPUBackend(t *testing.T) {
 func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	t.Helper()
 	for l, s := range states {
-		in, err := cpuref.RandomInputs(cfg.params(), seedOf(cfg.seed, l, -1))
+		in, err := cpuref.RandomInputs(cfg.params(), layerstack.Seed(cfg.seed, l, -1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,18 +164,5 @@ func TestBadFlags(t *testing.T) {
 		if code := cli(c.args, io.Discard, &errs); code != c.code || !strings.Contains(errs.String(), c.want) {
 			t.Errorf("%q: exit status %d, stderr %q; want %d and %q", c.args, code, errs.String(), c.code, c.want)
 		}
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	d := []time.Duration{5, 1, 4, 2, 3, 10, 9, 8, 7, 6}
-	if got := percentile(d, 50); got != 5 {
-		t.Errorf("median = %d, want 5", got)
-	}
-	if got := percentile(d, 90); got != 9 {
-		t.Errorf("p90 = %d, want 9", got)
-	}
-	if got := percentile(d[:1], 90); got != 5 {
-		t.Errorf("p90 of one = %d, want 5", got)
 	}
 }

@@ -52,7 +52,7 @@ import (
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -204,11 +204,11 @@ type stepTime struct {
 // default shape for the emulator, and opens the backend.
 func openBackend(cfg *config, stdout io.Writer) (backend, error) {
 	if cfg.backend == "auto" || cfg.backend == "metal" {
-		dev, err := mtl.CreateSystemDefaultDevice()
+		dev, desc, err := layerstack.OpenMetal()
 		switch {
 		case err == nil:
 			cfg.backend = "metal"
-			return newDeviceBackend(dev, "metal", fmt.Sprintf("metal: %s (GPU)", dev.Name()), true)
+			return newDeviceBackend(dev, "metal", desc, true)
 		case cfg.backend == "metal":
 			return nil, fmt.Errorf("-backend metal: %w", err)
 		case errors.Is(err, mtl.ErrNoDevice):
@@ -239,11 +239,11 @@ func openBackend(cfg *config, stdout io.Writer) (backend, error) {
 		fmt.Fprintf(stdout, "emu: the emulated device runs the kernels on the CPU, so this run uses smaller defaults: %s (Qwen3.5's shape: -kheads 16 -vheads 32 -layers 4 -tokens 32, about 30 s)\n",
 			strings.Join(smaller, ", "))
 	}
-	dev, err := emu.NewDevice()
+	dev, desc, err := layerstack.OpenEmulated()
 	if err != nil {
-		return nil, fmt.Errorf("-backend emu: %w\nthe emulated device needs the GNU Objective-C runtime and clang; on Debian or Ubuntu: apt-get install libobjc4 libgnustep-base1.28 clang", err)
+		return nil, fmt.Errorf("-backend emu: %w\n%s", err, layerstack.EmulatorNeeds)
 	}
-	return newDeviceBackend(dev, "emu", "emu: "+dev.Name()+", the real kernels run on the CPU", false)
+	return newDeviceBackend(dev, "emu", desc, false)
 }
 
 // result is what a run found.
@@ -274,7 +274,7 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 	initial := make([][]float32, cfg.layers)
 	inputs := make([][]cpuref.Inputs, cfg.layers) // [layer][token]
 	for l := range initial {
-		in, err := cpuref.RandomInputs(p, seedOf(cfg.seed, l, -1))
+		in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.seed, l, -1))
 		if err != nil {
 			return result{}, err
 		}
@@ -285,7 +285,7 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 		return result{}, err
 	}
 	if d, ok := be.(*deviceBackend); ok {
-		fmt.Fprintf(stdout, "kernel:  %s, pipeline ready in %s (compiled, or taken from a cache); one command buffer per token, one dispatch per layer\n", kernels.Decode(p.DK/32), dur(d.compile))
+		fmt.Fprintf(stdout, "kernel:  %s, pipeline ready in %s (compiled, or taken from a cache); one command buffer per token, one dispatch per layer\n", kernels.Decode(p.DK/32), layerstack.Duration(d.compile))
 	}
 
 	every := cfg.every
@@ -297,7 +297,7 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 	start := time.Now()
 	for t := range cfg.tokens {
 		for l := range step {
-			in, err := cpuref.RandomInputs(p, seedOf(cfg.seed, l, t))
+			in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.seed, l, t))
 			if err != nil {
 				return result{}, err
 			}
@@ -313,26 +313,26 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 			res.Device = append(res.Device, st.device)
 		}
 		if (t+1)%every == 0 || t+1 == cfg.tokens {
-			line := fmt.Sprintf("token %*d/%d  latency %s", len(fmt.Sprint(cfg.tokens)), t+1, cfg.tokens, dur(st.wall))
+			line := fmt.Sprintf("token %*d/%d  latency %s", len(fmt.Sprint(cfg.tokens)), t+1, cfg.tokens, layerstack.Duration(st.wall))
 			if st.hasDevice {
-				line += "  gpu " + dur(st.device)
+				line += "  gpu " + layerstack.Duration(st.device)
 			}
 			fmt.Fprintf(stderr, "%s  (%.1f s elapsed)\n", line, time.Since(start).Seconds())
 		}
 	}
 
 	// Timing.
-	med, p90 := percentile(res.Latency, 50), percentile(res.Latency, 90)
-	fmt.Fprintf(stdout, "latency per token (%d layers): median %s, p90 %s (%s)\n", cfg.layers, dur(med), dur(p90), be.Timed())
+	med, p90 := layerstack.Percentile(res.Latency, 50), layerstack.Percentile(res.Latency, 90)
+	fmt.Fprintf(stdout, "latency per token (%d layers): median %s, p90 %s (%s)\n", cfg.layers, layerstack.Duration(med), layerstack.Duration(p90), be.Timed())
 	if len(res.Device) > 0 {
 		fmt.Fprintf(stdout, "GPU time per token: median %s, p90 %s (command-buffer timestamps)\n",
-			dur(percentile(res.Device, 50)), dur(percentile(res.Device, 90)))
-		med = percentile(res.Device, 50)
+			layerstack.Duration(layerstack.Percentile(res.Device, 50)), layerstack.Duration(layerstack.Percentile(res.Device, 90)))
+		med = layerstack.Percentile(res.Device, 50)
 	}
 	moved := 2 * stateBytes * cfg.layers
 	floor := time.Duration(float64(moved) / FloorBandwidth * 1e9)
 	fmt.Fprintf(stdout, "bandwidth: %s of state per token (read once, written once per layer: the floor of SPEC section 8); %.2f GB/s at the median %s; the floor at 400 GB/s is %s per token\n",
-		mb(moved), float64(moved)/med.Seconds()/1e9, timeName(len(res.Device) > 0), dur(floor))
+		mb(moved), float64(moved)/med.Seconds()/1e9, timeName(len(res.Device) > 0), layerstack.Duration(floor))
 
 	// Parity.
 	states, err := be.States()
@@ -437,41 +437,11 @@ func oneHead(p cpuref.Params, h int, initial []float32, steps []cpuref.Inputs) (
 	return ph, in
 }
 
-// seedOf derives the seed of layer l's inputs at token t (t = -1: the
-// initial state) from the run's seed, with the SplitMix64 finaliser.
-func seedOf(seed uint64, l, t int) uint64 {
-	x := seed ^ uint64(l+1)*0x9e3779b97f4a7c15 ^ uint64(t+2)*0xbf58476d1ce4e5b9
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
-}
-
-// percentile returns the q-th percentile of d (nearest rank).
-func percentile(d []time.Duration, q int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (q*len(s) + 99) / 100
-	return s[max(i, 1)-1]
-}
-
 func timeName(gpu bool) string {
 	if gpu {
 		return "GPU time"
 	}
 	return "latency"
-}
-
-func dur(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.1f us", float64(d)/1e3)
-	case d < time.Second:
-		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.2f s", d.Seconds())
 }
 
 func mb(n int) string { return fmt.Sprintf("%.2f MB", float64(n)/1e6) }
@@ -540,7 +510,7 @@ type deviceBackend struct {
 	// offset l * (one layer's bytes): q, k, v, g, beta and the output.
 	// In an engine the layer's projections write them on the device;
 	// here the CPU writes them before each token's commit.
-	q, k, v, g, beta, out *mtl.Buffer
+	acts *layerstack.Activations
 	// One state buffer per layer, read and written in place every token.
 	states []*mtl.Buffer
 }
@@ -569,16 +539,8 @@ func (b *deviceBackend) Timed() string {
 	return "wall clock from encoding to the end of the wait, one command buffer per token"
 }
 
-func (b *deviceBackend) newBuffer(floats int) (*mtl.Buffer, error) {
-	return b.dev.NewBuffer(4*floats, mtl.ResourceStorageModeShared)
-}
-
 func (b *deviceBackend) Init(p cpuref.Params, states [][]float32) error {
-	b.p = gdn.Params{
-		Shape:   gdn.Shape{DK: p.DK, DV: p.DV, NKHeads: p.NKHeads, NVHeads: p.NVHeads, NTokens: 1, NSeqs: 1},
-		HeadMap: gdn.HeadMap(p.HeadMap),
-		QScale:  p.QScale,
-	}
+	b.p = layerstack.GDNParams(p)
 	if p.DK != 32 && p.DK != 64 && p.DK != 128 {
 		return fmt.Errorf("D_k = %d: the decode kernels take D_k = 32, 64 or 128", p.DK)
 	}
@@ -589,15 +551,9 @@ func (b *deviceBackend) Init(p cpuref.Params, states [][]float32) error {
 		return err
 	}
 	b.compile = time.Since(start)
-	n := len(states)
 	var err error
-	for _, a := range []struct {
-		buf **mtl.Buffer
-		len int
-	}{{&b.q, p.QKLen()}, {&b.k, p.QKLen()}, {&b.v, p.VLen()}, {&b.g, p.GateLen()}, {&b.beta, p.GateLen()}, {&b.out, p.VLen()}} {
-		if *a.buf, err = b.newBuffer(n * a.len); err != nil {
-			return err
-		}
+	if b.acts, err = layerstack.NewActivations(b.dev, p, len(states)); err != nil {
+		return err
 	}
 	for _, s := range states {
 		buf, err := b.dev.NewBufferWithBytes(floatBytes(s), mtl.ResourceStorageModeShared)
@@ -612,31 +568,18 @@ func (b *deviceBackend) Init(p cpuref.Params, states [][]float32) error {
 // buffers returns layer l's views.
 func (b *deviceBackend) buffers(l int) gdn.Buffers {
 	s := b.p.Shape
-	qk, v, gate, state := s.DK*s.NKHeads, s.DV*s.NVHeads, s.NVHeads, s.DK*s.DV*s.NVHeads
-	st := gdn.F32View(b.states[l], 0, state)
-	return gdn.Buffers{
-		Q:       gdn.F32View(b.q, 4*l*qk, qk),
-		K:       gdn.F32View(b.k, 4*l*qk, qk),
-		V:       gdn.F32View(b.v, 4*l*v, v),
-		G:       gdn.F32View(b.g, 4*l*gate, gate),
-		Beta:    gdn.F32View(b.beta, 4*l*gate, gate),
-		StateIn: st, StateOut: st, // in place
-		Output: gdn.F32View(b.out, 4*l*v, v),
-	}
+	bufs := b.acts.Buffers(l)
+	st := gdn.F32View(b.states[l], 0, s.DK*s.DV*s.NVHeads)
+	bufs.StateIn, bufs.StateOut = st, st // in place
+	return bufs
 }
 
 func (b *deviceBackend) Step(in []cpuref.Inputs) (stepTime, error) {
 	if len(in) != len(b.states) {
 		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), len(b.states))
 	}
-	s := b.p.Shape
-	qk, v, gate := s.DK*s.NKHeads, s.DV*s.NVHeads, s.NVHeads
 	for l, x := range in {
-		copy(mtl.Slice[float32](b.q)[l*qk:], x.Q)
-		copy(mtl.Slice[float32](b.k)[l*qk:], x.K)
-		copy(mtl.Slice[float32](b.v)[l*v:], x.V)
-		copy(mtl.Slice[float32](b.g)[l*gate:], x.G)
-		copy(mtl.Slice[float32](b.beta)[l*gate:], x.Beta)
+		b.acts.Write(l, x)
 	}
 
 	start := time.Now()
@@ -681,10 +624,11 @@ func (b *deviceBackend) States() ([][]float32, error) {
 }
 
 func (b *deviceBackend) Close() {
-	for _, buf := range append([]*mtl.Buffer{b.q, b.k, b.v, b.g, b.beta, b.out}, b.states...) {
-		if buf != nil {
-			buf.Release()
-		}
+	if b.acts != nil {
+		b.acts.Release()
+	}
+	for _, buf := range b.states {
+		buf.Release()
 	}
 	if b.queue != nil {
 		b.queue.Release()

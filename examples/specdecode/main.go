@@ -62,7 +62,7 @@ import (
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -98,14 +98,6 @@ func (c config) params(n int) cpuref.Params {
 		Shape:   cpuref.Shape{DK: c.dk, DV: c.dv, NKHeads: c.nk, NVHeads: c.nv, NTokens: n, NSeqs: 1},
 		HeadMap: c.headMap,
 		QScale:  float32(1 / math.Sqrt(float64(c.dk))),
-	}
-}
-
-func gdnParams(p cpuref.Params) gdn.Params {
-	return gdn.Params{
-		Shape:   gdn.Shape{DK: p.DK, DV: p.DV, NKHeads: p.NKHeads, NVHeads: p.NVHeads, NTokens: p.NTokens, NSeqs: p.NSeqs},
-		HeadMap: gdn.HeadMap(p.HeadMap),
-		QScale:  p.QScale,
 	}
 }
 
@@ -192,10 +184,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func openDevice(cfg *config, stdout io.Writer) (*mtl.Device, string, bool, error) {
 	var metalErr error
 	if cfg.backend == "auto" || cfg.backend == "metal" {
-		dev, err := mtl.CreateSystemDefaultDevice()
+		dev, desc, err := layerstack.OpenMetal()
 		if err == nil {
 			cfg.backend = "metal"
-			return dev, "metal: " + dev.Name() + " (GPU)", true, nil
+			return dev, desc, true, nil
 		}
 		if cfg.backend == "metal" || !errors.Is(err, mtl.ErrNoDevice) {
 			return nil, "", false, fmt.Errorf("-backend %s: %w", cfg.backend, err)
@@ -203,20 +195,19 @@ func openDevice(cfg *config, stdout io.Writer) (*mtl.Device, string, bool, error
 		metalErr = err
 		fmt.Fprintf(stdout, "no Metal on %s/%s: using the emulated device, which runs the real kernels on the CPU\n", runtime.GOOS, runtime.GOARCH)
 	}
-	dev, err := emu.NewDevice()
+	dev, desc, err := layerstack.OpenEmulated()
 	if err != nil {
-		msg := "the emulated device needs the GNU Objective-C runtime and clang; on Debian or Ubuntu: apt-get install libobjc4 libgnustep-base1.28 clang"
 		if metalErr != nil {
-			return nil, "", false, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, msg)
+			return nil, "", false, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, layerstack.EmulatorNeeds)
 		}
-		return nil, "", false, fmt.Errorf("-backend emu: %w\n%s", err, msg)
+		return nil, "", false, fmt.Errorf("-backend emu: %w\n%s", err, layerstack.EmulatorNeeds)
 	}
 	cfg.backend = "emu"
 	if !cfg.shapeSet {
 		cfg.nk, cfg.nv = 2, 4
 		fmt.Fprintf(stdout, "emu: the emulated device runs the kernels on the CPU, so this run uses a smaller default shape: 2 key heads, 4 value heads (Qwen3.5's: -kheads 16 -vheads 32)\n")
 	}
-	return dev, "emu: " + dev.Name() + ", the real kernels run on the CPU", false, nil
+	return dev, desc, false, nil
 }
 
 // result is what a run found.
@@ -290,7 +281,7 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 	if err := pw.Validate(); err != nil {
 		return result{}, err
 	}
-	gw := gdnParams(pw)
+	gw := layerstack.GDNParams(pw)
 	qk, v, gate, state := p1.QKLen(), p1.VLen(), p1.GateLen(), p1.StateLen()
 
 	fmt.Fprintf(stdout, "backend: %s\n", desc)
@@ -321,13 +312,13 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 			return result{}, err
 		}
 	}
-	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", kernels.DecodeCapture(pw.DK/32), kernels.Decode(pw.DK/32), dur(time.Since(start)))
+	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", kernels.DecodeCapture(pw.DK/32), kernels.Decode(pw.DK/32), layerstack.Duration(time.Since(start)))
 
 	// Per-layer state memory, and one shared buffer per activation with
 	// every layer's window at offset l * (one layer's window).
 	layers := make([]*layer, cfg.layers)
 	for l := range layers {
-		in, err := cpuref.RandomInputs(p1, seedOf(cfg.seed, l, -1))
+		in, err := cpuref.RandomInputs(p1, layerstack.Seed(cfg.seed, l, -1))
 		if err != nil {
 			return result{}, err
 		}
@@ -346,16 +337,11 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 		ly.state = gdn.F32View(ly.base, 0, state)
 		layers[l] = ly
 	}
-	n := cfg.layers * cfg.k
-	var qBuf, kBuf, vBuf, gBuf, betaBuf, outBuf *mtl.Buffer
-	for _, a := range []struct {
-		b   **mtl.Buffer
-		len int
-	}{{&qBuf, qk}, {&kBuf, qk}, {&vBuf, v}, {&gBuf, gate}, {&betaBuf, gate}, {&outBuf, v}} {
-		if *a.b, err = mem.buffer(n * a.len); err != nil {
-			return result{}, err
-		}
+	acts, err := layerstack.NewActivations(dev, pw, cfg.layers)
+	if err != nil {
+		return result{}, err
 	}
+	defer acts.Release()
 
 	var res result
 	accept := rand.New(rand.NewPCG(cfg.seed, 0xa11ce))
@@ -364,16 +350,12 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 		// 1. Draft k tokens: every layer's inputs for the window.
 		drafts := make([]cpuref.Inputs, cfg.layers)
 		for l := range layers {
-			in, err := cpuref.RandomInputs(pw, seedOf(cfg.seed, l, step))
+			in, err := cpuref.RandomInputs(pw, layerstack.Seed(cfg.seed, l, step))
 			if err != nil {
 				return result{}, err
 			}
 			drafts[l] = in
-			copy(mtl.Slice[float32](qBuf)[l*cfg.k*qk:], in.Q)
-			copy(mtl.Slice[float32](kBuf)[l*cfg.k*qk:], in.K)
-			copy(mtl.Slice[float32](vBuf)[l*cfg.k*v:], in.V)
-			copy(mtl.Slice[float32](gBuf)[l*cfg.k*gate:], in.G)
-			copy(mtl.Slice[float32](betaBuf)[l*cfg.k*gate:], in.Beta)
+			acts.Write(l, in)
 		}
 
 		// 2. Run the window through every layer, capturing the state
@@ -395,17 +377,10 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 			if ly.state.Buffer == ly.capture[0] {
 				targets[l] = ly.capture[1]
 			}
-			b := gdn.Buffers{
-				Q:        gdn.F32View(qBuf, 4*l*cfg.k*qk, cfg.k*qk),
-				K:        gdn.F32View(kBuf, 4*l*cfg.k*qk, cfg.k*qk),
-				V:        gdn.F32View(vBuf, 4*l*cfg.k*v, cfg.k*v),
-				G:        gdn.F32View(gBuf, 4*l*cfg.k*gate, cfg.k*gate),
-				Beta:     gdn.F32View(betaBuf, 4*l*cfg.k*gate, cfg.k*gate),
-				StateIn:  ly.state,
-				Output:   gdn.F32View(outBuf, 4*l*cfg.k*v, cfg.k*v),
-				StateOut: gdn.F32View(ly.scratch, 0, state),
-				Capture:  gdn.F32View(targets[l], 0, cfg.k*state),
-			}
+			b := acts.Buffers(l)
+			b.StateIn = ly.state
+			b.StateOut = gdn.F32View(ly.scratch, 0, state)
+			b.Capture = gdn.F32View(targets[l], 0, cfg.k*state)
 			if err := kern.DecodeWithCapture(enc, gw, b); err != nil {
 				enc.EndEncoding()
 				cb.Release()
@@ -442,8 +417,7 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 			ly.accepted.V = append(ly.accepted.V, d.V[:a*v]...)
 			ly.accepted.G = append(ly.accepted.G, d.G[:a*gate]...)
 			ly.accepted.Beta = append(ly.accepted.Beta, d.Beta[:a*gate]...)
-			out := mtl.Slice[float32](outBuf)[l*cfg.k*v:]
-			ly.outputs = append(ly.outputs, out[:a*v]...)
+			ly.outputs = append(ly.outputs, acts.Output(l)[:a*v]...)
 			keep := a
 			if cfg.keepLastDraft {
 				keep = cfg.k
@@ -452,14 +426,14 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 				ly.state = gdn.F32View(targets[l], 4*(keep-1)*state, state)
 			}
 		}
-		line := fmt.Sprintf("window %*d/%d: drafted %d, accepted %d (%d in all)  %s", len(fmt.Sprint(cfg.steps)), step+1, cfg.steps, cfg.k, a, total, dur(wall))
+		line := fmt.Sprintf("window %*d/%d: drafted %d, accepted %d (%d in all)  %s", len(fmt.Sprint(cfg.steps)), step+1, cfg.steps, cfg.k, a, total, layerstack.Duration(wall))
 		if gpu {
-			line += "  gpu " + dur(gpuTime)
+			line += "  gpu " + layerstack.Duration(gpuTime)
 		}
 		fmt.Fprintln(stderr, line)
 	}
 	fmt.Fprintf(stdout, "accepted %d of %d drafted tokens (%.0f%%); window latency median %s, p90 %s (%d layers, wall clock); state bytes copied to restore: 0\n",
-		total, cfg.k*cfg.steps, 100*float64(total)/float64(cfg.k*cfg.steps), dur(percentile(res.Window, 50)), dur(percentile(res.Window, 90)), cfg.layers)
+		total, cfg.k*cfg.steps, 100*float64(total)/float64(cfg.k*cfg.steps), layerstack.Duration(layerstack.Percentile(res.Window, 50)), layerstack.Duration(layerstack.Percentile(res.Window, 90)), cfg.layers)
 	for _, ly := range layers {
 		res.FinalState = append(res.FinalState, slices.Clone(floats(ly.state)))
 	}
@@ -532,7 +506,7 @@ func plainDecode(mem *session, queue *mtl.CommandQueue, kern *gdn.Kernels, p1 cp
 		if err != nil {
 			return nil, nil, err
 		}
-		g1 := gdnParams(p1)
+		g1 := layerstack.GDNParams(p1)
 		for t := range total {
 			for l := range layers {
 				b := bufs[l]
@@ -586,34 +560,4 @@ func same(ok bool) string {
 		return "bit-identical"
 	}
 	return "DIFFERENT"
-}
-
-// seedOf derives the seed of layer l's inputs in window w (w = -1: the
-// initial state) from the run's seed, with the SplitMix64 finaliser.
-func seedOf(seed uint64, l, w int) uint64 {
-	x := seed ^ uint64(l+1)*0x9e3779b97f4a7c15 ^ uint64(w+2)*0xbf58476d1ce4e5b9
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
-}
-
-// percentile returns the q-th percentile of d (nearest rank).
-func percentile(d []time.Duration, q int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (q*len(s) + 99) / 100
-	return s[max(i, 1)-1]
-}
-
-func dur(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.1f us", float64(d)/1e3)
-	case d < time.Second:
-		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.2f s", d.Seconds())
 }
