@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -197,7 +198,7 @@ func commandBufferError(self objc.ID, _ objc.SEL) objc.ID {
 		return 0
 	}
 	code := commandBufferErrorInternal
-	if ke, ok := cb.err.(interface{ OutOfBounds() bool }); ok && ke.OutOfBounds() {
+	if ke := (*msl.KernelError)(nil); errors.As(cb.err, &ke) && ke.OutOfBounds() {
 		code = commandBufferErrorPageFault
 	}
 	return newNSError("MTLCommandBufferErrorDomain", code, cb.err.Error())

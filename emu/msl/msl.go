@@ -225,7 +225,13 @@ type KernelError struct {
 	// Threadgroup and Thread are the positions of the faulting thread
 	// (threadgroup_position_in_grid, thread_position_in_threadgroup).
 	Threadgroup, Thread [3]int
+
+	kind uint64
 }
+
+// OutOfBounds reports whether the fault is an access outside the bound
+// buffers (a GPU page fault), rather than a synchronisation fault.
+func (e *KernelError) OutOfBounds() bool { return e.kind == faultOutOfBounds }
 
 func (e *KernelError) Error() string {
 	loc := ""

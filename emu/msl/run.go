@@ -175,6 +175,7 @@ func (f *Function) kernelError(desc *pmDesc) *KernelError {
 		File:   cString(desc.faultFile[:]),
 		Line:   int(desc.faultLine),
 		Msg:    cString(desc.faultMsg[:]),
+		kind:   desc.faultKind,
 	}
 	for k := 0; k < 3; k++ {
 		e.Threadgroup[k] = int(desc.faultThreadgroup[k])
