@@ -141,3 +141,16 @@ func equalU32(a, b []uint32) bool {
 	}
 	return true
 }
+
+// vecAddSrc is a minimal kernel for the tests of compilation and dispatch
+// validation.
+const vecAddSrc = `#include <metal_stdlib>
+using namespace metal;
+
+kernel void vec_add(device const float* a [[buffer(0)]],
+                    device const float* b [[buffer(1)]],
+                    device float* out [[buffer(2)]],
+                    uint i [[thread_position_in_grid]]) {
+    out[i] = a[i] + b[i];
+}
+`
