@@ -30,7 +30,6 @@ func (q *queue) submit(cb *commandBuffer) {
 		go func(work <-chan *commandBuffer) {
 			for cb := range work {
 				cb.run()
-				cb.self.Release() // the queue's reference, taken by commit
 			}
 		}(q.work)
 	})
@@ -153,6 +152,9 @@ func (cb *commandBuffer) run() {
 	} else {
 		cb.status.Store(uint64(mtl.CommandBufferStatusCompleted))
 	}
+	// Drop the queue's reference before waiters wake, so that a program
+	// that releases the command buffer after waiting frees it at once.
+	cb.self.Release()
 	close(cb.done)
 }
 
