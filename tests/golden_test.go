@@ -31,7 +31,8 @@ func TestMetalGolden(t *testing.T) {
 // Prefill takes every case. The decode family takes D_k = 32, 64, 128, which
 // all six cases have; decode (the automatic choice) is the decode kernel at
 // one token and the seq kernel at a window of two or more, and seq, legacy
-// and capture are also run at every n_tokens, since each takes any window.
+// and capture are also run at every n_tokens, since each takes any window;
+// so is the decode kernel itself (decode_f32) at two tokens or more.
 // The largest error of each kernel over all cases is logged at the end.
 func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	worst := map[string]float64{}
@@ -41,6 +42,9 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 			kerns := []kernel{kPrefill}
 			if decodeKernels[p.DK] {
 				kerns = append(kerns, decodeFamily...)
+				if p.NTokens >= 2 {
+					kerns = append(kerns, r.decodeKernel())
+				}
 			}
 			for _, k := range kerns {
 				o := r.run(t, job{kern: k, p: p, in: gc.Inputs})
@@ -77,7 +81,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 			}
 		})
 	}
-	for _, k := range []string{"prefill", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture"} {
+	for _, k := range []string{"prefill", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_f32"} {
 		if e, ok := worst[k]; ok {
 			t.Logf("largest error relative to the largest magnitude, %-22s %.3g (bound %g)", k+":", e, boundGolden)
 		}

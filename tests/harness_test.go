@@ -2,8 +2,10 @@ package tests
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -30,10 +33,11 @@ const (
 // by its bytes.
 var poison = math.Float32frombits(0x7fc0dead)
 
-// rig is a device with the kernels and a command queue, released when the
-// test ends.
+// rig is a device with the kernels, the registry of their pipeline states
+// and a command queue, released when the test ends.
 type rig struct {
 	dev      *mtl.Device
+	reg      *kernels.Registry
 	k        *gdn.Kernels
 	queue    *mtl.CommandQueue
 	emulated bool // counters are available (emu.DispatchCounters)
@@ -41,7 +45,9 @@ type rig struct {
 
 func newRig(t *testing.T, dev *mtl.Device, emulated bool) *rig {
 	t.Helper()
-	k, err := gdn.New(dev, nil)
+	reg := kernels.NewRegistry()
+	t.Cleanup(reg.Release)
+	k, err := gdn.New(dev, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,21 +57,31 @@ func newRig(t *testing.T, dev *mtl.Device, emulated bool) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(q.Release)
-	return &rig{dev: dev, k: k, queue: q, emulated: emulated}
+	return &rig{dev: dev, reg: reg, k: k, queue: q, emulated: emulated}
 }
 
 // onEmulated runs f on a fresh emulated device in each scheduling order of
-// testdevice.Orders, as subtests "forward" and "shuffled". After each, with
-// the device and everything made on it released, it checks that the
-// emulator holds no more live objects than before.
+// testdevice.Orders, as subtests "forward" and "shuffled"; see onEmulatedIn.
 func onEmulated(t *testing.T, f func(t *testing.T, r *rig)) {
-	for _, o := range testdevice.Orders {
+	onEmulatedIn(t, testdevice.Orders, f)
+}
+
+// allOrders are testdevice.Orders and the reverse order, which runs the
+// threadgroups, and the threads of each, last first.
+var allOrders = append(slices.Clone(testdevice.Orders), emu.Options{Order: msl.Reverse})
+
+// onEmulatedIn runs f on a fresh emulated device in each of the scheduling
+// orders, as subtests named after the order. After each, with the device
+// and everything made on it released, it checks that the emulator holds no
+// more live objects than before.
+func onEmulatedIn(t *testing.T, orders []emu.Options, f func(t *testing.T, r *rig)) {
+	for _, o := range orders {
 		before := emu.LiveObjects()
-		t.Run(orderName(o), func(t *testing.T) {
+		t.Run(o.Order.String(), func(t *testing.T) {
 			f(t, newRig(t, testdevice.Emulated(t, o), true))
 		})
 		if after := emu.LiveObjects(); after != before {
-			t.Errorf("%s: %d live emulated objects before, %d after everything was released", orderName(o), before, after)
+			t.Errorf("%s: %d live emulated objects before, %d after everything was released", o.Order, before, after)
 		}
 	}
 }
@@ -74,13 +90,6 @@ func onEmulated(t *testing.T, f func(t *testing.T, r *rig)) {
 // no Metal.
 func onMetal(t *testing.T, f func(t *testing.T, r *rig)) {
 	f(t, newRig(t, testdevice.Metal(t), false))
-}
-
-func orderName(o emu.Options) string {
-	if o.Order == msl.Shuffled {
-		return "shuffled"
-	}
-	return "forward"
 }
 
 // method is one of the dispatchers of gdn.Kernels.
@@ -104,6 +113,56 @@ var (
 	decodeFamily  = []kernel{kDecode, kSeq, kLegacy, kCapture}
 	decodeKernels = map[int]bool{32: true, 64: true, 128: true} // D_k the decode family takes
 )
+
+// decodeKernel is the decode kernel itself, gated_delta_net_decode_f32_{NSG},
+// at any n_tokens. gdn.Kernels.Decode picks it at one token only, so it is
+// encoded here directly through mtl, with the pipeline state of the rig's
+// registry and the geometry of SPEC section 6, on the arguments
+// gdn.Validate accepts for the legacy kernel (the same code under another
+// name).
+func (r *rig) decodeKernel() kernel {
+	call := func(_ *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
+		if err := gdn.Validate(gdn.KernelDecodeLegacy, p, b); err != nil {
+			return err
+		}
+		s := p.Shape
+		nsg := s.DK / 32
+		pso, err := r.reg.Pipeline(r.dev, kernels.Decode(nsg))
+		if err != nil {
+			return err
+		}
+		enc.SetComputePipelineState(pso)
+		views := []gdn.View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut}
+		bufs, offsets := make([]*mtl.Buffer, len(views)), make([]int, len(views))
+		for i, v := range views {
+			bufs[i], offsets[i] = v.Buffer, v.Offset
+		}
+		enc.SetBuffers(bufs, offsets, 0)
+		enc.SetBytes(paramBytes(p), 8)
+		enc.DispatchThreadgroups(mtl.Size{Width: uint(s.DV / nsg), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
+			mtl.Size{Width: 32, Height: uint(nsg), Depth: 1})
+		return enc.Err()
+	}
+	return kernel{name: "decode_f32", call: call}
+}
+
+// paramBytes packs the nine parameter words of SPEC section 5,
+// little-endian: D_k, D_v, n_k_heads, n_v_heads, n_tokens, n_seqs, head
+// map, 0, and the bits of q scale (0 for none).
+func paramBytes(p gdn.Params) []byte {
+	s := p.Shape
+	var scale uint32
+	if p.QScale != 0 {
+		scale = math.Float32bits(p.QScale)
+	}
+	words := []uint32{uint32(s.DK), uint32(s.DV), uint32(s.NKHeads), uint32(s.NVHeads),
+		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), 0, scale}
+	b := make([]byte, 4*len(words))
+	for i, w := range words {
+		binary.LittleEndian.PutUint32(b[4*i:], w)
+	}
+	return b
+}
 
 // job is one dispatch: a kernel, its parameters and inputs, and how the
 // buffers are laid out.

@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 
@@ -95,8 +96,8 @@ func (c parityCase) references(t *testing.T) *references {
 }
 
 // TestEmulatedParity runs the parity suite on the emulated device, in the
-// forward and the shuffled scheduling order.
-func TestEmulatedParity(t *testing.T) { onEmulated(t, parity) }
+// forward, the shuffled and the reverse scheduling order.
+func TestEmulatedParity(t *testing.T) { onEmulatedIn(t, allOrders, parity) }
 
 // TestMetalParity runs the parity suite on the system's GPU (a Mac; it
 // skips elsewhere): go test ./tests/ -run Metal -v
@@ -109,12 +110,14 @@ func TestMetalParity(t *testing.T) { onMetal(t, parity) }
 //     element written;
 //   - state_in and state_out as one buffer give the same bytes as two;
 //   - decode (the automatic choice), seq, legacy and capture give the same
-//     bytes; capture's last slot is state_out's bytes, and slot t is the
+//     bytes, and so does the decode kernel itself at two tokens or more
+//     (decode_f32, which the automatic choice leaves to seq there);
+//     capture's last slot is state_out's bytes, and slot t is the
 //     state_out of a run over the first t+1 tokens, byte for byte;
 //   - for one sequence, a capture buffer longer than the draft gets the
 //     same slots and nothing beyond them;
 //   - prefill and decode agree within the float32 bound;
-//   - on the emulated device, both scheduling orders give the same bytes,
+//   - on the emulated device, every scheduling order gives the same bytes,
 //     and each state cell is read and written exactly
 //     once per dispatch, and capture stores one state per token.
 func parity(t *testing.T, r *rig) {
@@ -127,7 +130,11 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	ref := c.references(t)
 	p := c.p
 	res := map[string]outcome{}
-	for _, k := range allKernels {
+	kerns := allKernels
+	if p.NTokens >= 2 {
+		kerns = append(slices.Clone(kerns), r.decodeKernel())
+	}
+	for _, k := range kerns {
 		j := job{kern: k, p: p, in: ref.in}
 		o := r.run(t, j)
 		res[k.name] = o
@@ -153,7 +160,10 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 
 	// The decode family: one result, byte for byte.
 	legacy := res[kLegacy.name]
-	for _, k := range []kernel{kDecode, kSeq, kCapture} {
+	for _, k := range kerns {
+		if k.name == kPrefill.name || k.name == kLegacy.name {
+			continue
+		}
 		checkSame(t, k.name+" vs legacy: output", res[k.name].Output, legacy.Output)
 		checkSame(t, k.name+" vs legacy: state_out", res[k.name].StateOut, legacy.StateOut)
 	}
@@ -188,6 +198,9 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 		checkSame(t, "capture into a longer buffer: state_out", long.StateOut, capt.StateOut)
 		if got := unwritten(long.Capture[n:]); got != extra*head {
 			t.Errorf("capture into a longer buffer: %d of the %d elements past the draft were written", extra*head-got, extra*head)
+		}
+		if long.Counters != nil {
+			checkTraffic(t, "capture into a longer buffer", kCapture, p, *long.Counters, false)
 		}
 	}
 
