@@ -9,9 +9,6 @@ import (
 
 func TestSupportLibraryDoubleIMP(t *testing.T) {
 	needClang(t)
-	if cgoEnabled {
-		t.Skip("purego callbacks need CGO_ENABLED=0 on Linux")
-	}
 	h, err := SupportLibrary(testCacheDir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,0 @@
-//go:build cgo
-
-package msl
-
-const cgoEnabled = true
