@@ -48,10 +48,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 			}
 			for _, k := range kerns {
 				o := r.run(t, job{kern: k, p: p, in: gc.Inputs})
-				cmps := []struct {
-					what      string
-					got, want []float32
-				}{
+				cmps := []comparison{
 					{"output vs HF", o.Output, gc.Output},
 					{"state_out vs HF", o.StateOut, gc.StateOut},
 					{"output vs float64 loop", o.Output, gc.OutputF64},
@@ -59,10 +56,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 				}
 				if k.capture {
 					if gc.Capture != nil {
-						cmps = append(cmps, struct {
-							what      string
-							got, want []float32
-						}{"capture vs HF", o.Capture, gc.Capture})
+						cmps = append(cmps, comparison{"capture vs HF", o.Capture, gc.Capture})
 					}
 					checkSame(t, "capture: last slot vs state_out", lastSlots(p, o.Capture), o.StateOut)
 				}
@@ -88,6 +82,12 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	}
 }
 
+// comparison is a result and the figures it is compared with.
+type comparison struct {
+	what      string
+	got, want []float32
+}
+
 // decodeChoice names the kernel gdn.Kernels.Decode runs for n tokens.
 func decodeChoice(n int) string {
 	if n == 1 {
@@ -99,11 +99,9 @@ func decodeChoice(n int) string {
 // lastSlots returns the capture buffer's slot of the last token of every
 // sequence, in state_out's layout.
 func lastSlots(p cpuref.Params, capture []float32) []float32 {
-	head := p.DK * p.DV * p.NVHeads
 	var out []float32
 	for s := range p.NSeqs {
-		off := (s*p.NTokens + p.NTokens - 1) * head
-		out = append(out, capture[off:off+head]...)
+		out = append(out, captureSlot(p, capture, p.NTokens-1, s)...)
 	}
 	return out
 }

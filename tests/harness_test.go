@@ -301,6 +301,47 @@ func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 	return o, nil
 }
 
+// encoder returns a command buffer of r's queue, released when the test
+// ends, and its compute command encoder.
+func (r *rig) encoder(t *testing.T) (*mtl.CommandBuffer, *mtl.ComputeCommandEncoder) {
+	t.Helper()
+	cb, err := r.queue.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cb.Release)
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cb, enc
+}
+
+// complete ends enc's encoding, commits cb and waits for it; an error
+// fails the test.
+func complete(t *testing.T, cb *mtl.CommandBuffer, enc *mtl.ComputeCommandEncoder) {
+	t.Helper()
+	if err := enc.EndEncoding(); err != nil {
+		t.Fatalf("EndEncoding: %v", err)
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		t.Fatalf("command buffer: %v", err)
+	}
+}
+
+// stateSize is the elements of one sequence's state, D_k * D_v *
+// n_v_heads: the stride of the capture buffer's slots.
+func stateSize(p cpuref.Params) int { return p.DK * p.DV * p.NVHeads }
+
+// captureSlot returns the slot of token t of sequence s in a capture
+// buffer of p.NTokens states per sequence: the state after that token.
+func captureSlot(p cpuref.Params, capture []float32, t, s int) []float32 {
+	off := (s*p.NTokens + t) * stateSize(p)
+	return capture[off : off+stateSize(p)]
+}
+
 // readBack copies a view's elements out of its buffer.
 func readBack(v gdn.View) []float32 {
 	all := mtl.Slice[float32](v.Buffer)

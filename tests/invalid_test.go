@@ -82,15 +82,7 @@ func invalidEncodesNothing(t *testing.T, r *rig) {
 		{"count at 2^32", kDecode, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.NSeqs = 1 << 22 }, []string{"2^32"}},
 	}
 
-	cb, err := r.queue.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, enc := r.encoder(t)
 	for _, c := range cases {
 		p, b := params, valid
 		if c.kern.capture {
@@ -115,14 +107,7 @@ func invalidEncodesNothing(t *testing.T, r *rig) {
 			t.Errorf("%s (%s): the encoder recorded an error: %v", c.name, c.kern.name, enc.Err())
 		}
 	}
-	if err := enc.EndEncoding(); err != nil {
-		t.Fatalf("EndEncoding: %v", err)
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
-		t.Fatalf("command buffer: %v", err)
-	}
+	complete(t, cb, enc)
 	if r.emulated {
 		cs, err := emu.DispatchCounters(cb)
 		if err != nil {
@@ -141,29 +126,14 @@ func invalidEncodesNothing(t *testing.T, r *rig) {
 
 	// The same arguments without the edit do reach the device: the checks
 	// above can fail.
-	cb2, err := r.queue.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb2.Release()
-	enc2, err := cb2.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb2, enc2 := r.encoder(t)
 	if err := r.k.Decode(enc2, params, valid); err != nil {
 		t.Fatalf("valid dispatch: %v", err)
 	}
 	if enc2.Sends() == 0 {
 		t.Errorf("a valid dispatch sent nothing")
 	}
-	if err := enc2.EndEncoding(); err != nil {
-		t.Fatal(err)
-	}
-	cb2.Commit()
-	cb2.WaitUntilCompleted()
-	if err := cb2.Error(); err != nil {
-		t.Fatal(err)
-	}
+	complete(t, cb2, enc2)
 	if r.emulated {
 		if cs, err := emu.DispatchCounters(cb2); err != nil || len(cs) != 1 {
 			t.Errorf("valid dispatch: %d dispatches (%v), want 1", len(cs), err)

@@ -171,21 +171,17 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	// Capture: the last slot is state_out; slot t is the state after t+1
 	// tokens, as a run over those tokens alone leaves it.
 	capt := res[kCapture.name]
-	head := p.DK * p.DV * p.NVHeads // one sequence's state
-	slot := func(capture []float32, nt, t, s int) []float32 {
-		off := (s*nt + t) * head
-		return capture[off : off+head]
-	}
+	head := stateSize(p)
 	for s := range p.NSeqs {
 		checkSame(t, fmt.Sprintf("capture: last slot vs state_out, sequence %d", s),
-			slot(capt.Capture, p.NTokens, p.NTokens-1, s), capt.StateOut[s*head:(s+1)*head])
+			captureSlot(p, capt.Capture, p.NTokens-1, s), capt.StateOut[s*head:(s+1)*head])
 	}
 	for n := 1; n < p.NTokens; n++ {
 		pp, in := prefix(p, ref.in, n)
 		pre := r.run(t, job{kern: kLegacy, p: pp, in: in})
 		for s := range p.NSeqs {
 			checkSame(t, fmt.Sprintf("capture: slot %d vs legacy over the first %d tokens, sequence %d", n-1, n, s),
-				slot(capt.Capture, p.NTokens, n-1, s), pre.StateOut[s*head:(s+1)*head])
+				captureSlot(p, capt.Capture, n-1, s), pre.StateOut[s*head:(s+1)*head])
 		}
 	}
 
