@@ -1,5 +1,11 @@
 package kernels
 
+// These tests check the sources and the registry. What the kernels compute
+// is checked end to end, through packages mtl and gdn on the emulated
+// device and on a GPU, in package tests (../tests): every kernel against
+// the CPU references and the golden vectors, bit-identity, capture, and
+// memory traffic.
+
 import (
 	"regexp"
 	"strings"
