@@ -1,0 +1,41 @@
+// Package emu is an emulated Metal device: it runs Metal compute kernels
+// on the CPU behind the same API as a GPU, so that code written against
+// package mtl, and the exact .metal sources it compiles, run on Linux
+// (in CI, say) without a Mac.
+//
+// NewDevice and NewDeviceWithOptions return an *mtl.Device. Behind it are
+// Objective-C classes, registered in the GNU Objective-C runtime through
+// package objc, that answer the Metal selectors package mtl sends, with
+// Apple's argument types and ownership rules: MTLDevice, MTLBuffer,
+// MTLLibrary, MTLFunction, MTLComputePipelineState, MTLCommandQueue,
+// MTLCommandBuffer, MTLComputeCommandEncoder and, where the system has none,
+// MTLCompileOptions. Libraries are compiled from source by package msl
+// (clang++, cached in the user cache directory by a hash of the source);
+// a compilation failure is an *mtl.CompileError whose log names the
+// original line, as Apple's compiler's does (program_source:LINE:COL).
+//
+// A command queue runs its committed command buffers in commit order on
+// its own goroutine, and keeps each alive, with the buffers and pipelines
+// it uses, until it has run. A kernel fault stops the command buffer with
+// status Error and an NSError in MTLCommandBufferErrorDomain whose
+// description names the kernel, the source line and the thread:
+// MTLCommandBufferErrorPageFault for an out-of-bounds access,
+// MTLCommandBufferErrorInternal for the faults a GPU would hang or give
+// undefined results on (a barrier that some threads cannot reach, threads
+// at different barriers, SIMD-group functions called at different sites,
+// deadlock, integer division by zero, missing or excess threadgroup
+// memory). GPUStartTime and GPUEndTime are times of the host's clock.
+//
+// Options.Order sets the order in which threadgroups and their threads
+// run: a kernel that is missing a barrier gives different results in
+// different orders, and threadgroup memory starts as NaN bytes, so the
+// race shows. DispatchCounters returns the bytes each dispatch loaded and
+// stored through each buffer binding, its SIMD-group operations and its
+// barriers; LiveObjects counts the emulated objects alive, so that tests
+// can check that everything was released.
+//
+// Where the emulator knowingly differs from Apple's compiler and GPUs
+// (fast-math defaults, address spaces, SIMD-group reduction order,
+// unsupported features such as textures and simdgroup_matrix) is listed in
+// the documentation of package msl.
+package emu
