@@ -39,6 +39,11 @@ func NewDevice() (*mtl.Device, error) { return NewDeviceWithOptions(Options{}) }
 // NewDeviceWithOptions returns an emulated Metal device, as an *mtl.Device
 // owned by the caller.
 func NewDeviceWithOptions(opts Options) (*mtl.Device, error) {
+	switch opts.Order {
+	case msl.Forward, msl.Reverse, msl.Shuffled:
+	default:
+		return nil, fmt.Errorf("emu: Options.Order %d is not msl.Forward, msl.Reverse or msl.Shuffled", int(opts.Order))
+	}
 	if err := registerClasses(); err != nil {
 		return nil, err
 	}

@@ -275,3 +275,15 @@ func TestSyntaxErrorReported(t *testing.T) {
 		t.Errorf("log does not name an error at program_source:9:\n%s", log)
 	}
 }
+
+func TestOptionsChecked(t *testing.T) {
+	noLeaks(t)
+	d, err := emu.NewDeviceWithOptions(emu.Options{Order: 3})
+	if err == nil {
+		d.Release()
+		t.Fatal("an unknown scheduling order made a device")
+	}
+	if !strings.Contains(err.Error(), "Options.Order 3") {
+		t.Errorf("error %q does not name Options.Order and its value", err)
+	}
+}
