@@ -125,6 +125,9 @@ func (cb *commandBuffer) run() {
 	cb.start = clock()
 	opts := cb.queue.dev.opts
 	for i := range cb.commands {
+		if cb.err != nil {
+			break // committed with an encoder open: nothing runs
+		}
 		c := &cb.commands[i]
 		if c.pipeline == nil {
 			continue // a memory barrier: dispatches already run in order
@@ -171,6 +174,12 @@ func commandBufferCommit(self objc.ID, _ objc.SEL) {
 	cb := stateOf[commandBuffer](self)
 	if cb == nil || cb.status.Load() != uint64(mtl.CommandBufferStatusNotEnqueued) {
 		return
+	}
+	if cb.encoding {
+		// Metal stops the program here; the emulator fails the command
+		// buffer instead, without running any of it.
+		cb.err = fmt.Errorf("commit: the command buffer has an encoder that was not ended (call endEncoding before commit)")
+		cb.encoding = false
 	}
 	cb.status.Store(uint64(mtl.CommandBufferStatusCommitted))
 	// The queue keeps a committed command buffer, and so what it uses,
@@ -245,8 +254,10 @@ func (e *encoder) free() {
 	e.cbID.Release()
 }
 
+// openEncoder returns the state of an encoder that may still record: not
+// ended, and its command buffer not committed.
 func openEncoder(self objc.ID) *encoder {
-	if e := stateOf[encoder](self); e != nil && !e.ended {
+	if e := stateOf[encoder](self); e != nil && !e.ended && e.cb.status.Load() == uint64(mtl.CommandBufferStatusNotEnqueued) {
 		return e
 	}
 	return nil
@@ -342,7 +353,7 @@ func encoderMemoryBarrier(self objc.ID, _ objc.SEL, scope uintptr) {
 }
 
 func encoderEndEncoding(self objc.ID, _ objc.SEL) {
-	if e := openEncoder(self); e != nil {
+	if e := stateOf[encoder](self); e != nil && !e.ended {
 		e.ended = true
 		e.cb.encoding = false
 	}

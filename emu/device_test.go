@@ -287,3 +287,39 @@ func TestOptionsChecked(t *testing.T) {
 		t.Errorf("error %q does not name Options.Order and its value", err)
 	}
 }
+
+// Committing a command buffer whose encoder was not ended fails it
+// without running anything, instead of running part of the encoding.
+func TestCommitWithOpenEncoder(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	p := g.pipeline("vector_add.metal", "scale")
+	x, xv := buffer[float32](g, 64)
+	for i := range xv {
+		xv[i] = float32(i)
+	}
+	cb, err := g.q.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Release()
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.SetComputePipelineState(p)
+	enc.SetBuffer(x, 0, 0)
+	enc.SetBytes(f32Bytes(2), 1)
+	enc.DispatchThreads(size1(64), size1(64))
+	cb.Commit()
+	enc.DispatchThreads(size1(64), size1(64)) // recorded nowhere
+	cb.WaitUntilCompleted()
+	if err := enc.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	failed(t, cb, errorInternal, "encoder that was not ended")
+	for i, v := range xv {
+		if v != float32(i) {
+			t.Fatalf("x[%d] = %v: the failed command buffer ran", i, v)
+		}
+	}
+}
