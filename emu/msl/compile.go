@@ -244,30 +244,6 @@ func loadRuntime(root string) error {
 	return nil
 }
 
-// SupportLibrary builds (once, cached) and loads the runtime shared object
-// and returns its dlopen handle. Besides running kernels it exports two C
-// functions for Objective-C methods that return a double, which purego
-// callbacks cannot implement:
-//
-//	void   puremetal_emu_set_double_source(uint64_t (*fn)(void *self, void *sel));
-//	double puremetal_emu_double_imp(void *self, void *sel);
-//
-// Register puremetal_emu_double_imp (found with purego.Dlsym) as the IMP of
-// such methods, and pass a callback to puremetal_emu_set_double_source: the
-// IMP calls it with its self and _cmd and returns the float64 whose IEEE-754
-// bits the callback returned (math.Float64bits). cacheDir as in
-// CompileOptions.CacheDir.
-func SupportLibrary(cacheDir string) (handle uintptr, err error) {
-	root, err := cacheRoot(cacheDir)
-	if err != nil {
-		return 0, err
-	}
-	if err := loadRuntime(root); err != nil {
-		return 0, err
-	}
-	return rtHandle, nil
-}
-
 func languageMacro(v uint32) string {
 	if v == 0 {
 		return "310"

@@ -78,7 +78,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testCacheDir = filepath.Join(dir, "cache")
-	code := m.Run()
+	code := testenv.RunMain(m, func() error { _, _, err := findClang(); return err })
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

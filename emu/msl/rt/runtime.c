@@ -966,19 +966,3 @@ EXPORT int64_t pm_module_range(uint64_t addr, uint64_t *lo, uint64_t *hi, uint64
 /* Size of pm_desc, checked by the Go side against its mirror. */
 EXPORT uint64_t pm_desc_size(void) { return sizeof(pm_desc); }
 
-/* ---------------------------------------------------------------------------
- * Support for Objective-C methods that return a double: the IMP calls a
- * function (usually a Go callback) that returns the double's IEEE-754 bits. */
-static uint64_t (*pm_double_source)(void *, void *);
-
-EXPORT void puremetal_emu_set_double_source(uint64_t (*fn)(void *, void *)) {
-	__atomic_store_n(&pm_double_source, fn, __ATOMIC_RELEASE);
-}
-
-EXPORT double puremetal_emu_double_imp(void *self, void *sel) {
-	uint64_t (*fn)(void *, void *) = __atomic_load_n(&pm_double_source, __ATOMIC_ACQUIRE);
-	uint64_t bits = fn ? fn(self, sel) : 0;
-	double v;
-	memcpy(&v, &bits, 8);
-	return v;
-}
