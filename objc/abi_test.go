@@ -219,6 +219,7 @@ func eachImpl(t *testing.T, f func(t *testing.T, impl abiImpl)) {
 // (purego callbacks) and in C (compiled by clang), and checks each method
 // received every word in its place and its digest came back.
 func TestSendArgs(t *testing.T) {
+	needRuntime(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	eachImpl(t, func(t *testing.T, impl abiImpl) {
 		obj, dispose := newInstance(t, impl.cls)
@@ -247,6 +248,7 @@ func TestSendArgs(t *testing.T) {
 // TestSendWords checks the word-only hot path, Send, with arguments that
 // spill to the stack, and the ID and Class method forms.
 func TestSendWords(t *testing.T) {
+	needRuntime(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	sel := RegisterName(abiCases[0].sel)
 	eachImpl(t, func(t *testing.T, impl abiImpl) {
@@ -287,6 +289,7 @@ func TestSendWords(t *testing.T) {
 // TestSendStruct24 checks a 24-byte struct result (MTLSize), returned
 // through the hidden pointer, with word arguments.
 func TestSendStruct24(t *testing.T) {
+	needRuntime(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	sel := RegisterName(sizeMethod.sel)
 	eachImpl(t, func(t *testing.T, impl abiImpl) {
@@ -307,6 +310,7 @@ func TestSendStruct24(t *testing.T) {
 // TestSendBool checks that a BOOL result is read from the low byte only:
 // the C convention leaves the rest of the register undefined.
 func TestSendBool(t *testing.T) {
+	needRuntime(t)
 	sel := RegisterName(boolMethod.sel)
 	eachImpl(t, func(t *testing.T, impl abiImpl) {
 		obj, dispose := newInstance(t, impl.cls)
@@ -328,6 +332,7 @@ func TestSendBool(t *testing.T) {
 
 // TestSendFloat64 checks a double result, from a C method.
 func TestSendFloat64(t *testing.T) {
+	needRuntime(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	impl := cABIClass(t)
 	obj, dispose := newInstance(t, impl.cls)
@@ -353,6 +358,7 @@ func goCallbackUnsupported(c abiCase) bool {
 // refused on arm64: those with integer arguments after a 16-byte struct
 // that went on the stack with a register still free.
 func TestArm64StackStructHazard(t *testing.T) {
+	needRuntime(t)
 	want := map[string]int{
 		"wordsA:b:c:d:e:f:g:h:i:j:":         -1,
 		"range:word:":                       -1,
@@ -382,6 +388,7 @@ func TestArm64StackStructHazard(t *testing.T) {
 // TestRegisterClassErrors checks that bad methods are errors that name the
 // class and the method, not panics.
 func TestRegisterClassErrors(t *testing.T) {
+	needRuntime(t)
 	root := rootClass(t)
 	for i, c := range []struct {
 		fn   any
