@@ -1,16 +1,10 @@
 package mtl
 
-import (
-	"sync"
-
-	"github.com/puremetal/puremetal/objc"
-)
+import "github.com/puremetal/puremetal/objc"
 
 // sel holds every selector this package sends, registered once. The test
 // TestSelectorsAreApples checks each name against Apple's headers.
 var sel struct {
-	once sync.Once
-
 	// MTLDevice
 	name, registryID, maxThreadsPerThreadgroup, hasUnifiedMemory      objc.SEL
 	recommendedMaxWorkingSetSize, maxBufferLength, supportsFamily     objc.SEL
@@ -42,70 +36,55 @@ var sel struct {
 
 // selectorNames lists every selector the package sends, in the order of
 // the fields they fill.
-var selectorNames = []struct {
-	name string
-	dst  *objc.SEL
-}{
-	{"name", &sel.name},
-	{"registryID", &sel.registryID},
-	{"maxThreadsPerThreadgroup", &sel.maxThreadsPerThreadgroup},
-	{"hasUnifiedMemory", &sel.hasUnifiedMemory},
-	{"recommendedMaxWorkingSetSize", &sel.recommendedMaxWorkingSetSize},
-	{"maxBufferLength", &sel.maxBufferLength},
-	{"supportsFamily:", &sel.supportsFamily},
-	{"newCommandQueue", &sel.newCommandQueue},
-	{"newBufferWithLength:options:", &sel.newBufferWithLengthOptions},
-	{"newBufferWithBytes:length:options:", &sel.newBufferWithBytesLengthOptions},
-	{"newBufferWithBytesNoCopy:length:options:deallocator:", &sel.newBufferWithBytesNoCopy},
-	{"newLibraryWithSource:options:error:", &sel.newLibraryWithSourceOptionsError},
-	{"newComputePipelineStateWithFunction:error:", &sel.newComputePipelineStateWithFunc},
-	{"contents", &sel.contents},
-	{"length", &sel.length},
-	{"didModifyRange:", &sel.didModifyRange},
-	{"setLabel:", &sel.setLabel},
-	{"label", &sel.label},
-	{"setLanguageVersion:", &sel.setLanguageVersion},
-	{"setMathMode:", &sel.setMathMode},
-	{"setFastMathEnabled:", &sel.setFastMathEnabled},
-	{"newFunctionWithName:", &sel.newFunctionWithName},
-	{"functionNames", &sel.functionNames},
-	{"count", &sel.count},
-	{"objectAtIndex:", &sel.objectAtIndex},
-	{"maxTotalThreadsPerThreadgroup", &sel.maxTotalThreadsPerThreadgroup},
-	{"threadExecutionWidth", &sel.threadExecutionWidth},
-	{"commandBuffer", &sel.commandBuffer},
-	{"computeCommandEncoder", &sel.computeCommandEncoder},
-	{"commit", &sel.commit},
-	{"waitUntilCompleted", &sel.waitUntilCompleted},
-	{"status", &sel.status},
-	{"error", &sel.errorSel},
-	{"GPUStartTime", &sel.gpuStartTime},
-	{"GPUEndTime", &sel.gpuEndTime},
-	{"setComputePipelineState:", &sel.setComputePipelineState},
-	{"setBuffer:offset:atIndex:", &sel.setBufferOffsetAtIndex},
-	{"setBuffers:offsets:withRange:", &sel.setBuffersOffsetsWithRange},
-	{"setBytes:length:atIndex:", &sel.setBytesLengthAtIndex},
-	{"setThreadgroupMemoryLength:atIndex:", &sel.setThreadgroupMemoryLengthAtIndex},
-	{"dispatchThreadgroups:threadsPerThreadgroup:", &sel.dispatchThreadgroups},
-	{"dispatchThreads:threadsPerThreadgroup:", &sel.dispatchThreads},
-	{"memoryBarrierWithScope:", &sel.memoryBarrierWithScope},
-	{"endEncoding", &sel.endEncoding},
-}
+var selectorTable = objc.NewSelectorTable(
+	objc.SelectorEntry{Name: "name", Dst: &sel.name},
+	objc.SelectorEntry{Name: "registryID", Dst: &sel.registryID},
+	objc.SelectorEntry{Name: "maxThreadsPerThreadgroup", Dst: &sel.maxThreadsPerThreadgroup},
+	objc.SelectorEntry{Name: "hasUnifiedMemory", Dst: &sel.hasUnifiedMemory},
+	objc.SelectorEntry{Name: "recommendedMaxWorkingSetSize", Dst: &sel.recommendedMaxWorkingSetSize},
+	objc.SelectorEntry{Name: "maxBufferLength", Dst: &sel.maxBufferLength},
+	objc.SelectorEntry{Name: "supportsFamily:", Dst: &sel.supportsFamily},
+	objc.SelectorEntry{Name: "newCommandQueue", Dst: &sel.newCommandQueue},
+	objc.SelectorEntry{Name: "newBufferWithLength:options:", Dst: &sel.newBufferWithLengthOptions},
+	objc.SelectorEntry{Name: "newBufferWithBytes:length:options:", Dst: &sel.newBufferWithBytesLengthOptions},
+	objc.SelectorEntry{Name: "newBufferWithBytesNoCopy:length:options:deallocator:", Dst: &sel.newBufferWithBytesNoCopy},
+	objc.SelectorEntry{Name: "newLibraryWithSource:options:error:", Dst: &sel.newLibraryWithSourceOptionsError},
+	objc.SelectorEntry{Name: "newComputePipelineStateWithFunction:error:", Dst: &sel.newComputePipelineStateWithFunc},
+	objc.SelectorEntry{Name: "contents", Dst: &sel.contents},
+	objc.SelectorEntry{Name: "length", Dst: &sel.length},
+	objc.SelectorEntry{Name: "didModifyRange:", Dst: &sel.didModifyRange},
+	objc.SelectorEntry{Name: "setLabel:", Dst: &sel.setLabel},
+	objc.SelectorEntry{Name: "label", Dst: &sel.label},
+	objc.SelectorEntry{Name: "setLanguageVersion:", Dst: &sel.setLanguageVersion},
+	objc.SelectorEntry{Name: "setMathMode:", Dst: &sel.setMathMode},
+	objc.SelectorEntry{Name: "setFastMathEnabled:", Dst: &sel.setFastMathEnabled},
+	objc.SelectorEntry{Name: "newFunctionWithName:", Dst: &sel.newFunctionWithName},
+	objc.SelectorEntry{Name: "functionNames", Dst: &sel.functionNames},
+	objc.SelectorEntry{Name: "count", Dst: &sel.count},
+	objc.SelectorEntry{Name: "objectAtIndex:", Dst: &sel.objectAtIndex},
+	objc.SelectorEntry{Name: "maxTotalThreadsPerThreadgroup", Dst: &sel.maxTotalThreadsPerThreadgroup},
+	objc.SelectorEntry{Name: "threadExecutionWidth", Dst: &sel.threadExecutionWidth},
+	objc.SelectorEntry{Name: "commandBuffer", Dst: &sel.commandBuffer},
+	objc.SelectorEntry{Name: "computeCommandEncoder", Dst: &sel.computeCommandEncoder},
+	objc.SelectorEntry{Name: "commit", Dst: &sel.commit},
+	objc.SelectorEntry{Name: "waitUntilCompleted", Dst: &sel.waitUntilCompleted},
+	objc.SelectorEntry{Name: "status", Dst: &sel.status},
+	objc.SelectorEntry{Name: "error", Dst: &sel.errorSel},
+	objc.SelectorEntry{Name: "GPUStartTime", Dst: &sel.gpuStartTime},
+	objc.SelectorEntry{Name: "GPUEndTime", Dst: &sel.gpuEndTime},
+	objc.SelectorEntry{Name: "setComputePipelineState:", Dst: &sel.setComputePipelineState},
+	objc.SelectorEntry{Name: "setBuffer:offset:atIndex:", Dst: &sel.setBufferOffsetAtIndex},
+	objc.SelectorEntry{Name: "setBuffers:offsets:withRange:", Dst: &sel.setBuffersOffsetsWithRange},
+	objc.SelectorEntry{Name: "setBytes:length:atIndex:", Dst: &sel.setBytesLengthAtIndex},
+	objc.SelectorEntry{Name: "setThreadgroupMemoryLength:atIndex:", Dst: &sel.setThreadgroupMemoryLengthAtIndex},
+	objc.SelectorEntry{Name: "dispatchThreadgroups:threadsPerThreadgroup:", Dst: &sel.dispatchThreadgroups},
+	objc.SelectorEntry{Name: "dispatchThreads:threadsPerThreadgroup:", Dst: &sel.dispatchThreads},
+	objc.SelectorEntry{Name: "memoryBarrierWithScope:", Dst: &sel.memoryBarrierWithScope},
+	objc.SelectorEntry{Name: "endEncoding", Dst: &sel.endEncoding},
+)
 
 // SelectorNames returns the name of every selector the package sends to
 // Metal objects, for checking against Apple's headers.
-func SelectorNames() []string {
-	names := make([]string, len(selectorNames))
-	for i, s := range selectorNames {
-		names[i] = s.name
-	}
-	return names
-}
+func SelectorNames() []string { return selectorTable.Names() }
 
-func loadSels() {
-	sel.once.Do(func() {
-		for _, s := range selectorNames {
-			*s.dst = objc.RegisterName(s.name)
-		}
-	})
-}
+func loadSels() { selectorTable.Register() }

@@ -1,11 +1,8 @@
 package objc
 
-import "sync"
-
 // Selectors of NSObject and Foundation used by this package, registered
 // once.
 var sels struct {
-	once                                      sync.Once
 	alloc, init, retain, release, autorelease SEL
 	respondsToSelector, drain, retainCount    SEL
 	initWithCStringEncoding, utf8String       SEL
@@ -15,43 +12,28 @@ var sels struct {
 
 // selectorNames lists every selector the package sends, with the field it
 // fills.
-var selectorNames = []struct {
-	name string
-	dst  *SEL
-}{
-	{"alloc", &sels.alloc},
-	{"init", &sels.init},
-	{"retain", &sels.retain},
-	{"release", &sels.release},
-	{"autorelease", &sels.autorelease},
-	{"respondsToSelector:", &sels.respondsToSelector},
-	{"drain", &sels.drain},
-	{"retainCount", &sels.retainCount},
-	{"initWithCString:encoding:", &sels.initWithCStringEncoding},
-	{"UTF8String", &sels.utf8String},
-	{"lengthOfBytesUsingEncoding:", &sels.lengthOfBytes},
-	{"domain", &sels.domain},
-	{"code", &sels.code},
-	{"localizedDescription", &sels.localizedDescription},
-}
+var selectorTable = NewSelectorTable(
+	SelectorEntry{Name: "alloc", Dst: &sels.alloc},
+	SelectorEntry{Name: "init", Dst: &sels.init},
+	SelectorEntry{Name: "retain", Dst: &sels.retain},
+	SelectorEntry{Name: "release", Dst: &sels.release},
+	SelectorEntry{Name: "autorelease", Dst: &sels.autorelease},
+	SelectorEntry{Name: "respondsToSelector:", Dst: &sels.respondsToSelector},
+	SelectorEntry{Name: "drain", Dst: &sels.drain},
+	SelectorEntry{Name: "retainCount", Dst: &sels.retainCount},
+	SelectorEntry{Name: "initWithCString:encoding:", Dst: &sels.initWithCStringEncoding},
+	SelectorEntry{Name: "UTF8String", Dst: &sels.utf8String},
+	SelectorEntry{Name: "lengthOfBytesUsingEncoding:", Dst: &sels.lengthOfBytes},
+	SelectorEntry{Name: "domain", Dst: &sels.domain},
+	SelectorEntry{Name: "code", Dst: &sels.code},
+	SelectorEntry{Name: "localizedDescription", Dst: &sels.localizedDescription},
+)
 
 // SelectorNames returns the name of every selector the package itself
 // sends, for checking against Apple's headers.
-func SelectorNames() []string {
-	names := make([]string, len(selectorNames))
-	for i, s := range selectorNames {
-		names[i] = s.name
-	}
-	return names
-}
+func SelectorNames() []string { return selectorTable.Names() }
 
-func loadSels() {
-	sels.once.Do(func() {
-		for _, s := range selectorNames {
-			*s.dst = RegisterName(s.name)
-		}
-	})
-}
+func loadSels() { selectorTable.Register() }
 
 // Retain increments the object's reference count ([obj retain]) and returns
 // the object.
