@@ -1,66 +1,121 @@
 package gdn_test
 
 import (
+	"errors"
 	"fmt"
+	"log"
 	"math"
+	"os"
+	"testing"
 
+	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// One decode step of one layer with Qwen3.5-like shapes: 16 key heads, 32
-// value heads, D_k = D_v = 128, the state updated in place.
-func ExampleKernels_Decode() {
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunMain(m, func() error {
+		d, err := device()
+		if err == nil {
+			d.Release()
+		}
+		return err
+	}))
+}
+
+// device returns the system's Metal device, or the emulated one where
+// there is no Metal.
+func device() (*mtl.Device, error) {
 	dev, err := mtl.CreateSystemDefaultDevice()
+	if errors.Is(err, mtl.ErrNoDevice) {
+		return emu.NewDevice()
+	}
+	return dev, err
+}
+
+// One decode step of one layer for a fresh sequence (state zero): 1 key
+// head shared by 2 value heads, D_k = D_v = 32, q and k the same unit
+// vector, so each output is scale * beta * v.
+func ExampleKernels_Decode() {
+	dev, err := device()
 	if err != nil {
-		fmt.Println(err) // not a Mac: see package emu for the emulated device
-		return
+		log.Fatal(err)
 	}
 	defer dev.Release()
 	k, err := gdn.New(dev, nil)
 	if err != nil {
-		fmt.Println(err)
-		return
+		log.Fatal(err)
 	}
 	defer k.Release()
 
 	p := gdn.Params{
-		Shape:   gdn.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1},
-		HeadMap: gdn.Block,                   // HF / MLX weights
-		QScale:  float32(1 / math.Sqrt(128)), // q not scaled yet
+		Shape:   gdn.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1},
+		HeadMap: gdn.Block,                  // HF / MLX weight layout
+		QScale:  float32(1 / math.Sqrt(32)), // q is not scaled yet
 	}
 	s := p.Shape
-	newView := func(n int) gdn.View {
-		b, err := dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+	var buffers []*mtl.Buffer
+	view := func(values ...float32) gdn.View {
+		b, err := dev.NewBuffer(4*len(values), mtl.ResourceStorageModeShared)
 		if err != nil {
-			panic(err)
+			log.Fatal(err)
 		}
-		return gdn.F32View(b, 0, n)
+		buffers = append(buffers, b)
+		copy(mtl.Slice[float32](b), values)
+		return gdn.F32View(b, 0, len(values))
 	}
-	state := newView(s.DK * s.DV * s.NVHeads * s.NSeqs)
+	fill := func(n int, f func(i int) float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = f(i)
+		}
+		return x
+	}
+	unit := fill(s.DK, func(int) float32 { return float32(1 / math.Sqrt(32)) })
+	state := view(make([]float32, s.DK*s.DV*s.NVHeads)...)
 	b := gdn.Buffers{
-		Q:       newView(s.DK * s.NKHeads),
-		K:       newView(s.DK * s.NKHeads),
-		V:       newView(s.DV * s.NVHeads),
-		G:       newView(s.NVHeads), // alpha = exp(-g): g = -g_fla for HF's log-decay
-		Beta:    newView(s.NVHeads),
-		StateIn: state, StateOut: state,
-		Output: newView(s.DV * s.NVHeads),
+		Q:        view(unit...),
+		K:        view(unit...),
+		V:        view(fill(s.DV*s.NVHeads, func(i int) float32 { return float32(1 + i/s.DV) })...),
+		G:        view(0.1, 0.1), // alpha = exp(-g); HF's log-decay g_fla gives g = -g_fla
+		Beta:     view(0.5, 0.5),
+		StateIn:  state,
+		StateOut: state, // updated in place
+		Output:   view(fill(s.DV*s.NVHeads, func(int) float32 { return float32(math.NaN()) })...),
 	}
-	// ... fill Q, K, V, G, Beta through mtl.Slice[float32](b.Q.Buffer) ...
+	defer func() {
+		for _, b := range buffers {
+			b.Release()
+		}
+	}()
 
-	queue, _ := dev.NewCommandQueue()
+	queue, err := dev.NewCommandQueue()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer queue.Release()
-	cb, _ := queue.CommandBuffer()
+	cb, err := queue.CommandBuffer()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer cb.Release()
-	enc, _ := cb.ComputeCommandEncoder()
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := k.Decode(enc, p, b); err != nil {
-		fmt.Println(err)
+		log.Fatal(err)
 	}
 	if err := enc.EndEncoding(); err != nil {
-		fmt.Println(err)
+		log.Fatal(err)
 	}
 	cb.Commit()
 	cb.WaitUntilCompleted()
-	fmt.Println(mtl.Slice[float32](b.Output.Buffer)[:4])
+	if err := cb.Error(); err != nil {
+		log.Fatal(err)
+	}
+	out := mtl.Slice[float32](b.Output.Buffer)
+	fmt.Printf("head 0: %.4f, head 1: %.4f\n", out[0], out[s.DV])
+	// Output: head 0: 0.0884, head 1: 0.1768
 }
