@@ -199,21 +199,10 @@ func loadRuntime(root string) error {
 		return err
 	}
 	so := filepath.Join(dir, rtLibName)
-	if _, err := os.Stat(so); err != nil {
-		tmp := so + fmt.Sprintf(".%d.tmp", os.Getpid())
-		cmd := exec.Command(clang, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
-			"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics",
-			"-I", filepath.Join(dir, "include"),
-			"-o", tmp, filepath.Join(dir, "runtime.c"), "-lpthread")
-		var log bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &log, &log
-		if err := cmd.Run(); err != nil {
-			os.Remove(tmp)
-			return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log.String())
-		}
-		if err := os.Rename(tmp, so); err != nil {
-			return fmt.Errorf("msl: cache directory: %w", err)
-		}
+	if _, log, err := buildShared(clang, "", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
+		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics",
+		"-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread"); err != nil {
+		return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log)
 	}
 	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
@@ -242,6 +231,67 @@ func loadRuntime(root string) error {
 	rtHandle = h
 	rtLoaded = true
 	return nil
+}
+
+// buildShared runs clang with args to build the shared object so, unless
+// the cache already holds it. It builds into a file of this process's own
+// and renames it into place, so processes sharing the cache never load a
+// partial file. built tells whether it compiled; log is the compiler's
+// output when it failed.
+func buildShared(clang, dir, so string, args ...string) (built bool, log string, err error) {
+	if _, err := os.Stat(so); err == nil {
+		return false, "", nil
+	}
+	tmp := so + fmt.Sprintf(".%d.tmp", os.Getpid())
+	cmd := exec.Command(clang, append(args, "-o", tmp)...)
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		os.Remove(tmp)
+		return false, out.String(), err
+	}
+	if err := os.Rename(tmp, so); err != nil {
+		return false, "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	return true, "", nil
+}
+
+// LoadC compiles C source into a shared object, kept in the cache folder
+// (CompileOptions.CacheDir; empty means the default) once per source and
+// compiler version, loads it and returns its dlopen handle. It is for small
+// C helpers that sit beside compiled kernels, such as Objective-C method
+// implementations a Go callback cannot provide.
+func LoadC(source, cacheDir string) (uintptr, error) {
+	clang, version, err := findClang()
+	if err != nil {
+		return 0, err
+	}
+	root, err := cacheRoot(cacheDir)
+	if err != nil {
+		return 0, err
+	}
+	sum := sha256.Sum256([]byte(formatVersion + "\n" + version + "\n" + source))
+	key := hex.EncodeToString(sum[:])[:32]
+	dir := filepath.Join(root, "c")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, fmt.Errorf("msl: cache directory: %w", err)
+	}
+	so := filepath.Join(dir, key+".so")
+	src := filepath.Join(dir, key+".c")
+	if _, err := os.Stat(so); err != nil {
+		if err := writeFileAtomic(src, []byte(source)); err != nil {
+			return 0, fmt.Errorf("msl: cache directory: %w", err)
+		}
+	}
+	if _, log, err := buildShared(clang, dir, so, "-x", "c", "-O2", "-fPIC", "-shared", "-nostdlib++", "-fno-color-diagnostics", src); err != nil {
+		return 0, fmt.Errorf("msl: compiling C source %s: %v\n%s", src, err, log)
+	}
+	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return 0, fmt.Errorf("msl: loading %s: %w", so, err)
+	}
+	return h, nil
 }
 
 func languageMacro(v uint32) string {
@@ -317,31 +367,21 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 		return nil, fmt.Errorf("msl: cache directory: %w", err)
 	}
 	so := filepath.Join(libDir, key+".so")
-	cached := true
+	src := filepath.Join(libDir, key+".cpp")
 	if _, err := os.Stat(so); err != nil {
-		cached = false
-		src := filepath.Join(libDir, key+".cpp")
 		if err := writeFileAtomic(src, []byte(tr.cpp)); err != nil {
 			return nil, fmt.Errorf("msl: cache directory: %w", err)
 		}
-		tmp := so + fmt.Sprintf(".%d.tmp", os.Getpid())
-		args := append(append([]string{}, flags...), "-o", tmp, src, "-lm")
-		cmd := exec.Command(clang, args...)
-		cmd.Dir = libDir
-		var log bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &log, &log
-		if err := cmd.Run(); err != nil {
-			os.Remove(tmp)
-			var exitErr *exec.ExitError
-			if !errors.As(err, &exitErr) {
-				return nil, fmt.Errorf("msl: running %s: %w", clang, err)
-			}
-			return nil, newCompileError(cleanLog(log.String(), src, includeDir), file)
-		}
-		if err := os.Rename(tmp, so); err != nil {
-			return nil, fmt.Errorf("msl: cache directory: %w", err)
-		}
 	}
+	built, log, err := buildShared(clang, libDir, so, append(append([]string{}, flags...), src, "-lm")...)
+	if err != nil {
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) {
+			return nil, fmt.Errorf("msl: running %s: %w", clang, err)
+		}
+		return nil, newCompileError(cleanLog(log, src, includeDir), file)
+	}
+	cached := !built
 	handle, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("msl: loading %s: %w", so, err)
