@@ -22,10 +22,12 @@ var classes struct {
 	queue, commandBuffer, encoder, options      objc.Class
 }
 
-// Selectors the emulated objects send to Foundation objects.
+// Selectors the emulated objects send to Foundation objects and to
+// compile options, and those their methods tell apart.
 var fsel struct {
 	addObject, initWithDomainCodeUserInfo, dictionaryWithObjectForKey objc.SEL
 	languageVersion, mathMode, fastMathEnabled                        objc.SEL
+	alloc, gpuEndTime, dispatchThreads                                objc.SEL
 }
 
 func registerClasses() error {
@@ -58,6 +60,9 @@ func doRegisterClasses() error {
 	fsel.languageVersion = objc.RegisterName("languageVersion")
 	fsel.mathMode = objc.RegisterName("mathMode")
 	fsel.fastMathEnabled = objc.RegisterName("fastMathEnabled")
+	fsel.alloc = objc.RegisterName("alloc")
+	fsel.gpuEndTime = objc.RegisterName("GPUEndTime")
+	fsel.dispatchThreads = objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
 
 	dealloc := m("dealloc", "v@:", dealloc)
 	setLabel := m("setLabel:", "v@:@", setLabel)
@@ -198,7 +203,7 @@ func newNSError(domain string, code int, description string) objc.ID {
 	desc, _ := objc.NewNSString(description)
 	key := localizedDescriptionKey()
 	info := objc.ID(objc.Send(objc.ID(objc.GetClass("NSDictionary")), fsel.dictionaryWithObjectForKey, uintptr(desc), uintptr(key)))
-	e := objc.ID(objc.Send(objc.ID(objc.GetClass("NSError").Send(objc.RegisterName("alloc"))), fsel.initWithDomainCodeUserInfo, uintptr(d), uintptr(code), uintptr(info)))
+	e := objc.ID(objc.Send(objc.ID(objc.GetClass("NSError").Send(fsel.alloc)), fsel.initWithDomainCodeUserInfo, uintptr(d), uintptr(code), uintptr(info)))
 	d.Release()
 	desc.Release()
 	return e.Autorelease()

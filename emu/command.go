@@ -226,7 +226,7 @@ func doubleResult(self objc.ID, cmd objc.SEL) uint64 {
 		return 0
 	}
 	t := cb.start
-	if cmd == objc.RegisterName("GPUEndTime") {
+	if cmd == fsel.gpuEndTime {
 		t = cb.end
 	}
 	return math.Float64bits(t)
@@ -338,7 +338,7 @@ func twoSizes(self objc.ID, cmd objc.SEL, aPtr, bPtr uintptr) {
 	}
 	c := e.current
 	tg := [3]int{int(b[0]), int(b[1]), int(b[2])}
-	if cmd == objc.RegisterName("dispatchThreads:threadsPerThreadgroup:") {
+	if cmd == fsel.dispatchThreads {
 		c.grid = msl.ThreadsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)
 	} else {
 		c.grid = msl.ThreadgroupsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)

@@ -20,14 +20,7 @@ func optionsInit(self objc.ID, cmd objc.SEL) objc.ID {
 	if self == 0 {
 		return 0
 	}
-	objects.Lock()
-	if objects.m == nil {
-		objects.m = map[objc.ID]any{}
-	}
-	objects.m[self] = &compileOptions{languageVersion: uintptr(mtl.LanguageVersion3_2), mathMode: uintptr(mtl.MathModeFast)}
-	objects.Unlock()
-	live.Add(1)
-	return self
+	return attach(self, &compileOptions{languageVersion: uintptr(mtl.LanguageVersion3_2), mathMode: uintptr(mtl.MathModeFast)})
 }
 
 func optionsSetLanguageVersion(self objc.ID, _ objc.SEL, v uintptr) {

@@ -23,7 +23,12 @@ func LiveObjects() int { return int(live.Load()) }
 // newObject allocates an instance of cls (owned by the caller, retain count
 // one) and attaches state to it.
 func newObject(cls objc.Class, state any) objc.ID {
-	id := cls.New()
+	return attach(cls.New(), state)
+}
+
+// attach makes state the Go state of the new object id, counted as live
+// until its -dealloc, and returns id.
+func attach(id objc.ID, state any) objc.ID {
 	objects.Lock()
 	if objects.m == nil {
 		objects.m = map[objc.ID]any{}
