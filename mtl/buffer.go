@@ -90,7 +90,7 @@ func (b *Buffer) Release() {
 }
 
 func setLabel(id objc.ID, label string) error {
-	s, err := nsString(label)
+	s, err := objc.NewNSString(label)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ type Library struct{ object }
 // library (newLibraryWithSource:options:error:). A compilation failure is a
 // *CompileError holding the compiler's log.
 func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library, error) {
-	source, err := nsString(src)
+	source, err := objc.NewNSString(src)
 	if err != nil {
 		return nil, fmt.Errorf("mtl: library source: %w", err)
 	}
@@ -105,7 +105,7 @@ func (l *Library) FunctionNames() []string {
 // (newFunctionWithName:). A missing name is an error that lists the names
 // the library has.
 func (l *Library) NewFunction(name string) (*Function, error) {
-	s, err := nsString(name)
+	s, err := objc.NewNSString(name)
 	if err != nil {
 		return nil, fmt.Errorf("mtl: function name: %w", err)
 	}
