@@ -29,9 +29,6 @@ func (o *object) Release() {
 // results retained, so that nothing depends on a pool of the caller's.
 func inPool(f func()) { objc.WithAutoreleasePool(f) }
 
-// nsString makes an NSString for an argument; the caller releases it.
-func nsString(s string) (objc.ID, error) { return objc.NewNSString(s) }
-
 // escape forces p's memory onto the heap. Pointers handed to Objective-C
 // methods are passed as integers, which escape analysis cannot follow; a
 // method implemented in Go (the emulated device) runs on the calling
