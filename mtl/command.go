@@ -75,3 +75,63 @@ func (c *CommandBuffer) SetLabel(label string) error { return setLabel(c.ID(), l
 
 // Label returns the command buffer's label.
 func (c *CommandBuffer) Label() string { return getLabel(c.ID()) }
+
+// Run runs one command buffer of compute work and waits for it: it makes a
+// command buffer and a compute command encoder, calls encode, ends
+// encoding, commits, waits until the command buffer has completed and
+// releases both, on every path. It returns the first error: making the
+// command buffer or encoder, encode's own error, an argument the encoder
+// refused, or the error the command buffer failed with. When encode or the
+// encoder fails, nothing is committed.
+//
+// The whole sequence runs inside one autorelease pool on a locked OS
+// thread, so whatever Metal autoreleases while encoding, committing and
+// waiting is drained when Run returns: a decode loop calling Run once per
+// token keeps its memory flat. Callers that keep several command buffers in
+// flight (commit the next before the previous completes) use
+// [CommandQueue.CommandBuffer] and its methods directly.
+func (q *CommandQueue) Run(encode func(enc *ComputeCommandEncoder) error) error {
+	_, err := q.run(encode, false)
+	return err
+}
+
+// RunTimed is [CommandQueue.Run] that also returns how long the GPU ran the
+// command buffer: GPUEndTime - GPUStartTime, in seconds.
+func (q *CommandQueue) RunTimed(encode func(enc *ComputeCommandEncoder) error) (gpuSeconds float64, err error) {
+	return q.run(encode, true)
+}
+
+func (q *CommandQueue) run(encode func(enc *ComputeCommandEncoder) error, timed bool) (gpuSeconds float64, err error) {
+	if q == nil || q.ID() == 0 {
+		return 0, fmt.Errorf("mtl: Run: nil or released command queue")
+	}
+	inPool(func() {
+		var cb *CommandBuffer
+		cb, err = q.CommandBuffer()
+		if err != nil {
+			return
+		}
+		defer cb.Release()
+		var enc *ComputeCommandEncoder
+		enc, err = cb.ComputeCommandEncoder()
+		if err != nil {
+			return
+		}
+		err = encode(enc)
+		if endErr := enc.EndEncoding(); err == nil {
+			err = endErr
+		}
+		if err != nil {
+			return
+		}
+		cb.Commit()
+		cb.WaitUntilCompleted()
+		if err = cb.Error(); err != nil {
+			return
+		}
+		if timed {
+			gpuSeconds = cb.GPUEndTime() - cb.GPUStartTime()
+		}
+	})
+	return gpuSeconds, err
+}

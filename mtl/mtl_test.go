@@ -270,3 +270,99 @@ func BenchmarkEncodeDispatch(b *testing.B) {
 	b.ReportMetric(float64(e.Sends()-start)/float64(b.N), "sends/dispatch")
 	e.EndEncoding()
 }
+
+func TestQueueRun(t *testing.T) {
+	before := emu.LiveObjects()
+	d := testdevice.Emulated(t, emu.Options{})
+	fill := newPipeline(t, d, "fill")
+	defer fill.Release()
+	q, err := d.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Release()
+	const n = 64
+	x, err := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Release()
+	xs := mtl.Slice[float32](x)
+	poison := func() {
+		for i := range xs {
+			xs[i] = -1
+		}
+	}
+	v := []byte{0, 0, 0x80, 0x3f} // 1.0f
+	encodeFill := func(enc *mtl.ComputeCommandEncoder) error {
+		enc.SetComputePipelineState(fill)
+		enc.SetBuffer(x, 0, 0)
+		enc.SetBytes(v, 1)
+		enc.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
+		return nil
+	}
+
+	poison()
+	if err := q.Run(encodeFill); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for i, got := range xs {
+		if got != 1+float32(i) {
+			t.Fatalf("after Run x[%d] = %v, want %v", i, got, 1+float32(i))
+		}
+	}
+	poison()
+	if secs, err := q.RunTimed(encodeFill); err != nil || secs < 0 {
+		t.Fatalf("RunTimed: %v s, %v", secs, err)
+	}
+	if xs[n-1] != n {
+		t.Errorf("after RunTimed x[%d] = %v, want %d", n-1, xs[n-1], n)
+	}
+
+	// encode's own error is returned and nothing is committed.
+	poison()
+	mine := errors.New("caller's error")
+	err = q.Run(func(enc *mtl.ComputeCommandEncoder) error {
+		if err := encodeFill(enc); err != nil {
+			return err
+		}
+		return mine
+	})
+	if !errors.Is(err, mine) {
+		t.Errorf("Run with a failing encode returned %v, want %v", err, mine)
+	}
+	if xs[0] != -1 {
+		t.Errorf("Run committed after encode failed: x[0] = %v", xs[0])
+	}
+
+	// An argument the encoder refused is returned and nothing is committed.
+	err = q.Run(func(enc *mtl.ComputeCommandEncoder) error {
+		enc.SetComputePipelineState(fill)
+		enc.SetBuffer(x, 0, 0)
+		enc.SetBytes(nil, 1)
+		enc.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "SetBytes") {
+		t.Errorf("Run with a refused argument returned %v, want the SetBytes error", err)
+	}
+	if xs[0] != -1 {
+		t.Errorf("Run committed after the encoder refused an argument: x[0] = %v", xs[0])
+	}
+
+	released, err := d.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	released.Release()
+	if err := released.Run(encodeFill); err == nil {
+		t.Error("Run on a released queue returned nil")
+	}
+	x.Release()
+	fill.Release()
+	q.Release()
+	d.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects: %d before, %d after", before, after)
+	}
+}
