@@ -174,6 +174,9 @@ func invalidCases() []invalidCase {
 		{"QScale NaN", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.NaN()) }, []string{"QScale", "NaN"}},
 		{"QScale +Inf", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.Inf(1)) }, []string{"QScale", "+Inf"}},
 		{"QScale -Inf", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.Inf(-1)) }, []string{"QScale", "-Inf"}},
+		{"bf16 activations", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Activation = BF16 }, []string{"activation bf16", "f32"}},
+		{"f16 state", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.State = F16 }, []string{"state f16", "f32"}},
+		{"fused norm", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Fused.L2Norm = true }, []string{"Fused", "L2Norm:true"}},
 		{"capture set on another kernel", allKernels[:4], func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
 		{"capture missing", []Kernel{KernelDecodeCapture}, func(_ fakeBuffers, _ *Params, b *Buffers) { b.Capture = View{} }, []string{"Capture", "no buffer"}},
 		{"capture too long for several sequences", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {

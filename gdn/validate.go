@@ -89,6 +89,12 @@ func Validate(k Kernel, p Params, b Buffers) error {
 		errors.As(err, &e)
 		return invalid(e.Arg, "%s", e.Detail)
 	}
+	if p.Activation != F32 || p.State != F32 {
+		return invalid("Params", "activation %v, state %v: the kernels take f32 activations and an f32 state", p.Activation, p.State)
+	}
+	if p.Fused != (spec.Fused{}) {
+		return invalid("Fused", "%+v: the kernels take q, k, g and beta as given (no fused part)", p.Fused)
+	}
 	if err := validateKernelShape(k, p.Shape); err != nil {
 		return err
 	}

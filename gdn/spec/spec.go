@@ -150,10 +150,9 @@ type ElemType uint8
 const (
 	// F32 is IEEE-754 binary32, the zero value.
 	F32 ElemType = iota
-	// F16 is IEEE-754 binary16 (not taken by any kernel yet).
+	// F16 is IEEE-754 binary16.
 	F16
-	// BF16 is bfloat16, the upper half of a binary32 (not taken by any
-	// kernel yet).
+	// BF16 is bfloat16, the upper half of a binary32.
 	BF16
 )
 
@@ -181,6 +180,37 @@ func (t ElemType) Size() int {
 	return 0
 }
 
+// known reports whether t is one of F32, F16 and BF16.
+func (t ElemType) known() bool { return t <= BF16 }
+
+// Fused says which parts of a layer's recurrent step the kernel computes
+// itself from what the layer hands over after its short convolution, each
+// part on its own. Per token and value head h, in f32:
+//
+//	q^   = q / sqrt(sum_j q_j^2 + 1e-6)       (k^ likewise; per key head and token)
+//	g    = exp(A_log[h]) * softplus(a + dt_bias[h])
+//	       softplus(x) = x for x > 20, else log1p(exp(x))
+//	beta = 1 / (1 + exp(-b))
+//
+// then the recurrence on (q^, k^, v, g, beta). With every part on, one
+// dispatch does a layer's whole recurrent step for a token or a window.
+type Fused struct {
+	// L2Norm normalises q and k in the kernel (flash-linear-attention's
+	// use_qk_l2norm_in_kernel); the buffers hold the raw q and k.
+	L2Norm bool
+	// Gate computes g from the raw gate projection a, which the g buffer
+	// then holds, and the layer's constants A_log and dt_bias
+	// ([n_v_heads] f32).
+	Gate bool
+	// Beta computes beta = sigmoid(b) from the raw projection b, which the
+	// beta buffer then holds.
+	Beta bool
+}
+
+// FusedAll turns every part of [Fused] on: what a Qwen3-Next or Qwen3.5
+// layer hands over, in one dispatch.
+var FusedAll = Fused{L2Norm: true, Gate: true, Beta: true}
+
 // Params are the parameters of one call: the shape and the run-time
 // options every kernel and reference takes.
 type Params struct {
@@ -190,6 +220,18 @@ type Params struct {
 	// typically 1/sqrt(D_k), which saves scaling q in a dispatch of its
 	// own. 0 means q is already scaled: the outputs are not multiplied.
 	QScale float32
+	// Activation is the element type of q, k, v, the output and the gate
+	// inputs (g and beta, or a and b); F32, the zero value, by default.
+	// Loads widen to f32 exactly, the recurrence runs in f32, and the
+	// output is rounded to Activation once, to nearest even.
+	Activation ElemType
+	// State is the element type of state_in, state_out and capture; F32,
+	// the zero value, by default. The state is widened once when read,
+	// stays in f32 through the token loop, and is rounded once each time
+	// it is written.
+	State ElemType
+	// Fused says which gates and norms the kernel computes itself.
+	Fused Fused
 }
 
 // Scale returns the factor applied to the output: QScale, or 1 when QScale
@@ -201,8 +243,8 @@ func (p Params) Scale() float32 {
 	return p.QScale
 }
 
-// Validate checks the shape, that the head mapping is known and that
-// QScale is finite. The error is an [*ArgumentError] naming the field.
+// Validate checks the shape, that the head mapping and both element types
+// are known and that QScale is finite. The error is an [*ArgumentError] naming the field.
 func (p Params) Validate() error {
 	if err := p.Shape.Validate(); err != nil {
 		return err
@@ -212,6 +254,12 @@ func (p Params) Validate() error {
 	}
 	if q := float64(p.QScale); math.IsNaN(q) || math.IsInf(q, 0) {
 		return argError("QScale", "%v is not finite", p.QScale)
+	}
+	if !p.Activation.known() {
+		return argError("Activation", "%v is not f32, f16 or bf16", p.Activation)
+	}
+	if !p.State.known() {
+		return argError("State", "%v is not f32, f16 or bf16", p.State)
 	}
 	return nil
 }

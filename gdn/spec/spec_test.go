@@ -49,6 +49,8 @@ func TestValidate(t *testing.T) {
 		{"not a multiple", func(p *spec.Params) { p.NKHeads = 3; p.NVHeads = 4 }, "Shape.NVHeads", "4 is not a multiple of Shape.NKHeads = 3"},
 		{"head map", func(p *spec.Params) { p.HeadMap = 7 }, "HeadMap", "7"},
 		{"scale", func(p *spec.Params) { p.QScale = float32(math.Inf(-1)) }, "QScale", "-Inf"},
+		{"activation", func(p *spec.Params) { p.Activation = 3 }, "Activation", "ElemType(3)"},
+		{"state", func(p *spec.Params) { p.State = 200 }, "State", "ElemType(200)"},
 	} {
 		p := ok
 		c.edit(&p)
