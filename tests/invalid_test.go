@@ -31,10 +31,7 @@ type invalidArg struct {
 
 func invalidEncodesNothing(t *testing.T, r *rig) {
 	s := gdn.Shape{DK: 64, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 2, NSeqs: 3}
-	qk := s.DK * s.NKHeads * s.NTokens * s.NSeqs
-	vlen := s.DV * s.NVHeads * s.NTokens * s.NSeqs
-	gb := s.NVHeads * s.NTokens * s.NSeqs
-	st := s.DK * s.DV * s.NVHeads * s.NSeqs
+	qk, vlen, gb, st := s.QKLen(), s.VLen(), s.GateLen(), s.StateLen()
 	var bufs []*mtl.Buffer
 	t.Cleanup(func() {
 		for _, b := range bufs {
@@ -57,12 +54,16 @@ func invalidEncodesNothing(t *testing.T, r *rig) {
 		Q: view(qk), K: view(qk), V: view(vlen), G: view(gb), Beta: view(gb),
 		StateIn: view(st), Output: view(vlen), StateOut: view(st),
 	}
-	capture := view(st * s.NTokens)
+	capture := view(s.CaptureLen())
 	writable := []gdn.View{valid.Output, valid.StateOut, capture}
 	for _, v := range writable {
 		fill(mtl.Slice[float32](v.Buffer), poison)
 	}
 	short := view(vlen - 1)
+	released := view(st)
+	released.Buffer.Release() // Length still answers
+	shared := view(st + s.DK) // a state and one more row
+	in := func(v gdn.View, offset, n int) gdn.View { return gdn.F32View(v.Buffer, offset, n) }
 	params := gdn.Params{Shape: s, HeadMap: gdn.Tiled, QScale: 0.125}
 
 	cases := []invalidArg{
@@ -75,10 +76,24 @@ func invalidEncodesNothing(t *testing.T, r *rig) {
 		{"capture given to the decode kernel", kDecode, func(_ *gdn.Params, b *gdn.Buffers) { b.Capture = capture }, []string{"Capture"}},
 		{"capture missing", kCapture, func(_ *gdn.Params, b *gdn.Buffers) { b.Capture = gdn.View{} }, []string{"Capture"}},
 		{"capture longer than the draft for three sequences", kCapture, func(_ *gdn.Params, b *gdn.Buffers) {
-			b.Capture = view(st*s.NTokens + st)
+			b.Capture = view(s.CaptureLen() + st)
 		}, []string{"Capture", "elements"}},
 		{"unknown head mapping", kLegacy, func(p *gdn.Params, _ *gdn.Buffers) { p.HeadMap = 2 }, []string{"HeadMap", "2"}},
 		{"q scale not finite", kPrefill, func(p *gdn.Params, _ *gdn.Buffers) { p.QScale = float32(math.Inf(1)) }, []string{"QScale"}},
+		{"state_in released", kSeq, func(_ *gdn.Params, b *gdn.Buffers) { b.StateIn = released }, []string{"StateIn", "released"}},
+		{"state_out released", kPrefill, func(_ *gdn.Params, b *gdn.Buffers) { b.StateOut = released }, []string{"StateOut", "released"}},
+		{"output inside state_in", kDecode, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.StateIn, b.Output = in(shared, 0, st), in(shared, 32, vlen)
+		}, []string{"Output", fmt.Sprintf("bytes [32, %d)", 32+4*vlen), fmt.Sprintf("StateIn's bytes [0, %d)", 4*st)}},
+		{"state_out one row after state_in", kLegacy, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.StateIn, b.StateOut = in(shared, 0, st), in(shared, 4*s.DK, st)
+		}, []string{"StateOut", fmt.Sprintf("bytes [%d, %d)", 4*s.DK, 4*(s.DK+st)), fmt.Sprintf("StateIn's bytes [0, %d)", 4*st)}},
+		{"state_out over k", kPrefill, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.K, b.StateOut = in(shared, 0, qk), in(shared, 0, st)
+		}, []string{"StateOut", fmt.Sprintf("K's bytes [0, %d)", 4*qk)}},
+		{"capture over state_out", kCapture, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.StateOut = gdn.F32View(b.Capture.Buffer, 4*(b.Capture.Len-st), st)
+		}, []string{"StateOut", "Capture's bytes"}},
 		{"count at 2^32", kDecode, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.NSeqs = 1 << 22 }, []string{"2^32"}},
 	}
 

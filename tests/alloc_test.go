@@ -1,0 +1,62 @@
+package tests
+
+import (
+	"testing"
+
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// TestEmulatedDispatchAllocatesNoMore checks that a dispatch through gdn
+// (validation, kernel choice, pipeline lookup, encoding) allocates no more
+// than the same four messages sent through mtl directly: gdn's own host
+// cost per dispatch allocates nothing.
+func TestEmulatedDispatchAllocatesNoMore(t *testing.T) {
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		p := gdn.Params{Shape: gdn.Shape{DK: 128, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 1, NSeqs: 1}, QScale: 0.5}
+		var bufs []*mtl.Buffer
+		defer func() {
+			for _, b := range bufs {
+				b.Release()
+			}
+		}()
+		view := func(n int) gdn.View {
+			b, err := r.dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bufs = append(bufs, b)
+			return gdn.F32View(b, 0, n)
+		}
+		state := view(p.StateLen())
+		b := gdn.Buffers{Q: view(p.QKLen()), K: view(p.QKLen()), V: view(p.VLen()), G: view(p.GateLen()),
+			Beta: view(p.GateLen()), StateIn: state, Output: view(p.VLen()), StateOut: state}
+		pso, err := r.reg.Pipeline(r.dev, kernels.Decode(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := []*mtl.Buffer{b.Q.Buffer, b.K.Buffer, b.V.Buffer, b.G.Buffer, b.Beta.Buffer, b.StateIn.Buffer, b.Output.Buffer, b.StateOut.Buffer}
+		offsets := make([]int, len(raw))
+		params := paramBytes(p)
+		grid, group := mtl.Size{Width: 8, Height: 4, Depth: 1}, mtl.Size{Width: 32, Height: 4, Depth: 1}
+
+		_, enc := r.encoder(t)
+		var derr error
+		direct := testing.AllocsPerRun(200, func() {
+			enc.SetComputePipelineState(pso)
+			enc.SetBuffers(raw, offsets, 0)
+			enc.SetBytes(params, 8)
+			enc.DispatchThreadgroups(grid, group)
+		})
+		viaGDN := testing.AllocsPerRun(200, func() { derr = r.k.Decode(enc, p, b) })
+		if derr != nil {
+			t.Fatal(derr)
+		}
+		if viaGDN > direct {
+			t.Errorf("%v allocations per gdn dispatch, %v for the same messages sent directly", viaGDN, direct)
+		}
+		t.Logf("allocations per dispatch: %v through gdn, %v direct (the emulated device's own)", viaGDN, direct)
+		enc.EndEncoding()
+	})
+}
