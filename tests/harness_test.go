@@ -115,12 +115,12 @@ var (
 	decodeKernels = map[int]bool{32: true, 64: true, 128: true} // D_k the decode family takes
 )
 
-// decodeKernel is the decode kernel itself, gated_delta_net_decode_f32_{NSG},
-// at any n_tokens. gdn.Kernels.Decode picks it at one token only, so it is
-// encoded here directly through mtl, with the pipeline state of the rig's
-// registry and the geometry of SPEC section 6, on the arguments
-// gdn.Validate accepts for the legacy kernel (the same code under another
-// name).
+// decodeKernel is the decode kernel itself,
+// gated_delta_net_decode_{A}_{S}_{NSG}, at any n_tokens. gdn.Kernels.Decode
+// picks it at one token only, so it is encoded here directly through mtl,
+// with the pipeline state of the rig's registry and the geometry of SPEC
+// section 6, on the arguments gdn.Validate accepts for the legacy kernel
+// (the same code under another name).
 func (r *rig) decodeKernel() kernel {
 	call := func(_ *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
 		if err := gdn.Validate(gdn.KernelDecodeLegacy, p, b); err != nil {
@@ -128,7 +128,7 @@ func (r *rig) decodeKernel() kernel {
 		}
 		s := p.Shape
 		nsg := s.DK / 32
-		pso, err := r.reg.Pipeline(r.dev, kernels.Decode(nsg))
+		pso, err := r.reg.Pipeline(r.dev, kernels.DecodeOf(p.Activation, p.State, nsg))
 		if err != nil {
 			return err
 		}
@@ -140,28 +140,39 @@ func (r *rig) decodeKernel() kernel {
 		}
 		enc.SetBuffers(bufs, offsets, 0)
 		enc.SetBytes(paramBytes(p), 8)
-		// A_log and dt_bias, which the kernel reads only with the fused
-		// gate: G's buffer stands in, as gdn binds it.
-		enc.SetBuffer(b.G.Buffer, b.G.Offset, 10)
-		enc.SetBuffer(b.G.Buffer, b.G.Offset, 11)
+		// A_log and dt_bias at 10 and 11; without the fused gate the kernel
+		// reads neither and G's buffer stands in, as gdn binds it.
+		aLog, dtBias := b.ALog, b.DtBias
+		if !p.Fused.Gate {
+			aLog, dtBias = b.G, b.G
+		}
+		enc.SetBuffer(aLog.Buffer, aLog.Offset, 10)
+		enc.SetBuffer(dtBias.Buffer, dtBias.Offset, 11)
 		enc.DispatchThreadgroups(mtl.Size{Width: uint(s.DV / nsg), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
 			mtl.Size{Width: 32, Height: uint(nsg), Depth: 1})
 		return enc.Err()
 	}
-	return kernel{name: "decode_f32", call: call}
+	return kernel{name: "decode_kernel", call: call}
 }
 
 // paramBytes packs the nine parameter words of SPEC section 5,
 // little-endian: D_k, D_v, n_k_heads, n_v_heads, n_tokens, n_seqs, head
-// map, 0, and the bits of q scale (0 for none).
+// map, the fused parts (bit 0 L2 norm, bit 1 gate, bit 2 beta), and the
+// bits of q scale (0 for none).
 func paramBytes(p gdn.Params) []byte {
 	s := p.Shape
 	var scale uint32
 	if p.QScale != 0 {
 		scale = math.Float32bits(p.QScale)
 	}
+	var fused uint32
+	for i, on := range []bool{p.Fused.L2Norm, p.Fused.Gate, p.Fused.Beta} {
+		if on {
+			fused |= 1 << i
+		}
+	}
 	words := []uint32{uint32(s.DK), uint32(s.DV), uint32(s.NKHeads), uint32(s.NVHeads),
-		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), 0, scale}
+		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), fused, scale}
 	b := make([]byte, 4*len(words))
 	for i, w := range words {
 		binary.LittleEndian.PutUint32(b[4*i:], w)
