@@ -24,7 +24,7 @@ func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, er
 	var err error
 	inPool(func() {
 		nserr := newOutID()
-		id = objc.ID(d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), uintptrOf(nserr)))
+		id = d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), uintptrOf(nserr))
 		if id == 0 {
 			err = fmt.Errorf("mtl: compute pipeline for %q: %s", f.Name(), errorText(*nserr, "newComputePipelineStateWithFunction:error: returned nil"))
 		}
@@ -33,8 +33,8 @@ func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, er
 		return nil, err
 	}
 	p := &ComputePipelineState{
-		maxTotal: int(id.Send(sel.maxTotalThreadsPerThreadgroup)),
-		width:    int(id.Send(sel.threadExecutionWidth)),
+		maxTotal: int(id.SendWord(sel.maxTotalThreadsPerThreadgroup)),
+		width:    int(id.SendWord(sel.threadExecutionWidth)),
 	}
 	p.set(id)
 	return p, nil

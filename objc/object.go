@@ -42,7 +42,7 @@ func (id ID) Retain() ID {
 		return 0
 	}
 	loadSels()
-	return ID(Send(id, sels.retain))
+	return Send(id, sels.retain)
 }
 
 // Release decrements the object's reference count ([obj release]); the
@@ -62,13 +62,13 @@ func (id ID) Autorelease() ID {
 		return 0
 	}
 	loadSels()
-	return ID(Send(id, sels.autorelease))
+	return Send(id, sels.autorelease)
 }
 
 // RetainCount returns [obj retainCount]; for tests and diagnostics only.
 func (id ID) RetainCount() uint {
 	loadSels()
-	return uint(Send(id, sels.retainCount))
+	return uint(SendWord(id, sels.retainCount))
 }
 
 // RespondsToSelector reports whether the object answers sel
@@ -91,5 +91,5 @@ func (c Class) New() ID {
 	if obj == 0 {
 		return 0
 	}
-	return ID(Send(obj, sels.init))
+	return Send(obj, sels.init)
 }
