@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
 	"golang.org/x/sys/unix"
@@ -124,8 +123,7 @@ func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, er
 	if err := d.checkLength(len(b)); err != nil {
 		return nil, err
 	}
-	escape(unsafe.Pointer(&b[0]))
-	id := d.ID().Send(sel.newBufferWithBytesLengthOptions, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(opts))
+	id := d.ID().Send(sel.newBufferWithBytesLengthOptions, objc.Pointer(&b[0]), uintptr(len(b)), uintptr(opts))
 	runtime.KeepAlive(b)
 	return newBuffer(id, len(b), opts, nil)
 }
@@ -149,7 +147,7 @@ func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, err
 	if err != nil {
 		return nil, fmt.Errorf("mtl: mmap of %d bytes: %w", n, err)
 	}
-	id := d.ID().Send(sel.newBufferWithBytesNoCopy, uintptr(unsafe.Pointer(&mem[0])), uintptr(n), uintptr(opts), 0)
+	id := d.ID().Send(sel.newBufferWithBytesNoCopy, objc.Pointer(&mem[0]), uintptr(n), uintptr(opts), 0)
 	b, err := newBuffer(id, n, opts, mem)
 	if err != nil {
 		unix.Munmap(mem)

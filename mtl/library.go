@@ -59,8 +59,8 @@ func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library
 	}
 	var lib objc.ID
 	inPool(func() {
-		nserr := newOutID()
-		lib = d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), uintptrOf(nserr))
+		nserr := new(objc.ID)
+		lib = d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), objc.Pointer(nserr))
 		if lib == 0 {
 			err = &CompileError{Log: errorText(*nserr, "newLibraryWithSource:options:error: returned nil")}
 		}

@@ -23,8 +23,8 @@ func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, er
 	var id objc.ID
 	var err error
 	inPool(func() {
-		nserr := newOutID()
-		id = d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), uintptrOf(nserr))
+		nserr := new(objc.ID)
+		id = d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), objc.Pointer(nserr))
 		if id == 0 {
 			err = fmt.Errorf("mtl: compute pipeline for %q: %s", f.Name(), errorText(*nserr, "newComputePipelineStateWithFunction:error: returned nil"))
 		}

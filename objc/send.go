@@ -20,8 +20,7 @@ const maxWords = 32
 // with [SendArgs] and [SendStruct24]. This is the hot path: it makes no
 // allocation and uses no reflection.
 //
-// A pointer passed as an argument must point to memory that does not move
-// during the call (C memory, or Go memory kept alive by the caller).
+// A Go pointer passed as an argument goes through [Pointer].
 func Send(id ID, sel SEL, args ...uintptr) ID { return ID(send(id, sel, args)) }
 
 // SendWord is [Send] for methods that return an integer or a pointer that
@@ -121,7 +120,7 @@ func SendStruct24(id ID, sel SEL, args ...Arg) [3]uintptr {
 	fn := lookupStret(id, sel)
 	s := scratchPool.Get().(*scratch)
 	s.ret = [3]uintptr{}
-	n := lower(&s.words, s, uintptrOf(&s.ret), id, sel, args)
+	n := lower(&s.words, s, Pointer(&s.ret), id, sel, args)
 	purego.SyscallN(fn, s.words[:n]...)
 	ret := s.ret
 	runtime.KeepAlive(s)
@@ -219,4 +218,24 @@ func SendSuper(id ID, super Class, sel SEL, args ...uintptr) ID {
 	return ID(r)
 }
 
-func uintptrOf[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
+// Pointer returns p as a send argument, moving the memory it points to
+// onto the heap. A send passes pointers as integers, which the compiler's
+// escape analysis cannot follow: memory on the goroutine's stack would stay
+// there, and a method implemented in Go (the emulated device's methods)
+// runs on that stack and may grow it, which moves the stack while C holds
+// the old address. Heap memory does not move. The caller keeps the memory
+// alive until the send returns (runtime.KeepAlive, or a later use).
+func Pointer[T any](p *T) uintptr {
+	if pointerSinkOn {
+		pointerSink = unsafe.Pointer(p)
+	}
+	return uintptr(unsafe.Pointer(p))
+}
+
+// pointerSink is where [Pointer] would store its argument: escape analysis
+// sees the store and moves the argument to the heap; pointerSinkOn is never
+// set, so the store never happens.
+var (
+	pointerSinkOn bool
+	pointerSink   unsafe.Pointer
+)

@@ -165,6 +165,9 @@ func FindSends(t testing.TB, dir, table string, wrappers map[string]string) []Se
 			s := Send{Field: field, Func: fn, Discarded: discarded[call], Pos: pos}
 			for _, a := range call.Args[at+1:] {
 				s.Args = append(s.Args, argShape(fn, a))
+				if convertsPointer(a) {
+					t.Errorf("%s: argument of %s.%s converts a pointer with unsafe.Pointer; pass Go pointers through objc.Pointer, which moves the memory off the goroutine's stack", fset.Position(a.Pos()), table, field)
+				}
 			}
 			if call.Ellipsis.IsValid() && len(s.Args) > 0 {
 				s.Args[len(s.Args)-1] = ""
@@ -187,6 +190,22 @@ func callee(call *ast.CallExpr) (string, bool) {
 		return f.Sel.Name, !ok || x.Name != "objc"
 	}
 	return "", false
+}
+
+// convertsPointer reports whether e contains unsafe.Pointer(...).
+func convertsPointer(e ast.Expr) bool {
+	found := false
+	ast.Inspect(e, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok {
+			if f, ok := c.Fun.(*ast.SelectorExpr); ok {
+				if x, ok := f.X.(*ast.Ident); ok && x.Name == "unsafe" && f.Sel.Name == "Pointer" {
+					found = true
+				}
+			}
+		}
+		return !found
+	})
+	return found
 }
 
 // argShape returns the shape of one argument: a word for the word-only
