@@ -3,6 +3,8 @@ package msl
 import (
 	"bytes"
 	"fmt"
+	"math/big"
+	"math/bits"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -74,44 +76,43 @@ func (f *Function) Run(d *Dispatch) (Counters, error) {
 func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	g := d.Grid
 	tptg := g.ThreadsPerThreadgroup
-	total := 1
 	for k, v := range tptg {
 		if v <= 0 {
 			return fmt.Errorf("msl: %s: Grid.ThreadsPerThreadgroup %v: dimension %d is %d, must be > 0", f.Name, g.ThreadsPerThreadgroup, k, v)
 		}
-		total *= v
 	}
-	if total > f.MaxTotalThreadsPerThreadgroup {
-		return fmt.Errorf("msl: %s: Grid.ThreadsPerThreadgroup %v has %d threads, more than the function's maxTotalThreadsPerThreadgroup %d", f.Name, g.ThreadsPerThreadgroup, total, f.MaxTotalThreadsPerThreadgroup)
+	if total, ok := product(tptg); !ok || total > uint64(f.MaxTotalThreadsPerThreadgroup) {
+		return fmt.Errorf("msl: %s: Grid.ThreadsPerThreadgroup %v has %s threads, more than the function's maxTotalThreadsPerThreadgroup %d", f.Name, g.ThreadsPerThreadgroup, productString(tptg), f.MaxTotalThreadsPerThreadgroup)
 	}
 	tgs, threads := g.Threadgroups, g.Threads
 	useThreads := threads != [3]int{}
 	if useThreads == (tgs != [3]int{}) {
 		return fmt.Errorf("msl: %s: exactly one of Grid.Threadgroups %v and Grid.Threads %v must be set", f.Name, g.Threadgroups, g.Threads)
 	}
-	var ntg uint64 = 1
 	for k := 0; k < 3; k++ {
 		if useThreads {
 			if threads[k] <= 0 {
 				return fmt.Errorf("msl: %s: Grid.Threads %v: dimension %d is %d, must be > 0", f.Name, g.Threads, k, threads[k])
+			}
+			if uint64(threads[k]) >= 1<<32 {
+				return fmt.Errorf("msl: %s: Grid.Threads %v: dimension %d has %d threads, more than 2^32-1", f.Name, g.Threads, k, threads[k])
 			}
 			tgs[k] = (threads[k] + tptg[k] - 1) / tptg[k]
 		} else {
 			if tgs[k] <= 0 {
 				return fmt.Errorf("msl: %s: Grid.Threadgroups %v: dimension %d is %d, must be > 0", f.Name, g.Threadgroups, k, tgs[k])
 			}
+			if n, ok := product([3]int{tgs[k], tptg[k], 1}); !ok || n >= 1<<32 {
+				return fmt.Errorf("msl: %s: grid dimension %d has %d threadgroups of %d threads, more than 2^32-1 threads", f.Name, k, tgs[k], tptg[k])
+			}
 			threads[k] = tgs[k] * tptg[k]
 		}
-		if uint64(threads[k]) >= 1<<32 || uint64(tgs[k])*uint64(tptg[k]) >= 1<<32 {
-			return fmt.Errorf("msl: %s: grid dimension %d has %d threads, more than 2^32-1", f.Name, k, uint64(tgs[k])*uint64(tptg[k]))
-		}
-		ntg *= uint64(tgs[k])
 		desc.threadgroups[k] = uint64(tgs[k])
 		desc.threadsPerThreadgroup[k] = uint64(tptg[k])
 		desc.threadsPerGrid[k] = uint64(threads[k])
 	}
-	if ntg >= 1<<32 {
-		return fmt.Errorf("msl: %s: %d threadgroups, more than 2^32-1", f.Name, ntg)
+	if ntg, ok := product(tgs); !ok || ntg >= 1<<32 {
+		return fmt.Errorf("msl: %s: %s threadgroups, more than 2^32-1", f.Name, productString(tgs))
 	}
 	switch d.Order {
 	case Forward, Reverse, Shuffled:
@@ -160,6 +161,29 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	desc.seed = d.Seed
 	desc.workers = uint64(d.Workers)
 	return nil
+}
+
+// product multiplies three positive sizes, reporting false if the product
+// does not fit in 64 bits.
+func product(v [3]int) (uint64, bool) {
+	p := uint64(1)
+	for _, x := range v {
+		hi, lo := bits.Mul64(p, uint64(x))
+		if hi != 0 {
+			return 0, false
+		}
+		p = lo
+	}
+	return p, true
+}
+
+// productString is the exact product of three positive sizes, for errors.
+func productString(v [3]int) string {
+	p := big.NewInt(1)
+	for _, x := range v {
+		p.Mul(p, big.NewInt(int64(x)))
+	}
+	return p.String()
 }
 
 func cString(b []byte) string {
