@@ -180,6 +180,7 @@ var (
 	rtHandle   uintptr
 	rtDispatch uintptr
 	rtModRange uintptr
+	rtArenas   uintptr
 )
 
 const rtLibName = "libpuremetal_msl_rt.so"
@@ -219,6 +220,9 @@ func loadRuntime(root string) error {
 		return err
 	}
 	if rtModRange, err = sym("pm_module_range"); err != nil {
+		return err
+	}
+	if rtArenas, err = sym("pm_arena_stats"); err != nil {
 		return err
 	}
 	sizeFn, err := sym("pm_desc_size")
@@ -311,7 +315,12 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",
 		"-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns",
 		"-fsanitize-coverage=func,trace-loads,trace-stores",
-		"-fsanitize=integer-divide-by-zero", "-fno-sanitize-recover=integer-divide-by-zero",
+		// integer division faults and array indices out of bounds call the
+		// runtime's handlers; signed overflow otherwise wraps, as on the GPU
+		"-fwrapv", "-fsanitize=integer-divide-by-zero,signed-integer-overflow,array-bounds",
+		"-fno-sanitize-recover=all",
+		// frame sizes, read back to check them against the fiber stacks
+		"-fstack-size-section",
 		"-nostdinc++", "-isystem", includeDir, "-include", "prelude.h",
 		"-Wno-unknown-attributes", "-Wno-duplicate-decl-specifier", "-Wno-unused-value",
 		"-Werror=vla-extension", "-Werror=vla",

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/big"
 	"math/bits"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -23,6 +25,7 @@ type pmDesc struct {
 	threadsPerThreadgroup     [3]uint64
 	threadsPerGrid            [3]uint64
 	order, seed, workers      uint64
+	timeoutNS                 uint64
 	loaded, stored            [MaxBindings]uint64
 	simdOps, barriers         uint64
 	faultKind                 uint64
@@ -30,6 +33,8 @@ type pmDesc struct {
 	faultPC                   uint64
 	faultThreadgroup          [3]uint64
 	faultThread               [3]uint64
+	faultPC2                  uint64
+	faultThread2              [3]uint64
 	faultFile                 [256]byte
 	faultMsg                  [768]byte
 }
@@ -43,8 +48,41 @@ const (
 	faultDeadlock
 	faultThreadgroupMemory
 	faultResources
-	faultDivideByZero
+	faultIntegerDivision
+	faultThreadgroupBounds
+	faultArrayBounds
+	faultStack
+	faultTimeout
+	faultRace
 )
+
+// DefaultTimeout is the time limit of a dispatch whose Dispatch.Timeout is
+// zero, unless the environment variable PUREMETAL_EMU_TIMEOUT holds another
+// duration (time.ParseDuration syntax, such as "5m"; "0" for no limit).
+const DefaultTimeout = 60 * time.Second
+
+var envTimeout = sync.OnceValue(func() time.Duration {
+	if v := os.Getenv("PUREMETAL_EMU_TIMEOUT"); v != "" {
+		if t, err := time.ParseDuration(v); err == nil && t >= 0 {
+			if t == 0 {
+				return -1
+			}
+			return t
+		}
+	}
+	return DefaultTimeout
+})
+
+// envWorkers is the number of workers of a dispatch whose Dispatch.Workers
+// is zero: PUREMETAL_EMU_WORKERS if set (to force many workers on a small
+// machine, say), otherwise 0 (one per CPU).
+var envWorkers = sync.OnceValue(func() int {
+	n, err := strconv.Atoi(os.Getenv("PUREMETAL_EMU_WORKERS"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+})
 
 // Run executes one dispatch of f and returns its counters. Invalid
 // dispatches return an error naming the argument; faults of the running
@@ -160,7 +198,24 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	desc.order = uint64(d.Order)
 	desc.seed = d.Seed
 	desc.workers = uint64(d.Workers)
+	if d.Workers == 0 {
+		desc.workers = uint64(envWorkers())
+	}
+	timeout := d.Timeout
+	if timeout == 0 {
+		timeout = envTimeout()
+	}
+	if timeout > 0 {
+		desc.timeoutNS = uint64(timeout)
+	}
 	return nil
+}
+
+// arenaStats reports how many worker arenas (fiber stacks and threadgroup
+// memory of one worker) exist, and how many of them are idle.
+func arenaStats() (arenas, idle uint64) {
+	purego.SyscallN(rtArenas, uintptr(unsafe.Pointer(&arenas)), uintptr(unsafe.Pointer(&idle)))
+	return arenas, idle
 }
 
 // product multiplies three positive sizes, reporting false if the product
@@ -210,6 +265,12 @@ func (f *Function) kernelError(desc *pmDesc) *KernelError {
 	}
 	if e.File == "" {
 		e.File = f.fileName
+	}
+	if desc.faultPC2 != 0 {
+		file, line := f.lib.symbolize(desc.faultPC2-f.modBase-1, f.fileName)
+		if line > 0 {
+			e.Msg += fmt.Sprintf("; the other access is at %s:%d", file, line)
+		}
 	}
 	return e
 }
