@@ -46,6 +46,11 @@ type Function struct {
 	MaxTotalThreadsPerThreadgroup int
 	// ThreadExecutionWidth is the SIMD-group width, 32.
 	ThreadExecutionWidth int
+	// PrivateBytes is the stack one thread of the kernel needs, in bytes:
+	// the frames of the kernel and of the functions it calls, as compiled
+	// for the CPU (private arrays, spilled registers). It is at most
+	// MaxPrivateBytes.
+	PrivateBytes int
 
 	lib      *Library
 	entry    uintptr
@@ -391,6 +396,16 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 		return nil, newCompileError(cleanLog(log, src, includeDir), file)
 	}
 	cached := !built
+	needs, err := stackNeeds(so, len(tr.entries))
+	if err != nil {
+		return nil, fmt.Errorf("msl: reading the frame sizes of %s: %w", so, err)
+	}
+	for i, e := range tr.entries {
+		if needs[i] > MaxPrivateBytes {
+			return nil, &CompileError{File: file, Line: e.line,
+				Log: fmt.Sprintf("%s:%d: error: kernel %s needs %d bytes of stack per thread (private arrays, spilled registers, called functions), more than the %d the emulator gives a thread", file, e.line, e.name, needs[i], MaxPrivateBytes)}
+		}
+	}
 	handle, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("msl: loading %s: %w", so, err)
@@ -405,6 +420,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 			Name:                          e.name,
 			MaxTotalThreadsPerThreadgroup: e.maxTotal,
 			ThreadExecutionWidth:          ThreadExecutionWidth,
+			PrivateBytes:                  needs[i],
 			lib:                           lib,
 			entry:                         entry,
 			fileName:                      file,
