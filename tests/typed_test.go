@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
@@ -268,68 +267,55 @@ func poisonBytes(t spec.ElemType, b []byte) {
 	}
 }
 
-// runTyped encodes one dispatch of k on p's types with inputs in, commits
-// it, waits, and returns the results; any error fails the test.
+// uploadTyped returns a view of a new shared buffer holding x as elements
+// of type et, released when the test ends.
+func (r *rig) uploadTyped(t testing.TB, et spec.ElemType, x []float32) gdn.View {
+	t.Helper()
+	b, err := r.dev.NewBufferWithBytes(encode(et, x), mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Release)
+	return gdn.NewView(b, 0, et, len(x))
+}
+
+// poisonedTyped returns a view of a new shared buffer of n elements of
+// type et, each a NaN no arithmetic produces (poisonBytes), released when
+// the test ends.
+func (r *rig) poisonedTyped(t testing.TB, et spec.ElemType, n int) gdn.View {
+	t.Helper()
+	b, err := r.dev.NewBuffer(et.Size()*n, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Release)
+	poisonBytes(et, mtl.Slice[byte](b))
+	return gdn.NewView(b, 0, et, n)
+}
+
+// runTyped encodes one dispatch of k on p's types with inputs in, runs it
+// and returns the results; any error fails the test.
 func (r *rig) runTyped(t *testing.T, k kernel, p spec.Params, in typedInputs, inPlace bool) typedOutcome {
 	t.Helper()
-	var free []*mtl.Buffer
-	defer func() {
-		for _, b := range free {
-			b.Release()
-		}
-	}()
-	newBuf := func(data []byte) *mtl.Buffer {
-		b, err := r.dev.NewBufferWithBytes(data, mtl.ResourceStorageModeShared)
-		if err != nil {
-			t.Fatal(err)
-		}
-		free = append(free, b)
-		return b
-	}
-	upload := func(et spec.ElemType, x []float32) gdn.View {
-		return gdn.NewView(newBuf(encode(et, x)), 0, et, len(x))
-	}
-	poisoned := func(et spec.ElemType, n int) gdn.View {
-		data := make([]byte, et.Size()*n)
-		poisonBytes(et, data)
-		return gdn.NewView(newBuf(data), 0, et, n)
-	}
 	a, st := p.Activation, p.State
 	b := gdn.Buffers{
-		Q: upload(a, in.Q), K: upload(a, in.K), V: upload(a, in.V),
-		G: upload(a, in.G), Beta: upload(a, in.Beta), StateIn: upload(st, in.StateIn),
-		Output: poisoned(a, p.VLen()),
+		Q: r.uploadTyped(t, a, in.Q), K: r.uploadTyped(t, a, in.K), V: r.uploadTyped(t, a, in.V),
+		G: r.uploadTyped(t, a, in.G), Beta: r.uploadTyped(t, a, in.Beta), StateIn: r.uploadTyped(t, st, in.StateIn),
+		Output: r.poisonedTyped(t, a, p.VLen()),
 	}
 	if inPlace {
 		b.StateOut = b.StateIn
 	} else {
-		b.StateOut = poisoned(st, p.StateLen())
+		b.StateOut = r.poisonedTyped(t, st, p.StateLen())
 	}
 	if k.capture {
-		b.Capture = poisoned(st, p.CaptureLen())
+		b.Capture = r.poisonedTyped(t, st, p.CaptureLen())
 	}
 	if p.Fused.Gate {
-		b.ALog, b.DtBias = upload(spec.F32, in.ALog), upload(spec.F32, in.DtBias)
+		b.ALog, b.DtBias = r.uploadTyped(t, spec.F32, in.ALog), r.uploadTyped(t, spec.F32, in.DtBias)
 	}
-	cb, err := r.queue.CommandBuffer()
+	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return k.call(r.k, enc, p, b) })
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.call(r.k, enc, p, b); err != nil {
-		enc.EndEncoding()
-		t.Fatalf("%s %s: %v", k.name, typedName(p), err)
-	}
-	if err := enc.EndEncoding(); err != nil {
-		t.Fatal(err)
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
 		t.Fatalf("%s %s: %v", k.name, typedName(p), err)
 	}
 	read := func(v gdn.View) []byte {
@@ -343,9 +329,8 @@ func (r *rig) runTyped(t *testing.T, k kernel, p spec.Params, in typedInputs, in
 		o.Capture = decode(st, o.capture)
 	}
 	if r.emulated {
-		cs, err := emu.DispatchCounters(cb)
-		if err != nil || len(cs) != 1 {
-			t.Fatalf("counters: %v, %d dispatches", err, len(cs))
+		if len(cs) != 1 {
+			t.Fatalf("%s %s: the command buffer ran %d dispatches, want 1", k.name, typedName(p), len(cs))
 		}
 		o.Counters = &cs[0]
 	}
