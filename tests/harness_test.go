@@ -38,8 +38,13 @@ type rig struct {
 }
 
 func newRig(t *testing.T, dev *mtl.Device, emulated bool) *rig {
+	return newRigWith(t, dev, emulated, kernels.NewRegistry())
+}
+
+// newRigWith is newRig with the kernels' pipeline states taken from reg,
+// which the rig releases.
+func newRigWith(t *testing.T, dev *mtl.Device, emulated bool, reg *kernels.Registry) *rig {
 	t.Helper()
-	reg := kernels.NewRegistry()
 	t.Cleanup(reg.Release)
 	k, err := gdn.New(dev, reg)
 	if err != nil {
@@ -69,13 +74,44 @@ var allOrders = append(slices.Clone(testdevice.Orders), emu.Options{Order: msl.R
 // and everything made on it released, it checks that the emulator holds no
 // more live objects than before.
 func onEmulatedIn(t *testing.T, orders []emu.Options, f func(t *testing.T, r *rig)) {
-	for _, o := range orders {
+	runs := make([]emuRun, len(orders))
+	for i, o := range orders {
+		runs[i] = emuRun{opts: o}
+	}
+	onEmulatedRuns(t, runs, f)
+}
+
+// emuRun is one run of a suite on the emulated device: a scheduling order
+// and the language version the kernels are compiled as (0:
+// kernels.LanguageVersion(); below 3.1 bf16 is converted by hand, from 3.1
+// on it is MSL's bfloat).
+type emuRun struct {
+	opts emu.Options
+	lang mtl.LanguageVersion
+}
+
+func (e emuRun) name() string {
+	if e.lang == 0 {
+		return e.opts.Order.String()
+	}
+	return fmt.Sprintf("%v_msl%d.%d", e.opts.Order, e.lang>>16, e.lang&0xffff)
+}
+
+// onEmulatedRuns is onEmulatedIn for runs that may also choose the
+// kernels' language version; each run's subtest is named after its order
+// and the version it forces.
+func onEmulatedRuns(t *testing.T, runs []emuRun, f func(t *testing.T, r *rig)) {
+	for _, run := range runs {
 		before := emu.LiveObjects()
-		t.Run(o.Order.String(), func(t *testing.T) {
-			f(t, newRig(t, testdevice.Emulated(t, o), true))
+		t.Run(run.name(), func(t *testing.T) {
+			reg := kernels.NewRegistry()
+			if run.lang != 0 {
+				reg = kernels.NewRegistryWithLanguage(run.lang)
+			}
+			f(t, newRigWith(t, testdevice.Emulated(t, run.opts), true, reg))
 		})
 		if after := emu.LiveObjects(); after != before {
-			t.Errorf("%s: %d live emulated objects before, %d after everything was released", o.Order, before, after)
+			t.Errorf("%s: %d live emulated objects before, %d after everything was released", run.name(), before, after)
 		}
 	}
 }
