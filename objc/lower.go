@@ -38,76 +38,76 @@ func (p place) words(k typeenc.Kind) int {
 	return (k.Size() + 7) / 8
 }
 
-// lowerAmd64 places arguments under the System V AMD64 convention, which
-// macOS and Linux share: integer-class arguments take rdi, rsi, rdx, rcx,
-// r8 and r9 in turn, then 8-byte stack slots in order (an argument smaller
-// than 8 bytes still takes a whole slot). A 16-byte struct of integers
-// takes two registers if two are free, else goes whole on the stack while
-// later arguments may still take registers; a 24-byte struct is MEMORY
-// class and always goes on the stack. When stret is set the result is a
-// struct returned in memory, whose address is a hidden first argument in
-// rdi. It returns the bytes of stack used.
+// A convention is the rules by which one platform's C calling convention
+// places integer-class arguments: registers in order, then the stack.
+type convention struct {
+	regs int // integer argument registers
+	// hiddenStret: a struct result in memory takes the first argument
+	// register for its address (System V); otherwise its address goes in
+	// a register of its own (x8 on arm64).
+	hiddenStret bool
+	// exhaust: a 16-byte struct that does not fit in the registers left
+	// goes on the stack and no later argument takes a register (AAPCS64
+	// rule C.13); otherwise later arguments may still take them.
+	exhaust bool
+	// bigByRef: a struct over 16 bytes is copied by the caller and passed
+	// as a pointer to the copy (AAPCS64); otherwise it is MEMORY class and
+	// goes on the stack by value (System V).
+	bigByRef bool
+	// pack: an argument under 8 bytes takes only its own size on the
+	// stack, at its natural alignment (Apple arm64); otherwise a whole
+	// 8-byte slot.
+	pack bool
+}
+
+var (
+	// sysV is the System V AMD64 convention, which macOS and Linux share:
+	// rdi, rsi, rdx, rcx, r8 and r9.
+	sysV = convention{regs: 6, hiddenStret: true}
+	// aapcs64 is the Arm 64-bit convention as Linux uses it: x0 to x7.
+	aapcs64 = convention{regs: 8, exhaust: true, bigByRef: true}
+	// appleArm64 is AAPCS64 with Apple's change ("Writing ARM64 code for
+	// Apple platforms"): stack arguments packed at natural alignment.
+	appleArm64 = convention{regs: 8, exhaust: true, bigByRef: true, pack: true}
+)
+
+// lowerAmd64 places arguments under System V AMD64; stret says the result
+// is a struct returned in memory. It returns the bytes of stack used.
 func lowerAmd64(kinds []typeenc.Kind, stret bool, out []place) (stack int, err error) {
-	const nregs = 6
-	nr := 0
-	if stret {
-		nr = 1
-	}
-	for i, k := range kinds {
-		switch k {
-		case typeenc.Object, typeenc.Word, typeenc.Int32, typeenc.Int16, typeenc.Int8:
-			if nr < nregs {
-				out[i] = place{reg: int8(nr)}
-				nr++
-				continue
-			}
-			out[i] = place{reg: -1, off: int16(stack)}
-			stack += 8
-		case typeenc.Struct16:
-			if nr+2 <= nregs {
-				out[i] = place{reg: int8(nr)}
-				nr += 2
-				continue
-			}
-			out[i] = place{reg: -1, off: int16(stack)}
-			stack += 16
-		case typeenc.Struct24:
-			out[i] = place{reg: -1, off: int16(stack)}
-			stack += 24
-		default:
-			return 0, fmt.Errorf("objc: argument %d is %v, which sends do not pass", i, k)
-		}
-	}
-	return stack, nil
+	return sysV.lower(kinds, stret, out)
 }
 
-// lowerArm64 places arguments under the AAPCS64 convention as Linux uses
-// it: integer-class arguments take x0 to x7 in turn, then 8-byte stack
-// slots (an argument smaller than 8 bytes still takes a whole slot). A
-// 16-byte struct of integers takes two registers if two are free;
-// otherwise it goes on the stack and no later argument takes a register
-// (rule C.13). A struct larger than 16 bytes is copied by the caller and
-// passed as a pointer to the copy. A struct result goes to memory whose
-// address is in x8, not an argument register, so it changes nothing here.
+// lowerArm64 places arguments under AAPCS64 as Linux uses it.
 func lowerArm64(kinds []typeenc.Kind, out []place) (stack int, err error) {
-	return arm64(kinds, false, out)
+	return aapcs64.lower(kinds, false, out)
 }
 
-// lowerArm64Apple is [lowerArm64] with Apple's change to AAPCS64
-// (Apple's "Writing ARM64 code for Apple platforms"): arguments on the
-// stack are packed at their natural alignment, so an argument smaller
-// than 8 bytes takes only its own size, and the next one may share its
-// 8-byte word.
+// lowerArm64Apple places arguments under Apple's arm64 convention.
 func lowerArm64Apple(kinds []typeenc.Kind, out []place) (stack int, err error) {
-	return arm64(kinds, true, out)
+	return appleArm64.lower(kinds, false, out)
 }
 
-func arm64(kinds []typeenc.Kind, apple bool, out []place) (stack int, err error) {
-	const nregs = 8
-	nr := 0
-	onStack := func(size int) place {
+// lower places each argument of the given kinds in out: in the next free
+// integer registers when enough are left (one for an integer, pointer or
+// object, two for a 16-byte struct, one for the pointer to a larger
+// struct passed by reference), else on the stack. It returns the bytes of
+// stack used, rounded up to 8.
+func (c convention) lower(kinds []typeenc.Kind, stret bool, out []place) (stack int, err error) {
+	next := 0
+	if stret && c.hiddenStret {
+		next = 1
+	}
+	reg := func(n int) (place, bool) {
+		if next+n > c.regs {
+			return place{}, false
+		}
+		p := place{reg: int8(next)}
+		next += n
+		return p, true
+	}
+	slot := func(size int) place {
 		align := 8
-		if apple && size < 8 {
+		if c.pack && size < 8 {
 			align = size
 		} else {
 			size = (size + 7) &^ 7
@@ -118,35 +118,41 @@ func arm64(kinds []typeenc.Kind, apple bool, out []place) (stack int, err error)
 		return p
 	}
 	for i, k := range kinds {
-		switch k {
-		case typeenc.Object, typeenc.Word, typeenc.Int32, typeenc.Int16, typeenc.Int8:
-			if nr < nregs {
-				out[i] = place{reg: int8(nr)}
-				nr++
-				continue
+		var ok bool
+		switch {
+		case isScalar(k):
+			if out[i], ok = reg(1); !ok {
+				out[i] = slot(k.Size())
 			}
-			out[i] = onStack(k.Size())
-		case typeenc.Struct16:
-			if nr+2 <= nregs {
-				out[i] = place{reg: int8(nr)}
-				nr += 2
-				continue
+		case k == typeenc.Struct16:
+			if out[i], ok = reg(2); !ok {
+				if c.exhaust {
+					next = c.regs
+				}
+				out[i] = slot(16)
 			}
-			nr = nregs
-			out[i] = onStack(16)
-		case typeenc.Struct24:
-			if nr < nregs {
-				out[i] = place{reg: int8(nr), byRef: true}
-				nr++
-				continue
+		case k == typeenc.Struct24 && c.bigByRef:
+			if out[i], ok = reg(1); !ok {
+				out[i] = slot(8)
 			}
-			out[i] = onStack(8)
 			out[i].byRef = true
+		case k == typeenc.Struct24:
+			out[i] = slot(24)
 		default:
 			return 0, fmt.Errorf("objc: argument %d is %v, which sends do not pass", i, k)
 		}
 	}
 	return (stack + 7) &^ 7, nil
+}
+
+// isScalar reports whether k is an integer, pointer or object, which the
+// conventions pass in one integer register or one stack slot.
+func isScalar(k typeenc.Kind) bool {
+	switch k {
+	case typeenc.Object, typeenc.Word, typeenc.Int32, typeenc.Int16, typeenc.Int8:
+		return true
+	}
+	return false
 }
 
 // A result is where the C convention returns a method's result.
@@ -156,16 +162,12 @@ type result struct {
 	memory bool // in memory the caller provides: its address in x8 on arm64, a hidden first argument on amd64
 }
 
-// resultAmd64 returns where System V AMD64 returns a result of kind k:
-// integers and pointers in rax, a 16-byte struct of integers in rax and
-// rdx, double in xmm0, a 24-byte struct in memory.
-func resultAmd64(k typeenc.Kind) result { return resultOf(k) }
-
-// resultArm64 returns where AAPCS64 (Linux's and Apple's alike) returns a
-// result of kind k: integers and pointers in x0, a 16-byte struct of
-// integers in x0 and x1, double in d0, a larger struct in memory at x8.
-func resultArm64(k typeenc.Kind) result { return resultOf(k) }
-
+// resultOf returns where a result of kind k is returned, the same under
+// System V AMD64 and AAPCS64 (Linux's and Apple's): integers and pointers
+// in rax or x0 (a BOOL in its low byte), a 16-byte struct of integers in
+// rax and rdx or x0 and x1, double in xmm0 or d0, a 24-byte struct in
+// memory the caller provides, whose address is a hidden first argument
+// (rdi) on amd64 and goes in x8 on arm64.
 func resultOf(k typeenc.Kind) result {
 	switch k {
 	case typeenc.Void:
@@ -180,18 +182,19 @@ func resultOf(k typeenc.Kind) result {
 	return result{regs: 1}
 }
 
-// hostLower is the lowering of the platform the program runs on.
-func hostLower(kinds []typeenc.Kind, stret bool, out []place) (int, error) {
+// host is the convention of the platform the program runs on; it has no
+// registers where sends are not implemented.
+var host = func() convention {
 	switch {
 	case runtime.GOARCH == "amd64":
-		return lowerAmd64(kinds, stret, out)
+		return sysV
 	case runtime.GOARCH == "arm64" && runtime.GOOS == "darwin":
-		return lowerArm64Apple(kinds, out)
+		return appleArm64
 	case runtime.GOARCH == "arm64":
-		return lowerArm64(kinds, out)
+		return aapcs64
 	}
-	return 0, fmt.Errorf("objc: message sends are implemented for amd64 and arm64 only, not %s", runtime.GOARCH)
-}
+	return convention{}
+}()
 
 // lower lays out a send's arguments in w for purego.SyscallN, which puts
 // its first values in the integer argument registers and the rest on the
@@ -210,13 +213,16 @@ func lower(w *[maxWords]uintptr, s *scratch, ret uintptr, id ID, sel SEL, args [
 	for i, a := range args {
 		kinds[2+i] = a.kind
 	}
+	if host.regs == 0 {
+		panic("objc: message sends are implemented for amd64 and arm64 only, not " + runtime.GOARCH)
+	}
 	var places [maxArgs]place
-	stack, err := hostLower(kinds[:n], ret != 0, places[:n])
+	stack, err := host.lower(kinds[:n], ret != 0, places[:n])
 	if err != nil {
 		panic(err)
 	}
-	if hostRegs+stack/8 > len(w) {
-		panic(fmt.Sprintf("objc: %d arguments need %d stack bytes; a send passes at most %d", len(args), stack, 8*(len(w)-hostRegs)))
+	if host.regs+stack/8 > len(w) {
+		panic(fmt.Sprintf("objc: %d arguments need %d stack bytes; a send passes at most %d", len(args), stack, 8*(len(w)-host.regs)))
 	}
 	used := 0
 	if ret != 0 {
@@ -248,7 +254,7 @@ func lower(w *[maxWords]uintptr, s *scratch, ret uintptr, id ID, sel SEL, args [
 			if p.off%8 != 0 {
 				panic(fmt.Sprintf("objc: argument %d is packed at stack offset %d; sends pass whole 8-byte words", i-2, p.off))
 			}
-			at = hostRegs + int(p.off)/8
+			at = host.regs + int(p.off)/8
 		}
 		copy(w[at:at+nw], v[:nw])
 		used = max(used, at+nw)
@@ -256,11 +262,8 @@ func lower(w *[maxWords]uintptr, s *scratch, ret uintptr, id ID, sel SEL, args [
 	if stack == 0 {
 		return used
 	}
-	return hostRegs + stack/8
+	return host.regs + stack/8
 }
-
-// hostRegs is the number of integer argument registers of the platform.
-var hostRegs = map[string]int{"amd64": 6, "arm64": 8}[runtime.GOARCH]
 
 // checkTypes reports whether every platform's lowering can pass the
 // arguments of a method with the type encoding types through the send
@@ -286,9 +289,7 @@ func checkTypes(types string) error {
 	var kinds [maxArgs]typeenc.Kind
 	for i, t := range enc[1:] {
 		kinds[i] = typeenc.KindOf(t)
-		switch kinds[i] {
-		case typeenc.Object, typeenc.Word, typeenc.Int32, typeenc.Int16, typeenc.Int8, typeenc.Struct16, typeenc.Struct24:
-		default:
+		if k := kinds[i]; !isScalar(k) && k != typeenc.Struct16 && k != typeenc.Struct24 {
 			return fmt.Errorf("type encoding %q: argument %d (%q) is %v, which sends do not pass", types, i-2, t, kinds[i])
 		}
 	}

@@ -70,14 +70,13 @@ type lowering struct {
 	target string
 	arm64  bool
 	lower  func(kinds []typeenc.Kind, stret bool, out []place) (int, error)
-	result func(typeenc.Kind) result
 }
 
 var lowerings = []lowering{
-	{"arm64-apple-macos13", true, func(k []typeenc.Kind, _ bool, out []place) (int, error) { return lowerArm64Apple(k, out) }, resultArm64},
-	{"x86_64-apple-macos13", false, lowerAmd64, resultAmd64},
-	{"aarch64-linux-gnu", true, func(k []typeenc.Kind, _ bool, out []place) (int, error) { return lowerArm64(k, out) }, resultArm64},
-	{"x86_64-linux-gnu", false, lowerAmd64, resultAmd64},
+	{"arm64-apple-macos13", true, func(k []typeenc.Kind, _ bool, out []place) (int, error) { return lowerArm64Apple(k, out) }},
+	{"x86_64-apple-macos13", false, lowerAmd64},
+	{"aarch64-linux-gnu", true, func(k []typeenc.Kind, _ bool, out []place) (int, error) { return lowerArm64(k, out) }},
+	{"x86_64-linux-gnu", false, lowerAmd64},
 }
 
 // TestLowerAgainstClang compiles, for each platform, a C function of
@@ -597,7 +596,7 @@ func checkCase(t *testing.T, l lowering, c lowerCase, seen observed) {
 			}
 		}
 	}
-	r := l.result(c.result)
+	r := resultOf(c.result)
 	switch {
 	case r.memory && l.arm64:
 		if !seen.memoryStores[8] {
