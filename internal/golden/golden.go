@@ -7,16 +7,16 @@ package golden
 
 import (
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testenv"
 )
 
@@ -53,7 +53,7 @@ type Case struct {
 	Name   string
 	Dir    string
 	Meta   Meta
-	Params cpuref.Params
+	Params spec.Params
 	Inputs cpuref.Inputs
 
 	Output      []float32 // HF's float32 output
@@ -127,12 +127,12 @@ func Load(dir string) (Case, error) {
 		return c, fmt.Errorf("golden: %s/meta.json: %w", c.Name, err)
 	}
 	m := c.Meta
-	hm, err := cpuref.ParseHeadMap(m.HeadMap)
+	hm, err := spec.ParseHeadMap(m.HeadMap)
 	if err != nil {
 		return c, fmt.Errorf("golden: %s: %w", c.Name, err)
 	}
-	c.Params = cpuref.Params{
-		Shape: cpuref.Shape{
+	c.Params = spec.Params{
+		Shape: spec.Shape{
 			DK: m.DK, DV: m.DV, NKHeads: m.NKHeads, NVHeads: m.NVHeads,
 			NTokens: m.NTokens, NSeqs: m.NSeqs,
 		},
@@ -203,9 +203,5 @@ func readF32(path string, n int) ([]float32, error) {
 	if len(raw) != 4*n {
 		return nil, fmt.Errorf("%s has %d bytes, want %d (%d float32)", filepath.Base(path), len(raw), 4*n, n)
 	}
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return x, nil
+	return floats.FromBytes(raw), nil
 }

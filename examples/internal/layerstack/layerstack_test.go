@@ -2,13 +2,14 @@ package layerstack
 
 import (
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -61,7 +62,7 @@ func TestSeed(t *testing.T) {
 // window.
 func TestActivations(t *testing.T) {
 	dev := testdevice.Emulated(t, emu.Options{})
-	p := cpuref.Params{Shape: cpuref.Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 1}}
+	p := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 1}}
 	const layers = 3
 	a, err := NewActivations(dev, p, layers)
 	if err != nil {
@@ -86,10 +87,8 @@ func TestActivations(t *testing.T) {
 			if len(got) != len(c.want) {
 				t.Fatalf("layer %d: %s view of %d elements, want %d", l, c.name, len(got), len(c.want))
 			}
-			for i := range got {
-				if math.Float32bits(got[i]) != math.Float32bits(c.want[i]) {
-					t.Fatalf("layer %d: %s[%d] = %g, want %g", l, c.name, i, got[i], c.want[i])
-				}
+			if i := floats.FirstDiff(got, c.want); i >= 0 {
+				t.Fatalf("layer %d: %s[%d] = %g, want %g", l, c.name, i, got[i], c.want[i])
 			}
 		}
 		out := a.Output(l)
