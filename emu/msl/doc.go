@@ -128,8 +128,11 @@
 //     the compiler's frame sizes along the deepest call chain
 //     (Function.PrivateBytes). A kernel needing more is a compile error;
 //     Apple's compiler spills large private arrays to device memory
-//     instead. An access from one thread into another's stack is a fault;
-//     a guard page lies only below the lowest stack.
+//     instead. A thread whose stack overflows all the same (recursion,
+//     which Metal does not allow, counts once) is stopped with a fault at
+//     its first access past the stack, which the hooks see; code that
+//     writes past it without a load or store the compiler instruments (a
+//     call's return address) is not caught before that.
 //   - Races on threadgroup memory: two threads of a threadgroup accessing
 //     the same bytes, at least one storing, with no threadgroup_barrier
 //     between them (any mem_flags) is a fault naming both accesses. Lanes

@@ -293,8 +293,10 @@ static pm_worker *arena_new(void) {
 	size_t o_shadow = off;
 	off = align_up(off + sizeof(pm_shadow) * PM_TG_MEMORY_MAX, page);
 	off = align_up(off + page, PM_STACK_SIZE);
+	/* the stacks, above a spare one that catches an overflow of the lowest
+	 * (a hook sees the access there) and the guard page */
 	size_t o_stacks = off, o_guard = o_stacks - page;
-	size_t size = off + (size_t)PM_STACK_SIZE * PM_MAX_THREADS;
+	size_t size = off + (size_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
 
 	char *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) return NULL;
@@ -319,10 +321,10 @@ static pm_worker *arena_new(void) {
 	w->tg_lo = (uint64_t)(uintptr_t)(base + o_tg_lo);
 	w->tg_len = o_guard - o_tg_lo;
 	w->stacks_lo = (uint64_t)(uintptr_t)(base + o_stacks);
-	w->stacks_len = (uint64_t)PM_STACK_SIZE * PM_MAX_THREADS;
+	w->stacks_len = (uint64_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
 	w->tg_ep = 0;
 	for (int i = 0; i < PM_MAX_THREADS; i++) {
-		w->fibers[i].stack_top = w->stacks + (size_t)(i + 1) * PM_STACK_SIZE;
+		w->fibers[i].stack_top = w->stacks + (size_t)(i + 2) * PM_STACK_SIZE;
 	}
 	return w;
 }
@@ -837,11 +839,16 @@ __attribute__((noinline)) static void tg_access(pm_worker *w, uint64_t a, uint64
 __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	if (a - w->stacks_lo < w->stacks_len) {
 		if (w->in_simd) return; /* a SIMD-group function reads its lanes' operands */
-		uint64_t t = (a - w->stacks_lo) / PM_STACK_SIZE;
+		uint64_t slot = (a - w->stacks_lo) / PM_STACK_SIZE;
+		char where[64];
+		if (slot == 0)
+			snprintf(where, sizeof where, "below the lowest thread's stack");
+		else
+			snprintf(where, sizeof where, "in the stack of thread %llu", (unsigned long long)(slot - 1));
 		record_fault(w, w->cur, PM_FAULT_STACK, 0, "", (uint64_t)(uintptr_t)pc,
-		             "%s of %llu bytes in the stack of thread %llu: this thread's %u-byte stack "
-		             "overflowed (private arrays too large?)",
-		             store ? "store" : "load", (unsigned long long)size, (unsigned long long)t, PM_STACK_SIZE);
+		             "%s of %llu bytes %s: this thread's %u-byte stack overflowed (recursion, or "
+		             "private arrays too large?)",
+		             store ? "store" : "load", (unsigned long long)size, where, PM_STACK_SIZE);
 		fiber_abort(w);
 	}
 	access_fault(w, a, size, store, pc);
