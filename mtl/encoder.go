@@ -2,6 +2,7 @@ package mtl
 
 import (
 	"fmt"
+	"math/bits"
 	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
@@ -21,11 +22,13 @@ const MaxBytesLength = 4096
 // An encoder checks its arguments before sending them. The first bad
 // argument is recorded, nothing more is sent to Metal except endEncoding,
 // and [ComputeCommandEncoder.EndEncoding] returns the error, so a dispatch
-// never runs with an argument missing.
+// never runs with an argument missing. Encoding after EndEncoding is such
+// an error too: Metal has no encoder left to record it.
 type ComputeCommandEncoder struct {
 	object
 	pipeline *ComputePipelineState
 	err      error
+	ended    bool
 	sends    int
 	// scratch holds what setBytes: and setBuffers:offsets:withRange: read
 	// through pointers, on the heap so that it cannot move during a send.
@@ -57,6 +60,15 @@ func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
 	return e.scratch
 }
 
+// refuses reports whether the encoder records nothing more: it has
+// refused an argument, or what calls it has ended. what names the method.
+func (e *ComputeCommandEncoder) refuses(what string) bool {
+	if e.ended {
+		e.fail("%s: encoder used after EndEncoding", what)
+	}
+	return e.err != nil
+}
+
 // Err returns the first bad argument the encoder refused, or nil.
 func (e *ComputeCommandEncoder) Err() error { return e.err }
 
@@ -68,7 +80,7 @@ func (e *ComputeCommandEncoder) Sends() int { return e.sends }
 // run (setComputePipelineState:). Setting the pipeline already set sends
 // nothing.
 func (e *ComputeCommandEncoder) SetComputePipelineState(p *ComputePipelineState) {
-	if e.err != nil {
+	if e.refuses("SetComputePipelineState") {
 		return
 	}
 	if p == nil || p.ID() == 0 {
@@ -105,7 +117,7 @@ func (e *ComputeCommandEncoder) checkBuffer(what string, b *Buffer, offset, inde
 // SetBuffer binds a buffer, from byte offset on, to a buffer argument
 // index (setBuffer:offset:atIndex:).
 func (e *ComputeCommandEncoder) SetBuffer(b *Buffer, offset, index int) {
-	if e.err != nil || !e.checkIndex("SetBuffer", index, 1) || !e.checkBuffer("SetBuffer", b, offset, index) {
+	if e.refuses("SetBuffer") || !e.checkIndex("SetBuffer", index, 1) || !e.checkBuffer("SetBuffer", b, offset, index) {
 		return
 	}
 	e.send(sel.setBufferOffsetAtIndex, uintptr(b.ID()), uintptr(offset), uintptr(index))
@@ -115,7 +127,7 @@ func (e *ComputeCommandEncoder) SetBuffer(b *Buffer, offset, index int) {
 // one message (setBuffers:offsets:withRange:); offsets[i] is the byte offset
 // into bufs[i].
 func (e *ComputeCommandEncoder) SetBuffers(bufs []*Buffer, offsets []int, start int) {
-	if e.err != nil || !e.checkIndex("SetBuffers", start, len(bufs)) {
+	if e.refuses("SetBuffers") || !e.checkIndex("SetBuffers", start, len(bufs)) {
 		return
 	}
 	if len(offsets) != len(bufs) {
@@ -140,7 +152,7 @@ func (e *ComputeCommandEncoder) SetBuffers(bufs []*Buffer, offsets []int, start 
 // index (setBytes:length:atIndex:): for small constant data such as a
 // kernel's parameters, without allocating a buffer. At most 4 KiB.
 func (e *ComputeCommandEncoder) SetBytes(b []byte, index int) {
-	if e.err != nil || !e.checkIndex("SetBytes", index, 1) {
+	if e.refuses("SetBytes") || !e.checkIndex("SetBytes", index, 1) {
 		return
 	}
 	if len(b) == 0 || len(b) > MaxBytesLength {
@@ -153,19 +165,23 @@ func (e *ComputeCommandEncoder) SetBytes(b []byte, index int) {
 }
 
 // SetThreadgroupMemoryLength sets the size in bytes of the threadgroup
-// memory argument at index (setThreadgroupMemoryLength:atIndex:).
+// memory argument at index (setThreadgroupMemoryLength:atIndex:). Metal
+// requires the length to be a multiple of 16 bytes.
 func (e *ComputeCommandEncoder) SetThreadgroupMemoryLength(length, index int) {
-	if e.err != nil || !e.checkIndex("SetThreadgroupMemoryLength", index, 1) {
+	if e.refuses("SetThreadgroupMemoryLength") || !e.checkIndex("SetThreadgroupMemoryLength", index, 1) {
 		return
 	}
-	if length < 0 {
-		e.fail("SetThreadgroupMemoryLength: negative length %d at index %d", length, index)
+	if length < 0 || length%16 != 0 {
+		e.fail("SetThreadgroupMemoryLength: length %d at index %d is not a non-negative multiple of 16 bytes", length, index)
 		return
 	}
 	e.send(sel.setThreadgroupMemoryLengthAtIndex, uintptr(length), uintptr(index))
 }
 
 func (e *ComputeCommandEncoder) checkDispatch(what string, grid, group Size) bool {
+	if e.refuses(what) {
+		return false
+	}
 	if e.pipeline == nil {
 		e.fail("%s: no compute pipeline set", what)
 		return false
@@ -174,8 +190,12 @@ func (e *ComputeCommandEncoder) checkDispatch(what string, grid, group Size) boo
 		e.fail("%s: empty grid %v or threadgroup %v", what, grid, group)
 		return false
 	}
-	if n := group.Width * group.Height * group.Depth; n > uint(e.pipeline.maxTotal) {
-		e.fail("%s: threadgroup %v has %d threads, more than the pipeline's maxTotalThreadsPerThreadgroup %d", what, group, n, e.pipeline.maxTotal)
+	if n, ok := group.threads(); !ok || n > uint64(e.pipeline.maxTotal) {
+		e.fail("%s: threadgroup %v has %s threads, more than the pipeline's maxTotalThreadsPerThreadgroup %d", what, group, group.threadsText(), e.pipeline.maxTotal)
+		return false
+	}
+	if _, ok := grid.threads(); !ok {
+		e.fail("%s: grid %v has more than 2^64-1 elements", what, grid)
 		return false
 	}
 	return true
@@ -184,7 +204,13 @@ func (e *ComputeCommandEncoder) checkDispatch(what string, grid, group Size) boo
 // DispatchThreadgroups runs the pipeline over a grid of threadgroups
 // (dispatchThreadgroups:threadsPerThreadgroup:).
 func (e *ComputeCommandEncoder) DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup Size) {
-	if e.err != nil || !e.checkDispatch("DispatchThreadgroups", threadgroupsPerGrid, threadsPerThreadgroup) {
+	if !e.checkDispatch("DispatchThreadgroups", threadgroupsPerGrid, threadsPerThreadgroup) {
+		return
+	}
+	groups, _ := threadgroupsPerGrid.threads()
+	perGroup, _ := threadsPerThreadgroup.threads()
+	if hi, _ := bits.Mul64(groups, perGroup); hi != 0 {
+		e.fail("DispatchThreadgroups: %v threadgroups of %v threads is more than 2^64-1 threads", threadgroupsPerGrid, threadsPerThreadgroup)
 		return
 	}
 	g, t := threadgroupsPerGrid, threadsPerThreadgroup
@@ -198,7 +224,7 @@ func (e *ComputeCommandEncoder) DispatchThreadgroups(threadgroupsPerGrid, thread
 // a multiple of the threadgroup size: the threadgroups at the edges are
 // smaller (dispatchThreads:threadsPerThreadgroup:).
 func (e *ComputeCommandEncoder) DispatchThreads(threadsPerGrid, threadsPerThreadgroup Size) {
-	if e.err != nil || !e.checkDispatch("DispatchThreads", threadsPerGrid, threadsPerThreadgroup) {
+	if !e.checkDispatch("DispatchThreads", threadsPerGrid, threadsPerThreadgroup) {
 		return
 	}
 	g, t := threadsPerGrid, threadsPerThreadgroup
@@ -211,7 +237,7 @@ func (e *ComputeCommandEncoder) DispatchThreads(threadsPerGrid, threadsPerThread
 // MemoryBarrier makes the following dispatches see the memory writes of
 // the earlier ones, for the given resources (memoryBarrierWithScope:).
 func (e *ComputeCommandEncoder) MemoryBarrier(scope BarrierScope) {
-	if e.err != nil {
+	if e.refuses("MemoryBarrier") {
 		return
 	}
 	e.send(sel.memoryBarrierWithScope, uintptr(scope))
@@ -223,7 +249,8 @@ func (e *ComputeCommandEncoder) MemoryBarrier(scope BarrierScope) {
 // command buffer lacks work the caller meant to encode and should not be
 // committed.
 func (e *ComputeCommandEncoder) EndEncoding() error {
-	if e.ID() != 0 {
+	if !e.ended {
+		e.ended = true
 		e.send(sel.endEncoding)
 		e.object.Release()
 	}

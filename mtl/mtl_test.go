@@ -366,3 +366,107 @@ func TestQueueRun(t *testing.T) {
 		t.Errorf("live objects: %d before, %d after", before, after)
 	}
 }
+
+// TestEncoderRefusesAppleViolations covers arguments that Metal's rules
+// forbid even though the call shapes are fine: threadgroup memory lengths
+// that are not multiples of 16, threadgroups and grids whose thread counts
+// overflow 64 bits, and any encoding after EndEncoding. Each is an error
+// naming the numbers, and the command buffer runs nothing.
+func TestEncoderRefusesAppleViolations(t *testing.T) {
+	d := testdevice.Emulated(t, emu.Options{})
+	p := newPipeline(t, d, "fill")
+	defer p.Release()
+	x, _ := d.NewBuffer(4*64, 0)
+	defer x.Release()
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	xs := mtl.Slice[float32](x)
+	one := []byte{0, 0, 0x80, 0x3f}
+	for _, tc := range []struct {
+		name string
+		bad  func(e *mtl.ComputeCommandEncoder)
+		want []string
+	}{
+		{"tg memory 20", func(e *mtl.ComputeCommandEncoder) { e.SetThreadgroupMemoryLength(20, 2) }, []string{"length 20", "index 2", "multiple of 16"}},
+		{"tg memory 8", func(e *mtl.ComputeCommandEncoder) { e.SetThreadgroupMemoryLength(8, 0) }, []string{"length 8", "index 0"}},
+		{"tg memory negative", func(e *mtl.ComputeCommandEncoder) { e.SetThreadgroupMemoryLength(-16, 1) }, []string{"length -16"}},
+		{"group overflow", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.DispatchThreadgroups(size(1, 1, 1), size(1<<22, 1<<21, 1<<21))
+		}, []string{"{4194304 2097152 2097152}", "18446744073709551616 threads", "maxTotalThreadsPerThreadgroup 1024"}},
+		{"threads group overflow", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.DispatchThreads(size(64, 1, 1), size(1<<32, 1<<32, 1))
+		}, []string{"18446744073709551616 threads"}},
+		{"grid overflow", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.DispatchThreads(size(1<<40, 1<<30, 1), size(32, 1, 1))
+		}, []string{"grid {1099511627776 1073741824 1}", "2^64-1"}},
+		{"threadgroups times threads overflow", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.DispatchThreadgroups(size(1<<30, 1<<30, 1<<3), size(32, 1, 1))
+		}, []string{"{1073741824 1073741824 8} threadgroups of {32 1 1} threads", "2^64-1"}},
+		{"after EndEncoding", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.SetBuffer(x, 0, 0)
+			e.SetBytes(one, 1)
+			if err := e.EndEncoding(); err != nil {
+				t.Fatalf("EndEncoding of a valid encoder: %v", err)
+			}
+		}, []string{"SetComputePipelineState: encoder used after EndEncoding"}},
+	} {
+		for i := range xs {
+			xs[i] = -1
+		}
+		cb, _ := q.CommandBuffer()
+		e, _ := cb.ComputeCommandEncoder()
+		tc.bad(e)
+		e.SetComputePipelineState(p)
+		e.SetBuffer(x, 0, 0)
+		e.SetBytes(one, 1)
+		e.DispatchThreads(size(64, 1, 1), size(64, 1, 1))
+		if err := e.Err(); err == nil {
+			t.Errorf("%s: Err() is nil", tc.name)
+		}
+		err := e.EndEncoding()
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: EndEncoding error %v, want one mentioning %q", tc.name, err, w)
+			}
+		}
+		cb.Commit()
+		cb.WaitUntilCompleted()
+		if xs[0] != -1 {
+			t.Errorf("%s: a dispatch ran: x[0] = %v", tc.name, xs[0])
+		}
+		cb.Release()
+	}
+	// Every method used after EndEncoding says so, by name.
+	cb, _ := q.CommandBuffer()
+	defer cb.Release()
+	for name, use := range map[string]func(e *mtl.ComputeCommandEncoder){
+		"SetBuffer:":                  func(e *mtl.ComputeCommandEncoder) { e.SetBuffer(x, 0, 0) },
+		"SetBuffers:":                 func(e *mtl.ComputeCommandEncoder) { e.SetBuffers([]*mtl.Buffer{x}, []int{0}, 0) },
+		"SetBytes:":                   func(e *mtl.ComputeCommandEncoder) { e.SetBytes(one, 1) },
+		"SetThreadgroupMemoryLength:": func(e *mtl.ComputeCommandEncoder) { e.SetThreadgroupMemoryLength(16, 0) },
+		"DispatchThreads:":            func(e *mtl.ComputeCommandEncoder) { e.DispatchThreads(size(1, 1, 1), size(1, 1, 1)) },
+		"DispatchThreadgroups:":       func(e *mtl.ComputeCommandEncoder) { e.DispatchThreadgroups(size(1, 1, 1), size(1, 1, 1)) },
+		"MemoryBarrier:":              func(e *mtl.ComputeCommandEncoder) { e.MemoryBarrier(mtl.BarrierScopeBuffers) },
+	} {
+		e, err := cb.ComputeCommandEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetComputePipelineState(p)
+		if err := e.EndEncoding(); err != nil {
+			t.Fatal(err)
+		}
+		use(e)
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), name+" encoder used after EndEncoding") {
+			t.Errorf("%s after EndEncoding: Err() = %v", name, err)
+		}
+		if err := e.EndEncoding(); err == nil {
+			t.Errorf("%s after EndEncoding: a second EndEncoding returned nil", name)
+		}
+	}
+}
