@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,8 +71,11 @@ type commandBuffer struct {
 	counters   []msl.Counters
 }
 
-// command is one recorded dispatch, or a memory barrier (pipeline nil).
+// command is one recorded dispatch, or a memory barrier (pipeline nil), or
+// a dispatch the encoder refused (err set), which fails the command buffer
+// when it is reached.
 type command struct {
+	err      error
 	pipeline *pipeline
 	buffers  [mtl.MaxBufferBindings]binding
 	tgMemory [mtl.MaxBufferBindings]int
@@ -129,6 +133,10 @@ func (cb *commandBuffer) run() {
 			break // committed with an encoder open: nothing runs
 		}
 		c := &cb.commands[i]
+		if c.err != nil {
+			cb.err = fmt.Errorf("command %d: %w", i, c.err)
+			break
+		}
 		if c.pipeline == nil {
 			continue // a memory barrier: dispatches already run in order
 		}
@@ -337,13 +345,47 @@ func twoSizes(self objc.ID, cmd objc.SEL, aPtr, bPtr uintptr) {
 		return
 	}
 	c := e.current
+	threads := cmd == fsel.dispatchThreads
+	if err := checkGrid(*a, *b, threads); err != nil {
+		e.cb.commands = append(e.cb.commands, command{err: err})
+		return
+	}
 	tg := [3]int{int(b[0]), int(b[1]), int(b[2])}
-	if cmd == fsel.dispatchThreads {
+	if threads {
 		c.grid = msl.ThreadsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)
 	} else {
 		c.grid = msl.ThreadgroupsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)
 	}
 	e.cb.commands = append(e.cb.commands, c)
+}
+
+// checkGrid refuses a dispatch whose threadgroup has more threads than the
+// device allows, or whose grid has more threads than an int counts
+// (products computed without overflow). grid counts threads for
+// dispatchThreads:threadsPerThreadgroup:, threadgroups otherwise.
+func checkGrid(grid, group [3]uint64, threads bool) error {
+	perGroup, ok := product(group[0], group[1], group[2])
+	if !ok || perGroup == 0 || perGroup > maxThreadsPerThreadgroup {
+		return fmt.Errorf("threadgroup %v: want 1 to %d threads in all", group, maxThreadsPerThreadgroup)
+	}
+	total, ok := product(grid[0], grid[1], grid[2])
+	if ok && !threads {
+		total, ok = product(total, perGroup, 1)
+	}
+	if !ok || total == 0 {
+		return fmt.Errorf("grid %v of threadgroup %v: the thread count is 0 or overflows", grid, group)
+	}
+	return nil
+}
+
+// product returns a*b*c, and false if it exceeds math.MaxInt.
+func product(a, b, c uint64) (uint64, bool) {
+	hi, ab := bits.Mul64(a, b)
+	if hi != 0 {
+		return 0, false
+	}
+	hi, abc := bits.Mul64(ab, c)
+	return abc, hi == 0 && abc <= math.MaxInt
 }
 
 func encoderMemoryBarrier(self objc.ID, _ objc.SEL, scope uintptr) {

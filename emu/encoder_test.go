@@ -1,0 +1,61 @@
+package emu_test
+
+import (
+	"testing"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/objc"
+)
+
+// A dispatch whose thread counts overflow, sent to the emulated encoder
+// directly (package mtl refuses it before sending), fails the command
+// buffer, naming the sizes, instead of completing without running.
+func TestDispatchOverflowFailsCommandBuffer(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	p := g.pipeline("vector_add.metal", "scale")
+	x, xv := buffer[float32](g, 64)
+	dispatchThreads := objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
+	dispatchThreadgroups := objc.RegisterName("dispatchThreadgroups:threadsPerThreadgroup:")
+	for _, tc := range []struct {
+		name        string
+		sel         objc.SEL
+		grid, group [3]uintptr
+		want        string
+	}{
+		{"threadgroup product wraps to 0", dispatchThreadgroups, [3]uintptr{1, 1, 1}, [3]uintptr{1 << 22, 1 << 21, 1 << 21}, "threadgroup [4194304 2097152 2097152]"},
+		{"threadgroup too large", dispatchThreads, [3]uintptr{64, 1, 1}, [3]uintptr{2048, 1, 1}, "want 1 to 1024 threads"},
+		{"grid product wraps", dispatchThreads, [3]uintptr{1 << 32, 1 << 32, 1}, [3]uintptr{32, 1, 1}, "grid [4294967296 4294967296 1]"},
+		{"threadgroups times threads wraps", dispatchThreadgroups, [3]uintptr{1 << 31, 1 << 31, 1}, [3]uintptr{32, 1, 1}, "overflows"},
+		{"grid beyond int", dispatchThreads, [3]uintptr{1 << 63, 1, 1}, [3]uintptr{32, 1, 1}, "overflows"},
+	} {
+		for i := range xv {
+			xv[i] = float32(i)
+		}
+		cb, err := g.q.CommandBuffer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc, err := cb.ComputeCommandEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc.SetComputePipelineState(p)
+		enc.SetBuffer(x, 0, 0)
+		enc.SetBytes(f32Bytes(2), 1)
+		a, b := tc.grid, tc.group
+		objc.SendArgs(enc.ID(), tc.sel, objc.Struct24(a[0], a[1], a[2]), objc.Struct24(b[0], b[1], b[2]))
+		enc.DispatchThreads(size1(64), size1(64)) // a valid dispatch after it does not run either
+		if err := enc.EndEncoding(); err != nil {
+			t.Fatal(err)
+		}
+		cb.Commit()
+		cb.WaitUntilCompleted()
+		t.Run(tc.name, func(t *testing.T) { failed(t, cb, errorInternal, tc.want) })
+		for i, v := range xv {
+			if v != float32(i) {
+				t.Fatalf("%s: x[%d] = %v: the failed command buffer ran", tc.name, i, v)
+			}
+		}
+		cb.Release()
+	}
+}
