@@ -20,6 +20,7 @@ var ErrNoDevice = errors.New("mtl: no Metal device")
 // Device is an MTLDevice: one GPU, the factory of every other Metal object.
 type Device struct {
 	object
+	source   string
 	nameOnce sync.Once
 	name     string
 }
@@ -37,16 +38,49 @@ func DeviceFromObject(id objc.ID) (*Device, error) {
 			return nil, fmt.Errorf("mtl: object of class %s does not answer MTLDevice's selectors", id.Class().Name())
 		}
 	}
-	d := &Device{}
+	d := &Device{source: "DeviceFromObject"}
 	d.set(id.Retain())
 	return d, nil
 }
 
-// newDevice wraps a device the caller already owns.
-func newDevice(id objc.ID) *Device {
-	d := &Device{}
-	d.set(id)
-	return d
+// Source names where the device came from: "MTLCreateSystemDefaultDevice",
+// "MTLCopyAllDevices" (the system has no default device, as in ssh
+// sessions and daemons, and this is the first of all its devices) or
+// "DeviceFromObject".
+func (d *Device) Source() string { return d.source }
+
+// systemDevice returns the system's default device, from
+// MTLCreateSystemDefaultDevice, or, when that returns nil, the first
+// device of MTLCopyAllDevices, retained; it releases the array. Both
+// functions return objects the caller owns. It runs in an autorelease
+// pool, for whatever Metal autoreleases while looking for devices.
+func systemDevice(createSystemDefault, copyAll func() objc.ID) (*Device, error) {
+	var d *Device
+	inPool(func() {
+		if id := createSystemDefault(); id != 0 {
+			loadSels()
+			d = &Device{source: "MTLCreateSystemDefaultDevice"}
+			d.set(id)
+			return
+		}
+		all := copyAll()
+		if all == 0 {
+			return
+		}
+		defer all.Release()
+		loadSels()
+		if all.Send(sel.count) == 0 {
+			return
+		}
+		if id := objc.ID(all.Send(sel.objectAtIndex, 0)).Retain(); id != 0 {
+			d = &Device{source: "MTLCopyAllDevices"}
+			d.set(id)
+		}
+	})
+	if d == nil {
+		return nil, fmt.Errorf("%w: MTLCreateSystemDefaultDevice returned nil and MTLCopyAllDevices no device (no GPU that supports Metal)", ErrNoDevice)
+	}
+	return d, nil
 }
 
 // Name returns the device's name, such as "Apple M3 Max".

@@ -19,7 +19,9 @@
 //
 // # Devices
 //
-// On macOS, [CreateSystemDefaultDevice] returns the system's GPU. Elsewhere
+// On macOS, [CreateSystemDefaultDevice] returns the system's GPU: the
+// default device, or the first of all devices where there is no default
+// (ssh sessions, daemons); [Device.Source] says which. Elsewhere
 // it returns an error wrapping [ErrNoDevice]; the emulated device in package
 // github.com/puremetal/puremetal/emu, which runs Metal Shading Language
 // kernels on the CPU, plugs in through [DeviceFromObject] and answers the

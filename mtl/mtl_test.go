@@ -9,6 +9,7 @@ import (
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/objc"
 )
 
 const kernelsSource = `
@@ -468,5 +469,69 @@ func TestEncoderRefusesAppleViolations(t *testing.T) {
 		if err := e.EndEncoding(); err == nil {
 			t.Errorf("%s after EndEncoding: a second EndEncoding returned nil", name)
 		}
+	}
+}
+
+// TestSystemDeviceFallback checks the choice CreateSystemDefaultDevice
+// makes, with stand-ins for MTLCreateSystemDefaultDevice and
+// MTLCopyAllDevices: the default device when there is one; else the first
+// of all devices, retained, with the array released; else ErrNoDevice.
+func TestSystemDeviceFallback(t *testing.T) {
+	before := emu.LiveObjects()
+	first := testdevice.Emulated(t, emu.Options{})
+	second := testdevice.Emulated(t, emu.Options{})
+	addObject := objc.RegisterName("addObject:")
+	devices := func(ds ...*mtl.Device) objc.ID {
+		arr := objc.GetClass("NSMutableArray").New()
+		for _, d := range ds {
+			objc.Send(arr, addObject, uintptr(d.ID()))
+		}
+		return arr
+	}
+	var arrays []objc.ID // each handed out with one extra retain, ours
+	copyAll := func(ds ...*mtl.Device) func() objc.ID {
+		return func() objc.ID {
+			arr := devices(ds...)
+			arrays = append(arrays, arr)
+			return arr.Retain() // owned by the caller, as a Copy function's result
+		}
+	}
+	none := func() objc.ID { return 0 }
+	notCalled := func() objc.ID { t.Error("MTLCopyAllDevices called although there is a default device"); return 0 }
+
+	d, err := mtl.SystemDevice(func() objc.ID { return second.ID().Retain() }, notCalled)
+	if err != nil || d.ID() != second.ID() || d.Source() != "MTLCreateSystemDefaultDevice" {
+		t.Fatalf("with a default device: %v from %q, %v; want the default device", d, d.Source(), err)
+	}
+	d.Release()
+
+	d, err = mtl.SystemDevice(none, copyAll(first, second))
+	if err != nil || d.ID() != first.ID() || d.Source() != "MTLCopyAllDevices" {
+		t.Fatalf("without a default device: %v, %v; want the first of all devices", d, err)
+	}
+	if got := d.Name(); got != first.Name() {
+		t.Errorf("the fallback device's name is %q", got)
+	}
+	d.Release()
+
+	for name, all := range map[string]func() objc.ID{"nil array": none, "empty array": copyAll()} {
+		d, err = mtl.SystemDevice(none, all)
+		if !errors.Is(err, mtl.ErrNoDevice) || !strings.Contains(err.Error(), "MTLCopyAllDevices") {
+			t.Errorf("%s: %v, %v; want ErrNoDevice naming both functions", name, d, err)
+		}
+	}
+	for i, arr := range arrays {
+		if rc := arr.RetainCount(); rc != 1 {
+			t.Errorf("array %d: retain count %d after SystemDevice, want 1 (the caller's array released once)", i, rc)
+		}
+		arr.Release()
+	}
+	if first.Source() != "DeviceFromObject" {
+		t.Errorf("an emulated device's Source is %q", first.Source())
+	}
+	first.Release()
+	second.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after: a device was retained or released once too often", before, after)
 	}
 }
