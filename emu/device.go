@@ -92,8 +92,9 @@ func deviceNewCommandQueue(self objc.ID, _ objc.SEL) objc.ID {
 // each side (none for no-copy buffers, whose memory is the caller's).
 type buffer struct {
 	labeled
-	mapping  []byte // the whole mapping, guard pages included; nil for no-copy
-	data     uintptr
+	mapping     []byte     // the whole mapping, guard pages included; nil for no-copy
+	deallocator objc.Block // a no-copy buffer's, run at dealloc; may be 0
+	data        uintptr
 	length   int
 	private  bool
 	modified int // didModifyRange: calls
@@ -103,6 +104,12 @@ func (b *buffer) free() {
 	if b.mapping != nil {
 		unix.Munmap(b.mapping)
 		b.mapping = nil
+	}
+	if b.deallocator != 0 {
+		// void (^)(void *pointer, NSUInteger length)
+		b.deallocator.Invoke(b.data, uintptr(b.length))
+		b.deallocator.Release()
+		b.deallocator = 0
 	}
 }
 
@@ -146,14 +153,14 @@ func deviceNewBufferWithBytes(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr
 	return newObject(classes.buffer, b)
 }
 
-func deviceNewBufferNoCopy(_ objc.ID, _ objc.SEL, bytes, length, opts, deallocator uintptr) objc.ID {
+// deviceNewBufferNoCopy keeps a copy of the deallocator block, as Metal
+// does, and runs it when the buffer is deallocated.
+func deviceNewBufferNoCopy(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr, deallocator objc.Block) objc.ID {
 	page := uintptr(os.Getpagesize())
-	if bytes == 0 || bytes%page != 0 || length == 0 || length%page != 0 || deallocator != 0 {
-		// Metal requires page-aligned memory and length; deallocator
-		// blocks are not supported by the emulator.
-		return 0
+	if bytes == 0 || bytes%page != 0 || length == 0 || length%page != 0 {
+		return 0 // Metal requires page-aligned memory and length
 	}
-	return newObject(classes.buffer, &buffer{data: bytes, length: int(length),
+	return newObject(classes.buffer, &buffer{data: bytes, length: int(length), deallocator: deallocator.Copy(),
 		private: mtl.ResourceOptions(opts)&0xf0 == mtl.ResourceStorageModePrivate})
 }
 

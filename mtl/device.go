@@ -149,7 +149,7 @@ func (d *Device) NewBuffer(length int, opts ResourceOptions) (*Buffer, error) {
 		return nil, err
 	}
 	id := objc.ID(d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)))
-	return newBuffer(id, length, opts, nil)
+	return newBuffer(id, length, opts)
 }
 
 // NewBufferWithBytes makes a buffer holding a copy of b
@@ -161,15 +161,17 @@ func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, er
 	escape(unsafe.Pointer(&b[0]))
 	id := objc.ID(d.ID().Send(sel.newBufferWithBytesLengthOptions, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(opts)))
 	runtime.KeepAlive(b)
-	return newBuffer(id, len(b), opts, nil)
+	return newBuffer(id, len(b), opts)
 }
 
 // NewBufferNoCopy makes a buffer over new page-aligned memory that the CPU
 // and the GPU share without a copy (newBufferWithBytesNoCopy:length:options:
 // deallocator:). The memory is mapped with mmap, its length rounded up to a
-// whole number of pages; the buffer owns it and unmaps it on Release, so
-// Release only after the GPU has finished with the buffer. The buffer's
-// Length is the rounded length.
+// whole number of pages, and unmapped by the deallocator block, which Metal
+// runs when the MTLBuffer is deallocated: after Release and after the last
+// command buffer that uses the buffer is done with it, so Release may come
+// before those command buffers complete. The buffer's Length is the
+// rounded length.
 func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, error) {
 	if err := d.checkLength(length); err != nil {
 		return nil, err
@@ -183,10 +185,18 @@ func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, err
 	if err != nil {
 		return nil, fmt.Errorf("mtl: mmap of %d bytes: %w", n, err)
 	}
-	id := objc.ID(d.ID().Send(sel.newBufferWithBytesNoCopy, uintptr(unsafe.Pointer(&mem[0])), uintptr(n), uintptr(opts), 0))
-	b, err := newBuffer(id, n, opts, mem)
+	block, err := deallocator()
 	if err != nil {
 		unix.Munmap(mem)
+		return nil, fmt.Errorf("mtl: the no-copy buffer's deallocator: %w", err)
+	}
+	var id objc.ID
+	inPool(func() {
+		id = objc.ID(d.ID().Send(sel.newBufferWithBytesNoCopy, uintptr(unsafe.Pointer(&mem[0])), uintptr(n), uintptr(opts), uintptr(block)))
+	})
+	b, err := newBuffer(id, n, opts)
+	if err != nil {
+		unix.Munmap(mem) // no buffer, so no deallocator will run
 	}
 	return b, err
 }

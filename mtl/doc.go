@@ -14,8 +14,9 @@
 // a second call does nothing. Objects that Metal returns autoreleased (a
 // command buffer, an encoder, an NSError) are retained inside a private
 // autorelease pool, so the caller needs no pool of its own and nothing
-// outlives its Go value. Release a buffer only after the command buffers
-// that use it have completed.
+// outlives its Go value. A command buffer retains the buffers and pipelines
+// it uses until it is done with them, so their Go values may be released
+// once they are encoded.
 //
 // # Devices
 //

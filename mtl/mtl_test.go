@@ -3,8 +3,12 @@ package mtl_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/internal/testdevice"
@@ -533,5 +537,85 @@ func TestSystemDeviceFallback(t *testing.T) {
 	second.Release()
 	if after := emu.LiveObjects(); after != before {
 		t.Errorf("live objects %d before, %d after: a device was retained or released once too often", before, after)
+	}
+}
+
+// mapped reports whether the page at p is mapped in the process: msync
+// fails with ENOMEM for a page that is not.
+func mapped(t *testing.T, p unsafe.Pointer) bool {
+	t.Helper()
+	switch err := unix.Msync(unsafe.Slice((*byte)(p), os.Getpagesize()), unix.MS_ASYNC); err {
+	case nil:
+		return true
+	case unix.ENOMEM:
+		return false
+	default:
+		t.Fatalf("msync: %v", err)
+		return false
+	}
+}
+
+// A no-copy buffer released while a command buffer still uses it keeps
+// its memory until the command buffer is done with it; the deallocator
+// block then unmaps it, exactly once.
+func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
+	before := emu.LiveObjects()
+	d := testdevice.Emulated(t, emu.Options{})
+	fill := newPipeline(t, d, "fill")
+	defer fill.Release()
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	const n = 1024
+	b, err := d.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := unsafe.Pointer(&b.Contents()[0])
+	xs := unsafe.Slice((*float32)(mem), n)
+	for i := range xs {
+		xs[i] = -1
+	}
+	unmappedBefore := mtl.Unmapped()
+	cb, err := q.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := cb.ComputeCommandEncoder()
+	enc.SetComputePipelineState(fill)
+	enc.SetBuffer(b, 0, 0)
+	enc.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
+	enc.DispatchThreads(size(n, 1, 1), size(64, 1, 1))
+	if err := enc.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if !mapped(t, mem) || mtl.Unmapped() != unmappedBefore {
+		t.Fatal("the buffer's memory was unmapped at Release, while a command buffer holds the buffer")
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if !mapped(t, mem) {
+		t.Fatal("the memory was unmapped before the command buffer was released")
+	}
+	for i, x := range xs {
+		if x != 1+float32(i) {
+			t.Fatalf("x[%d] = %v, want %v", i, x, 1+float32(i))
+		}
+	}
+	cb.Release()
+	if mapped(t, mem) {
+		t.Error("the memory is still mapped after the last command buffer using it was released")
+	}
+	if got := mtl.Unmapped() - unmappedBefore; got != 1 {
+		t.Errorf("the deallocator unmapped %d times, want 1", got)
+	}
+	fill.Release()
+	q.Release()
+	d.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after", before, after)
 	}
 }
