@@ -95,9 +95,9 @@ type buffer struct {
 	mapping     []byte     // the whole mapping, guard pages included; nil for no-copy
 	deallocator objc.Block // a no-copy buffer's, run at dealloc; may be 0
 	data        uintptr
-	length   int
-	private  bool
-	modified int // didModifyRange: calls
+	length      int
+	private     bool
+	modified    int // didModifyRange: calls
 }
 
 func (b *buffer) free() {
