@@ -20,6 +20,7 @@ var classes struct {
 
 	device, buffer, library, function, pipeline objc.Class
 	queue, commandBuffer, encoder, options      objc.Class
+	blitEncoder                                 objc.Class
 }
 
 // Selectors the emulated objects send to Foundation objects and to
@@ -111,6 +112,7 @@ func doRegisterClasses() error {
 	)
 	reg(&classes.commandBuffer, "PuremetalEmulatedCommandBuffer",
 		m("computeCommandEncoder", "@@:", commandBufferEncoder),
+		m("blitCommandEncoder", "@@:", commandBufferBlitCommandEncoder),
 		m("commit", "v@:", commandBufferCommit),
 		m("waitUntilCompleted", "v@:", commandBufferWait),
 		m("status", "Q@:", commandBufferStatus),
@@ -129,6 +131,11 @@ func doRegisterClasses() error {
 		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
 		m("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrier),
 		m("endEncoding", "v@:", encoderEndEncoding),
+	)
+	reg(&classes.blitEncoder, "PuremetalEmulatedBlitCommandEncoder",
+		m("synchronizeResource:", "v@:@", blitEncoderSynchronizeResource),
+		m("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", "v@:@Q@QQ", blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize),
+		m("endEncoding", "v@:", blitEncoderEndEncoding),
 	)
 	// MTLCompileOptions is a class, not a protocol: mtl makes one with
 	// [[MTLCompileOptions alloc] init]. Apple's systems have it; elsewhere

@@ -72,10 +72,11 @@ type commandBuffer struct {
 }
 
 // command is one recorded dispatch, or a memory barrier (pipeline nil), or
-// a dispatch the encoder refused (err set), which fails the command buffer
-// when it is reached.
+// a blit (blit set), or a command the encoder refused (err set), which
+// fails the command buffer when it is reached.
 type command struct {
 	err      error
+	blit     func() // a blit encoder's copy or synchronization
 	pipeline *pipeline
 	buffers  [mtl.MaxBufferBindings]binding
 	tgMemory [mtl.MaxBufferBindings]int
@@ -137,6 +138,10 @@ func (cb *commandBuffer) run() {
 			cb.err = fmt.Errorf("command %d: %w", i, c.err)
 			break
 		}
+		if c.blit != nil {
+			c.blit()
+			continue
+		}
 		if c.pipeline == nil {
 			continue // a memory barrier: dispatches already run in order
 		}
@@ -171,11 +176,22 @@ func (cb *commandBuffer) run() {
 
 func commandBufferEncoder(self objc.ID, _ objc.SEL) objc.ID {
 	cb := stateOf[commandBuffer](self)
-	if cb == nil || cb.encoding || cb.status.Load() != uint64(mtl.CommandBufferStatusNotEnqueued) {
-		return 0 // Metal allows one open encoder, and none after commit
+	if !cb.mayEncode() {
+		return 0
 	}
+	return newObject(classes.encoder, &encoder{commandEncoder: cb.newEncoder(self)}).Autorelease()
+}
+
+// mayEncode reports whether the command buffer may make an encoder: Metal
+// allows one open encoder, and none after commit.
+func (cb *commandBuffer) mayEncode() bool {
+	return cb != nil && !cb.encoding && cb.status.Load() == uint64(mtl.CommandBufferStatusNotEnqueued)
+}
+
+// newEncoder opens an encoder of the command buffer self.
+func (cb *commandBuffer) newEncoder(self objc.ID) commandEncoder {
 	cb.encoding = true
-	return newObject(classes.encoder, &encoder{cb: cb, cbID: self.Retain()}).Autorelease()
+	return commandEncoder{cb: cb, cbID: self.Retain()}
 }
 
 func commandBufferCommit(self objc.ID, _ objc.SEL) {
@@ -245,27 +261,49 @@ func sizeResult(self objc.ID, _ objc.SEL, out uintptr) {
 	*(*[3]uint64)(cptr(out)) = [3]uint64{maxThreadsPerThreadgroup, maxThreadsPerThreadgroup, maxThreadsPerThreadgroup}
 }
 
-// encoder is an MTLComputeCommandEncoder's state: the arguments set so far,
-// copied into each dispatch it records.
-type encoder struct {
-	cb       *commandBuffer
-	cbID     objc.ID
-	pipeline *pipeline
-	current  command
-	ended    bool
+// commandEncoder is the state every encoder has (MTLCommandEncoder): its
+// command buffer, retained, and whether it has ended.
+type commandEncoder struct {
+	cb    *commandBuffer
+	cbID  objc.ID
+	ended bool
 }
 
-func (e *encoder) free() {
-	if !e.ended {
-		e.cb.encoding = false
-	}
+func (e *commandEncoder) free() {
+	e.end()
 	e.cbID.Release()
 }
 
-// openEncoder returns the state of an encoder that may still record: not
-// ended, and its command buffer not committed.
+// end ends the encoding (endEncoding), after which the command buffer may
+// make another encoder.
+func (e *commandEncoder) end() {
+	if !e.ended {
+		e.ended = true
+		e.cb.encoding = false
+	}
+}
+
+// recording reports whether the encoder may still record: not ended, and
+// its command buffer not committed.
+func (e *commandEncoder) recording() bool {
+	return !e.ended && e.cb.status.Load() == uint64(mtl.CommandBufferStatusNotEnqueued)
+}
+
+// record appends a command to the command buffer.
+func (e *commandEncoder) record(c command) { e.cb.commands = append(e.cb.commands, c) }
+
+// encoder is an MTLComputeCommandEncoder's state: the arguments set so far,
+// copied into each dispatch it records.
+type encoder struct {
+	commandEncoder
+	pipeline *pipeline
+	current  command
+}
+
+// openEncoder returns the state of a compute encoder that may still
+// record.
 func openEncoder(self objc.ID) *encoder {
-	if e := stateOf[encoder](self); e != nil && !e.ended && e.cb.status.Load() == uint64(mtl.CommandBufferStatusNotEnqueued) {
+	if e := stateOf[encoder](self); e != nil && e.recording() {
 		return e
 	}
 	return nil
@@ -316,7 +354,7 @@ func twoPointersRange(self objc.ID, _ objc.SEL, bufsPtr, offsetsPtr, location, l
 // oneRange answers didModifyRange: through csrc/imps.c.
 func oneRange(self objc.ID, _ objc.SEL, location, length uintptr) {
 	if b := stateOf[buffer](self); b != nil {
-		b.modified++
+		b.didModifyRange(location, length)
 	}
 }
 
@@ -347,7 +385,7 @@ func twoSizes(self objc.ID, cmd objc.SEL, aPtr, bPtr uintptr) {
 	c := e.current
 	threads := cmd == fsel.dispatchThreads
 	if err := checkGrid(*a, *b, threads); err != nil {
-		e.cb.commands = append(e.cb.commands, command{err: err})
+		e.record(command{err: err})
 		return
 	}
 	tg := [3]int{int(b[0]), int(b[1]), int(b[2])}
@@ -356,7 +394,7 @@ func twoSizes(self objc.ID, cmd objc.SEL, aPtr, bPtr uintptr) {
 	} else {
 		c.grid = msl.ThreadgroupsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)
 	}
-	e.cb.commands = append(e.cb.commands, c)
+	e.record(c)
 }
 
 // checkGrid refuses a dispatch whose threadgroup has more threads than the
@@ -390,14 +428,13 @@ func product(a, b, c uint64) (uint64, bool) {
 
 func encoderMemoryBarrier(self objc.ID, _ objc.SEL, scope uintptr) {
 	if e := openEncoder(self); e != nil {
-		e.cb.commands = append(e.cb.commands, command{})
+		e.record(command{})
 	}
 }
 
 func encoderEndEncoding(self objc.ID, _ objc.SEL) {
-	if e := stateOf[encoder](self); e != nil && !e.ended {
-		e.ended = true
-		e.cb.encoding = false
+	if e := stateOf[encoder](self); e != nil {
+		e.end()
 	}
 }
 

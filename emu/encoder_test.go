@@ -59,3 +59,53 @@ func TestDispatchOverflowFailsCommandBuffer(t *testing.T) {
 		cb.Release()
 	}
 }
+
+// A copy that Metal's validation refuses, sent to the emulated blit
+// encoder directly (package mtl refuses it before sending), fails the
+// command buffer, naming the numbers, and copies nothing.
+func TestBlitCopyRefused(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	src, sv := buffer[uint32](g, 64)
+	dst, dv := buffer[uint32](g, 64)
+	for i := range sv {
+		sv[i], dv[i] = uint32(i), 0xDEADBEEF
+	}
+	copySel := objc.RegisterName("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:")
+	for _, tc := range []struct {
+		name                   string
+		src, dst               objc.ID
+		srcOff, dstOff, length uintptr
+		want                   string
+	}{
+		{"source range", src.ID(), dst.ID(), 200, 0, 64, "source range [200, 200+64)"},
+		{"destination range", src.ID(), dst.ID(), 0, 256, 4, "destination range [256, 256+4)"},
+		{"wrapping size", src.ID(), dst.ID(), 4, 0, ^uintptr(0) - 2, "source range"},
+		{"alignment", src.ID(), dst.ID(), 0, 0, 6, "size 6 must be multiples of 4"},
+		{"not a buffer", g.q.ID(), dst.ID(), 0, 0, 4, "not a buffer of the emulated device"},
+	} {
+		cb, err := g.q.CommandBuffer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		blit, err := cb.BlitCommandEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		objc.Send(blit.ID(), copySel, uintptr(tc.src), tc.srcOff, uintptr(tc.dst), tc.dstOff, tc.length)
+		blit.CopyFromBuffer(src, 0, dst, 0, 256) // valid, after it: does not run either
+		if err := blit.EndEncoding(); err != nil {
+			t.Fatal(err)
+		}
+		cb.Commit()
+		cb.WaitUntilCompleted()
+		t.Run(tc.name, func(t *testing.T) {
+			failed(t, cb, errorInternal, "copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", tc.want)
+		})
+		cb.Release()
+		for i, v := range dv {
+			if v != 0xDEADBEEF {
+				t.Fatalf("%s: dst[%d] = %#x: the failed command buffer copied", tc.name, i, v)
+			}
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package mtl
 
 import (
-	"fmt"
 	"math/bits"
 	"unsafe"
 
@@ -25,11 +24,8 @@ const MaxBytesLength = 4096
 // never runs with an argument missing. Encoding after EndEncoding is such
 // an error too: Metal has no encoder left to record it.
 type ComputeCommandEncoder struct {
-	object
+	commandEncoder
 	pipeline *ComputePipelineState
-	err      error
-	ended    bool
-	sends    int
 	// scratch holds what setBytes: and setBuffers:offsets:withRange: read
 	// through pointers, on the heap so that it cannot move during a send.
 	scratch *encoderScratch
@@ -41,17 +37,6 @@ type encoderScratch struct {
 	bytes   [MaxBytesLength]byte
 }
 
-func (e *ComputeCommandEncoder) fail(format string, args ...any) {
-	if e.err == nil {
-		e.err = fmt.Errorf("mtl: "+format, args...)
-	}
-}
-
-func (e *ComputeCommandEncoder) send(s objc.SEL, args ...uintptr) {
-	e.sends++
-	objc.Send(e.ID(), s, args...)
-}
-
 func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
 	if e.scratch == nil {
 		e.scratch = new(encoderScratch)
@@ -59,22 +44,6 @@ func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
 	}
 	return e.scratch
 }
-
-// refuses reports whether the encoder records nothing more: it has
-// refused an argument, or what calls it has ended. what names the method.
-func (e *ComputeCommandEncoder) refuses(what string) bool {
-	if e.ended {
-		e.fail("%s: encoder used after EndEncoding", what)
-	}
-	return e.err != nil
-}
-
-// Err returns the first bad argument the encoder refused, or nil.
-func (e *ComputeCommandEncoder) Err() error { return e.err }
-
-// Sends returns how many messages the encoder has sent to Metal: the host
-// cost of what was encoded.
-func (e *ComputeCommandEncoder) Sends() int { return e.sends }
 
 // SetComputePipelineState sets the pipeline that the following dispatches
 // run (setComputePipelineState:). Setting the pipeline already set sends
@@ -142,8 +111,7 @@ func (e *ComputeCommandEncoder) SetBuffers(bufs []*Buffer, offsets []int, start 
 		s.buffers[i] = uintptr(b.ID())
 		s.offsets[i] = uintptr(offsets[i])
 	}
-	e.sends++
-	objc.SendArgs(e.ID(), sel.setBuffersOffsetsWithRange,
+	e.sendArgs(sel.setBuffersOffsetsWithRange,
 		objc.Word(uintptrOf(&s.buffers)), objc.Word(uintptrOf(&s.offsets)),
 		objc.Struct16(uintptr(start), uintptr(len(bufs))))
 }
@@ -214,8 +182,7 @@ func (e *ComputeCommandEncoder) DispatchThreadgroups(threadgroupsPerGrid, thread
 		return
 	}
 	g, t := threadgroupsPerGrid, threadsPerThreadgroup
-	e.sends++
-	objc.SendArgs(e.ID(), sel.dispatchThreadgroups,
+	e.sendArgs(sel.dispatchThreadgroups,
 		objc.Struct24(uintptr(g.Width), uintptr(g.Height), uintptr(g.Depth)),
 		objc.Struct24(uintptr(t.Width), uintptr(t.Height), uintptr(t.Depth)))
 }
@@ -228,8 +195,7 @@ func (e *ComputeCommandEncoder) DispatchThreads(threadsPerGrid, threadsPerThread
 		return
 	}
 	g, t := threadsPerGrid, threadsPerThreadgroup
-	e.sends++
-	objc.SendArgs(e.ID(), sel.dispatchThreads,
+	e.sendArgs(sel.dispatchThreads,
 		objc.Struct24(uintptr(g.Width), uintptr(g.Height), uintptr(g.Depth)),
 		objc.Struct24(uintptr(t.Width), uintptr(t.Height), uintptr(t.Depth)))
 }
@@ -242,22 +208,3 @@ func (e *ComputeCommandEncoder) MemoryBarrier(scope BarrierScope) {
 	}
 	e.send(sel.memoryBarrierWithScope, uintptr(scope))
 }
-
-// EndEncoding finishes the encoder (endEncoding) and releases it; the
-// command buffer can then be committed or given another encoder. It
-// returns the first bad argument the encoder refused, in which case the
-// command buffer lacks work the caller meant to encode and should not be
-// committed.
-func (e *ComputeCommandEncoder) EndEncoding() error {
-	if !e.ended {
-		e.ended = true
-		e.send(sel.endEncoding)
-		e.object.Release()
-	}
-	return e.err
-}
-
-// Release ends encoding if EndEncoding was not called (Metal requires
-// endEncoding before an encoder goes away) and releases the encoder. A
-// second call does nothing.
-func (e *ComputeCommandEncoder) Release() { e.EndEncoding() }

@@ -619,3 +619,215 @@ func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
 		t.Errorf("live objects %d before, %d after", before, after)
 	}
 }
+
+// runEncoded commits cb, waits, and fails the test on a command buffer
+// error; it releases cb.
+func runEncoded(t *testing.T, cb *mtl.CommandBuffer) {
+	t.Helper()
+	defer cb.Release()
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Managed storage keeps a CPU copy and a GPU copy, as on an Intel Mac: the
+// CPU's writes reach kernels through DidModifyRange, and the GPU's writes
+// reach Contents through a blit encoder's SynchronizeResource.
+func TestManagedBufferSynchronization(t *testing.T) {
+	before := emu.LiveObjects()
+	d := testdevice.Emulated(t, emu.Options{})
+	fill, add := newPipeline(t, d, "fill"), newPipeline(t, d, "add_into")
+	defer fill.Release()
+	defer add.Release()
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	const n = 64
+	a, err := d.NewBuffer(4*n, mtl.ResourceStorageModeManaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	b, _ := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+	defer b.Release()
+	as, bs := mtl.Slice[float32](a), mtl.Slice[float32](b)
+
+	// The CPU writes a; only the range told to Metal reaches the kernel.
+	for i := range as {
+		as[i] = 10
+	}
+	if err := a.DidModifyRange(0, 4*n/2); err != nil {
+		t.Fatal(err)
+	}
+	err = q.Run(func(e *mtl.ComputeCommandEncoder) error {
+		e.SetComputePipelineState(add)
+		e.SetBuffers([]*mtl.Buffer{a, b}, []int{0, 0}, 0)
+		e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range bs {
+		want := float32(0)
+		if i < n/2 {
+			want = 10
+		}
+		if x != want {
+			t.Fatalf("b[%d] = %v, want %v: DidModifyRange's range should reach the GPU, and only it", i, x, want)
+		}
+	}
+
+	// The GPU writes a; Contents sees it only after SynchronizeResource.
+	fillA := func(e *mtl.ComputeCommandEncoder) error {
+		e.SetComputePipelineState(fill)
+		e.SetBuffer(a, 0, 0)
+		e.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
+		e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
+		return nil
+	}
+	if err := q.Run(fillA); err != nil {
+		t.Fatal(err)
+	}
+	if as[5] != 10 {
+		t.Fatalf("a[5] = %v before synchronizeResource:, want the CPU copy's 10", as[5])
+	}
+	cb, _ := q.CommandBuffer()
+	blit, err := cb.BlitCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blit.SynchronizeResource(a)
+	blit.SynchronizeResource(b) // shared: nothing to send
+	if blit.Sends() != 1 {
+		t.Errorf("%d messages sent for one managed and one shared buffer, want 1", blit.Sends())
+	}
+	if err := blit.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	runEncoded(t, cb)
+	for i, x := range as {
+		if x != 1+float32(i) {
+			t.Fatalf("a[%d] = %v after synchronizeResource:, want %v", i, x, 1+float32(i))
+		}
+	}
+	a.Release()
+	b.Release()
+	fill.Release()
+	add.Release()
+	q.Release()
+	d.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after", before, after)
+	}
+}
+
+// CopyFromBuffer copies exactly the bytes asked for, in command buffer
+// order with the dispatches; bad ranges and alignments are refused,
+// naming the numbers, and nothing runs.
+func TestBlitCopy(t *testing.T) {
+	before := emu.LiveObjects()
+	d := testdevice.Emulated(t, emu.Options{})
+	fill := newPipeline(t, d, "fill")
+	defer fill.Release()
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	const n = 256
+	src, _ := d.NewBuffer(n, mtl.ResourceStorageModeShared)
+	dst, _ := d.NewBuffer(n, mtl.ResourceStorageModePrivate)
+	back, _ := d.NewBuffer(n, mtl.ResourceStorageModeShared)
+	defer src.Release()
+	defer dst.Release()
+	defer back.Release()
+	ss := src.Contents()
+	for i := range ss {
+		ss[i] = byte(i*7 + 3)
+	}
+	bs := back.Contents()
+	for i := range bs {
+		bs[i] = 0xEE
+	}
+	// src[16:80) to the private dst[100:164), back to back[0:64) and, within
+	// back itself, back[0:64) to back[192:256).
+	cb, _ := q.CommandBuffer()
+	blit, err := cb.BlitCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.ComputeCommandEncoder(); err == nil {
+		t.Error("a compute encoder was made while a blit encoder is open")
+	}
+	blit.CopyFromBuffer(src, 16, dst, 100, 64)
+	blit.CopyFromBuffer(dst, 100, back, 0, 64)
+	blit.CopyFromBuffer(back, 0, back, 192, 64)
+	blit.CopyFromBuffer(src, 0, back, 0, 0) // sends nothing
+	if blit.Sends() != 3 {
+		t.Errorf("%d messages sent, want 3", blit.Sends())
+	}
+	if err := blit.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	runEncoded(t, cb)
+	for i, x := range bs {
+		want := byte(0xEE)
+		switch {
+		case i < 64:
+			want = byte((16+i)*7 + 3)
+		case i >= 192:
+			want = byte((16+i-192)*7 + 3)
+		}
+		if x != want {
+			t.Fatalf("back[%d] = %#x, want %#x", i, x, want)
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		bad  func(e *mtl.BlitCommandEncoder)
+		want []string
+	}{
+		{"source range", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 200, back, 0, 64) }, []string{"source range [200, 264)", "256 bytes"}},
+		{"destination range", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, back, 196, 64) }, []string{"destination range [196, 260)"}},
+		{"negative offset", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, -4, back, 0, 4) }, []string{"source range [-4, 0)"}},
+		{"size alignment", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, back, 0, 6) }, []string{"size 6", "multiples of 4"}},
+		{"offset alignment", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 2, back, 0, 4) }, []string{"source offset 2"}},
+		{"nil destination", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, nil, 0, 4) }, []string{"nil or released destination"}},
+		{"nil resource", func(e *mtl.BlitCommandEncoder) { e.SynchronizeResource(nil) }, []string{"SynchronizeResource: nil"}},
+		{"after EndEncoding", func(e *mtl.BlitCommandEncoder) { e.EndEncoding() }, []string{"CopyFromBuffer: encoder used after EndEncoding"}},
+	} {
+		for i := range bs {
+			bs[i] = 0xEE
+		}
+		cb, _ := q.CommandBuffer()
+		e, err := cb.BlitCommandEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.bad(e)
+		sends := e.Sends()
+		e.CopyFromBuffer(src, 0, back, 0, 64)
+		if e.Sends() != sends {
+			t.Errorf("%s: a copy was sent after the bad argument", tc.name)
+		}
+		err = e.EndEncoding()
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: EndEncoding error %v, want one mentioning %q", tc.name, err, w)
+			}
+		}
+		runEncoded(t, cb)
+		if bs[0] != 0xEE {
+			t.Errorf("%s: a copy ran", tc.name)
+		}
+	}
+	src.Release()
+	dst.Release()
+	back.Release()
+	fill.Release()
+	q.Release()
+	d.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after", before, after)
+	}
+}

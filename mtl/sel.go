@@ -32,6 +32,10 @@ var sel struct {
 	setComputePipelineState, setBufferOffsetAtIndex, setBuffersOffsetsWithRange objc.SEL
 	setBytesLengthAtIndex, setThreadgroupMemoryLengthAtIndex                    objc.SEL
 	dispatchThreadgroups, dispatchThreads, memoryBarrierWithScope, endEncoding  objc.SEL
+	// MTLCommandBuffer, MTLBlitCommandEncoder
+	blitCommandEncoder     objc.SEL
+	synchronizeResource    objc.SEL
+	copyFromBufferToBuffer objc.SEL
 }
 
 // selectorNames lists every selector the package sends, in the order of
@@ -81,6 +85,9 @@ var selectorTable = objc.NewSelectorTable(
 	objc.SelectorEntry{Name: "dispatchThreads:threadsPerThreadgroup:", Dst: &sel.dispatchThreads},
 	objc.SelectorEntry{Name: "memoryBarrierWithScope:", Dst: &sel.memoryBarrierWithScope},
 	objc.SelectorEntry{Name: "endEncoding", Dst: &sel.endEncoding},
+	objc.SelectorEntry{Name: "blitCommandEncoder", Dst: &sel.blitCommandEncoder},
+	objc.SelectorEntry{Name: "synchronizeResource:", Dst: &sel.synchronizeResource},
+	objc.SelectorEntry{Name: "copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", Dst: &sel.copyFromBufferToBuffer},
 )
 
 // SelectorNames returns the name of every selector the package sends to
