@@ -2,6 +2,7 @@ package emu
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/ebitengine/purego"
@@ -36,8 +37,31 @@ func registerClasses() error {
 	return classes.err
 }
 
-// m builds a Method.
-func m(sel, types string, fn any) objc.Method { return objc.Method{Sel: sel, Types: types, Fn: fn} }
+// m builds a Method that autoreleases an object before it runs, as Metal's
+// implementations may (see autoreleasing).
+func m(sel, types string, fn any) objc.Method {
+	return objc.Method{Sel: sel, Types: types, Fn: autoreleasing(fn)}
+}
+
+// plain builds a Method that runs fn as it is: -dealloc, which runs on
+// release, and the encoders' methods, which a program sends once per
+// dispatch and wraps in a pool per command buffer, if at all.
+func plain(sel, types string, fn any) objc.Method { return objc.Method{Sel: sel, Types: types, Fn: fn} }
+
+// autoreleasing returns fn preceded by the autorelease of a new object.
+// An Apple implementation of any Metal method may autorelease objects;
+// sent from a thread with no autorelease pool open, they leak, and the
+// thread of a Go program has none unless the program opens one. The
+// emulated device makes that visible on Linux: sent with no pool open, its
+// methods leak an object and GNUstep prints "autorelease called without
+// pool" on stderr.
+func autoreleasing(fn any) any {
+	v := reflect.ValueOf(fn)
+	return reflect.MakeFunc(v.Type(), func(args []reflect.Value) []reflect.Value {
+		nsObject.New().Autorelease()
+		return v.Call(args)
+	}).Interface()
+}
 
 // mi builds a Method implemented in C (csrc/imps.c).
 func mi(sel, types string, imp objc.IMP) objc.Method {
@@ -65,7 +89,7 @@ func doRegisterClasses() error {
 	fsel.gpuEndTime = objc.RegisterName("GPUEndTime")
 	fsel.dispatchThreads = objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
 
-	dealloc := m("dealloc", "v@:", dealloc)
+	dealloc := plain("dealloc", "v@:", dealloc)
 	setLabel := m("setLabel:", "v@:@", setLabel)
 	label := m("label", "@@:", label)
 	var err error
@@ -122,20 +146,20 @@ func doRegisterClasses() error {
 		setLabel, label,
 	)
 	reg(&classes.encoder, "PuremetalEmulatedComputeCommandEncoder",
-		m("setComputePipelineState:", "v@:@", encoderSetPipeline),
-		m("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBuffer),
+		plain("setComputePipelineState:", "v@:@", encoderSetPipeline),
+		plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBuffer),
 		mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.impPtrPtrRange),
-		m("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytes),
-		m("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLength),
+		plain("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytes),
+		plain("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLength),
 		mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
 		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
-		m("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrier),
-		m("endEncoding", "v@:", encoderEndEncoding),
+		plain("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrier),
+		plain("endEncoding", "v@:", encoderEndEncoding),
 	)
 	reg(&classes.blitEncoder, "PuremetalEmulatedBlitCommandEncoder",
-		m("synchronizeResource:", "v@:@", blitEncoderSynchronizeResource),
-		m("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", "v@:@Q@QQ", blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize),
-		m("endEncoding", "v@:", blitEncoderEndEncoding),
+		plain("synchronizeResource:", "v@:@", blitEncoderSynchronizeResource),
+		plain("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", "v@:@Q@QQ", blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize),
+		plain("endEncoding", "v@:", blitEncoderEndEncoding),
 	)
 	// MTLCompileOptions is a class, not a protocol: mtl makes one with
 	// [[MTLCompileOptions alloc] init]. Apple's systems have it; elsewhere

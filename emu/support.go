@@ -61,10 +61,10 @@ func buildSupport() error {
 		return err
 	}
 	purego.SyscallN(set,
-		purego.NewCallback(doubleResult),
-		purego.NewCallback(sizeResult),
+		purego.NewCallback(autoreleasing(doubleResult)),
+		purego.NewCallback(autoreleasing(sizeResult)),
 		purego.NewCallback(twoSizes),
 		purego.NewCallback(twoPointersRange),
-		purego.NewCallback(oneRange))
+		purego.NewCallback(autoreleasing(oneRange)))
 	return nil
 }
