@@ -26,7 +26,7 @@ func newBuffer(id objc.ID, length int, opts ResourceOptions) (*Buffer, error) {
 	b := &Buffer{length: length, opts: opts}
 	b.set(id)
 	if opts&storageModeMask != ResourceStorageModePrivate {
-		p := id.Send(sel.contents)
+		p := sendInPool(id, sel.contents)
 		b.contents = *(*unsafe.Pointer)(unsafe.Pointer(&p))
 	}
 	return b, nil
@@ -69,7 +69,7 @@ func (b *Buffer) DidModifyRange(offset, n int) error {
 	if b.opts&storageModeMask != ResourceStorageModeManaged {
 		return nil
 	}
-	objc.SendArgs(b.ID(), sel.didModifyRange, objc.Struct16(uintptr(offset), uintptr(n)))
+	inPool(func() { objc.SendArgs(b.ID(), sel.didModifyRange, objc.Struct16(uintptr(offset), uintptr(n))) })
 	return nil
 }
 
@@ -111,7 +111,7 @@ func setLabel(id objc.ID, label string) error {
 	if err != nil {
 		return err
 	}
-	id.Send(sel.setLabel, uintptr(s))
+	sendInPool(id, sel.setLabel, uintptr(s))
 	s.Release()
 	return nil
 }

@@ -11,7 +11,9 @@ import (
 type CommandQueue struct{ object }
 
 // CommandBuffer makes a command buffer (commandBuffer), retained for the
-// caller, who releases it when done with it.
+// caller, who releases it when done with it. Encode it inside an
+// autorelease pool of the caller's (see the package documentation), or
+// use [CommandQueue.Run].
 func (q *CommandQueue) CommandBuffer() (*CommandBuffer, error) {
 	var id objc.ID
 	inPool(func() { id = objc.ID(q.ID().Send(sel.commandBuffer)).Retain() })
@@ -41,14 +43,14 @@ func (c *CommandBuffer) ComputeCommandEncoder() (*ComputeCommandEncoder, error) 
 }
 
 // Commit submits the command buffer to its queue to run.
-func (c *CommandBuffer) Commit() { c.ID().Send(sel.commit) }
+func (c *CommandBuffer) Commit() { sendInPool(c.ID(), sel.commit) }
 
 // WaitUntilCompleted blocks until the command buffer has run (or failed).
-func (c *CommandBuffer) WaitUntilCompleted() { c.ID().Send(sel.waitUntilCompleted) }
+func (c *CommandBuffer) WaitUntilCompleted() { sendInPool(c.ID(), sel.waitUntilCompleted) }
 
 // Status returns where the command buffer is in its life.
 func (c *CommandBuffer) Status() CommandBufferStatus {
-	return CommandBufferStatus(c.ID().Send(sel.status))
+	return CommandBufferStatus(sendInPool(c.ID(), sel.status))
 }
 
 // Error returns the error that stopped the command buffer, or nil; it holds
@@ -64,11 +66,16 @@ func (c *CommandBuffer) Error() error {
 
 // GPUStartTime returns when the GPU started running the command buffer, in
 // seconds of the host's monotonic clock (CFTimeInterval).
-func (c *CommandBuffer) GPUStartTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuStartTime) }
+func (c *CommandBuffer) GPUStartTime() float64 { return c.time(sel.gpuStartTime) }
 
 // GPUEndTime returns when the GPU finished running the command buffer, in
 // the same clock as GPUStartTime.
-func (c *CommandBuffer) GPUEndTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuEndTime) }
+func (c *CommandBuffer) GPUEndTime() float64 { return c.time(sel.gpuEndTime) }
+
+func (c *CommandBuffer) time(s objc.SEL) (t float64) {
+	inPool(func() { t = objc.SendFloat64(c.ID(), s) })
+	return t
+}
 
 // SetLabel names the command buffer for debugging tools.
 func (c *CommandBuffer) SetLabel(label string) error { return setLabel(c.ID(), label) }

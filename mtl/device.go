@@ -93,37 +93,38 @@ func (d *Device) Name() string {
 
 // RegistryID returns the device's IORegistry identifier, unique to the GPU
 // across processes.
-func (d *Device) RegistryID() uint64 { return uint64(d.ID().Send(sel.registryID)) }
+func (d *Device) RegistryID() uint64 { return uint64(sendInPool(d.ID(), sel.registryID)) }
 
 // MaxThreadsPerThreadgroup returns the most threads a threadgroup may have
 // in each dimension.
 func (d *Device) MaxThreadsPerThreadgroup() Size {
-	w := objc.SendStruct24(d.ID(), sel.maxThreadsPerThreadgroup)
+	var w [3]uintptr
+	inPool(func() { w = objc.SendStruct24(d.ID(), sel.maxThreadsPerThreadgroup) })
 	return Size{uint(w[0]), uint(w[1]), uint(w[2])}
 }
 
 // HasUnifiedMemory reports whether the CPU and the GPU share memory.
-func (d *Device) HasUnifiedMemory() bool { return objc.SendBool(d.ID(), sel.hasUnifiedMemory) }
+func (d *Device) HasUnifiedMemory() bool { return sendBoolInPool(d.ID(), sel.hasUnifiedMemory) }
 
 // RecommendedMaxWorkingSetSize returns about how many bytes of memory the
 // device can use without hurting performance.
 func (d *Device) RecommendedMaxWorkingSetSize() uint64 {
-	return uint64(d.ID().Send(sel.recommendedMaxWorkingSetSize))
+	return uint64(sendInPool(d.ID(), sel.recommendedMaxWorkingSetSize))
 }
 
 // MaxBufferLength returns the largest buffer the device can make, in bytes.
-func (d *Device) MaxBufferLength() int { return int(d.ID().Send(sel.maxBufferLength)) }
+func (d *Device) MaxBufferLength() int { return int(sendInPool(d.ID(), sel.maxBufferLength)) }
 
 // SupportsFamily reports whether the device has the features of a GPU
 // family.
 func (d *Device) SupportsFamily(f GPUFamily) bool {
-	return objc.SendBool(d.ID(), sel.supportsFamily, uintptr(f))
+	return sendBoolInPool(d.ID(), sel.supportsFamily, uintptr(f))
 }
 
 // NewCommandQueue makes a queue that orders the command buffers made from
 // it.
 func (d *Device) NewCommandQueue() (*CommandQueue, error) {
-	id := objc.ID(d.ID().Send(sel.newCommandQueue))
+	id := objc.ID(sendInPool(d.ID(), sel.newCommandQueue))
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: newCommandQueue returned nil on %s", d.Name())
 	}
@@ -148,7 +149,7 @@ func (d *Device) NewBuffer(length int, opts ResourceOptions) (*Buffer, error) {
 	if err := d.checkLength(length); err != nil {
 		return nil, err
 	}
-	id := objc.ID(d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)))
+	id := objc.ID(sendInPool(d.ID(), sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)))
 	return newBuffer(id, length, opts)
 }
 
@@ -159,7 +160,7 @@ func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, er
 		return nil, err
 	}
 	escape(unsafe.Pointer(&b[0]))
-	id := objc.ID(d.ID().Send(sel.newBufferWithBytesLengthOptions, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(opts)))
+	id := objc.ID(sendInPool(d.ID(), sel.newBufferWithBytesLengthOptions, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(opts)))
 	runtime.KeepAlive(b)
 	return newBuffer(id, len(b), opts)
 }
@@ -190,10 +191,7 @@ func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, err
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("mtl: the no-copy buffer's deallocator: %w", err)
 	}
-	var id objc.ID
-	inPool(func() {
-		id = objc.ID(d.ID().Send(sel.newBufferWithBytesNoCopy, uintptr(unsafe.Pointer(&mem[0])), uintptr(n), uintptr(opts), uintptr(block)))
-	})
+	id := objc.ID(sendInPool(d.ID(), sel.newBufferWithBytesNoCopy, uintptr(unsafe.Pointer(&mem[0])), uintptr(n), uintptr(opts), uintptr(block)))
 	b, err := newBuffer(id, n, opts)
 	if err != nil {
 		unix.Munmap(mem) // no buffer, so no deallocator will run

@@ -29,6 +29,19 @@ func (o *object) Release() {
 // results retained, so that nothing depends on a pool of the caller's.
 func inPool(f func()) { objc.WithAutoreleasePool(f) }
 
+// sendInPool sends a message inside an autorelease pool, so that whatever
+// Metal autoreleases while answering it is released when it returns.
+func sendInPool(id objc.ID, s objc.SEL, args ...uintptr) (r uintptr) {
+	inPool(func() { r = id.Send(s, args...) })
+	return r
+}
+
+// sendBoolInPool is sendInPool for a BOOL result.
+func sendBoolInPool(id objc.ID, s objc.SEL, args ...uintptr) (r bool) {
+	inPool(func() { r = objc.SendBool(id, s, args...) })
+	return r
+}
+
 // escape forces p's memory onto the heap. Pointers handed to Objective-C
 // methods are passed as integers, which escape analysis cannot follow; a
 // method implemented in Go (the emulated device) runs on the calling
