@@ -50,7 +50,7 @@ func TestDispatchOverflowFailsCommandBuffer(t *testing.T) {
 		}
 		cb.Commit()
 		cb.WaitUntilCompleted()
-		t.Run(tc.name, func(t *testing.T) { failed(t, cb, errorInternal, tc.want) })
+		t.Run(tc.name, func(t *testing.T) { failed(t, ended(t, cb), errorInternal, tc.want) })
 		for i, v := range xv {
 			if v != float32(i) {
 				t.Fatalf("%s: x[%d] = %v: the failed command buffer ran", tc.name, i, v)
@@ -99,7 +99,7 @@ func TestBlitCopyRefused(t *testing.T) {
 		cb.Commit()
 		cb.WaitUntilCompleted()
 		t.Run(tc.name, func(t *testing.T) {
-			failed(t, cb, errorInternal, "copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", tc.want)
+			failed(t, ended(t, cb), errorInternal, "copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", tc.want)
 		})
 		cb.Release()
 		for i, v := range dv {
