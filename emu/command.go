@@ -111,14 +111,15 @@ func (cb *commandBuffer) retain(id objc.ID) {
 	cb.retained[id.Retain()] = true
 }
 
-// clock is the GPU timestamps' clock: seconds on the monotonic clock.
+// clockStart is when the GPU timestamps' clock started.
 var clockStart = time.Now()
 
+// clock returns the GPU timestamps' clock: seconds on the monotonic clock.
 func clock() float64 { return time.Since(clockStart).Seconds() }
 
-// KernelFault is the code of a kernel's fault in MTLCommandBufferErrorDomain
-// (MTLCommandBufferErrorPageFault for an out-of-bounds access, Internal
-// otherwise).
+// The codes of a failed command buffer in MTLCommandBufferErrorDomain:
+// MTLCommandBufferErrorPageFault for an out-of-bounds access,
+// MTLCommandBufferErrorInternal for every other fault.
 const (
 	commandBufferErrorInternal  = 1
 	commandBufferErrorPageFault = 3
