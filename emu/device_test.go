@@ -172,14 +172,7 @@ func TestLiveObjectsBackToZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := g.q.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, enc := g.encoder()
 	if got := emu.LiveObjects() - before; got != 9 {
 		t.Errorf("%d live objects with a library, function, pipeline, two buffers, command buffer and encoder, want 9", got)
 	}
@@ -223,14 +216,7 @@ func TestReleasedAfterCommit(t *testing.T) {
 		for i := range xv {
 			xv[i] = float32(i)
 		}
-		cb, err := g.q.CommandBuffer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc, err := cb.ComputeCommandEncoder()
-		if err != nil {
-			t.Fatal(err)
-		}
+		cb, enc := g.encoder()
 		enc.SetComputePipelineState(p)
 		enc.SetBuffer(x, 0, 0)
 		enc.SetBytes(f32Bytes(2), 1)
@@ -298,15 +284,7 @@ func TestCommitWithOpenEncoder(t *testing.T) {
 	for i := range xv {
 		xv[i] = float32(i)
 	}
-	cb, err := g.q.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, enc := g.encoder()
 	enc.SetComputePipelineState(p)
 	enc.SetBuffer(x, 0, 0)
 	enc.SetBytes(f32Bytes(2), 1)

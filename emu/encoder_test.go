@@ -31,14 +31,7 @@ func TestDispatchOverflowFailsCommandBuffer(t *testing.T) {
 		for i := range xv {
 			xv[i] = float32(i)
 		}
-		cb, err := g.q.CommandBuffer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc, err := cb.ComputeCommandEncoder()
-		if err != nil {
-			t.Fatal(err)
-		}
+		cb, enc := g.encoder()
 		enc.SetComputePipelineState(p)
 		enc.SetBuffer(x, 0, 0)
 		enc.SetBytes(f32Bytes(2), 1)

@@ -118,6 +118,23 @@ func (g *gpu) run(encode func(enc *mtl.ComputeCommandEncoder)) error {
 	})
 }
 
+// encoder makes a command buffer and a compute command encoder on it. The
+// command buffer is released when the test ends, or before by the test
+// (a second Release does nothing).
+func (g *gpu) encoder() (*mtl.CommandBuffer, *mtl.ComputeCommandEncoder) {
+	g.t.Helper()
+	cb, err := g.q.CommandBuffer()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(cb.Release)
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return cb, enc
+}
+
 // ended returns the error of a command buffer that was committed and
 // waited for, after checking that its status agrees: Completed without an
 // error, or Error with one.
