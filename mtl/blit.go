@@ -63,7 +63,7 @@ func (e *BlitCommandEncoder) CopyFromBuffer(src *Buffer, srcOffset int, dst *Buf
 			return
 		}
 		if r.offset < 0 || size < 0 || r.offset > r.b.length || size > r.b.length-r.offset {
-			e.fail("CopyFromBuffer: %s range [%d, %d) outside the buffer's %d bytes", r.what, r.offset, r.offset+size, r.b.length)
+			e.fail("CopyFromBuffer: %s range [%d, %s) outside the buffer's %d bytes", r.what, r.offset, end(r.offset, size), r.b.length)
 			return
 		}
 	}

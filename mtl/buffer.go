@@ -63,8 +63,8 @@ func Slice[T any](b *Buffer) []T {
 // a managed buffer, so the GPU's copy is updated (didModifyRange:). Other
 // storage modes need no call, and it does nothing for them.
 func (b *Buffer) DidModifyRange(offset, n int) error {
-	if offset < 0 || n < 0 || offset+n > b.length {
-		return fmt.Errorf("mtl: range [%d, %d) is outside the buffer's %d bytes", offset, offset+n, b.length)
+	if offset < 0 || n < 0 || offset > b.length || n > b.length-offset {
+		return fmt.Errorf("mtl: range [%d, %s) is outside the buffer's %d bytes", offset, end(offset, n), b.length)
 	}
 	if b.opts&storageModeMask != ResourceStorageModeManaged {
 		return nil

@@ -64,8 +64,8 @@ func (e *ComputeCommandEncoder) SetComputePipelineState(p *ComputePipelineState)
 }
 
 func (e *ComputeCommandEncoder) checkIndex(what string, index, n int) bool {
-	if index < 0 || n < 0 || index+n > MaxBufferBindings {
-		e.fail("%s: buffer indices [%d, %d) outside [0, %d)", what, index, index+n, MaxBufferBindings)
+	if index < 0 || n < 0 || index > MaxBufferBindings || n > MaxBufferBindings-index {
+		e.fail("%s: buffer indices [%d, %s) outside [0, %d)", what, index, end(index, n), MaxBufferBindings)
 		return false
 	}
 	return true

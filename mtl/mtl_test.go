@@ -831,3 +831,28 @@ func TestBlitCopy(t *testing.T) {
 		t.Errorf("live objects %d before, %d after", before, after)
 	}
 }
+
+// Ranges whose ends overflow an int are refused, not wrapped into range.
+func TestRangesOverflowRefused(t *testing.T) {
+	d := testdevice.Emulated(t, emu.Options{})
+	x, _ := d.NewBuffer(4*64, mtl.ResourceStorageModeManaged)
+	defer x.Release()
+	const maxInt = int(^uint(0) >> 1)
+	if err := x.DidModifyRange(16, maxInt); err == nil || !strings.Contains(err.Error(), "[16, 9223372036854775823)") {
+		t.Errorf("DidModifyRange(16, MaxInt): %v, want an error naming the range", err)
+	}
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	cb, _ := q.CommandBuffer()
+	defer cb.Release()
+	e, _ := cb.ComputeCommandEncoder()
+	e.SetBuffer(x, 0, maxInt)
+	if err := e.EndEncoding(); err == nil || !strings.Contains(err.Error(), "[9223372036854775807, 9223372036854775808)") {
+		t.Errorf("SetBuffer at index MaxInt: %v, want an error naming the indices", err)
+	}
+	blit, _ := cb.BlitCommandEncoder()
+	blit.CopyFromBuffer(x, 4, x, 0, maxInt-3)
+	if err := blit.EndEncoding(); err == nil || !strings.Contains(err.Error(), "source range [4, 9223372036854775808)") {
+		t.Errorf("CopyFromBuffer of MaxInt-3 bytes: %v, want an error naming the range", err)
+	}
+}

@@ -21,6 +21,12 @@ func (s Size) threads() (uint64, bool) {
 	return n, hi == 0
 }
 
+// end returns start+n in decimal, exact even where the sum overflows an
+// int: the end of a range, for error messages.
+func end(start, n int) string {
+	return new(big.Int).Add(big.NewInt(int64(start)), big.NewInt(int64(n))).String()
+}
+
 // threadsText is the product of s's dimensions in decimal, however large.
 func (s Size) threadsText() string {
 	n := new(big.Int).SetUint64(uint64(s.Width))
