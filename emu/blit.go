@@ -36,7 +36,7 @@ func blitEncoderSynchronizeResource(self objc.ID, _ objc.SEL, resource objc.ID) 
 	}
 	b := stateOf[buffer](resource)
 	if b == nil {
-		e.record(command{err: fmt.Errorf("synchronizeResource: %#x is not a buffer of the emulated device", uintptr(resource))})
+		e.refuse(fmt.Errorf("synchronizeResource: %#x is not a buffer of the emulated device", uintptr(resource)))
 		return
 	}
 	if b.cpu == nil {
@@ -68,7 +68,7 @@ func blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize(self obj
 		err = fmt.Errorf("source offset %d, destination offset %d and size %d must be multiples of 4", srcOffset, dstOffset, size)
 	}
 	if err != nil {
-		e.record(command{err: fmt.Errorf("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size: %w", err)})
+		e.refuse(fmt.Errorf("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size: %w", err))
 		return
 	}
 	e.cb.retain(src)

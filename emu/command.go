@@ -293,6 +293,11 @@ func (e *commandEncoder) recording() bool {
 // record appends a command to the command buffer.
 func (e *commandEncoder) record(c command) { e.cb.commands = append(e.cb.commands, c) }
 
+// refuse records an argument that Metal's validation refuses: the command
+// buffer fails when it reaches it, naming it, instead of running with the
+// argument missing.
+func (e *commandEncoder) refuse(err error) { e.record(command{err: err}) }
+
 // encoder is an MTLComputeCommandEncoder's state: the arguments set so far,
 // copied into each dispatch it records.
 type encoder struct {
@@ -322,11 +327,16 @@ func encoderSetPipeline(self objc.ID, _ objc.SEL, p objc.ID) {
 
 func (e *encoder) setBuffer(id objc.ID, offset, index uintptr) {
 	if index >= mtl.MaxBufferBindings {
+		e.refuse(fmt.Errorf("buffer index %d outside [0, %d)", index, mtl.MaxBufferBindings))
 		return
 	}
 	b := stateOf[buffer](id)
 	if b == nil {
 		e.current.buffers[index] = binding{}
+		return
+	}
+	if offset > uintptr(b.length) {
+		e.refuse(fmt.Errorf("offset %d at buffer index %d outside the buffer's %d bytes", offset, index, b.length))
 		return
 	}
 	e.cb.retain(id)
@@ -342,7 +352,11 @@ func encoderSetBuffer(self objc.ID, _ objc.SEL, buf objc.ID, offset, index uintp
 // twoPointersRange answers setBuffers:offsets:withRange: through csrc/imps.c.
 func twoPointersRange(self objc.ID, _ objc.SEL, bufsPtr, offsetsPtr, location, length uintptr) {
 	e := openEncoder(self)
-	if e == nil || location+length > mtl.MaxBufferBindings {
+	if e == nil {
+		return
+	}
+	if location > mtl.MaxBufferBindings || length > mtl.MaxBufferBindings-location {
+		e.refuse(fmt.Errorf("setBuffers:offsets:withRange: range {%d, %d} outside [0, %d)", location, length, mtl.MaxBufferBindings))
 		return
 	}
 	b := unsafe.Slice((*uintptr)(cptr(bufsPtr)), length)
@@ -361,7 +375,11 @@ func oneRange(self objc.ID, _ objc.SEL, location, length uintptr) {
 
 func encoderSetBytes(self objc.ID, _ objc.SEL, bytes, length, index uintptr) {
 	e := openEncoder(self)
-	if e == nil || index >= mtl.MaxBufferBindings || bytes == 0 || length == 0 {
+	if e == nil {
+		return
+	}
+	if index >= mtl.MaxBufferBindings || bytes == 0 || length == 0 || length > mtl.MaxBytesLength {
+		e.refuse(fmt.Errorf("setBytes:length:atIndex: %d bytes at %#x, index %d; want 1 to %d bytes at an index in [0, %d)", length, bytes, index, mtl.MaxBytesLength, mtl.MaxBufferBindings))
 		return
 	}
 	cp := make([]byte, length)
@@ -386,7 +404,7 @@ func twoSizes(self objc.ID, cmd objc.SEL, aPtr, bPtr uintptr) {
 	c := e.current
 	threads := cmd == fsel.dispatchThreads
 	if err := checkGrid(*a, *b, threads); err != nil {
-		e.record(command{err: err})
+		e.refuse(err)
 		return
 	}
 	tg := [3]int{int(b[0]), int(b[1]), int(b[2])}

@@ -2,6 +2,7 @@ package emu_test
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/objc"
@@ -98,6 +99,55 @@ func TestBlitCopyRefused(t *testing.T) {
 		for i, v := range dv {
 			if v != 0xDEADBEEF {
 				t.Fatalf("%s: dst[%d] = %#x: the failed command buffer copied", tc.name, i, v)
+			}
+		}
+	}
+}
+
+// Arguments that Metal's validation refuses, sent to the emulated encoder
+// directly (package mtl refuses them before sending), fail the command
+// buffer, naming them, and the dispatch after them does not run.
+func TestBadArgumentsFailCommandBuffer(t *testing.T) {
+	g := newGPU(t, emu.Options{})
+	p := g.pipeline("vector_add.metal", "scale")
+	x, xv := buffer[float32](g, 64)
+	setBuffer := objc.RegisterName("setBuffer:offset:atIndex:")
+	setBytes := objc.RegisterName("setBytes:length:atIndex:")
+	setBuffers := objc.RegisterName("setBuffers:offsets:withRange:")
+	big := make([]byte, 5000)
+	ids, offsets := []uintptr{uintptr(x.ID()), uintptr(x.ID())}, []uintptr{0, 0}
+	for _, tc := range []struct {
+		name string
+		send func(enc objc.ID)
+		want string
+	}{
+		{"offset past the end", func(enc objc.ID) { objc.Send(enc, setBuffer, uintptr(x.ID()), 260, 0) }, "offset 260 at buffer index 0 outside the buffer's 256 bytes"},
+		{"buffer index", func(enc objc.ID) { objc.Send(enc, setBuffer, uintptr(x.ID()), 0, 31) }, "buffer index 31 outside [0, 31)"},
+		{"too many bytes", func(enc objc.ID) { objc.Send(enc, setBytes, uintptr(unsafe.Pointer(&big[0])), 5000, 1) }, "5000 bytes"},
+		{"wrapping range", func(enc objc.ID) {
+			objc.SendArgs(enc, setBuffers, objc.Word(uintptr(unsafe.Pointer(&ids[0]))), objc.Word(uintptr(unsafe.Pointer(&offsets[0]))),
+				objc.Struct16(^uintptr(0), 2))
+		}, "range {18446744073709551615, 2}"},
+	} {
+		for i := range xv {
+			xv[i] = float32(i)
+		}
+		cb, enc := g.encoder()
+		enc.SetComputePipelineState(p)
+		enc.SetBuffer(x, 0, 0)
+		enc.SetBytes(f32Bytes(2), 1)
+		tc.send(enc.ID())
+		enc.DispatchThreads(size1(64), size1(64))
+		if err := enc.EndEncoding(); err != nil {
+			t.Fatal(err)
+		}
+		cb.Commit()
+		cb.WaitUntilCompleted()
+		t.Run(tc.name, func(t *testing.T) { failed(t, ended(t, cb), errorInternal, tc.want) })
+		cb.Release()
+		for i, v := range xv {
+			if v != float32(i) {
+				t.Fatalf("%s: x[%d] = %v: the failed command buffer ran", tc.name, i, v)
 			}
 		}
 	}
