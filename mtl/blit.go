@@ -17,7 +17,7 @@ type BlitCommandEncoder struct{ commandEncoder }
 // command buffer (blitCommandEncoder). Finish with EndEncoding.
 func (c *CommandBuffer) BlitCommandEncoder() (*BlitCommandEncoder, error) {
 	var id objc.ID
-	inPool(func() { id = objc.ID(c.ID().Send(sel.blitCommandEncoder)).Retain() })
+	inPool(func() { id = c.ID().Send(sel.blitCommandEncoder).Retain() })
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: blitCommandEncoder returned nil (is another encoder still open, or was the buffer committed?)")
 	}

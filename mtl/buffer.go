@@ -26,8 +26,9 @@ func newBuffer(id objc.ID, length int, opts ResourceOptions) (*Buffer, error) {
 	b := &Buffer{length: length, opts: opts}
 	b.set(id)
 	if opts&storageModeMask != ResourceStorageModePrivate {
-		p := sendInPool(id, sel.contents)
-		b.contents = *(*unsafe.Pointer)(unsafe.Pointer(&p))
+		var p uintptr
+		inPool(func() { p = id.SendWord(sel.contents) })
+		b.contents = cptr(p)
 	}
 	return b, nil
 }
@@ -111,13 +112,13 @@ func setLabel(id objc.ID, label string) error {
 	if err != nil {
 		return err
 	}
-	sendInPool(id, sel.setLabel, uintptr(s))
+	inPool(func() { id.Send(sel.setLabel, uintptr(s)) })
 	s.Release()
 	return nil
 }
 
 func getLabel(id objc.ID) string {
 	var s string
-	inPool(func() { s = objc.GoString(objc.ID(id.Send(sel.label))) })
+	inPool(func() { s = objc.GoString(id.Send(sel.label)) })
 	return s
 }

@@ -37,11 +37,6 @@ func (e *commandEncoder) send(s objc.SEL, args ...uintptr) {
 	objc.Send(e.ID(), s, args...)
 }
 
-func (e *commandEncoder) sendArgs(s objc.SEL, args ...objc.Arg) {
-	e.sends++
-	objc.SendArgs(e.ID(), s, args...)
-}
-
 // Err returns the first bad argument the encoder refused, or the first use
 // after EndEncoding, or nil.
 func (e *commandEncoder) Err() error { return e.err }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
 	"golang.org/x/sys/unix"
@@ -69,10 +68,10 @@ func systemDevice(createSystemDefault, copyAll func() objc.ID) (*Device, error) 
 		}
 		defer all.Release()
 		loadSels()
-		if all.Send(sel.count) == 0 {
+		if all.SendWord(sel.count) == 0 {
 			return
 		}
-		if id := objc.ID(all.Send(sel.objectAtIndex, 0)).Retain(); id != 0 {
+		if id := all.Send(sel.objectAtIndex, 0).Retain(); id != 0 {
 			d = &Device{source: "MTLCopyAllDevices"}
 			d.set(id)
 		}
@@ -86,14 +85,17 @@ func systemDevice(createSystemDefault, copyAll func() objc.ID) (*Device, error) 
 // Name returns the device's name, such as "Apple M3 Max".
 func (d *Device) Name() string {
 	d.nameOnce.Do(func() {
-		inPool(func() { d.name = objc.GoString(objc.ID(d.ID().Send(sel.name))) })
+		inPool(func() { d.name = objc.GoString(d.ID().Send(sel.name)) })
 	})
 	return d.name
 }
 
 // RegistryID returns the device's IORegistry identifier, unique to the GPU
 // across processes.
-func (d *Device) RegistryID() uint64 { return uint64(sendInPool(d.ID(), sel.registryID)) }
+func (d *Device) RegistryID() (id uint64) {
+	inPool(func() { id = uint64(d.ID().SendWord(sel.registryID)) })
+	return id
+}
 
 // MaxThreadsPerThreadgroup returns the most threads a threadgroup may have
 // in each dimension.
@@ -104,27 +106,38 @@ func (d *Device) MaxThreadsPerThreadgroup() Size {
 }
 
 // HasUnifiedMemory reports whether the CPU and the GPU share memory.
-func (d *Device) HasUnifiedMemory() bool { return sendBoolInPool(d.ID(), sel.hasUnifiedMemory) }
+func (d *Device) HasUnifiedMemory() (unified bool) {
+	inPool(func() { unified = objc.SendBool(d.ID(), sel.hasUnifiedMemory) })
+	return unified
+}
 
 // RecommendedMaxWorkingSetSize returns about how many bytes of memory the
 // device can use without hurting performance.
 func (d *Device) RecommendedMaxWorkingSetSize() uint64 {
-	return uint64(sendInPool(d.ID(), sel.recommendedMaxWorkingSetSize))
+	var n uintptr
+	inPool(func() { n = d.ID().SendWord(sel.recommendedMaxWorkingSetSize) })
+	return uint64(n)
 }
 
 // MaxBufferLength returns the largest buffer the device can make, in bytes.
-func (d *Device) MaxBufferLength() int { return int(sendInPool(d.ID(), sel.maxBufferLength)) }
+func (d *Device) MaxBufferLength() (n int) {
+	inPool(func() { n = int(d.ID().SendWord(sel.maxBufferLength)) })
+	return n
+}
 
 // SupportsFamily reports whether the device has the features of a GPU
 // family.
 func (d *Device) SupportsFamily(f GPUFamily) bool {
-	return sendBoolInPool(d.ID(), sel.supportsFamily, uintptr(f))
+	var ok bool
+	inPool(func() { ok = objc.SendBool(d.ID(), sel.supportsFamily, uintptr(f)) })
+	return ok
 }
 
 // NewCommandQueue makes a queue that orders the command buffers made from
 // it.
 func (d *Device) NewCommandQueue() (*CommandQueue, error) {
-	id := objc.ID(sendInPool(d.ID(), sel.newCommandQueue))
+	var id objc.ID
+	inPool(func() { id = d.ID().Send(sel.newCommandQueue) })
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: newCommandQueue returned nil on %s", d.Name())
 	}
@@ -149,7 +162,8 @@ func (d *Device) NewBuffer(length int, opts ResourceOptions) (*Buffer, error) {
 	if err := d.checkLength(length); err != nil {
 		return nil, err
 	}
-	id := objc.ID(sendInPool(d.ID(), sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)))
+	var id objc.ID
+	inPool(func() { id = d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)) })
 	return newBuffer(id, length, opts)
 }
 
@@ -159,8 +173,10 @@ func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, er
 	if err := d.checkLength(len(b)); err != nil {
 		return nil, err
 	}
-	escape(unsafe.Pointer(&b[0]))
-	id := objc.ID(sendInPool(d.ID(), sel.newBufferWithBytesLengthOptions, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(opts)))
+	var id objc.ID
+	inPool(func() {
+		id = d.ID().Send(sel.newBufferWithBytesLengthOptions, objc.Pointer(&b[0]), uintptr(len(b)), uintptr(opts))
+	})
 	runtime.KeepAlive(b)
 	return newBuffer(id, len(b), opts)
 }
@@ -191,7 +207,10 @@ func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, err
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("mtl: the no-copy buffer's deallocator: %w", err)
 	}
-	id := objc.ID(sendInPool(d.ID(), sel.newBufferWithBytesNoCopy, uintptr(unsafe.Pointer(&mem[0])), uintptr(n), uintptr(opts), uintptr(block)))
+	var id objc.ID
+	inPool(func() {
+		id = d.ID().Send(sel.newBufferWithBytesNoCopy, objc.Pointer(&mem[0]), uintptr(n), uintptr(opts), uintptr(block))
+	})
 	b, err := newBuffer(id, n, opts)
 	if err != nil {
 		unix.Munmap(mem) // no buffer, so no deallocator will run

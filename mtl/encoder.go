@@ -2,7 +2,6 @@ package mtl
 
 import (
 	"math/bits"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
 )
@@ -27,7 +26,7 @@ type ComputeCommandEncoder struct {
 	commandEncoder
 	pipeline *ComputePipelineState
 	// scratch holds what setBytes: and setBuffers:offsets:withRange: read
-	// through pointers, on the heap so that it cannot move during a send.
+	// through pointers.
 	scratch *encoderScratch
 }
 
@@ -40,7 +39,6 @@ type encoderScratch struct {
 func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
 	if e.scratch == nil {
 		e.scratch = new(encoderScratch)
-		escape(unsafe.Pointer(e.scratch))
 	}
 	return e.scratch
 }
@@ -111,8 +109,9 @@ func (e *ComputeCommandEncoder) SetBuffers(bufs []*Buffer, offsets []int, start 
 		s.buffers[i] = uintptr(b.ID())
 		s.offsets[i] = uintptr(offsets[i])
 	}
-	e.sendArgs(sel.setBuffersOffsetsWithRange,
-		objc.Word(uintptrOf(&s.buffers)), objc.Word(uintptrOf(&s.offsets)),
+	e.sends++
+	objc.SendArgs(e.ID(), sel.setBuffersOffsetsWithRange,
+		objc.Word(objc.Pointer(&s.buffers)), objc.Word(objc.Pointer(&s.offsets)),
 		objc.Struct16(uintptr(start), uintptr(len(bufs))))
 }
 
@@ -129,7 +128,7 @@ func (e *ComputeCommandEncoder) SetBytes(b []byte, index int) {
 	}
 	s := e.scratchSpace()
 	copy(s.bytes[:], b)
-	e.send(sel.setBytesLengthAtIndex, uintptrOf(&s.bytes), uintptr(len(b)), uintptr(index))
+	e.send(sel.setBytesLengthAtIndex, objc.Pointer(&s.bytes), uintptr(len(b)), uintptr(index))
 }
 
 // SetThreadgroupMemoryLength sets the size in bytes of the threadgroup
@@ -182,7 +181,8 @@ func (e *ComputeCommandEncoder) DispatchThreadgroups(threadgroupsPerGrid, thread
 		return
 	}
 	g, t := threadgroupsPerGrid, threadsPerThreadgroup
-	e.sendArgs(sel.dispatchThreadgroups,
+	e.sends++
+	objc.SendArgs(e.ID(), sel.dispatchThreadgroups,
 		objc.Struct24(uintptr(g.Width), uintptr(g.Height), uintptr(g.Depth)),
 		objc.Struct24(uintptr(t.Width), uintptr(t.Height), uintptr(t.Depth)))
 }
@@ -195,7 +195,8 @@ func (e *ComputeCommandEncoder) DispatchThreads(threadsPerGrid, threadsPerThread
 		return
 	}
 	g, t := threadsPerGrid, threadsPerThreadgroup
-	e.sendArgs(sel.dispatchThreads,
+	e.sends++
+	objc.SendArgs(e.ID(), sel.dispatchThreads,
 		objc.Struct24(uintptr(g.Width), uintptr(g.Height), uintptr(g.Depth)),
 		objc.Struct24(uintptr(t.Width), uintptr(t.Height), uintptr(t.Depth)))
 }

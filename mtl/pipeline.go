@@ -23,15 +23,15 @@ func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, er
 	var p *ComputePipelineState
 	var err error
 	inPool(func() {
-		nserr := newOutID()
-		id := objc.ID(d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), uintptrOf(nserr)))
+		nserr := new(objc.ID)
+		id := d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), objc.Pointer(nserr))
 		if id == 0 {
 			err = fmt.Errorf("mtl: compute pipeline for %q: %s", f.Name(), errorText(*nserr, "newComputePipelineStateWithFunction:error: returned nil"))
 			return
 		}
 		p = &ComputePipelineState{
-			maxTotal: int(id.Send(sel.maxTotalThreadsPerThreadgroup)),
-			width:    int(id.Send(sel.threadExecutionWidth)),
+			maxTotal: int(id.SendWord(sel.maxTotalThreadsPerThreadgroup)),
+			width:    int(id.SendWord(sel.threadExecutionWidth)),
 		}
 		p.set(id)
 	})

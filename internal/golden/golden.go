@@ -7,10 +7,8 @@ package golden
 
 import (
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testenv"
 )
 
@@ -204,9 +203,5 @@ func readF32(path string, n int) ([]float32, error) {
 	if len(raw) != 4*n {
 		return nil, fmt.Errorf("%s has %d bytes, want %d (%d float32)", filepath.Base(path), len(raw), 4*n, n)
 	}
-	x := make([]float32, n)
-	for i := range x {
-		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-	}
-	return x, nil
+	return floats.FromBytes(raw), nil
 }
