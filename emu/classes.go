@@ -25,7 +25,7 @@ var classes struct {
 }
 
 // Selectors the emulated objects send to Foundation objects and to
-// compile options, and those their methods tell apart.
+// compile options.
 var fsel struct {
 	addObject                  objc.SEL `sel:"addObject:" types:"v@:@"`
 	initWithDomainCodeUserInfo objc.SEL `sel:"initWithDomain:code:userInfo:" types:"@@:@q@"`
@@ -34,8 +34,6 @@ var fsel struct {
 	mathMode                   objc.SEL `sel:"mathMode" types:"q@:"`
 	fastMathEnabled            objc.SEL `sel:"fastMathEnabled" types:"c@:"`
 	alloc                      objc.SEL `sel:"alloc" types:"@@:"`
-	gpuEndTime                 objc.SEL `sel:"GPUEndTime" types:"d@:"`
-	dispatchThreads            objc.SEL `sel:"dispatchThreads:threadsPerThreadgroup:" types:"v@:{MTLSize=QQQ}{MTLSize=QQQ}"`
 }
 
 var fselTable = objc.NewSelectorTable(&fsel)
@@ -102,7 +100,7 @@ func doRegisterClasses() error {
 	reg(&classes.device, "PuremetalEmulatedDevice",
 		m("name", "@@:", deviceName),
 		m("registryID", "Q@:", deviceRegistryID),
-		mi("maxThreadsPerThreadgroup", "{MTLSize=QQQ}@:", support.impSize),
+		mi("maxThreadsPerThreadgroup", "{MTLSize=QQQ}@:", support.maxThreadsPerThreadgroup),
 		m("hasUnifiedMemory", "c@:", yes),
 		m("recommendedMaxWorkingSetSize", "Q@:", deviceWorkingSet),
 		m("maxBufferLength", "Q@:", deviceMaxBufferLength),
@@ -117,7 +115,7 @@ func doRegisterClasses() error {
 	reg(&classes.buffer, "PuremetalEmulatedBuffer",
 		m("contents", "^v@:", bufferContents),
 		m("length", "Q@:", bufferLength),
-		mi("didModifyRange:", "v@:{_NSRange=QQ}", support.impRange),
+		mi("didModifyRange:", "v@:{_NSRange=QQ}", support.didModifyRange),
 		setLabel, label,
 	)
 	reg(&classes.library, "PuremetalEmulatedLibrary",
@@ -141,18 +139,18 @@ func doRegisterClasses() error {
 		m("waitUntilCompleted", "v@:", commandBufferWait),
 		m("status", "Q@:", commandBufferStatus),
 		m("error", "@@:", commandBufferError),
-		mi("GPUStartTime", "d@:", support.impDouble),
-		mi("GPUEndTime", "d@:", support.impDouble),
+		mi("GPUStartTime", "d@:", support.gpuStartTime),
+		mi("GPUEndTime", "d@:", support.gpuEndTime),
 		setLabel, label,
 	)
 	reg(&classes.encoder, "PuremetalEmulatedComputeCommandEncoder",
 		plain("setComputePipelineState:", "v@:@", encoderSetPipeline),
 		plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBuffer),
-		mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.impPtrPtrRange),
+		mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.setBuffersOffsetsWithRange),
 		plain("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytes),
 		plain("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLength),
-		mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
-		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
+		mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreadgroups),
+		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreads),
 		plain("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrier),
 		plain("endEncoding", "v@:", encoderEndEncoding),
 	)

@@ -240,26 +240,28 @@ func commandBufferError(self objc.ID, _ objc.SEL) objc.ID {
 	return newNSError("MTLCommandBufferErrorDomain", code, cb.err.Error())
 }
 
-// doubleResult answers GPUStartTime and GPUEndTime through csrc/imps.c, as
+// commandBufferGPUStartTime answers GPUStartTime through csrc/imps.c, as
 // float64 bits: 0 before the command buffer has completed, as Metal does.
-func doubleResult(self objc.ID, cmd objc.SEL) uint64 {
-	cb := stateOf[commandBuffer](self)
+func commandBufferGPUStartTime(self objc.ID, _ objc.SEL) uint64 {
+	return gpuTime(stateOf[commandBuffer](self), func(cb *commandBuffer) float64 { return cb.start })
+}
+
+// commandBufferGPUEndTime answers GPUEndTime through csrc/imps.c, as
+// commandBufferGPUStartTime does.
+func commandBufferGPUEndTime(self objc.ID, _ objc.SEL) uint64 {
+	return gpuTime(stateOf[commandBuffer](self), func(cb *commandBuffer) float64 { return cb.end })
+}
+
+// gpuTime returns a time of a command buffer that has run, as float64 bits,
+// or 0.
+func gpuTime(cb *commandBuffer, t func(*commandBuffer) float64) uint64 {
 	if cb == nil {
 		return 0
 	}
 	if s := cb.status.Load(); s != uint64(mtl.CommandBufferStatusCompleted) && s != uint64(mtl.CommandBufferStatusError) {
 		return 0
 	}
-	t := cb.start
-	if cmd == fsel.gpuEndTime {
-		t = cb.end
-	}
-	return math.Float64bits(t)
-}
-
-// sizeResult answers maxThreadsPerThreadgroup through csrc/imps.c.
-func sizeResult(self objc.ID, _ objc.SEL, out uintptr) {
-	*(*[3]uint64)(cptr(out)) = [3]uint64{maxThreadsPerThreadgroup, maxThreadsPerThreadgroup, maxThreadsPerThreadgroup}
+	return math.Float64bits(t(cb))
 }
 
 // commandEncoder is the state every encoder has (MTLCommandEncoder): its
@@ -349,8 +351,9 @@ func encoderSetBuffer(self objc.ID, _ objc.SEL, buf objc.ID, offset, index uintp
 	}
 }
 
-// twoPointersRange answers setBuffers:offsets:withRange: through csrc/imps.c.
-func twoPointersRange(self objc.ID, _ objc.SEL, bufsPtr, offsetsPtr, location, length uintptr) {
+// encoderSetBuffersOffsetsWithRange answers setBuffers:offsets:withRange:
+// through csrc/imps.c.
+func encoderSetBuffersOffsetsWithRange(self objc.ID, _ objc.SEL, bufsPtr, offsetsPtr, location, length uintptr) {
 	e := openEncoder(self)
 	if e == nil {
 		return
@@ -366,8 +369,8 @@ func twoPointersRange(self objc.ID, _ objc.SEL, bufsPtr, offsetsPtr, location, l
 	}
 }
 
-// oneRange answers didModifyRange: through csrc/imps.c.
-func oneRange(self objc.ID, _ objc.SEL, location, length uintptr) {
+// bufferDidModifyRange answers didModifyRange: through csrc/imps.c.
+func bufferDidModifyRange(self objc.ID, _ objc.SEL, location, length uintptr) {
 	if b := stateOf[buffer](self); b != nil {
 		b.didModifyRange(location, length)
 	}
@@ -393,16 +396,31 @@ func encoderSetThreadgroupMemoryLength(self objc.ID, _ objc.SEL, length, index u
 	}
 }
 
-// twoSizes answers dispatchThreadgroups:threadsPerThreadgroup: and
+// encoderDispatchThreadgroupsThreadsPerThreadgroup answers
+// dispatchThreadgroups:threadsPerThreadgroup: through csrc/imps.c.
+func encoderDispatchThreadgroupsThreadsPerThreadgroup(self objc.ID, _ objc.SEL, threadgroupsPerGrid, threadsPerThreadgroup uintptr) {
+	dispatch(self, threadgroupsPerGrid, threadsPerThreadgroup, false)
+}
+
+// encoderDispatchThreadsThreadsPerThreadgroup answers
 // dispatchThreads:threadsPerThreadgroup: through csrc/imps.c.
-func twoSizes(self objc.ID, cmd objc.SEL, aPtr, bPtr uintptr) {
-	a, b := (*[3]uint64)(cptr(aPtr)), (*[3]uint64)(cptr(bPtr))
+func encoderDispatchThreadsThreadsPerThreadgroup(self objc.ID, _ objc.SEL, threadsPerGrid, threadsPerThreadgroup uintptr) {
+	dispatch(self, threadsPerGrid, threadsPerThreadgroup, true)
+}
+
+// dispatch records a dispatch of the grid and threadgroup sizes at gridPtr
+// and groupPtr (MTLSize), the grid counting threads or threadgroups.
+func dispatch(self objc.ID, gridPtr, groupPtr uintptr, threads bool) {
+	a, b := (*[3]uint64)(cptr(gridPtr)), (*[3]uint64)(cptr(groupPtr))
 	e := openEncoder(self)
-	if e == nil || e.current.pipeline == nil {
+	if e == nil {
+		return
+	}
+	if e.current.pipeline == nil {
+		e.refuse(fmt.Errorf("dispatch with no compute pipeline state set"))
 		return
 	}
 	c := e.current
-	threads := cmd == fsel.dispatchThreads
 	if err := checkGrid(*a, *b, threads); err != nil {
 		e.refuse(err)
 		return

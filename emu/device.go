@@ -67,6 +67,12 @@ const (
 	maxBufferLength          = 1 << 33
 )
 
+// deviceMaxThreadsPerThreadgroup answers maxThreadsPerThreadgroup through
+// csrc/imps.c.
+func deviceMaxThreadsPerThreadgroup(_ objc.ID, _ objc.SEL, out uintptr) {
+	*(*[3]uint64)(cptr(out)) = [3]uint64{maxThreadsPerThreadgroup, maxThreadsPerThreadgroup, maxThreadsPerThreadgroup}
+}
+
 func deviceWorkingSet(objc.ID, objc.SEL) uintptr      { return 16 << 30 }
 func deviceMaxBufferLength(objc.ID, objc.SEL) uintptr { return maxBufferLength }
 

@@ -114,6 +114,7 @@ func TestBadArgumentsFailCommandBuffer(t *testing.T) {
 	setBuffer := objc.RegisterName("setBuffer:offset:atIndex:")
 	setBytes := objc.RegisterName("setBytes:length:atIndex:")
 	setBuffers := objc.RegisterName("setBuffers:offsets:withRange:")
+	dispatchThreads := objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
 	big := make([]byte, 5000)
 	ids, offsets := []uintptr{uintptr(x.ID()), uintptr(x.ID())}, []uintptr{0, 0}
 	for _, tc := range []struct {
@@ -128,15 +129,18 @@ func TestBadArgumentsFailCommandBuffer(t *testing.T) {
 			objc.SendArgs(enc, setBuffers, objc.Word(uintptr(unsafe.Pointer(&ids[0]))), objc.Word(uintptr(unsafe.Pointer(&offsets[0]))),
 				objc.Struct16(^uintptr(0), 2))
 		}, "range {18446744073709551615, 2}"},
+		{"no pipeline", func(enc objc.ID) {
+			objc.SendArgs(enc, dispatchThreads, objc.Struct24(64, 1, 1), objc.Struct24(64, 1, 1))
+		}, "no compute pipeline state"},
 	} {
 		for i := range xv {
 			xv[i] = float32(i)
 		}
 		cb, enc := g.encoder()
+		tc.send(enc.ID()) // first, before the pipeline is set
 		enc.SetComputePipelineState(p)
 		enc.SetBuffer(x, 0, 0)
 		enc.SetBytes(f32Bytes(2), 1)
-		tc.send(enc.ID())
 		enc.DispatchThreads(size1(64), size1(64))
 		if err := enc.EndEncoding(); err != nil {
 			t.Fatal(err)
