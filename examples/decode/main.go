@@ -40,7 +40,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -85,28 +84,15 @@ func (c config) params() spec.Params { return c.Params(1) }
 // flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	return layerstack.Status("decode", stderr, err, func() (bool, error) {
+		be, err := openBackend(&cfg, stdout)
+		if err != nil {
+			return false, err
 		}
-		fmt.Fprintln(stderr, "decode:", err)
-		return 2
-	}
-	be, err := openBackend(&cfg, stdout)
-	if err != nil {
-		fmt.Fprintln(stderr, "decode:", err)
-		return 1
-	}
-	defer be.Close()
-	res, err := run(cfg, be, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "decode:", err)
-		return 1
-	}
-	if !res.Pass {
-		return 1
-	}
-	return 0
+		defer be.Close()
+		res, err := run(cfg, be, stdout, stderr)
+		return res.Pass, err
+	})
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {

@@ -54,7 +54,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -94,28 +93,15 @@ type config struct {
 // success, 1 when something fails (a check included), 2 for bad flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	return layerstack.Status("specdecode", stderr, err, func() (bool, error) {
+		d, err := cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
+		if err != nil {
+			return false, err
 		}
-		fmt.Fprintln(stderr, "specdecode:", err)
-		return 2
-	}
-	d, err := cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
-	if err != nil {
-		fmt.Fprintln(stderr, "specdecode:", err)
-		return 1
-	}
-	defer d.Close()
-	res, err := run(cfg, d, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "specdecode:", err)
-		return 1
-	}
-	if !res.Pass() {
-		return 1
-	}
-	return 0
+		defer d.Close()
+		res, err := run(cfg, d, stdout, stderr)
+		return res.Pass(), err
+	})
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {

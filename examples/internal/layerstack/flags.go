@@ -1,8 +1,10 @@
 package layerstack
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -106,4 +108,27 @@ func (f *Flags) CheckDecodeDK() error {
 		return fmt.Errorf("-dk %d: the decode kernels take D_k = 32, 64 or 128", f.DK)
 	}
 	return nil
+}
+
+// Status runs the body of an example program and returns its exit status:
+// 2 when flagErr, the error of parsing its flags, is set (0 for -help); 1
+// when body fails, or its checks do not pass; 0 otherwise. Errors go to
+// stderr after the program's name.
+func Status(name string, stderr io.Writer, flagErr error, body func() (pass bool, err error)) int {
+	if flagErr != nil {
+		if errors.Is(flagErr, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, flagErr)
+		return 2
+	}
+	pass, err := body()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	if !pass {
+		return 1
+	}
+	return 0
 }
