@@ -47,19 +47,15 @@ const (
 // String returns the kernel's short name: "prefill", "decode", "seq",
 // "legacy" or "capture".
 func (k Kernel) String() string {
-	switch k {
-	case KernelPrefill:
-		return "prefill"
-	case KernelDecode:
-		return "decode"
-	case KernelDecodeSeq:
-		return "seq"
-	case KernelDecodeLegacy:
-		return "legacy"
-	case KernelDecodeCapture:
-		return "capture"
+	if k.known() {
+		return kernelNames[k]
 	}
 	return fmt.Sprintf("Kernel(%d)", int(k))
+}
+
+var kernelNames = [...]string{
+	KernelPrefill: "prefill", KernelDecode: "decode", KernelDecodeSeq: "seq",
+	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture",
 }
 
 func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelDecodeCapture }
