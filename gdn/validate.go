@@ -70,8 +70,9 @@ var bufferInfo = func(b *mtl.Buffer) (length int, live bool) { return b.Length()
 
 // Validate checks p and b for a dispatch of kernel k against every rule of
 // the contract: positive dimensions, n_v_heads a multiple of n_k_heads, the
-// kernel's limits on D_k and D_v, a known head mapping, a finite QScale; for
-// each view a live (not released) buffer, an f32 element type, an aligned
+// kernel's limits on D_k and D_v, a known head mapping, a finite QScale,
+// f32 activations and state, and no fused part (what the kernels take so
+// far); for each view a live (not released) buffer, an f32 element type, an aligned
 // offset, exactly the element count the shape implies (Capture: see
 // [Kernels.DecodeWithCapture]), no count at or above 2^32, and a range
 // inside its buffer; and no written view (Output, StateOut, Capture)

@@ -14,8 +14,8 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// EmulatorNeeds says what the emulated device needs and how to install it.
-const EmulatorNeeds = "the emulated device needs the GNU Objective-C runtime and clang; on Debian or Ubuntu: apt-get install libobjc4 libgnustep-base1.28 clang"
+// emulatorNeeds says what the emulated device needs and how to install it.
+const emulatorNeeds = "the emulated device needs the GNU Objective-C runtime and clang; on Debian or Ubuntu: apt-get install libobjc4 libgnustep-base1.28 clang"
 
 // Device is a Metal device with what the examples run on it: a registry of
 // the kernels' pipeline states, the dispatchers and a command queue.
@@ -67,9 +67,9 @@ func (d *Device) Close() {
 	d.Dev.Release()
 }
 
-// OpenMetal returns the system's Metal device and a description of it. The
+// openMetal returns the system's Metal device and a description of it. The
 // error wraps mtl.ErrNoDevice where there is no Metal.
-func OpenMetal() (*mtl.Device, string, error) {
+func openMetal() (*mtl.Device, string, error) {
 	dev, err := mtl.CreateSystemDefaultDevice()
 	if err != nil {
 		return nil, "", err
@@ -77,9 +77,9 @@ func OpenMetal() (*mtl.Device, string, error) {
 	return dev, "metal: " + dev.Name() + " (GPU)", nil
 }
 
-// OpenEmulated returns the emulated Metal device of package emu, which runs
+// openEmulated returns the emulated Metal device of package emu, which runs
 // the real kernels on the CPU, and a description of it.
-func OpenEmulated() (*mtl.Device, string, error) {
+func openEmulated() (*mtl.Device, string, error) {
 	dev, err := emu.NewDevice()
 	if err != nil {
 		return nil, "", err
@@ -114,7 +114,7 @@ type Smaller struct {
 func (f *Flags) Open(w io.Writer, fb Fallback, more ...Smaller) (*Device, error) {
 	var metalErr error
 	if f.Backend == "auto" || f.Backend == "metal" {
-		dev, desc, err := OpenMetal()
+		dev, desc, err := openMetal()
 		switch {
 		case err == nil:
 			if err := f.CheckDecodeDK(); err != nil {
@@ -137,12 +137,12 @@ func (f *Flags) Open(w io.Writer, fb Fallback, more ...Smaller) (*Device, error)
 		return nil, err
 	}
 	f.emulatorDefaults(w, more)
-	dev, desc, err := OpenEmulated()
+	dev, desc, err := openEmulated()
 	switch {
 	case err != nil && metalErr != nil:
-		return nil, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, EmulatorNeeds)
+		return nil, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, emulatorNeeds)
 	case err != nil:
-		return nil, fmt.Errorf("-backend emu: %w\n%s", err, EmulatorNeeds)
+		return nil, fmt.Errorf("-backend emu: %w\n%s", err, emulatorNeeds)
 	}
 	return NewDevice(dev, desc, false)
 }
