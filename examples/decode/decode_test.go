@@ -54,7 +54,7 @@ func TestCPUBackend(t *testing.T) {
 func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	t.Helper()
 	for l, s := range states {
-		in, err := cpuref.RandomInputs(cfg.params(), layerstack.Seed(cfg.Seed, l, -1))
+		in, err := cpuref.RandomInputs(cfg.Params(1), layerstack.Seed(cfg.Seed, l, -1))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -75,10 +75,6 @@ type config struct {
 	every  int // progress line every this many tokens
 }
 
-// params returns the parameters of one decode step (one token, one
-// sequence) of one layer.
-func (c config) params() spec.Params { return c.Params(1) }
-
 // cli runs the program with args and returns its exit status: 0 on
 // success, 1 when something fails (the parity check included), 2 for bad
 // flags.
@@ -170,7 +166,7 @@ type result struct {
 // run decodes cfg.tokens tokens through cfg.Layers layers on be, printing
 // progress to stderr and the report to stdout.
 func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
-	p := cfg.params()
+	p := cfg.Params(1) // one decode step of one layer
 	if err := p.Validate(); err != nil {
 		return result{}, err
 	}
