@@ -32,7 +32,8 @@
 // write-back, and the state to the state type each time it is written
 // (state_out and every capture slot); the state itself stays in float32
 // through the token loop. [Oracle64] returns the float64 truth those
-// rounded results are measured against.
+// rounded results are measured against, and [DecodeDrift] measures how far
+// a 16-bit state drifts from it when a model decodes one token per call.
 //
 // The fused step (SPEC section 10), each part on its own, as p.Fused says:
 // q and k L2-normalised by the reference itself, q^ = q / sqrt(sum_j q_j^2
