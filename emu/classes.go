@@ -25,10 +25,18 @@ var classes struct {
 // Selectors the emulated objects send to Foundation objects and to
 // compile options, and those their methods tell apart.
 var fsel struct {
-	addObject, initWithDomainCodeUserInfo, dictionaryWithObjectForKey objc.SEL
-	languageVersion, mathMode, fastMathEnabled                        objc.SEL
-	alloc, gpuEndTime, dispatchThreads                                objc.SEL
+	addObject                  objc.SEL `sel:"addObject:" types:"v@:@"`
+	initWithDomainCodeUserInfo objc.SEL `sel:"initWithDomain:code:userInfo:" types:"@@:@q@"`
+	dictionaryWithObjectForKey objc.SEL `sel:"dictionaryWithObject:forKey:" types:"@@:@@"`
+	languageVersion            objc.SEL `sel:"languageVersion" types:"Q@:"`
+	mathMode                   objc.SEL `sel:"mathMode" types:"q@:"`
+	fastMathEnabled            objc.SEL `sel:"fastMathEnabled" types:"c@:"`
+	alloc                      objc.SEL `sel:"alloc" types:"@@:"`
+	gpuEndTime                 objc.SEL `sel:"GPUEndTime" types:"d@:"`
+	dispatchThreads            objc.SEL `sel:"dispatchThreads:threadsPerThreadgroup:" types:"v@:{MTLSize=QQQ}{MTLSize=QQQ}"`
 }
+
+var fselTable = objc.NewSelectorTable(&fsel)
 
 func registerClasses() error {
 	classes.once.Do(func() { classes.err = doRegisterClasses() })
@@ -54,15 +62,7 @@ func doRegisterClasses() error {
 	if nsObject == 0 {
 		return fmt.Errorf("emu: the Objective-C runtime has no NSObject class")
 	}
-	fsel.addObject = objc.RegisterName("addObject:")
-	fsel.initWithDomainCodeUserInfo = objc.RegisterName("initWithDomain:code:userInfo:")
-	fsel.dictionaryWithObjectForKey = objc.RegisterName("dictionaryWithObject:forKey:")
-	fsel.languageVersion = objc.RegisterName("languageVersion")
-	fsel.mathMode = objc.RegisterName("mathMode")
-	fsel.fastMathEnabled = objc.RegisterName("fastMathEnabled")
-	fsel.alloc = objc.RegisterName("alloc")
-	fsel.gpuEndTime = objc.RegisterName("GPUEndTime")
-	fsel.dispatchThreads = objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
+	fselTable.Register()
 
 	dealloc := m("dealloc", "v@:", dealloc)
 	setLabel := m("setLabel:", "v@:@", setLabel)
@@ -202,8 +202,8 @@ func newNSError(domain string, code int, description string) objc.ID {
 	d, _ := objc.NewNSString(domain)
 	desc, _ := objc.NewNSString(description)
 	key := localizedDescriptionKey()
-	info := objc.ID(objc.Send(objc.ID(objc.GetClass("NSDictionary")), fsel.dictionaryWithObjectForKey, uintptr(desc), uintptr(key)))
-	e := objc.ID(objc.Send(objc.ID(objc.GetClass("NSError").Send(fsel.alloc)), fsel.initWithDomainCodeUserInfo, uintptr(d), uintptr(code), uintptr(info)))
+	info := objc.GetClass("NSDictionary").Send(fsel.dictionaryWithObjectForKey, uintptr(desc), uintptr(key))
+	e := objc.GetClass("NSError").Send(fsel.alloc).Send(fsel.initWithDomainCodeUserInfo, uintptr(d), uintptr(code), uintptr(info))
 	d.Release()
 	desc.Release()
 	return e.Autorelease()

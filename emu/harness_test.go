@@ -2,7 +2,6 @@ package emu_test
 
 import (
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
@@ -191,16 +191,12 @@ func size1(n int) mtl.Size { return mtl.Size{Width: uint(n), Height: 1, Depth: 1
 // u32Bytes is the little-endian encoding of v, for SetBytes.
 func u32Bytes(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
 
-func f32Bytes(v float32) []byte { return u32Bytes(math.Float32bits(v)) }
-
-// nan is a quiet NaN with a payload no arithmetic produces.
-var nan = math.Float32frombits(0x7fc00001)
-
-func poison(x []float32) {
-	for i := range x {
-		x[i] = nan
-	}
-}
+// f32Bytes, the poison nan and poison come from package floats.
+var (
+	f32Bytes = floats.Bytes
+	nan      = floats.NaN
+	poison   = floats.Poison
+)
 
 // poisonU32 fills x with a value no test kernel writes.
 func poisonU32(x []uint32) {

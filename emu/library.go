@@ -16,7 +16,7 @@ type compileOptions struct {
 }
 
 func optionsInit(self objc.ID, cmd objc.SEL) objc.ID {
-	self = objc.ID(objc.SendSuper(self, nsObject, cmd))
+	self = objc.SendSuper(self, nsObject, cmd)
 	if self == 0 {
 		return 0
 	}
@@ -80,11 +80,11 @@ func deviceNewLibrary(self objc.ID, _ objc.SEL, source, options objc.ID, errOut 
 		// Read the options through their selectors, so that Apple's
 		// MTLCompileOptions would do as well as the emulated one.
 		if options.RespondsToSelector(fsel.mathMode) {
-			opts.FastMath = mtl.MathMode(objc.Send(options, fsel.mathMode)) == mtl.MathModeFast
+			opts.FastMath = mtl.MathMode(objc.SendWord(options, fsel.mathMode)) == mtl.MathModeFast
 		} else {
 			opts.FastMath = objc.SendBool(options, fsel.fastMathEnabled)
 		}
-		opts.LanguageVersion = uint32(objc.Send(options, fsel.languageVersion))
+		opts.LanguageVersion = uint32(objc.SendWord(options, fsel.languageVersion))
 	}
 	lib, err := msl.Compile(objc.GoString(source), opts)
 	if err != nil {

@@ -24,7 +24,7 @@ func newBuffer(id objc.ID, length int, opts ResourceOptions, mapped []byte) (*Bu
 	b := &Buffer{length: length, opts: opts, mapped: mapped}
 	b.set(id)
 	if opts&storageModeMask != ResourceStorageModePrivate {
-		p := id.Send(sel.contents)
+		p := id.SendWord(sel.contents)
 		b.contents = *(*unsafe.Pointer)(unsafe.Pointer(&p))
 	}
 	return b, nil
@@ -101,6 +101,6 @@ func setLabel(id objc.ID, label string) error {
 
 func getLabel(id objc.ID) string {
 	var s string
-	inPool(func() { s = objc.GoString(objc.ID(id.Send(sel.label))) })
+	inPool(func() { s = objc.GoString(id.Send(sel.label)) })
 	return s
 }

@@ -14,7 +14,7 @@ type CommandQueue struct{ object }
 // caller, who releases it when done with it.
 func (q *CommandQueue) CommandBuffer() (*CommandBuffer, error) {
 	var id objc.ID
-	inPool(func() { id = objc.ID(q.ID().Send(sel.commandBuffer)).Retain() })
+	inPool(func() { id = q.ID().Send(sel.commandBuffer).Retain() })
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: commandBuffer returned nil")
 	}
@@ -31,7 +31,7 @@ type CommandBuffer struct{ object }
 // buffer (computeCommandEncoder). Finish with EndEncoding.
 func (c *CommandBuffer) ComputeCommandEncoder() (*ComputeCommandEncoder, error) {
 	var id objc.ID
-	inPool(func() { id = objc.ID(c.ID().Send(sel.computeCommandEncoder)).Retain() })
+	inPool(func() { id = c.ID().Send(sel.computeCommandEncoder).Retain() })
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: computeCommandEncoder returned nil (is another encoder still open, or was the buffer committed?)")
 	}
@@ -48,14 +48,14 @@ func (c *CommandBuffer) WaitUntilCompleted() { c.ID().Send(sel.waitUntilComplete
 
 // Status returns where the command buffer is in its life.
 func (c *CommandBuffer) Status() CommandBufferStatus {
-	return CommandBufferStatus(c.ID().Send(sel.status))
+	return CommandBufferStatus(c.ID().SendWord(sel.status))
 }
 
 // Error returns the error that stopped the command buffer, or nil; it holds
 // Metal's NSError domain, code and description.
 func (c *CommandBuffer) Error() error {
 	var err error
-	inPool(func() { err = objc.ErrorFromNSError(objc.ID(c.ID().Send(sel.errorSel))) })
+	inPool(func() { err = objc.ErrorFromNSError(c.ID().Send(sel.errorSel)) })
 	if err != nil {
 		return fmt.Errorf("mtl: command buffer failed: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
 	"golang.org/x/sys/unix"
@@ -52,14 +51,14 @@ func newDevice(id objc.ID) *Device {
 // Name returns the device's name, such as "Apple M3 Max".
 func (d *Device) Name() string {
 	d.nameOnce.Do(func() {
-		inPool(func() { d.name = objc.GoString(objc.ID(d.ID().Send(sel.name))) })
+		inPool(func() { d.name = objc.GoString(d.ID().Send(sel.name)) })
 	})
 	return d.name
 }
 
 // RegistryID returns the device's IORegistry identifier, unique to the GPU
 // across processes.
-func (d *Device) RegistryID() uint64 { return uint64(d.ID().Send(sel.registryID)) }
+func (d *Device) RegistryID() uint64 { return uint64(d.ID().SendWord(sel.registryID)) }
 
 // MaxThreadsPerThreadgroup returns the most threads a threadgroup may have
 // in each dimension.
@@ -74,11 +73,11 @@ func (d *Device) HasUnifiedMemory() bool { return objc.SendBool(d.ID(), sel.hasU
 // RecommendedMaxWorkingSetSize returns about how many bytes of memory the
 // device can use without hurting performance.
 func (d *Device) RecommendedMaxWorkingSetSize() uint64 {
-	return uint64(d.ID().Send(sel.recommendedMaxWorkingSetSize))
+	return uint64(d.ID().SendWord(sel.recommendedMaxWorkingSetSize))
 }
 
 // MaxBufferLength returns the largest buffer the device can make, in bytes.
-func (d *Device) MaxBufferLength() int { return int(d.ID().Send(sel.maxBufferLength)) }
+func (d *Device) MaxBufferLength() int { return int(d.ID().SendWord(sel.maxBufferLength)) }
 
 // SupportsFamily reports whether the device has the features of a GPU
 // family.
@@ -89,7 +88,7 @@ func (d *Device) SupportsFamily(f GPUFamily) bool {
 // NewCommandQueue makes a queue that orders the command buffers made from
 // it.
 func (d *Device) NewCommandQueue() (*CommandQueue, error) {
-	id := objc.ID(d.ID().Send(sel.newCommandQueue))
+	id := d.ID().Send(sel.newCommandQueue)
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: newCommandQueue returned nil on %s", d.Name())
 	}
@@ -114,7 +113,7 @@ func (d *Device) NewBuffer(length int, opts ResourceOptions) (*Buffer, error) {
 	if err := d.checkLength(length); err != nil {
 		return nil, err
 	}
-	id := objc.ID(d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)))
+	id := d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts))
 	return newBuffer(id, length, opts, nil)
 }
 
@@ -124,8 +123,7 @@ func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, er
 	if err := d.checkLength(len(b)); err != nil {
 		return nil, err
 	}
-	escape(unsafe.Pointer(&b[0]))
-	id := objc.ID(d.ID().Send(sel.newBufferWithBytesLengthOptions, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(opts)))
+	id := d.ID().Send(sel.newBufferWithBytesLengthOptions, objc.Pointer(&b[0]), uintptr(len(b)), uintptr(opts))
 	runtime.KeepAlive(b)
 	return newBuffer(id, len(b), opts, nil)
 }
@@ -149,7 +147,7 @@ func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, err
 	if err != nil {
 		return nil, fmt.Errorf("mtl: mmap of %d bytes: %w", n, err)
 	}
-	id := objc.ID(d.ID().Send(sel.newBufferWithBytesNoCopy, uintptr(unsafe.Pointer(&mem[0])), uintptr(n), uintptr(opts), 0))
+	id := d.ID().Send(sel.newBufferWithBytesNoCopy, objc.Pointer(&mem[0]), uintptr(n), uintptr(opts), 0)
 	b, err := newBuffer(id, n, opts, mem)
 	if err != nil {
 		unix.Munmap(mem)

@@ -2,7 +2,6 @@ package mtl
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
 )
@@ -28,7 +27,7 @@ type ComputeCommandEncoder struct {
 	err      error
 	sends    int
 	// scratch holds what setBytes: and setBuffers:offsets:withRange: read
-	// through pointers, on the heap so that it cannot move during a send.
+	// through pointers.
 	scratch *encoderScratch
 }
 
@@ -52,7 +51,6 @@ func (e *ComputeCommandEncoder) send(s objc.SEL, args ...uintptr) {
 func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
 	if e.scratch == nil {
 		e.scratch = new(encoderScratch)
-		escape(unsafe.Pointer(e.scratch))
 	}
 	return e.scratch
 }
@@ -132,7 +130,7 @@ func (e *ComputeCommandEncoder) SetBuffers(bufs []*Buffer, offsets []int, start 
 	}
 	e.sends++
 	objc.SendArgs(e.ID(), sel.setBuffersOffsetsWithRange,
-		objc.Word(uintptrOf(&s.buffers)), objc.Word(uintptrOf(&s.offsets)),
+		objc.Word(objc.Pointer(&s.buffers)), objc.Word(objc.Pointer(&s.offsets)),
 		objc.Struct16(uintptr(start), uintptr(len(bufs))))
 }
 
@@ -149,7 +147,7 @@ func (e *ComputeCommandEncoder) SetBytes(b []byte, index int) {
 	}
 	s := e.scratchSpace()
 	copy(s.bytes[:], b)
-	e.send(sel.setBytesLengthAtIndex, uintptrOf(&s.bytes), uintptr(len(b)), uintptr(index))
+	e.send(sel.setBytesLengthAtIndex, objc.Pointer(&s.bytes), uintptr(len(b)), uintptr(index))
 }
 
 // SetThreadgroupMemoryLength sets the size in bytes of the threadgroup

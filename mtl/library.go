@@ -59,8 +59,8 @@ func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library
 	}
 	var lib objc.ID
 	inPool(func() {
-		nserr := newOutID()
-		lib = objc.ID(d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), uintptrOf(nserr)))
+		nserr := new(objc.ID)
+		lib = d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), objc.Pointer(nserr))
 		if lib == 0 {
 			err = &CompileError{Log: errorText(*nserr, "newLibraryWithSource:options:error: returned nil")}
 		}
@@ -92,10 +92,10 @@ func errorText(nserr objc.ID, fallback string) string {
 func (l *Library) FunctionNames() []string {
 	var names []string
 	inPool(func() {
-		arr := objc.ID(l.ID().Send(sel.functionNames))
-		n := int(arr.Send(sel.count))
+		arr := l.ID().Send(sel.functionNames)
+		n := int(arr.SendWord(sel.count))
 		for i := range n {
-			names = append(names, objc.GoString(objc.ID(arr.Send(sel.objectAtIndex, uintptr(i)))))
+			names = append(names, objc.GoString(arr.Send(sel.objectAtIndex, uintptr(i))))
 		}
 	})
 	return names
@@ -109,7 +109,7 @@ func (l *Library) NewFunction(name string) (*Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mtl: function name: %w", err)
 	}
-	id := objc.ID(l.ID().Send(sel.newFunctionWithName, uintptr(s)))
+	id := l.ID().Send(sel.newFunctionWithName, uintptr(s))
 	s.Release()
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: the library has no function %q; it has: %s", name, strings.Join(l.FunctionNames(), ", "))

@@ -186,7 +186,9 @@ func TestEncoderRefusesBadArguments(t *testing.T) {
 }
 
 // TestDispatchesRunInOrder runs two dependent dispatches with a barrier
-// and checks the GPU timestamps and the result.
+// and checks the command buffer's status and the result. It goes through
+// the command buffer's own methods, the path of callers that keep several
+// command buffers in flight; CommandQueue.Run is that sequence in one call.
 func TestDispatchesRunInOrder(t *testing.T) {
 	d := testdevice.Emulated(t, emu.Options{})
 	fill, add := newPipeline(t, d, "fill"), newPipeline(t, d, "add_into")

@@ -23,8 +23,8 @@ func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, er
 	var id objc.ID
 	var err error
 	inPool(func() {
-		nserr := newOutID()
-		id = objc.ID(d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), uintptrOf(nserr)))
+		nserr := new(objc.ID)
+		id = d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), objc.Pointer(nserr))
 		if id == 0 {
 			err = fmt.Errorf("mtl: compute pipeline for %q: %s", f.Name(), errorText(*nserr, "newComputePipelineStateWithFunction:error: returned nil"))
 		}
@@ -33,8 +33,8 @@ func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, er
 		return nil, err
 	}
 	p := &ComputePipelineState{
-		maxTotal: int(id.Send(sel.maxTotalThreadsPerThreadgroup)),
-		width:    int(id.Send(sel.threadExecutionWidth)),
+		maxTotal: int(id.SendWord(sel.maxTotalThreadsPerThreadgroup)),
+		width:    int(id.SendWord(sel.threadExecutionWidth)),
 	}
 	p.set(id)
 	return p, nil

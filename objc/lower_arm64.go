@@ -45,7 +45,7 @@ func lower(w *[maxWords]uintptr, s *scratch, _ uintptr, id ID, sel SEL, args []A
 				panic("objc: too many struct arguments for one send")
 			}
 			s.structs[nstruct] = a.w
-			word(uintptrOf(&s.structs[nstruct]))
+			word(Pointer(&s.structs[nstruct]))
 			nstruct++
 		}
 	}

@@ -12,10 +12,8 @@ package golden
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +22,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/half"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testenv"
 )
 
@@ -338,16 +337,15 @@ func readFile(path string, t spec.ElemType, n int) ([]float32, error) {
 	if len(raw) != t.Size()*n {
 		return nil, fmt.Errorf("%s has %d bytes, want %d (%d %v)", filepath.Base(path), len(raw), t.Size()*n, n, t)
 	}
-	x := make([]float32, n)
 	switch t {
 	case spec.F16:
+		x := make([]float32, n)
 		half.DecodeFloat16(x, raw)
+		return x, nil
 	case spec.BF16:
+		x := make([]float32, n)
 		half.DecodeBFloat16(x, raw)
-	default:
-		for i := range x {
-			x[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
+		return x, nil
 	}
-	return x, nil
+	return floats.FromBytes(raw), nil
 }

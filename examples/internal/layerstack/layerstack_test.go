@@ -2,7 +2,6 @@ package layerstack
 
 import (
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -87,10 +87,8 @@ func TestActivations(t *testing.T) {
 			if len(got) != len(c.want) {
 				t.Fatalf("layer %d: %s view of %d elements, want %d", l, c.name, len(got), len(c.want))
 			}
-			for i := range got {
-				if math.Float32bits(got[i]) != math.Float32bits(c.want[i]) {
-					t.Fatalf("layer %d: %s[%d] = %g, want %g", l, c.name, i, got[i], c.want[i])
-				}
+			if i := floats.FirstDiff(got, c.want); i >= 0 {
+				t.Fatalf("layer %d: %s[%d] = %g, want %g", l, c.name, i, got[i], c.want[i])
 			}
 		}
 		out := a.Output(l)
