@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 )
 
 // digest hashes the bit patterns of float32 and float64 slices in order.
@@ -18,10 +19,7 @@ func digest(xs ...any) string {
 	for _, x := range xs {
 		switch x := x.(type) {
 		case []float32:
-			for _, v := range x {
-				binary.LittleEndian.PutUint32(b[:4], math.Float32bits(v))
-				h.Write(b[:4])
-			}
+			h.Write(floats.Bytes(x...))
 		case []float64:
 			for _, v := range x {
 				binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
