@@ -3,8 +3,8 @@
 // [BFloat16], bfloat16 (Metal's bfloat), the upper 16 bits of a binary32.
 //
 // Widening to float32 is exact. Narrowing from float32 rounds to nearest,
-// ties to even, as Metal's conversions and IEEE-754's default rounding do:
-// a value too large for the format becomes an infinity of its sign, a value
+// ties to even (IEEE-754's default rounding, the rounding puremetal's
+// kernels apply at write-back): a value too large for the format becomes an infinity of its sign, a value
 // too small becomes a subnormal or a zero of its sign, and a NaN stays a
 // NaN with its quiet bit set, keeping the sign and the upper bits of its
 // payload.
