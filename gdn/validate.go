@@ -47,19 +47,15 @@ const (
 // String returns the kernel's short name: "prefill", "decode", "seq",
 // "legacy" or "capture".
 func (k Kernel) String() string {
-	switch k {
-	case KernelPrefill:
-		return "prefill"
-	case KernelDecode:
-		return "decode"
-	case KernelDecodeSeq:
-		return "seq"
-	case KernelDecodeLegacy:
-		return "legacy"
-	case KernelDecodeCapture:
-		return "capture"
+	if k.known() {
+		return kernelNames[k]
 	}
 	return fmt.Sprintf("Kernel(%d)", int(k))
+}
+
+var kernelNames = [...]string{
+	KernelPrefill: "prefill", KernelDecode: "decode", KernelDecodeSeq: "seq",
+	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture",
 }
 
 func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelDecodeCapture }
@@ -78,9 +74,9 @@ var bufferInfo = func(b *mtl.Buffer) (length int, live bool) { return b.Length()
 // known element types; for each view a live (not released) buffer, the
 // element type Params gives it (Params.Activation for Q, K, V, G, Beta and
 // Output, Params.State for StateIn, StateOut and Capture, f32 for ALog and
-// DtBias), an aligned offset, exactly the element count the shape implies (Capture: see
-// [Kernels.DecodeWithCapture]), no count at or above 2^32, and a range
-// inside its buffer; ALog and DtBias set (n_v_heads each) exactly when
+// DtBias), an aligned offset, exactly the element count the shape implies
+// (Capture: see [Kernels.DecodeWithCapture]), no count at or above 2^32,
+// and a range inside its buffer; ALog and DtBias set (n_v_heads each) exactly when
 // Params.Fused.Gate is; and no written view (Output, StateOut, Capture)
 // sharing a byte of its buffer with another view, except StateOut equal to
 // StateIn (in-place update). The one rule left to the dispatchers is
