@@ -9,180 +9,81 @@
 //     per-element order: decay first, then delta_i = beta (v_i - sum_j S_ij k_j),
 //     S_ij += delta_i k_j, out_i = scale sum_j S_ij q_j.
 //
-// Both take the same [Params] and [Inputs], in the memory layouts of the
-// kernels (innermost dimension first, all float32):
+// Both take the same [spec.Params] and [Inputs], in the memory layouts of the
+// kernels (innermost dimension first; every value a float32):
 //
 //	q, k                  [D_k, n_k_heads, n_tokens, n_seqs]
 //	v, output             [D_v, n_v_heads, n_tokens, n_seqs]
-//	g, beta               [n_v_heads, n_tokens, n_seqs]
+//	g, beta               [n_v_heads, n_tokens, n_seqs]   (a, b with the fused gates)
+//	A_log, dt_bias        [n_v_heads]
 //	state_in, state_out   [D_k, D_v, n_v_heads, n_seqs]   (row i of S: D_k floats)
 //	capture               [D_k, D_v, n_v_heads, n_tokens, n_seqs]
 //
 // The gate is g with alpha = exp(-g) (g >= 0 in real models). Libraries that
 // pass log(alpha) (flash-linear-attention, HF transformers) need g = -g_fla;
 // mlx-lm passes alpha itself, so g = -log(alpha).
+//
+// Element types (SPEC section 9). With a 16-bit p.Activation the inputs q,
+// k, v, g and beta (or a and b) hold float32 values that type represents
+// exactly, as a 16-bit buffer widens to; with a 16-bit p.State so does
+// state_in. [Round] rounds a slice to a type, [RandomInputs] draws inputs
+// already rounded, and package half reads and writes the 16-bit bits.
+// [Reference32] rounds the output to the activation type once, at
+// write-back, and the state to the state type each time it is written
+// (state_out and every capture slot); the state itself stays in float32
+// through the token loop. [Oracle64] returns the float64 truth those
+// rounded results are measured against, and [DecodeDrift] measures how far
+// a 16-bit state drifts from it when a model decodes one token per call.
+//
+// The fused step (SPEC section 10), each part on its own, as p.Fused says:
+// q and k L2-normalised by the reference itself, q^ = q / sqrt(sum_j q_j^2
+// + 1e-6), once per key head and token; g computed from the raw projection
+// a held in g and the layer constants A_log and dt_bias as
+// g = exp(A_log[h]) * softplus(a + dt_bias[h]) with softplus(x) = x above
+// 20 (torch's threshold); beta = sigmoid(b) from the raw projection b held
+// in beta. Reference32 computes them in float32, Oracle64 in float64.
 package cpuref
 
 import (
 	"fmt"
 	"math"
+
+	"github.com/puremetal/puremetal/gdn/spec"
 )
-
-// HeadMap says which key head a value head reads q and k from when
-// n_v_heads = r * n_k_heads (grouped-query attention).
-type HeadMap uint32
-
-const (
-	// Block maps value head h to key head h / r, the layout of HF
-	// transformers, MLX / mlx-lm and flash-linear-attention
-	// (repeat_interleave). It is the zero value.
-	Block HeadMap = 0
-	// Tiled maps value head h to key head h % n_k_heads, the layout of GGUF
-	// files converted for llama.cpp.
-	Tiled HeadMap = 1
-)
-
-// String returns "block", "tiled", or "HeadMap(n)" for an unknown value.
-func (m HeadMap) String() string {
-	switch m {
-	case Block:
-		return "block"
-	case Tiled:
-		return "tiled"
-	}
-	return fmt.Sprintf("HeadMap(%d)", uint32(m))
-}
-
-// ParseHeadMap turns "block" or "tiled" into a HeadMap.
-func ParseHeadMap(s string) (HeadMap, error) {
-	switch s {
-	case "block":
-		return Block, nil
-	case "tiled":
-		return Tiled, nil
-	}
-	return 0, fmt.Errorf("cpuref: head map %q: want \"block\" or \"tiled\"", s)
-}
-
-// KeyHead returns the key head that value head h reads, for a shape with
-// nKHeads key heads and nVHeads value heads.
-func (m HeadMap) KeyHead(h, nKHeads, nVHeads int) int {
-	if m == Tiled {
-		return h % nKHeads
-	}
-	return h / (nVHeads / nKHeads)
-}
-
-// Shape holds the dimensions of one Gated DeltaNet call: key and value head
-// sizes, head counts, tokens per sequence and sequences.
-type Shape struct {
-	DK, DV           int // D_k (columns of S, length of q and k), D_v (rows of S)
-	NKHeads, NVHeads int // key heads (q, k) and value heads (v, g, beta, S)
-	NTokens, NSeqs   int // tokens per sequence, independent sequences
-}
-
-// QKLen is the element count of q and k: D_k * n_k_heads * n_tokens * n_seqs.
-func (s Shape) QKLen() int { return s.DK * s.NKHeads * s.NTokens * s.NSeqs }
-
-// VLen is the element count of v and of the output:
-// D_v * n_v_heads * n_tokens * n_seqs.
-func (s Shape) VLen() int { return s.DV * s.NVHeads * s.NTokens * s.NSeqs }
-
-// GateLen is the element count of g and beta: n_v_heads * n_tokens * n_seqs.
-func (s Shape) GateLen() int { return s.NVHeads * s.NTokens * s.NSeqs }
-
-// StateLen is the element count of state_in and state_out:
-// D_k * D_v * n_v_heads * n_seqs.
-func (s Shape) StateLen() int { return s.DK * s.DV * s.NVHeads * s.NSeqs }
-
-// CaptureLen is the element count of a capture buffer holding the state
-// after every token: D_k * D_v * n_v_heads * n_tokens * n_seqs.
-func (s Shape) CaptureLen() int { return s.StateLen() * s.NTokens }
-
-// Validate checks that every dimension is positive, that n_v_heads is a
-// multiple of n_k_heads, and that no element count overflows an int.
-func (s Shape) Validate() error {
-	dims := []struct {
-		name string
-		v    int
-	}{
-		{"D_k", s.DK}, {"D_v", s.DV}, {"n_k_heads", s.NKHeads},
-		{"n_v_heads", s.NVHeads}, {"n_tokens", s.NTokens}, {"n_seqs", s.NSeqs},
-	}
-	for _, d := range dims {
-		if d.v <= 0 {
-			return fmt.Errorf("cpuref: %s = %d: must be > 0", d.name, d.v)
-		}
-	}
-	if s.NVHeads%s.NKHeads != 0 {
-		return fmt.Errorf("cpuref: n_v_heads = %d is not a multiple of n_k_heads = %d", s.NVHeads, s.NKHeads)
-	}
-	// The largest count is the capture buffer's: every other count is at
-	// most it (n_k_heads <= n_v_heads), so checking it covers them all.
-	n := 1
-	for _, d := range []int{s.DK, s.DV, s.NVHeads, s.NTokens, s.NSeqs} {
-		if n > math.MaxInt/d {
-			return fmt.Errorf("cpuref: shape %v: element count overflows int", s)
-		}
-		n *= d
-	}
-	return nil
-}
-
-// String formats the shape with the specification's names.
-func (s Shape) String() string {
-	return fmt.Sprintf("{D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d n_tokens=%d n_seqs=%d}",
-		s.DK, s.DV, s.NKHeads, s.NVHeads, s.NTokens, s.NSeqs)
-}
-
-// Params are a shape plus the two run-time options every kernel takes: the
-// head mapping and the q scale.
-type Params struct {
-	Shape
-	HeadMap HeadMap
-	// QScale multiplies every output at write-back (o = QScale * S q), so q
-	// need not be pre-scaled; typically 1/sqrt(D_k). Zero means q is
-	// already scaled (scale 1).
-	QScale float32
-}
-
-// Scale returns the factor applied to the output: QScale, or 1 when QScale
-// is zero.
-func (p Params) Scale() float32 {
-	if p.QScale == 0 {
-		return 1
-	}
-	return p.QScale
-}
-
-// Validate checks the shape, that the head mapping is known and that QScale
-// is finite.
-func (p Params) Validate() error {
-	if err := p.Shape.Validate(); err != nil {
-		return err
-	}
-	if p.HeadMap != Block && p.HeadMap != Tiled {
-		return fmt.Errorf("cpuref: head map = %d: want 0 (block) or 1 (tiled)", uint32(p.HeadMap))
-	}
-	if f := float64(p.QScale); math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("cpuref: q scale = %v: must be finite", p.QScale)
-	}
-	return nil
-}
 
 // Inputs are the buffers of one call, in the kernels' layouts (see the
 // package documentation).
 type Inputs struct {
 	Q, K    []float32 // [D_k, n_k_heads, n_tokens, n_seqs]
 	V       []float32 // [D_v, n_v_heads, n_tokens, n_seqs]
-	G, Beta []float32 // [n_v_heads, n_tokens, n_seqs]; alpha = exp(-g)
+	G, Beta []float32 // [n_v_heads, n_tokens, n_seqs]; alpha = exp(-g); a and b with p.Fused.Gate, p.Fused.Beta
 	StateIn []float32 // [D_k, D_v, n_v_heads, n_seqs]
+
+	// ALog and DtBias are the layer constants A_log and dt_bias
+	// ([n_v_heads], float32 whatever the activation type) of the fused gate;
+	// empty unless p.Fused.Gate.
+	ALog, DtBias []float32
 }
 
-// Validate checks p and that every buffer has exactly the element count p
-// implies.
-func (in Inputs) Validate(p Params) error {
+// validParams checks p against the contract (spec.Params.Validate) and
+// that no element count overflows an int, so that every buffer of p can be
+// allocated.
+func validParams(p spec.Params) error {
 	if err := p.Validate(); err != nil {
+		return fmt.Errorf("cpuref: %w", err)
+	}
+	// The capture buffer's count is the largest (n_k_heads <= n_v_heads):
+	// checking it covers every other. Counts saturate at math.MaxInt.
+	if p.CaptureLen() == math.MaxInt {
+		return fmt.Errorf("cpuref: shape %v: element count overflows int", p.Shape)
+	}
+	return nil
+}
+
+// Validate checks p, that every buffer has exactly the element count p
+// implies, and that every value of a 16-bit type is a value of that type.
+func (in Inputs) Validate(p spec.Params) error {
+	if err := validParams(p); err != nil {
 		return err
 	}
 	bufs := []struct {
@@ -202,7 +103,45 @@ func (in Inputs) Validate(p Params) error {
 			return fmt.Errorf("cpuref: %s has %d elements, shape %v needs %d", b.name, b.got, p.Shape, b.want)
 		}
 	}
+	for _, c := range []struct {
+		name string
+		x    []float32
+	}{{"A_log", in.ALog}, {"dt_bias", in.DtBias}} {
+		switch {
+		case p.Fused.Gate && len(c.x) != p.NVHeads:
+			return fmt.Errorf("cpuref: %s has %d elements, the fused gate needs n_v_heads = %d", c.name, len(c.x), p.NVHeads)
+		case !p.Fused.Gate && len(c.x) != 0:
+			return fmt.Errorf("cpuref: %s has %d elements but Params.Fused.Gate is off: g holds the gate itself", c.name, len(c.x))
+		}
+	}
+	typed := []struct {
+		name string
+		x    []float32
+		t    spec.ElemType
+		of   string
+	}{
+		{"q", in.Q, p.Activation, "Params.Activation"},
+		{"k", in.K, p.Activation, "Params.Activation"},
+		{"v", in.V, p.Activation, "Params.Activation"},
+		{gateName(p.Fused.Gate, "g", "a"), in.G, p.Activation, "Params.Activation"},
+		{gateName(p.Fused.Beta, "beta", "b"), in.Beta, p.Activation, "Params.Activation"},
+		{"state_in", in.StateIn, p.State, "Params.State"},
+	}
+	for _, b := range typed {
+		if i := unrepresentable(b.t, b.x); i >= 0 {
+			return fmt.Errorf("cpuref: %s[%d] = %v is not a value of %s = %v; round the inputs with Round", b.name, i, b.x[i], b.of, b.t)
+		}
+	}
 	return nil
+}
+
+// gateName names a gate buffer by what it holds: the raw projection when
+// the gate is fused, the gate itself otherwise.
+func gateName(fused bool, gate, raw string) string {
+	if fused {
+		return raw + " (in " + gate + ")"
+	}
+	return gate
 }
 
 // Result holds the float32 outputs of a run.

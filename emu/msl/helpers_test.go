@@ -2,7 +2,6 @@ package msl
 
 import (
 	"errors"
-	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -62,11 +62,7 @@ func fillRandom(x []float32, seed int64) {
 	}
 }
 
-func poison(x []float32) {
-	for i := range x {
-		x[i] = float32(math.NaN())
-	}
-}
+var poison = floats.Poison
 
 // testCacheDir is one cache for the whole test binary run, so the tests
 // also exercise cache hits.

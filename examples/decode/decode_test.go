@@ -54,7 +54,7 @@ func TestCPUBackend(t *testing.T) {
 func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	t.Helper()
 	for l, s := range states {
-		in, err := cpuref.RandomInputs(cfg.params(), layerstack.Seed(cfg.seed, l, -1))
+		in, err := cpuref.RandomInputs(cfg.Params(1), layerstack.Seed(cfg.Seed, l, -1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,10 +75,11 @@ func TestEmulatedBackend(t *testing.T) {
 	for _, m := range []string{"block", "tiled"} {
 		t.Run(m, func(t *testing.T) {
 			dev := testdevice.Emulated(t, emu.Options{})
-			be, err := newDeviceBackend(dev, "emu", "emu (test)", false)
+			d, err := layerstack.NewDevice(dev, "emu (test)", false)
 			if err != nil {
 				t.Fatal(err)
 			}
+			be := &deviceBackend{d: d}
 			defer be.Close()
 			cfg := tinyConfig(t, "-backend", "emu", "-headmap", m)
 			var out bytes.Buffer
@@ -158,7 +159,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-tokens", "0"}, 2, "-tokens 0"},
 		{[]string{"-headmap", "diagonal"}, 2, "-headmap"},
 		{[]string{"-backend", "emu", "-dk", "48"}, 1, "-dk 48"},
-		{[]string{"-backend", "cpu", "-kheads", "3", "-vheads", "4", "-tokens", "1"}, 1, "n_v_heads = 4 is not a multiple of n_k_heads = 3"},
+		{[]string{"-backend", "cpu", "-kheads", "3", "-vheads", "4", "-tokens", "1"}, 1, "Shape.NVHeads: 4 is not a multiple of Shape.NKHeads = 3"},
 	} {
 		var errs bytes.Buffer
 		if code := cli(c.args, io.Discard, &errs); code != c.code || !strings.Contains(errs.String(), c.want) {
