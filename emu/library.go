@@ -70,8 +70,8 @@ type library struct {
 	lib *msl.Library
 }
 
-// MTLLibraryErrorCompileFailure is the code of a compilation failure in
-// MTLLibraryErrorDomain.
+// libraryErrorCompileFailure is MTLLibraryErrorCompileFailure, the code of a
+// compilation failure in MTLLibraryErrorDomain.
 const libraryErrorCompileFailure = 3
 
 func deviceNewLibrary(self objc.ID, _ objc.SEL, source, options objc.ID, errOut uintptr) objc.ID {
