@@ -22,8 +22,8 @@
 //
 // FuzzDispatch checks validation and dispatch together on random shapes,
 // parameters and views, against the contract's rules written out on their
-// own: its seed corpus (and every input the fuzzer kept, under testdata)
-// runs with the rest of the suite, and
+// own. Its seed corpus, and any failing input the fuzzer saved under
+// testdata, runs with the rest of the suite, and
 //
 //	go test ./tests -run '^$' -fuzz FuzzDispatch -fuzztime 5m
 //
