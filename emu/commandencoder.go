@@ -1,6 +1,8 @@
 package emu
 
 import (
+	"fmt"
+
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
 )
@@ -28,9 +30,17 @@ func (e *commandEncoder) end() {
 }
 
 // recording reports whether the encoder may still record: not ended, and
-// its command buffer not committed.
+// its command buffer not committed. A message to an encoder that has ended
+// is refused: the command buffer, if not committed yet, fails.
 func (e *commandEncoder) recording() bool {
-	return !e.ended && e.cb.status.Load() == uint64(mtl.CommandBufferStatusNotEnqueued)
+	if e.cb.status.Load() != uint64(mtl.CommandBufferStatusNotEnqueued) {
+		return false
+	}
+	if e.ended {
+		e.refuse(fmt.Errorf("a message sent to an encoder after its endEncoding"))
+		return false
+	}
+	return true
 }
 
 // record appends a command to the command buffer.
