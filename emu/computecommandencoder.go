@@ -95,9 +95,15 @@ func encoderSetBytesLengthAtIndex(self objc.ID, _ objc.SEL, bytes, length, index
 }
 
 func encoderSetThreadgroupMemoryLengthAtIndex(self objc.ID, _ objc.SEL, length, index uintptr) {
-	if e := openEncoder(self); e != nil && index < mtl.MaxBufferBindings {
-		e.current.tgMemory[index] = int(length)
+	e := openEncoder(self)
+	if e == nil {
+		return
 	}
+	if index >= mtl.MaxBufferBindings {
+		e.refuse(fmt.Errorf("threadgroup memory index %d outside [0, %d)", index, mtl.MaxBufferBindings))
+		return
+	}
+	e.current.tgMemory[index] = int(length) // msl refuses a length that is not a multiple of 16
 }
 
 // encoderDispatchThreadgroupsThreadsPerThreadgroup answers

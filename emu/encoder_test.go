@@ -116,6 +116,7 @@ func TestBadArgumentsFailCommandBuffer(t *testing.T) {
 	setBuffers := objc.RegisterName("setBuffers:offsets:withRange:")
 	dispatchThreads := objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
 	endEncoding := objc.RegisterName("endEncoding")
+	setThreadgroupMemoryLength := objc.RegisterName("setThreadgroupMemoryLength:atIndex:")
 	big := make([]byte, 5000)
 	ids, offsets := []uintptr{uintptr(x.ID()), uintptr(x.ID())}, []uintptr{0, 0}
 	for _, tc := range []struct {
@@ -130,6 +131,8 @@ func TestBadArgumentsFailCommandBuffer(t *testing.T) {
 			objc.SendArgs(enc, setBuffers, objc.Word(uintptr(unsafe.Pointer(&ids[0]))), objc.Word(uintptr(unsafe.Pointer(&offsets[0]))),
 				objc.Struct16(^uintptr(0), 2))
 		}, "range {18446744073709551615, 2}"},
+		{"threadgroup memory index", func(enc objc.ID) { objc.Send(enc, setThreadgroupMemoryLength, 16, 40) }, "threadgroup memory index 40"},
+		{"threadgroup memory length", func(enc objc.ID) { objc.Send(enc, setThreadgroupMemoryLength, 20, 0) }, "multiple of 16"},
 		{"after endEncoding", func(enc objc.ID) {
 			objc.Send(enc, endEncoding)
 			objc.Send(enc, setBuffer, uintptr(x.ID()), 0, 0)
