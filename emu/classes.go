@@ -8,15 +8,16 @@ import (
 	"github.com/puremetal/puremetal/objc"
 )
 
-// The Objective-C classes of the emulated device. Each answers the subset
-// of one Metal protocol that package mtl sends, with Apple's selectors,
-// argument types and ownership rules (new* results are owned by the caller;
-// commandBuffer, computeCommandEncoder, blitCommandEncoder, name, label,
-// functionNames and error results are autoreleased). A class's methods are
-// in the file named for it (device.go, buffer.go, library.go, function.go,
-// pipeline.go, commandqueue.go, commandbuffer.go, computecommandencoder.go,
-// blitcommandencoder.go, compileoptions.go), each named after the class and
-// the selector it answers.
+// classes holds the Objective-C classes of the emulated device. Each
+// answers the subset of one Metal protocol that package mtl sends, with
+// Apple's selectors, argument types and ownership rules (new* results are
+// owned by the caller; commandBuffer, computeCommandEncoder,
+// blitCommandEncoder, name, label, functionNames and error results are
+// autoreleased). A class's methods are in the file named for it
+// (device.go, buffer.go, library.go, function.go, pipeline.go,
+// commandqueue.go, commandbuffer.go, computecommandencoder.go,
+// blitcommandencoder.go, compileoptions.go), each named after the class
+// and the selector it answers.
 var classes struct {
 	once sync.Once
 	err  error
@@ -26,8 +27,8 @@ var classes struct {
 	blitEncoder                                 objc.Class
 }
 
-// Selectors the emulated objects send to Foundation objects and to
-// compile options.
+// fsel holds the selectors the emulated objects send to Foundation objects
+// and to compile options.
 var fsel struct {
 	addObject                  objc.SEL `sel:"addObject:" types:"v@:@"`
 	initWithDomainCodeUserInfo objc.SEL `sel:"initWithDomain:code:userInfo:" types:"@@:@q@"`
