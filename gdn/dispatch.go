@@ -97,9 +97,11 @@ func (k *Kernels) Release() {
 	}
 }
 
-// Prefill encodes the prefill kernel (gated_delta_net_f32): any number of
-// tokens, D_k and D_v at most 128, D_v at most the pipeline's
-// maxTotalThreadsPerThreadgroup. b.Capture must be empty.
+// Prefill encodes the prefill kernel (gated_delta_net_{A}_{S}, for the
+// activation and state types of p): any number of tokens, D_k and D_v at
+// most 128, D_v at most the pipeline's maxTotalThreadsPerThreadgroup.
+// b.Capture must be empty. Like every dispatcher it takes p's types and
+// fused parts (see [Buffers]).
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
 	return k.encode(enc, KernelPrefill, p, b)
 }

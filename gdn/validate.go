@@ -22,24 +22,27 @@ func invalid(arg, format string, a ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, arg, fmt.Sprintf(format, a...))
 }
 
-// Kernel names one of the kernel variants a dispatch runs.
+// Kernel names one of the kernel families a dispatch runs; Params'
+// activation and state types choose the variant (entry point
+// gated_delta_net_..._{A}_{S}, gated_delta_net_..._f32 for f32/f32; see
+// package kernels).
 type Kernel int
 
 const (
-	// KernelPrefill is gated_delta_net_f32: any n_tokens, D_k and D_v at
-	// most 128.
+	// KernelPrefill is gated_delta_net_{A}_{S}: any n_tokens, D_k and D_v
+	// at most 128.
 	KernelPrefill Kernel = iota
-	// KernelDecode is gated_delta_net_decode_f32_{NSG}, indices rebuilt
-	// every token; [Kernels.Decode] picks it at n_tokens == 1.
+	// KernelDecode is gated_delta_net_decode_{A}_{S}_{NSG}, indices
+	// rebuilt every token; [Kernels.Decode] picks it at n_tokens == 1.
 	KernelDecode
-	// KernelDecodeSeq is gated_delta_net_decode_seq_f32_{NSG}, per-lane
+	// KernelDecodeSeq is gated_delta_net_decode_seq_{A}_{S}_{NSG}, per-lane
 	// pointers advanced once per token; [Kernels.Decode] picks it at
 	// n_tokens >= 2.
 	KernelDecodeSeq
-	// KernelDecodeLegacy is gated_delta_net_decode_legacy_f32_{NSG}, the
-	// index kernel kept for tests and benchmarks.
+	// KernelDecodeLegacy is gated_delta_net_decode_legacy_{A}_{S}_{NSG},
+	// the index kernel kept for tests and benchmarks.
 	KernelDecodeLegacy
-	// KernelDecodeCapture is gated_delta_net_decode_capture_f32_{NSG},
+	// KernelDecodeCapture is gated_delta_net_decode_capture_{A}_{S}_{NSG},
 	// which also writes the state after every token to the capture buffer.
 	KernelDecodeCapture
 )
