@@ -498,16 +498,15 @@ func checkTypedTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl
 		capture = uint64(p.NTokens) * state
 	}
 	want("capture stored at index 9", c.Stored[bindCapture], capture)
+	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
 	// A_log and dt_bias (10, 11) are read only with the fused gate, four
-	// bytes of each per thread. Capture (9) is never read, so the sum over
-	// 9-11 counts them whether the counters are charged to binding indices
-	// or to the kernel's buffer arguments in order.
-	consts := c.Loaded[9] + c.Loaded[10] + c.Loaded[11]
+	// bytes of each per thread.
+	var consts uint64
 	if p.Fused.Gate {
-		want("A_log and dt_bias loaded", consts, 2*4*uint64(threadsOf(k, p)))
-	} else {
-		want("A_log and dt_bias loaded", consts, 0)
+		consts = 4 * uint64(threadsOf(k, p))
 	}
+	want("A_log loaded at index 10", c.Loaded[10], consts)
+	want("dt_bias loaded at index 11", c.Loaded[11], consts)
 }
 
 // TestEmulatedTypedDecodeStepTraffic measures, from the emulator's
