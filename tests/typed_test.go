@@ -342,8 +342,21 @@ func TestEmulatedTypedParity(t *testing.T) {
 }
 
 // TestMetalTypedParity runs the typed suite on the system's GPU (a Mac; it
-// skips elsewhere).
-func TestMetalTypedParity(t *testing.T) { onMetal(t, typedParity) }
+// skips elsewhere), with bf16 converted by hand (MSL 3.0) and, where the
+// system compiles MSL 3.1 (macOS 14), with MSL's bfloat; the second run's
+// bytes are compared with the first's.
+func TestMetalTypedParity(t *testing.T) {
+	dev := testdevice.Metal(t)
+	langs := []mtl.LanguageVersion{mtl.LanguageVersion3_0}
+	if v := kernels.LanguageVersion(); v != mtl.LanguageVersion3_0 {
+		langs = append(langs, v)
+	}
+	for _, lang := range langs {
+		t.Run(fmt.Sprintf("msl%d.%d", lang>>16, lang&0xffff), func(t *testing.T) {
+			typedParity(t, newRigWith(t, dev, false, kernels.NewRegistryWithLanguage(lang)))
+		})
+	}
+}
 
 // typedParity runs every kernel on every case of typedCases and checks:
 //
@@ -355,7 +368,8 @@ func TestMetalTypedParity(t *testing.T) { onMetal(t, typedParity) }
 //   - decode (the automatic choice: seq at three tokens), the decode
 //     kernel itself, seq, legacy and capture give the same bytes; capture's
 //     last slot is state_out's bytes; state in place gives the same bytes;
-//   - the same bytes in every scheduling order;
+//   - the same bytes in every run on one device: every scheduling order,
+//     bf16 by hand and as MSL's bfloat;
 //   - the state read once and written once in its own type's bytes, the
 //     output written once, capture one state per token (SPEC section 8;
 //     the fused parts add no state traffic).
@@ -373,9 +387,11 @@ func typedCaseRun(t *testing.T, r *rig, c typedCase) {
 	for _, k := range kerns {
 		o := r.runTyped(t, k, p, ref.in, false)
 		res[k.name] = o
+		device := "metal/"
 		if r.emulated {
-			checkTypedAcrossOrders(t, c.name+"/"+k.name, o)
+			device = "emulated/"
 		}
+		checkTypedAcrossRuns(t, device+c.name+"/"+k.name, o)
 		checkTypedAgainstReferences(t, k.name, p, o, ref)
 		if o.Counters != nil {
 			checkTypedTraffic(t, k.name, k, p, *o.Counters)
@@ -445,7 +461,10 @@ var typedResults struct {
 	m map[string]typedOutcome
 }
 
-func checkTypedAcrossOrders(t *testing.T, key string, o typedOutcome) {
+// checkTypedAcrossRuns compares o with the first result of the same key
+// (device, case and kernel) byte for byte: every scheduling order and both
+// bf16 paths give the same bytes.
+func checkTypedAcrossRuns(t *testing.T, key string, o typedOutcome) {
 	t.Helper()
 	typedResults.Lock()
 	first, ok := typedResults.m[key]
@@ -457,9 +476,9 @@ func checkTypedAcrossOrders(t *testing.T, key string, o typedOutcome) {
 	}
 	typedResults.Unlock()
 	if ok {
-		checkSameBytes(t, key+": output vs the other scheduling order", o.output, first.output)
-		checkSameBytes(t, key+": state_out vs the other scheduling order", o.stateOut, first.stateOut)
-		checkSameBytes(t, key+": capture vs the other scheduling order", o.capture, first.capture)
+		checkSameBytes(t, key+": output vs the first run", o.output, first.output)
+		checkSameBytes(t, key+": state_out vs the first run", o.stateOut, first.stateOut)
+		checkSameBytes(t, key+": capture vs the first run", o.capture, first.capture)
 	}
 }
 
