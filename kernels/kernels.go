@@ -18,6 +18,12 @@
 // [DecodeLegacy] and [DecodeCapture] name the f32 kernels; [PrefillOf],
 // [DecodeOf], [DecodeSeqOf], [DecodeLegacyOf] and [DecodeCaptureOf] any.
 //
+// Every kernel binds q, k, v, g (or a), beta (or b), state_in, output and
+// state_out at buffer indices 0-7, the nine parameter words at 8 (word 7:
+// the fused parts, bit 0 L2 norm, bit 1 gate, bit 2 beta), capture at 9
+// (capture kernel only) and A_log and dt_bias ([n_v_heads] f32, read with
+// the fused gate only) at 10 and 11.
+//
 // Each source is compiled behind gdn_common.metal, which holds the parameter
 // block, the element conversions, the fused gates and norm, and the
 // per-token arithmetic shared by the decode family. bf16 data is MSL's
