@@ -1,7 +1,6 @@
 package msl
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -18,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/puremetal/puremetal/internal/clang"
 )
 
 //go:embed rt/runtime.c rt/include
@@ -73,42 +73,6 @@ func (l *Library) Cached() bool { return l.cached }
 // Path is the file of the compiled library.
 func (l *Library) Path() string { return l.path }
 
-// toolchain facts, found once.
-var (
-	clangOnce    sync.Once
-	clangPath    string
-	clangVersion string
-	clangErr     error
-)
-
-func findClang() (string, string, error) {
-	clangOnce.Do(func() {
-		p, err := exec.LookPath("clang++")
-		if err != nil {
-			clangErr = errors.New("msl: clang++ not found in PATH; the emulated Metal device compiles kernels with clang (Debian/Ubuntu: apt-get install clang)")
-			return
-		}
-		out, err := exec.Command(p, "--version").Output()
-		if err != nil {
-			clangErr = fmt.Errorf("msl: %s --version: %v", p, err)
-			return
-		}
-		clangPath, clangVersion = p, string(out)
-	})
-	return clangPath, clangVersion, clangErr
-}
-
-func cacheRoot(dir string) (string, error) {
-	if dir != "" {
-		return dir, nil
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	return filepath.Join(base, "puremetal", "msl"), nil
-}
-
 // rtHash identifies the embedded runtime, prelude and shim.
 var rtHash = sync.OnceValue(func() string {
 	h := sha256.New()
@@ -124,25 +88,6 @@ var rtHash = sync.OnceValue(func() string {
 	})
 	return hex.EncodeToString(h.Sum(nil))[:24]
 })
-
-// writeFileAtomic writes data to path through a temporary file and rename,
-// so concurrent processes never see a partial file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
 
 // rtDir writes the embedded runtime sources under root and returns their
 // directory.
@@ -162,10 +107,10 @@ func rtDir(root string) (string, error) {
 		if err != nil {
 			return err
 		}
-		return writeFileAtomic(filepath.Join(dir, strings.TrimPrefix(path, "rt/")), b)
+		return clang.WriteFileAtomic(filepath.Join(dir, strings.TrimPrefix(path, "rt/")), b)
 	})
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(dir, "complete"), nil)
+		err = clang.WriteFileAtomic(filepath.Join(dir, "complete"), nil)
 	}
 	if err != nil {
 		return "", fmt.Errorf("msl: cache directory: %w", err)
@@ -190,7 +135,7 @@ func loadRuntime(root string) error {
 	if rtLoaded {
 		return nil
 	}
-	clang, _, err := findClang()
+	cc, err := clang.Find()
 	if err != nil {
 		return err
 	}
@@ -199,7 +144,7 @@ func loadRuntime(root string) error {
 		return err
 	}
 	so := filepath.Join(dir, rtLibName)
-	if _, log, err := buildShared(clang, "", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
+	if _, log, err := cc.BuildShared("", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
 		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics",
 		"-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread"); err != nil {
 		return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log)
@@ -231,67 +176,6 @@ func loadRuntime(root string) error {
 	rtHandle = h
 	rtLoaded = true
 	return nil
-}
-
-// buildShared runs clang with args to build the shared object so, unless
-// the cache already holds it. It builds into a file of this process's own
-// and renames it into place, so processes sharing the cache never load a
-// partial file. built tells whether it compiled; log is the compiler's
-// output when it failed.
-func buildShared(clang, dir, so string, args ...string) (built bool, log string, err error) {
-	if _, err := os.Stat(so); err == nil {
-		return false, "", nil
-	}
-	tmp := so + fmt.Sprintf(".%d.tmp", os.Getpid())
-	cmd := exec.Command(clang, append(args, "-o", tmp)...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		os.Remove(tmp)
-		return false, out.String(), err
-	}
-	if err := os.Rename(tmp, so); err != nil {
-		return false, "", fmt.Errorf("msl: cache directory: %w", err)
-	}
-	return true, "", nil
-}
-
-// LoadC compiles C source into a shared object, kept in the cache folder
-// (CompileOptions.CacheDir; empty means the default) once per source and
-// compiler version, loads it and returns its dlopen handle. It is for small
-// C helpers that sit beside compiled kernels, such as Objective-C method
-// implementations a Go callback cannot provide.
-func LoadC(source, cacheDir string) (uintptr, error) {
-	clang, version, err := findClang()
-	if err != nil {
-		return 0, err
-	}
-	root, err := cacheRoot(cacheDir)
-	if err != nil {
-		return 0, err
-	}
-	sum := sha256.Sum256([]byte(formatVersion + "\n" + version + "\n" + source))
-	key := hex.EncodeToString(sum[:])[:32]
-	dir := filepath.Join(root, "c")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, fmt.Errorf("msl: cache directory: %w", err)
-	}
-	so := filepath.Join(dir, key+".so")
-	src := filepath.Join(dir, key+".c")
-	if _, err := os.Stat(so); err != nil {
-		if err := writeFileAtomic(src, []byte(source)); err != nil {
-			return 0, fmt.Errorf("msl: cache directory: %w", err)
-		}
-	}
-	if _, log, err := buildShared(clang, dir, so, "-x", "c", "-O2", "-fPIC", "-shared", "-nostdlib++", "-fno-color-diagnostics", src); err != nil {
-		return 0, fmt.Errorf("msl: compiling C source %s: %v\n%s", src, err, log)
-	}
-	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		return 0, fmt.Errorf("msl: loading %s: %w", so, err)
-	}
-	return h, nil
 }
 
 func languageMacro(v uint32) string {
@@ -336,7 +220,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	if strings.ContainsAny(file, "\n\"\\") {
 		return nil, fmt.Errorf("msl: CompileOptions.FileName %q contains a newline, quote or backslash", file)
 	}
-	clang, version, err := findClang()
+	cc, err := clang.Find()
 	if err != nil {
 		return nil, err
 	}
@@ -344,10 +228,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := cacheRoot(opts.CacheDir)
-	if err != nil {
-		return nil, err
-	}
+	root := clang.CacheRoot(opts.CacheDir)
 	if err := loadRuntime(root); err != nil {
 		return nil, err
 	}
@@ -359,7 +240,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	flags := compileFlags(opts, includeDir)
 
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", formatVersion, rtHash(), version, strings.Join(flags[:len(flags)], " "))
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Version, strings.Join(flags[:len(flags)], " "))
 	h.Write([]byte(tr.cpp))
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	libDir := filepath.Join(root, "lib", key[:2])
@@ -369,15 +250,15 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	so := filepath.Join(libDir, key+".so")
 	src := filepath.Join(libDir, key+".cpp")
 	if _, err := os.Stat(so); err != nil {
-		if err := writeFileAtomic(src, []byte(tr.cpp)); err != nil {
+		if err := clang.WriteFileAtomic(src, []byte(tr.cpp)); err != nil {
 			return nil, fmt.Errorf("msl: cache directory: %w", err)
 		}
 	}
-	built, log, err := buildShared(clang, libDir, so, append(append([]string{}, flags...), src, "-lm")...)
+	built, log, err := cc.BuildShared(libDir, so, append(append([]string{}, flags...), src, "-lm")...)
 	if err != nil {
 		var exitErr *exec.ExitError
 		if !errors.As(err, &exitErr) {
-			return nil, fmt.Errorf("msl: running %s: %w", clang, err)
+			return nil, fmt.Errorf("msl: running %s: %w", cc.Path, err)
 		}
 		return nil, newCompileError(cleanLog(log, src, includeDir), file)
 	}
