@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -224,10 +225,6 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := translate(source, file)
-	if err != nil {
-		return nil, err
-	}
 	root := clang.CacheRoot(opts.CacheDir)
 	if err := loadRuntime(root); err != nil {
 		return nil, err
@@ -237,6 +234,14 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 		return nil, err
 	}
 	includeDir := filepath.Join(dir, "include")
+	pp, err := preprocess(cc, root, dir, source, file, opts)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := translate(pp, file)
+	if err != nil {
+		return nil, err
+	}
 	flags := compileFlags(opts, includeDir)
 
 	h := sha256.New()
@@ -294,6 +299,118 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	}
 	sort.Strings(lib.names)
 	return lib, nil
+}
+
+// preprocessorMacros are the macros Apple's compiler predefines, and the
+// user's MTLCompileOptions.preprocessorMacros, as clang arguments.
+func preprocessorMacros(opts CompileOptions) ([]string, error) {
+	args := []string{"-D__METAL_VERSION__=" + languageMacro(opts.LanguageVersion), "-D__METAL__=1", "-D__METAL_MACOS__=1"}
+	names := make([]string, 0, len(opts.PreprocessorMacros))
+	for n := range opts.PreprocessorMacros {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v := opts.PreprocessorMacros[n]
+		if !macroName.MatchString(n) {
+			return nil, fmt.Errorf("msl: preprocessor macro name %q is not an identifier", n)
+		}
+		if strings.ContainsAny(v, "\n\r") {
+			return nil, fmt.Errorf("msl: the value of preprocessor macro %s contains a line break", n)
+		}
+		args = append(args, "-D"+n+"="+v)
+	}
+	return args, nil
+}
+
+var macroName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ppHeaders is the include directory of the preprocessing step: for each
+// header of the shim, a file that keeps the #include for the compilation
+// proper (so the shim's macros do not expand into the source before the
+// translator reads it).
+func ppHeaders(dir string) (string, error) {
+	pp := filepath.Join(dir, "pp-include")
+	if _, err := os.Stat(filepath.Join(pp, "complete")); err == nil {
+		return pp, nil
+	}
+	if err := os.MkdirAll(pp, 0o755); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	entries, err := fs.ReadDir(rtFiles, "rt/include")
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if n == "prelude.h" || n == "pm_abi.h" {
+			continue
+		}
+		if err := clang.WriteFileAtomic(filepath.Join(pp, n), []byte(ppInclude+" <"+n+">\n")); err != nil {
+			return "", fmt.Errorf("msl: cache directory: %w", err)
+		}
+	}
+	if err := clang.WriteFileAtomic(filepath.Join(pp, "complete"), nil); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	return pp, nil
+}
+
+// ppInclude marks, in preprocessed source, an #include of Metal's headers
+// that the translator turns back into one.
+const ppInclude = "#pragma puremetal include"
+
+var missingInclude = regexp.MustCompile(`fatal error: '([^']*)' file not found`)
+
+// preprocess runs clang's preprocessor over source as Apple's compiler
+// would (its predefined macros and the user's), before the translator reads
+// it, so that macros, conditionals and macro-declared kernels are expanded.
+// The output keeps line markers naming file, which the translator turns
+// into #line directives. Results are cached like libraries.
+func preprocess(cc clang.Compiler, root, rt, source, file string, opts CompileOptions) (string, error) {
+	macros, err := preprocessorMacros(opts)
+	if err != nil {
+		return "", err
+	}
+	inc, err := ppHeaders(rt)
+	if err != nil {
+		return "", err
+	}
+	args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++", "-isystem", inc, "-fno-color-diagnostics"}, macros...)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Version, strings.Join(args, " "), file)
+	h.Write([]byte(source))
+	key := hex.EncodeToString(h.Sum(nil))[:32]
+	dir := filepath.Join(root, "pp", key[:2])
+	out := filepath.Join(dir, key+".ii")
+	if b, err := os.ReadFile(out); err == nil {
+		return string(b), nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	src := filepath.Join(dir, key+".metal")
+	if err := clang.WriteFileAtomic(src, []byte(source)); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	text, log, err := cc.Run(dir, append(args, src)...)
+	if err != nil {
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) {
+			return "", fmt.Errorf("msl: running %s: %w", cc.Path, err)
+		}
+		log = strings.ReplaceAll(log, src, file)
+		log = strings.ReplaceAll(log, inc+"/", "")
+		if m := missingInclude.FindStringSubmatch(log); m != nil {
+			log = missingInclude.ReplaceAllString(log, "error: #include of $1 is not supported by the emulated device (only Metal's own headers: pass the whole program as one source)")
+		}
+		return "", newCompileError(log, file)
+	}
+	pp := strings.ReplaceAll(string(text), strconv.Quote(src), strconv.Quote(file))
+	if err := clang.WriteFileAtomic(out, []byte(pp)); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	return pp, nil
 }
 
 var (

@@ -2,6 +2,7 @@ package msl
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,6 +64,7 @@ type entryPoint struct {
 	callee    string // C++ expression naming the function to call
 	params    []kernelParam
 	maxTotal  int
+	file      string // where the function is defined, for #line
 	line      int
 	templated bool
 }
@@ -75,6 +77,7 @@ type translation struct {
 type translator struct {
 	src     string
 	file    string
+	marks   []lineMark
 	toks    []token
 	attrs   []attribute
 	repls   []replacement
@@ -84,8 +87,27 @@ type translator struct {
 	tgID    int
 }
 
+// lineMark is a line marker of preprocessed source (# 12 "file.metal" or
+// #line 12 "file.metal"): the line after line at is line of file.
+type lineMark struct {
+	at, line int
+	file     string
+}
+
+// origin maps a line of the translator's input to the file and line it
+// came from, following line markers.
+func (tr *translator) origin(line int) (string, int) {
+	i := sort.Search(len(tr.marks), func(i int) bool { return tr.marks[i].at >= line })
+	if i == 0 {
+		return tr.file, line
+	}
+	m := tr.marks[i-1]
+	return m.file, m.line + line - m.at - 1
+}
+
 func (tr *translator) errorf(line, col int, format string, args ...any) {
-	tr.errs = append(tr.errs, fmt.Sprintf("%s:%d:%d: error: %s", tr.file, line, col, fmt.Sprintf(format, args...)))
+	file, l := tr.origin(line)
+	tr.errs = append(tr.errs, fmt.Sprintf("%s:%d:%d: error: %s", file, l, col, fmt.Sprintf(format, args...)))
 }
 
 // translate converts source into C++ and lists its entry points.
@@ -103,7 +125,7 @@ func translate(source, file string) (*translation, error) {
 	b.WriteString(tr.apply())
 	b.WriteString("\n")
 	for i, e := range tr.entries {
-		fmt.Fprintf(&b, "#line %d %s\n", e.line, strconv.Quote(file))
+		fmt.Fprintf(&b, "#line %d %s\n", e.line, strconv.Quote(e.file))
 		fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"))) void %s(const pm_thread *t) { %s(", entrySymbol(i), e.callee)
 		for j, p := range e.params {
 			if j > 0 {
@@ -162,6 +184,7 @@ func (tr *translator) tokenize() {
 			continue
 		case c == '#' && atLineStart:
 			// preprocessor directive, with continuation lines
+			tr.directive(i, line)
 			for i < len(s) && s[i] != '\n' {
 				if s[i] == '\\' && i+1 < len(s) && s[i+1] == '\n' {
 					line++
@@ -214,6 +237,34 @@ func (tr *translator) tokenize() {
 			i++
 		}
 		tr.toks = append(tr.toks, token{kind: kind, start: start, end: i, line: line, col: col, text: s[start:i], attr: -1})
+	}
+}
+
+var (
+	lineMarker = regexp.MustCompile(`^#\s*(?:line\s+)?(\d+)\s+("(?:[^"\\]|\\.)*")`)
+	ppIncludeRe = regexp.MustCompile(`^` + ppInclude + `\s+(<[A-Za-z0-9_./]+>)`)
+)
+
+// directive reads the preprocessor directive starting at offset i on line
+// line: a line marker is recorded and written as #line, and the marker of
+// an #include of Metal's headers becomes the #include again.
+func (tr *translator) directive(i, line int) {
+	end := strings.IndexByte(tr.src[i:], '\n')
+	if end < 0 {
+		end = len(tr.src) - i
+	}
+	d := tr.src[i : i+end]
+	if m := lineMarker.FindStringSubmatch(d); m != nil {
+		n, err1 := strconv.Atoi(m[1])
+		f, err2 := strconv.Unquote(m[2])
+		if err1 == nil && err2 == nil && n > 0 {
+			tr.marks = append(tr.marks, lineMark{at: line, line: n, file: f})
+			tr.repls = append(tr.repls, replacement{start: i, end: i + end, text: "#line " + m[1] + " " + strconv.Quote(f)})
+		}
+		return
+	}
+	if m := ppIncludeRe.FindStringSubmatch(d); m != nil {
+		tr.repls = append(tr.repls, replacement{start: i, end: i + end, text: "#include " + m[1]})
 	}
 }
 
@@ -425,7 +476,11 @@ func (tr *translator) walk() {
 		return b.String()
 	}
 	for i := 0; i < len(t); i++ {
-		if t[i].attr >= 0 {
+		if a := t[i].attr; a >= 0 {
+			// [[kernel]] void f(...), as MLX's generated kernels spell it
+			if i == tr.attrs[a].first && !inBlock() && hasItem(tr.attrs[a].items, "kernel") {
+				tr.kernelDecl(i, nsPrefix())
+			}
 			continue
 		}
 		switch t[i].text {
@@ -472,13 +527,55 @@ func (tr *translator) attributesBefore(i int) []attrItem {
 	return items
 }
 
+func hasItem(items []attrItem, name string) bool {
+	for _, it := range items {
+		if it.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hostName returns the name of a [[host_name("...")]] among items;
+// adjacent string literals are concatenated, as in C++ (macros build names
+// so: "scale_" #type).
+func hostName(items []attrItem) (string, bool) {
+	for _, it := range items {
+		if it.name != "host_name" || len(it.args) != 1 {
+			continue
+		}
+		var b strings.Builder
+		rest := strings.TrimSpace(it.args[0])
+		for rest != "" {
+			q, err := strconv.QuotedPrefix(rest)
+			if err != nil || q[0] != '"' {
+				return "", false
+			}
+			s, _ := strconv.Unquote(q)
+			b.WriteString(s)
+			rest = strings.TrimSpace(rest[len(q):])
+		}
+		if b.Len() == 0 {
+			return "", false
+		}
+		return b.String(), true
+	}
+	return "", false
+}
+
+// kernelDecl reads the kernel whose kernel keyword or [[kernel]] attribute
+// is token k.
 func (tr *translator) kernelDecl(k int, ns string) {
 	// explicit instantiations are handled by instantiation()
 	p := tr.prev(k)
 	if p >= 0 && tr.toks[p].text == "template" {
 		return
 	}
-	tr.kernelAt(k, tr.next(k+1), ns)
+	i := k + 1
+	if a := tr.toks[k].attr; a >= 0 {
+		i = tr.attrs[a].last + 1
+	}
+	tr.kernelAt(k, tr.next(i), ns)
 }
 
 // kernelAt parses a kernel definition whose return type starts at token i;
@@ -512,9 +609,10 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	if t[i].text != "void" {
 		tr.errorf(t[i].line, t[i].col, "kernel %s must return void", t[nameIdx].text)
 	}
-	e := entryPoint{name: t[nameIdx].text, callee: ns + t[nameIdx].text, maxTotal: MaxThreadsPerThreadgroup, line: t[nameIdx].line}
+	e := entryPoint{name: t[nameIdx].text, callee: ns + t[nameIdx].text, maxTotal: MaxThreadsPerThreadgroup}
+	e.file, e.line = tr.origin(t[nameIdx].line)
 	items := tr.attributesBefore(k)
-	for x := k; x < nameIdx; x++ {
+	for x := k; x < j; x++ {
 		if t[x].attr >= 0 && (x == 0 || t[x-1].attr != t[x].attr) {
 			items = append(items, tr.attrs[t[x].attr].items...)
 		}
@@ -529,13 +627,10 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 					tr.errorf(it.line, it.col, "max_total_threads_per_threadgroup must be a literal between 1 and %d", MaxThreadsPerThreadgroup)
 				}
 			}
-		case "host_name":
-			if len(it.args) == 1 {
-				if s, err := strconv.Unquote(it.args[0]); err == nil {
-					e.name = s
-				}
-			}
 		}
+	}
+	if n, ok := hostName(items); ok {
+		e.name = n
 	}
 	// template kernel?
 	p := tr.prev(k)
@@ -558,7 +653,7 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 func (tr *translator) addEntry(e entryPoint) {
 	for _, o := range tr.entries {
 		if o.name == e.name {
-			tr.errorf(e.line, 1, "kernel %s is defined twice (line %d and line %d)", e.name, o.line, e.line)
+			tr.errs = append(tr.errs, fmt.Sprintf("%s:%d:1: error: kernel %s is defined twice (line %d and line %d)", e.file, e.line, e.name, o.line, e.line))
 			return
 		}
 	}
@@ -602,6 +697,7 @@ func BuiltIns() []string {
 func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 	t := tr.toks
 	var out []kernelParam
+	var implicit []int // indices in out of parameters without an index attribute
 	start := open + 1
 	depth := 0
 	var groups [][2]int
@@ -670,14 +766,43 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			}
 		}
 		p := kernelParam{Param: Param{Name: nameTok.text}}
-		if len(items) == 0 {
-			tr.errorf(nameTok.line, nameTok.col, "parameter %s of kernel %s has no attribute ([[buffer(n)]], [[threadgroup(n)]] or a built-in)", nameTok.text, kernel)
-			continue
+		var it attrItem
+		for _, x := range items {
+			// [[function_constant(name)]] beside the binding makes the
+			// parameter optional; it is always bound here.
+			if x.name != "function_constant" {
+				it = x
+				break
+			}
 		}
-		it := items[0]
+		if it.name == "" {
+			// Apple numbers a device or constant buffer (or a threadgroup
+			// pointer) without an index attribute itself: the first index
+			// no attributed parameter of its kind uses, in parameter order.
+			space := ""
+			for i := g[0]; i < lastPlain; i++ {
+				switch t[i].text {
+				case "device", "constant", "threadgroup":
+					space = t[i].text
+				}
+			}
+			switch {
+			case (space == "device" || space == "constant") && (isPtr || isRef):
+				it = attrItem{name: "buffer", line: nameTok.line, col: nameTok.col}
+			case space == "threadgroup" && isPtr:
+				it = attrItem{name: "threadgroup", line: nameTok.line, col: nameTok.col}
+			default:
+				tr.errorf(nameTok.line, nameTok.col, "parameter %s of kernel %s has no attribute and is not a device, constant or threadgroup pointer or reference ([[buffer(n)]], [[threadgroup(n)]] or a built-in)", nameTok.text, kernel)
+				continue
+			}
+			implicit = append(implicit, len(out))
+		}
 		switch {
 		case it.name == "buffer":
 			idx, ok := attrIndex(it)
+			if it.args == nil {
+				idx, ok = 0, true // numbered below
+			}
 			if !ok {
 				tr.errorf(it.line, it.col, "buffer index of parameter %s must be a literal between 0 and 30", nameTok.text)
 				continue
@@ -688,15 +813,16 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			switch {
 			case isRef:
 				p.isRef = true
-				p.expr = fmt.Sprintf("__pm_bufr{t->s->buf[%d]}", idx)
 			case isPtr:
-				p.expr = fmt.Sprintf("__pm_bufp{t->s->buf[%d]}", idx)
 			default:
 				tr.errorf(nameTok.line, nameTok.col, "buffer parameter %s must be a pointer or a reference", nameTok.text)
 				continue
 			}
 		case it.name == "threadgroup":
 			idx, ok := attrIndex(it)
+			if it.args == nil {
+				idx, ok = 0, true // numbered below
+			}
 			if !ok {
 				tr.errorf(it.line, it.col, "threadgroup index of parameter %s must be a literal between 0 and 30", nameTok.text)
 				continue
@@ -707,7 +833,6 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			}
 			p.Kind = ThreadgroupMemory
 			p.Index = idx
-			p.expr = fmt.Sprintf("__pm_bufp{t->s->tg[%d]}", idx)
 		default:
 			expr, ok := builtins[it.name]
 			if !ok {
@@ -719,6 +844,41 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			p.expr = expr
 		}
 		out = append(out, p)
+	}
+	// number the unattributed buffers and threadgroup pointers
+	used := map[[2]int]bool{}
+	isImplicit := map[int]bool{}
+	for _, i := range implicit {
+		isImplicit[i] = true
+	}
+	for i, p := range out {
+		if p.Kind != BuiltIn && !isImplicit[i] {
+			used[[2]int{int(p.Kind), p.Index}] = true
+		}
+	}
+	for _, i := range implicit {
+		p := &out[i]
+		idx := 0
+		for used[[2]int{int(p.Kind), idx}] {
+			idx++
+		}
+		if idx >= MaxBindings {
+			tr.errorf(t[open].line, t[open].col, "kernel %s: no %s index left for parameter %s (indices 0 to %d)", kernel, p.Kind, p.Name, MaxBindings-1)
+			continue
+		}
+		used[[2]int{int(p.Kind), idx}] = true
+		p.Index = idx
+	}
+	for i := range out {
+		p := &out[i]
+		switch {
+		case p.Kind == Buffer && p.isRef:
+			p.expr = fmt.Sprintf("__pm_bufr{t->s->buf[%d]}", p.Index)
+		case p.Kind == Buffer:
+			p.expr = fmt.Sprintf("__pm_bufp{t->s->buf[%d]}", p.Index)
+		case p.Kind == ThreadgroupMemory:
+			p.expr = fmt.Sprintf("__pm_bufp{t->s->tg[%d]}", p.Index)
+		}
 	}
 	// duplicate indices
 	seen := map[[2]int]string{}
@@ -787,18 +947,11 @@ func (tr *translator) instantiation(i int, ns string) int {
 			}
 		}
 	}
-	hostName := ""
-	for _, it := range items {
-		if it.name == "host_name" && len(it.args) == 1 {
-			if s, err := strconv.Unquote(it.args[0]); err == nil {
-				hostName = s
-			}
-		}
-		if it.name == "kernel" {
-			isKernel = true
-		}
+	hostName, named := hostName(items)
+	if hasItem(items, "kernel") {
+		isKernel = true
 	}
-	if !isKernel || hostName == "" || target < 0 {
+	if !isKernel || !named || target < 0 {
 		return end
 	}
 	// qualified name: include preceding ident:: pairs
@@ -830,7 +983,8 @@ func (tr *translator) instantiation(i int, ns string) int {
 	if !strings.Contains(q, "::") {
 		callee = ns + callee
 	}
-	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, line: t[target].line}
+	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal}
+	e.file, e.line = tr.origin(t[target].line)
 	for _, it := range items {
 		if it.name == "max_total_threads_per_threadgroup" && len(it.args) == 1 {
 			if v, err := strconv.Atoi(it.args[0]); err == nil && v > 0 && v <= MaxThreadsPerThreadgroup {

@@ -80,7 +80,7 @@ func TestTranslateErrors(t *testing.T) {
 		src, want string
 		line      int
 	}{
-		{"kernel void k(device float* x) {}\n", "has no attribute", 1},
+		{"kernel void k(float x) {}\n", "has no attribute and is not a device, constant or threadgroup pointer", 1},
 		{"kernel void k(device float* x [[buffer(31)]]) {}\n", "between 0 and 30", 1},
 		{"\nkernel void k(device float* x [[buffer(0)]],\n device float* y [[buffer(0)]]) {}\n", "same buffer index 0", 2},
 		{"kernel int k(device float* x [[buffer(0)]]) { return 0; }\n", "must return void", 1},
@@ -95,5 +95,71 @@ func TestTranslateErrors(t *testing.T) {
 		if !ok || !strings.Contains(ce.Log, c.want) || ce.Line != c.line {
 			t.Fatalf("translate(%q) = %v, want a compile error at line %d containing %q", c.src, err, c.line, c.want)
 		}
+	}
+}
+
+// The kernel-declaration grammar Apple accepts: the kernel keyword or
+// [[kernel]], [[host_name]] on a plain kernel, attributes before the
+// declaration or after the name, and parameters without an index attribute,
+// numbered in order with the first index no attributed parameter uses.
+func TestTranslateKernelDeclarations(t *testing.T) {
+	src := `#include <metal_stdlib>
+using namespace metal;
+struct Args { int n; };
+kernel void all_implicit(constant Args & args,
+                         device const char * src0,
+                         device const char * src1,
+                         device       char * dst,
+                         threadgroup  float * shmem,
+                         uint3 tgpig [[threadgroup_position_in_grid]]) {}
+[[kernel]] void mixed(device float* a,
+                      device float* b [[buffer(0)]],
+                      constant float& c,
+                      device float* d [[buffer(2)]],
+                      device float* e,
+                      threadgroup float* f [[threadgroup(0)]],
+                      threadgroup float* g) {}
+[[host_name("renamed")]] kernel void original(device float* x [[buffer(0)]]) {}
+[[kernel, max_total_threads_per_threadgroup(64)]] void combined(device float* x [[buffer(3), function_constant(has_x)]]) {}
+kernel void after_name [[max_total_threads_per_threadgroup(128)]] (device float* x [[buffer(0)]]) {}
+`
+	tr, err := translate(src, "k.metal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type binding struct {
+		kind  ParamKind
+		index int
+	}
+	want := map[string][]binding{
+		"all_implicit": {{Buffer, 0}, {Buffer, 1}, {Buffer, 2}, {Buffer, 3}, {ThreadgroupMemory, 0}, {BuiltIn, 0}},
+		"mixed":        {{Buffer, 1}, {Buffer, 0}, {Buffer, 3}, {Buffer, 2}, {Buffer, 4}, {ThreadgroupMemory, 0}, {ThreadgroupMemory, 1}},
+		"renamed":      {{Buffer, 0}},
+		"combined":     {{Buffer, 3}},
+		"after_name":   {{Buffer, 0}},
+	}
+	maxTotal := map[string]int{"combined": 64, "after_name": 128}
+	if len(tr.entries) != len(want) {
+		t.Fatalf("entries %+v, want %d", tr.entries, len(want))
+	}
+	for _, e := range tr.entries {
+		w, ok := want[e.name]
+		if !ok {
+			t.Fatalf("unexpected entry %q", e.name)
+		}
+		if len(e.params) != len(w) {
+			t.Fatalf("%s: %d params, want %d", e.name, len(e.params), len(w))
+		}
+		for i, p := range e.params {
+			if p.Kind != w[i].kind || p.Index != w[i].index {
+				t.Errorf("%s: parameter %s is %s %d, want %s %d", e.name, p.Name, p.Kind, p.Index, w[i].kind, w[i].index)
+			}
+		}
+		if m := maxTotal[e.name]; m != 0 && e.maxTotal != m {
+			t.Errorf("%s: max total threads %d, want %d", e.name, e.maxTotal, m)
+		}
+	}
+	if p := tr.entries[0].params[1]; !p.ReadOnly {
+		t.Errorf("device const char* src0 is not read-only")
 	}
 }
