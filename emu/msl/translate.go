@@ -241,7 +241,7 @@ func (tr *translator) tokenize() {
 }
 
 var (
-	lineMarker = regexp.MustCompile(`^#\s*(?:line\s+)?(\d+)\s+("(?:[^"\\]|\\.)*")`)
+	lineMarker  = regexp.MustCompile(`^#\s*(?:line\s+)?(\d+)\s+("(?:[^"\\]|\\.)*")`)
 	ppIncludeRe = regexp.MustCompile(`^` + ppInclude + `\s+(<[A-Za-z0-9_./]+>)`)
 )
 
