@@ -35,6 +35,8 @@ type Library struct {
 	functions map[string]*Function
 	names     []string
 	cached    bool
+	source    string
+	opts      CompileOptions
 }
 
 // Function is a kernel entry point of a Library.
@@ -47,6 +49,10 @@ type Function struct {
 	MaxTotalThreadsPerThreadgroup int
 	// ThreadExecutionWidth is the SIMD-group width, 32.
 	ThreadExecutionWidth int
+	// Constants are the function constants the function uses.
+	Constants []FunctionConstant
+	// Specialized is true for a function of Library.Specialize.
+	Specialized bool
 
 	lib      *Library
 	entry    uintptr
@@ -212,8 +218,50 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 // with clang++ into a shared object and loads it. Results are cached in the
 // cache directory by a hash of the source, the runtime, the options and the
 // compiler version, so compiling the same source again only loads it.
-// Compilation errors are *CompileError values.
+// Compilation errors are *CompileError values. Function constants have no
+// value (is_function_constant_defined is false); Library.Specialize gives
+// them values.
 func Compile(source string, opts CompileOptions) (*Library, error) {
+	return compile(source, opts, nil)
+}
+
+// Specialize returns the named function with its function constants set
+// to values, as newFunctionWithName:constantValues:error: does: values are
+// matched to the function's constants by index, then by name, and every
+// constant the function requires must have one (values for constants the
+// function does not use are ignored). The source is compiled again with the
+// values (and cached).
+func (l *Library) Specialize(name string, values []ConstantValue) (*Function, error) {
+	f, err := l.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	vs := constantValues(values)
+	for _, c := range f.Constants {
+		v := vs.lookup(c.Index, c.Name)
+		if v == nil {
+			if c.Required {
+				return nil, fmt.Errorf("msl: function %s needs a value for function constant %s (index %d, %s)", name, c.Name, c.Index, c.Type)
+			}
+			continue
+		}
+		if _, err := constantLiteral(c.Type, *v); err != nil {
+			return nil, fmt.Errorf("msl: function %s: function constant %s (index %d): %v", name, c.Name, c.Index, err)
+		}
+	}
+	lib, err := compile(l.source, l.opts, values)
+	if err != nil {
+		return nil, err
+	}
+	sf, err := lib.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	sf.Specialized = true
+	return sf, nil
+}
+
+func compile(source string, opts CompileOptions, values []ConstantValue) (*Library, error) {
 	file := opts.FileName
 	if file == "" {
 		file = DefaultFileName
@@ -238,7 +286,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := translate(pp, file)
+	tr, err := translate(pp, file, values)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +320,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	if err != nil {
 		return nil, fmt.Errorf("msl: loading %s: %w", so, err)
 	}
-	lib := &Library{path: so, handle: handle, functions: map[string]*Function{}, cached: cached}
+	lib := &Library{path: so, handle: handle, functions: map[string]*Function{}, cached: cached, source: source, opts: opts}
 	for i, e := range tr.entries {
 		entry, err := purego.Dlsym(handle, entrySymbol(i))
 		if err != nil {
@@ -285,6 +333,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 			lib:                           lib,
 			entry:                         entry,
 			fileName:                      file,
+			Constants:                     e.constants,
 		}
 		for _, p := range e.params {
 			f.Params = append(f.Params, p.Param)

@@ -64,6 +64,8 @@ type entryPoint struct {
 	callee    string // C++ expression naming the function to call
 	params    []kernelParam
 	maxTotal  int
+	tok       int // first token of the declaration
+	constants []FunctionConstant
 	file      string // where the function is defined, for #line
 	line      int
 	templated bool
@@ -75,16 +77,19 @@ type translation struct {
 }
 
 type translator struct {
-	src     string
-	file    string
-	marks   []lineMark
-	toks    []token
-	attrs   []attribute
-	repls   []replacement
-	errs    []string
-	kernels map[string]*entryPoint // primary definitions, by qualified name
-	entries []entryPoint
-	tgID    int
+	src       string
+	file      string
+	marks     []lineMark
+	values    constantValues // function constant values
+	constants []fnConstant
+	optional  map[string]bool // constants tested with is_function_constant_defined
+	toks      []token
+	attrs     []attribute
+	repls     []replacement
+	errs      []string
+	kernels   map[string]*entryPoint // primary definitions, by qualified name
+	entries   []entryPoint
+	tgID      int
 }
 
 // lineMark is a line marker of preprocessed source (# 12 "file.metal" or
@@ -110,13 +115,15 @@ func (tr *translator) errorf(line, col int, format string, args ...any) {
 	tr.errs = append(tr.errs, fmt.Sprintf("%s:%d:%d: error: %s", file, l, col, fmt.Sprintf(format, args...)))
 }
 
-// translate converts source into C++ and lists its entry points.
-func translate(source, file string) (*translation, error) {
-	tr := &translator{src: source, file: file, kernels: map[string]*entryPoint{}}
+// translate converts source into C++ and lists its entry points; function
+// constants take the given values.
+func translate(source, file string, values []ConstantValue) (*translation, error) {
+	tr := &translator{src: source, file: file, kernels: map[string]*entryPoint{}, values: values, optional: map[string]bool{}}
 	tr.tokenize()
 	tr.findAttributes()
 	tr.checkTokens()
 	tr.walk()
+	tr.resolveConstants()
 	if len(tr.errs) > 0 {
 		return nil, newCompileError(strings.Join(tr.errs, "\n")+"\n", file)
 	}
@@ -502,6 +509,10 @@ func (tr *translator) walk() {
 			if !inBlock() {
 				tr.kernelDecl(i, nsPrefix())
 			}
+		case "constant":
+			if !inBlock() {
+				i = tr.functionConstantDecl(i)
+			}
 		case "template":
 			n := tr.next(i + 1)
 			if !inBlock() && n < len(t) && t[n].text != "<" {
@@ -609,7 +620,7 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	if t[i].text != "void" {
 		tr.errorf(t[i].line, t[i].col, "kernel %s must return void", t[nameIdx].text)
 	}
-	e := entryPoint{name: t[nameIdx].text, callee: ns + t[nameIdx].text, maxTotal: MaxThreadsPerThreadgroup}
+	e := entryPoint{name: t[nameIdx].text, callee: ns + t[nameIdx].text, maxTotal: MaxThreadsPerThreadgroup, tok: k}
 	e.file, e.line = tr.origin(t[nameIdx].line)
 	items := tr.attributesBefore(k)
 	for x := k; x < j; x++ {
@@ -983,7 +994,7 @@ func (tr *translator) instantiation(i int, ns string) int {
 	if !strings.Contains(q, "::") {
 		callee = ns + callee
 	}
-	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal}
+	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, tok: i}
 	e.file, e.line = tr.origin(t[target].line)
 	for _, it := range items {
 		if it.name == "max_total_threads_per_threadgroup" && len(it.args) == 1 {

@@ -25,7 +25,7 @@ kernel void a(device const float* x [[buffer(0)]],
     y[pos.x] = x[pos.x] * 1.0 + 2.f + 1e-3 + 0x10 + 3u + 1.5h + .5;
 }
 `
-	tr, err := translate(src, "t.metal")
+	tr, err := translate(src, "t.metal", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestTranslateErrors(t *testing.T) {
 		{"kernel void k(device float* x [[stage_in]]) {}\n", "unsupported kernel parameter attribute [[stage_in]]", 1},
 	}
 	for _, c := range cases {
-		_, err := translate(c.src, "e.metal")
+		_, err := translate(c.src, "e.metal", nil)
 		ce, ok := err.(*CompileError)
 		if !ok || !strings.Contains(ce.Log, c.want) || ce.Line != c.line {
 			t.Fatalf("translate(%q) = %v, want a compile error at line %d containing %q", c.src, err, c.line, c.want)
@@ -123,7 +123,7 @@ kernel void all_implicit(constant Args & args,
 [[kernel, max_total_threads_per_threadgroup(64)]] void combined(device float* x [[buffer(3), function_constant(has_x)]]) {}
 kernel void after_name [[max_total_threads_per_threadgroup(128)]] (device float* x [[buffer(0)]]) {}
 `
-	tr, err := translate(src, "k.metal")
+	tr, err := translate(src, "k.metal", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

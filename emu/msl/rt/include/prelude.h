@@ -343,6 +343,10 @@ constexpr half operator""_h(unsigned long long v) { return (half)(float)v; }
 #define thread
 #define kernel
 
+// Function constants: the translator declares, beside each
+// constant T name [[function_constant(i)]], whether it has a value.
+#define is_function_constant_defined(name) __pm_fcd_##name
+
 // ---------------------------------------------------------------------------
 // Launcher plumbing (used by the generated entry points).
 extern "C" {
