@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/golden"
 )
 
@@ -21,15 +22,15 @@ import (
 // bug and a wrong head map both land above 1e-2.
 const refBound = 1e-5
 
-func params(dk, dv, nk, nv, nt, ns int, m cpuref.HeadMap, scale float32) cpuref.Params {
-	return cpuref.Params{
-		Shape:   cpuref.Shape{DK: dk, DV: dv, NKHeads: nk, NVHeads: nv, NTokens: nt, NSeqs: ns},
+func params(dk, dv, nk, nv, nt, ns int, m spec.HeadMap, scale float32) spec.Params {
+	return spec.Params{
+		Shape:   spec.Shape{DK: dk, DV: dv, NKHeads: nk, NVHeads: nv, NTokens: nt, NSeqs: ns},
 		HeadMap: m,
 		QScale:  scale,
 	}
 }
 
-func random(t *testing.T, p cpuref.Params, seed uint64) cpuref.Inputs {
+func random(t *testing.T, p spec.Params, seed uint64) cpuref.Inputs {
 	t.Helper()
 	in, err := cpuref.RandomInputs(p, seed)
 	if err != nil {
@@ -38,7 +39,7 @@ func random(t *testing.T, p cpuref.Params, seed uint64) cpuref.Inputs {
 	return in
 }
 
-func run32(t *testing.T, p cpuref.Params, in cpuref.Inputs, capture bool) cpuref.Result {
+func run32(t *testing.T, p spec.Params, in cpuref.Inputs, capture bool) cpuref.Result {
 	t.Helper()
 	r, err := cpuref.Reference32(p, in, capture)
 	if err != nil {
@@ -47,7 +48,7 @@ func run32(t *testing.T, p cpuref.Params, in cpuref.Inputs, capture bool) cpuref
 	return r
 }
 
-func run64(t *testing.T, p cpuref.Params, in cpuref.Inputs, capture bool) cpuref.Result64 {
+func run64(t *testing.T, p spec.Params, in cpuref.Inputs, capture bool) cpuref.Result64 {
 	t.Helper()
 	r, err := cpuref.Oracle64(p, in, capture)
 	if err != nil {
@@ -79,7 +80,7 @@ func gather(x []float32, width, ntAll int, seqs []int, nt int) []float32 {
 
 // subset returns the parameters and inputs of the sequences seqs, each cut
 // to its first nt tokens.
-func subset(p cpuref.Params, in cpuref.Inputs, seqs []int, nt int) (cpuref.Params, cpuref.Inputs) {
+func subset(p spec.Params, in cpuref.Inputs, seqs []int, nt int) (spec.Params, cpuref.Inputs) {
 	q := p
 	q.NTokens, q.NSeqs = nt, len(seqs)
 	st := p.DK * p.DV * p.NVHeads
@@ -101,7 +102,7 @@ func subset(p cpuref.Params, in cpuref.Inputs, seqs []int, nt int) (cpuref.Param
 // about: delta computed from the state before the decay,
 // delta_i = beta (v_i - sum_j S_old[i][j] k_j), then S = alpha S_old + delta k^T.
 // Tests use it to show that they can tell it from the real recurrence.
-func undecayedDelta(p cpuref.Params, in cpuref.Inputs) cpuref.Result {
+func undecayedDelta(p spec.Params, in cpuref.Inputs) cpuref.Result {
 	dk, dv, nk, nv, nt := p.DK, p.DV, p.NKHeads, p.NVHeads, p.NTokens
 	res := cpuref.Result{Output: make([]float32, p.VLen()), StateOut: slices.Clone(in.StateIn)}
 	for s := 0; s < p.NSeqs; s++ {
@@ -137,16 +138,16 @@ func undecayedDelta(p cpuref.Params, in cpuref.Inputs) cpuref.Result {
 // random model-like inputs over a spread of shapes, both head maps, q scale
 // off and on, several tokens and sequences.
 func TestReferenceMatchesOracle(t *testing.T) {
-	shapes := []cpuref.Params{
-		params(2, 2, 1, 1, 1, 1, cpuref.Block, 0),
-		params(4, 3, 1, 2, 9, 2, cpuref.Tiled, 0.5),
-		params(8, 16, 2, 4, 33, 1, cpuref.Block, 0),
-		params(16, 8, 2, 6, 5, 3, cpuref.Tiled, 0.25),
-		params(32, 32, 3, 6, 64, 2, cpuref.Block, float32(1/math.Sqrt(32))),
-		params(64, 64, 2, 4, 5, 1, cpuref.Tiled, 0.125),
-		params(128, 128, 1, 2, 1, 1, cpuref.Block, float32(1/math.Sqrt(128))),
-		params(128, 128, 2, 2, 16, 1, cpuref.Tiled, 0),
-		params(128, 96, 1, 1, 3, 2, cpuref.Block, 0.1),
+	shapes := []spec.Params{
+		params(2, 2, 1, 1, 1, 1, spec.Block, 0),
+		params(4, 3, 1, 2, 9, 2, spec.Tiled, 0.5),
+		params(8, 16, 2, 4, 33, 1, spec.Block, 0),
+		params(16, 8, 2, 6, 5, 3, spec.Tiled, 0.25),
+		params(32, 32, 3, 6, 64, 2, spec.Block, float32(1/math.Sqrt(32))),
+		params(64, 64, 2, 4, 5, 1, spec.Tiled, 0.125),
+		params(128, 128, 1, 2, 1, 1, spec.Block, float32(1/math.Sqrt(128))),
+		params(128, 128, 2, 2, 16, 1, spec.Tiled, 0),
+		params(128, 96, 1, 1, 3, 2, spec.Block, 0.1),
 	}
 	for i, p := range shapes {
 		in := random(t, p, uint64(100+i))
@@ -189,7 +190,7 @@ func TestReferenceMatchesOracle(t *testing.T) {
 // 0.5 S0' (I - ...) = [[0.91, -0.12], [0.79, 0.72]] with S0' = [[2, 0], [2, 2]];
 // plus 0.25 v k^T = [[0.15, 0.2], [-0.15, -0.2]] gives [[1.06, 0.08], [0.64, 0.52]].
 func TestHandComputed(t *testing.T) {
-	p := params(2, 2, 1, 1, 2, 1, cpuref.Block, 0.5)
+	p := params(2, 2, 1, 1, 2, 1, spec.Block, 0.5)
 	in := cpuref.Inputs{
 		Q:       []float32{0, 1, 1, 0},
 		K:       []float32{1, 0, 0.6, 0.8},
@@ -234,7 +235,7 @@ func TestHandComputed(t *testing.T) {
 // different initial states and different earlier tokens must then agree
 // bit for bit from that token on.
 func TestLargeGateErasesPast(t *testing.T) {
-	p := params(16, 8, 2, 4, 6, 2, cpuref.Tiled, 0.25)
+	p := params(16, 8, 2, 4, 6, 2, spec.Tiled, 0.25)
 	const reset = 3 // the token with the huge gate
 	a := random(t, p, 1)
 	b := random(t, p, 2) // another history and another initial state
@@ -304,7 +305,7 @@ func TestLargeGateErasesPast(t *testing.T) {
 // S_t = alpha_t * S_{t-1} exactly, element by element (one rounding, the
 // same multiply), and out_t = scale S_t q_t.
 func TestBetaZeroOnlyDecays(t *testing.T) {
-	p := params(8, 4, 1, 2, 4, 2, cpuref.Block, 0.5)
+	p := params(8, 4, 1, 2, 4, 2, spec.Block, 0.5)
 	in := random(t, p, 7)
 	clear(in.Beta)
 	r := run32(t, p, in, true)
@@ -343,7 +344,7 @@ func TestBetaZeroOnlyDecays(t *testing.T) {
 // S k = alpha S k + (v - alpha S k)(k.k) = v. Computing delta from the
 // undecayed state instead leaves S k = v - (1 - alpha) S_old k.
 func TestDecayBeforeDelta(t *testing.T) {
-	p := params(32, 16, 1, 2, 4, 1, cpuref.Block, 0)
+	p := params(32, 16, 1, 2, 4, 1, spec.Block, 0)
 	in := random(t, p, 11)
 	for i := range in.Beta {
 		in.Beta[i] = 1
@@ -420,11 +421,11 @@ func TestUndecayedDeltaFailsGolden(t *testing.T) {
 // head the table names, run as a one-head problem.
 func TestHeadMaps(t *testing.T) {
 	const nk, nv = 2, 6 // r = 3
-	table := map[cpuref.HeadMap][nv]int{
-		cpuref.Block: {0, 0, 0, 1, 1, 1},
-		cpuref.Tiled: {0, 1, 0, 1, 0, 1},
+	table := map[spec.HeadMap][nv]int{
+		spec.Block: {0, 0, 0, 1, 1, 1},
+		spec.Tiled: {0, 1, 0, 1, 0, 1},
 	}
-	outputs := map[cpuref.HeadMap][]float32{}
+	outputs := map[spec.HeadMap][]float32{}
 	for m, want := range table {
 		for h := 0; h < nv; h++ {
 			if got := m.KeyHead(h, nk, nv); got != want[h] {
@@ -437,7 +438,7 @@ func TestHeadMaps(t *testing.T) {
 		o := run64(t, p, in, false)
 		outputs[m] = r.Output
 		// Direct computation, head by head.
-		one := params(p.DK, p.DV, 1, 1, p.NTokens, 1, cpuref.Block, p.QScale)
+		one := params(p.DK, p.DV, 1, 1, p.NTokens, 1, spec.Block, p.QScale)
 		for s := 0; s < p.NSeqs; s++ {
 			for h := 0; h < nv; h++ {
 				kh := want[h]
@@ -472,11 +473,11 @@ func TestHeadMaps(t *testing.T) {
 	}
 	// The two maps agree on heads 0 and 5 (both read key heads 0 and 1)
 	// and must differ elsewhere.
-	b, tl := outputs[cpuref.Block], outputs[cpuref.Tiled]
+	b, tl := outputs[spec.Block], outputs[spec.Tiled]
 	const dv = 4
 	for h := 0; h < nv; h++ {
 		same := bitsEqual(b[h*dv:(h+1)*dv], tl[h*dv:(h+1)*dv])
-		if wantSame := table[cpuref.Block][h] == table[cpuref.Tiled][h]; same != wantSame {
+		if wantSame := table[spec.Block][h] == table[spec.Tiled][h]; same != wantSame {
 			t.Errorf("head %d: block and tiled outputs equal = %v, want %v", h, same, wantSame)
 		}
 	}
@@ -487,7 +488,7 @@ func TestHeadMaps(t *testing.T) {
 // unscaled output) bit for bit; with s a power of two, pre-scaling q
 // instead gives the same bits (scaling by 2^n is exact).
 func TestQScale(t *testing.T) {
-	p0 := params(64, 16, 2, 4, 5, 2, cpuref.Tiled, 0)
+	p0 := params(64, 16, 2, 4, 5, 2, spec.Tiled, 0)
 	in := random(t, p0, 31)
 	r0 := run32(t, p0, in, false)
 	p1 := p0
@@ -532,7 +533,7 @@ func TestQScale(t *testing.T) {
 // equals the final state of the run cut to t+1 tokens, and asking for a
 // capture changes nothing else.
 func TestCapture(t *testing.T) {
-	p := params(16, 8, 2, 4, 5, 3, cpuref.Block, 0.25)
+	p := params(16, 8, 2, 4, 5, 3, spec.Block, 0.25)
 	in := random(t, p, 41)
 	r := run32(t, p, in, true)
 	o := run64(t, p, in, true)
@@ -580,7 +581,7 @@ func TestCapture(t *testing.T) {
 // TestSequencesIndependent: every sequence of a batch gives the bits it
 // gives alone, and changing one sequence's inputs leaves the others alone.
 func TestSequencesIndependent(t *testing.T) {
-	p := params(8, 8, 1, 3, 4, 3, cpuref.Tiled, 0.5)
+	p := params(8, 8, 1, 3, 4, 3, spec.Tiled, 0.5)
 	in := random(t, p, 51)
 	r := run32(t, p, in, false)
 	o := run64(t, p, in, false)
@@ -608,7 +609,7 @@ func TestSequencesIndependent(t *testing.T) {
 }
 
 // subsetReplace returns a copy of in whose sequence s comes from other.
-func subsetReplace(p cpuref.Params, in, other cpuref.Inputs, s int) cpuref.Inputs {
+func subsetReplace(p spec.Params, in, other cpuref.Inputs, s int) cpuref.Inputs {
 	out := cpuref.Inputs{}
 	for _, x := range []struct {
 		dst        *[]float32
@@ -631,25 +632,25 @@ func subsetReplace(p cpuref.Params, in, other cpuref.Inputs, s int) cpuref.Input
 // TestValidation: every bad argument is an error that names it and its
 // numbers, from both references and from RandomInputs; nothing panics.
 func TestValidation(t *testing.T) {
-	good := params(4, 2, 1, 2, 3, 2, cpuref.Block, 0.5)
+	good := params(4, 2, 1, 2, 3, 2, spec.Block, 0.5)
 	in := random(t, good, 61)
 	bad := []struct {
 		name  string
-		p     cpuref.Params
+		p     spec.Params
 		edit  func(*cpuref.Inputs)
 		wants []string
 	}{
-		{"zero D_k", params(0, 2, 1, 2, 3, 2, 0, 0), nil, []string{"D_k", "0"}},
-		{"negative D_v", params(4, -2, 1, 2, 3, 2, 0, 0), nil, []string{"D_v", "-2"}},
-		{"zero n_k_heads", params(4, 2, 0, 2, 3, 2, 0, 0), nil, []string{"n_k_heads", "0"}},
-		{"zero n_v_heads", params(4, 2, 1, 0, 3, 2, 0, 0), nil, []string{"n_v_heads", "0"}},
-		{"zero n_tokens", params(4, 2, 1, 2, 0, 2, 0, 0), nil, []string{"n_tokens", "0"}},
-		{"zero n_seqs", params(4, 2, 1, 2, 3, 0, 0, 0), nil, []string{"n_seqs", "0"}},
-		{"heads not a multiple", params(4, 2, 2, 3, 3, 2, 0, 0), nil, []string{"n_v_heads = 3", "n_k_heads = 2"}},
+		{"zero D_k", params(0, 2, 1, 2, 3, 2, 0, 0), nil, []string{"Shape.DK: 0"}},
+		{"negative D_v", params(4, -2, 1, 2, 3, 2, 0, 0), nil, []string{"Shape.DV: -2"}},
+		{"zero n_k_heads", params(4, 2, 0, 2, 3, 2, 0, 0), nil, []string{"Shape.NKHeads: 0"}},
+		{"zero n_v_heads", params(4, 2, 1, 0, 3, 2, 0, 0), nil, []string{"Shape.NVHeads: 0"}},
+		{"zero n_tokens", params(4, 2, 1, 2, 0, 2, 0, 0), nil, []string{"Shape.NTokens: 0"}},
+		{"zero n_seqs", params(4, 2, 1, 2, 3, 0, 0, 0), nil, []string{"Shape.NSeqs: 0"}},
+		{"heads not a multiple", params(4, 2, 2, 3, 3, 2, 0, 0), nil, []string{"Shape.NVHeads: 3", "Shape.NKHeads = 2"}},
 		{"overflow", params(1<<20, 1<<20, 1, 1<<20, 1<<20, 1, 0, 0), nil, []string{"overflow"}},
-		{"head map", params(4, 2, 1, 2, 3, 2, 2, 0), nil, []string{"head map", "2"}},
-		{"NaN scale", params(4, 2, 1, 2, 3, 2, 0, float32(math.NaN())), nil, []string{"q scale", "NaN"}},
-		{"Inf scale", params(4, 2, 1, 2, 3, 2, 0, float32(math.Inf(1))), nil, []string{"q scale", "Inf"}},
+		{"head map", params(4, 2, 1, 2, 3, 2, 2, 0), nil, []string{"HeadMap: 2"}},
+		{"NaN scale", params(4, 2, 1, 2, 3, 2, 0, float32(math.NaN())), nil, []string{"QScale: NaN"}},
+		{"Inf scale", params(4, 2, 1, 2, 3, 2, 0, float32(math.Inf(1))), nil, []string{"QScale: +Inf"}},
 		{"short q", good, func(x *cpuref.Inputs) { x.Q = x.Q[1:] }, []string{"q has 23", "24"}},
 		{"long k", good, func(x *cpuref.Inputs) { x.K = append(x.K, 0) }, []string{"k has 25", "24"}},
 		{"short v", good, func(x *cpuref.Inputs) { x.V = x.V[:5] }, []string{"v has 5", "24"}},
@@ -691,7 +692,7 @@ func TestValidation(t *testing.T) {
 // TestRandomInputs checks the generator against the distribution it
 // documents.
 func TestRandomInputs(t *testing.T) {
-	p := params(64, 32, 2, 4, 16, 2, cpuref.Block, 0)
+	p := params(64, 32, 2, 4, 16, 2, spec.Block, 0)
 	a, b := random(t, p, 5), random(t, p, 5)
 	c := random(t, p, 6)
 	for name, pair := range map[string][3][]float32{
@@ -773,20 +774,20 @@ func TestMaxRelErr(t *testing.T) {
 }
 
 func TestHeadMapNames(t *testing.T) {
-	for _, m := range []cpuref.HeadMap{cpuref.Block, cpuref.Tiled} {
-		got, err := cpuref.ParseHeadMap(m.String())
+	for _, m := range []spec.HeadMap{spec.Block, spec.Tiled} {
+		got, err := spec.ParseHeadMap(m.String())
 		if err != nil || got != m {
 			t.Errorf("ParseHeadMap(%q) = %v, %v", m.String(), got, err)
 		}
 	}
-	var zero cpuref.HeadMap
-	if zero != cpuref.Block {
-		t.Error("the zero HeadMap is not Block")
+	var zero spec.HeadMap
+	if zero != spec.Block {
+		t.Error("the zero HeadMap is not spec.Block")
 	}
-	if _, err := cpuref.ParseHeadMap("interleaved"); err == nil || !strings.Contains(err.Error(), "interleaved") {
+	if _, err := spec.ParseHeadMap("interleaved"); err == nil || !strings.Contains(err.Error(), "interleaved") {
 		t.Errorf("ParseHeadMap(interleaved): err = %v", err)
 	}
-	if s := cpuref.HeadMap(7).String(); s != "HeadMap(7)" {
+	if s := spec.HeadMap(7).String(); s != "HeadMap(7)" {
 		t.Errorf("HeadMap(7).String() = %q", s)
 	}
 }

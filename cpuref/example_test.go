@@ -4,15 +4,16 @@ import (
 	"fmt"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
 )
 
 // One value head with D_k = D_v = 2, two tokens. The first token writes
 // v = (3, 4) at key (1, 0) with beta = 0.5; the second decays the state by
 // alpha = exp(-g) before its own delta update.
 func ExampleReference32() {
-	p := cpuref.Params{
-		Shape:   cpuref.Shape{DK: 2, DV: 2, NKHeads: 1, NVHeads: 1, NTokens: 2, NSeqs: 1},
-		HeadMap: cpuref.Block,
+	p := spec.Params{
+		Shape:   spec.Shape{DK: 2, DV: 2, NKHeads: 1, NVHeads: 1, NTokens: 2, NSeqs: 1},
+		HeadMap: spec.Block,
 		QScale:  0.5, // out = 0.5 * S q
 	}
 	in := cpuref.Inputs{

@@ -1,6 +1,10 @@
 package cpuref
 
-import "math"
+import (
+	"math"
+
+	"github.com/puremetal/puremetal/gdn/spec"
+)
 
 // matrix is a dense row-major float64 matrix.
 type matrix struct {
@@ -103,7 +107,7 @@ func vec(x []float32) []float64 {
 // loop of [Reference32] or the kernels. With capture set, the result also
 // holds the state after every token. It costs O(D_v D_k^2) per token and
 // head: meant for tests, not speed.
-func Oracle64(p Params, in Inputs, capture bool) (Result64, error) {
+func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 	if err := in.Validate(p); err != nil {
 		return Result64{}, err
 	}

@@ -3,6 +3,8 @@ package cpuref
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/puremetal/puremetal/gdn/spec"
 )
 
 // RandomInputs returns inputs for p shaped like a real model's, drawn
@@ -17,9 +19,9 @@ import (
 //   - v: standard normal;
 //   - state_in: normal with standard deviation 0.1.
 //
-// It returns p.Validate's error for an invalid p.
-func RandomInputs(p Params, seed uint64) (Inputs, error) {
-	if err := p.Validate(); err != nil {
+// It returns an error for an invalid p.
+func RandomInputs(p spec.Params, seed uint64) (Inputs, error) {
+	if err := validParams(p); err != nil {
 		return Inputs{}, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))

@@ -1,6 +1,10 @@
 package cpuref
 
-import "math"
+import (
+	"math"
+
+	"github.com/puremetal/puremetal/gdn/spec"
+)
 
 // Reference32 runs the recurrence in float32 in the kernels' per-element
 // order. For every sequence s, value head h and token t, each row i of S
@@ -20,7 +24,7 @@ import "math"
 //
 // With capture set, Result.Capture holds the state after every token;
 // its last token's slot equals StateOut bit for bit.
-func Reference32(p Params, in Inputs, capture bool) (Result, error) {
+func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 	if err := in.Validate(p); err != nil {
 		return Result{}, err
 	}

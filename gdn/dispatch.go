@@ -134,13 +134,13 @@ func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 func entryPoint(kern Kernel, s Shape) string {
 	switch kern {
 	case KernelDecode:
-		return kernels.Decode(s.nsg())
+		return kernels.Decode(nsg(s))
 	case KernelDecodeSeq:
-		return kernels.DecodeSeq(s.nsg())
+		return kernels.DecodeSeq(nsg(s))
 	case KernelDecodeLegacy:
-		return kernels.DecodeLegacy(s.nsg())
+		return kernels.DecodeLegacy(nsg(s))
 	case KernelDecodeCapture:
-		return kernels.DecodeCapture(s.nsg())
+		return kernels.DecodeCapture(nsg(s))
 	}
 	return kernels.Prefill
 }
@@ -172,7 +172,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		bufs[i], offsets[i] = v.Buffer, v.Offset
 	}
 	enc.SetBuffers(bufs[:], offsets[:], 0)
-	params := p.bytes()
+	params := paramBytes(p)
 	enc.SetBytes(params[:], paramsIndex)
 	if kern == KernelDecodeCapture {
 		enc.SetBuffer(b.Capture.Buffer, b.Capture.Offset, captureIndex)

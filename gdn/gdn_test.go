@@ -174,6 +174,9 @@ func invalidCases() []invalidCase {
 		{"QScale NaN", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.NaN()) }, []string{"QScale", "NaN"}},
 		{"QScale +Inf", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.Inf(1)) }, []string{"QScale", "+Inf"}},
 		{"QScale -Inf", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.Inf(-1)) }, []string{"QScale", "-Inf"}},
+		{"bf16 activations", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Activation = BF16 }, []string{"activation bf16", "f32"}},
+		{"f16 state", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.State = F16 }, []string{"state f16", "f32"}},
+		{"fused norm", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Fused.L2Norm = true }, []string{"Fused", "L2Norm:true"}},
 		{"capture set on another kernel", allKernels[:4], func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
 		{"capture missing", []Kernel{KernelDecodeCapture}, func(_ fakeBuffers, _ *Params, b *Buffers) { b.Capture = View{} }, []string{"Capture", "no buffer"}},
 		{"capture too long for several sequences", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
@@ -383,10 +386,10 @@ func TestWords(t *testing.T) {
 		{Params{Shape: s, QScale: -2}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 0, 0xc0000000}},
 	}
 	for _, c := range cases {
-		if got := c.p.words(); got != c.want {
+		if got := words(c.p); got != c.want {
 			t.Errorf("%+v: words %#x, want %#x", c.p, got, c.want)
 		}
-		b := c.p.bytes()
+		b := paramBytes(c.p)
 		for i, w := range c.want {
 			if got := uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24; got != w {
 				t.Errorf("%+v: byte word %d = %#x, want %#x", c.p, i, got, w)
@@ -477,7 +480,7 @@ func TestEncoding(t *testing.T) {
 		if !reflect.DeepEqual(pipes.asked, []string{c.entry}) {
 			t.Errorf("%s: pipelines asked for %v, want [%s]", c.name, pipes.asked, c.entry)
 		}
-		params := p.bytes()
+		params := paramBytes(p)
 		want := []call{
 			{"SetComputePipelineState", []any{pipes.psos[c.entry]}},
 			{"SetBuffers", []any{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -83,40 +84,31 @@ func Validate(k Kernel, p Params, b Buffers) error {
 	if !k.known() {
 		return invalid("kernel", "unknown kernel %d", int(k))
 	}
-	if err := validateShape(k, p.Shape); err != nil {
+	if err := p.Validate(); err != nil {
+		var e *spec.ArgumentError
+		errors.As(err, &e)
+		return invalid(e.Arg, "%s", e.Detail)
+	}
+	if p.Activation != F32 || p.State != F32 {
+		return invalid("Params", "activation %v, state %v: the kernels take f32 activations and an f32 state", p.Activation, p.State)
+	}
+	if p.Fused != (spec.Fused{}) {
+		return invalid("Fused", "%+v: the kernels take q, k, g and beta as given (no fused part)", p.Fused)
+	}
+	if err := validateKernelShape(k, p.Shape); err != nil {
 		return err
-	}
-	if p.HeadMap != Block && p.HeadMap != Tiled {
-		return invalid("HeadMap", "%d is neither Block (0) nor Tiled (1)", uint32(p.HeadMap))
-	}
-	if q := float64(p.QScale); math.IsNaN(q) || math.IsInf(q, 0) {
-		return invalid("QScale", "%v is not finite", p.QScale)
 	}
 	return validateBuffers(k, p.Shape, b)
 }
 
-func validateShape(k Kernel, s Shape) error {
-	dims := []struct {
-		name string
-		n    int
-	}{
-		{"Shape.DK", s.DK}, {"Shape.DV", s.DV},
-		{"Shape.NKHeads", s.NKHeads}, {"Shape.NVHeads", s.NVHeads},
-		{"Shape.NTokens", s.NTokens}, {"Shape.NSeqs", s.NSeqs},
-	}
-	for _, d := range dims {
-		if d.n <= 0 {
-			return invalid(d.name, "%d, must be > 0", d.n)
-		}
-	}
-	if s.NVHeads%s.NKHeads != 0 {
-		return invalid("Shape.NVHeads", "%d is not a multiple of Shape.NKHeads = %d", s.NVHeads, s.NKHeads)
-	}
+// validateKernelShape checks the kernel's own limits on D_k and D_v, for a
+// shape that passed [spec.Shape.Validate].
+func validateKernelShape(k Kernel, s Shape) error {
 	if k.decodeFamily() {
 		if s.DK != 32 && s.DK != 64 && s.DK != 128 {
 			return invalid("Shape.DK", "%d, the %s kernel needs 32, 64 or 128 (D_k = 32 * NSG)", s.DK, k)
 		}
-		if nsg := s.nsg(); s.DV%nsg != 0 {
+		if nsg := nsg(s); s.DV%nsg != 0 {
 			return invalid("Shape.DV", "%d is not a multiple of NSG = D_k/32 = %d, as the %s kernel needs", s.DV, nsg, k)
 		}
 		return nil
@@ -134,28 +126,28 @@ func validateBuffers(k Kernel, s Shape, b Buffers) error {
 	type check struct {
 		name    string
 		v       View
-		want    uint64 // elements the shape implies
+		want    int // elements the shape implies (saturated, see spec.Shape)
 		formula string
-		maxLen  uint64 // the most elements the view may have
+		maxLen  int // the most elements the view may have
 	}
-	exact := func(name string, v View, want uint64, formula string) check {
+	exact := func(name string, v View, want int, formula string) check {
 		return check{name, v, want, formula, want}
 	}
 	checks := []check{
-		exact("Q", b.Q, s.qkLen(), "D_k*n_k_heads*n_tokens*n_seqs"),
-		exact("K", b.K, s.qkLen(), "D_k*n_k_heads*n_tokens*n_seqs"),
-		exact("V", b.V, s.vLen(), "D_v*n_v_heads*n_tokens*n_seqs"),
-		exact("G", b.G, s.gateLen(), "n_v_heads*n_tokens*n_seqs"),
-		exact("Beta", b.Beta, s.gateLen(), "n_v_heads*n_tokens*n_seqs"),
-		exact("StateIn", b.StateIn, s.stateLen(), "D_k*D_v*n_v_heads*n_seqs"),
-		exact("Output", b.Output, s.vLen(), "D_v*n_v_heads*n_tokens*n_seqs"),
-		exact("StateOut", b.StateOut, s.stateLen(), "D_k*D_v*n_v_heads*n_seqs"),
+		exact("Q", b.Q, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs"),
+		exact("K", b.K, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs"),
+		exact("V", b.V, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs"),
+		exact("G", b.G, s.GateLen(), "n_v_heads*n_tokens*n_seqs"),
+		exact("Beta", b.Beta, s.GateLen(), "n_v_heads*n_tokens*n_seqs"),
+		exact("StateIn", b.StateIn, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs"),
+		exact("Output", b.Output, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs"),
+		exact("StateOut", b.StateOut, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs"),
 	}
 	if k == KernelDecodeCapture {
 		// For several sequences the kernel's per-sequence stride is
 		// n_tokens states, so the view must match exactly; for one it may
 		// be longer (allocated once for the longest draft).
-		c := exact("Capture", b.Capture, s.captureLen(), "D_k*D_v*n_v_heads*n_tokens*n_seqs")
+		c := exact("Capture", b.Capture, s.CaptureLen(), "D_k*D_v*n_v_heads*n_tokens*n_seqs")
 		if s.NSeqs == 1 {
 			c.maxLen = maxElems - 1
 		}
@@ -166,7 +158,7 @@ func validateBuffers(k Kernel, s Shape, b Buffers) error {
 	// The shape's counts first: a count beyond the indices is the shape's
 	// fault, whatever the views hold.
 	for _, c := range checks {
-		if c.want >= maxElems {
+		if uint64(c.want) >= maxElems {
 			return tooLarge(c.name, c.formula, c.want)
 		}
 	}
@@ -181,7 +173,7 @@ func validateBuffers(k Kernel, s Shape, b Buffers) error {
 // validateView checks one view: a buffer, the f32 element type, an aligned
 // offset, want <= Len <= maxLen elements (maxLen below 2^32) and the range
 // inside the buffer.
-func validateView(name string, v View, want uint64, formula string, maxLen uint64) error {
+func validateView(name string, v View, want int, formula string, maxLen int) error {
 	if v.Buffer == nil {
 		return invalid(name, "no buffer")
 	}
@@ -192,9 +184,9 @@ func validateView(name string, v View, want uint64, formula string, maxLen uint6
 	if v.Offset < 0 || v.Offset%size != 0 {
 		return invalid(name, "offset %d bytes, must be a non-negative multiple of %d", v.Offset, size)
 	}
-	n := uint64(v.Len)
+	n := v.Len
 	switch {
-	case v.Len < 0 || (n != want && want == maxLen):
+	case n < 0 || (n != want && want == maxLen):
 		return invalid(name, "%d elements, the shape implies %s = %d", v.Len, formula, want)
 	case n < want:
 		return invalid(name, "%d elements, fewer than %s = %d", v.Len, formula, want)
@@ -202,15 +194,15 @@ func validateView(name string, v View, want uint64, formula string, maxLen uint6
 		return invalid(name, "%d elements, at or beyond 2^32, which the kernels' 32-bit indices cannot address", v.Len)
 	}
 	have := bufferLength(v.Buffer)
-	if end := uint64(v.Offset) + n*uint64(size); end > uint64(have) {
+	if end := uint64(v.Offset) + uint64(n)*uint64(size); end > uint64(have) {
 		return invalid(name, "offset %d + %d elements * %d bytes = %d bytes, beyond the buffer's %d bytes", v.Offset, v.Len, size, end, have)
 	}
 	return nil
 }
 
-func tooLarge(name, formula string, want uint64) error {
-	if want == math.MaxUint64 {
-		return invalid(name, "the shape implies %s > 2^64 elements, beyond the 2^32 the kernels' 32-bit indices address", formula)
+func tooLarge(name, formula string, want int) error {
+	if want == math.MaxInt {
+		return invalid(name, "the shape implies %s > 2^63 elements, beyond the 2^32 the kernels' 32-bit indices address", formula)
 	}
 	return invalid(name, "the shape implies %s = %d elements, at or beyond 2^32, which the kernels' 32-bit indices cannot address", formula, want)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/golden"
 )
 
@@ -98,7 +99,7 @@ func decodeChoice(n int) string {
 
 // lastSlots returns the capture buffer's slot of the last token of every
 // sequence, in state_out's layout.
-func lastSlots(p cpuref.Params, capture []float32) []float32 {
+func lastSlots(p spec.Params, capture []float32) []float32 {
 	var out []float32
 	for s := range p.NSeqs {
 		out = append(out, captureSlot(p, capture, p.NTokens-1, s)...)

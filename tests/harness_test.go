@@ -13,6 +13,7 @@ import (
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -168,7 +169,7 @@ func paramBytes(p gdn.Params) []byte {
 // buffers are laid out.
 type job struct {
 	kern         kernel
-	p            cpuref.Params
+	p            spec.Params
 	in           cpuref.Inputs
 	inPlace      bool // StateIn and StateOut are one view of one buffer
 	captureSlots int  // states the capture buffer holds; 0 means n_tokens
@@ -179,17 +180,6 @@ type job struct {
 type outcome struct {
 	Output, StateOut, Capture []float32
 	Counters                  *msl.Counters // emulated device only
-}
-
-func gdnParams(p cpuref.Params) gdn.Params {
-	return gdn.Params{
-		Shape: gdn.Shape{
-			DK: p.DK, DV: p.DV, NKHeads: p.NKHeads, NVHeads: p.NVHeads,
-			NTokens: p.NTokens, NSeqs: p.NSeqs,
-		},
-		HeadMap: gdn.HeadMap(p.HeadMap),
-		QScale:  p.QScale,
-	}
 }
 
 // run encodes j on a command buffer of its own, commits it, waits, and
@@ -266,7 +256,7 @@ func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	if err := j.kern.call(r.k, enc, gdnParams(p), b); err != nil {
+	if err := j.kern.call(r.k, enc, p, b); err != nil {
 		enc.EndEncoding()
 		return outcome{}, err
 	}
@@ -333,11 +323,11 @@ func complete(t *testing.T, cb *mtl.CommandBuffer, enc *mtl.ComputeCommandEncode
 
 // stateSize is the elements of one sequence's state, D_k * D_v *
 // n_v_heads: the stride of the capture buffer's slots.
-func stateSize(p cpuref.Params) int { return p.DK * p.DV * p.NVHeads }
+func stateSize(p spec.Params) int { return p.DK * p.DV * p.NVHeads }
 
 // captureSlot returns the slot of token t of sequence s in a capture
 // buffer of p.NTokens states per sequence: the state after that token.
-func captureSlot(p cpuref.Params, capture []float32, t, s int) []float32 {
+func captureSlot(p spec.Params, capture []float32, t, s int) []float32 {
 	off := (s*p.NTokens + t) * stateSize(p)
 	return capture[off : off+stateSize(p)]
 }

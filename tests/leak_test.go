@@ -5,6 +5,7 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 )
 
@@ -19,9 +20,9 @@ func TestEmulatedReleasesEverything(t *testing.T) {
 	completed := false
 	t.Run("run", func(t *testing.T) {
 		r := newRig(t, testdevice.Emulated(t, testdevice.Orders[1]), true)
-		p := cpuref.Params{
-			Shape:   cpuref.Shape{DK: 64, DV: 16, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1},
-			HeadMap: cpuref.Tiled,
+		p := spec.Params{
+			Shape:   spec.Shape{DK: 64, DV: 16, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1},
+			HeadMap: spec.Tiled,
 		}
 		in, err := cpuref.RandomInputs(p, 77)
 		if err != nil {

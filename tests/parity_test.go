@@ -9,13 +9,14 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/gdn/spec"
 )
 
 // parityCase is one configuration of the parity suite, with the seed of
 // its random inputs.
 type parityCase struct {
 	name string
-	p    cpuref.Params
+	p    spec.Params
 	seed uint64
 }
 
@@ -28,13 +29,13 @@ func parityCases() []parityCase {
 	var cases []parityCase
 	seed := uint64(0x5eed0000)
 	for _, dk := range []int{32, 64, 128} {
-		for _, hm := range []cpuref.HeadMap{cpuref.Block, cpuref.Tiled} {
+		for _, hm := range []spec.HeadMap{spec.Block, spec.Tiled} {
 			for _, nt := range []int{1, 2, 5} {
 				for _, ns := range []int{1, 3} {
 					for _, scale := range []float32{0, float32(1 / math.Sqrt(float64(dk)))} {
 						seed++
-						p := cpuref.Params{
-							Shape:   cpuref.Shape{DK: dk, DV: 20, NKHeads: 2, NVHeads: 6, NTokens: nt, NSeqs: ns},
+						p := spec.Params{
+							Shape:   spec.Shape{DK: dk, DV: 20, NKHeads: 2, NVHeads: 6, NTokens: nt, NSeqs: ns},
 							HeadMap: hm, QScale: scale,
 						}
 						scaleName := "noscale"
@@ -235,7 +236,7 @@ func checkSameAcrossOrders(t *testing.T, key string, o outcome) {
 
 // checkAgainstReferences checks a kernel's results against both CPU
 // references, and that every element was written.
-func checkAgainstReferences(t *testing.T, name string, p cpuref.Params, o outcome, ref *references) {
+func checkAgainstReferences(t *testing.T, name string, p spec.Params, o outcome, ref *references) {
 	t.Helper()
 	checkWritten(t, name+": output", o.Output)
 	checkWritten(t, name+": state_out", o.StateOut)
@@ -263,7 +264,7 @@ const (
 // is, writes each output element once, and capture writes one state per
 // token on top. In place, both state accesses are charged to binding 5,
 // the lower of the two (msl.Counters).
-func checkTraffic(t *testing.T, name string, k kernel, p cpuref.Params, c msl.Counters, inPlace bool) {
+func checkTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl.Counters, inPlace bool) {
 	t.Helper()
 	state := uint64(4 * p.StateLen())
 	want := func(what string, got, want uint64) {
@@ -293,7 +294,7 @@ func checkTraffic(t *testing.T, name string, k kernel, p cpuref.Params, c msl.Co
 
 // prefix returns the parameters and inputs of the first n tokens of every
 // sequence.
-func prefix(p cpuref.Params, in cpuref.Inputs, n int) (cpuref.Params, cpuref.Inputs) {
+func prefix(p spec.Params, in cpuref.Inputs, n int) (spec.Params, cpuref.Inputs) {
 	q := p
 	q.NTokens = n
 	take := func(x []float32, perToken int) []float32 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/gdn/spec"
 )
 
 // TestEmulatedStateTrafficPerWindow checks, from the emulator's counters,
@@ -18,8 +19,8 @@ import (
 func TestEmulatedStateTrafficPerWindow(t *testing.T) {
 	onEmulated(t, func(t *testing.T, r *rig) {
 		for _, nt := range []int{1, 2, 5} {
-			p := cpuref.Params{
-				Shape:  cpuref.Shape{DK: 128, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: nt, NSeqs: 2},
+			p := spec.Params{
+				Shape:  spec.Shape{DK: 128, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: nt, NSeqs: 2},
 				QScale: 0.0883883476,
 			}
 			in, err := cpuref.RandomInputs(p, uint64(0x7a11c0+nt))
@@ -61,8 +62,8 @@ const specFloor = 32 * 128 * 128 * 4 * 2 // 4,194,304 bytes
 // g and beta figures are per-thread reads (a GPU's caches serve the
 // repeats), not DRAM traffic; they are logged, not bounded.
 func TestEmulatedDecodeStepTraffic(t *testing.T) {
-	p := cpuref.Params{
-		Shape:  cpuref.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1},
+	p := spec.Params{
+		Shape:  spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1},
 		QScale: 0.0883883476,
 	}
 	in, err := cpuref.RandomInputs(p, 0x9e3)

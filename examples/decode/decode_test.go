@@ -158,7 +158,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-tokens", "0"}, 2, "-tokens 0"},
 		{[]string{"-headmap", "diagonal"}, 2, "-headmap"},
 		{[]string{"-backend", "emu", "-dk", "48"}, 1, "-dk 48"},
-		{[]string{"-backend", "cpu", "-kheads", "3", "-vheads", "4", "-tokens", "1"}, 1, "n_v_heads = 4 is not a multiple of n_k_heads = 3"},
+		{[]string{"-backend", "cpu", "-kheads", "3", "-vheads", "4", "-tokens", "1"}, 1, "Shape.NVHeads: 4 is not a multiple of Shape.NKHeads = 3"},
 	} {
 		var errs bytes.Buffer
 		if code := cli(c.args, io.Discard, &errs); code != c.code || !strings.Contains(errs.String(), c.want) {

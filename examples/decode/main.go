@@ -54,6 +54,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -76,16 +77,16 @@ type config struct {
 	dk, dv, nk, nv   int
 	layers, tokens   int
 	seed             uint64
-	headMap          cpuref.HeadMap
+	headMap          spec.HeadMap
 	every            int // progress line every this many tokens
 	shapeSet, runSet bool
 }
 
 // params returns the parameters of one decode step (one token, one
 // sequence) of one layer, with q scaled by 1/sqrt(D_k) at write-back.
-func (c config) params() cpuref.Params {
-	return cpuref.Params{
-		Shape:   cpuref.Shape{DK: c.dk, DV: c.dv, NKHeads: c.nk, NVHeads: c.nv, NTokens: 1, NSeqs: 1},
+func (c config) params() spec.Params {
+	return spec.Params{
+		Shape:   spec.Shape{DK: c.dk, DV: c.dv, NKHeads: c.nk, NVHeads: c.nv, NTokens: 1, NSeqs: 1},
 		HeadMap: c.headMap,
 		QScale:  float32(1 / math.Sqrt(float64(c.dk))),
 	}
@@ -155,7 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			cfg.runSet = true
 		}
 	})
-	m, err := cpuref.ParseHeadMap(*headMap)
+	m, err := spec.ParseHeadMap(*headMap)
 	if err != nil {
 		return config{}, fmt.Errorf("-headmap: %w", err)
 	}
@@ -177,7 +178,7 @@ type backend interface {
 	Describe() string
 	// Init sets every layer's state (states[l] for layer l) before the
 	// first token.
-	Init(p cpuref.Params, states [][]float32) error
+	Init(p spec.Params, states [][]float32) error
 	// Step decodes one token through every layer: in[l] holds layer l's
 	// q, k, v, g and beta (its StateIn is not used).
 	Step(in []cpuref.Inputs) (stepTime, error)
@@ -359,7 +360,7 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 
 // parityReference compares every layer's final state with
 // cpuref.Reference32 run over the layer's whole token sequence at once.
-func parityReference(p cpuref.Params, initial [][]float32, inputs [][]cpuref.Inputs, states [][]float32, stdout io.Writer) (float64, error) {
+func parityReference(p spec.Params, initial [][]float32, inputs [][]cpuref.Inputs, states [][]float32, stdout io.Writer) (float64, error) {
 	fmt.Fprintf(stdout, "parity: final state of every layer against cpuref.Reference32 over the same %d tokens\n", len(inputs[0]))
 	worst := 0.0
 	for l := range inputs {
@@ -379,7 +380,7 @@ func parityReference(p cpuref.Params, initial [][]float32, inputs [][]cpuref.Inp
 // against the float64 oracle cpuref.Oracle64 (the matrix form of the
 // paper, no shared code). The oracle costs D_k times more per token, so it
 // runs on the first and last value heads of every layer.
-func parityOracle(p cpuref.Params, initial [][]float32, inputs [][]cpuref.Inputs, states [][]float32, stdout io.Writer) (float64, error) {
+func parityOracle(p spec.Params, initial [][]float32, inputs [][]cpuref.Inputs, states [][]float32, stdout io.Writer) (float64, error) {
 	heads := []int{0, p.NVHeads - 1}
 	if p.NVHeads == 1 {
 		heads = heads[:1]
@@ -406,7 +407,7 @@ func parityOracle(p cpuref.Params, initial [][]float32, inputs [][]cpuref.Inputs
 // window joins one layer's per-token inputs into one call over all tokens
 // from the given initial state. The layouts put the token outside the
 // heads, so the per-token slices simply follow each other.
-func window(p cpuref.Params, initial []float32, steps []cpuref.Inputs) (cpuref.Params, cpuref.Inputs) {
+func window(p spec.Params, initial []float32, steps []cpuref.Inputs) (spec.Params, cpuref.Inputs) {
 	p.NTokens = len(steps)
 	in := cpuref.Inputs{StateIn: initial}
 	for _, s := range steps {
@@ -421,7 +422,7 @@ func window(p cpuref.Params, initial []float32, steps []cpuref.Inputs) (cpuref.P
 
 // oneHead extracts value head h (and the key head it reads) of one layer's
 // tokens as a call with one key head and one value head.
-func oneHead(p cpuref.Params, h int, initial []float32, steps []cpuref.Inputs) (cpuref.Params, cpuref.Inputs) {
+func oneHead(p spec.Params, h int, initial []float32, steps []cpuref.Inputs) (spec.Params, cpuref.Inputs) {
 	kh := p.HeadMap.KeyHead(h, p.NKHeads, p.NVHeads)
 	cells := p.DK * p.DV
 	ph := p
@@ -448,7 +449,7 @@ func mb(n int) string { return fmt.Sprintf("%.2f MB", float64(n)/1e6) }
 
 // cpuBackend runs cpuref.Reference32 one token at a time.
 type cpuBackend struct {
-	p      cpuref.Params
+	p      spec.Params
 	states [][]float32
 }
 
@@ -456,7 +457,7 @@ func (c *cpuBackend) Describe() string {
 	return "cpu: cpuref.Reference32, float32 in the kernels' per-element order, on the CPU"
 }
 
-func (c *cpuBackend) Init(p cpuref.Params, states [][]float32) error {
+func (c *cpuBackend) Init(p spec.Params, states [][]float32) error {
 	c.p = p
 	c.states = make([][]float32, len(states))
 	for l, s := range states {
@@ -539,8 +540,8 @@ func (b *deviceBackend) Timed() string {
 	return "wall clock from encoding to the end of the wait, one command buffer per token"
 }
 
-func (b *deviceBackend) Init(p cpuref.Params, states [][]float32) error {
-	b.p = layerstack.GDNParams(p)
+func (b *deviceBackend) Init(p spec.Params, states [][]float32) error {
+	b.p = p
 	if p.DK != 32 && p.DK != 64 && p.DK != 128 {
 		return fmt.Errorf("D_k = %d: the decode kernels take D_k = 32, 64 or 128", p.DK)
 	}

@@ -64,6 +64,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -83,7 +84,7 @@ type config struct {
 	layers         int
 	k, steps       int
 	seed           uint64
-	headMap        cpuref.HeadMap
+	headMap        spec.HeadMap
 	shapeSet       bool
 	// keepLastDraft makes every window keep the state after its last
 	// draft token whatever was accepted: the wrong restore, which the
@@ -93,9 +94,9 @@ type config struct {
 
 // params returns the parameters of one layer over n tokens, with q scaled
 // by 1/sqrt(D_k) at write-back.
-func (c config) params(n int) cpuref.Params {
-	return cpuref.Params{
-		Shape:   cpuref.Shape{DK: c.dk, DV: c.dv, NKHeads: c.nk, NVHeads: c.nv, NTokens: n, NSeqs: 1},
+func (c config) params(n int) spec.Params {
+	return spec.Params{
+		Shape:   spec.Shape{DK: c.dk, DV: c.dv, NKHeads: c.nk, NVHeads: c.nv, NTokens: n, NSeqs: 1},
 		HeadMap: c.headMap,
 		QScale:  float32(1 / math.Sqrt(float64(c.dk))),
 	}
@@ -159,7 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			cfg.shapeSet = true
 		}
 	})
-	m, err := cpuref.ParseHeadMap(*headMap)
+	m, err := spec.ParseHeadMap(*headMap)
 	if err != nil {
 		return config{}, fmt.Errorf("-headmap: %w", err)
 	}
@@ -281,7 +282,6 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 	if err := pw.Validate(); err != nil {
 		return result{}, err
 	}
-	gw := layerstack.GDNParams(pw)
 	qk, v, gate, state := p1.QKLen(), p1.VLen(), p1.GateLen(), p1.StateLen()
 
 	fmt.Fprintf(stdout, "backend: %s\n", desc)
@@ -381,7 +381,7 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 			b.StateIn = ly.state
 			b.StateOut = gdn.F32View(ly.scratch, 0, state)
 			b.Capture = gdn.F32View(targets[l], 0, cfg.k*state)
-			if err := kern.DecodeWithCapture(enc, gw, b); err != nil {
+			if err := kern.DecodeWithCapture(enc, pw, b); err != nil {
 				enc.EndEncoding()
 				cb.Release()
 				return result{}, fmt.Errorf("window %d, layer %d: %w", step, l, err)
@@ -478,7 +478,7 @@ func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.W
 // plainDecode decodes the accepted tokens of every layer from its initial
 // state with the decode kernel, one dispatch per token and layer in one
 // command buffer, and returns the final states and the outputs.
-func plainDecode(mem *session, queue *mtl.CommandQueue, kern *gdn.Kernels, p1 cpuref.Params, layers []*layer, total int) (states, outputs [][]float32, err error) {
+func plainDecode(mem *session, queue *mtl.CommandQueue, kern *gdn.Kernels, p1 spec.Params, layers []*layer, total int) (states, outputs [][]float32, err error) {
 	qk, v, gate, state := p1.QKLen(), p1.VLen(), p1.GateLen(), p1.StateLen()
 	type mem1 struct{ q, k, v, g, beta, out, state *mtl.Buffer }
 	bufs := make([]mem1, len(layers))
@@ -506,12 +506,11 @@ func plainDecode(mem *session, queue *mtl.CommandQueue, kern *gdn.Kernels, p1 cp
 		if err != nil {
 			return nil, nil, err
 		}
-		g1 := layerstack.GDNParams(p1)
 		for t := range total {
 			for l := range layers {
 				b := bufs[l]
 				st := gdn.F32View(b.state, 0, state)
-				err := kern.Decode(enc, g1, gdn.Buffers{
+				err := kern.Decode(enc, p1, gdn.Buffers{
 					Q:       gdn.F32View(b.q, 4*t*qk, qk),
 					K:       gdn.F32View(b.k, 4*t*qk, qk),
 					V:       gdn.F32View(b.v, 4*t*v, v),

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testenv"
 )
 
@@ -53,7 +54,7 @@ type Case struct {
 	Name   string
 	Dir    string
 	Meta   Meta
-	Params cpuref.Params
+	Params spec.Params
 	Inputs cpuref.Inputs
 
 	Output      []float32 // HF's float32 output
@@ -127,12 +128,12 @@ func Load(dir string) (Case, error) {
 		return c, fmt.Errorf("golden: %s/meta.json: %w", c.Name, err)
 	}
 	m := c.Meta
-	hm, err := cpuref.ParseHeadMap(m.HeadMap)
+	hm, err := spec.ParseHeadMap(m.HeadMap)
 	if err != nil {
 		return c, fmt.Errorf("golden: %s: %w", c.Name, err)
 	}
-	c.Params = cpuref.Params{
-		Shape: cpuref.Shape{
+	c.Params = spec.Params{
+		Shape: spec.Shape{
 			DK: m.DK, DV: m.DV, NKHeads: m.NKHeads, NVHeads: m.NVHeads,
 			NTokens: m.NTokens, NSeqs: m.NSeqs,
 		},

@@ -7,17 +7,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
 )
 
 // The six cases of the README table, with their shapes and head maps.
-var wantCases = map[string]cpuref.Params{
-	"decode_qwen35_hv32":   {Shape: cpuref.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, HeadMap: cpuref.Block},
-	"seq5_block_d128":      {Shape: cpuref.Shape{DK: 128, DV: 128, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 2}, HeadMap: cpuref.Block},
-	"seq3_tiled_d64":       {Shape: cpuref.Shape{DK: 64, DV: 64, NKHeads: 2, NVHeads: 6, NTokens: 3, NSeqs: 1}, HeadMap: cpuref.Tiled},
-	"prefill64_block_d128": {Shape: cpuref.Shape{DK: 128, DV: 128, NKHeads: 4, NVHeads: 8, NTokens: 64, NSeqs: 1}, HeadMap: cpuref.Block},
-	"decode_d32_mha":       {Shape: cpuref.Shape{DK: 32, DV: 32, NKHeads: 3, NVHeads: 3, NTokens: 1, NSeqs: 3}, HeadMap: cpuref.Block},
-	"seq7_tiled_d32":       {Shape: cpuref.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 4, NTokens: 7, NSeqs: 3}, HeadMap: cpuref.Tiled},
+var wantCases = map[string]spec.Params{
+	"decode_qwen35_hv32":   {Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, HeadMap: spec.Block},
+	"seq5_block_d128":      {Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 2}, HeadMap: spec.Block},
+	"seq3_tiled_d64":       {Shape: spec.Shape{DK: 64, DV: 64, NKHeads: 2, NVHeads: 6, NTokens: 3, NSeqs: 1}, HeadMap: spec.Tiled},
+	"prefill64_block_d128": {Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 4, NVHeads: 8, NTokens: 64, NSeqs: 1}, HeadMap: spec.Block},
+	"decode_d32_mha":       {Shape: spec.Shape{DK: 32, DV: 32, NKHeads: 3, NVHeads: 3, NTokens: 1, NSeqs: 3}, HeadMap: spec.Block},
+	"seq7_tiled_d32":       {Shape: spec.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 4, NTokens: 7, NSeqs: 3}, HeadMap: spec.Tiled},
 }
 
 func TestLoadAllCases(t *testing.T) {

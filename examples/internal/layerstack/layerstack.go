@@ -12,6 +12,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -38,15 +39,6 @@ func OpenEmulated() (*mtl.Device, string, error) {
 	return dev, "emu: " + dev.Name() + ", the real kernels run on the CPU", nil
 }
 
-// GDNParams returns p as the dispatchers of package gdn take it.
-func GDNParams(p cpuref.Params) gdn.Params {
-	return gdn.Params{
-		Shape:   gdn.Shape{DK: p.DK, DV: p.DV, NKHeads: p.NKHeads, NVHeads: p.NVHeads, NTokens: p.NTokens, NSeqs: p.NSeqs},
-		HeadMap: gdn.HeadMap(p.HeadMap),
-		QScale:  p.QScale,
-	}
-}
-
 // Seed derives the seed of layer l's inputs at step t (a token or a draft
 // window; t = -1: the layer's initial state) from the run's seed, with the
 // SplitMix64 finaliser.
@@ -63,13 +55,13 @@ func Seed(run uint64, l, t int) uint64 {
 // projections write q, k, v, g and beta on the device; the examples write
 // them from the CPU before each commit.
 type Activations struct {
-	p                        cpuref.Params // one layer's window
+	p                        spec.Params // one layer's window
 	q, k, v, g, beta, output *mtl.Buffer
 }
 
 // NewActivations allocates the activations of layers layers, each a window
 // of the shape p.
-func NewActivations(dev *mtl.Device, p cpuref.Params, layers int) (*Activations, error) {
+func NewActivations(dev *mtl.Device, p spec.Params, layers int) (*Activations, error) {
 	a := &Activations{p: p}
 	for _, b := range []struct {
 		buf **mtl.Buffer

@@ -9,6 +9,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -61,7 +62,7 @@ func TestSeed(t *testing.T) {
 // window.
 func TestActivations(t *testing.T) {
 	dev := testdevice.Emulated(t, emu.Options{})
-	p := cpuref.Params{Shape: cpuref.Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 1}}
+	p := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 1}}
 	const layers = 3
 	a, err := NewActivations(dev, p, layers)
 	if err != nil {

@@ -1,0 +1,98 @@
+package spec_test
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/puremetal/puremetal/gdn/spec"
+)
+
+func TestCounts(t *testing.T) {
+	s := spec.Shape{DK: 128, DV: 64, NKHeads: 2, NVHeads: 6, NTokens: 3, NSeqs: 5}
+	for _, c := range []struct {
+		name      string
+		got, want int
+	}{
+		{"QKLen", s.QKLen(), 128 * 2 * 3 * 5},
+		{"VLen", s.VLen(), 64 * 6 * 3 * 5},
+		{"GateLen", s.GateLen(), 6 * 3 * 5},
+		{"StateLen", s.StateLen(), 128 * 64 * 6 * 5},
+		{"CaptureLen", s.CaptureLen(), 128 * 64 * 6 * 3 * 5},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	huge := spec.Shape{DK: 1 << 20, DV: 1 << 20, NKHeads: 1, NVHeads: 1 << 20, NTokens: 1 << 20, NSeqs: 1}
+	if got := huge.CaptureLen(); got != math.MaxInt {
+		t.Errorf("CaptureLen of %v = %d, want it saturated at math.MaxInt", huge, got)
+	}
+	if got := (spec.Shape{DK: -1, DV: 2, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1}).StateLen(); got != 0 {
+		t.Errorf("StateLen with a negative dimension = %d, want 0", got)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := spec.Params{Shape: spec.Shape{DK: 4, DV: 2, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid params: %v", err)
+	}
+	for _, c := range []struct {
+		name  string
+		edit  func(*spec.Params)
+		arg   string
+		wants string
+	}{
+		{"zero D_v", func(p *spec.Params) { p.DV = 0 }, "Shape.DV", "0, must be > 0"},
+		{"not a multiple", func(p *spec.Params) { p.NKHeads = 3; p.NVHeads = 4 }, "Shape.NVHeads", "4 is not a multiple of Shape.NKHeads = 3"},
+		{"head map", func(p *spec.Params) { p.HeadMap = 7 }, "HeadMap", "7"},
+		{"scale", func(p *spec.Params) { p.QScale = float32(math.Inf(-1)) }, "QScale", "-Inf"},
+		{"activation", func(p *spec.Params) { p.Activation = 3 }, "Activation", "ElemType(3)"},
+		{"state", func(p *spec.Params) { p.State = 200 }, "State", "ElemType(200)"},
+	} {
+		p := ok
+		c.edit(&p)
+		err := p.Validate()
+		var e *spec.ArgumentError
+		if !errors.As(err, &e) || e.Arg != c.arg || !strings.Contains(e.Detail, c.wants) {
+			t.Errorf("%s: error %v, want an ArgumentError for %s mentioning %q", c.name, err, c.arg, c.wants)
+		}
+	}
+}
+
+func TestHeadMap(t *testing.T) {
+	for _, m := range []spec.HeadMap{spec.Block, spec.Tiled} {
+		got, err := spec.ParseHeadMap(m.String())
+		if err != nil || got != m {
+			t.Errorf("ParseHeadMap(%q) = %v, %v", m.String(), got, err)
+		}
+	}
+	if _, err := spec.ParseHeadMap("blocked"); err == nil {
+		t.Error(`ParseHeadMap("blocked") returned no error`)
+	}
+	// 2 key heads, 6 value heads: r = 3.
+	for h, want := range []int{0, 0, 0, 1, 1, 1} {
+		if got := spec.Block.KeyHead(h, 2, 6); got != want {
+			t.Errorf("Block.KeyHead(%d) = %d, want %d", h, got, want)
+		}
+	}
+	for h, want := range []int{0, 1, 0, 1, 0, 1} {
+		if got := spec.Tiled.KeyHead(h, 2, 6); got != want {
+			t.Errorf("Tiled.KeyHead(%d) = %d, want %d", h, got, want)
+		}
+	}
+}
+
+func TestElemType(t *testing.T) {
+	for _, c := range []struct {
+		t    spec.ElemType
+		name string
+		size int
+	}{{spec.F32, "f32", 4}, {spec.F16, "f16", 2}, {spec.BF16, "bf16", 2}, {9, "ElemType(9)", 0}} {
+		if c.t.String() != c.name || c.t.Size() != c.size {
+			t.Errorf("%d: %q size %d, want %q size %d", uint8(c.t), c.t.String(), c.t.Size(), c.name, c.size)
+		}
+	}
+}
