@@ -20,6 +20,7 @@ var classes struct {
 
 	device, buffer, library, function, pipeline objc.Class
 	queue, commandBuffer, encoder, options      objc.Class
+	constantValues                              objc.Class
 }
 
 // Selectors the emulated objects send to Foundation objects and to
@@ -28,6 +29,8 @@ var fsel struct {
 	addObject, initWithDomainCodeUserInfo, dictionaryWithObjectForKey objc.SEL
 	languageVersion, mathMode, fastMathEnabled                        objc.SEL
 	alloc, gpuEndTime, dispatchThreads                                objc.SEL
+	preprocessorMacros, keyEnumerator, nextObject, objectForKey       objc.SEL
+	stringValue                                                       objc.SEL
 }
 
 func registerClasses() error {
@@ -63,6 +66,11 @@ func doRegisterClasses() error {
 	fsel.alloc = objc.RegisterName("alloc")
 	fsel.gpuEndTime = objc.RegisterName("GPUEndTime")
 	fsel.dispatchThreads = objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
+	fsel.preprocessorMacros = objc.RegisterName("preprocessorMacros")
+	fsel.keyEnumerator = objc.RegisterName("keyEnumerator")
+	fsel.nextObject = objc.RegisterName("nextObject")
+	fsel.objectForKey = objc.RegisterName("objectForKey:")
+	fsel.stringValue = objc.RegisterName("stringValue")
 
 	dealloc := m("dealloc", "v@:", dealloc)
 	setLabel := m("setLabel:", "v@:@", setLabel)
@@ -97,6 +105,7 @@ func doRegisterClasses() error {
 	)
 	reg(&classes.library, "PuremetalEmulatedLibrary",
 		m("newFunctionWithName:", "@@:@", libraryNewFunction),
+		m("newFunctionWithName:constantValues:error:", "@@:@@^@", libraryNewSpecializedFunction),
 		m("functionNames", "@@:", libraryFunctionNames),
 	)
 	reg(&classes.function, "PuremetalEmulatedFunction",
@@ -142,6 +151,15 @@ func doRegisterClasses() error {
 			m("mathMode", "q@:", optionsMathMode),
 			m("setFastMathEnabled:", "v@:c", optionsSetFastMath),
 			m("fastMathEnabled", "c@:", optionsFastMath),
+			m("setPreprocessorMacros:", "v@:@", optionsSetPreprocessorMacros),
+			m("preprocessorMacros", "@@:", optionsPreprocessorMacros),
+		)
+	}
+	if objc.GetClass("MTLFunctionConstantValues") == 0 {
+		reg(&classes.constantValues, "MTLFunctionConstantValues",
+			m("init", "@@:", constantValuesInit),
+			m("setConstantValue:type:atIndex:", "v@:^vQQ", constantValuesSetAtIndex),
+			m("setConstantValue:type:withName:", "v@:^vQ@", constantValuesSetWithName),
 		)
 	}
 	return err

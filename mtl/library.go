@@ -19,6 +19,9 @@ type CompileOptions struct {
 	// on; puremetal's default, false, is MathModeSafe, so kernels compare
 	// closely with CPU references.
 	FastMath bool
+	// PreprocessorMacros are defined for the source
+	// (setPreprocessorMacros:): name to replacement text, as -Dname=value.
+	PreprocessorMacros map[string]string
 }
 
 // CompileError is a failed compilation of Metal source: the compiler's log.
@@ -59,6 +62,13 @@ func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library
 	}
 	var lib objc.ID
 	inPool(func() {
+		if len(opts.PreprocessorMacros) > 0 {
+			var macros objc.ID
+			if macros, err = newMacroDictionary(opts.PreprocessorMacros); err != nil {
+				return
+			}
+			options.Send(sel.setPreprocessorMacros, uintptr(macros))
+		}
 		nserr := newOutID()
 		lib = objc.ID(d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), uintptrOf(nserr)))
 		if lib == 0 {

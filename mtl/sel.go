@@ -21,6 +21,11 @@ var sel struct {
 	// MTLLibrary, MTLFunction, NSArray
 	newFunctionWithName, functionNames, count, objectAtIndex objc.SEL
 
+	// MTLCompileOptions.preprocessorMacros, MTLFunctionConstantValues,
+	// specialized functions
+	setPreprocessorMacros, dictionaryWithObjectsForKeysCount                                          objc.SEL
+	setConstantValueTypeAtIndex, setConstantValueTypeWithName, newFunctionWithNameConstantValuesError objc.SEL
+
 	// MTLComputePipelineState
 	maxTotalThreadsPerThreadgroup, threadExecutionWidth objc.SEL
 
@@ -81,6 +86,11 @@ var selectorTable = objc.NewSelectorTable(
 	objc.SelectorEntry{Name: "dispatchThreads:threadsPerThreadgroup:", Dst: &sel.dispatchThreads},
 	objc.SelectorEntry{Name: "memoryBarrierWithScope:", Dst: &sel.memoryBarrierWithScope},
 	objc.SelectorEntry{Name: "endEncoding", Dst: &sel.endEncoding},
+	objc.SelectorEntry{Name: "setPreprocessorMacros:", Dst: &sel.setPreprocessorMacros},
+	objc.SelectorEntry{Name: "dictionaryWithObjects:forKeys:count:", Dst: &sel.dictionaryWithObjectsForKeysCount},
+	objc.SelectorEntry{Name: "setConstantValue:type:atIndex:", Dst: &sel.setConstantValueTypeAtIndex},
+	objc.SelectorEntry{Name: "setConstantValue:type:withName:", Dst: &sel.setConstantValueTypeWithName},
+	objc.SelectorEntry{Name: "newFunctionWithName:constantValues:error:", Dst: &sel.newFunctionWithNameConstantValuesError},
 )
 
 // SelectorNames returns the name of every selector the package sends to
