@@ -40,7 +40,9 @@ PM_VEC(half, half)
 PM_VEC(int, bool)
 #undef PM_VEC
 
-template <class T, int N> using vec = T __attribute__((ext_vector_type(N)));
+// __pm_ext is clang's vector of N T; vec<T, N> (below) is MSL's vector
+// type of any element type, bfloat included.
+template <class T, int N> using __pm_ext = T __attribute__((ext_vector_type(N)));
 
 // Component traits: elem is the scalar type, n the component count (1 for
 // scalars).
@@ -64,11 +66,11 @@ template <class T> struct __pm_enable_if<true, T> {
 template <class T, int N> struct __pm_packed {
 	T v[N];
 	__pm_packed() = default;
-	__pm_packed(vec<T, N> x) {
+	__pm_packed(__pm_ext<T, N> x) {
 		for (int i = 0; i < N; i++) v[i] = x[i];
 	}
-	operator vec<T, N>() const {
-		vec<T, N> r;
+	operator __pm_ext<T, N>() const {
+		__pm_ext<T, N> r;
 		for (int i = 0; i < N; i++) r[i] = v[i];
 		return r;
 	}
@@ -206,11 +208,11 @@ template <int N> struct alignas(N == 2 ? 4 : 8) __pm_bfvec : __pm_bfstore<N> {
 	__pm_bfvec(bfloat s) {
 		for (int i = 0; i < N; i++) this->__v[i] = s;
 	}
-	template <class T> __pm_bfvec(vec<T, N> x) {
+	template <class T> __pm_bfvec(__pm_ext<T, N> x) {
 		for (int i = 0; i < N; i++) this->__v[i] = bfloat(x[i]);
 	}
-	template <class T> operator vec<T, N>() const {
-		vec<T, N> r;
+	template <class T> operator __pm_ext<T, N>() const {
+		__pm_ext<T, N> r;
 		for (int i = 0; i < N; i++) r[i] = (T)(float)this->__v[i];
 		return r;
 	}
@@ -244,6 +246,13 @@ template <int N> struct __pm_vt<__pm_bfvec<N>> {
 	typedef bfloat elem;
 	enum { n = N, is_vec = 0 };
 };
+template <class T, int N> struct __pm_vec_of {
+	typedef __pm_ext<T, N> type;
+};
+template <int N> struct __pm_vec_of<bfloat, N> {
+	typedef __pm_bfvec<N> type;
+};
+template <class T, int N> using vec = typename __pm_vec_of<T, N>::type;
 typedef __pm_bfvec<2> bfloat2;
 typedef __pm_bfvec<3> bfloat3;
 typedef __pm_bfvec<4> bfloat4;
@@ -342,6 +351,9 @@ constexpr half operator""_h(unsigned long long v) { return (half)(float)v; }
 #define threadgroup __attribute__((address_space(3)))
 #define thread
 #define kernel
+
+// METAL_FUNC marks helper functions in Apple's headers and MLX's.
+#define METAL_FUNC inline __attribute__((always_inline))
 
 // Function constants: the translator declares, beside each
 // constant T name [[function_constant(i)]], whether it has a value.
