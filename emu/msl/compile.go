@@ -353,7 +353,11 @@ func compile(source string, opts CompileOptions, values []ConstantValue) (*Libra
 // preprocessorMacros are the macros Apple's compiler predefines, and the
 // user's MTLCompileOptions.preprocessorMacros, as clang arguments.
 func preprocessorMacros(opts CompileOptions) ([]string, error) {
-	args := []string{"-D__METAL_VERSION__=" + languageMacro(opts.LanguageVersion), "-D__METAL__=1", "-D__METAL_MACOS__=1"}
+	version := languageMacro(opts.LanguageVersion)
+	args := []string{"-D__METAL_VERSION__=" + version, "-D__METAL__=1", "-D__METAL_MACOS__=1"}
+	if version >= "310" {
+		args = append(args, "-D__HAVE_BFLOAT__=1") // bfloat is MSL 3.1's
+	}
 	names := make([]string, 0, len(opts.PreprocessorMacros))
 	for n := range opts.PreprocessorMacros {
 		names = append(names, n)

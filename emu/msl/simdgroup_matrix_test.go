@@ -3,6 +3,7 @@ package msl
 import (
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 )
 
@@ -163,4 +164,19 @@ func halfBitsToFloat(h uint16) float32 {
 		return float32(math.NaN())
 	}
 	return math.Float32frombits(sign | (e+112)<<23 | m<<13)
+}
+
+func TestSimdgroupMatrixUnsupportedShape(t *testing.T) {
+	needClang(t)
+	src := `#include <metal_stdlib>
+using namespace metal;
+kernel void k(device float* x [[buffer(0)]]) {
+    simdgroup_matrix<float, 4, 4> m;
+    simdgroup_load(m, x);
+}
+`
+	_, err := Compile(src, CompileOptions{CacheDir: testCacheDir})
+	if err == nil || !strings.Contains(logOf(err), "simdgroup_matrix other than 8x8 is not supported by the emulated device") {
+		t.Fatalf("compile of a 4x4 simdgroup_matrix: %v\n%s; want the unsupported-shape message", err, logOf(err))
+	}
 }

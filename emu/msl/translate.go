@@ -122,6 +122,7 @@ func translate(source, file string, values []ConstantValue) (*translation, error
 	tr.tokenize()
 	tr.findAttributes()
 	tr.checkTokens()
+	tr.memberQualifiers()
 	tr.walk()
 	tr.resolveConstants()
 	if len(tr.errs) > 0 {
@@ -360,10 +361,71 @@ func (tr *translator) findAttributes() {
 	}
 }
 
+// unsupportedTypes are MSL types the emulated device does not implement.
+var unsupportedTypes = map[string]string{
+	"texture1d": "textures", "texture1d_array": "textures", "texture2d": "textures", "texture2d_array": "textures",
+	"texture2d_ms": "textures", "texture2d_ms_array": "textures", "texture3d": "textures", "texturecube": "textures",
+	"texturecube_array": "textures", "texture_buffer": "textures", "depth2d": "depth textures",
+	"depth2d_array": "depth textures", "depth2d_ms": "depth textures", "depthcube": "depth textures",
+	"sampler": "samplers", "imageblock": "imageblocks", "visible_function_table": "visible function tables",
+	"intersection_function_table": "intersection function tables", "acceleration_structure": "ray tracing",
+	"primitive_acceleration_structure": "ray tracing", "instance_acceleration_structure": "ray tracing",
+	"command_buffer": "indirect command buffers", "render_command": "indirect command buffers",
+	"compute_command": "indirect command buffers", "raster_order_group": "raster order groups",
+}
+
+// isMember reports whether token i follows '.', '->' or a user's '::'
+// (a member or a name of the program's own namespace, not Metal's type).
+func (tr *translator) isMember(i int) bool {
+	p := tr.prev(i)
+	if p < 0 {
+		return false
+	}
+	switch tr.toks[p].text {
+	case ".":
+		return true
+	case ">":
+		return p > 0 && tr.toks[p-1].text == "-" && tr.toks[p-1].end == tr.toks[p].start
+	case ":":
+		q := p - 2
+		return p > 0 && tr.toks[p-1].text == ":" && q >= 0 && tr.toks[q].kind == tIdent && tr.toks[q].text != "metal"
+	}
+	return false
+}
+
+// startsFunction reports whether token i begins a function declaration at
+// namespace scope: it is followed by a type, a name and '('.
+func (tr *translator) startsFunction(i int) bool {
+	p := tr.prev(i)
+	if p >= 0 && tr.toks[p].text != ";" && tr.toks[p].text != "}" && tr.toks[p].text != ">" {
+		return false
+	}
+	a := tr.next(i + 1)
+	b := tr.next(a + 1)
+	return a < len(tr.toks) && tr.toks[a].kind == tIdent && b < len(tr.toks) && tr.toks[b].kind == tIdent
+}
+
+// checkThreadgroupType rejects bfloat values in threadgroup memory: bfloat
+// is a class here, and clang cannot assign class objects in the threadgroup
+// address space.
+func (tr *translator) checkThreadgroupType(i int) {
+	t := tr.toks
+	for k := tr.next(i + 1); k < len(t) && k < i+4; k = tr.next(k + 1) {
+		switch t[k].text {
+		case "bfloat", "bfloat2", "bfloat3", "bfloat4", "bfloat16_t":
+			tr.errorf(t[k].line, t[k].col, "bfloat in threadgroup memory is not supported by the emulated device (keep float or half there)")
+			return
+		case "const", "volatile":
+			continue
+		}
+		return
+	}
+}
+
 // checkTokens rejects double and rewrites floating-point literals: an
 // unsuffixed literal is a float in MSL, and 1.5h is a half.
 func (tr *translator) checkTokens() {
-	for _, k := range tr.toks {
+	for i, k := range tr.toks {
 		if k.attr >= 0 {
 			continue
 		}
@@ -371,6 +433,15 @@ func (tr *translator) checkTokens() {
 		case tIdent:
 			if k.text == "double" {
 				tr.errorf(k.line, k.col, "'double' is not supported in Metal")
+			}
+			if what, ok := unsupportedTypes[k.text]; ok && !tr.isMember(i) {
+				tr.errorf(k.line, k.col, "%s (%s) is not supported by the emulated device", what, k.text)
+			}
+			if (k.text == "vertex" || k.text == "fragment") && tr.startsFunction(i) {
+				tr.errorf(k.line, k.col, "%s functions are not supported by the emulated device (compute kernels only)", k.text)
+			}
+			if k.text == "threadgroup" {
+				tr.checkThreadgroupType(i)
 			}
 		case tNumber:
 			tr.rewriteNumber(k)
@@ -847,7 +918,12 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 		default:
 			expr, ok := builtins[it.name]
 			if !ok {
-				tr.errorf(it.line, it.col, "unsupported kernel parameter attribute [[%s]] on %s", it.name, nameTok.text)
+				what := "kernel parameter attribute [[" + it.name + "]]"
+				switch it.name {
+				case "texture", "sampler":
+					what = "[[" + it.name + "(n)]] parameters (" + it.name + "s)"
+				}
+				tr.errorf(it.line, it.col, "%s on %s is not supported by the emulated device", what, nameTok.text)
 				continue
 			}
 			p.Kind = BuiltIn

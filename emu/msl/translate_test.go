@@ -87,7 +87,17 @@ func TestTranslateErrors(t *testing.T) {
 		{"kernel void k(device float* x [[buffer(0)]]) {}\nkernel void k(device int* x [[buffer(0)]]) {}\n", "defined twice", 2},
 		{"template [[host_name(\"h\")]] kernel void nothing<float>(device float*);\n", "not a kernel template", 1},
 		{"kernel void k(float x [[buffer(0)]]) {}\n", "pointer or a reference", 1},
-		{"kernel void k(device float* x [[stage_in]]) {}\n", "unsupported kernel parameter attribute [[stage_in]]", 1},
+		{"kernel void k(device float* x [[stage_in]]) {}\n", "kernel parameter attribute [[stage_in]] on x is not supported by the emulated device", 1},
+		{"kernel void k(device float* x [[texture(0)]]) {}\n", "[[texture(n)]] parameters (textures) on x is not supported by the emulated device", 1},
+		{"kernel void k(texture2d<float> t [[texture(0)]]) {}\n", "textures (texture2d) is not supported by the emulated device", 1},
+		{"\nkernel void k(sampler s [[sampler(0)]]) {}\n", "samplers (sampler) is not supported by the emulated device", 2},
+		{"kernel void k(device float* x [[buffer(0)]]) { imageblock<float> b; }\n", "imageblocks (imageblock) is not supported", 1},
+		{"kernel void k(device float* x [[buffer(0)]], visible_function_table<void()> f [[buffer(1)]]) {}\n", "visible function tables (visible_function_table) is not supported", 1},
+		{"kernel void k(device float* x [[buffer(0)]], instance_acceleration_structure a [[buffer(1)]]) {}\n", "ray tracing (instance_acceleration_structure) is not supported", 1},
+		{"vertex float4 v(uint id [[vertex_id]]) { return 0; }\n", "vertex functions are not supported by the emulated device", 1},
+		{"struct S { int x; };\nfragment half4 f() { return 0; }\n", "fragment functions are not supported by the emulated device", 2},
+		{"kernel void k(device float* x [[buffer(0)]]) {\n threadgroup bfloat tile[32];\n}\n", "bfloat in threadgroup memory is not supported by the emulated device", 2},
+		{"kernel void k(threadgroup bfloat4* x [[threadgroup(0)]]) {}\n", "bfloat in threadgroup memory is not supported", 1},
 	}
 	for _, c := range cases {
 		_, err := translate(c.src, "e.metal", nil)
@@ -161,5 +171,27 @@ kernel void after_name [[max_total_threads_per_threadgroup(128)]] (device float*
 	}
 	if p := tr.entries[0].params[1]; !p.ReadOnly {
 		t.Errorf("device const char* src0 is not read-only")
+	}
+}
+
+// The names of Metal's unsupported types are rejected where a type would
+// be declared, but not where they name members or the program's own
+// namespace's types.
+func TestTranslateUnsupportedNamesAsMembers(t *testing.T) {
+	src := `struct S { int sampler; int texture2d; };
+namespace mine { struct sampler { int x; }; }
+kernel void k(device S* s [[buffer(0)]], device mine::sampler* m [[buffer(1)]]) {
+    s->sampler = 1; s[0].texture2d = 2; m->x = 3;
+}
+`
+	_, err := translate(src, "m.metal", nil)
+	ce, ok := err.(*CompileError)
+	if !ok {
+		t.Fatalf("translate: %v, want errors at the declarations", err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(ce.Log), "\n") {
+		if !strings.HasPrefix(l, "m.metal:1:") && !strings.HasPrefix(l, "m.metal:2:") {
+			t.Errorf("error outside the declarations: %s", l)
+		}
 	}
 }
