@@ -138,15 +138,21 @@ func deviceNewLibrary(self objc.ID, _ objc.SEL, source, options objc.ID, errOut 
 	}
 	lib, err := msl.Compile(objc.GoString(source), opts)
 	if err != nil {
-		var ce *msl.CompileError
-		text := err.Error()
-		if errors.As(err, &ce) {
-			text = ce.Log
-		}
-		storeOut(errOut, newNSError("MTLLibraryErrorDomain", libraryErrorCompileFailure, text))
+		storeCompileError(errOut, err)
 		return 0
 	}
 	return newObject(classes.library, &library{lib: lib})
+}
+
+// storeCompileError stores in errOut the MTLLibraryErrorCompileFailure
+// NSError of a failed compilation: the compiler's log, or the error.
+func storeCompileError(errOut uintptr, err error) {
+	var ce *msl.CompileError
+	text := err.Error()
+	if errors.As(err, &ce) {
+		text = ce.Log
+	}
+	storeOut(errOut, newNSError("MTLLibraryErrorDomain", libraryErrorCompileFailure, text))
 }
 
 func libraryNewFunction(self objc.ID, _ objc.SEL, name objc.ID) objc.ID {
@@ -257,12 +263,7 @@ func libraryNewSpecializedFunction(self objc.ID, _ objc.SEL, name, values objc.I
 	}
 	f, err := l.lib.Specialize(fn, vs)
 	if err != nil {
-		var ce *msl.CompileError
-		text := err.Error()
-		if errors.As(err, &ce) {
-			text = ce.Log
-		}
-		storeOut(errOut, newNSError("MTLLibraryErrorDomain", libraryErrorCompileFailure, text))
+		storeCompileError(errOut, err)
 		return 0
 	}
 	return newObject(classes.function, &function{fn: f})

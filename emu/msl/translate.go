@@ -373,16 +373,15 @@ var unsupportedTypes = map[string]string{
 	"primitive_acceleration_structure": "ray tracing", "instance_acceleration_structure": "ray tracing",
 	"command_buffer": "indirect command buffers", "render_command": "indirect command buffers",
 	"compute_command": "indirect command buffers", "raster_order_group": "raster order groups",
-	"quad_sum": "quad-group functions", "quad_product": "quad-group functions", "quad_min": "quad-group functions",
-	"quad_max": "quad-group functions", "quad_and": "quad-group functions", "quad_or": "quad-group functions",
-	"quad_xor": "quad-group functions", "quad_shuffle": "quad-group functions", "quad_shuffle_up": "quad-group functions",
-	"quad_shuffle_down": "quad-group functions", "quad_shuffle_xor": "quad-group functions",
-	"quad_shuffle_rotate_up": "quad-group functions", "quad_shuffle_rotate_down": "quad-group functions",
-	"quad_broadcast": "quad-group functions", "quad_broadcast_first": "quad-group functions",
-	"quad_all": "quad-group functions", "quad_any": "quad-group functions", "quad_ballot": "quad-group functions",
-	"quad_active_threads_mask": "quad-group functions", "quad_is_first": "quad-group functions",
-	"quad_prefix_inclusive_sum": "quad-group functions", "quad_prefix_exclusive_sum": "quad-group functions",
-	"quad_prefix_inclusive_product": "quad-group functions", "quad_prefix_exclusive_product": "quad-group functions",
+}
+
+func init() {
+	for _, f := range []string{"sum", "product", "min", "max", "and", "or", "xor", "shuffle", "shuffle_up",
+		"shuffle_down", "shuffle_xor", "shuffle_rotate_up", "shuffle_rotate_down", "broadcast", "broadcast_first",
+		"all", "any", "ballot", "active_threads_mask", "is_first", "prefix_inclusive_sum", "prefix_exclusive_sum",
+		"prefix_inclusive_product", "prefix_exclusive_product"} {
+		unsupportedTypes["quad_"+f] = "quad-group functions"
+	}
 }
 
 // isMember reports whether token i follows '.', '->' or a user's '::'
