@@ -577,7 +577,7 @@ func (tr *translator) walk() {
 			p := tr.prev(i)
 			if p >= 0 && t[p].text == "namespace" {
 				sc.namespace = true
-			} else if p >= 1 && t[p].kind == tIdent && t[tr.prev(p)].text == "namespace" {
+			} else if q := tr.prev(p); p >= 1 && q >= 0 && t[p].kind == tIdent && t[q].text == "namespace" {
 				sc.namespace = true
 				sc.name = t[p].text
 			}
