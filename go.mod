@@ -3,6 +3,6 @@ module github.com/puremetal/puremetal
 go 1.26.0
 
 require (
-	github.com/ebitengine/purego v0.11.3 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/ebitengine/purego v0.11.3
+	golang.org/x/sys v0.50.0
 )

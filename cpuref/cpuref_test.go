@@ -8,6 +8,7 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/golden"
 )
 
@@ -57,14 +58,8 @@ func run64(t *testing.T, p spec.Params, in cpuref.Inputs, capture bool) cpuref.R
 	return r
 }
 
-// bitsEqual reports whether a and b hold the same float32 bit patterns.
-func bitsEqual(a, b []float32) bool {
-	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
-}
-
-func bitsEqual64(a, b []float64) bool {
-	return slices.EqualFunc(a, b, func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) })
-}
+// bitsEqual and bitsEqual64 compare bit patterns.
+var bitsEqual, bitsEqual64 = floats.Equal, floats.Equal64
 
 // gather copies, for every sequence s in seqs and token t < nt, the block of
 // per-token elements (width elements per token) of x laid out as

@@ -1,17 +1,14 @@
 package emu_test
 
 import (
-	"bufio"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
-	"github.com/puremetal/puremetal/internal/testenv"
+	"github.com/puremetal/puremetal/internal/appleapi"
 )
 
 // protocols maps each emulated class (its field in classes.go) to the
@@ -31,20 +28,13 @@ var protocols = map[string][]string{
 // nsObjectMethods are NSObject's, overridden by the emulated classes.
 var nsObjectMethods = map[string]bool{"dealloc": true, "init": true}
 
-type signature struct {
-	ret    string
-	params []string
-}
-
 // TestMethodsMatchApplesSignatures checks every method the emulated
 // classes implement against Apple's metal-cpp signatures: the selector is
 // one that the class's protocol has, and the Objective-C type encoding
 // given to the runtime has Apple's return type and parameter types. The
 // emulated device is written by us, so this is what keeps it faithful.
 func TestMethodsMatchApplesSignatures(t *testing.T) {
-	path := filepath.Join(testenv.SharedDir(t), "apple-api", "signatures.txt")
-	sigs := readSignatures(t, path)
-	known := readSelectors(t, filepath.Join(filepath.Dir(path), "selectors.txt"))
+	api := appleapi.Load(t)
 	methods := emulatedMethods(t)
 	if len(methods) < 40 {
 		t.Fatalf("found %d methods in classes.go; the scan is broken", len(methods))
@@ -53,9 +43,9 @@ func TestMethodsMatchApplesSignatures(t *testing.T) {
 		if nsObjectMethods[m.sel] {
 			continue
 		}
-		var found *signature
-		for _, cls := range protocols[m.class] {
-			if s, ok := sigs[m.sel+" "+cls]; ok {
+		var found *appleapi.Signature
+		for _, s := range api.Signatures[m.sel] {
+			if slices.Contains(protocols[m.class], s.Class) {
 				found = &s
 				break
 			}
@@ -63,153 +53,27 @@ func TestMethodsMatchApplesSignatures(t *testing.T) {
 		if found == nil {
 			// signatures.txt lacks the selectors whose metal-cpp wrapper
 			// could not be matched; selectors.txt still has their names.
-			if known[m.sel] {
+			if api.Selectors[m.sel] {
 				t.Logf("%s: %q is Apple's, but has no signature to check its types against", m.pos, m.sel)
 				continue
 			}
-			t.Errorf("%s: %s answers %q, which %v does not have in %s", m.pos, m.class, m.sel, protocols[m.class], path)
+			t.Errorf("%s: %s answers %q, which %v does not have in %s", m.pos, m.class, m.sel, protocols[m.class], api.SignaturesPath)
 			continue
 		}
-		enc := splitEncoding(m.types)
-		if len(enc) < 3 || enc[1] != "@" || enc[2] != ":" {
-			t.Errorf("%s: %q: type encoding %q does not start with a return type, @ and :", m.pos, m.sel, m.types)
-			continue
-		}
-		if !typeMatches(enc[0], found.ret) {
-			t.Errorf("%s: %q returns %q in the encoding, Apple's returns %s", m.pos, m.sel, enc[0], found.ret)
-		}
-		args := enc[3:]
-		if len(args) != len(found.params) {
-			t.Errorf("%s: %q has %d arguments in the encoding, Apple's has %d (%v)", m.pos, m.sel, len(args), len(found.params), found.params)
-			continue
-		}
-		for i, a := range args {
-			if !typeMatches(a, found.params[i]) {
-				t.Errorf("%s: %q argument %d is %q in the encoding, Apple's is %s", m.pos, m.sel, i, a, found.params[i])
-			}
+		if err := found.Check(m.types); err != nil {
+			t.Errorf("%s: %v", m.pos, err)
 		}
 	}
 }
 
-// typeMatches reports whether an Objective-C type encoding fits a
-// metal-cpp C++ type.
-func typeMatches(enc, cpp string) bool {
-	cpp = strings.TrimSpace(strings.TrimPrefix(cpp, "const "))
-	switch enc {
-	case "v":
-		return cpp == "void"
-	case "@":
-		return strings.HasSuffix(cpp, "*") && !strings.HasPrefix(cpp, "void")
-	case "^v":
-		return cpp == "void*"
-	case "Q", "q":
-		return cpp == "NS::UInteger" || cpp == "NS::Integer" || cpp == "uint64_t" ||
-			(strings.HasPrefix(cpp, "MTL::") && !strings.HasSuffix(cpp, "*") && cpp != "MTL::Size")
-	case "c":
-		return cpp == "bool"
-	case "d":
-		return cpp == "CFTimeInterval" || cpp == "double"
-	case "{MTLSize=QQQ}":
-		return cpp == "MTL::Size"
-	case "{_NSRange=QQ}":
-		return cpp == "NS::Range"
-	case "^@":
-		return strings.HasSuffix(cpp, "**") || strings.HasSuffix(cpp, "[]")
-	case "^Q":
-		return strings.HasPrefix(cpp, "NS::UInteger") && (strings.HasSuffix(cpp, "[]") || strings.HasSuffix(cpp, "*"))
-	case "@?":
-		return strings.Contains(cpp, "Deallocator") || strings.Contains(cpp, "Handler") || strings.Contains(cpp, "Block")
+// TestSelectorsAreApples checks the selectors the emulated objects send to
+// Foundation objects and compile options, and those their methods compare
+// with, against Apple's headers, and each send against its encoding.
+func TestSelectorsAreApples(t *testing.T) {
+	api := appleapi.Load(t)
+	if n := len(appleapi.CheckTable(t, api, ".", "fsel", nil, false, nil)); n < 5 {
+		t.Fatalf("found %d selectors in fsel; the scan is broken", n)
 	}
-	return false
-}
-
-// splitEncoding splits an Objective-C method type encoding into its types.
-func splitEncoding(s string) []string {
-	var out []string
-	for i := 0; i < len(s); {
-		j := i
-		for j < len(s) && s[j] == '^' {
-			j++
-		}
-		switch {
-		case j < len(s) && s[j] == '{':
-			depth := 0
-			for ; j < len(s); j++ {
-				if s[j] == '{' {
-					depth++
-				} else if s[j] == '}' {
-					depth--
-					if depth == 0 {
-						break
-					}
-				}
-			}
-			j++
-		case j+1 < len(s) && s[j] == '@' && s[j+1] == '?':
-			j += 2
-		default:
-			j++
-		}
-		out = append(out, s[i:j])
-		i = j
-	}
-	return out
-}
-
-func readSignatures(t *testing.T, path string) map[string]signature {
-	f, err := os.Open(path)
-	if err != nil {
-		testenv.SkipOrFail(t, "Apple signature list missing: "+err.Error())
-	}
-	defer f.Close()
-	sigs := map[string]signature{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		parts := strings.Split(sc.Text(), " | ")
-		if len(parts) != 4 {
-			continue
-		}
-		ret := strings.TrimPrefix(parts[2], "returns ")
-		list := strings.TrimSuffix(strings.TrimPrefix(parts[3], "("), ")")
-		var params []string
-		for _, p := range splitTopLevel(list) {
-			p = strings.TrimSpace(p)
-			if p == "" {
-				continue
-			}
-			// Drop the parameter's name: the type is what precedes it.
-			if i := strings.LastIndexAny(p, " *"); i >= 0 && !strings.HasSuffix(p, "]") {
-				p = strings.TrimSpace(p[:i+1])
-			} else if strings.HasSuffix(p, "]") {
-				name := p[:strings.Index(p, "[")]
-				k := strings.LastIndexAny(name, " *")
-				p = strings.TrimSpace(name[:k+1]) + "[]"
-			}
-			params = append(params, strings.ReplaceAll(p, " *", "*"))
-		}
-		sigs[parts[0]+" "+parts[1]] = signature{ret: strings.ReplaceAll(ret, " *", "*"), params: params}
-	}
-	return sigs
-}
-
-func splitTopLevel(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i, c := range s {
-		switch c {
-		case '(', '<', '[':
-			depth++
-		case ')', '>', ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
-			}
-		}
-	}
-	return append(out, s[start:])
 }
 
 type method struct{ class, sel, types, pos string }
@@ -266,16 +130,4 @@ func emulatedMethods(t *testing.T) []method {
 		return true
 	})
 	return out
-}
-
-func readSelectors(t *testing.T, path string) map[string]bool {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		testenv.SkipOrFail(t, "Apple selector list missing: "+err.Error())
-	}
-	known := map[string]bool{}
-	for _, s := range strings.Fields(string(b)) {
-		known[s] = true
-	}
-	return known
 }

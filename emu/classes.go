@@ -2,6 +2,7 @@ package emu
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/ebitengine/purego"
@@ -20,26 +21,58 @@ var classes struct {
 
 	device, buffer, library, function, pipeline objc.Class
 	queue, commandBuffer, encoder, options      objc.Class
-	constantValues                              objc.Class
+	blitEncoder, constantValues                 objc.Class
 }
 
 // Selectors the emulated objects send to Foundation objects and to
-// compile options, and those their methods tell apart.
+// compile options.
 var fsel struct {
-	addObject, initWithDomainCodeUserInfo, dictionaryWithObjectForKey objc.SEL
-	languageVersion, mathMode, fastMathEnabled                        objc.SEL
-	alloc, gpuEndTime, dispatchThreads                                objc.SEL
-	preprocessorMacros, keyEnumerator, nextObject, objectForKey       objc.SEL
-	stringValue                                                       objc.SEL
+	addObject                  objc.SEL `sel:"addObject:" types:"v@:@"`
+	initWithDomainCodeUserInfo objc.SEL `sel:"initWithDomain:code:userInfo:" types:"@@:@q@"`
+	dictionaryWithObjectForKey objc.SEL `sel:"dictionaryWithObject:forKey:" types:"@@:@@"`
+	languageVersion            objc.SEL `sel:"languageVersion" types:"Q@:"`
+	mathMode                   objc.SEL `sel:"mathMode" types:"q@:"`
+	fastMathEnabled            objc.SEL `sel:"fastMathEnabled" types:"c@:"`
+	alloc                      objc.SEL `sel:"alloc" types:"@@:"`
+	preprocessorMacros         objc.SEL `sel:"preprocessorMacros" types:"@@:"`
+	keyEnumerator              objc.SEL `sel:"keyEnumerator" types:"@@:"`
+	nextObject                 objc.SEL `sel:"nextObject" types:"@@:"`
+	objectForKey               objc.SEL `sel:"objectForKey:" types:"@@:@"`
+	stringValue                objc.SEL `sel:"stringValue" types:"@@:"`
 }
+
+var fselTable = objc.NewSelectorTable(&fsel)
 
 func registerClasses() error {
 	classes.once.Do(func() { classes.err = doRegisterClasses() })
 	return classes.err
 }
 
-// m builds a Method.
-func m(sel, types string, fn any) objc.Method { return objc.Method{Sel: sel, Types: types, Fn: fn} }
+// m builds a Method that autoreleases an object before it runs, as Metal's
+// implementations may (see autoreleasing).
+func m(sel, types string, fn any) objc.Method {
+	return objc.Method{Sel: sel, Types: types, Fn: autoreleasing(fn)}
+}
+
+// plain builds a Method that runs fn as it is: -dealloc, which runs on
+// release, and the encoders' methods, which a program sends once per
+// dispatch and wraps in a pool per command buffer, if at all.
+func plain(sel, types string, fn any) objc.Method { return objc.Method{Sel: sel, Types: types, Fn: fn} }
+
+// autoreleasing returns fn preceded by the autorelease of a new object.
+// An Apple implementation of any Metal method may autorelease objects;
+// sent from a thread with no autorelease pool open, they leak, and the
+// thread of a Go program has none unless the program opens one. The
+// emulated device makes that visible on Linux: sent with no pool open, its
+// methods leak an object and GNUstep prints "autorelease called without
+// pool" on stderr.
+func autoreleasing(fn any) any {
+	v := reflect.ValueOf(fn)
+	return reflect.MakeFunc(v.Type(), func(args []reflect.Value) []reflect.Value {
+		nsObject.New().Autorelease()
+		return v.Call(args)
+	}).Interface()
+}
 
 // mi builds a Method implemented in C (csrc/imps.c).
 func mi(sel, types string, imp objc.IMP) objc.Method {
@@ -57,22 +90,9 @@ func doRegisterClasses() error {
 	if nsObject == 0 {
 		return fmt.Errorf("emu: the Objective-C runtime has no NSObject class")
 	}
-	fsel.addObject = objc.RegisterName("addObject:")
-	fsel.initWithDomainCodeUserInfo = objc.RegisterName("initWithDomain:code:userInfo:")
-	fsel.dictionaryWithObjectForKey = objc.RegisterName("dictionaryWithObject:forKey:")
-	fsel.languageVersion = objc.RegisterName("languageVersion")
-	fsel.mathMode = objc.RegisterName("mathMode")
-	fsel.fastMathEnabled = objc.RegisterName("fastMathEnabled")
-	fsel.alloc = objc.RegisterName("alloc")
-	fsel.gpuEndTime = objc.RegisterName("GPUEndTime")
-	fsel.dispatchThreads = objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
-	fsel.preprocessorMacros = objc.RegisterName("preprocessorMacros")
-	fsel.keyEnumerator = objc.RegisterName("keyEnumerator")
-	fsel.nextObject = objc.RegisterName("nextObject")
-	fsel.objectForKey = objc.RegisterName("objectForKey:")
-	fsel.stringValue = objc.RegisterName("stringValue")
+	fselTable.Register()
 
-	dealloc := m("dealloc", "v@:", dealloc)
+	dealloc := plain("dealloc", "v@:", dealloc)
 	setLabel := m("setLabel:", "v@:@", setLabel)
 	label := m("label", "@@:", label)
 	var err error
@@ -85,7 +105,7 @@ func doRegisterClasses() error {
 	reg(&classes.device, "PuremetalEmulatedDevice",
 		m("name", "@@:", deviceName),
 		m("registryID", "Q@:", deviceRegistryID),
-		mi("maxThreadsPerThreadgroup", "{MTLSize=QQQ}@:", support.impSize),
+		mi("maxThreadsPerThreadgroup", "{MTLSize=QQQ}@:", support.maxThreadsPerThreadgroup),
 		m("hasUnifiedMemory", "c@:", yes),
 		m("recommendedMaxWorkingSetSize", "Q@:", deviceWorkingSet),
 		m("maxBufferLength", "Q@:", deviceMaxBufferLength),
@@ -100,7 +120,7 @@ func doRegisterClasses() error {
 	reg(&classes.buffer, "PuremetalEmulatedBuffer",
 		m("contents", "^v@:", bufferContents),
 		m("length", "Q@:", bufferLength),
-		mi("didModifyRange:", "v@:{_NSRange=QQ}", support.impRange),
+		mi("didModifyRange:", "v@:{_NSRange=QQ}", support.didModifyRange),
 		setLabel, label,
 	)
 	reg(&classes.library, "PuremetalEmulatedLibrary",
@@ -120,24 +140,30 @@ func doRegisterClasses() error {
 	)
 	reg(&classes.commandBuffer, "PuremetalEmulatedCommandBuffer",
 		m("computeCommandEncoder", "@@:", commandBufferEncoder),
+		m("blitCommandEncoder", "@@:", commandBufferBlitCommandEncoder),
 		m("commit", "v@:", commandBufferCommit),
 		m("waitUntilCompleted", "v@:", commandBufferWait),
 		m("status", "Q@:", commandBufferStatus),
 		m("error", "@@:", commandBufferError),
-		mi("GPUStartTime", "d@:", support.impDouble),
-		mi("GPUEndTime", "d@:", support.impDouble),
+		mi("GPUStartTime", "d@:", support.gpuStartTime),
+		mi("GPUEndTime", "d@:", support.gpuEndTime),
 		setLabel, label,
 	)
 	reg(&classes.encoder, "PuremetalEmulatedComputeCommandEncoder",
-		m("setComputePipelineState:", "v@:@", encoderSetPipeline),
-		m("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBuffer),
-		mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.impPtrPtrRange),
-		m("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytes),
-		m("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLength),
-		mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
-		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.impSizeSize),
-		m("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrier),
-		m("endEncoding", "v@:", encoderEndEncoding),
+		plain("setComputePipelineState:", "v@:@", encoderSetPipeline),
+		plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBuffer),
+		mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.setBuffersOffsetsWithRange),
+		plain("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytes),
+		plain("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLength),
+		mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreadgroups),
+		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreads),
+		plain("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrier),
+		plain("endEncoding", "v@:", encoderEndEncoding),
+	)
+	reg(&classes.blitEncoder, "PuremetalEmulatedBlitCommandEncoder",
+		plain("synchronizeResource:", "v@:@", blitEncoderSynchronizeResource),
+		plain("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", "v@:@Q@QQ", blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize),
+		plain("endEncoding", "v@:", blitEncoderEndEncoding),
 	)
 	// MTLCompileOptions is a class, not a protocol: mtl makes one with
 	// [[MTLCompileOptions alloc] init]. Apple's systems have it; elsewhere
@@ -220,8 +246,8 @@ func newNSError(domain string, code int, description string) objc.ID {
 	d, _ := objc.NewNSString(domain)
 	desc, _ := objc.NewNSString(description)
 	key := localizedDescriptionKey()
-	info := objc.ID(objc.Send(objc.ID(objc.GetClass("NSDictionary")), fsel.dictionaryWithObjectForKey, uintptr(desc), uintptr(key)))
-	e := objc.ID(objc.Send(objc.ID(objc.GetClass("NSError").Send(fsel.alloc)), fsel.initWithDomainCodeUserInfo, uintptr(d), uintptr(code), uintptr(info)))
+	info := objc.GetClass("NSDictionary").Send(fsel.dictionaryWithObjectForKey, uintptr(desc), uintptr(key))
+	e := objc.GetClass("NSError").Send(fsel.alloc).Send(fsel.initWithDomainCodeUserInfo, uintptr(d), uintptr(code), uintptr(info))
 	d.Release()
 	desc.Release()
 	return e.Autorelease()

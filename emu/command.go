@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,8 +71,12 @@ type commandBuffer struct {
 	counters   []msl.Counters
 }
 
-// command is one recorded dispatch, or a memory barrier (pipeline nil).
+// command is one recorded dispatch, or a memory barrier (pipeline nil), or
+// a blit (blit set), or a command the encoder refused (err set), which
+// fails the command buffer when it is reached.
 type command struct {
+	err      error
+	blit     func() // a blit encoder's copy or synchronization
 	pipeline *pipeline
 	buffers  [mtl.MaxBufferBindings]binding
 	tgMemory [mtl.MaxBufferBindings]int
@@ -106,14 +111,15 @@ func (cb *commandBuffer) retain(id objc.ID) {
 	cb.retained[id.Retain()] = true
 }
 
-// clock is the GPU timestamps' clock: seconds on the monotonic clock.
+// clockStart is when the GPU timestamps' clock started.
 var clockStart = time.Now()
 
+// clock returns the GPU timestamps' clock: seconds on the monotonic clock.
 func clock() float64 { return time.Since(clockStart).Seconds() }
 
-// KernelFault is the code of a kernel's fault in MTLCommandBufferErrorDomain
-// (MTLCommandBufferErrorPageFault for an out-of-bounds access, Internal
-// otherwise).
+// The codes of a failed command buffer in MTLCommandBufferErrorDomain:
+// MTLCommandBufferErrorPageFault for an out-of-bounds access,
+// MTLCommandBufferErrorInternal for every other fault.
 const (
 	commandBufferErrorInternal  = 1
 	commandBufferErrorPageFault = 3
@@ -129,6 +135,14 @@ func (cb *commandBuffer) run() {
 			break // committed with an encoder open: nothing runs
 		}
 		c := &cb.commands[i]
+		if c.err != nil {
+			cb.err = fmt.Errorf("command %d: %w", i, c.err)
+			break
+		}
+		if c.blit != nil {
+			c.blit()
+			continue
+		}
 		if c.pipeline == nil {
 			continue // a memory barrier: dispatches already run in order
 		}
@@ -163,11 +177,22 @@ func (cb *commandBuffer) run() {
 
 func commandBufferEncoder(self objc.ID, _ objc.SEL) objc.ID {
 	cb := stateOf[commandBuffer](self)
-	if cb == nil || cb.encoding || cb.status.Load() != uint64(mtl.CommandBufferStatusNotEnqueued) {
-		return 0 // Metal allows one open encoder, and none after commit
+	if !cb.mayEncode() {
+		return 0
 	}
+	return newObject(classes.encoder, &encoder{commandEncoder: cb.newEncoder(self)}).Autorelease()
+}
+
+// mayEncode reports whether the command buffer may make an encoder: Metal
+// allows one open encoder, and none after commit.
+func (cb *commandBuffer) mayEncode() bool {
+	return cb != nil && !cb.encoding && cb.status.Load() == uint64(mtl.CommandBufferStatusNotEnqueued)
+}
+
+// newEncoder opens an encoder of the command buffer self.
+func (cb *commandBuffer) newEncoder(self objc.ID) commandEncoder {
 	cb.encoding = true
-	return newObject(classes.encoder, &encoder{cb: cb, cbID: self.Retain()}).Autorelease()
+	return commandEncoder{cb: cb, cbID: self.Retain()}
 }
 
 func commandBufferCommit(self objc.ID, _ objc.SEL) {
@@ -215,49 +240,78 @@ func commandBufferError(self objc.ID, _ objc.SEL) objc.ID {
 	return newNSError("MTLCommandBufferErrorDomain", code, cb.err.Error())
 }
 
-// doubleResult answers GPUStartTime and GPUEndTime through csrc/imps.c, as
+// commandBufferGPUStartTime answers GPUStartTime through csrc/imps.c, as
 // float64 bits: 0 before the command buffer has completed, as Metal does.
-func doubleResult(self objc.ID, cmd objc.SEL) uint64 {
-	cb := stateOf[commandBuffer](self)
+func commandBufferGPUStartTime(self objc.ID, _ objc.SEL) uint64 {
+	return gpuTime(stateOf[commandBuffer](self), func(cb *commandBuffer) float64 { return cb.start })
+}
+
+// commandBufferGPUEndTime answers GPUEndTime through csrc/imps.c, as
+// commandBufferGPUStartTime does.
+func commandBufferGPUEndTime(self objc.ID, _ objc.SEL) uint64 {
+	return gpuTime(stateOf[commandBuffer](self), func(cb *commandBuffer) float64 { return cb.end })
+}
+
+// gpuTime returns a time of a command buffer that has run, as float64 bits,
+// or 0.
+func gpuTime(cb *commandBuffer, t func(*commandBuffer) float64) uint64 {
 	if cb == nil {
 		return 0
 	}
 	if s := cb.status.Load(); s != uint64(mtl.CommandBufferStatusCompleted) && s != uint64(mtl.CommandBufferStatusError) {
 		return 0
 	}
-	t := cb.start
-	if cmd == fsel.gpuEndTime {
-		t = cb.end
-	}
-	return math.Float64bits(t)
+	return math.Float64bits(t(cb))
 }
 
-// sizeResult answers maxThreadsPerThreadgroup through csrc/imps.c.
-func sizeResult(self objc.ID, _ objc.SEL, out uintptr) {
-	*(*[3]uint64)(cptr(out)) = [3]uint64{maxThreadsPerThreadgroup, maxThreadsPerThreadgroup, maxThreadsPerThreadgroup}
+// commandEncoder is the state every encoder has (MTLCommandEncoder): its
+// command buffer, retained, and whether it has ended.
+type commandEncoder struct {
+	cb    *commandBuffer
+	cbID  objc.ID
+	ended bool
 }
+
+func (e *commandEncoder) free() {
+	e.end()
+	e.cbID.Release()
+}
+
+// end ends the encoding (endEncoding), after which the command buffer may
+// make another encoder.
+func (e *commandEncoder) end() {
+	if !e.ended {
+		e.ended = true
+		e.cb.encoding = false
+	}
+}
+
+// recording reports whether the encoder may still record: not ended, and
+// its command buffer not committed.
+func (e *commandEncoder) recording() bool {
+	return !e.ended && e.cb.status.Load() == uint64(mtl.CommandBufferStatusNotEnqueued)
+}
+
+// record appends a command to the command buffer.
+func (e *commandEncoder) record(c command) { e.cb.commands = append(e.cb.commands, c) }
+
+// refuse records an argument that Metal's validation refuses: the command
+// buffer fails when it reaches it, naming it, instead of running with the
+// argument missing.
+func (e *commandEncoder) refuse(err error) { e.record(command{err: err}) }
 
 // encoder is an MTLComputeCommandEncoder's state: the arguments set so far,
 // copied into each dispatch it records.
 type encoder struct {
-	cb       *commandBuffer
-	cbID     objc.ID
+	commandEncoder
 	pipeline *pipeline
 	current  command
-	ended    bool
 }
 
-func (e *encoder) free() {
-	if !e.ended {
-		e.cb.encoding = false
-	}
-	e.cbID.Release()
-}
-
-// openEncoder returns the state of an encoder that may still record: not
-// ended, and its command buffer not committed.
+// openEncoder returns the state of a compute encoder that may still
+// record.
 func openEncoder(self objc.ID) *encoder {
-	if e := stateOf[encoder](self); e != nil && !e.ended && e.cb.status.Load() == uint64(mtl.CommandBufferStatusNotEnqueued) {
+	if e := stateOf[encoder](self); e != nil && e.recording() {
 		return e
 	}
 	return nil
@@ -275,11 +329,16 @@ func encoderSetPipeline(self objc.ID, _ objc.SEL, p objc.ID) {
 
 func (e *encoder) setBuffer(id objc.ID, offset, index uintptr) {
 	if index >= mtl.MaxBufferBindings {
+		e.refuse(fmt.Errorf("buffer index %d outside [0, %d)", index, mtl.MaxBufferBindings))
 		return
 	}
 	b := stateOf[buffer](id)
 	if b == nil {
 		e.current.buffers[index] = binding{}
+		return
+	}
+	if offset > uintptr(b.length) {
+		e.refuse(fmt.Errorf("offset %d at buffer index %d outside the buffer's %d bytes", offset, index, b.length))
 		return
 	}
 	e.cb.retain(id)
@@ -292,10 +351,15 @@ func encoderSetBuffer(self objc.ID, _ objc.SEL, buf objc.ID, offset, index uintp
 	}
 }
 
-// twoPointersRange answers setBuffers:offsets:withRange: through csrc/imps.c.
-func twoPointersRange(self objc.ID, _ objc.SEL, bufsPtr, offsetsPtr, location, length uintptr) {
+// encoderSetBuffersOffsetsWithRange answers setBuffers:offsets:withRange:
+// through csrc/imps.c.
+func encoderSetBuffersOffsetsWithRange(self objc.ID, _ objc.SEL, bufsPtr, offsetsPtr, location, length uintptr) {
 	e := openEncoder(self)
-	if e == nil || location+length > mtl.MaxBufferBindings {
+	if e == nil {
+		return
+	}
+	if location > mtl.MaxBufferBindings || length > mtl.MaxBufferBindings-location {
+		e.refuse(fmt.Errorf("setBuffers:offsets:withRange: range {%d, %d} outside [0, %d)", location, length, mtl.MaxBufferBindings))
 		return
 	}
 	b := unsafe.Slice((*uintptr)(cptr(bufsPtr)), length)
@@ -305,16 +369,20 @@ func twoPointersRange(self objc.ID, _ objc.SEL, bufsPtr, offsetsPtr, location, l
 	}
 }
 
-// oneRange answers didModifyRange: through csrc/imps.c.
-func oneRange(self objc.ID, _ objc.SEL, location, length uintptr) {
+// bufferDidModifyRange answers didModifyRange: through csrc/imps.c.
+func bufferDidModifyRange(self objc.ID, _ objc.SEL, location, length uintptr) {
 	if b := stateOf[buffer](self); b != nil {
-		b.modified++
+		b.didModifyRange(location, length)
 	}
 }
 
 func encoderSetBytes(self objc.ID, _ objc.SEL, bytes, length, index uintptr) {
 	e := openEncoder(self)
-	if e == nil || index >= mtl.MaxBufferBindings || bytes == 0 || length == 0 {
+	if e == nil {
+		return
+	}
+	if index >= mtl.MaxBufferBindings || bytes == 0 || length == 0 || length > mtl.MaxBytesLength {
+		e.refuse(fmt.Errorf("setBytes:length:atIndex: %d bytes at %#x, index %d; want 1 to %d bytes at an index in [0, %d)", length, bytes, index, mtl.MaxBytesLength, mtl.MaxBufferBindings))
 		return
 	}
 	cp := make([]byte, length)
@@ -328,34 +396,82 @@ func encoderSetThreadgroupMemoryLength(self objc.ID, _ objc.SEL, length, index u
 	}
 }
 
-// twoSizes answers dispatchThreadgroups:threadsPerThreadgroup: and
+// encoderDispatchThreadgroupsThreadsPerThreadgroup answers
+// dispatchThreadgroups:threadsPerThreadgroup: through csrc/imps.c.
+func encoderDispatchThreadgroupsThreadsPerThreadgroup(self objc.ID, _ objc.SEL, threadgroupsPerGrid, threadsPerThreadgroup uintptr) {
+	dispatch(self, threadgroupsPerGrid, threadsPerThreadgroup, false)
+}
+
+// encoderDispatchThreadsThreadsPerThreadgroup answers
 // dispatchThreads:threadsPerThreadgroup: through csrc/imps.c.
-func twoSizes(self objc.ID, cmd objc.SEL, aPtr, bPtr uintptr) {
-	a, b := (*[3]uint64)(cptr(aPtr)), (*[3]uint64)(cptr(bPtr))
+func encoderDispatchThreadsThreadsPerThreadgroup(self objc.ID, _ objc.SEL, threadsPerGrid, threadsPerThreadgroup uintptr) {
+	dispatch(self, threadsPerGrid, threadsPerThreadgroup, true)
+}
+
+// dispatch records a dispatch of the grid and threadgroup sizes at gridPtr
+// and groupPtr (MTLSize), the grid counting threads or threadgroups.
+func dispatch(self objc.ID, gridPtr, groupPtr uintptr, threads bool) {
+	a, b := (*[3]uint64)(cptr(gridPtr)), (*[3]uint64)(cptr(groupPtr))
 	e := openEncoder(self)
-	if e == nil || e.current.pipeline == nil {
+	if e == nil {
+		return
+	}
+	if e.current.pipeline == nil {
+		e.refuse(fmt.Errorf("dispatch with no compute pipeline state set"))
 		return
 	}
 	c := e.current
+	if err := checkGrid(*a, *b, threads); err != nil {
+		e.refuse(err)
+		return
+	}
 	tg := [3]int{int(b[0]), int(b[1]), int(b[2])}
-	if cmd == fsel.dispatchThreads {
+	if threads {
 		c.grid = msl.ThreadsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)
 	} else {
 		c.grid = msl.ThreadgroupsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)
 	}
-	e.cb.commands = append(e.cb.commands, c)
+	e.record(c)
+}
+
+// checkGrid refuses a dispatch whose threadgroup has more threads than the
+// device allows, or whose grid has more threads than an int counts
+// (products computed without overflow). grid counts threads for
+// dispatchThreads:threadsPerThreadgroup:, threadgroups otherwise.
+func checkGrid(grid, group [3]uint64, threads bool) error {
+	perGroup, ok := product(group[0], group[1], group[2])
+	if !ok || perGroup == 0 || perGroup > maxThreadsPerThreadgroup {
+		return fmt.Errorf("threadgroup %v: want 1 to %d threads in all", group, maxThreadsPerThreadgroup)
+	}
+	total, ok := product(grid[0], grid[1], grid[2])
+	if ok && !threads {
+		total, ok = product(total, perGroup, 1)
+	}
+	if !ok || total == 0 {
+		return fmt.Errorf("grid %v of threadgroup %v: the thread count is 0 or overflows", grid, group)
+	}
+	return nil
+}
+
+// product returns a*b*c, and false if it exceeds math.MaxInt.
+func product(a, b, c uint64) (uint64, bool) {
+	hi, ab := bits.Mul64(a, b)
+	if hi != 0 {
+		return 0, false
+	}
+	hi, abc := bits.Mul64(ab, c)
+	return abc, hi == 0 && abc <= math.MaxInt
 }
 
 func encoderMemoryBarrier(self objc.ID, _ objc.SEL, scope uintptr) {
 	if e := openEncoder(self); e != nil {
-		e.cb.commands = append(e.cb.commands, command{})
+		e.record(command{})
 	}
 }
 
 func encoderEndEncoding(self objc.ID, _ objc.SEL) {
-	if e := stateOf[encoder](self); e != nil && !e.ended {
-		e.ended = true
-		e.cb.encoding = false
+	if e := stateOf[encoder](self); e != nil {
+		e.end()
 	}
 }
 

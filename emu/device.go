@@ -67,6 +67,12 @@ const (
 	maxBufferLength          = 1 << 33
 )
 
+// deviceMaxThreadsPerThreadgroup answers maxThreadsPerThreadgroup through
+// csrc/imps.c.
+func deviceMaxThreadsPerThreadgroup(_ objc.ID, _ objc.SEL, out uintptr) {
+	*(*[3]uint64)(cptr(out)) = [3]uint64{maxThreadsPerThreadgroup, maxThreadsPerThreadgroup, maxThreadsPerThreadgroup}
+}
+
 func deviceWorkingSet(objc.ID, objc.SEL) uintptr      { return 16 << 30 }
 func deviceMaxBufferLength(objc.ID, objc.SEL) uintptr { return maxBufferLength }
 
@@ -90,19 +96,38 @@ func deviceNewCommandQueue(self objc.ID, _ objc.SEL) objc.ID {
 
 // buffer is an MTLBuffer's state. Its memory is mapped with a guard page on
 // each side (none for no-copy buffers, whose memory is the caller's).
+//
+// A managed buffer the device allocates has two copies, as on a Mac whose
+// GPU has memory of its own: data, which kernels and blits use, and cpu,
+// which contents returns. didModifyRange: copies a range from cpu to data;
+// a blit encoder's synchronizeResource: copies data to cpu when the
+// command buffer runs. A program that forgets either sees stale bytes,
+// here as on such a Mac.
 type buffer struct {
 	labeled
-	mapping  []byte // the whole mapping, guard pages included; nil for no-copy
-	data     uintptr
-	length   int
-	private  bool
-	modified int // didModifyRange: calls
+	mapping     []byte     // the whole mapping, guard pages included; nil for no-copy
+	cpu         []byte     // a managed buffer's CPU copy; nil otherwise
+	deallocator objc.Block // a no-copy buffer's, run at dealloc; may be 0
+	data        uintptr
+	length      int
+	private     bool
+	modified    int // didModifyRange: calls
 }
 
 func (b *buffer) free() {
 	if b.mapping != nil {
 		unix.Munmap(b.mapping)
 		b.mapping = nil
+	}
+	if b.cpu != nil {
+		unix.Munmap(b.cpu)
+		b.cpu = nil
+	}
+	if b.deallocator != 0 {
+		// void (^)(void *pointer, NSUInteger length)
+		b.deallocator.Invoke(b.data, uintptr(b.length))
+		b.deallocator.Release()
+		b.deallocator = 0
 	}
 }
 
@@ -118,13 +143,22 @@ func newBufferMemory(length int, opts uintptr) (*buffer, error) {
 	}
 	unix.Mprotect(mem[:page], unix.PROT_NONE)
 	unix.Mprotect(mem[page+n:], unix.PROT_NONE)
-	return &buffer{
+	b := &buffer{
 		mapping: mem,
 		data:    uintptr(unsafe.Pointer(&mem[page])),
 		length:  length,
-		private: mtl.ResourceOptions(opts)&0xf0 == mtl.ResourceStorageModePrivate,
-	}, nil
+		private: storageMode(opts) == mtl.ResourceStorageModePrivate,
+	}
+	if storageMode(opts) == mtl.ResourceStorageModeManaged {
+		if b.cpu, err = unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
+			b.free()
+			return nil, err
+		}
+	}
+	return b, nil
 }
+
+func storageMode(opts uintptr) mtl.ResourceOptions { return mtl.ResourceOptions(opts) & 0xf0 }
 
 func deviceNewBuffer(_ objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
 	b, err := newBufferMemory(int(length), opts)
@@ -143,28 +177,45 @@ func deviceNewBufferWithBytes(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr
 		return 0
 	}
 	copy(b.bytes(), unsafe.Slice((*byte)(cptr(bytes)), int(length)))
+	copy(b.cpu, b.bytes())
 	return newObject(classes.buffer, b)
 }
 
-func deviceNewBufferNoCopy(_ objc.ID, _ objc.SEL, bytes, length, opts, deallocator uintptr) objc.ID {
+// deviceNewBufferNoCopy keeps a copy of the deallocator block, as Metal
+// does, and runs it when the buffer is deallocated.
+func deviceNewBufferNoCopy(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr, deallocator objc.Block) objc.ID {
 	page := uintptr(os.Getpagesize())
-	if bytes == 0 || bytes%page != 0 || length == 0 || length%page != 0 || deallocator != 0 {
-		// Metal requires page-aligned memory and length; deallocator
-		// blocks are not supported by the emulator.
-		return 0
+	if bytes == 0 || bytes%page != 0 || length == 0 || length%page != 0 {
+		return 0 // Metal requires page-aligned memory and length
 	}
-	return newObject(classes.buffer, &buffer{data: bytes, length: int(length),
-		private: mtl.ResourceOptions(opts)&0xf0 == mtl.ResourceStorageModePrivate})
+	return newObject(classes.buffer, &buffer{data: bytes, length: int(length), deallocator: deallocator.Copy(),
+		private: storageMode(opts) == mtl.ResourceStorageModePrivate})
 }
 
 func (b *buffer) bytes() []byte { return unsafe.Slice((*byte)(cptr(b.data)), b.length) }
 
 func bufferContents(self objc.ID, _ objc.SEL) uintptr {
-	if b := stateOf[buffer](self); b != nil && !b.private {
-		return b.data
+	b := stateOf[buffer](self)
+	switch {
+	case b == nil || b.private:
+		return 0
+	case b.cpu != nil:
+		return uintptr(unsafe.Pointer(&b.cpu[0]))
 	}
-	return 0
+	return b.data
 }
+
+// didModifyRange copies the CPU's writes to bytes [location,
+// location+length) of a managed buffer to the GPU's copy.
+func (b *buffer) didModifyRange(location, length uintptr) {
+	b.modified++
+	if b.cpu != nil && location <= uintptr(b.length) && length <= uintptr(b.length)-location {
+		copy(b.bytes()[location:location+length], b.cpu[location:location+length])
+	}
+}
+
+// synchronize copies the GPU's copy of a managed buffer to the CPU's.
+func (b *buffer) synchronize() { copy(b.cpu, b.bytes()) }
 
 func bufferLength(self objc.ID, _ objc.SEL) uintptr {
 	if b := stateOf[buffer](self); b != nil {

@@ -51,11 +51,11 @@ func macrosOf(d objc.ID) map[string]string {
 		return nil
 	}
 	m := map[string]string{}
-	keys := objc.ID(objc.Send(d, fsel.keyEnumerator))
-	for k := objc.ID(objc.Send(keys, fsel.nextObject)); k != 0; k = objc.ID(objc.Send(keys, fsel.nextObject)) {
-		v := objc.ID(objc.Send(d, fsel.objectForKey, uintptr(k)))
+	keys := d.Send(fsel.keyEnumerator)
+	for k := keys.Send(fsel.nextObject); k != 0; k = keys.Send(fsel.nextObject) {
+		v := d.Send(fsel.objectForKey, uintptr(k))
 		if v.RespondsToSelector(fsel.stringValue) {
-			v = objc.ID(objc.Send(v, fsel.stringValue))
+			v = v.Send(fsel.stringValue)
 		}
 		m[objc.GoString(k)] = objc.GoString(v)
 	}
@@ -63,7 +63,7 @@ func macrosOf(d objc.ID) map[string]string {
 }
 
 func optionsInit(self objc.ID, cmd objc.SEL) objc.ID {
-	self = objc.ID(objc.SendSuper(self, nsObject, cmd))
+	self = objc.SendSuper(self, nsObject, cmd)
 	if self == 0 {
 		return 0
 	}
@@ -117,8 +117,8 @@ type library struct {
 	lib *msl.Library
 }
 
-// MTLLibraryErrorCompileFailure is the code of a compilation failure in
-// MTLLibraryErrorDomain.
+// libraryErrorCompileFailure is MTLLibraryErrorCompileFailure, the code of a
+// compilation failure in MTLLibraryErrorDomain.
 const libraryErrorCompileFailure = 3
 
 func deviceNewLibrary(self objc.ID, _ objc.SEL, source, options objc.ID, errOut uintptr) objc.ID {
@@ -127,13 +127,13 @@ func deviceNewLibrary(self objc.ID, _ objc.SEL, source, options objc.ID, errOut 
 		// Read the options through their selectors, so that Apple's
 		// MTLCompileOptions would do as well as the emulated one.
 		if options.RespondsToSelector(fsel.mathMode) {
-			opts.FastMath = mtl.MathMode(objc.Send(options, fsel.mathMode)) == mtl.MathModeFast
+			opts.FastMath = mtl.MathMode(objc.SendWord(options, fsel.mathMode)) == mtl.MathModeFast
 		} else {
 			opts.FastMath = objc.SendBool(options, fsel.fastMathEnabled)
 		}
-		opts.LanguageVersion = uint32(objc.Send(options, fsel.languageVersion))
+		opts.LanguageVersion = uint32(objc.SendWord(options, fsel.languageVersion))
 		if options.RespondsToSelector(fsel.preprocessorMacros) {
-			opts.PreprocessorMacros = macrosOf(objc.ID(objc.Send(options, fsel.preprocessorMacros)))
+			opts.PreprocessorMacros = macrosOf(objc.Send(options, fsel.preprocessorMacros))
 		}
 	}
 	lib, err := msl.Compile(objc.GoString(source), opts)

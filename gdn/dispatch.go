@@ -18,7 +18,8 @@ const (
 // validate their arguments, fetch the pipeline state (compiling the kernel
 // source on first use) and encode one dispatch; they never commit. A Kernels
 // is safe for concurrent use as long as each goroutine encodes onto its own
-// encoder.
+// encoder. Make one with [New]: the methods of a nil or zero Kernels, which
+// knows no device, return an error wrapping [ErrInvalidArgument].
 type Kernels struct {
 	pipelines pipelineSource
 	own       *kernels.Registry // made by New, released by Release
@@ -30,16 +31,32 @@ type pipelineSource interface {
 	pipeline(entry string) (pso *mtl.ComputePipelineState, maxThreads int, err error)
 }
 
-// encoder is the part of *mtl.ComputeCommandEncoder a dispatch uses.
+// encoder is the part of *mtl.ComputeCommandEncoder a dispatch uses, with
+// the buffer bindings and the parameter bytes passed by value (setViews,
+// setParams), so that they stay on the dispatcher's stack: a dispatch
+// allocates nothing.
 type encoder interface {
 	SetComputePipelineState(p *mtl.ComputePipelineState)
-	SetBuffers(bufs []*mtl.Buffer, offsets []int, start int)
+	setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, start int)
 	SetBuffer(b *mtl.Buffer, offset int, index int)
-	SetBytes(b []byte, index int)
+	setParams(b [paramsLen]byte, index int)
 	SetThreadgroupMemoryLength(length, index int)
 	DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup mtl.Size)
 	Err() error
 }
+
+// numViews is the number of views bound with one setBuffers, at indices 0
+// to 7.
+const numViews = 8
+
+// mtlEncoder is the encoder of a real dispatch.
+type mtlEncoder struct{ *mtl.ComputeCommandEncoder }
+
+func (e mtlEncoder) setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, start int) {
+	e.SetBuffers(bufs[:], offsets[:], start)
+}
+
+func (e mtlEncoder) setParams(b [paramsLen]byte, index int) { e.SetBytes(b[:], index) }
 
 type registrySource struct {
 	dev *mtl.Device
@@ -70,9 +87,10 @@ func New(dev *mtl.Device, reg *kernels.Registry) (*Kernels, error) {
 	return k, nil
 }
 
-// Release releases the registry New made, if any.
+// Release releases the registry New made, if any. It does nothing on a nil
+// Kernels.
 func (k *Kernels) Release() {
-	if k.own != nil {
+	if k != nil && k.own != nil {
 		k.own.Release()
 		k.own = nil
 	}
@@ -124,10 +142,13 @@ func decodeKernel(nTokens int) Kernel {
 }
 
 func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
+	if k == nil || k.pipelines == nil {
+		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
+	}
 	if enc == nil {
 		return invalid("encoder", "nil compute command encoder")
 	}
-	return k.dispatch(enc, kern, p, b)
+	return k.dispatch(mtlEncoder{enc}, kern, p, b)
 }
 
 // entryPoint returns the MSL entry point of kern for a valid shape.
@@ -149,7 +170,8 @@ func entryPoint(kern Kernel, s Shape) string {
 // pipeline state, buffers 0-7 in one call, the parameters with setBytes at
 // index 8, the capture buffer at 9, prefill's threadgroup memory, and the
 // threadgroups. Nothing reaches enc when an argument is invalid. An error
-// the encoder recorded (it refuses a released buffer, for one) is returned.
+// the encoder recorded (an earlier call on it failed, for one) is returned,
+// and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
 	if err := Validate(kern, p, b); err != nil {
 		return err
@@ -165,15 +187,14 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 
 	enc.SetComputePipelineState(pso)
-	views := [...]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut}
-	var bufs [len(views)]*mtl.Buffer
-	var offsets [len(views)]int
+	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut}
+	var bufs [numViews]*mtl.Buffer
+	var offsets [numViews]int
 	for i, v := range views {
 		bufs[i], offsets[i] = v.Buffer, v.Offset
 	}
-	enc.SetBuffers(bufs[:], offsets[:], 0)
-	params := paramBytes(p)
-	enc.SetBytes(params[:], paramsIndex)
+	enc.setViews(bufs, offsets, 0)
+	enc.setParams(paramBytes(p), paramsIndex)
 	if kern == KernelDecodeCapture {
 		enc.SetBuffer(b.Capture.Buffer, b.Capture.Offset, captureIndex)
 	}

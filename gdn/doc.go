@@ -44,7 +44,10 @@
 //	StateIn, StateOut  [D_k, D_v, n_v_heads, n_seqs]   (row i of S: D_k floats)
 //	Capture            [D_k, D_v, n_v_heads, n_tokens, n_seqs]
 //
-// StateIn and StateOut may be the same view (in-place update).
+// StateIn and StateOut may be the same view (in-place update); apart from
+// that, no view a kernel writes (Output, StateOut, Capture) may share a
+// byte with another view, since the result would then depend on the order
+// the GPU runs its threads in.
 //
 // # Validation
 //

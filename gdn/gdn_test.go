@@ -12,44 +12,71 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// fakeBuffers stands in for device buffers: validation asks bufferLength,
-// which reads the lengths registered here, so no device is needed.
-type fakeBuffers map[*mtl.Buffer]int
+// fakeBuffers stands in for device buffers: validation asks bufferInfo,
+// which reads the buffers registered here, so no device is needed.
+type fakeBuffers map[*mtl.Buffer]*fakeBuffer
+
+type fakeBuffer struct {
+	length   int
+	released bool
+}
 
 func useFakeBuffers(t *testing.T) fakeBuffers {
 	t.Helper()
 	fb := fakeBuffers{}
-	old := bufferLength
-	bufferLength = func(b *mtl.Buffer) int {
-		n, ok := fb[b]
+	old := bufferInfo
+	bufferInfo = func(b *mtl.Buffer) (int, bool) {
+		f, ok := fb[b]
 		if !ok {
-			t.Fatalf("bufferLength of a buffer the test did not make")
+			t.Fatalf("bufferInfo of a buffer the test did not make")
 		}
-		return n
+		return f.length, !f.released
 	}
-	t.Cleanup(func() { bufferLength = old })
+	t.Cleanup(func() { bufferInfo = old })
 	return fb
 }
 
-// view returns an f32 view of exactly n elements in a buffer of its own.
-func (fb fakeBuffers) view(n int) View {
+// buffer returns a buffer of n bytes.
+func (fb fakeBuffers) buffer(n int) *mtl.Buffer {
 	b := new(mtl.Buffer)
-	fb[b] = 4 * n
-	return F32View(b, 0, n)
+	fb[b] = &fakeBuffer{length: n}
+	return b
 }
+
+// release makes b a released buffer, which still answers its length.
+func (fb fakeBuffers) release(b *mtl.Buffer) { fb[b].released = true }
+
+// at places a view at a byte offset of a shared buffer.
+type at struct {
+	v      *View
+	offset int
+}
+
+// pack moves the views into one new buffer, each at its offset, just long
+// enough for all of them.
+func (fb fakeBuffers) pack(views ...at) {
+	n := 0
+	for _, a := range views {
+		n = max(n, a.offset+4*a.v.Len)
+	}
+	buf := fb.buffer(n)
+	for _, a := range views {
+		a.v.Buffer, a.v.Offset = buf, a.offset
+	}
+}
+
+// view returns an f32 view of exactly n elements in a buffer of its own.
+func (fb fakeBuffers) view(n int) View { return F32View(fb.buffer(4*n), 0, n) }
 
 // args returns valid parameters and buffers for kern and s.
 func (fb fakeBuffers) args(kern Kernel, s Shape) (Params, Buffers) {
-	qk := s.DK * s.NKHeads * s.NTokens * s.NSeqs
-	v := s.DV * s.NVHeads * s.NTokens * s.NSeqs
-	gb := s.NVHeads * s.NTokens * s.NSeqs
-	st := s.DK * s.DV * s.NVHeads * s.NSeqs
 	b := Buffers{
-		Q: fb.view(qk), K: fb.view(qk), V: fb.view(v), G: fb.view(gb), Beta: fb.view(gb),
-		StateIn: fb.view(st), Output: fb.view(v), StateOut: fb.view(st),
+		Q: fb.view(s.QKLen()), K: fb.view(s.QKLen()), V: fb.view(s.VLen()),
+		G: fb.view(s.GateLen()), Beta: fb.view(s.GateLen()), StateIn: fb.view(s.StateLen()),
+		Output: fb.view(s.VLen()), StateOut: fb.view(s.StateLen()),
 	}
 	if kern == KernelDecodeCapture {
-		b.Capture = fb.view(st * s.NTokens)
+		b.Capture = fb.view(s.CaptureLen())
 	}
 	return Params{Shape: s, HeadMap: Tiled, QScale: 0.125}, b
 }
@@ -85,14 +112,14 @@ func (r *recorder) add(m string, a ...any) { r.calls = append(r.calls, call{m, a
 func (r *recorder) SetComputePipelineState(p *mtl.ComputePipelineState) {
 	r.add("SetComputePipelineState", p)
 }
-func (r *recorder) SetBuffers(bufs []*mtl.Buffer, offsets []int, start int) {
-	r.add("SetBuffers", append([]*mtl.Buffer(nil), bufs...), append([]int(nil), offsets...), start)
+
+// setViews and setParams record the calls mtlEncoder makes of them.
+func (r *recorder) setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, start int) {
+	r.add("SetBuffers", bufs[:], offsets[:], start)
 }
 func (r *recorder) SetBuffer(b *mtl.Buffer, offset, index int) { r.add("SetBuffer", b, offset, index) }
-func (r *recorder) SetBytes(b []byte, index int) {
-	r.add("SetBytes", append([]byte(nil), b...), index)
-}
-func (r *recorder) Err() error { return r.err }
+func (r *recorder) setParams(b [paramsLen]byte, index int)     { r.add("SetBytes", b[:], index) }
+func (r *recorder) Err() error                                 { return r.err }
 func (r *recorder) SetThreadgroupMemoryLength(length, index int) {
 	r.add("SetThreadgroupMemoryLength", length, index)
 }
@@ -204,6 +231,37 @@ func invalidCases() []invalidCase {
 			p.Shape = Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 1, NTokens: 1 << 40, NSeqs: 1 << 40}
 		}, []string{"Q", "2^32"}},
 	}
+	// Overlaps of a written view with another view of the same buffer.
+	cases = append(cases,
+		invalidCase{"Output inside StateIn", allKernels, func(fb fakeBuffers, _ *Params, b *Buffers) {
+			fb.pack(at{&b.StateIn, 0}, at{&b.Output, 32})
+		}, []string{"Output", "bytes [32, ", "overlap StateIn's bytes [0, "}},
+		invalidCase{"StateOut one row after StateIn", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) {
+			fb.pack(at{&b.StateIn, 0}, at{&b.StateOut, 4 * p.Shape.DK})
+		}, []string{"StateOut", "overlap StateIn's bytes [0, ", "only StateOut may alias StateIn"}},
+		invalidCase{"StateOut one row before StateIn", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) {
+			fb.pack(at{&b.StateOut, 0}, at{&b.StateIn, 4 * p.Shape.DK})
+		}, []string{"StateOut", "bytes [0, ", "overlap StateIn's bytes ["}},
+		invalidCase{"StateOut over K", allKernels, func(fb fakeBuffers, _ *Params, b *Buffers) {
+			fb.pack(at{&b.K, 0}, at{&b.StateOut, 0})
+		}, []string{"StateOut", "bytes [0, ", "overlap K's bytes [0, "}},
+		invalidCase{"Output over the last byte of G", allKernels, func(fb fakeBuffers, _ *Params, b *Buffers) {
+			fb.pack(at{&b.G, 0}, at{&b.Output, 4*b.G.Len - 4})
+		}, []string{"Output", "overlap G's bytes [0, "}},
+		invalidCase{"Output and StateOut", allKernels, func(fb fakeBuffers, _ *Params, b *Buffers) {
+			fb.pack(at{&b.StateOut, 0}, at{&b.Output, 4 * b.StateOut.Len / 2})
+		}, []string{"Output", "overlap StateOut's bytes [0, "}},
+		invalidCase{"Output and StateOut, StateOut in place", allKernels, func(fb fakeBuffers, _ *Params, b *Buffers) {
+			fb.pack(at{&b.StateIn, 0}, at{&b.Output, 4 * b.StateIn.Len / 2})
+			b.StateOut = b.StateIn
+		}, []string{"Output", "overlap StateIn's bytes [0, "}},
+		invalidCase{"Capture over StateOut", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, _ *Params, b *Buffers) {
+			fb.pack(at{&b.Capture, 0}, at{&b.StateOut, 4 * (b.Capture.Len - b.StateOut.Len)})
+		}, []string{"StateOut", "overlap Capture's bytes [0, "}},
+		invalidCase{"Capture over Q", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, _ *Params, b *Buffers) {
+			fb.pack(at{&b.Q, 0}, at{&b.Capture, 4})
+		}, []string{"Capture", "bytes [4, ", "overlap Q's bytes [0, "}},
+	)
 	// Every view: missing, wrong type, bad offset, wrong count, outside its buffer.
 	type field struct {
 		name string
@@ -226,6 +284,7 @@ func invalidCases() []invalidCase {
 			kerns = []Kernel{KernelDecodeCapture}
 		}
 		cases = append(cases,
+			invalidCase{f.name + " released buffer", kerns, func(fb fakeBuffers, _ *Params, b *Buffers) { fb.release(f.get(b).Buffer) }, []string{f.name, "released"}},
 			invalidCase{f.name + " nil buffer", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Buffer = nil }, []string{f.name, "no buffer"}},
 			invalidCase{f.name + " bf16", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Type = BF16 }, []string{f.name, "bf16", "f32"}},
 			invalidCase{f.name + " f16", kerns, func(_ fakeBuffers, _ *Params, b *Buffers) { f.get(b).Type = F16 }, []string{f.name, "f16"}},
@@ -308,13 +367,61 @@ func TestStateInPlace(t *testing.T) {
 	}
 }
 
+func TestOverlapErrorText(t *testing.T) {
+	fb := useFakeBuffers(t)
+	p, b := fb.args(KernelDecode, decodeShape) // D_k 64: a state row is 256 bytes, the state 98304
+	fb.pack(at{&b.StateIn, 0}, at{&b.StateOut, 256})
+	err := Validate(KernelDecode, p, b)
+	want := "gdn: invalid argument: StateOut: bytes [256, 98560) overlap StateIn's bytes [0, 98304) in the same buffer; only StateOut may alias StateIn, as the same view"
+	if err == nil || err.Error() != want {
+		t.Errorf("got  %v\nwant %s", err, want)
+	}
+}
+
+// Views may share a buffer when no written byte is shared: reads over
+// reads, and written views next to the others.
+func TestSharedBufferWithoutOverlap(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, k := range allKernels {
+		p, b := fb.args(k, shapeFor(k))
+		b.K = b.Q // read twice
+		st, out := 4*b.StateIn.Len, 4*b.Output.Len
+		views := []at{{&b.StateIn, 0}, {&b.StateOut, st}, {&b.Output, 2 * st}, {&b.V, 2*st + out}}
+		if k == KernelDecodeCapture {
+			views = append(views, at{&b.Capture, 2*st + 2*out})
+		}
+		fb.pack(views...)
+		if err := Validate(k, p, b); err != nil {
+			t.Errorf("%v: views side by side in one buffer: %v", k, err)
+		}
+		b.StateOut = b.StateIn
+		if err := Validate(k, p, b); err != nil {
+			t.Errorf("%v: in place, views side by side in one buffer: %v", k, err)
+		}
+	}
+}
+
+// Validation is on every dispatch's path: it allocates nothing when the
+// arguments are valid.
+func TestValidateAllocatesNothing(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, k := range allKernels {
+		p, b := fb.args(k, shapeFor(k))
+		fb.pack(at{&b.StateIn, 0}, at{&b.Output, 4 * b.StateIn.Len})
+		b.StateOut = b.StateIn
+		var err error
+		if n := testing.AllocsPerRun(100, func() { err = Validate(k, p, b) }); n != 0 || err != nil {
+			t.Errorf("%v: %v allocations per Validate (%v)", k, n, err)
+		}
+	}
+}
+
 func TestViewAtAnOffset(t *testing.T) {
 	fb := useFakeBuffers(t)
 	p, b := fb.args(KernelDecode, decodeShape)
 	// Q and K in one buffer, K after Q.
 	n := b.Q.Len
-	buf := new(mtl.Buffer)
-	fb[buf] = 8 * n
+	buf := fb.buffer(8 * n)
 	b.Q, b.K = F32View(buf, 0, n), F32View(buf, 4*n, n)
 	if err := Validate(KernelDecode, p, b); err != nil {
 		t.Fatalf("q and k packed in one buffer: %v", err)
@@ -371,6 +478,23 @@ func TestNilEncoder(t *testing.T) {
 		"DecodeLegacy": kk.DecodeLegacy, "DecodeWithCapture": kk.DecodeWithCapture,
 	} {
 		checkInvalid(t, name, f(nil, p, b), []string{"encoder", "nil"})
+	}
+}
+
+// A nil or zero Kernels knows no device: every dispatcher says so, and
+// Release does nothing.
+func TestKernelsNotMadeByNew(t *testing.T) {
+	fb := useFakeBuffers(t)
+	p, b := fb.args(KernelDecode, decodeShape)
+	enc := new(mtl.ComputeCommandEncoder)
+	for name, kk := range map[string]*Kernels{"nil": nil, "zero": {}} {
+		for m, f := range map[string]func(*mtl.ComputeCommandEncoder, Params, Buffers) error{
+			"Prefill": kk.Prefill, "Decode": kk.Decode, "DecodeSeq": kk.DecodeSeq,
+			"DecodeLegacy": kk.DecodeLegacy, "DecodeWithCapture": kk.DecodeWithCapture,
+		} {
+			checkInvalid(t, name+" "+m, f(enc, p, b), []string{"Kernels", "gdn.New"})
+		}
+		kk.Release()
 	}
 }
 
@@ -470,8 +594,7 @@ func TestEncoding(t *testing.T) {
 		p, b := fb.args(c.kern, c.s)
 		b.Q.Offset = 0
 		// Give K an offset into a larger buffer to see offsets passed through.
-		kb := new(mtl.Buffer)
-		fb[kb] = 4*b.K.Len + 64
+		kb := fb.buffer(4*b.K.Len + 64)
 		b.K = F32View(kb, 64, b.K.Len)
 		if err := c.m(kk, rec, p, b); err != nil {
 			t.Errorf("%s: %v", c.name, err)
@@ -530,5 +653,38 @@ func TestEncoderErrorIsReturned(t *testing.T) {
 	err := kk.dispatch(&recorder{err: refused}, KernelDecode, p, b)
 	if !errors.Is(err, refused) || errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("encoder error: got %v", err)
+	}
+}
+
+// nopEncoder takes every call and keeps nothing.
+type nopEncoder struct{}
+
+func (nopEncoder) SetComputePipelineState(*mtl.ComputePipelineState)  {}
+func (nopEncoder) setViews([numViews]*mtl.Buffer, [numViews]int, int) {}
+func (nopEncoder) SetBuffer(*mtl.Buffer, int, int)                    {}
+func (nopEncoder) setParams([paramsLen]byte, int)                     {}
+func (nopEncoder) SetThreadgroupMemoryLength(int, int)                {}
+func (nopEncoder) DispatchThreadgroups(mtl.Size, mtl.Size)            {}
+func (nopEncoder) Err() error                                         { return nil }
+
+// onePipeline hands out one pipeline state for every entry point.
+type onePipeline struct{ pso *mtl.ComputePipelineState }
+
+func (o onePipeline) pipeline(string) (*mtl.ComputePipelineState, int, error) {
+	return o.pso, 1024, nil
+}
+
+// A dispatch costs the host no allocation: validation and encoding are on
+// every token's path.
+func TestDispatchAllocatesNothing(t *testing.T) {
+	fb := useFakeBuffers(t)
+	kk := &Kernels{pipelines: onePipeline{new(mtl.ComputePipelineState)}}
+	for _, k := range allKernels {
+		p, b := fb.args(k, shapeFor(k))
+		b.StateOut = b.StateIn
+		var err error
+		if n := testing.AllocsPerRun(100, func() { err = kk.dispatch(nopEncoder{}, k, p, b) }); n != 0 || err != nil {
+			t.Errorf("%v: %v allocations per dispatch (%v)", k, n, err)
+		}
 	}
 }

@@ -48,9 +48,13 @@ func words(p Params) [9]uint32 {
 	}
 }
 
-// bytes returns the parameter words as the kernels read them, little-endian.
-func paramBytes(p Params) [36]byte {
-	var b [36]byte
+// paramsLen is the size of the parameter block: nine 32-bit words.
+const paramsLen = 36
+
+// paramBytes returns the parameter words as the kernels read them,
+// little-endian.
+func paramBytes(p Params) [paramsLen]byte {
+	var b [paramsLen]byte
 	for i, w := range words(p) {
 		binary.LittleEndian.PutUint32(b[4*i:], w)
 	}

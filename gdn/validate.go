@@ -47,19 +47,15 @@ const (
 // String returns the kernel's short name: "prefill", "decode", "seq",
 // "legacy" or "capture".
 func (k Kernel) String() string {
-	switch k {
-	case KernelPrefill:
-		return "prefill"
-	case KernelDecode:
-		return "decode"
-	case KernelDecodeSeq:
-		return "seq"
-	case KernelDecodeLegacy:
-		return "legacy"
-	case KernelDecodeCapture:
-		return "capture"
+	if k.known() {
+		return kernelNames[k]
 	}
 	return fmt.Sprintf("Kernel(%d)", int(k))
+}
+
+var kernelNames = [...]string{
+	KernelPrefill: "prefill", KernelDecode: "decode", KernelDecodeSeq: "seq",
+	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture",
 }
 
 func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelDecodeCapture }
@@ -67,19 +63,23 @@ func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelDecodeCap
 // decodeFamily reports whether k is one of the SIMD-group decode kernels.
 func (k Kernel) decodeFamily() bool { return k.known() && k != KernelPrefill }
 
-// bufferLength returns a buffer's length in bytes; tests replace it so that
+// bufferInfo returns a buffer's length in bytes and whether it is still
+// live (not released: its object ID is not 0); tests replace it so that
 // validation runs without a device.
-var bufferLength = (*mtl.Buffer).Length
+var bufferInfo = func(b *mtl.Buffer) (length int, live bool) { return b.Length(), b.ID() != 0 }
 
 // Validate checks p and b for a dispatch of kernel k against every rule of
 // the contract: positive dimensions, n_v_heads a multiple of n_k_heads, the
-// kernel's limits on D_k and D_v, a known head mapping, a finite QScale, and
-// for each view an f32 element type, an aligned offset, exactly the element
-// count the shape implies (Capture: see [Kernels.DecodeWithCapture]), no
-// count at or above 2^32, and a range inside its buffer. The one rule left
-// to the dispatchers is prefill's D_v against the pipeline's
-// maxTotalThreadsPerThreadgroup, which needs the compiled kernel. The error
-// wraps [ErrInvalidArgument].
+// kernel's limits on D_k and D_v, a known head mapping, a finite QScale,
+// f32 activations and state, and no fused part (what the kernels take so
+// far); for each view a live (not released) buffer, an f32 element type, an aligned
+// offset, exactly the element count the shape implies (Capture: see
+// [Kernels.DecodeWithCapture]), no count at or above 2^32, and a range
+// inside its buffer; and no written view (Output, StateOut, Capture)
+// sharing a byte of its buffer with another view, except StateOut equal to
+// StateIn (in-place update). The one rule left to the dispatchers is
+// prefill's D_v against the pipeline's maxTotalThreadsPerThreadgroup, which
+// needs the compiled kernel. The error wraps [ErrInvalidArgument].
 func Validate(k Kernel, p Params, b Buffers) error {
 	if !k.known() {
 		return invalid("kernel", "unknown kernel %d", int(k))
@@ -122,60 +122,106 @@ func validateKernelShape(k Kernel, s Shape) error {
 	return nil
 }
 
+// viewCheck is one view of a dispatch and the element counts it may have.
+type viewCheck struct {
+	name    string
+	v       View
+	want    int // elements the shape implies (saturated, see spec.Shape)
+	formula string
+	maxLen  int // the most elements the view may have
+	written bool
+}
+
+func exact(name string, v View, want int, formula string, written bool) viewCheck {
+	return viewCheck{name, v, want, formula, want, written}
+}
+
 func validateBuffers(k Kernel, s Shape, b Buffers) error {
-	type check struct {
-		name    string
-		v       View
-		want    int // elements the shape implies (saturated, see spec.Shape)
-		formula string
-		maxLen  int // the most elements the view may have
+	checks := [...]viewCheck{
+		exact("Q", b.Q, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs", false),
+		exact("K", b.K, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs", false),
+		exact("V", b.V, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs", false),
+		exact("G", b.G, s.GateLen(), "n_v_heads*n_tokens*n_seqs", false),
+		exact("Beta", b.Beta, s.GateLen(), "n_v_heads*n_tokens*n_seqs", false),
+		exact("StateIn", b.StateIn, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs", false),
+		exact("Output", b.Output, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs", true),
+		exact("StateOut", b.StateOut, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs", true),
+		exact("Capture", b.Capture, s.CaptureLen(), "D_k*D_v*n_v_heads*n_tokens*n_seqs", true),
 	}
-	exact := func(name string, v View, want int, formula string) check {
-		return check{name, v, want, formula, want}
-	}
-	checks := []check{
-		exact("Q", b.Q, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs"),
-		exact("K", b.K, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs"),
-		exact("V", b.V, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs"),
-		exact("G", b.G, s.GateLen(), "n_v_heads*n_tokens*n_seqs"),
-		exact("Beta", b.Beta, s.GateLen(), "n_v_heads*n_tokens*n_seqs"),
-		exact("StateIn", b.StateIn, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs"),
-		exact("Output", b.Output, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs"),
-		exact("StateOut", b.StateOut, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs"),
-	}
+	views := checks[:len(checks)-1]
 	if k == KernelDecodeCapture {
 		// For several sequences the kernel's per-sequence stride is
 		// n_tokens states, so the view must match exactly; for one it may
 		// be longer (allocated once for the longest draft).
-		c := exact("Capture", b.Capture, s.CaptureLen(), "D_k*D_v*n_v_heads*n_tokens*n_seqs")
 		if s.NSeqs == 1 {
-			c.maxLen = maxElems - 1
+			checks[len(checks)-1].maxLen = maxElems - 1
 		}
-		checks = append(checks, c)
+		views = checks[:]
 	} else if b.Capture != (View{}) {
 		return invalid("Capture", "set, but only the capture kernel writes it (the %s kernel does not)", k)
 	}
 	// The shape's counts first: a count beyond the indices is the shape's
 	// fault, whatever the views hold.
-	for _, c := range checks {
-		if uint64(c.want) >= maxElems {
+	for i := range views {
+		if c := &views[i]; uint64(c.want) >= maxElems {
 			return tooLarge(c.name, c.formula, c.want)
 		}
 	}
-	for _, c := range checks {
+	for i := range views {
+		c := &views[i]
 		if err := validateView(c.name, c.v, c.want, c.formula, c.maxLen); err != nil {
 			return err
+		}
+	}
+	return validateOverlaps(views)
+}
+
+// validateOverlaps checks that no written view shares a byte with another
+// view of the same buffer: the kernels' threads would then read what other
+// threads write, or write the same cells, and the result would depend on
+// their scheduling. The one alias allowed is StateOut equal to StateIn (the
+// same buffer, offset and length), the in-place update, which is safe
+// because each thread reads its own state cells before it writes them. The
+// views have passed validateView.
+func validateOverlaps(views []viewCheck) error {
+	for i := range views {
+		w := &views[i]
+		if !w.written {
+			continue
+		}
+		for j := range views {
+			o := &views[j]
+			if j == i || (o.written && j < i) || o.v.Buffer != w.v.Buffer {
+				continue // each pair of written views once
+			}
+			if w.name == "StateOut" && o.name == "StateIn" && w.v == o.v {
+				continue
+			}
+			wlo, whi := byteRange(w.v)
+			olo, ohi := byteRange(o.v)
+			if wlo < ohi && olo < whi {
+				return invalid(w.name, "bytes [%d, %d) overlap %s's bytes [%d, %d) in the same buffer; only StateOut may alias StateIn, as the same view", wlo, whi, o.name, olo, ohi)
+			}
 		}
 	}
 	return nil
 }
 
-// validateView checks one view: a buffer, the f32 element type, an aligned
+// byteRange returns the bytes [lo, hi) of a view's buffer the view covers.
+func byteRange(v View) (lo, hi int) {
+	return v.Offset, v.Offset + v.Len*v.Type.Size()
+}
+
+// validateView checks one view: a live buffer, the f32 element type, an aligned
 // offset, want <= Len <= maxLen elements (maxLen below 2^32) and the range
 // inside the buffer.
 func validateView(name string, v View, want int, formula string, maxLen int) error {
 	if v.Buffer == nil {
 		return invalid(name, "no buffer")
+	}
+	have, live := bufferInfo(v.Buffer)
+	if !live {
+		return invalid(name, "released buffer (object ID 0)")
 	}
 	if v.Type != F32 {
 		return invalid(name, "element type %v, the kernels take f32", v.Type)
@@ -193,7 +239,6 @@ func validateView(name string, v View, want int, formula string, maxLen int) err
 	case n > maxLen:
 		return invalid(name, "%d elements, at or beyond 2^32, which the kernels' 32-bit indices cannot address", v.Len)
 	}
-	have := bufferLength(v.Buffer)
 	if end := uint64(v.Offset) + uint64(n)*uint64(size); end > uint64(have) {
 		return invalid(name, "offset %d + %d elements * %d bytes = %d bytes, beyond the buffer's %d bytes", v.Offset, v.Len, size, end, have)
 	}

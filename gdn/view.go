@@ -16,9 +16,11 @@ func F32View(b *mtl.Buffer, offset, n int) View {
 	return View{Buffer: b, Offset: offset, Type: F32, Len: n}
 }
 
-// Buffers are the views a dispatch reads and writes. StateIn and StateOut
-// may be the same view (in-place update). Capture is written by
-// [Kernels.DecodeWithCapture] only and must be left empty otherwise.
+// Buffers are the views a dispatch reads and writes. Views may share a
+// buffer, but a written view (Output, StateOut, Capture) shares no byte
+// with any other view, except that StateIn and StateOut may be the same
+// view (in-place update). Capture is written by [Kernels.DecodeWithCapture]
+// only and must be left empty otherwise.
 type Buffers struct {
 	Q, K, V  View // read
 	G, Beta  View // read: the gate (alpha = exp(-G)) and the update strength

@@ -19,7 +19,9 @@ package kernels
 import (
 	"embed"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
+	"strconv"
 )
 
 //go:embed *.metal
@@ -42,23 +44,50 @@ const (
 
 // Decode returns the name of the decode kernel (indices rebuilt every
 // token, the choice at n_tokens == 1) for nsg = D_k / 32 in {1, 2, 4}.
-func Decode(nsg int) string { return fmt.Sprintf("gated_delta_net_decode_f32_%d", nsg) }
+func Decode(nsg int) string { return decodeNames.name(nsg) }
 
 // DecodeSeq returns the name of the seq kernel (per-lane pointers advanced
 // once per token, the choice at n_tokens >= 2) for nsg in {1, 2, 4}.
-func DecodeSeq(nsg int) string { return fmt.Sprintf("gated_delta_net_decode_seq_f32_%d", nsg) }
+func DecodeSeq(nsg int) string { return seqNames.name(nsg) }
 
 // DecodeLegacy returns the name of the legacy decode kernel, the index
 // kernel kept for tests and benchmarks, for nsg in {1, 2, 4}.
-func DecodeLegacy(nsg int) string {
-	return fmt.Sprintf("gated_delta_net_decode_legacy_f32_%d", nsg)
-}
+func DecodeLegacy(nsg int) string { return legacyNames.name(nsg) }
 
 // DecodeCapture returns the name of the decode kernel that also writes the
 // state after every token (speculative decoding), for nsg in {1, 2, 4}.
-func DecodeCapture(nsg int) string {
-	return fmt.Sprintf("gated_delta_net_decode_capture_f32_%d", nsg)
+func DecodeCapture(nsg int) string { return captureNames.name(nsg) }
+
+// variants are the names of one decode kernel's entry points, made once so
+// that looking one up, on every dispatch, allocates nothing.
+type variants struct {
+	prefix string
+	names  [5]string // by NSG: 1, 2 and 4 are set
 }
+
+func newVariants(prefix string) *variants {
+	v := &variants{prefix: prefix}
+	for _, nsg := range []int{1, 2, 4} {
+		v.names[nsg] = prefix + strconv.Itoa(nsg)
+	}
+	return v
+}
+
+// name returns the entry point for nsg; an NSG without a kernel gets the
+// name such a kernel would have, which no source defines.
+func (v *variants) name(nsg int) string {
+	if nsg >= 0 && nsg < len(v.names) && v.names[nsg] != "" {
+		return v.names[nsg]
+	}
+	return v.prefix + strconv.Itoa(nsg)
+}
+
+var (
+	decodeNames  = newVariants("gated_delta_net_decode_f32_")
+	seqNames     = newVariants("gated_delta_net_decode_seq_f32_")
+	legacyNames  = newVariants("gated_delta_net_decode_legacy_f32_")
+	captureNames = newVariants("gated_delta_net_decode_capture_f32_")
+)
 
 // entryFile maps every entry point to the source file that defines it.
 var entryFile = func() map[string]string {
@@ -73,14 +102,7 @@ var entryFile = func() map[string]string {
 }()
 
 // EntryPoints returns the names of every kernel, sorted.
-func EntryPoints() []string {
-	names := make([]string, 0, len(entryFile))
-	for name := range entryFile {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func EntryPoints() []string { return slices.Sorted(maps.Keys(entryFile)) }
 
 // SourceFile returns the name of the source file that defines the entry
 // point, and false for an unknown name.

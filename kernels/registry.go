@@ -11,13 +11,15 @@ import (
 // Registry compiles the kernel sources and caches their compute pipeline
 // states, per device. Each source is compiled at most once per device, the
 // first time one of its kernels is asked for; each pipeline state is built
-// once and then shared. A Registry is safe for concurrent use; its zero
-// value is not usable, make one with [NewRegistry].
+// once and then shared. A Registry is safe for concurrent use. The zero
+// value is an empty registry ready to use, as is the one [NewRegistry]
+// returns.
 type Registry struct {
 	mu        sync.Mutex
-	libraries map[key]*library
+	libraries map[key]*library // made on first use
 	pipelines map[key]*pipeline
-	source    func(file string) string // Source; tests substitute a broken one
+	released  bool
+	source    func(file string) string // nil means Source; tests substitute a broken one
 }
 
 // key names a source file or an entry point on one device.
@@ -39,13 +41,7 @@ type pipeline struct {
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{
-		libraries: make(map[key]*library),
-		pipelines: make(map[key]*pipeline),
-		source:    Source,
-	}
-}
+func NewRegistry() *Registry { return new(Registry) }
 
 // compileOptions are the options every source is compiled with. Fast math
 // is off: the kernels compute exp and their sums exactly as written, so the
@@ -59,6 +55,9 @@ var compileOptions = mtl.CompileOptions{FastMath: false}
 // A failed compilation is remembered and returned again. The pipeline state
 // belongs to the registry: do not release it.
 func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipelineState, error) {
+	if r == nil {
+		return nil, fmt.Errorf("kernels: pipeline %s: nil registry", entry)
+	}
 	if dev == nil {
 		return nil, fmt.Errorf("kernels: pipeline %s: nil device", entry)
 	}
@@ -67,9 +66,17 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 		return nil, fmt.Errorf("kernels: unknown entry point %q (known: %s)", entry, strings.Join(EntryPoints(), ", "))
 	}
 	r.mu.Lock()
-	if r.libraries == nil {
+	if r.released {
 		r.mu.Unlock()
-		return nil, fmt.Errorf("kernels: pipeline %s: registry not made with NewRegistry, or released", entry)
+		return nil, fmt.Errorf("kernels: pipeline %s: the registry was released", entry)
+	}
+	if r.libraries == nil {
+		r.libraries = make(map[key]*library)
+		r.pipelines = make(map[key]*pipeline)
+	}
+	src := r.source
+	if src == nil {
+		src = Source
 	}
 	lk, pk := key{dev, file}, key{dev, entry}
 	l := r.libraries[lk]
@@ -84,7 +91,7 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 	}
 	r.mu.Unlock()
 
-	l.once.Do(func() { l.lib, l.err = compile(dev, file, r.source(file)) })
+	l.once.Do(func() { l.lib, l.err = compile(dev, file, src(file)) })
 	p.once.Do(func() {
 		if l.err != nil {
 			p.err = l.err
@@ -118,9 +125,13 @@ func newPipeline(dev *mtl.Device, lib *mtl.Library, entry string) (*mtl.ComputeP
 
 // Release releases every library and pipeline state the registry holds, on
 // every device. Pipeline states it returned must no longer be used, and
-// Release must not run while another goroutine is in Pipeline. The
-// registry cannot be used afterwards.
+// Release must not run while another goroutine is in Pipeline. Afterwards
+// [Registry.Pipeline] returns an error; a second Release, or one on a nil
+// Registry, does nothing.
 func (r *Registry) Release() {
+	if r == nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.pipelines {
@@ -134,4 +145,5 @@ func (r *Registry) Release() {
 		}
 	}
 	r.libraries, r.pipelines = nil, nil
+	r.released = true
 }

@@ -143,8 +143,31 @@ func TestRegistryRejectsBadArguments(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gated_delta_net_decode_f32_3") || !strings.Contains(err.Error(), Prefill) {
 		t.Errorf("unknown entry point: %v", err)
 	}
-	var zero Registry
-	if _, err := zero.Pipeline(dev, Prefill); err == nil {
-		t.Errorf("the zero Registry worked")
+	var none *Registry
+	if _, err := none.Pipeline(dev, Prefill); err == nil || !strings.Contains(err.Error(), "nil registry") {
+		t.Errorf("nil registry: %v", err)
+	}
+	none.Release()
+}
+
+// The zero Registry is an empty one: it compiles, caches and releases.
+func TestZeroRegistry(t *testing.T) {
+	dev := testdevice.Emulated(t, emu.Options{})
+	live := emu.LiveObjects()
+	var reg Registry
+	p, err := reg.Pipeline(dev, Decode(2))
+	if err != nil || p == nil {
+		t.Fatalf("zero Registry: %p, %v", p, err)
+	}
+	if again, err := reg.Pipeline(dev, Decode(2)); again != p || err != nil {
+		t.Errorf("second lookup: %p, %v; want the cached %p", again, err, p)
+	}
+	reg.Release()
+	reg.Release()
+	if n := emu.LiveObjects(); n != live {
+		t.Errorf("%d live emulated objects after Release, %d before the registry", n, live)
+	}
+	if _, err := reg.Pipeline(dev, Decode(2)); err == nil || !strings.Contains(err.Error(), "released") {
+		t.Errorf("Pipeline after Release: %v", err)
 	}
 }

@@ -11,10 +11,12 @@ import (
 type CommandQueue struct{ object }
 
 // CommandBuffer makes a command buffer (commandBuffer), retained for the
-// caller, who releases it when done with it.
+// caller, who releases it when done with it. Encode it inside an
+// autorelease pool of the caller's (see the package documentation), or
+// use [CommandQueue.Run].
 func (q *CommandQueue) CommandBuffer() (*CommandBuffer, error) {
 	var id objc.ID
-	inPool(func() { id = objc.ID(q.ID().Send(sel.commandBuffer)).Retain() })
+	inPool(func() { id = q.ID().Send(sel.commandBuffer).Retain() })
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: commandBuffer returned nil")
 	}
@@ -31,7 +33,7 @@ type CommandBuffer struct{ object }
 // buffer (computeCommandEncoder). Finish with EndEncoding.
 func (c *CommandBuffer) ComputeCommandEncoder() (*ComputeCommandEncoder, error) {
 	var id objc.ID
-	inPool(func() { id = objc.ID(c.ID().Send(sel.computeCommandEncoder)).Retain() })
+	inPool(func() { id = c.ID().Send(sel.computeCommandEncoder).Retain() })
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: computeCommandEncoder returned nil (is another encoder still open, or was the buffer committed?)")
 	}
@@ -41,21 +43,23 @@ func (c *CommandBuffer) ComputeCommandEncoder() (*ComputeCommandEncoder, error) 
 }
 
 // Commit submits the command buffer to its queue to run.
-func (c *CommandBuffer) Commit() { c.ID().Send(sel.commit) }
+func (c *CommandBuffer) Commit() { inPool(func() { c.ID().Send(sel.commit) }) }
 
 // WaitUntilCompleted blocks until the command buffer has run (or failed).
-func (c *CommandBuffer) WaitUntilCompleted() { c.ID().Send(sel.waitUntilCompleted) }
+func (c *CommandBuffer) WaitUntilCompleted() { inPool(func() { c.ID().Send(sel.waitUntilCompleted) }) }
 
 // Status returns where the command buffer is in its life.
 func (c *CommandBuffer) Status() CommandBufferStatus {
-	return CommandBufferStatus(c.ID().Send(sel.status))
+	var s uintptr
+	inPool(func() { s = c.ID().SendWord(sel.status) })
+	return CommandBufferStatus(s)
 }
 
 // Error returns the error that stopped the command buffer, or nil; it holds
 // Metal's NSError domain, code and description.
 func (c *CommandBuffer) Error() error {
 	var err error
-	inPool(func() { err = objc.ErrorFromNSError(objc.ID(c.ID().Send(sel.errorSel))) })
+	inPool(func() { err = objc.ErrorFromNSError(c.ID().Send(sel.errorSel)) })
 	if err != nil {
 		return fmt.Errorf("mtl: command buffer failed: %w", err)
 	}
@@ -64,11 +68,17 @@ func (c *CommandBuffer) Error() error {
 
 // GPUStartTime returns when the GPU started running the command buffer, in
 // seconds of the host's monotonic clock (CFTimeInterval).
-func (c *CommandBuffer) GPUStartTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuStartTime) }
+func (c *CommandBuffer) GPUStartTime() (t float64) {
+	inPool(func() { t = objc.SendFloat64(c.ID(), sel.gpuStartTime) })
+	return t
+}
 
 // GPUEndTime returns when the GPU finished running the command buffer, in
 // the same clock as GPUStartTime.
-func (c *CommandBuffer) GPUEndTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuEndTime) }
+func (c *CommandBuffer) GPUEndTime() (t float64) {
+	inPool(func() { t = objc.SendFloat64(c.ID(), sel.gpuEndTime) })
+	return t
+}
 
 // SetLabel names the command buffer for debugging tools.
 func (c *CommandBuffer) SetLabel(label string) error { return setLabel(c.ID(), label) }

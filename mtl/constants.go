@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"unsafe"
+	"runtime"
 
 	"github.com/puremetal/puremetal/objc"
 )
@@ -92,10 +92,10 @@ func (v *FunctionConstantValues) newObject() (objc.ID, error) {
 		return 0, fmt.Errorf("mtl: [MTLFunctionConstantValues new] returned nil")
 	}
 	for _, c := range v.values {
-		p := unsafe.Pointer(&c.bytes[0])
-		escape(p)
+		p := objc.Pointer(&c.bytes[0])
 		if c.name == "" {
-			obj.Send(sel.setConstantValueTypeAtIndex, uintptr(p), uintptr(c.typ), uintptr(c.index))
+			obj.Send(sel.setConstantValueTypeAtIndex, p, uintptr(c.typ), uintptr(c.index))
+			runtime.KeepAlive(c.bytes)
 			continue
 		}
 		name, err := objc.NewNSString(c.name)
@@ -103,7 +103,8 @@ func (v *FunctionConstantValues) newObject() (objc.ID, error) {
 			obj.Release()
 			return 0, fmt.Errorf("mtl: function constant name: %w", err)
 		}
-		obj.Send(sel.setConstantValueTypeWithName, uintptr(p), uintptr(c.typ), uintptr(name))
+		obj.Send(sel.setConstantValueTypeWithName, p, uintptr(c.typ), uintptr(name))
+		runtime.KeepAlive(c.bytes)
 		name.Release()
 	}
 	return obj, nil
@@ -130,8 +131,8 @@ func (l *Library) NewFunctionWithConstants(name string, values *FunctionConstant
 	defer cv.Release()
 	var id objc.ID
 	inPool(func() {
-		nserr := newOutID()
-		id = objc.ID(l.ID().Send(sel.newFunctionWithNameConstantValuesError, uintptr(s), uintptr(cv), uintptrOf(nserr)))
+		nserr := new(objc.ID)
+		id = l.ID().Send(sel.newFunctionWithNameConstantValuesError, uintptr(s), uintptr(cv), objc.Pointer(nserr))
 		if id == 0 {
 			err = fmt.Errorf("mtl: specializing function %q: %s", name, errorText(*nserr, "newFunctionWithName:constantValues:error: returned nil"))
 		}
@@ -171,11 +172,11 @@ func newMacroDictionary(macros map[string]string) (objc.ID, error) {
 	}
 	var kp, vp uintptr
 	if len(keys) > 0 {
-		escape(unsafe.Pointer(&keys[0]))
-		escape(unsafe.Pointer(&vals[0]))
-		kp, vp = uintptr(unsafe.Pointer(&keys[0])), uintptr(unsafe.Pointer(&vals[0]))
+		kp, vp = objc.Pointer(&keys[0]), objc.Pointer(&vals[0])
 	}
-	d := objc.ID(objc.ID(objc.GetClass("NSDictionary")).Send(sel.dictionaryWithObjectsForKeysCount, vp, kp, uintptr(len(keys))))
+	d := objc.GetClass("NSDictionary").Send(sel.dictionaryWithObjectsForKeysCount, vp, kp, uintptr(len(keys)))
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(vals)
 	if d == 0 {
 		return 0, fmt.Errorf("mtl: [NSDictionary dictionaryWithObjects:forKeys:count:] returned nil")
 	}

@@ -84,24 +84,13 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer queue.Release()
-	cb, err := queue.CommandBuffer()
+	err = queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
+		enc.SetComputePipelineState(pso)
+		enc.SetBuffers([]*mtl.Buffer{a, b, sum}, []int{0, 0, 0}, 0)
+		enc.DispatchThreads(mtl.Size{Width: n, Height: 1, Depth: 1}, mtl.Size{Width: n, Height: 1, Depth: 1})
+		return nil
+	})
 	if err != nil {
-		log.Fatal(err)
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		log.Fatal(err)
-	}
-	enc.SetComputePipelineState(pso)
-	enc.SetBuffers([]*mtl.Buffer{a, b, sum}, []int{0, 0, 0}, 0)
-	enc.DispatchThreads(mtl.Size{Width: n, Height: 1, Depth: 1}, mtl.Size{Width: n, Height: 1, Depth: 1})
-	if err := enc.EndEncoding(); err != nil {
-		log.Fatal(err)
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(mtl.Slice[float32](sum))

@@ -37,7 +37,13 @@ type Library struct{ object }
 // NewLibraryWithSource compiles Metal Shading Language source into a
 // library (newLibraryWithSource:options:error:). A compilation failure is a
 // *CompileError holding the compiler's log.
-func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library, error) {
+func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (l *Library, err error) {
+	inPool(func() { l, err = d.newLibrary(src, opts) })
+	return l, err
+}
+
+// newLibrary is NewLibraryWithSource, inside the caller's pool.
+func (d *Device) newLibrary(src string, opts CompileOptions) (*Library, error) {
 	source, err := objc.NewNSString(src)
 	if err != nil {
 		return nil, fmt.Errorf("mtl: library source: %w", err)
@@ -60,23 +66,17 @@ func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library
 	} else {
 		options.Send(sel.setFastMathEnabled, boolArg(opts.FastMath))
 	}
-	var lib objc.ID
-	inPool(func() {
-		if len(opts.PreprocessorMacros) > 0 {
-			var macros objc.ID
-			if macros, err = newMacroDictionary(opts.PreprocessorMacros); err != nil {
-				return
-			}
-			options.Send(sel.setPreprocessorMacros, uintptr(macros))
+	if len(opts.PreprocessorMacros) > 0 {
+		macros, err := newMacroDictionary(opts.PreprocessorMacros)
+		if err != nil {
+			return nil, err
 		}
-		nserr := newOutID()
-		lib = objc.ID(d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), uintptrOf(nserr)))
-		if lib == 0 {
-			err = &CompileError{Log: errorText(*nserr, "newLibraryWithSource:options:error: returned nil")}
-		}
-	})
-	if err != nil {
-		return nil, err
+		options.Send(sel.setPreprocessorMacros, uintptr(macros))
+	}
+	nserr := new(objc.ID)
+	lib := d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), objc.Pointer(nserr))
+	if lib == 0 {
+		return nil, &CompileError{Log: errorText(*nserr, "newLibraryWithSource:options:error: returned nil")}
 	}
 	l := &Library{}
 	l.set(lib)
@@ -102,10 +102,10 @@ func errorText(nserr objc.ID, fallback string) string {
 func (l *Library) FunctionNames() []string {
 	var names []string
 	inPool(func() {
-		arr := objc.ID(l.ID().Send(sel.functionNames))
-		n := int(arr.Send(sel.count))
+		arr := l.ID().Send(sel.functionNames)
+		n := int(arr.SendWord(sel.count))
 		for i := range n {
-			names = append(names, objc.GoString(objc.ID(arr.Send(sel.objectAtIndex, uintptr(i)))))
+			names = append(names, objc.GoString(arr.Send(sel.objectAtIndex, uintptr(i))))
 		}
 	})
 	return names
@@ -119,7 +119,8 @@ func (l *Library) NewFunction(name string) (*Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mtl: function name: %w", err)
 	}
-	id := objc.ID(l.ID().Send(sel.newFunctionWithName, uintptr(s)))
+	var id objc.ID
+	inPool(func() { id = l.ID().Send(sel.newFunctionWithName, uintptr(s)) })
 	s.Release()
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: the library has no function %q; it has: %s", name, strings.Join(l.FunctionNames(), ", "))

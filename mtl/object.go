@@ -2,7 +2,6 @@ package mtl
 
 import (
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
 )
@@ -28,28 +27,3 @@ func (o *object) Release() {
 // getters that return autoreleased objects are called inside one, and their
 // results retained, so that nothing depends on a pool of the caller's.
 func inPool(f func()) { objc.WithAutoreleasePool(f) }
-
-// escape forces p's memory onto the heap. Pointers handed to Objective-C
-// methods are passed as integers, which escape analysis cannot follow; a
-// method implemented in Go (the emulated device) runs on the calling
-// goroutine's stack and may grow it, which would move stack memory under
-// the integer.
-func escape(p unsafe.Pointer) {
-	if escapeSinkOn {
-		escapeSink = p
-	}
-}
-
-var (
-	escapeSinkOn bool
-	escapeSink   unsafe.Pointer
-)
-
-// newOutID returns heap memory for an NSError** out-parameter.
-func newOutID() *objc.ID {
-	p := new(objc.ID)
-	escape(unsafe.Pointer(p))
-	return p
-}
-
-func uintptrOf[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }

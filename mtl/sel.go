@@ -2,99 +2,87 @@ package mtl
 
 import "github.com/puremetal/puremetal/objc"
 
-// sel holds every selector this package sends, registered once. The test
-// TestSelectorsAreApples checks each name against Apple's headers.
+// sel holds every selector this package sends, registered once, each with
+// the type encoding of Apple's method. The test TestSelectorsAreApples
+// checks each name and encoding against Apple's headers, and each send
+// against the encoding.
 var sel struct {
 	// MTLDevice
-	name, registryID, maxThreadsPerThreadgroup, hasUnifiedMemory      objc.SEL
-	recommendedMaxWorkingSetSize, maxBufferLength, supportsFamily     objc.SEL
-	newCommandQueue, newBufferWithLengthOptions                       objc.SEL
-	newBufferWithBytesLengthOptions, newBufferWithBytesNoCopy         objc.SEL
-	newLibraryWithSourceOptionsError, newComputePipelineStateWithFunc objc.SEL
+	name                             objc.SEL `sel:"name" types:"@@:"`
+	registryID                       objc.SEL `sel:"registryID" types:"Q@:"`
+	maxThreadsPerThreadgroup         objc.SEL `sel:"maxThreadsPerThreadgroup" types:"{MTLSize=QQQ}@:"`
+	hasUnifiedMemory                 objc.SEL `sel:"hasUnifiedMemory" types:"c@:"`
+	recommendedMaxWorkingSetSize     objc.SEL `sel:"recommendedMaxWorkingSetSize" types:"Q@:"`
+	maxBufferLength                  objc.SEL `sel:"maxBufferLength" types:"Q@:"`
+	supportsFamily                   objc.SEL `sel:"supportsFamily:" types:"c@:q"`
+	newCommandQueue                  objc.SEL `sel:"newCommandQueue" types:"@@:"`
+	newBufferWithLengthOptions       objc.SEL `sel:"newBufferWithLength:options:" types:"@@:QQ"`
+	newBufferWithBytesLengthOptions  objc.SEL `sel:"newBufferWithBytes:length:options:" types:"@@:^vQQ"`
+	newBufferWithBytesNoCopy         objc.SEL `sel:"newBufferWithBytesNoCopy:length:options:deallocator:" types:"@@:^vQQ@?"`
+	newLibraryWithSourceOptionsError objc.SEL `sel:"newLibraryWithSource:options:error:" types:"@@:@@^@"`
+	newComputePipelineStateWithFunc  objc.SEL `sel:"newComputePipelineStateWithFunction:error:" types:"@@:@^@"`
 
 	// MTLBuffer
-	contents, length, didModifyRange, setLabel, label objc.SEL
+	contents       objc.SEL `sel:"contents" types:"^v@:"`
+	didModifyRange objc.SEL `sel:"didModifyRange:" types:"v@:{_NSRange=QQ}"`
+	setLabel       objc.SEL `sel:"setLabel:" types:"v@:@"`
+	label          objc.SEL `sel:"label" types:"@@:"`
 
 	// MTLCompileOptions
-	setLanguageVersion, setMathMode, setFastMathEnabled objc.SEL
+	setLanguageVersion objc.SEL `sel:"setLanguageVersion:" types:"v@:Q"`
+	setMathMode        objc.SEL `sel:"setMathMode:" types:"v@:q"`
+	setFastMathEnabled objc.SEL `sel:"setFastMathEnabled:" types:"v@:c"`
 
 	// MTLLibrary, MTLFunction, NSArray
-	newFunctionWithName, functionNames, count, objectAtIndex objc.SEL
+	newFunctionWithName objc.SEL `sel:"newFunctionWithName:" types:"@@:@"`
+	functionNames       objc.SEL `sel:"functionNames" types:"@@:"`
+	count               objc.SEL `sel:"count" types:"Q@:"`
+	objectAtIndex       objc.SEL `sel:"objectAtIndex:" types:"@@:Q"`
 
 	// MTLCompileOptions.preprocessorMacros, MTLFunctionConstantValues,
 	// specialized functions
-	setPreprocessorMacros, dictionaryWithObjectsForKeysCount                                          objc.SEL
-	setConstantValueTypeAtIndex, setConstantValueTypeWithName, newFunctionWithNameConstantValuesError objc.SEL
+	setPreprocessorMacros                  objc.SEL `sel:"setPreprocessorMacros:" types:"v@:@"`
+	dictionaryWithObjectsForKeysCount      objc.SEL `sel:"dictionaryWithObjects:forKeys:count:" types:"@@:^@^@Q"`
+	setConstantValueTypeAtIndex            objc.SEL `sel:"setConstantValue:type:atIndex:" types:"v@:^vQQ"`
+	setConstantValueTypeWithName           objc.SEL `sel:"setConstantValue:type:withName:" types:"v@:^vQ@"`
+	newFunctionWithNameConstantValuesError objc.SEL `sel:"newFunctionWithName:constantValues:error:" types:"@@:@@^@"`
 
 	// MTLComputePipelineState
-	maxTotalThreadsPerThreadgroup, threadExecutionWidth objc.SEL
+	maxTotalThreadsPerThreadgroup objc.SEL `sel:"maxTotalThreadsPerThreadgroup" types:"Q@:"`
+	threadExecutionWidth          objc.SEL `sel:"threadExecutionWidth" types:"Q@:"`
 
 	// MTLCommandQueue, MTLCommandBuffer
-	commandBuffer, computeCommandEncoder, commit, waitUntilCompleted objc.SEL
-	status, errorSel, gpuStartTime, gpuEndTime                       objc.SEL
+	commandBuffer         objc.SEL `sel:"commandBuffer" types:"@@:"`
+	computeCommandEncoder objc.SEL `sel:"computeCommandEncoder" types:"@@:"`
+	commit                objc.SEL `sel:"commit" types:"v@:"`
+	waitUntilCompleted    objc.SEL `sel:"waitUntilCompleted" types:"v@:"`
+	status                objc.SEL `sel:"status" types:"Q@:"`
+	errorSel              objc.SEL `sel:"error" types:"@@:"`
+	gpuStartTime          objc.SEL `sel:"GPUStartTime" types:"d@:"`
+	gpuEndTime            objc.SEL `sel:"GPUEndTime" types:"d@:"`
 
 	// MTLComputeCommandEncoder
-	setComputePipelineState, setBufferOffsetAtIndex, setBuffersOffsetsWithRange objc.SEL
-	setBytesLengthAtIndex, setThreadgroupMemoryLengthAtIndex                    objc.SEL
-	dispatchThreadgroups, dispatchThreads, memoryBarrierWithScope, endEncoding  objc.SEL
+	setComputePipelineState           objc.SEL `sel:"setComputePipelineState:" types:"v@:@"`
+	setBufferOffsetAtIndex            objc.SEL `sel:"setBuffer:offset:atIndex:" types:"v@:@QQ"`
+	setBuffersOffsetsWithRange        objc.SEL `sel:"setBuffers:offsets:withRange:" types:"v@:^@^Q{_NSRange=QQ}"`
+	setBytesLengthAtIndex             objc.SEL `sel:"setBytes:length:atIndex:" types:"v@:^vQQ"`
+	setThreadgroupMemoryLengthAtIndex objc.SEL `sel:"setThreadgroupMemoryLength:atIndex:" types:"v@:QQ"`
+	dispatchThreadgroups              objc.SEL `sel:"dispatchThreadgroups:threadsPerThreadgroup:" types:"v@:{MTLSize=QQQ}{MTLSize=QQQ}"`
+	dispatchThreads                   objc.SEL `sel:"dispatchThreads:threadsPerThreadgroup:" types:"v@:{MTLSize=QQQ}{MTLSize=QQQ}"`
+	memoryBarrierWithScope            objc.SEL `sel:"memoryBarrierWithScope:" types:"v@:Q"`
+	endEncoding                       objc.SEL `sel:"endEncoding" types:"v@:"`
+
+	// MTLCommandBuffer, MTLBlitCommandEncoder
+	blitCommandEncoder     objc.SEL `sel:"blitCommandEncoder" types:"@@:"`
+	synchronizeResource    objc.SEL `sel:"synchronizeResource:" types:"v@:@"`
+	copyFromBufferToBuffer objc.SEL `sel:"copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:" types:"v@:@Q@QQ"`
 }
 
-// selectorNames lists every selector the package sends, in the order of
-// the fields they fill.
-var selectorTable = objc.NewSelectorTable(
-	objc.SelectorEntry{Name: "name", Dst: &sel.name},
-	objc.SelectorEntry{Name: "registryID", Dst: &sel.registryID},
-	objc.SelectorEntry{Name: "maxThreadsPerThreadgroup", Dst: &sel.maxThreadsPerThreadgroup},
-	objc.SelectorEntry{Name: "hasUnifiedMemory", Dst: &sel.hasUnifiedMemory},
-	objc.SelectorEntry{Name: "recommendedMaxWorkingSetSize", Dst: &sel.recommendedMaxWorkingSetSize},
-	objc.SelectorEntry{Name: "maxBufferLength", Dst: &sel.maxBufferLength},
-	objc.SelectorEntry{Name: "supportsFamily:", Dst: &sel.supportsFamily},
-	objc.SelectorEntry{Name: "newCommandQueue", Dst: &sel.newCommandQueue},
-	objc.SelectorEntry{Name: "newBufferWithLength:options:", Dst: &sel.newBufferWithLengthOptions},
-	objc.SelectorEntry{Name: "newBufferWithBytes:length:options:", Dst: &sel.newBufferWithBytesLengthOptions},
-	objc.SelectorEntry{Name: "newBufferWithBytesNoCopy:length:options:deallocator:", Dst: &sel.newBufferWithBytesNoCopy},
-	objc.SelectorEntry{Name: "newLibraryWithSource:options:error:", Dst: &sel.newLibraryWithSourceOptionsError},
-	objc.SelectorEntry{Name: "newComputePipelineStateWithFunction:error:", Dst: &sel.newComputePipelineStateWithFunc},
-	objc.SelectorEntry{Name: "contents", Dst: &sel.contents},
-	objc.SelectorEntry{Name: "length", Dst: &sel.length},
-	objc.SelectorEntry{Name: "didModifyRange:", Dst: &sel.didModifyRange},
-	objc.SelectorEntry{Name: "setLabel:", Dst: &sel.setLabel},
-	objc.SelectorEntry{Name: "label", Dst: &sel.label},
-	objc.SelectorEntry{Name: "setLanguageVersion:", Dst: &sel.setLanguageVersion},
-	objc.SelectorEntry{Name: "setMathMode:", Dst: &sel.setMathMode},
-	objc.SelectorEntry{Name: "setFastMathEnabled:", Dst: &sel.setFastMathEnabled},
-	objc.SelectorEntry{Name: "newFunctionWithName:", Dst: &sel.newFunctionWithName},
-	objc.SelectorEntry{Name: "functionNames", Dst: &sel.functionNames},
-	objc.SelectorEntry{Name: "count", Dst: &sel.count},
-	objc.SelectorEntry{Name: "objectAtIndex:", Dst: &sel.objectAtIndex},
-	objc.SelectorEntry{Name: "maxTotalThreadsPerThreadgroup", Dst: &sel.maxTotalThreadsPerThreadgroup},
-	objc.SelectorEntry{Name: "threadExecutionWidth", Dst: &sel.threadExecutionWidth},
-	objc.SelectorEntry{Name: "commandBuffer", Dst: &sel.commandBuffer},
-	objc.SelectorEntry{Name: "computeCommandEncoder", Dst: &sel.computeCommandEncoder},
-	objc.SelectorEntry{Name: "commit", Dst: &sel.commit},
-	objc.SelectorEntry{Name: "waitUntilCompleted", Dst: &sel.waitUntilCompleted},
-	objc.SelectorEntry{Name: "status", Dst: &sel.status},
-	objc.SelectorEntry{Name: "error", Dst: &sel.errorSel},
-	objc.SelectorEntry{Name: "GPUStartTime", Dst: &sel.gpuStartTime},
-	objc.SelectorEntry{Name: "GPUEndTime", Dst: &sel.gpuEndTime},
-	objc.SelectorEntry{Name: "setComputePipelineState:", Dst: &sel.setComputePipelineState},
-	objc.SelectorEntry{Name: "setBuffer:offset:atIndex:", Dst: &sel.setBufferOffsetAtIndex},
-	objc.SelectorEntry{Name: "setBuffers:offsets:withRange:", Dst: &sel.setBuffersOffsetsWithRange},
-	objc.SelectorEntry{Name: "setBytes:length:atIndex:", Dst: &sel.setBytesLengthAtIndex},
-	objc.SelectorEntry{Name: "setThreadgroupMemoryLength:atIndex:", Dst: &sel.setThreadgroupMemoryLengthAtIndex},
-	objc.SelectorEntry{Name: "dispatchThreadgroups:threadsPerThreadgroup:", Dst: &sel.dispatchThreadgroups},
-	objc.SelectorEntry{Name: "dispatchThreads:threadsPerThreadgroup:", Dst: &sel.dispatchThreads},
-	objc.SelectorEntry{Name: "memoryBarrierWithScope:", Dst: &sel.memoryBarrierWithScope},
-	objc.SelectorEntry{Name: "endEncoding", Dst: &sel.endEncoding},
-	objc.SelectorEntry{Name: "setPreprocessorMacros:", Dst: &sel.setPreprocessorMacros},
-	objc.SelectorEntry{Name: "dictionaryWithObjects:forKeys:count:", Dst: &sel.dictionaryWithObjectsForKeysCount},
-	objc.SelectorEntry{Name: "setConstantValue:type:atIndex:", Dst: &sel.setConstantValueTypeAtIndex},
-	objc.SelectorEntry{Name: "setConstantValue:type:withName:", Dst: &sel.setConstantValueTypeWithName},
-	objc.SelectorEntry{Name: "newFunctionWithName:constantValues:error:", Dst: &sel.newFunctionWithNameConstantValuesError},
-)
+var selectorTable = objc.NewSelectorTable(&sel)
 
-// SelectorNames returns the name of every selector the package sends to
-// Metal objects, for checking against Apple's headers.
-func SelectorNames() []string { return selectorTable.Names() }
+// Selectors returns every selector the package sends to Metal objects,
+// with the type encoding of its method, for checking against Apple's
+// headers.
+func Selectors() []objc.Selector { return selectorTable.Selectors() }
 
 func loadSels() { selectorTable.Register() }

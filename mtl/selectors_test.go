@@ -1,20 +1,14 @@
 package mtl_test
 
 import (
-	"bufio"
 	"errors"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/puremetal/puremetal/internal/appleapi"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
-	"github.com/puremetal/puremetal/objc"
 )
 
 // notInMetalCpp lists selectors the binding may send that Apple's metal-cpp
@@ -26,94 +20,20 @@ import (
 var notInMetalCpp = map[string]string{}
 
 // TestSelectorsAreApples checks every selector that objc and mtl send
-// against the selectors of Apple's headers: a misspelt selector raises an
-// exception on a Mac, and the emulated device, written from the same
-// names, would not notice it.
+// against the selectors and signatures of Apple's headers, and every send
+// against the selector's type encoding: a misspelt selector raises an
+// exception on a Mac, and a send through the wrong function (an integer
+// read for a double, a struct passed as words) reads or passes the wrong
+// registers there; the emulated device, written from the same tables,
+// would notice neither.
 func TestSelectorsAreApples(t *testing.T) {
-	path := filepath.Join(testenv.SharedDir(t), "apple-api", "selectors.txt")
-	f, err := os.Open(path)
-	if err != nil {
-		testenv.SkipOrFail(t, "Apple selector list missing: "+err.Error())
-	}
-	defer f.Close()
-	apple := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if s := strings.TrimSpace(sc.Text()); s != "" {
-			apple[s] = true
-		}
-	}
-	if len(apple) < 1000 {
-		t.Fatalf("%s has only %d selectors; expected the full list", path, len(apple))
-	}
-	sent := map[string]string{}
-	for _, s := range mtl.SelectorNames() {
-		sent[s] = "mtl.SelectorNames"
-	}
-	for _, s := range objc.SelectorNames() {
-		sent[s] = "objc.SelectorNames"
-	}
+	api := appleapi.Load(t)
 	root := testenv.RepoRoot(t)
-	for _, dir := range []string{"objc", "mtl"} {
-		for s, where := range registeredLiterals(t, filepath.Join(root, dir)) {
-			sent[s] = where
-		}
+	objcSels := appleapi.CheckTable(t, api, filepath.Join(root, "objc"), "sels", nil, true, notInMetalCpp)
+	mtlSels := appleapi.CheckTable(t, api, filepath.Join(root, "mtl"), "sel", map[string]string{"send": "Send"}, true, notInMetalCpp)
+	if len(objcSels) < 10 || len(mtlSels) < 40 {
+		t.Fatalf("found %d selectors in objc and %d in mtl; the scan is broken", len(objcSels), len(mtlSels))
 	}
-	if len(sent) < 40 {
-		t.Fatalf("found only %d selectors sent; the scan is broken", len(sent))
-	}
-	for s, where := range sent {
-		if apple[s] {
-			continue
-		}
-		if page, ok := notInMetalCpp[s]; ok && page != "" {
-			continue
-		}
-		t.Errorf("selector %q (%s) is not in %s", s, where, path)
-	}
-}
-
-// registeredLiterals returns the string literals passed to RegisterName in
-// the non-test Go files of dir, with their positions.
-func registeredLiterals(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ast.Inspect(file, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) != 1 {
-				return true
-			}
-			var fn string
-			switch f := call.Fun.(type) {
-			case *ast.Ident:
-				fn = f.Name
-			case *ast.SelectorExpr:
-				fn = f.Sel.Name
-			}
-			if fn != "RegisterName" {
-				return true
-			}
-			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				s, _ := strconv.Unquote(lit.Value)
-				out[s] = fset.Position(lit.Pos()).String()
-			}
-			return true
-		})
-	}
-	return out
 }
 
 func TestNoDeviceOffMac(t *testing.T) {

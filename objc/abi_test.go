@@ -245,7 +245,7 @@ func TestSendArgs(t *testing.T) {
 	})
 }
 
-// TestSendWords checks the word-only hot path, Send, with arguments that
+// TestSendWords checks the word-only hot path, SendWord, with arguments that
 // spill to the stack, and the ID and Class method forms.
 func TestSendWords(t *testing.T) {
 	needRuntime(t)
@@ -261,11 +261,11 @@ func TestSendWords(t *testing.T) {
 			var got uintptr
 			switch n {
 			case 0:
-				got = Send(obj, sel, a[:]...)
+				got = SendWord(obj, sel, a[:]...)
 			case 1:
-				got = obj.Send(sel, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])
+				got = obj.SendWord(sel, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])
 			case 2:
-				if got := ID(obj.Send(RegisterName("class"))); got != ID(impl.cls) {
+				if got := obj.Send(RegisterName("class")); got != ID(impl.cls) {
 					t.Errorf("%s: [obj class] = %#x, want the class %#x", impl.name, got, impl.cls)
 				}
 				if got := obj.Class(); got != impl.cls {

@@ -10,7 +10,7 @@ func BenchmarkSend(b *testing.B) {
 	defer dispose()
 	sel := RegisterName(boolMethod.sel)
 	for b.Loop() {
-		Send(obj, sel, 0x101)
+		SendWord(obj, sel, 0x101)
 	}
 }
 

@@ -15,7 +15,7 @@ func ExampleNewNSString() {
 	defer str.Release()
 	fmt.Println(objc.GoString(str))
 	// [str length] counts UTF-16 units: the rocket takes two.
-	fmt.Println(str.Send(objc.RegisterName("length")))
+	fmt.Println(str.SendWord(objc.RegisterName("length")))
 
 	_, err = objc.NewNSString("a\x00b")
 	fmt.Println(err)

@@ -35,10 +35,10 @@ func superTestClasses(t *testing.T) (base, derived Class) {
 		}
 		d, err := RegisterClass("PMTestDerived", b, []Method{
 			{Sel: "value", Types: "Q@:", Fn: func(self ID, sel SEL) uintptr {
-				return 1000 + SendSuper(self, superClasses.base, sel)
+				return 1000 + uintptr(SendSuper(self, superClasses.base, sel))
 			}},
 			{Sel: "scaled:plus:", Types: "Q@:QQ", Fn: func(self ID, sel SEL, a, b uintptr) uintptr {
-				return SendSuper(self, superClasses.base, sel, a, b) ^ 0xff
+				return uintptr(SendSuper(self, superClasses.base, sel, a, b)) ^ 0xff
 			}},
 		})
 		if err != nil {
@@ -69,14 +69,14 @@ func TestSendSuper(t *testing.T) {
 	}
 	obj, dispose := newInstance(t, derived)
 	defer dispose()
-	if got := obj.Send(RegisterName("value")); got != 1007 {
+	if got := obj.SendWord(RegisterName("value")); got != 1007 {
 		t.Errorf("[derived value] = %d, want 1007 (1000 + the base's 7)", got)
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	for range 4 {
 		a, b := randomWord(r), randomWord(r)
 		want := (a*3 + b) ^ 0xff
-		if got := obj.Send(RegisterName("scaled:plus:"), a, b); got != want {
+		if got := obj.SendWord(RegisterName("scaled:plus:"), a, b); got != want {
 			t.Errorf("[derived scaled:%#x plus:%#x] = %#x, want %#x", a, b, got, want)
 		}
 	}
@@ -235,7 +235,7 @@ func TestNSStringRoundTrip(t *testing.T) {
 			if got := GoString(str); got != s {
 				t.Errorf("round trip of %d bytes gave %d bytes:\n got %q\nwant %q", len(s), len(got), got, s)
 			}
-			if got, want := int(str.Send(length)), len(utf16.Encode([]rune(s))); got != want {
+			if got, want := int(str.SendWord(length)), len(utf16.Encode([]rune(s))); got != want {
 				t.Errorf("[NSString length] of %q = %d UTF-16 units, want %d", s, got, want)
 			}
 			str.Release()
@@ -292,11 +292,11 @@ func TestErrorFromNSError(t *testing.T) {
 			t.Fatalf("Foundation has no NSLocalizedDescriptionKey: %v", err)
 		}
 		key := *(*ID)(cptr(keyVar))
-		info := ID(GetClass("NSDictionary").Send(RegisterName("dictionaryWithObject:forKey:"), uintptr(text), uintptr(key)))
+		info := GetClass("NSDictionary").Send(RegisterName("dictionaryWithObject:forKey:"), uintptr(text), uintptr(key))
 		if info == 0 {
 			t.Fatal("[NSDictionary dictionaryWithObject:forKey:] returned nil")
 		}
-		nserr := ID(Send(ID(GetClass("NSError").Send(RegisterName("alloc"))), RegisterName("initWithDomain:code:userInfo:"), uintptr(domain), uintptr(^uintptr(41)), uintptr(info)))
+		nserr := GetClass("NSError").Send(RegisterName("alloc")).Send(RegisterName("initWithDomain:code:userInfo:"), uintptr(domain), uintptr(^uintptr(41)), uintptr(info))
 		if nserr == 0 {
 			t.Fatal("[[NSError alloc] initWithDomain:code:userInfo:] returned nil")
 		}

@@ -23,8 +23,8 @@ func ErrorFromNSError(err ID) error {
 	}
 	loadSels()
 	return &Error{
-		Domain:      GoString(ID(Send(err, sels.domain))),
-		Code:        int(Send(err, sels.code)),
-		Description: GoString(ID(Send(err, sels.localizedDescription))),
+		Domain:      GoString(Send(err, sels.domain)),
+		Code:        int(SendWord(err, sels.code)),
+		Description: GoString(Send(err, sels.localizedDescription)),
 	}
 }

@@ -29,7 +29,7 @@ func NewNSString(s string) (ID, error) {
 		return 0, fmt.Errorf("objc: the runtime has no NSString class (is Foundation loaded?)")
 	}
 	b := cstring(s)
-	obj := ID(Send(ID(cls.Send(sels.alloc)), sels.initWithCStringEncoding, uintptr(ptr(b)), NSUTF8StringEncoding))
+	obj := cls.Send(sels.alloc).Send(sels.initWithCStringEncoding, Pointer(&b[0]), NSUTF8StringEncoding)
 	runtime.KeepAlive(b)
 	if obj == 0 {
 		return 0, fmt.Errorf("objc: NSString initWithCString:encoding: returned nil for %d bytes", len(s))
@@ -48,8 +48,8 @@ func GoString(str ID) string {
 	loadSels()
 	var s string
 	WithAutoreleasePool(func() {
-		p := Send(str, sels.utf8String)
-		n := int(Send(str, sels.lengthOfBytes, NSUTF8StringEncoding))
+		p := SendWord(str, sels.utf8String)
+		n := int(SendWord(str, sels.lengthOfBytes, NSUTF8StringEncoding))
 		s = string(gobytes(p, n))
 	})
 	return s

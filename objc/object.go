@@ -1,37 +1,29 @@
 package objc
 
-// Selectors of NSObject and Foundation used by this package, registered
-// once.
+// sels holds the selectors of NSObject and Foundation that the package
+// sends, registered once.
 var sels struct {
-	alloc, init, retain, release, autorelease SEL
-	respondsToSelector, drain, retainCount    SEL
-	initWithCStringEncoding, utf8String       SEL
-	lengthOfBytes                             SEL
-	domain, code, localizedDescription        SEL
+	alloc                   SEL `sel:"alloc" types:"@@:"`
+	init                    SEL `sel:"init" types:"@@:"`
+	retain                  SEL `sel:"retain" types:"@@:"`
+	release                 SEL `sel:"release" types:"v@:"`
+	autorelease             SEL `sel:"autorelease" types:"@@:"`
+	respondsToSelector      SEL `sel:"respondsToSelector:" types:"c@::"`
+	drain                   SEL `sel:"drain" types:"v@:"`
+	retainCount             SEL `sel:"retainCount" types:"Q@:"`
+	initWithCStringEncoding SEL `sel:"initWithCString:encoding:" types:"@@:r*Q"`
+	utf8String              SEL `sel:"UTF8String" types:"r*@:"`
+	lengthOfBytes           SEL `sel:"lengthOfBytesUsingEncoding:" types:"Q@:Q"`
+	domain                  SEL `sel:"domain" types:"@@:"`
+	code                    SEL `sel:"code" types:"q@:"`
+	localizedDescription    SEL `sel:"localizedDescription" types:"@@:"`
 }
 
-// selectorNames lists every selector the package sends, with the field it
-// fills.
-var selectorTable = NewSelectorTable(
-	SelectorEntry{Name: "alloc", Dst: &sels.alloc},
-	SelectorEntry{Name: "init", Dst: &sels.init},
-	SelectorEntry{Name: "retain", Dst: &sels.retain},
-	SelectorEntry{Name: "release", Dst: &sels.release},
-	SelectorEntry{Name: "autorelease", Dst: &sels.autorelease},
-	SelectorEntry{Name: "respondsToSelector:", Dst: &sels.respondsToSelector},
-	SelectorEntry{Name: "drain", Dst: &sels.drain},
-	SelectorEntry{Name: "retainCount", Dst: &sels.retainCount},
-	SelectorEntry{Name: "initWithCString:encoding:", Dst: &sels.initWithCStringEncoding},
-	SelectorEntry{Name: "UTF8String", Dst: &sels.utf8String},
-	SelectorEntry{Name: "lengthOfBytesUsingEncoding:", Dst: &sels.lengthOfBytes},
-	SelectorEntry{Name: "domain", Dst: &sels.domain},
-	SelectorEntry{Name: "code", Dst: &sels.code},
-	SelectorEntry{Name: "localizedDescription", Dst: &sels.localizedDescription},
-)
+var selectorTable = NewSelectorTable(&sels)
 
-// SelectorNames returns the name of every selector the package itself
-// sends, for checking against Apple's headers.
-func SelectorNames() []string { return selectorTable.Names() }
+// Selectors returns every selector the package itself sends, with the
+// type encoding of its method, for checking against Apple's headers.
+func Selectors() []Selector { return selectorTable.Selectors() }
 
 func loadSels() { selectorTable.Register() }
 
@@ -42,7 +34,7 @@ func (id ID) Retain() ID {
 		return 0
 	}
 	loadSels()
-	return ID(Send(id, sels.retain))
+	return Send(id, sels.retain)
 }
 
 // Release decrements the object's reference count ([obj release]); the
@@ -62,13 +54,13 @@ func (id ID) Autorelease() ID {
 		return 0
 	}
 	loadSels()
-	return ID(Send(id, sels.autorelease))
+	return Send(id, sels.autorelease)
 }
 
 // RetainCount returns [obj retainCount]; for tests and diagnostics only.
 func (id ID) RetainCount() uint {
 	loadSels()
-	return uint(Send(id, sels.retainCount))
+	return uint(SendWord(id, sels.retainCount))
 }
 
 // RespondsToSelector reports whether the object answers sel
@@ -91,5 +83,5 @@ func (c Class) New() ID {
 	if obj == 0 {
 		return 0
 	}
-	return ID(Send(obj, sels.init))
+	return Send(obj, sels.init)
 }

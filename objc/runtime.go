@@ -20,7 +20,7 @@ type SEL uintptr
 // two arguments are the receiver and the selector.
 type IMP uintptr
 
-// runtime holds the addresses of the runtime functions this package calls.
+// rt holds the addresses of the runtime functions this package calls.
 var rt struct {
 	once sync.Once
 	err  error

@@ -66,7 +66,7 @@ func lookupStret(ID, SEL) uintptr {
 // the superclass's implementation: objc_msgSendSuper takes a pointer to an
 // objc_super in place of the receiver.
 func lookupSuper(sup *objcSuper, sel SEL) (fn, receiver uintptr) {
-	return rt.msgSendSuper, uintptrOf(sup)
+	return rt.msgSendSuper, Pointer(sup)
 }
 
 func objectClass(id ID) Class {

@@ -96,7 +96,7 @@ func lookupStret(id ID, sel SEL) uintptr { return lookup(id, sel) }
 // lookupSuper returns the superclass's implementation of sel and the
 // receiver to call it with.
 func lookupSuper(sup *objcSuper, sel SEL) (fn, receiver uintptr) {
-	r, _, _ := purego.SyscallN(rt.msgLookupSuper, uintptrOf(sup), uintptr(sel))
+	r, _, _ := purego.SyscallN(rt.msgLookupSuper, Pointer(sup), uintptr(sel))
 	return r, uintptr(sup.receiver)
 }
 

@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/puremetal/puremetal/internal/typeenc"
 )
 
 // maxWords is the most machine words one send passes, counting the
@@ -13,12 +15,25 @@ import (
 const maxWords = 32
 
 // Send sends sel to id with integer and pointer arguments and returns the
-// integer or pointer result (0 for void methods). This is the hot path: it
-// makes no allocation and uses no reflection.
+// object the method returns: for methods whose result is an object (id) or
+// nothing (void, whose result is meaningless). Methods returning an integer
+// or a pointer that is not an object are sent with [SendWord], BOOL with
+// [SendBool], double with [SendFloat64], and struct arguments or results
+// with [SendArgs] and [SendStruct24]. This is the hot path: it makes no
+// allocation and uses no reflection.
 //
-// A pointer passed as an argument must point to memory that does not move
-// during the call (C memory, or Go memory kept alive by the caller).
-func Send(id ID, sel SEL, args ...uintptr) uintptr {
+// A Go pointer passed as an argument goes through [Pointer].
+func Send(id ID, sel SEL, args ...uintptr) ID { return ID(send(id, sel, args)) }
+
+// SendWord is [Send] for methods that return an integer or a pointer that
+// is not an object, such as NSUInteger or void *.
+func SendWord(id ID, sel SEL, args ...uintptr) uintptr { return send(id, sel, args) }
+
+// SendBool is [Send] for methods that return an Objective-C BOOL; only the
+// low byte of the result register is defined, so only it is read.
+func SendBool(id ID, sel SEL, args ...uintptr) bool { return byte(send(id, sel, args)) != 0 }
+
+func send(id ID, sel SEL, args []uintptr) uintptr {
 	fn := lookup(id, sel)
 	s := scratchPool.Get().(*scratch)
 	s.words[0], s.words[1] = uintptr(id), uintptr(sel)
@@ -28,46 +43,39 @@ func Send(id ID, sel SEL, args ...uintptr) uintptr {
 	return r
 }
 
-// SendBool is [Send] for methods that return an Objective-C BOOL; only the
-// low byte of the result register is defined, so only it is read.
-func SendBool(id ID, sel SEL, args ...uintptr) bool {
-	return byte(Send(id, sel, args...)) != 0
-}
-
 // Send sends sel to the receiver; see the package function [Send].
-func (id ID) Send(sel SEL, args ...uintptr) uintptr { return Send(id, sel, args...) }
+func (id ID) Send(sel SEL, args ...uintptr) ID { return ID(send(id, sel, args)) }
 
-// Send sends sel to the class object (a class method, such as alloc).
-func (c Class) Send(sel SEL, args ...uintptr) ID { return ID(Send(ID(c), sel, args...)) }
+// SendWord sends sel to the receiver; see the package function [SendWord].
+func (id ID) SendWord(sel SEL, args ...uintptr) uintptr { return send(id, sel, args) }
 
-// argKind is the shape of one argument, which decides its lowering.
-type argKind uint8
+// Send sends sel to the class object (a class method, such as alloc); see
+// the package function [Send].
+func (c Class) Send(sel SEL, args ...uintptr) ID { return ID(send(ID(c), sel, args)) }
 
-const (
-	kindWord     argKind = iota // integer or pointer
-	kindStruct16                // struct of two words, such as NSRange
-	kindStruct24                // struct of three words, such as MTLSize
-)
+// SendWord sends sel to the class object; see the package function
+// [SendWord].
+func (c Class) SendWord(sel SEL, args ...uintptr) uintptr { return send(ID(c), sel, args) }
 
 // An Arg is one argument of [SendArgs]: a word, or a small struct of words
 // lowered the way the C calling convention lowers it.
 type Arg struct {
-	kind argKind
+	kind typeenc.Kind
 	w    [3]uintptr
 }
 
 // Word returns an integer or pointer argument.
-func Word(v uintptr) Arg { return Arg{kind: kindWord, w: [3]uintptr{v}} }
+func Word(v uintptr) Arg { return Arg{kind: typeenc.Word, w: [3]uintptr{v}} }
 
 // Struct16 returns a by-value struct argument of two words, such as NSRange
 // {location, length}: two integer registers when two are free, else the
 // stack.
-func Struct16(a, b uintptr) Arg { return Arg{kind: kindStruct16, w: [3]uintptr{a, b}} }
+func Struct16(a, b uintptr) Arg { return Arg{kind: typeenc.Struct16, w: [3]uintptr{a, b}} }
 
 // Struct24 returns a by-value struct argument of three words, such as
 // MTLSize {width, height, depth}: on amd64 it is passed on the stack, on
 // arm64 as a pointer to a copy.
-func Struct24(a, b, c uintptr) Arg { return Arg{kind: kindStruct24, w: [3]uintptr{a, b, c}} }
+func Struct24(a, b, c uintptr) Arg { return Arg{kind: typeenc.Struct24, w: [3]uintptr{a, b, c}} }
 
 // scratch is memory for the copies of struct arguments passed by reference
 // and for struct results, taken from a pool so that sends do not allocate.
@@ -105,7 +113,7 @@ func SendStruct24(id ID, sel SEL, args ...Arg) [3]uintptr {
 	fn := lookupStret(id, sel)
 	s := scratchPool.Get().(*scratch)
 	s.ret = [3]uintptr{}
-	n := lower(&s.words, s, uintptrOf(&s.ret), id, sel, args)
+	n := lower(&s.words, s, Pointer(&s.ret), id, sel, args)
 	purego.SyscallN(fn, s.words[:n]...)
 	ret := s.ret
 	runtime.KeepAlive(s)
@@ -147,7 +155,7 @@ func bound[F any](fn uintptr, kind byte) F {
 
 func wordArgs(args []Arg) (a [6]uintptr) {
 	for i, x := range args {
-		if x.kind != kindWord || i >= len(a) {
+		if x.kind != typeenc.Word || i >= len(a) {
 			panic("objc: struct-returning and float-returning sends take at most six word arguments")
 		}
 		a[i] = x.w[0]
@@ -186,8 +194,9 @@ type objcSuper struct {
 
 // SendSuper sends sel to id, starting the method search at class super
 // (usually the superclass of the class that implements the caller), as
-// [super sel] does in Objective-C.
-func SendSuper(id ID, super Class, sel SEL, args ...uintptr) uintptr {
+// [super sel] does in Objective-C, and returns the object the method
+// returns (as [Send] does).
+func SendSuper(id ID, super Class, sel SEL, args ...uintptr) ID {
 	// The objc_super is passed by address as a plain word, so it must not
 	// live on the goroutine stack, which may move before the call: it is
 	// kept in the scratch memory, which is on the heap.
@@ -199,7 +208,27 @@ func SendSuper(id ID, super Class, sel SEL, args ...uintptr) uintptr {
 	r, _, _ := purego.SyscallN(fn, s.words[:n]...)
 	runtime.KeepAlive(s)
 	scratchPool.Put(s)
-	return r
+	return ID(r)
 }
 
-func uintptrOf[T any](p *T) uintptr { return uintptr(unsafe.Pointer(p)) }
+// Pointer returns p as a send argument, moving the memory it points to
+// onto the heap. A send passes pointers as integers, which the compiler's
+// escape analysis cannot follow: memory on the goroutine's stack would stay
+// there, and a method implemented in Go (the emulated device's methods)
+// runs on that stack and may grow it, which moves the stack while C holds
+// the old address. Heap memory does not move. The caller keeps the memory
+// alive until the send returns (runtime.KeepAlive, or a later use).
+func Pointer[T any](p *T) uintptr {
+	if pointerSinkOn {
+		pointerSink = unsafe.Pointer(p)
+	}
+	return uintptr(unsafe.Pointer(p))
+}
+
+// pointerSink is where [Pointer] would store its argument: escape analysis
+// sees the store and moves the argument to the heap; pointerSinkOn is never
+// set, so the store never happens.
+var (
+	pointerSinkOn bool
+	pointerSink   unsafe.Pointer
+)

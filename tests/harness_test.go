@@ -1,19 +1,18 @@
 package tests
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
 	"testing"
-	"unsafe"
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -28,12 +27,6 @@ const (
 	boundGolden   = 1e-6 // against HF transformers' results (summation order only)
 )
 
-// poison is written to every element a kernel must write before it runs: a
-// quiet NaN with a payload no arithmetic produces, so an element left
-// unwritten is seen both by the error measure (a NaN fails every bound) and
-// by its bytes.
-var poison = math.Float32frombits(0x7fc0dead)
-
 // rig is a device with the kernels, the registry of their pipeline states
 // and a command queue, released when the test ends.
 type rig struct {
@@ -44,7 +37,7 @@ type rig struct {
 	emulated bool // counters are available (emu.DispatchCounters)
 }
 
-func newRig(t *testing.T, dev *mtl.Device, emulated bool) *rig {
+func newRig(t testing.TB, dev *mtl.Device, emulated bool) *rig {
 	t.Helper()
 	reg := kernels.NewRegistry()
 	t.Cleanup(reg.Release)
@@ -195,81 +188,27 @@ func (r *rig) run(t *testing.T, j job) outcome {
 
 func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 	t.Helper()
-	var free []*mtl.Buffer
-	defer func() {
-		for _, b := range free {
-			b.Release()
-		}
-	}()
-	upload := func(x []float32) (gdn.View, error) {
-		b, err := r.dev.NewBufferWithBytes(f32Bytes(x), mtl.ResourceStorageModeShared)
-		if err != nil {
-			return gdn.View{}, err
-		}
-		free = append(free, b)
-		return gdn.F32View(b, 0, len(x)), nil
-	}
-	poisoned := func(n int) (gdn.View, error) {
-		b, err := r.dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
-		if err != nil {
-			return gdn.View{}, err
-		}
-		free = append(free, b)
-		fill(mtl.Slice[float32](b), poison)
-		return gdn.F32View(b, 0, n), nil
-	}
 	p := j.p
-	var b gdn.Buffers
-	var err error
-	for _, u := range []struct {
-		dst *gdn.View
-		x   []float32
-	}{{&b.Q, j.in.Q}, {&b.K, j.in.K}, {&b.V, j.in.V}, {&b.G, j.in.G}, {&b.Beta, j.in.Beta}, {&b.StateIn, j.in.StateIn}} {
-		if *u.dst, err = upload(u.x); err != nil {
-			return outcome{}, err
-		}
-	}
-	if b.Output, err = poisoned(p.VLen()); err != nil {
-		return outcome{}, err
+	b := gdn.Buffers{
+		Q: r.upload(t, j.in.Q), K: r.upload(t, j.in.K), V: r.upload(t, j.in.V),
+		G: r.upload(t, j.in.G), Beta: r.upload(t, j.in.Beta), StateIn: r.upload(t, j.in.StateIn),
+		Output: r.poisoned(t, p.VLen()),
 	}
 	if j.inPlace {
 		b.StateOut = b.StateIn
-	} else if b.StateOut, err = poisoned(p.StateLen()); err != nil {
-		return outcome{}, err
+	} else {
+		b.StateOut = r.poisoned(t, p.StateLen())
 	}
 	if j.kern.capture {
 		slots := j.captureSlots
 		if slots == 0 {
 			slots = p.NTokens
 		}
-		if b.Capture, err = poisoned(slots * p.StateLen()); err != nil {
-			return outcome{}, err
-		}
+		b.Capture = r.poisoned(t, slots*p.StateLen())
 	}
-
-	cb, err := r.queue.CommandBuffer()
+	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return j.kern.call(r.k, enc, p, b) })
 	if err != nil {
 		return outcome{}, err
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		return outcome{}, err
-	}
-	if err := j.kern.call(r.k, enc, p, b); err != nil {
-		enc.EndEncoding()
-		return outcome{}, err
-	}
-	if err := enc.EndEncoding(); err != nil {
-		return outcome{}, err
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
-		return outcome{}, err
-	}
-	if st := cb.Status(); st != mtl.CommandBufferStatusCompleted {
-		return outcome{}, fmt.Errorf("command buffer status %v, want completed", st)
 	}
 	o := outcome{
 		Output:   readBack(b.Output),
@@ -279,10 +218,6 @@ func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 		o.Capture = readBack(b.Capture)
 	}
 	if r.emulated {
-		cs, err := emu.DispatchCounters(cb)
-		if err != nil {
-			return outcome{}, err
-		}
 		if len(cs) != 1 {
 			return outcome{}, fmt.Errorf("the command buffer ran %d dispatches, want 1", len(cs))
 		}
@@ -291,39 +226,77 @@ func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 	return o, nil
 }
 
-// encoder returns a command buffer of r's queue, released when the test
-// ends, and its compute command encoder.
-func (r *rig) encoder(t *testing.T) (*mtl.CommandBuffer, *mtl.ComputeCommandEncoder) {
+// upload returns a view of a new shared buffer holding x, released when
+// the test ends.
+func (r *rig) upload(t testing.TB, x []float32) gdn.View {
 	t.Helper()
-	cb, err := r.queue.CommandBuffer()
+	b, err := r.dev.NewBufferWithBytes(floats.Bytes(x...), mtl.ResourceStorageModeShared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cb.Release)
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cb, enc
+	t.Cleanup(b.Release)
+	return gdn.F32View(b, 0, len(x))
 }
 
-// complete ends enc's encoding, commits cb and waits for it; an error
-// fails the test.
-func complete(t *testing.T, cb *mtl.CommandBuffer, enc *mtl.ComputeCommandEncoder) {
+// poisoned returns a view of a new shared buffer of n elements, each
+// floats.NaN, released when the test ends.
+func (r *rig) poisoned(t testing.TB, n int) gdn.View {
 	t.Helper()
-	if err := enc.EndEncoding(); err != nil {
-		t.Fatalf("EndEncoding: %v", err)
+	b, err := r.dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Release)
+	floats.Poison(mtl.Slice[float32](b))
+	return gdn.F32View(b, 0, n)
+}
+
+// execute runs encode on one command buffer of r's queue and waits for it
+// to complete. On the system's GPU that is mtl.CommandQueue.Run. On the
+// emulated device it returns the counters of every dispatch the command
+// buffer ran (emu.DispatchCounters), which are the command buffer's, so
+// there it makes, commits and checks the command buffer itself.
+func (r *rig) execute(encode func(enc *mtl.ComputeCommandEncoder) error) ([]msl.Counters, error) {
+	if !r.emulated {
+		return nil, r.queue.Run(encode)
+	}
+	cb, err := r.queue.CommandBuffer()
+	if err != nil {
+		return nil, err
+	}
+	defer cb.Release()
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		return nil, err
+	}
+	err = encode(enc)
+	if endErr := enc.EndEncoding(); err == nil {
+		err = endErr
+	}
+	if err != nil {
+		return nil, err
 	}
 	cb.Commit()
 	cb.WaitUntilCompleted()
 	if err := cb.Error(); err != nil {
-		t.Fatalf("command buffer: %v", err)
+		return nil, err
 	}
+	if st := cb.Status(); st != mtl.CommandBufferStatusCompleted {
+		return nil, fmt.Errorf("command buffer status %v, want completed", st)
+	}
+	return emu.DispatchCounters(cb)
 }
 
 // stateSize is the elements of one sequence's state, D_k * D_v *
 // n_v_heads: the stride of the capture buffer's slots.
-func stateSize(p spec.Params) int { return p.DK * p.DV * p.NVHeads }
+func stateSize(p spec.Params) int { return perToken(p).StateLen() }
+
+// perToken is the shape of one token of one sequence of p.
+func perToken(p spec.Params) spec.Shape {
+	s := p.Shape
+	s.NTokens, s.NSeqs = 1, 1
+	return s
+}
 
 // captureSlot returns the slot of token t of sequence s in a capture
 // buffer of p.NTokens states per sequence: the state after that token.
@@ -339,49 +312,6 @@ func readBack(v gdn.View) []float32 {
 	return append([]float32(nil), all[off:off+v.Len]...)
 }
 
-func fill(x []float32, v float32) {
-	for i := range x {
-		x[i] = v
-	}
-}
-
-// f32Bytes returns the bytes of x as the device sees them (this
-// machine's byte order, little-endian on every Metal system).
-func f32Bytes(x []float32) []byte {
-	if len(x) == 0 {
-		return nil
-	}
-	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))...)
-}
-
-// sameBytes reports whether a and b hold the same bit patterns, and the
-// first element where they differ.
-func sameBytes(a, b []float32) (bool, int) {
-	if len(a) != len(b) {
-		return false, min(len(a), len(b))
-	}
-	if len(a) == 0 || bytes.Equal(f32Bytes(a), f32Bytes(b)) {
-		return true, -1
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false, i
-		}
-	}
-	return true, -1
-}
-
-// unwritten counts the elements of x that still hold the poison.
-func unwritten(x []float32) int {
-	n := 0
-	for _, v := range x {
-		if math.Float32bits(v) == math.Float32bits(poison) {
-			n++
-		}
-	}
-	return n
-}
-
 // checkWritten fails the test when an element of a result still holds the
 // poison or is not finite.
 func checkWritten(t *testing.T, what string, x []float32) {
@@ -393,7 +323,7 @@ func checkWritten(t *testing.T, what string, x []float32) {
 		}
 	}
 	if bad != 0 {
-		t.Errorf("%s: %d of %d elements not finite (%d still hold the poison)", what, bad, len(x), unwritten(x))
+		t.Errorf("%s: %d of %d elements not finite (%d still hold the poison)", what, bad, len(x), floats.Unwritten(x))
 	}
 }
 
@@ -408,7 +338,7 @@ func checkBound(t *testing.T, what string, err, bound float64) {
 // checkSame fails the test unless a and b hold the same bytes.
 func checkSame(t *testing.T, what string, a, b []float32) {
 	t.Helper()
-	if ok, i := sameBytes(a, b); !ok {
+	if i := floats.FirstDiff(a, b); i >= 0 {
 		if i < len(a) && i < len(b) {
 			t.Errorf("%s: not bit-identical: element %d of %d is %#08x (%g) and %#08x (%g)", what, i, len(a),
 				math.Float32bits(a[i]), a[i], math.Float32bits(b[i]), b[i])

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -31,38 +31,28 @@ type invalidArg struct {
 
 func invalidEncodesNothing(t *testing.T, r *rig) {
 	s := gdn.Shape{DK: 64, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 2, NSeqs: 3}
-	qk := s.DK * s.NKHeads * s.NTokens * s.NSeqs
-	vlen := s.DV * s.NVHeads * s.NTokens * s.NSeqs
-	gb := s.NVHeads * s.NTokens * s.NSeqs
-	st := s.DK * s.DV * s.NVHeads * s.NSeqs
-	var bufs []*mtl.Buffer
-	t.Cleanup(func() {
-		for _, b := range bufs {
-			b.Release()
-		}
-	})
+	qk, vlen, gb, st := s.QKLen(), s.VLen(), s.GateLen(), s.StateLen()
 	view := func(n int) gdn.View {
-		b, err := r.dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bufs = append(bufs, b)
-		x := mtl.Slice[float32](b)
+		x := make([]float32, n)
 		for i := range x {
 			x[i] = float32(i%7) * 0.125 // inputs a kernel could run on
 		}
-		return gdn.F32View(b, 0, n)
+		return r.upload(t, x)
 	}
 	valid := gdn.Buffers{
 		Q: view(qk), K: view(qk), V: view(vlen), G: view(gb), Beta: view(gb),
 		StateIn: view(st), Output: view(vlen), StateOut: view(st),
 	}
-	capture := view(st * s.NTokens)
+	capture := view(s.CaptureLen())
 	writable := []gdn.View{valid.Output, valid.StateOut, capture}
 	for _, v := range writable {
-		fill(mtl.Slice[float32](v.Buffer), poison)
+		floats.Poison(mtl.Slice[float32](v.Buffer))
 	}
 	short := view(vlen - 1)
+	released := view(st)
+	released.Buffer.Release() // Length still answers
+	shared := view(st + s.DK) // a state and one more row
+	in := func(v gdn.View, offset, n int) gdn.View { return gdn.F32View(v.Buffer, offset, n) }
 	params := gdn.Params{Shape: s, HeadMap: gdn.Tiled, QScale: 0.125}
 
 	cases := []invalidArg{
@@ -75,71 +65,85 @@ func invalidEncodesNothing(t *testing.T, r *rig) {
 		{"capture given to the decode kernel", kDecode, func(_ *gdn.Params, b *gdn.Buffers) { b.Capture = capture }, []string{"Capture"}},
 		{"capture missing", kCapture, func(_ *gdn.Params, b *gdn.Buffers) { b.Capture = gdn.View{} }, []string{"Capture"}},
 		{"capture longer than the draft for three sequences", kCapture, func(_ *gdn.Params, b *gdn.Buffers) {
-			b.Capture = view(st*s.NTokens + st)
+			b.Capture = view(s.CaptureLen() + st)
 		}, []string{"Capture", "elements"}},
 		{"unknown head mapping", kLegacy, func(p *gdn.Params, _ *gdn.Buffers) { p.HeadMap = 2 }, []string{"HeadMap", "2"}},
 		{"q scale not finite", kPrefill, func(p *gdn.Params, _ *gdn.Buffers) { p.QScale = float32(math.Inf(1)) }, []string{"QScale"}},
+		{"state_in released", kSeq, func(_ *gdn.Params, b *gdn.Buffers) { b.StateIn = released }, []string{"StateIn", "released"}},
+		{"state_out released", kPrefill, func(_ *gdn.Params, b *gdn.Buffers) { b.StateOut = released }, []string{"StateOut", "released"}},
+		{"output inside state_in", kDecode, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.StateIn, b.Output = in(shared, 0, st), in(shared, 32, vlen)
+		}, []string{"Output", fmt.Sprintf("bytes [32, %d)", 32+4*vlen), fmt.Sprintf("StateIn's bytes [0, %d)", 4*st)}},
+		{"state_out one row after state_in", kLegacy, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.StateIn, b.StateOut = in(shared, 0, st), in(shared, 4*s.DK, st)
+		}, []string{"StateOut", fmt.Sprintf("bytes [%d, %d)", 4*s.DK, 4*(s.DK+st)), fmt.Sprintf("StateIn's bytes [0, %d)", 4*st)}},
+		{"state_out over k", kPrefill, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.K, b.StateOut = in(shared, 0, qk), in(shared, 0, st)
+		}, []string{"StateOut", fmt.Sprintf("K's bytes [0, %d)", 4*qk)}},
+		{"capture over state_out", kCapture, func(_ *gdn.Params, b *gdn.Buffers) {
+			b.StateOut = gdn.F32View(b.Capture.Buffer, 4*(b.Capture.Len-st), st)
+		}, []string{"StateOut", "Capture's bytes"}},
 		{"count at 2^32", kDecode, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.NSeqs = 1 << 22 }, []string{"2^32"}},
 	}
 
-	cb, enc := r.encoder(t)
-	for _, c := range cases {
-		p, b := params, valid
-		if c.kern.capture {
-			b.Capture = capture
-		}
-		c.edit(&p, &b)
-		before := enc.Sends()
-		err := c.kern.call(r.k, enc, p, b)
-		if !errors.Is(err, gdn.ErrInvalidArgument) {
-			t.Errorf("%s (%s): error %v does not wrap gdn.ErrInvalidArgument", c.name, c.kern.name, err)
-			continue
-		}
-		for _, w := range c.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s (%s): %q does not mention %q", c.name, c.kern.name, err, w)
+	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error {
+		for _, c := range cases {
+			p, b := params, valid
+			if c.kern.capture {
+				b.Capture = capture
+			}
+			c.edit(&p, &b)
+			before := enc.Sends()
+			err := c.kern.call(r.k, enc, p, b)
+			if !errors.Is(err, gdn.ErrInvalidArgument) {
+				t.Errorf("%s (%s): error %v does not wrap gdn.ErrInvalidArgument", c.name, c.kern.name, err)
+				continue
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s (%s): %q does not mention %q", c.name, c.kern.name, err, w)
+				}
+			}
+			if n := enc.Sends() - before; n != 0 {
+				t.Errorf("%s (%s): the encoder sent %d messages after a failed validation", c.name, c.kern.name, n)
+			}
+			if enc.Err() != nil {
+				t.Errorf("%s (%s): the encoder recorded an error: %v", c.name, c.kern.name, enc.Err())
 			}
 		}
-		if n := enc.Sends() - before; n != 0 {
-			t.Errorf("%s (%s): the encoder sent %d messages after a failed validation", c.name, c.kern.name, n)
-		}
-		if enc.Err() != nil {
-			t.Errorf("%s (%s): the encoder recorded an error: %v", c.name, c.kern.name, enc.Err())
-		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the command buffer of the refused dispatches: %v", err)
 	}
-	complete(t, cb, enc)
-	if r.emulated {
-		cs, err := emu.DispatchCounters(cb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(cs) != 0 {
-			t.Errorf("the command buffer ran %d dispatches, want none", len(cs))
-		}
+	if r.emulated && len(cs) != 0 {
+		t.Errorf("the command buffer ran %d dispatches, want none", len(cs))
 	}
 	for i, v := range writable {
 		x := mtl.Slice[float32](v.Buffer)
-		if n := unwritten(x); n != len(x) {
+		if n := floats.Unwritten(x); n != len(x) {
 			t.Errorf("buffer %d: %d of %d poisoned elements written", i, len(x)-n, len(x))
 		}
 	}
 
 	// The same arguments without the edit do reach the device: the checks
 	// above can fail.
-	cb2, enc2 := r.encoder(t)
-	if err := r.k.Decode(enc2, params, valid); err != nil {
+	sent := 0
+	cs, err = r.execute(func(enc *mtl.ComputeCommandEncoder) error {
+		err := r.k.Decode(enc, params, valid)
+		sent = enc.Sends()
+		return err
+	})
+	if err != nil {
 		t.Fatalf("valid dispatch: %v", err)
 	}
-	if enc2.Sends() == 0 {
+	if sent == 0 {
 		t.Errorf("a valid dispatch sent nothing")
 	}
-	complete(t, cb2, enc2)
-	if r.emulated {
-		if cs, err := emu.DispatchCounters(cb2); err != nil || len(cs) != 1 {
-			t.Errorf("valid dispatch: %d dispatches (%v), want 1", len(cs), err)
-		}
+	if r.emulated && len(cs) != 1 {
+		t.Errorf("valid dispatch: %d dispatches, want 1", len(cs))
 	}
-	if n := unwritten(mtl.Slice[float32](valid.Output.Buffer)); n != 0 {
+	if n := floats.Unwritten(mtl.Slice[float32](valid.Output.Buffer)); n != 0 {
 		t.Errorf("valid dispatch: %d output elements unwritten", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 )
 
 // parityCase is one configuration of the parity suite, with the seed of
@@ -193,7 +194,7 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 		n := p.NTokens * head
 		checkSame(t, "capture into a longer buffer: the draft's slots", long.Capture[:n], capt.Capture)
 		checkSame(t, "capture into a longer buffer: state_out", long.StateOut, capt.StateOut)
-		if got := unwritten(long.Capture[n:]); got != extra*head {
+		if got := floats.Unwritten(long.Capture[n:]); got != extra*head {
 			t.Errorf("capture into a longer buffer: %d of the %d elements past the draft were written", extra*head-got, extra*head)
 		}
 		if long.Counters != nil {
@@ -305,7 +306,8 @@ func prefix(p spec.Params, in cpuref.Inputs, n int) (spec.Params, cpuref.Inputs)
 		}
 		return y
 	}
-	qk, v, g := p.DK*p.NKHeads, p.DV*p.NVHeads, p.NVHeads
+	one := perToken(p)
+	qk, v, g := one.QKLen(), one.VLen(), one.GateLen()
 	return q, cpuref.Inputs{
 		Q: take(in.Q, qk), K: take(in.K, qk), V: take(in.V, v),
 		G: take(in.G, g), Beta: take(in.Beta, g),

@@ -4,19 +4,14 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+
+	"github.com/puremetal/puremetal/half"
 )
 
-// bfloatRound is float32 -> bfloat rounding to nearest even; NaN becomes a
-// quiet NaN with the same sign.
-func bfloatRound(f float32) uint16 {
-	u := math.Float32bits(f)
-	if u&0x7fffffff > 0x7f800000 {
-		return uint16(u>>16) | 0x40
-	}
-	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
-}
+// bfloatRound and bfloatValue are package half's conversions, on bits.
+func bfloatRound(f float32) uint16 { return uint16(half.ToBFloat16(f)) }
 
-func bfloatValue(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+func bfloatValue(b uint16) float32 { return half.BFloat16(b).Float32() }
 
 const bfloatSrc = `#include <metal_stdlib>
 using namespace metal;

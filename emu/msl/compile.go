@@ -53,6 +53,11 @@ type Function struct {
 	Constants []FunctionConstant
 	// Specialized is true for a function of Library.Specialize.
 	Specialized bool
+	// PrivateBytes is the stack one thread of the kernel needs, in bytes:
+	// the frames of the kernel and of the functions it calls, as compiled
+	// for the CPU (private arrays, spilled registers). It is at most
+	// MaxPrivateBytes.
+	PrivateBytes int
 
 	lib      *Library
 	entry    uintptr
@@ -132,6 +137,7 @@ var (
 	rtHandle   uintptr
 	rtDispatch uintptr
 	rtModRange uintptr
+	rtArenas   uintptr
 )
 
 const rtLibName = "libpuremetal_msl_rt.so"
@@ -152,7 +158,7 @@ func loadRuntime(root string) error {
 	}
 	so := filepath.Join(dir, rtLibName)
 	if _, log, err := cc.BuildShared("", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
-		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics",
+		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror",
 		"-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread"); err != nil {
 		return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log)
 	}
@@ -171,6 +177,9 @@ func loadRuntime(root string) error {
 		return err
 	}
 	if rtModRange, err = sym("pm_module_range"); err != nil {
+		return err
+	}
+	if rtArenas, err = sym("pm_arena_stats"); err != nil {
 		return err
 	}
 	sizeFn, err := sym("pm_desc_size")
@@ -196,13 +205,18 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 	flags := []string{
 		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
 		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
-		"-fno-math-errno", "-nostdlib++",
+		"-fno-math-errno", "-nostdlib++", "-mllvm", "-inline-threshold=2000",
 		"-ffp-contract=off", "-fno-color-diagnostics",
 		// keep copy loops as loads and stores (instrumented), not memcpy calls
 		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",
 		"-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns",
 		"-fsanitize-coverage=func,trace-loads,trace-stores",
-		"-fsanitize=integer-divide-by-zero", "-fno-sanitize-recover=integer-divide-by-zero",
+		// integer division faults and array indices out of bounds call the
+		// runtime's handlers; signed overflow otherwise wraps, as on the GPU
+		"-fwrapv", "-fsanitize=integer-divide-by-zero,signed-integer-overflow,array-bounds",
+		"-fno-sanitize-recover=all",
+		// frame sizes, read back to check them against the fiber stacks
+		"-fstack-size-section",
 		"-nostdinc++", "-isystem", includeDir, "-include", "prelude.h",
 		"-Wno-unknown-attributes", "-Wno-duplicate-decl-specifier", "-Wno-unused-value",
 		"-Werror=vla-extension", "-Werror=vla",
@@ -316,6 +330,16 @@ func compile(source string, opts CompileOptions, values []ConstantValue) (*Libra
 		return nil, newCompileError(cleanLog(log, src, includeDir), file)
 	}
 	cached := !built
+	needs, err := stackNeeds(so, len(tr.entries))
+	if err != nil {
+		return nil, fmt.Errorf("msl: reading the frame sizes of %s: %w", so, err)
+	}
+	for i, e := range tr.entries {
+		if needs[i] > MaxPrivateBytes {
+			return nil, &CompileError{File: file, Line: e.line,
+				Log: fmt.Sprintf("%s:%d: error: kernel %s needs %d bytes of stack per thread (private arrays, spilled registers, called functions), more than the %d the emulator gives a thread", file, e.line, e.name, needs[i], MaxPrivateBytes)}
+		}
+	}
 	handle, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("msl: loading %s: %w", so, err)
@@ -330,6 +354,7 @@ func compile(source string, opts CompileOptions, values []ConstantValue) (*Libra
 			Name:                          e.name,
 			MaxTotalThreadsPerThreadgroup: e.maxTotal,
 			ThreadExecutionWidth:          ThreadExecutionWidth,
+			PrivateBytes:                  needs[i],
 			lib:                           lib,
 			entry:                         entry,
 			fileName:                      file,

@@ -2,7 +2,6 @@ package msl
 
 import (
 	"errors"
-	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/puremetal/puremetal/internal/clang"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -63,11 +63,7 @@ func fillRandom(x []float32, seed int64) {
 	}
 }
 
-func poison(x []float32) {
-	for i := range x {
-		x[i] = float32(math.NaN())
-	}
-}
+var poison = floats.Poison
 
 // testCacheDir is one cache for the whole test binary run, so the tests
 // also exercise cache hits.

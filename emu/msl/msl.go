@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxBindings is the number of buffer and threadgroup-memory argument slots
@@ -199,9 +200,16 @@ type Dispatch struct {
 	Order Order
 	// Seed draws the Shuffled order.
 	Seed uint64
-	// Workers is the number of OS threads running threadgroups; 0 means
-	// one per CPU. Within a threadgroup everything runs on one thread.
+	// Workers is the number of OS threads running threadgroups, at most
+	// 64; 0 means one per CPU (or PUREMETAL_EMU_WORKERS). Within a
+	// threadgroup everything runs on one thread. Dispatches running at once
+	// share 64 workers' memory: a dispatch waits when all are busy.
 	Workers int
+	// Timeout is the longest the dispatch may run, as the GPU kills a
+	// command buffer that runs too long: a kernel still running then is
+	// stopped with a *KernelError (KernelError.Timeout). 0 means
+	// DefaultTimeout; negative means no limit.
+	Timeout time.Duration
 }
 
 // Counters are measured by a dispatch.
@@ -219,7 +227,10 @@ type Counters struct {
 
 // KernelError is a fault of a running kernel: a barrier that some threads
 // cannot reach, threads at different barriers, SIMD-group functions called
-// at different sites, a deadlock, or an out-of-bounds device access.
+// at different sites, a deadlock, an out-of-bounds device or threadgroup
+// memory access, an array index out of bounds, an integer division by zero
+// or overflowing, a race on threadgroup memory, a thread's stack overflowing,
+// or a dispatch running past its time limit.
 type KernelError struct {
 	Kernel string
 	// File and Line locate the fault in the source (Line 0 if unknown).
@@ -236,6 +247,10 @@ type KernelError struct {
 // OutOfBounds reports whether the fault is an access outside the bound
 // buffers (a GPU page fault), rather than a synchronisation fault.
 func (e *KernelError) OutOfBounds() bool { return e.kind == faultOutOfBounds }
+
+// Timeout reports whether the dispatch was stopped for running past its
+// time limit (Dispatch.Timeout).
+func (e *KernelError) Timeout() bool { return e.kind == faultTimeout }
 
 func (e *KernelError) Error() string {
 	loc := ""

@@ -3,11 +3,15 @@ package msl
 import (
 	"bytes"
 	"fmt"
+	"math/big"
+	"math/bits"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -21,6 +25,7 @@ type pmDesc struct {
 	threadsPerThreadgroup     [3]uint64
 	threadsPerGrid            [3]uint64
 	order, seed, workers      uint64
+	timeoutNS                 uint64
 	loaded, stored            [MaxBindings]uint64
 	simdOps, barriers         uint64
 	faultKind                 uint64
@@ -28,6 +33,8 @@ type pmDesc struct {
 	faultPC                   uint64
 	faultThreadgroup          [3]uint64
 	faultThread               [3]uint64
+	faultPC2                  uint64
+	faultThread2              [3]uint64
 	faultFile                 [256]byte
 	faultMsg                  [768]byte
 }
@@ -41,8 +48,46 @@ const (
 	faultDeadlock
 	faultThreadgroupMemory
 	faultResources
-	faultDivideByZero
+	faultIntegerDivision
+	faultThreadgroupBounds
+	faultArrayBounds
+	faultStack
+	faultTimeout
+	faultRace
 )
+
+// DefaultTimeout is the time limit of a dispatch whose Dispatch.Timeout is
+// zero, unless the environment variable PUREMETAL_EMU_TIMEOUT holds another
+// duration (time.ParseDuration syntax, such as "5m"; "0" for no limit).
+const DefaultTimeout = 60 * time.Second
+
+var envTimeout = sync.OnceValue(func() time.Duration { return parseTimeout(os.Getenv("PUREMETAL_EMU_TIMEOUT")) })
+
+// parseTimeout reads PUREMETAL_EMU_TIMEOUT: a duration, "0" for no limit
+// (-1), DefaultTimeout if empty or invalid.
+func parseTimeout(v string) time.Duration {
+	t, err := time.ParseDuration(v)
+	switch {
+	case err != nil || t < 0:
+		return DefaultTimeout
+	case t == 0:
+		return -1
+	}
+	return t
+}
+
+// envWorkers is the number of workers of a dispatch whose Dispatch.Workers
+// is zero: PUREMETAL_EMU_WORKERS if set (to force many workers on a small
+// machine, say), otherwise 0 (one per CPU).
+var envWorkers = sync.OnceValue(func() int { return parseWorkers(os.Getenv("PUREMETAL_EMU_WORKERS")) })
+
+func parseWorkers(v string) int {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
 
 // Run executes one dispatch of f and returns its counters. Invalid
 // dispatches return an error naming the argument; faults of the running
@@ -74,44 +119,43 @@ func (f *Function) Run(d *Dispatch) (Counters, error) {
 func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	g := d.Grid
 	tptg := g.ThreadsPerThreadgroup
-	total := 1
 	for k, v := range tptg {
 		if v <= 0 {
 			return fmt.Errorf("msl: %s: Grid.ThreadsPerThreadgroup %v: dimension %d is %d, must be > 0", f.Name, g.ThreadsPerThreadgroup, k, v)
 		}
-		total *= v
 	}
-	if total > f.MaxTotalThreadsPerThreadgroup {
-		return fmt.Errorf("msl: %s: Grid.ThreadsPerThreadgroup %v has %d threads, more than the function's maxTotalThreadsPerThreadgroup %d", f.Name, g.ThreadsPerThreadgroup, total, f.MaxTotalThreadsPerThreadgroup)
+	if total, ok := product(tptg); !ok || total > uint64(f.MaxTotalThreadsPerThreadgroup) {
+		return fmt.Errorf("msl: %s: Grid.ThreadsPerThreadgroup %v has %s threads, more than the function's maxTotalThreadsPerThreadgroup %d", f.Name, g.ThreadsPerThreadgroup, productString(tptg), f.MaxTotalThreadsPerThreadgroup)
 	}
 	tgs, threads := g.Threadgroups, g.Threads
 	useThreads := threads != [3]int{}
 	if useThreads == (tgs != [3]int{}) {
 		return fmt.Errorf("msl: %s: exactly one of Grid.Threadgroups %v and Grid.Threads %v must be set", f.Name, g.Threadgroups, g.Threads)
 	}
-	var ntg uint64 = 1
 	for k := 0; k < 3; k++ {
 		if useThreads {
 			if threads[k] <= 0 {
 				return fmt.Errorf("msl: %s: Grid.Threads %v: dimension %d is %d, must be > 0", f.Name, g.Threads, k, threads[k])
+			}
+			if uint64(threads[k]) >= 1<<32 {
+				return fmt.Errorf("msl: %s: Grid.Threads %v: dimension %d has %d threads, more than 2^32-1", f.Name, g.Threads, k, threads[k])
 			}
 			tgs[k] = (threads[k] + tptg[k] - 1) / tptg[k]
 		} else {
 			if tgs[k] <= 0 {
 				return fmt.Errorf("msl: %s: Grid.Threadgroups %v: dimension %d is %d, must be > 0", f.Name, g.Threadgroups, k, tgs[k])
 			}
+			if n, ok := product([3]int{tgs[k], tptg[k], 1}); !ok || n >= 1<<32 {
+				return fmt.Errorf("msl: %s: grid dimension %d has %d threadgroups of %d threads, more than 2^32-1 threads", f.Name, k, tgs[k], tptg[k])
+			}
 			threads[k] = tgs[k] * tptg[k]
 		}
-		if uint64(threads[k]) >= 1<<32 || uint64(tgs[k])*uint64(tptg[k]) >= 1<<32 {
-			return fmt.Errorf("msl: %s: grid dimension %d has %d threads, more than 2^32-1", f.Name, k, uint64(tgs[k])*uint64(tptg[k]))
-		}
-		ntg *= uint64(tgs[k])
 		desc.threadgroups[k] = uint64(tgs[k])
 		desc.threadsPerThreadgroup[k] = uint64(tptg[k])
 		desc.threadsPerGrid[k] = uint64(threads[k])
 	}
-	if ntg >= 1<<32 {
-		return fmt.Errorf("msl: %s: %d threadgroups, more than 2^32-1", f.Name, ntg)
+	if ntg, ok := product(tgs); !ok || ntg >= 1<<32 {
+		return fmt.Errorf("msl: %s: %s threadgroups, more than 2^32-1", f.Name, productString(tgs))
 	}
 	switch d.Order {
 	case Forward, Reverse, Shuffled:
@@ -159,7 +203,47 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	desc.order = uint64(d.Order)
 	desc.seed = d.Seed
 	desc.workers = uint64(d.Workers)
+	if d.Workers == 0 {
+		desc.workers = uint64(envWorkers())
+	}
+	timeout := d.Timeout
+	if timeout == 0 {
+		timeout = envTimeout()
+	}
+	if timeout > 0 {
+		desc.timeoutNS = uint64(timeout)
+	}
 	return nil
+}
+
+// arenaStats reports how many worker arenas (fiber stacks and threadgroup
+// memory of one worker) exist, and how many of them are idle.
+func arenaStats() (arenas, idle uint64) {
+	purego.SyscallN(rtArenas, uintptr(unsafe.Pointer(&arenas)), uintptr(unsafe.Pointer(&idle)))
+	return arenas, idle
+}
+
+// product multiplies three positive sizes, reporting false if the product
+// does not fit in 64 bits.
+func product(v [3]int) (uint64, bool) {
+	p := uint64(1)
+	for _, x := range v {
+		hi, lo := bits.Mul64(p, uint64(x))
+		if hi != 0 {
+			return 0, false
+		}
+		p = lo
+	}
+	return p, true
+}
+
+// productString is the exact product of three positive sizes, for errors.
+func productString(v [3]int) string {
+	p := big.NewInt(1)
+	for _, x := range v {
+		p.Mul(p, big.NewInt(int64(x)))
+	}
+	return p.String()
 }
 
 func cString(b []byte) string {
@@ -186,6 +270,12 @@ func (f *Function) kernelError(desc *pmDesc) *KernelError {
 	}
 	if e.File == "" {
 		e.File = f.fileName
+	}
+	if desc.faultPC2 != 0 {
+		file, line := f.lib.symbolize(desc.faultPC2-f.modBase-1, f.fileName)
+		if line > 0 {
+			e.Msg += fmt.Sprintf("; the other access is at %s:%d", file, line)
+		}
 	}
 	return e
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/puremetal/puremetal/half"
 )
 
 // SIMD-group matrices as llama.cpp uses them (simdgroup_load and
@@ -127,7 +129,7 @@ func TestSimdgroupMatrix(t *testing.T) {
 		run("mma_half", a, b, d)
 		want := matmul8(func(r, c int) float32 { return a.f32()[r*8+c] }, func(r, c int) float32 { return b.f32()[r*8+c] }, 0)
 		for i := 0; i < 64; i++ {
-			got := halfBitsToFloat(d.u16()[(i%8)*8+i/8]) // stored transposed
+			got := half.Float16(d.u16()[(i%8)*8+i/8]).Float32() // stored transposed
 			if got != want[i] {
 				t.Fatalf("D[%d][%d] = %v, want %v", i/8, i%8, got, want[i])
 			}
@@ -150,20 +152,6 @@ func TestSimdgroupMatrix(t *testing.T) {
 			}
 		}
 	})
-}
-
-// halfBitsToFloat widens an IEEE binary16 value (normal or zero).
-func halfBitsToFloat(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	e := uint32(h>>10) & 0x1f
-	m := uint32(h & 0x3ff)
-	if e == 0 && m == 0 {
-		return math.Float32frombits(sign)
-	}
-	if e == 0 || e == 31 {
-		return float32(math.NaN())
-	}
-	return math.Float32frombits(sign | (e+112)<<23 | m<<13)
 }
 
 func TestSimdgroupMatrixUnsupportedShape(t *testing.T) {

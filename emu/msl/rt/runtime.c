@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pm_abi.h"
@@ -129,7 +130,45 @@ static void *pm_fiber_init(char *top, void *arg) {
  * Workers and fibers. */
 enum { F_READY = 1, F_RUNNING, F_AT_SIMD, F_AT_BARRIER, F_DONE, F_FAULTED };
 
-#define PM_STACK_SIZE (64 * 1024)
+/* Worker arenas (fiber stacks, threadgroup memory and its shadow) are
+ * shared by every dispatch of the process: at most PM_MAX_ARENAS exist at
+ * once, so that many queues or CPUs never run out of address space or
+ * memory mappings; a dispatch waits for one when all are busy. */
+#define PM_MAX_ARENAS 64
+
+/* The time limit is checked every PM_WATCH_EVERY memory accesses,
+ * barriers and SIMD-group functions of a worker. */
+#define PM_WATCH_EVERY 4096
+
+/* Shadow of one byte of threadgroup memory: the last store and the last
+ * two loads by different threads, with the barrier epochs they happened in. */
+typedef struct pm_acc {
+	uint64_t pc;
+	uint32_t ep;   /* threadgroup barrier epoch, 0 for none */
+	uint32_t sgep; /* SIMD-group epoch of the accessing thread's SIMD-group */
+	uint32_t tid;
+	uint32_t pad;
+} pm_acc;
+
+typedef struct pm_shadow {
+	pm_acc st, ld[2];
+} pm_shadow;
+
+/* A threadgroup memory allocation: one set by the encoder (binding >= 0) or
+ * a threadgroup variable of the kernel (binding < 0). */
+typedef struct pm_tg_alloc {
+	uint32_t off, len;
+	int binding;
+} pm_tg_alloc;
+
+#define PM_MAX_TG_ALLOCS (PM_MAX_BINDINGS + 64)
+#define PM_TG_GAP 4096
+
+/* The access hooks' cache of pages known to be inside one binding. */
+#define PM_PAGE_SHIFT 12
+#define PM_PAGE ((uint64_t)1 << PM_PAGE_SHIFT)
+#define PM_PAGES 64
+#define PM_UNCOUNTED PM_MAX_BINDINGS
 
 typedef struct pm_fiber {
 	void *sp;
@@ -155,12 +194,34 @@ typedef struct pm_worker {
 	size_t arena_size;
 	pm_run *run;
 	/* access checks */
+	int32_t tick;      /* accesses left until the time limit is checked */
+	uint64_t stack_lo; /* the running fiber's stack */
 	int nb, last, overlap;
 	int bidx[PM_MAX_BINDINGS];
 	uint64_t blo[PM_MAX_BINDINGS], blen[PM_MAX_BINDINGS];
 	uint64_t arena_lo, arena_len, mod_lo, mod_len;
+	uint64_t state_lo, state_len;   /* built-ins the kernel may read */
+	uint64_t tg_lo, tg_len;         /* threadgroup memory and its shadow */
+	uint64_t stacks_lo, stacks_len; /* every fiber stack */
+	uint64_t deadline;              /* CLOCK_MONOTONIC ns, 0 for none */
+	int in_simd;                    /* a lane computes a SIMD-group function */
+	int abandon;                    /* another worker faulted: stop */
+	uint64_t atomic_addr;           /* the next access there is atomic */
+	/* threadgroup memory allocations and race detection */
+	uint32_t n_alloc, alloc_last;
+	pm_tg_alloc alloc[PM_MAX_TG_ALLOCS];
+	uint32_t tg_ep;
+	uint32_t sg_ep[PM_MAX_THREADS / PM_SIMD_WIDTH];
 	/* counters */
-	uint64_t loaded[PM_MAX_BINDINGS], stored[PM_MAX_BINDINGS];
+	/* bytes loaded ([0]) and stored ([1]) per binding index; the extra
+	 * slot takes accesses that are not counted */
+	uint64_t count[2][PM_MAX_BINDINGS + 1];
+	/* for the fast path, per page (PM_PAGE bytes): the bytes lo to lo+len
+	 * of it lie inside the binding counted in count[.][k], or in memory
+	 * that is not counted */
+	struct {
+		uint64_t page, lo, len, k;
+	} pages[PM_PAGES];
 	uint64_t simd_ops, barriers;
 	/* current threadgroup */
 	void *sched_sp;
@@ -176,6 +237,7 @@ typedef struct pm_worker {
 	uint64_t fault_order;
 	uint64_t fault_line, fault_pc;
 	uint64_t fault_tg[3], fault_thread[3];
+	uint64_t fault_pc2, fault_thread2[3];
 	char fault_file[256];
 	char fault_msg[768];
 	/* arena pieces */
@@ -185,6 +247,7 @@ typedef struct pm_worker {
 	pm_simd_x *sgx;
 	pm_shared *shared;
 	char *tg_mem;
+	pm_shadow *shadow;
 	char *stacks;
 } pm_worker;
 
@@ -194,50 +257,54 @@ struct pm_run {
 	uint32_t *tg_order; /* shuffled order, or NULL */
 	uint64_t next;      /* atomic */
 	int stop;           /* atomic */
-	uint32_t nthreads_max;
+	uint64_t deadline;  /* CLOCK_MONOTONIC ns, 0 for none */
 };
 
 static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
 
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static pm_worker *pool;
+static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
+static pm_worker *pool; /* idle arenas */
+static int pool_idle, pool_arenas;
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
-static pm_worker *arena_get(void) {
-	pthread_mutex_lock(&pool_mu);
-	pm_worker *w = pool;
-	if (w) pool = w->next_free;
-	pthread_mutex_unlock(&pool_mu);
-	if (w) return w;
-
+/* Maps a new arena: one mapping, with a guard page below the stacks. */
+static pm_worker *arena_new(void) {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t off = align_up(sizeof(pm_worker), 64);
-	size_t o_fibers = off;
-	off = align_up(off + sizeof(pm_fiber) * PM_MAX_THREADS, 64);
 	size_t o_order = off;
 	off = align_up(off + sizeof(uint32_t) * PM_MAX_THREADS, 64);
 	size_t o_sg = off;
 	off = align_up(off + sizeof(pm_sg) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
 	size_t o_sgx = off;
 	off = align_up(off + sizeof(pm_simd_x) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
+	/* what kernel code may read: built-ins and shared values */
+	size_t o_fibers = off;
+	off = align_up(off + sizeof(pm_fiber) * PM_MAX_THREADS, 64);
 	size_t o_shared = off;
 	off = align_up(off + sizeof(pm_shared), 64);
+	/* accesses up to PM_TG_GAP bytes before threadgroup memory are still
+	 * taken for threadgroup accesses (and refused) */
+	size_t o_tg_lo = off;
+	off += PM_TG_GAP;
 	size_t o_tg = off;
-	off = align_up(off + PM_TG_MEMORY_MAX + 64, PM_STACK_SIZE);
-	size_t o_stacks = off;
-	size_t size = off + (size_t)PM_STACK_SIZE * PM_MAX_THREADS;
+	off = align_up(off + PM_TG_MEMORY_MAX, 64);
+	size_t o_shadow = off;
+	off = align_up(off + sizeof(pm_shadow) * PM_TG_MEMORY_MAX, page);
+	off = align_up(off + page, PM_STACK_SIZE);
+	/* the stacks, above a spare one that catches an overflow of the lowest
+	 * (a hook sees the access there) and the guard page */
+	size_t o_stacks = off, o_guard = o_stacks - page;
+	size_t size = off + (size_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
 
 	char *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) return NULL;
-	for (int i = 0; i < PM_MAX_THREADS; i++) {
-		/* guard page at the low end of each stack */
-		if (mprotect(base + o_stacks + (size_t)i * PM_STACK_SIZE, page, PROT_NONE) != 0) {
-			munmap(base, size);
-			return NULL;
-		}
+	if (mprotect(base + o_guard, page, PROT_NONE) != 0) {
+		munmap(base, size);
+		return NULL;
 	}
-	w = (pm_worker *)base;
+	pm_worker *w = (pm_worker *)base;
 	w->arena_size = size;
 	w->fibers = (pm_fiber *)(base + o_fibers);
 	w->order = (uint32_t *)(base + o_order);
@@ -245,17 +312,84 @@ static pm_worker *arena_get(void) {
 	w->sgx = (pm_simd_x *)(base + o_sgx);
 	w->shared = (pm_shared *)(base + o_shared);
 	w->tg_mem = base + o_tg;
+	w->shadow = (pm_shadow *)(base + o_shadow);
 	w->stacks = base + o_stacks;
+	w->arena_lo = (uint64_t)(uintptr_t)base;
+	w->arena_len = size;
+	w->state_lo = (uint64_t)(uintptr_t)(base + o_fibers);
+	w->state_len = o_tg_lo - o_fibers;
+	w->tg_lo = (uint64_t)(uintptr_t)(base + o_tg_lo);
+	w->tg_len = o_guard - o_tg_lo;
+	w->stacks_lo = (uint64_t)(uintptr_t)(base + o_stacks);
+	w->stacks_len = (uint64_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
+	w->tg_ep = 0;
 	for (int i = 0; i < PM_MAX_THREADS; i++) {
-		w->fibers[i].stack_top = w->stacks + (size_t)(i + 1) * PM_STACK_SIZE;
+		w->fibers[i].stack_top = w->stacks + (size_t)(i + 2) * PM_STACK_SIZE;
 	}
 	return w;
 }
 
+/* Idle arenas kept for the next dispatches; more are unmapped. */
+static int arena_keep(void) {
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 2) n = 2;
+	return n > PM_MAX_ARENAS ? PM_MAX_ARENAS : (int)n;
+}
+
+/* Returns an arena: an idle one, a new one while fewer than PM_MAX_ARENAS
+ * exist, or (wait) the next one another dispatch returns. NULL if none is
+ * free and !wait, or if mapping a new one failed. */
+static pm_worker *arena_get(int wait) {
+	pthread_mutex_lock(&pool_mu);
+	for (;;) {
+		pm_worker *w = pool;
+		if (w) {
+			pool = w->next_free;
+			pool_idle--;
+			pthread_mutex_unlock(&pool_mu);
+			return w;
+		}
+		if (pool_arenas < PM_MAX_ARENAS) {
+			pool_arenas++;
+			pthread_mutex_unlock(&pool_mu);
+			w = arena_new();
+			if (!w) {
+				pthread_mutex_lock(&pool_mu);
+				pool_arenas--;
+				pthread_cond_signal(&pool_cv);
+				pthread_mutex_unlock(&pool_mu);
+			}
+			return w;
+		}
+		if (!wait) {
+			pthread_mutex_unlock(&pool_mu);
+			return NULL;
+		}
+		pthread_cond_wait(&pool_cv, &pool_mu);
+	}
+}
+
 static void arena_put(pm_worker *w) {
 	pthread_mutex_lock(&pool_mu);
+	if (pool_idle >= arena_keep()) {
+		pool_arenas--;
+		pthread_cond_signal(&pool_cv);
+		pthread_mutex_unlock(&pool_mu);
+		munmap(w, w->arena_size);
+		return;
+	}
 	w->next_free = pool;
 	pool = w;
+	pool_idle++;
+	pthread_cond_signal(&pool_cv);
+	pthread_mutex_unlock(&pool_mu);
+}
+
+/* Counts the arenas that exist and the idle ones, for tests. */
+EXPORT void pm_arena_stats(uint64_t *arenas, uint64_t *idle) {
+	pthread_mutex_lock(&pool_mu);
+	*arenas = (uint64_t)pool_arenas;
+	*idle = (uint64_t)pool_idle;
 	pthread_mutex_unlock(&pool_mu);
 }
 
@@ -279,6 +413,7 @@ static void record_fault(pm_worker *w, pm_fiber *f, int kind, uint32_t line, con
 	w->fault = kind;
 	w->fault_line = line;
 	w->fault_pc = pc;
+	w->fault_pc2 = 0;
 	snprintf(w->fault_file, sizeof w->fault_file, "%s", file ? file : "");
 	for (int k = 0; k < 3; k++) {
 		w->fault_tg[k] = w->tgpos[k];
@@ -288,6 +423,12 @@ static void record_fault(pm_worker *w, pm_fiber *f, int kind, uint32_t line, con
 	va_start(ap, fmt);
 	vsnprintf(w->fault_msg, sizeof w->fault_msg, fmt, ap);
 	va_end(ap);
+}
+
+/* Makes f the running fiber. */
+static inline void set_cur(pm_worker *w, pm_fiber *f) {
+	w->cur = f;
+	w->stack_lo = (uint64_t)(uintptr_t)(f->stack_top - PM_STACK_SIZE);
 }
 
 /* Leaves the current fiber for good after a fault. */
@@ -307,7 +448,7 @@ static void pm_yield(pm_worker *w, pm_fiber *f) {
 		if (g->state == F_READY) {
 			w->pos = k;
 			g->state = F_RUNNING;
-			w->cur = g;
+			set_cur(w, g);
 			pm_switch(&f->sp, g->sp);
 			return;
 		}
@@ -316,12 +457,51 @@ static void pm_yield(pm_worker *w, pm_fiber *f) {
 	pm_switch(&f->sp, w->sched_sp);
 }
 
+/* Starts a new threadgroup barrier epoch: accesses recorded in the
+ * threadgroup memory shadow before it are ordered before every later one. */
+static void next_epoch(pm_worker *w) {
+	if (++w->tg_ep == 0) {
+		memset(w->shadow, 0, sizeof(pm_shadow) * PM_TG_MEMORY_MAX);
+		w->tg_ep = 1;
+	}
+}
+
 static void release_barrier(pm_worker *w) {
 	for (uint32_t i = 0; i < w->n; i++) {
 		if (w->fibers[i].state == F_AT_BARRIER) w->fibers[i].state = F_READY;
 	}
 	w->at_barrier = 0;
 	w->barriers++;
+	next_epoch(w);
+}
+
+static uint64_t now_ns(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Called every PM_WATCH_EVERY accesses: a kernel past the dispatch's time
+ * limit is stopped there (threads cannot be preempted, so this is where an
+ * endless loop is caught), and so is one whose dispatch another worker
+ * stopped with a fault. */
+__attribute__((noinline)) static void watch(pm_worker *w, uint32_t line, const char *file, void *pc) {
+	w->tick = PM_WATCH_EVERY;
+	if (__atomic_load_n(&w->run->stop, __ATOMIC_RELAXED)) {
+		w->abandon = 1;
+		fiber_abort(w);
+	}
+	if (w->deadline == 0 || now_ns() < w->deadline) return;
+	double limit = (double)w->run->d->timeout_ns / 1e9;
+	record_fault(w, w->cur, PM_FAULT_TIMEOUT, line, file, (uint64_t)(uintptr_t)pc,
+	             "the dispatch ran longer than its time limit of %g s (Dispatch.Timeout) and was "
+	             "stopped while this thread ran here: an endless loop?",
+	             limit);
+	fiber_abort(w);
+}
+
+static inline void tick(pm_worker *w, uint32_t line, const char *file, void *pc) {
+	if (__builtin_expect(--w->tick <= 0, 0)) watch(w, line, file, pc);
 }
 
 __attribute__((used)) void pm_fiber_main(pm_fiber *f) {
@@ -356,6 +536,7 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 	(void)flags;
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
+	tick(w, line, file, NULL);
 	if (w->done > 0) {
 		record_fault(w, f, PM_FAULT_BARRIER_EARLY_RETURN, line, file, 0,
 		             "threadgroup_barrier at line %u can never complete: %u of %u threads of the "
@@ -406,6 +587,7 @@ static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 		}
 	}
 	f->state = F_RUNNING;
+	w->in_simd = 1;
 	return x;
 }
 
@@ -417,6 +599,7 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
 	pm_sg *g = &w->sg[f->sg];
+	tick(w, line, file, NULL);
 	if (g->waiting > 0) {
 		pm_fiber *h = &w->fibers[g->first];
 		if (h->op != op || h->line != line || h->col != col || h->file != file) {
@@ -459,6 +642,8 @@ EXPORT void __pm_simd_done(pm_simd_x *x) {
 	}
 	g->waiting = 0;
 	w->simd_ops++;
+	w->sg_ep[f->sg]++; /* the lanes synchronised here */
+	w->in_simd = 0;
 }
 
 /* Storage of a threadgroup-scope variable declared in a kernel body: the
@@ -479,6 +664,10 @@ EXPORT void *__pm_tg_static(uint32_t id, uint64_t size, uint64_t align) {
 		fiber_abort(w);
 	}
 	memset(w->tg_mem + off, 0xFF, size);
+	pm_tg_alloc *al = &w->alloc[w->n_alloc++];
+	al->off = (uint32_t)off;
+	al->len = (uint32_t)size;
+	al->binding = -1 - (int)w->n_static;
 	w->static_id[w->n_static] = id;
 	w->static_off[w->n_static] = (uint32_t)off;
 	w->n_static++;
@@ -528,12 +717,170 @@ __attribute__((noinline)) static void access_fault(pm_worker *w, uint64_t a, uin
 	fiber_abort(w);
 }
 
-static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t size, int store,
-                                                           void *pc) {
-	pm_worker *w = tls_w;
-	if (__builtin_expect(w == NULL, 0)) return;
-	/* fiber stacks, threadgroup memory, runtime state */
-	if (a - w->arena_lo < w->arena_len) return;
+static void thread_pos(pm_worker *w, uint32_t tid, uint64_t out[3]) {
+	for (int k = 0; k < 3; k++) out[k] = w->fibers[tid].t.thread_position_in_threadgroup[k];
+}
+
+/* Names a threadgroup memory allocation in messages. */
+static void alloc_name(const pm_tg_alloc *al, char *buf, size_t n) {
+	if (al->binding >= 0)
+		snprintf(buf, n, "threadgroup(%d) (length %u)", al->binding, al->len);
+	else
+		snprintf(buf, n, "a threadgroup variable of %u bytes", al->len);
+}
+
+__attribute__((noinline)) static void tg_bounds_fault(pm_worker *w, int64_t off, uint64_t size, int store,
+                                                      void *pc) {
+	char where[160], name[96];
+	int best = -1, before = 0;
+	uint64_t dist = 0;
+	for (uint32_t j = 0; j < w->n_alloc; j++) {
+		const pm_tg_alloc *al = &w->alloc[j];
+		int64_t lo = al->off, hi = (int64_t)al->off + al->len;
+		uint64_t d;
+		int b;
+		if (off < lo) {
+			d = (uint64_t)(lo - off);
+			b = 1;
+		} else {
+			d = off >= hi ? (uint64_t)(off - hi) : 0;
+			b = 0;
+		}
+		if (best < 0 || d < dist) {
+			best = (int)j;
+			dist = d;
+			before = b;
+		}
+	}
+	if (best < 0) {
+		snprintf(where, sizeof where, "and the threadgroup has no threadgroup memory");
+	} else {
+		alloc_name(&w->alloc[best], name, sizeof name);
+		snprintf(where, sizeof where, "%llu bytes %s %s", (unsigned long long)dist,
+		         before ? "before the start of" : "past the end of", name);
+	}
+	record_fault(w, w->cur, PM_FAULT_THREADGROUP_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
+	             "out-of-bounds threadgroup memory access: %s of %llu bytes at threadgroup offset %lld, %s",
+	             store ? "store" : "load", (unsigned long long)size, (long long)off, where);
+	fiber_abort(w);
+}
+
+__attribute__((noinline)) static void race_fault(pm_worker *w, uint32_t off, uint64_t size, int store,
+                                                 const pm_acc *other, int other_store, void *pc) {
+	char name[96] = "threadgroup memory";
+	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
+	alloc_name(al, name, sizeof name);
+	uint64_t pos[3];
+	thread_pos(w, other->tid, pos);
+	record_fault(w, w->cur, PM_FAULT_RACE, 0, "", (uint64_t)(uintptr_t)pc,
+	             "threadgroup memory race: this thread's %s of %llu bytes at offset %u of %s and a %s "
+	             "of the same bytes by thread (%llu, %llu, %llu), with no barrier between them",
+	             store ? "store" : "load", (unsigned long long)size, off - al->off, name,
+	             other_store ? "store" : "load", (unsigned long long)pos[0], (unsigned long long)pos[1],
+	             (unsigned long long)pos[2]);
+	w->fault_pc2 = other->pc;
+	for (int k = 0; k < 3; k++) w->fault_thread2[k] = pos[k];
+	fiber_abort(w);
+}
+
+/* Whether an earlier access p is ordered before one by thread tid now: a
+ * threadgroup barrier lies between them, they are the same thread's, or
+ * they are lanes of one SIMD-group and a SIMD-group function (or
+ * simdgroup_barrier) of that SIMD-group lies between them. */
+static inline int ordered(const pm_worker *w, const pm_acc *p, uint32_t tid) {
+	if (p->ep != w->tg_ep || p->tid == tid) return 1;
+	uint32_t sg = tid / PM_SIMD_WIDTH;
+	return p->tid / PM_SIMD_WIDTH == sg && p->sgep != w->sg_ep[sg];
+}
+
+/* An access to threadgroup memory: it must lie inside one allocation, and
+ * (unless atomic) must not race with another thread's access since the
+ * last barrier. */
+__attribute__((noinline)) static void tg_access(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
+                                                void *pc) {
+	int64_t off = (int64_t)(a - (uint64_t)(uintptr_t)w->tg_mem);
+	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
+	if (!(w->alloc_last < w->n_alloc && off >= al->off && off + (int64_t)size <= (int64_t)al->off + al->len)) {
+		uint32_t j;
+		for (j = 0; j < w->n_alloc; j++) {
+			al = &w->alloc[j];
+			if (off >= al->off && off + (int64_t)size <= (int64_t)al->off + al->len) break;
+		}
+		if (j == w->n_alloc) tg_bounds_fault(w, off, size, store, pc);
+		w->alloc_last = j;
+	}
+	if (atomic || a == w->atomic_addr) {
+		w->atomic_addr = 0;
+		return;
+	}
+	uint32_t tid = w->cur->index, sg = tid / PM_SIMD_WIDTH;
+	pm_acc now = {(uint64_t)(uintptr_t)pc, w->tg_ep, w->sg_ep[sg], tid, 0};
+	for (uint64_t i = 0; i < size; i++) {
+		pm_shadow *sh = &w->shadow[off + i];
+		if (!ordered(w, &sh->st, tid)) race_fault(w, (uint32_t)off, size, store, &sh->st, 1, pc);
+		if (store) {
+			for (int r = 0; r < 2; r++)
+				if (!ordered(w, &sh->ld[r], tid)) race_fault(w, (uint32_t)off, size, store, &sh->ld[r], 0, pc);
+			sh->st = now;
+			sh->ld[0].ep = sh->ld[1].ep = 0;
+		} else {
+			/* keep loads by two different threads: a later store by a
+			 * third thread races with at least one of them */
+			int r = (sh->ld[0].ep != w->tg_ep || sh->ld[0].tid == tid) ? 0
+			        : (sh->ld[1].ep != w->tg_ep || sh->ld[1].tid == tid || ordered(w, &sh->ld[1], tid)) ? 1
+			        : -1;
+			if (r >= 0) sh->ld[r] = now;
+		}
+	}
+}
+
+/* An access outside the bound buffers, threadgroup memory, the built-ins
+ * and the library: another thread's stack, or a fault. */
+__attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
+	if (a - w->stacks_lo < w->stacks_len) {
+		if (w->in_simd) return; /* a SIMD-group function reads its lanes' operands */
+		uint64_t slot = (a - w->stacks_lo) / PM_STACK_SIZE;
+		char where[64];
+		if (slot == 0)
+			snprintf(where, sizeof where, "below the lowest thread's stack");
+		else
+			snprintf(where, sizeof where, "in the stack of thread %llu", (unsigned long long)(slot - 1));
+		record_fault(w, w->cur, PM_FAULT_STACK, 0, "", (uint64_t)(uintptr_t)pc,
+		             "%s of %llu bytes %s: this thread's %u-byte stack overflowed (recursion, or "
+		             "private arrays too large?)",
+		             store ? "store" : "load", (unsigned long long)size, where, PM_STACK_SIZE);
+		fiber_abort(w);
+	}
+	access_fault(w, a, size, store, pc);
+}
+
+/* Whether no binding holds any byte of the page. */
+static int page_outside_bindings(const pm_worker *w, uint64_t page) {
+	uint64_t lo = page << PM_PAGE_SHIFT;
+	for (int k = 0; k < w->nb; k++)
+		if (w->blo[k] < lo + PM_PAGE && lo < w->blo[k] + w->blen[k]) return 0;
+	return 1;
+}
+
+/* Caches the part of the page inside [lo, lo+len). */
+static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, uint64_t k) {
+	uint64_t plo = page << PM_PAGE_SHIFT, hi = lo + len;
+	if (lo < plo) lo = plo;
+	if (hi > plo + PM_PAGE) hi = plo + PM_PAGE;
+	w->pages[page % PM_PAGES].page = page;
+	w->pages[page % PM_PAGES].lo = lo;
+	w->pages[page % PM_PAGES].len = hi - lo;
+	w->pages[page % PM_PAGES].k = k;
+}
+
+/* Every access the fast path does not settle: the time limit check, the
+ * search of the bindings, threadgroup memory, and faults. */
+__attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
+                                                  void *pc) {
+	if (w->tick <= 0) {
+		watch(w, 0, "", pc);
+		if (a - w->stack_lo < PM_STACK_SIZE) return;
+	}
 	/* the binding hit last time, unless bindings overlap (then the lowest
 	 * index holding the access is charged) */
 	int k = w->last;
@@ -544,20 +891,47 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
 			if (off < w->blen[k] && off + size <= w->blen[k]) break;
 		}
 		if (k == w->nb) {
-			if (a - w->mod_lo < w->mod_len) return;
-			access_fault(w, a, size, store, pc);
+			uint64_t page = a >> PM_PAGE_SHIFT;
+			if (a - w->tg_lo < w->tg_len) {
+				tg_access(w, a, size, store, atomic, pc);
+			} else if (a - w->state_lo < w->state_len) {
+				/* built-ins */
+				if (page_outside_bindings(w, page)) cache_page(w, page, w->state_lo, w->state_len, PM_UNCOUNTED);
+			} else if (a - w->mod_lo < w->mod_len) {
+				/* the library's constants */
+				if (page_outside_bindings(w, page)) cache_page(w, page, w->mod_lo, w->mod_len, PM_UNCOUNTED);
+			} else {
+				other_access(w, a, size, store, pc);
+			}
+			return;
 		}
 		w->last = k;
 	}
-	if (store)
-		w->stored[k] += size;
-	else
-		w->loaded[k] += size;
+	if (!w->overlap) cache_page(w, a >> PM_PAGE_SHIFT, w->blo[k], w->blen[k], (uint64_t)w->bidx[k]);
+	w->count[store][w->bidx[k]] += size;
+}
+
+/* The hooks' fast path: the thread's own stack, and pages known to be
+ * inside one binding. */
+static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t size, int store, int atomic,
+                                                           void *pc) {
+	pm_worker *w = tls_w;
+	if (__builtin_expect(w == NULL, 0)) return;
+	if (__builtin_expect(--w->tick > 0 && !atomic, 1)) {
+		if (a - w->stack_lo < PM_STACK_SIZE) return;
+		uint64_t page = a >> PM_PAGE_SHIFT, off = a - w->pages[page % PM_PAGES].lo;
+		if (w->pages[page % PM_PAGES].page == page && off < w->pages[page % PM_PAGES].len &&
+		    off + size <= w->pages[page % PM_PAGES].len) {
+			w->count[store][w->pages[page % PM_PAGES].k] += size;
+			return;
+		}
+	}
+	access_slow(w, a, size, store, atomic, pc);
 }
 
 #define HOOK(kind, n, store)                                                   \
 	EXPORT void __sanitizer_cov_##kind##n(void *addr) {                        \
-		pm_access((uint64_t)(uintptr_t)addr, n, store, __builtin_return_address(0)); \
+		pm_access((uint64_t)(uintptr_t)addr, n, store, 0, __builtin_return_address(0)); \
 	}
 HOOK(load, 1, 0)
 HOOK(load, 2, 0)
@@ -570,28 +944,114 @@ HOOK(store, 4, 1)
 HOOK(store, 8, 1)
 HOOK(store, 16, 1)
 
-/* Explicit check for accesses the compiler does not instrument (atomics). */
+/* Explicit check of an atomic operation, which the compiler does not
+ * instrument (exchanges, compare-and-swap) or instruments as a plain load
+ * or store (atomic loads and stores, the load opening a read-modify-write
+ * loop): with load == 0 that instrumented access follows, and is marked
+ * atomic here so that it is not taken for a race. */
 EXPORT void __pm_access(const void *addr, uint64_t size, uint32_t load, uint32_t store) {
 	void *pc = __builtin_return_address(0);
-	if (load) pm_access((uint64_t)(uintptr_t)addr, size, 0, pc);
-	if (store) pm_access((uint64_t)(uintptr_t)addr, size, 1, pc);
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+	if (load) pm_access(a, size, 0, 1, pc);
+	if (store) pm_access(a, size, 1, 1, pc);
+	pm_worker *w = tls_w;
+	if (w && !load) w->atomic_addr = a;
 }
 
-/* Integer division by zero would trap on the CPU: kernels are compiled with
- * -fsanitize=integer-divide-by-zero, whose check calls this before the
- * division, which then never runs. */
+/* Integer faults would trap on the CPU: kernels are compiled with
+ * -fsanitize=integer-divide-by-zero,signed-integer-overflow and -fwrapv
+ * (signed addition, subtraction and multiplication wrap, as on the GPU, so
+ * only division is checked). The check calls these handlers before the
+ * operation, which then never runs. */
 struct pm_ubsan_location {
 	const char *file;
 	uint32_t line, col;
 };
 
-EXPORT void __ubsan_handle_divrem_overflow_abort(struct pm_ubsan_location *loc, uintptr_t lhs, uintptr_t rhs) {
-	(void)lhs;
-	(void)rhs;
+struct pm_ubsan_type {
+	uint16_t kind, info; /* kind 0: integer; info: log2(bits) << 1 | signed */
+	char name[];
+};
+
+struct pm_ubsan_overflow {
+	struct pm_ubsan_location loc;
+	const struct pm_ubsan_type *type;
+};
+
+struct pm_ubsan_oob {
+	struct pm_ubsan_location loc;
+	const struct pm_ubsan_type *array, *index;
+};
+
+/* The value of an integer operand passed inline (64 bits or fewer). */
+static long long ubsan_int(const struct pm_ubsan_type *t, uintptr_t v, int *is_signed) {
+	unsigned bits = 1u << (t->info >> 1);
+	*is_signed = t->info & 1;
+	if (*is_signed && bits < 64) {
+		uint64_t m = 1ull << (bits - 1);
+		return (long long)(((uint64_t)v ^ m) - m);
+	}
+	return (long long)v;
+}
+
+/* The type name of a descriptor, without quotes and typedefs. */
+static void ubsan_type_name(const struct pm_ubsan_type *t, char *buf, size_t n) {
+	static const char as3[] = "__attribute__((address_space(3))) ";
+	const char *s = t->name, *aka = strstr(s, "(aka '");
+	if (aka) s = aka + 5;
+	if (*s == '\'') s++;
+	size_t i = 0;
+	while (*s && *s != '\'' && i + 1 < n) {
+		if (strncmp(s, as3, sizeof as3 - 1) == 0) {
+			s += sizeof as3 - 1;
+			int k = snprintf(buf + i, n - i, "threadgroup ");
+			i = k < 0 || (size_t)k >= n - i ? n - 1 : i + (size_t)k;
+			continue;
+		}
+		buf[i++] = *s++;
+	}
+	buf[i] = 0;
+}
+
+static pm_worker *ubsan_worker(void) {
 	pm_worker *w = tls_w;
 	if (!w || !w->cur) abort();
-	record_fault(w, w->cur, PM_FAULT_DIVIDE_BY_ZERO, loc->line, loc->file, 0,
-	             "integer division or remainder by zero at line %u", loc->line);
+	return w;
+}
+
+EXPORT void __ubsan_handle_divrem_overflow_abort(struct pm_ubsan_overflow *d, uintptr_t lhs, uintptr_t rhs) {
+	pm_worker *w = ubsan_worker();
+	int sl, sr;
+	long long l = ubsan_int(d->type, lhs, &sl), r = ubsan_int(d->type, rhs, &sr);
+	char type[64];
+	ubsan_type_name(d->type, type, sizeof type);
+	if (r == 0) {
+		record_fault(w, w->cur, PM_FAULT_INTEGER_DIVISION, d->loc.line, d->loc.file, 0,
+		             "integer division or remainder by zero at line %u", d->loc.line);
+	} else {
+		record_fault(w, w->cur, PM_FAULT_INTEGER_DIVISION, d->loc.line, d->loc.file, 0,
+		             "integer division or remainder overflows at line %u: %lld / %lld does not fit in %s",
+		             d->loc.line, l, r, type);
+	}
+	fiber_abort(w);
+}
+
+/* Indexing an array whose size is known (a thread or threadgroup array
+ * declared in the kernel) outside its bounds: kernels are compiled with
+ * -fsanitize=array-bounds. */
+EXPORT void __ubsan_handle_out_of_bounds_abort(struct pm_ubsan_oob *d, uintptr_t index) {
+	pm_worker *w = ubsan_worker();
+	int is_signed;
+	long long i = ubsan_int(d->index, index, &is_signed);
+	char type[64];
+	ubsan_type_name(d->array, type, sizeof type);
+	if (is_signed)
+		record_fault(w, w->cur, PM_FAULT_ARRAY_BOUNDS, d->loc.line, d->loc.file, 0,
+		             "index %lld is out of bounds of the array %s at line %u", i, type, d->loc.line);
+	else
+		record_fault(w, w->cur, PM_FAULT_ARRAY_BOUNDS, d->loc.line, d->loc.file, 0,
+		             "index %llu is out of bounds of the array %s at line %u", (unsigned long long)i, type,
+		             d->loc.line);
 	fiber_abort(w);
 }
 
@@ -677,9 +1137,15 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 	/* threadgroup memory: encoder-set lengths first, poisoned */
 	pm_shared *s = w->shared;
 	uint32_t off = 0;
+	w->n_alloc = 0;
+	w->alloc_last = 0;
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
 		if (d->tg_len[i]) {
 			s->tg[i] = w->tg_mem + off;
+			pm_tg_alloc *al = &w->alloc[w->n_alloc++];
+			al->off = off;
+			al->len = (uint32_t)d->tg_len[i];
+			al->binding = i;
 			off += (uint32_t)align_up(d->tg_len[i], 16);
 		} else {
 			s->tg[i] = NULL;
@@ -689,6 +1155,9 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 	w->tg_dyn = off;
 	w->tg_used = off;
 	w->n_static = 0;
+	next_epoch(w);
+	w->atomic_addr = 0;
+	w->in_simd = 0;
 
 	uint32_t nsg = (n + PM_SIMD_WIDTH - 1) / PM_SIMD_WIDTH;
 	uint32_t nsg_full = (full[0] * full[1] * full[2] + PM_SIMD_WIDTH - 1) / PM_SIMD_WIDTH;
@@ -743,12 +1212,12 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			pm_fiber *f = &w->fibers[w->order[w->pos]];
 			if (f->state != F_READY) continue;
 			f->state = F_RUNNING;
-			w->cur = f;
+			set_cur(w, f);
 			/* runs f and the runnable fibers after it, until the end of
 			 * the pass (pm_yield) or a fault */
 			pm_switch(&w->sched_sp, f->sp);
 			w->cur = NULL;
-			if (w->fault) return;
+			if (w->fault || w->abandon) return;
 			ran++;
 		}
 		if (w->done == n) return;
@@ -780,18 +1249,19 @@ static uint64_t tg_at(pm_run *r, uint64_t i) {
 	return i;
 }
 
+/* Runs threadgroups of the dispatch w->run until none is left or one
+ * faults. */
 static void *worker_main(void *arg) {
-	pm_run *r = arg;
+	pm_worker *w = arg;
+	pm_run *r = w->run;
 	pm_desc *d = r->d;
-	pm_worker *w = arena_get();
-	if (!w) return (void *)1;
-	w->run = r;
 	w->fault = 0;
+	w->abandon = 0;
 	w->nb = 0;
 	w->last = 0;
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
 		w->shared->buf[i] = (void *)(uintptr_t)d->buf_ptr[i];
-		w->loaded[i] = w->stored[i] = 0;
+		w->count[0][i] = w->count[1][i] = 0;
 		if (d->buf_ptr[i] && d->buf_len[i]) {
 			w->bidx[w->nb] = i;
 			w->blo[w->nb] = d->buf_ptr[i];
@@ -799,6 +1269,8 @@ static void *worker_main(void *arg) {
 			w->nb++;
 		}
 	}
+	w->count[0][PM_UNCOUNTED] = w->count[1][PM_UNCOUNTED] = 0;
+	for (int i = 0; i < PM_PAGES; i++) w->pages[i].page = UINT64_MAX;
 	w->overlap = 0;
 	for (int k = w->nb; k < PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
 	for (int a = 0; a < w->nb; a++)
@@ -809,12 +1281,13 @@ static void *worker_main(void *arg) {
 		w->shared->threads_per_grid[k] = (uint32_t)d->threads_per_grid[k];
 		w->shared->dispatch_threads_per_threadgroup[k] = (uint32_t)d->threads_per_threadgroup[k];
 	}
-	w->arena_lo = (uint64_t)(uintptr_t)w;
-	w->arena_len = w->arena_size;
 	w->mod_lo = d->module_lo;
 	w->mod_len = d->module_hi - d->module_lo;
 	w->simd_ops = w->barriers = 0;
 	w->cur = NULL;
+	w->stack_lo = 0;
+	w->tick = PM_WATCH_EVERY;
+	w->deadline = r->deadline;
 	tls_w = w;
 	for (;;) {
 		if (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) break;
@@ -826,6 +1299,7 @@ static void *worker_main(void *arg) {
 			__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
 			break;
 		}
+		if (w->abandon) break;
 	}
 	tls_w = NULL;
 	return w;
@@ -833,8 +1307,8 @@ static void *worker_main(void *arg) {
 
 static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_order) {
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
-		d->loaded[i] += w->loaded[i];
-		d->stored[i] += w->stored[i];
+		d->loaded[i] += w->count[0][i];
+		d->stored[i] += w->count[1][i];
 	}
 	d->simd_ops += w->simd_ops;
 	d->barriers += w->barriers;
@@ -844,9 +1318,11 @@ static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_ord
 		d->fault_kind = (uint64_t)w->fault;
 		d->fault_line = w->fault_line;
 		d->fault_pc = w->fault_pc;
+		d->fault_pc2 = w->fault_pc2;
 		for (int k = 0; k < 3; k++) {
 			d->fault_threadgroup[k] = w->fault_tg[k];
 			d->fault_thread[k] = w->fault_thread[k];
+			d->fault_thread2[k] = w->fault_thread2[k];
 		}
 		memcpy(d->fault_file, w->fault_file, sizeof d->fault_file);
 		memcpy(d->fault_msg, w->fault_msg, sizeof d->fault_msg);
@@ -881,44 +1357,49 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	if (nw == 0) nw = (uint64_t)sysconf(_SC_NPROCESSORS_ONLN);
 	if (nw < 1) nw = 1;
 	if (nw > r.ntg) nw = r.ntg;
-	if (nw > 64) nw = 64;
-	pthread_t th[64];
+	if (nw > PM_MAX_ARENAS) nw = PM_MAX_ARENAS;
+	/* the calling thread waits for an arena if every one is busy; more
+	 * workers run only on arenas free now */
+	pm_worker *ws[PM_MAX_ARENAS];
+	ws[0] = arena_get(1);
+	if (!ws[0]) {
+		free(r.tg_order);
+		goto nomem;
+	}
+	uint64_t got = 1;
+	while (got < nw && (ws[got] = arena_get(0)) != NULL) got++;
+	if (d->timeout_ns) r.deadline = now_ns() + d->timeout_ns;
+	for (uint64_t i = 0; i < got; i++) ws[i]->run = &r;
+	pthread_t th[PM_MAX_ARENAS];
 	uint64_t started = 0;
 	/* worker threads block every signal, so that none is delivered on a
 	 * fiber stack of a thread the Go runtime does not know */
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (uint64_t i = 1; i < nw; i++) {
+	for (uint64_t i = 1; i < got; i++) {
 		pthread_attr_t at;
 		pthread_attr_init(&at);
 		pthread_attr_setstacksize(&at, 1 << 20);
-		if (pthread_create(&th[i], &at, worker_main, &r) == 0) started = i;
+		int ok = pthread_create(&th[i], &at, worker_main, ws[i]) == 0;
 		pthread_attr_destroy(&at);
-		if (started != i) break;
+		if (!ok) break;
+		started = i;
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pm_worker *w0 = worker_main(&r);
-	int have_fault = 0, failed = 0;
+	/* arenas without a thread go back at once */
+	for (uint64_t i = started + 1; i < got; i++) arena_put(ws[i]);
+	worker_main(ws[0]);
+	int have_fault = 0;
 	uint64_t fault_order = 0;
-	if (w0 == (void *)1) {
-		failed = 1;
-	} else {
-		merge(d, w0, &have_fault, &fault_order);
-	}
+	merge(d, ws[0], &have_fault, &fault_order);
 	for (uint64_t i = 1; i <= started; i++) {
-		void *res = NULL;
-		pthread_join(th[i], &res);
-		if (res == (void *)1 || res == NULL) {
-			failed = 1;
-			continue;
-		}
-		merge(d, (pm_worker *)res, &have_fault, &fault_order);
-		arena_put((pm_worker *)res);
+		pthread_join(th[i], NULL);
+		merge(d, ws[i], &have_fault, &fault_order);
+		arena_put(ws[i]);
 	}
-	if (w0 != (void *)1) arena_put(w0);
+	arena_put(ws[0]);
 	free(r.tg_order);
-	if (failed && !have_fault) goto nomem;
 	return 0;
 nomem:
 	d->fault_kind = PM_FAULT_RESOURCES;

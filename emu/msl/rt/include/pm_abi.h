@@ -11,6 +11,11 @@
 #define PM_MAX_THREADS 1024
 #define PM_SIMD_WIDTH 32
 #define PM_TG_MEMORY_MAX 32768
+/* Stack of one GPU thread (fiber), and the part of it a kernel's own frames
+ * may use: the rest is kept for the runtime and C library functions the
+ * kernel calls. */
+#define PM_STACK_SIZE (64 * 1024)
+#define PM_PRIVATE_MAX (48 * 1024)
 
 /* SIMD-group operation codes, used to tell call sites apart. */
 enum {
@@ -35,7 +40,12 @@ enum {
 	PM_FAULT_DEADLOCK,
 	PM_FAULT_THREADGROUP_MEMORY,
 	PM_FAULT_RESOURCES,
-	PM_FAULT_DIVIDE_BY_ZERO
+	PM_FAULT_INTEGER_DIVISION,   /* by zero, or INT_MIN / -1 */
+	PM_FAULT_THREADGROUP_BOUNDS, /* threadgroup memory outside its allocation */
+	PM_FAULT_ARRAY_BOUNDS,       /* index outside an array of known size */
+	PM_FAULT_STACK,              /* access to another thread's stack */
+	PM_FAULT_TIMEOUT,            /* the dispatch ran past its time limit */
+	PM_FAULT_RACE                /* unsynchronised threadgroup memory accesses */
 };
 
 /* What every thread of a dispatch shares: bound buffers and the current
@@ -88,6 +98,7 @@ typedef struct pm_desc {
 	uint64_t order; /* 0 forward, 1 reverse, 2 shuffled */
 	uint64_t seed;
 	uint64_t workers;
+	uint64_t timeout_ns; /* 0: no limit */
 	/* outputs */
 	uint64_t loaded[PM_MAX_BINDINGS];
 	uint64_t stored[PM_MAX_BINDINGS];
@@ -98,6 +109,9 @@ typedef struct pm_desc {
 	uint64_t fault_pc;
 	uint64_t fault_threadgroup[3];
 	uint64_t fault_thread[3];
+	/* the other access of a race */
+	uint64_t fault_pc2;
+	uint64_t fault_thread2[3];
 	char fault_file[256];
 	char fault_msg[768];
 } pm_desc;

@@ -1,0 +1,204 @@
+package msl
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// runFault runs a one-threadgroup dispatch of the kernel and returns its
+// kernel error; out is bound at index 0, and threadgroup(0) gets tgLen bytes.
+func runFault(t *testing.T, src, name string, threads, tgLen int) *KernelError {
+	t.Helper()
+	f := functionT(t, compileT(t, src, CompileOptions{}), name)
+	out := newMem(t, 4096)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{threads, 1, 1})}
+	d.Buffers[0] = out.binding()
+	d.ThreadgroupMemoryLength[0] = tgLen
+	_, err := f.Run(d)
+	return kernelErrorT(t, err)
+}
+
+// runOK runs the same dispatch and wants it to succeed.
+func runOK(t *testing.T, src, name string, threads, tgLen int) *mem {
+	t.Helper()
+	f := functionT(t, compileT(t, src, CompileOptions{}), name)
+	out := newMem(t, 4096)
+	for _, order := range []Order{Forward, Reverse, Shuffled} {
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{threads, 1, 1}), Order: order}
+		d.Buffers[0] = out.binding()
+		d.ThreadgroupMemoryLength[0] = tgLen
+		if _, err := f.Run(d); err != nil {
+			t.Fatalf("%s (%v): %v", name, order, err)
+		}
+	}
+	return out
+}
+
+func wantFault(t *testing.T, ke *KernelError, line int, thread [3]int, msg ...string) {
+	t.Helper()
+	if ke.Line != line || ke.Thread != thread || ke.File != DefaultFileName {
+		t.Errorf("fault %v at %s:%d thread %v, want %s:%d thread %v", ke, ke.File, ke.Line, ke.Thread, DefaultFileName, line, thread)
+	}
+	for _, m := range msg {
+		if !strings.Contains(ke.Msg, m) {
+			t.Errorf("fault %q does not say %q", ke.Msg, m)
+		}
+	}
+}
+
+// INT_MIN / -1 and INT_MIN % -1 trap on the CPU like a division by zero:
+// both are kernel faults at their line; other signed overflow wraps, as on
+// the GPU.
+func TestIntegerDivisionOverflowReported(t *testing.T) {
+	const src = `kernel void div(device int* out [[buffer(0)]],
+                uint tid [[thread_index_in_threadgroup]]) {
+    int a = out[0], b = out[1];
+    if (tid == uint(out[5])) out[2] = a / b;
+    if (tid == uint(out[6])) out[3] = a % b;
+    out[4] = a * 2 + b;
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "div")
+	out := newMem(t, 64)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{8, 1, 1})}
+	d.Buffers[0] = out.binding()
+	for _, c := range []struct{ line, div, rem int }{{4, 3, 99}, {5, 99, 5}} {
+		copy(out.i32(), []int32{-1 << 31, -1, 0, 0, 0, int32(c.div), int32(c.rem)})
+		_, err := f.Run(d)
+		ke := kernelErrorT(t, err)
+		wantFault(t, ke, c.line, [3]int{min(c.div, c.rem), 0, 0}, "-2147483648 / -1 does not fit in int")
+	}
+	// wrapping signed arithmetic is no fault
+	copy(out.i32(), []int32{1 << 30, 1 << 30, 0, 0, 0, 99, 99})
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.i32()[4]; got != -1<<31+1<<30 {
+		t.Fatalf("2^30 * 2 + 2^30 = %d, want the wrapped %d", got, -1<<31+1<<30)
+	}
+}
+
+// Threadgroup memory is checked like device memory: an access outside its
+// allocation (the encoder's length, or a variable's size) is a fault, even
+// where the arena has memory.
+func TestThreadgroupOutOfBoundsReported(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void tg_oob(device float* out [[buffer(0)]],
+                   threadgroup float* dyn [[threadgroup(0)]],
+                   uint tid [[thread_index_in_threadgroup]]) {
+    dyn[tid] = 1.0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = dyn[tid];
+}
+`
+	runOK(t, src, "tg_oob", 16, 64)
+	ke := runFault(t, src, "tg_oob", 32, 64)
+	// reverse order would name thread 31; forward runs thread 16 first
+	wantFault(t, ke, 6, [3]int{16, 0, 0}, "out-of-bounds threadgroup memory access: store of 4 bytes at threadgroup offset 64, 0 bytes past the end of threadgroup(0) (length 64)")
+
+	// a pointer walking before a kernel's threadgroup variable
+	const src2 = `#include <metal_stdlib>
+using namespace metal;
+kernel void tg_var(device float* out [[buffer(0)]],
+                   uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup float tile[16];
+    threadgroup float* p = tile;
+    p[tid] = 2.0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = p[(int)tid - 4];
+}
+`
+	ke = runFault(t, src2, "tg_var", 16, 0)
+	wantFault(t, ke, 9, [3]int{0, 0, 0}, "load of 4 bytes", "16 bytes before the start of a threadgroup variable of 64 bytes")
+}
+
+// Indexing an array declared in the kernel (thread or threadgroup) out of
+// its bounds is a fault naming the line, even where the memory there
+// belongs to the kernel.
+func TestArrayIndexOutOfBoundsReported(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void partials(device float* out [[buffer(0)]],
+                     uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup float partial[8];
+    threadgroup float other[8];
+    partial[tid] = 1.0;
+    other[tid & 7] = 2.0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = partial[tid & 7];
+}
+`
+	runOK(t, src, "partials", 8, 0)
+	ke := runFault(t, src, "partials", 16, 0)
+	wantFault(t, ke, 7, [3]int{8, 0, 0}, "index 8 is out of bounds of the array threadgroup float[8]")
+
+	const src2 = `kernel void private_array(device float* out [[buffer(0)]],
+                          uint tid [[thread_index_in_threadgroup]]) {
+    float acc[4];
+    for (uint i = 0; i < 4; i++) acc[i] = out[i];
+    out[tid] = acc[tid];
+}
+`
+	runOK(t, src2, "private_array", 4, 0)
+	ke = runFault(t, src2, "private_array", 5, 0)
+	wantFault(t, ke, 5, [3]int{4, 0, 0}, "index 4 is out of bounds of the array float[4]")
+}
+
+// An endless loop is stopped at the dispatch's time limit with a timeout
+// fault naming the loop's line; the device keeps working afterwards.
+func TestEndlessLoopTimesOut(t *testing.T) {
+	const src = `kernel void spin(device uint* out [[buffer(0)]],
+                 uint tid [[thread_index_in_threadgroup]]) {
+    if (tid == 1) {
+        while (out[out[1]] == 0) {
+            out[4 + out[3]] += 1;
+        }
+    }
+    out[2] = tid;
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "spin")
+	out := newMem(t, 64)
+	out.u32()[3] = 2
+	for _, workers := range []int{1, 2} {
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{4, 1, 1}, [3]int{4, 1, 1}), Timeout: 200 * time.Millisecond, Workers: workers}
+		d.Buffers[0] = out.binding()
+		start := time.Now()
+		_, err := f.Run(d)
+		took := time.Since(start)
+		ke := kernelErrorT(t, err)
+		if !ke.Timeout() || ke.OutOfBounds() {
+			t.Fatalf("%v: Timeout() %v, want a timeout", err, ke.Timeout())
+		}
+		if ke.Line != 4 && ke.Line != 5 || ke.Thread != [3]int{1, 0, 0} || !strings.Contains(ke.Msg, "time limit of 0.2 s") {
+			t.Fatalf("fault %v at line %d thread %v, want the loop (line 4 or 5), thread 1, the limit", err, ke.Line, ke.Thread)
+		}
+		if took < 200*time.Millisecond || took > 5*time.Second {
+			t.Fatalf("the dispatch stopped after %v, want soon after 200ms", took)
+		}
+	}
+	// the same function runs again, to completion
+	out.u32()[0] = 1
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{4, 1, 1}, [3]int{4, 1, 1}), Timeout: 200 * time.Millisecond}
+	d.Buffers[0] = out.binding()
+	if _, err := f.Run(d); err != nil {
+		t.Fatalf("after a timeout: %v", err)
+	}
+	// an endless loop around a barrier is caught there
+	const src2 = `#include <metal_stdlib>
+using namespace metal;
+kernel void spin_barrier(device uint* out [[buffer(0)]]) {
+    for (;;) {
+        threadgroup_barrier(mem_flags::mem_none);
+    }
+}
+`
+	f = functionT(t, compileT(t, src2, CompileOptions{}), "spin_barrier")
+	d.Grid = ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{2, 1, 1})
+	_, err := f.Run(d)
+	if ke := kernelErrorT(t, err); !ke.Timeout() || ke.Line != 5 {
+		t.Fatalf("%v (line %d), want a timeout at line 5", err, ke.Line)
+	}
+}

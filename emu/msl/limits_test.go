@@ -1,0 +1,48 @@
+package msl
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Sizes whose products overflow 64 bits (or 32) are refused, naming the
+// exact product, instead of wrapping to a small count and "completing"
+// without running.
+func TestGridProductsDoNotOverflow(t *testing.T) {
+	lib := compileT(t, vecAddSrc, CompileOptions{})
+	f := functionT(t, lib, "vec_add")
+	a := newF32(t, 16)
+	cases := []struct {
+		grid Grid
+		want string
+	}{
+		{ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{1 << 22, 1 << 21, 1 << 21}), "has 18446744073709551616 threads, more than the function's maxTotalThreadsPerThreadgroup 1024"},
+		{ThreadsGrid([3]int{16, 1, 1}, [3]int{1 << 32, 1 << 32, 1}), "has 18446744073709551616 threads"},
+		{ThreadgroupsGrid([3]int{1 << 22, 1 << 21, 1 << 21}, [3]int{1, 1, 1}), "18446744073709551616 threadgroups, more than 2^32-1"},
+		{ThreadgroupsGrid([3]int{1 << 40, 1, 1}, [3]int{16, 1, 1}), "grid dimension 0 has 1099511627776 threadgroups of 16 threads"},
+		{ThreadgroupsGrid([3]int{1 << 62, 1, 1}, [3]int{4, 1, 1}), "grid dimension 0 has 4611686018427387904 threadgroups of 4 threads, more than 2^32-1 threads"},
+		{ThreadsGrid([3]int{1 << 33, 1, 1}, [3]int{16, 1, 1}), "dimension 0 has 8589934592 threads, more than 2^32-1"},
+	}
+	for _, c := range cases {
+		d := &Dispatch{Grid: c.grid}
+		d.Buffers[0], d.Buffers[1], d.Buffers[2] = a.binding(), a.binding(), a.binding()
+		_, err := f.Run(d)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("grid %+v: error %v, want one containing %q", c.grid, err, c.want)
+		}
+	}
+}
+
+func TestEnvironmentKnobs(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": DefaultTimeout, "5m": 5 * time.Minute, "0": -1, "-3s": DefaultTimeout, "soon": DefaultTimeout, "250ms": 250 * time.Millisecond} {
+		if got := parseTimeout(v); got != want {
+			t.Errorf("PUREMETAL_EMU_TIMEOUT=%q: %v, want %v", v, got, want)
+		}
+	}
+	for v, want := range map[string]int{"": 0, "64": 64, "-2": 0, "many": 0, "3": 3} {
+		if got := parseWorkers(v); got != want {
+			t.Errorf("PUREMETAL_EMU_WORKERS=%q: %d, want %d", v, got, want)
+		}
+	}
+}

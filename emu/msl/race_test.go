@@ -1,0 +1,135 @@
+package msl
+
+import (
+	"strings"
+	"testing"
+)
+
+// A missing barrier between threads writing and reading the same
+// threadgroup memory is a fault naming both accesses, whatever the order
+// the threads run in.
+func TestThreadgroupRaceReported(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void shift(device float* out [[buffer(0)]],
+                  threadgroup float* tile [[threadgroup(0)]],
+                  uint tid [[thread_index_in_threadgroup]],
+                  uint n [[threads_per_threadgroup]]) {
+    tile[tid] = out[tid];
+    BARRIER
+    out[tid] = tile[(tid + 33) % n];
+}
+`
+	fixed := strings.Replace(src, "BARRIER", "threadgroup_barrier(mem_flags::mem_threadgroup);", 1)
+	runOK(t, fixed, "shift", 64, 256)
+	racy := strings.Replace(src, "BARRIER", "", 1)
+	f := functionT(t, compileT(t, racy, CompileOptions{}), "shift")
+	out := newMem(t, 4096)
+	for _, order := range []Order{Forward, Reverse, Shuffled} {
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{64, 1, 1}), Order: order}
+		d.Buffers[0] = out.binding()
+		d.ThreadgroupMemoryLength[0] = 256
+		_, err := f.Run(d)
+		ke := kernelErrorT(t, err)
+		if ke.Line != 7 && ke.Line != 9 {
+			t.Errorf("%v: race reported at line %d, want 7 or 9: %v", order, ke.Line, err)
+		}
+		other := "program_source:9"
+		if ke.Line == 9 {
+			other = "program_source:7"
+		}
+		if !strings.Contains(ke.Msg, "threadgroup memory race") || !strings.Contains(ke.Msg, "of threadgroup(0) (length 256)") ||
+			!strings.Contains(ke.Msg, ", with no barrier between them") || !strings.Contains(ke.Msg, "the other access is at "+other) {
+			t.Errorf("%v: %v does not name the race and both accesses", order, err)
+		}
+	}
+}
+
+// Threads of different SIMD-groups are ordered only by threadgroup
+// barriers; lanes of one SIMD-group also by the SIMD-group functions and
+// simdgroup_barrier they run together (where the emulator switches
+// between them, as the lanes of a SIMD-group step together on the GPU).
+// Without either, lanes exchanging values through threadgroup memory race.
+func TestSIMDGroupOrdering(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void lanes(device float* out [[buffer(0)]],
+                  constant uint& mode [[buffer(1)]],
+                  uint tid [[thread_index_in_threadgroup]],
+                  uint lane [[thread_index_in_simdgroup]],
+                  uint sg [[simdgroup_index_in_threadgroup]]) {
+    threadgroup float partial[64];
+    threadgroup float sums[2];
+    partial[tid] = out[tid];
+    if (mode % 4 == 1) simdgroup_barrier(mem_flags::mem_threadgroup);
+    if (mode % 4 == 2) (void)simd_any(true);
+    if (mode % 4 == 3) threadgroup_barrier(mem_flags::mem_threadgroup);
+    float x = partial[mode < 4 ? sg * 32 + (lane ^ 1) : (tid + 32) % 64];
+    float s = simd_sum(x);
+    if (lane == 0) sums[sg] = s;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = sums[0] + sums[1];
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "lanes")
+	out, mode := newF32(t, 64), newMem(t, 4)
+	run := func(m uint32, order Order) error {
+		mode.u32()[0] = m
+		fillRandom(out.f32(), int64(m))
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{64, 1, 1}), Order: order}
+		d.Buffers[0], d.Buffers[1] = out.binding(), mode.binding()
+		_, err := f.Run(d)
+		return err
+	}
+	for _, m := range []uint32{1, 2, 3, 7} {
+		for _, order := range []Order{Forward, Reverse, Shuffled} {
+			if err := run(m, order); err != nil {
+				t.Fatalf("mode %d (%v): %v", m, order, err)
+			}
+		}
+	}
+	// no synchronisation; across SIMD-groups a simdgroup_barrier or a
+	// SIMD-group function is not enough
+	for _, m := range []uint32{0, 5, 6} {
+		ke := kernelErrorT(t, run(m, Forward))
+		if ke.Line != 10 && ke.Line != 14 || !strings.Contains(ke.Msg, "threadgroup memory race") {
+			t.Fatalf("mode %d: %v, want a race between lines 10 and 14", m, ke)
+		}
+	}
+}
+
+// The reduction patterns of real kernels are not races: partial sums
+// written per SIMD-group, a barrier, then one SIMD-group reducing them with
+// simd_sum; atomics on threadgroup memory from every thread.
+func TestNoFalseRaces(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void reduce(device float* out [[buffer(0)]],
+                   uint tid [[thread_index_in_threadgroup]],
+                   uint lane [[thread_index_in_simdgroup]],
+                   uint sg [[simdgroup_index_in_threadgroup]],
+                   uint nsg [[simdgroups_per_threadgroup]]) {
+    threadgroup float partial[32];
+    threadgroup atomic_uint count;
+    if (tid == 0) atomic_store_explicit(&count, 0u, memory_order_relaxed);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    atomic_fetch_add_explicit(&count, 1u, memory_order_relaxed);
+    uint seen = atomic_load_explicit(&count, memory_order_relaxed);
+    float s = simd_sum(out[tid]);
+    if (lane == 0) partial[sg] = s;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (sg == 0) {
+        float p = lane < nsg ? partial[lane] : 0.0;
+        p = simd_sum(p);
+        if (lane == 0) partial[0] = p;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = partial[0] + (seen > 0 ? 0.0 : 1.0);
+    out[512 + tid] = atomic_load_explicit(&count, memory_order_relaxed);
+}
+`
+	out := runOK(t, src, "reduce", 256, 0)
+	if got := out.f32()[512+255]; got != 256 {
+		t.Fatalf("atomic count %v, want 256", got)
+	}
+}
