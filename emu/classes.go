@@ -5,16 +5,19 @@ import (
 	"reflect"
 	"sync"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/puremetal/puremetal/objc"
 )
 
-// The Objective-C classes of the emulated device. Each answers the subset
-// of one Metal protocol that package mtl sends, with Apple's selectors,
-// argument types and ownership rules (new* results are owned by the caller;
-// commandBuffer, computeCommandEncoder, name, label, functionNames and error
-// results are autoreleased).
+// classes holds the Objective-C classes of the emulated device. Each
+// answers the subset of one Metal protocol that package mtl sends, with
+// Apple's selectors, argument types and ownership rules (new* results are
+// owned by the caller; commandBuffer, computeCommandEncoder,
+// blitCommandEncoder, name, label, functionNames and error results are
+// autoreleased). A class's methods are in the file named for it
+// (device.go, buffer.go, library.go, function.go, pipeline.go,
+// commandqueue.go, commandbuffer.go, computecommandencoder.go,
+// blitcommandencoder.go, compileoptions.go), each named after the class
+// and the selector it answers.
 var classes struct {
 	once sync.Once
 	err  error
@@ -24,8 +27,8 @@ var classes struct {
 	blitEncoder, constantValues                 objc.Class
 }
 
-// Selectors the emulated objects send to Foundation objects and to
-// compile options.
+// fsel holds the selectors the emulated objects send to Foundation objects
+// and to compile options.
 var fsel struct {
 	addObject                  objc.SEL `sel:"addObject:" types:"v@:@"`
 	initWithDomainCodeUserInfo objc.SEL `sel:"initWithDomain:code:userInfo:" types:"@@:@q@"`
@@ -106,16 +109,16 @@ func doRegisterClasses() error {
 		m("name", "@@:", deviceName),
 		m("registryID", "Q@:", deviceRegistryID),
 		mi("maxThreadsPerThreadgroup", "{MTLSize=QQQ}@:", support.maxThreadsPerThreadgroup),
-		m("hasUnifiedMemory", "c@:", yes),
-		m("recommendedMaxWorkingSetSize", "Q@:", deviceWorkingSet),
+		m("hasUnifiedMemory", "c@:", deviceHasUnifiedMemory),
+		m("recommendedMaxWorkingSetSize", "Q@:", deviceRecommendedMaxWorkingSetSize),
 		m("maxBufferLength", "Q@:", deviceMaxBufferLength),
 		m("supportsFamily:", "c@:q", deviceSupportsFamily),
 		m("newCommandQueue", "@@:", deviceNewCommandQueue),
-		m("newBufferWithLength:options:", "@@:QQ", deviceNewBuffer),
-		m("newBufferWithBytes:length:options:", "@@:^vQQ", deviceNewBufferWithBytes),
-		m("newBufferWithBytesNoCopy:length:options:deallocator:", "@@:^vQQ@?", deviceNewBufferNoCopy),
-		m("newLibraryWithSource:options:error:", "@@:@@^@", deviceNewLibrary),
-		m("newComputePipelineStateWithFunction:error:", "@@:@^@", deviceNewPipeline),
+		m("newBufferWithLength:options:", "@@:QQ", deviceNewBufferWithLengthOptions),
+		m("newBufferWithBytes:length:options:", "@@:^vQQ", deviceNewBufferWithBytesLengthOptions),
+		m("newBufferWithBytesNoCopy:length:options:deallocator:", "@@:^vQQ@?", deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator),
+		m("newLibraryWithSource:options:error:", "@@:@@^@", deviceNewLibraryWithSourceOptionsError),
+		m("newComputePipelineStateWithFunction:error:", "@@:@^@", deviceNewComputePipelineStateWithFunctionError),
 	)
 	reg(&classes.buffer, "PuremetalEmulatedBuffer",
 		m("contents", "^v@:", bufferContents),
@@ -124,25 +127,25 @@ func doRegisterClasses() error {
 		setLabel, label,
 	)
 	reg(&classes.library, "PuremetalEmulatedLibrary",
-		m("newFunctionWithName:", "@@:@", libraryNewFunction),
-		m("newFunctionWithName:constantValues:error:", "@@:@@^@", libraryNewSpecializedFunction),
+		m("newFunctionWithName:", "@@:@", libraryNewFunctionWithName),
+		m("newFunctionWithName:constantValues:error:", "@@:@@^@", libraryNewFunctionWithNameConstantValuesError),
 		m("functionNames", "@@:", libraryFunctionNames),
 	)
 	reg(&classes.function, "PuremetalEmulatedFunction",
 		m("name", "@@:", functionName),
 	)
 	reg(&classes.pipeline, "PuremetalEmulatedComputePipelineState",
-		m("maxTotalThreadsPerThreadgroup", "Q@:", pipelineMaxTotal),
-		m("threadExecutionWidth", "Q@:", pipelineWidth),
+		m("maxTotalThreadsPerThreadgroup", "Q@:", pipelineMaxTotalThreadsPerThreadgroup),
+		m("threadExecutionWidth", "Q@:", pipelineThreadExecutionWidth),
 	)
 	reg(&classes.queue, "PuremetalEmulatedCommandQueue",
 		m("commandBuffer", "@@:", queueCommandBuffer),
 	)
 	reg(&classes.commandBuffer, "PuremetalEmulatedCommandBuffer",
-		m("computeCommandEncoder", "@@:", commandBufferEncoder),
+		m("computeCommandEncoder", "@@:", commandBufferComputeCommandEncoder),
 		m("blitCommandEncoder", "@@:", commandBufferBlitCommandEncoder),
 		m("commit", "v@:", commandBufferCommit),
-		m("waitUntilCompleted", "v@:", commandBufferWait),
+		m("waitUntilCompleted", "v@:", commandBufferWaitUntilCompleted),
 		m("status", "Q@:", commandBufferStatus),
 		m("error", "@@:", commandBufferError),
 		mi("GPUStartTime", "d@:", support.gpuStartTime),
@@ -150,14 +153,14 @@ func doRegisterClasses() error {
 		setLabel, label,
 	)
 	reg(&classes.encoder, "PuremetalEmulatedComputeCommandEncoder",
-		plain("setComputePipelineState:", "v@:@", encoderSetPipeline),
-		plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBuffer),
+		plain("setComputePipelineState:", "v@:@", encoderSetComputePipelineState),
+		plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBufferOffsetAtIndex),
 		mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.setBuffersOffsetsWithRange),
-		plain("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytes),
-		plain("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLength),
+		plain("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytesLengthAtIndex),
+		plain("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLengthAtIndex),
 		mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreadgroups),
 		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreads),
-		plain("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrier),
+		plain("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrierWithScope),
 		plain("endEncoding", "v@:", encoderEndEncoding),
 	)
 	reg(&classes.blitEncoder, "PuremetalEmulatedBlitCommandEncoder",
@@ -175,110 +178,19 @@ func doRegisterClasses() error {
 			m("languageVersion", "Q@:", optionsLanguageVersion),
 			m("setMathMode:", "v@:q", optionsSetMathMode),
 			m("mathMode", "q@:", optionsMathMode),
-			m("setFastMathEnabled:", "v@:c", optionsSetFastMath),
-			m("fastMathEnabled", "c@:", optionsFastMath),
+			m("setFastMathEnabled:", "v@:c", optionsSetFastMathEnabled),
+			m("fastMathEnabled", "c@:", optionsFastMathEnabled),
 			m("setPreprocessorMacros:", "v@:@", optionsSetPreprocessorMacros),
 			m("preprocessorMacros", "@@:", optionsPreprocessorMacros),
 		)
 	}
+	// MTLFunctionConstantValues is a class too.
 	if objc.GetClass("MTLFunctionConstantValues") == 0 {
 		reg(&classes.constantValues, "MTLFunctionConstantValues",
 			m("init", "@@:", constantValuesInit),
-			m("setConstantValue:type:atIndex:", "v@:^vQQ", constantValuesSetAtIndex),
-			m("setConstantValue:type:withName:", "v@:^vQ@", constantValuesSetWithName),
+			m("setConstantValue:type:atIndex:", "v@:^vQQ", constantValuesSetConstantValueTypeAtIndex),
+			m("setConstantValue:type:withName:", "v@:^vQ@", constantValuesSetConstantValueTypeWithName),
 		)
 	}
 	return err
-}
-
-func yes(objc.ID, objc.SEL) uintptr { return 1 }
-
-func boolWord(b bool) uintptr {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// labeled is state with a label.
-type labeled struct{ label string }
-
-func (l *labeled) labelPtr() *labeled { return l }
-
-type hasLabel interface{ labelPtr() *labeled }
-
-func labelOf(self objc.ID) *labeled {
-	objects.RLock()
-	s := objects.m[self]
-	objects.RUnlock()
-	if h, ok := s.(hasLabel); ok {
-		return h.labelPtr()
-	}
-	return nil
-}
-
-func setLabel(self objc.ID, _ objc.SEL, str objc.ID) {
-	if l := labelOf(self); l != nil {
-		l.label = objc.GoString(str)
-	}
-}
-
-func label(self objc.ID, _ objc.SEL) objc.ID {
-	l := labelOf(self)
-	if l == nil || l.label == "" {
-		return 0
-	}
-	return autoreleasedString(l.label)
-}
-
-// autoreleasedString returns an autoreleased NSString, as getters do.
-func autoreleasedString(s string) objc.ID {
-	str, err := objc.NewNSString(s)
-	if err != nil {
-		return 0
-	}
-	return str.Autorelease()
-}
-
-// newNSError returns an autoreleased NSError with the given domain, code
-// and localized description.
-func newNSError(domain string, code int, description string) objc.ID {
-	d, _ := objc.NewNSString(domain)
-	desc, _ := objc.NewNSString(description)
-	key := localizedDescriptionKey()
-	info := objc.GetClass("NSDictionary").Send(fsel.dictionaryWithObjectForKey, uintptr(desc), uintptr(key))
-	e := objc.GetClass("NSError").Send(fsel.alloc).Send(fsel.initWithDomainCodeUserInfo, uintptr(d), uintptr(code), uintptr(info))
-	d.Release()
-	desc.Release()
-	return e.Autorelease()
-}
-
-// localizedDescriptionKey returns Foundation's NSLocalizedDescriptionKey
-// constant, whose value differs between Apple's Foundation and GNUstep.
-func localizedDescriptionKey() objc.ID {
-	keyOnce.Do(func() {
-		for _, lib := range []string{"libgnustep-base.so.1.28", "/System/Library/Frameworks/Foundation.framework/Foundation"} {
-			h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-			if err != nil {
-				continue
-			}
-			if p, err := purego.Dlsym(h, "NSLocalizedDescriptionKey"); err == nil && p != 0 {
-				key = *(*objc.ID)(cptr(p))
-				return
-			}
-		}
-	})
-	return key
-}
-
-var (
-	keyOnce sync.Once
-	key     objc.ID
-)
-
-// storeOut writes an object to an NSError** out-parameter, if given.
-func storeOut(out uintptr, obj objc.ID) {
-	if out != 0 {
-		*(*objc.ID)(cptr(out)) = obj
-	}
 }

@@ -3,13 +3,13 @@ package emu
 import (
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
-	"golang.org/x/sys/unix"
 )
 
 // Options configure an emulated device.
@@ -73,7 +73,10 @@ func deviceMaxThreadsPerThreadgroup(_ objc.ID, _ objc.SEL, out uintptr) {
 	*(*[3]uint64)(cptr(out)) = [3]uint64{maxThreadsPerThreadgroup, maxThreadsPerThreadgroup, maxThreadsPerThreadgroup}
 }
 
-func deviceWorkingSet(objc.ID, objc.SEL) uintptr      { return 16 << 30 }
+func deviceHasUnifiedMemory(objc.ID, objc.SEL) uintptr { return 1 }
+
+func deviceRecommendedMaxWorkingSetSize(objc.ID, objc.SEL) uintptr { return 16 << 30 }
+
 func deviceMaxBufferLength(objc.ID, objc.SEL) uintptr { return maxBufferLength }
 
 // deviceSupportsFamily answers for the families whose compute features the
@@ -94,73 +97,7 @@ func deviceNewCommandQueue(self objc.ID, _ objc.SEL) objc.ID {
 	return newObject(classes.queue, newQueue(d))
 }
 
-// buffer is an MTLBuffer's state. Its memory is mapped with a guard page on
-// each side (none for no-copy buffers, whose memory is the caller's).
-//
-// A managed buffer the device allocates has two copies, as on a Mac whose
-// GPU has memory of its own: data, which kernels and blits use, and cpu,
-// which contents returns. didModifyRange: copies a range from cpu to data;
-// a blit encoder's synchronizeResource: copies data to cpu when the
-// command buffer runs. A program that forgets either sees stale bytes,
-// here as on such a Mac.
-type buffer struct {
-	labeled
-	mapping     []byte     // the whole mapping, guard pages included; nil for no-copy
-	cpu         []byte     // a managed buffer's CPU copy; nil otherwise
-	deallocator objc.Block // a no-copy buffer's, run at dealloc; may be 0
-	data        uintptr
-	length      int
-	private     bool
-	modified    int // didModifyRange: calls
-}
-
-func (b *buffer) free() {
-	if b.mapping != nil {
-		unix.Munmap(b.mapping)
-		b.mapping = nil
-	}
-	if b.cpu != nil {
-		unix.Munmap(b.cpu)
-		b.cpu = nil
-	}
-	if b.deallocator != 0 {
-		// void (^)(void *pointer, NSUInteger length)
-		b.deallocator.Invoke(b.data, uintptr(b.length))
-		b.deallocator.Release()
-		b.deallocator = 0
-	}
-}
-
-func newBufferMemory(length int, opts uintptr) (*buffer, error) {
-	if length <= 0 || length > maxBufferLength {
-		return nil, fmt.Errorf("buffer length %d outside (0, %d]", length, maxBufferLength)
-	}
-	page := os.Getpagesize()
-	n := (length + page - 1) / page * page
-	mem, err := unix.Mmap(-1, 0, n+2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return nil, err
-	}
-	unix.Mprotect(mem[:page], unix.PROT_NONE)
-	unix.Mprotect(mem[page+n:], unix.PROT_NONE)
-	b := &buffer{
-		mapping: mem,
-		data:    uintptr(unsafe.Pointer(&mem[page])),
-		length:  length,
-		private: storageMode(opts) == mtl.ResourceStorageModePrivate,
-	}
-	if storageMode(opts) == mtl.ResourceStorageModeManaged {
-		if b.cpu, err = unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE); err != nil {
-			b.free()
-			return nil, err
-		}
-	}
-	return b, nil
-}
-
-func storageMode(opts uintptr) mtl.ResourceOptions { return mtl.ResourceOptions(opts) & 0xf0 }
-
-func deviceNewBuffer(_ objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
+func deviceNewBufferWithLengthOptions(_ objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
 	b, err := newBufferMemory(int(length), opts)
 	if err != nil {
 		return 0
@@ -168,7 +105,7 @@ func deviceNewBuffer(_ objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
 	return newObject(classes.buffer, b)
 }
 
-func deviceNewBufferWithBytes(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr) objc.ID {
+func deviceNewBufferWithBytesLengthOptions(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr) objc.ID {
 	b, err := newBufferMemory(int(length), opts)
 	if err != nil || bytes == 0 {
 		if b != nil {
@@ -181,9 +118,9 @@ func deviceNewBufferWithBytes(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr
 	return newObject(classes.buffer, b)
 }
 
-// deviceNewBufferNoCopy keeps a copy of the deallocator block, as Metal
+// deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator keeps a copy of the deallocator block, as Metal
 // does, and runs it when the buffer is deallocated.
-func deviceNewBufferNoCopy(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr, deallocator objc.Block) objc.ID {
+func deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr, deallocator objc.Block) objc.ID {
 	page := uintptr(os.Getpagesize())
 	if bytes == 0 || bytes%page != 0 || length == 0 || length%page != 0 {
 		return 0 // Metal requires page-aligned memory and length
@@ -192,37 +129,42 @@ func deviceNewBufferNoCopy(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr, d
 		private: storageMode(opts) == mtl.ResourceStorageModePrivate})
 }
 
-func (b *buffer) bytes() []byte { return unsafe.Slice((*byte)(cptr(b.data)), b.length) }
+// libraryErrorCompileFailure is MTLLibraryErrorCompileFailure, the code of a
+// compilation failure in MTLLibraryErrorDomain.
+const libraryErrorCompileFailure = 3
 
-func bufferContents(self objc.ID, _ objc.SEL) uintptr {
-	b := stateOf[buffer](self)
-	switch {
-	case b == nil || b.private:
+func deviceNewLibraryWithSourceOptionsError(self objc.ID, _ objc.SEL, source, options objc.ID, errOut uintptr) objc.ID {
+	opts := msl.CompileOptions{FastMath: true}
+	if options != 0 {
+		// Read the options through their selectors, so that Apple's
+		// MTLCompileOptions would do as well as the emulated one.
+		if options.RespondsToSelector(fsel.mathMode) {
+			opts.FastMath = mtl.MathMode(objc.SendWord(options, fsel.mathMode)) == mtl.MathModeFast
+		} else {
+			opts.FastMath = objc.SendBool(options, fsel.fastMathEnabled)
+		}
+		opts.LanguageVersion = uint32(objc.SendWord(options, fsel.languageVersion))
+		if options.RespondsToSelector(fsel.preprocessorMacros) {
+			opts.PreprocessorMacros = macrosOf(options.Send(fsel.preprocessorMacros))
+		}
+	}
+	lib, err := msl.Compile(objc.GoString(source), opts)
+	if err != nil {
+		storeCompileError(errOut, err)
 		return 0
-	case b.cpu != nil:
-		return uintptr(unsafe.Pointer(&b.cpu[0]))
 	}
-	return b.data
+	return newObject(classes.library, &library{lib: lib})
 }
 
-// didModifyRange copies the CPU's writes to bytes [location,
-// location+length) of a managed buffer to the GPU's copy.
-func (b *buffer) didModifyRange(location, length uintptr) {
-	b.modified++
-	if b.cpu != nil && location <= uintptr(b.length) && length <= uintptr(b.length)-location {
-		copy(b.bytes()[location:location+length], b.cpu[location:location+length])
+func deviceNewComputePipelineStateWithFunctionError(self objc.ID, _ objc.SEL, fn objc.ID, errOut uintptr) objc.ID {
+	f := stateOf[function](fn)
+	if f == nil {
+		storeOut(errOut, newNSError("CompilerError", 1, "newComputePipelineStateWithFunction: the function is not one of the emulated device's"))
+		return 0
 	}
-}
-
-// synchronize copies the GPU's copy of a managed buffer to the CPU's.
-func (b *buffer) synchronize() { copy(b.cpu, b.bytes()) }
-
-func bufferLength(self objc.ID, _ objc.SEL) uintptr {
-	if b := stateOf[buffer](self); b != nil {
-		return uintptr(b.length)
+	if need := unspecialized(f.fn); need != nil {
+		storeOut(errOut, newNSError("CompilerError", 1, fmt.Sprintf("newComputePipelineStateWithFunction: function %s uses function constants without values: %s; create it with newFunctionWithName:constantValues:error:", f.fn.Name, strings.Join(need, ", "))))
+		return 0
 	}
-	return 0
+	return newObject(classes.pipeline, &pipeline{fn: f.fn})
 }
-
-// cptr converts an address given by the runtime into a pointer.
-func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }

@@ -115,6 +115,8 @@ func TestBadArgumentsFailCommandBuffer(t *testing.T) {
 	setBytes := objc.RegisterName("setBytes:length:atIndex:")
 	setBuffers := objc.RegisterName("setBuffers:offsets:withRange:")
 	dispatchThreads := objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
+	endEncoding := objc.RegisterName("endEncoding")
+	setThreadgroupMemoryLength := objc.RegisterName("setThreadgroupMemoryLength:atIndex:")
 	big := make([]byte, 5000)
 	ids, offsets := []uintptr{uintptr(x.ID()), uintptr(x.ID())}, []uintptr{0, 0}
 	for _, tc := range []struct {
@@ -129,6 +131,13 @@ func TestBadArgumentsFailCommandBuffer(t *testing.T) {
 			objc.SendArgs(enc, setBuffers, objc.Word(uintptr(unsafe.Pointer(&ids[0]))), objc.Word(uintptr(unsafe.Pointer(&offsets[0]))),
 				objc.Struct16(^uintptr(0), 2))
 		}, "range {18446744073709551615, 2}"},
+		{"threadgroup memory index", func(enc objc.ID) { objc.Send(enc, setThreadgroupMemoryLength, 16, 40) }, "threadgroup memory index 40"},
+		{"threadgroup memory length", func(enc objc.ID) { objc.Send(enc, setThreadgroupMemoryLength, 20, 0) }, "multiple of 16"},
+		{"after endEncoding", func(enc objc.ID) {
+			objc.Send(enc, endEncoding)
+			objc.Send(enc, setBuffer, uintptr(x.ID()), 0, 0)
+			objc.Send(enc, endEncoding) // a second endEncoding is no error
+		}, "after its endEncoding"},
 		{"no pipeline", func(enc objc.ID) {
 			objc.SendArgs(enc, dispatchThreads, objc.Struct24(64, 1, 1), objc.Struct24(64, 1, 1))
 		}, "no compute pipeline state"},

@@ -29,15 +29,6 @@ type place struct {
 	byRef bool
 }
 
-// words returns how many integer registers or 8-byte stack words an
-// argument of kind k takes in place p.
-func (p place) words(k typeenc.Kind) int {
-	if p.byRef {
-		return 1
-	}
-	return (k.Size() + 7) / 8
-}
-
 // A convention is the rules by which one platform's C calling convention
 // places integer-class arguments: registers in order, then the stack.
 type convention struct {
@@ -93,56 +84,68 @@ func lowerArm64Apple(kinds []typeenc.Kind, out []place) (stack int, err error) {
 // struct passed by reference), else on the stack. It returns the bytes of
 // stack used, rounded up to 8.
 func (c convention) lower(kinds []typeenc.Kind, stret bool, out []place) (stack int, err error) {
-	next := 0
-	if stret && c.hiddenStret {
-		next = 1
-	}
-	reg := func(n int) (place, bool) {
-		if next+n > c.regs {
-			return place{}, false
-		}
-		p := place{reg: int8(next)}
-		next += n
-		return p, true
-	}
-	slot := func(size int) place {
-		align := 8
-		if c.pack && size < 8 {
-			align = size
-		} else {
-			size = (size + 7) &^ 7
-		}
-		stack = (stack + align - 1) &^ (align - 1)
-		p := place{reg: -1, off: int16(stack)}
-		stack += size
-		return p
-	}
+	st := c.start(stret)
 	for i, k := range kinds {
 		var ok bool
-		switch {
-		case isScalar(k):
-			if out[i], ok = reg(1); !ok {
-				out[i] = slot(k.Size())
-			}
-		case k == typeenc.Struct16:
-			if out[i], ok = reg(2); !ok {
-				if c.exhaust {
-					next = c.regs
-				}
-				out[i] = slot(16)
-			}
-		case k == typeenc.Struct24 && c.bigByRef:
-			if out[i], ok = reg(1); !ok {
-				out[i] = slot(8)
-			}
-			out[i].byRef = true
-		case k == typeenc.Struct24:
-			out[i] = slot(24)
-		default:
-			return 0, fmt.Errorf("objc: argument %d is %v, which sends do not pass", i, k)
+		if out[i], ok = c.place(&st, k); !ok {
+			return 0, unpassable(i, k)
 		}
 	}
-	return (stack + 7) &^ 7, nil
+	return st.stackBytes(), nil
+}
+
+// lowerState is the state of a lowering between arguments: the next free
+// register and the bytes of stack used.
+type lowerState struct{ next, stack int }
+
+func (c convention) start(stret bool) lowerState {
+	if stret && c.hiddenStret {
+		return lowerState{next: 1}
+	}
+	return lowerState{}
+}
+
+func (st *lowerState) stackBytes() int { return (st.stack + 7) &^ 7 }
+
+func unpassable(i int, k typeenc.Kind) error {
+	return fmt.Errorf("objc: argument %d is %v, which sends do not pass", i, k)
+}
+
+// place places an argument of kind k after those already placed in st,
+// or returns false for a kind the conventions here do not pass.
+func (c *convention) place(st *lowerState, k typeenc.Kind) (place, bool) {
+	n, size, byRef := 0, k.Size(), false
+	switch {
+	case isScalar(k):
+		n = 1
+	case k == typeenc.Struct16:
+		n = 2
+	case k == typeenc.Struct24 && c.bigByRef:
+		n, size, byRef = 1, 8, true
+	case k == typeenc.Struct24:
+	default:
+		return place{}, false
+	}
+	if n > 0 && st.next+n <= c.regs {
+		p := place{reg: int8(st.next), byRef: byRef}
+		st.next += n
+		return p, true
+	}
+	if k == typeenc.Struct16 && c.exhaust {
+		st.next = c.regs
+	}
+	// On the stack: a whole 8-byte slot per 8 bytes, or the argument's
+	// own size at its natural alignment where the stack is packed.
+	align := 8
+	if c.pack && size < 8 {
+		align = size
+	} else {
+		size = (size + 7) &^ 7
+	}
+	st.stack = (st.stack + align - 1) &^ (align - 1)
+	p := place{reg: -1, off: int16(st.stack), byRef: byRef}
+	st.stack += size
+	return p, true
 }
 
 // isScalar reports whether k is an integer, pointer or object, which the
@@ -204,65 +207,52 @@ var host = func() convention {
 // struct result returned in memory through a hidden first argument
 // (amd64). It returns the number of words.
 func lower(w *[maxWords]uintptr, s *scratch, ret uintptr, id ID, sel SEL, args []Arg) int {
-	n := 2 + len(args)
-	if n > maxArgs {
-		panic(fmt.Sprintf("objc: %d arguments for one send; at most %d", len(args), maxArgs-2))
-	}
-	var kinds [maxArgs]typeenc.Kind
-	kinds[0], kinds[1] = typeenc.Word, typeenc.Word
-	for i, a := range args {
-		kinds[2+i] = a.kind
-	}
 	if host.regs == 0 {
 		panic("objc: message sends are implemented for amd64 and arm64 only, not " + runtime.GOARCH)
 	}
-	var places [maxArgs]place
-	stack, err := host.lower(kinds[:n], ret != 0, places[:n])
-	if err != nil {
-		panic(err)
-	}
-	if host.regs+stack/8 > len(w) {
-		panic(fmt.Sprintf("objc: %d arguments need %d stack bytes; a send passes at most %d", len(args), stack, 8*(len(w)-host.regs)))
-	}
+	st := host.start(ret != 0)
 	used := 0
 	if ret != 0 {
 		w[0], used = ret, 1
 	}
+	w[used], w[used+1] = uintptr(id), uintptr(sel)
+	st.next += 2
+	used += 2
 	nstruct := 0
-	for i := range n {
-		var v [3]uintptr
-		switch i {
-		case 0:
-			v[0] = uintptr(id)
-		case 1:
-			v[0] = uintptr(sel)
-		default:
-			v = args[i-2].w
+	for i := range args {
+		a := &args[i]
+		p, ok := host.place(&st, a.kind)
+		if !ok {
+			panic(unpassable(i+2, a.kind))
 		}
-		p := places[i]
+		v, nw := a.w, a.kind.Size()/8
 		if p.byRef {
 			if nstruct == len(s.structs) {
 				panic("objc: too many struct arguments for one send")
 			}
 			s.structs[nstruct] = v
-			v[0] = Pointer(&s.structs[nstruct])
+			v[0], nw = Pointer(&s.structs[nstruct]), 1
 			nstruct++
 		}
-		nw := p.words(kinds[i])
 		at := int(p.reg)
 		if p.reg < 0 {
 			if p.off%8 != 0 {
-				panic(fmt.Sprintf("objc: argument %d is packed at stack offset %d; sends pass whole 8-byte words", i-2, p.off))
+				panic(fmt.Sprintf("objc: argument %d is packed at stack offset %d; sends pass whole 8-byte words", i, p.off))
 			}
 			at = host.regs + int(p.off)/8
 		}
-		copy(w[at:at+nw], v[:nw])
+		if at+nw > len(w) {
+			panic(fmt.Sprintf("objc: %d arguments for one send need more than %d words", len(args), len(w)))
+		}
+		for j := range nw {
+			w[at+j] = v[j]
+		}
 		used = max(used, at+nw)
 	}
-	if stack == 0 {
+	if st.stack == 0 {
 		return used
 	}
-	return host.regs + stack/8
+	return host.regs + st.stackBytes()/8
 }
 
 // checkTypes reports whether every platform's lowering can pass the
@@ -295,15 +285,19 @@ func checkTypes(types string) error {
 	}
 	k := kinds[:len(enc)-1]
 	var out [maxArgs]place
-	if _, err := lowerAmd64(k, res == typeenc.Struct24, out[:len(k)]); err != nil {
-		return fmt.Errorf("type encoding %q: %v", types, err)
+	for _, c := range []struct {
+		name string
+		conv convention
+	}{{"amd64", sysV}, {"Linux arm64", aapcs64}, {"Apple arm64", appleArm64}} {
+		stack, err := c.conv.lower(k, res == typeenc.Struct24, out[:len(k)])
+		if err != nil {
+			return fmt.Errorf("type encoding %q: %v", types, err)
+		}
+		if c.conv.regs+stack/8 > maxWords {
+			return fmt.Errorf("type encoding %q needs %d bytes of stack on %s; a send passes at most %d", types, stack, c.name, 8*(maxWords-c.conv.regs))
+		}
 	}
-	if _, err := lowerArm64(k, out[:len(k)]); err != nil {
-		return fmt.Errorf("type encoding %q: %v", types, err)
-	}
-	if _, err := lowerArm64Apple(k, out[:len(k)]); err != nil {
-		return fmt.Errorf("type encoding %q: %v", types, err)
-	}
+	// out holds Apple arm64's places, the last lowered.
 	for i, kind := range k {
 		if p := out[i]; p.reg < 0 && kind.Size() < 8 {
 			return fmt.Errorf("type encoding %q: argument %d (%q, %d bytes) goes on the stack on Apple arm64, packed to its size at offset %d, but sends pass whole 8-byte words", types, i-2, enc[i+1], kind.Size(), p.off)

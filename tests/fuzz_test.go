@@ -68,13 +68,13 @@ func FuzzDispatch(f *testing.F) {
 
 // fuzzCall is one call FuzzDispatch makes.
 type fuzzCall struct {
-	seed   uint64
-	kern   kernel
-	p      gdn.Params
-	inPlac bool
-	edit   int // what is done to the views: see fuzzEdit
-	view   int // the view an edit names: index into viewNames
-	pad    int // leading elements before each view in its buffer
+	seed    uint64
+	kern    kernel
+	p       gdn.Params
+	inPlace bool
+	edit    int // what is done to the views: editNone and the others
+	view    int // the view an edit names: index into viewNames
+	pad     int // leading elements before each view in its buffer
 }
 
 var fuzzKernels = []kernel{kPrefill, kDecode, kSeq, kLegacy, kCapture}
@@ -124,16 +124,16 @@ func newFuzzCall(seed uint64, kern, dk, dv, heads, tokens, seqs, flags, edit, pa
 			HeadMap: gdn.HeadMap(int(flags&0x7f) % 3),
 			QScale:  fuzzScales[int(flags&0x7f)/3%len(fuzzScales)],
 		},
-		inPlac: flags&0x80 != 0,
-		edit:   int(edit&0x0f) % numEdits,
-		view:   int(edit>>4) % len(viewNames),
-		pad:    int(pad),
+		inPlace: flags&0x80 != 0,
+		edit:    int(edit&0x0f) % numEdits,
+		view:    int(edit>>4) % len(viewNames),
+		pad:     int(pad),
 	}
 }
 
 func (c fuzzCall) String() string {
 	return fmt.Sprintf("%s %v %v scale %g, in place %v, edit %d on %s, pad %d, seed %d",
-		c.kern.name, c.p.Shape, c.p.HeadMap, c.p.QScale, c.inPlac, c.edit, viewNames[c.view], c.pad, c.seed)
+		c.kern.name, c.p.Shape, c.p.HeadMap, c.p.QScale, c.inPlace, c.edit, viewNames[c.view], c.pad, c.seed)
 }
 
 // valid says whether the contract (SPEC sections 4 to 7) allows the call,
@@ -200,7 +200,7 @@ func fuzzDispatch(t *testing.T, r *rig, c fuzzCall) {
 		Q: place(0, in.Q), K: place(1, in.K), V: place(2, in.V), G: place(3, in.G), Beta: place(4, in.Beta),
 		StateIn: place(5, in.StateIn), Output: poisoned(6, s.VLen()), StateOut: poisoned(7, s.StateLen()),
 	}
-	if c.inPlac {
+	if c.inPlace {
 		b.StateOut = b.StateIn
 	}
 	slots := s.NTokens

@@ -49,8 +49,9 @@
 // heads and 4 value heads instead of Qwen3.5's 16 and 32.
 //
 // The program's parts: parseFlags and cli (flags, backend), run (the
-// report), newSpeculation (every layer's memory), speculation.window (steps
-// 1 to 4 of one window), plainDecode and checkReference (the two checks).
+// windows, with step 3's draw, and the report), newSpeculation (every
+// layer's memory), speculation.window (steps 1, 2 and 4 of one window),
+// plainDecode and checkReference (the two checks).
 package main
 
 import (
@@ -302,8 +303,8 @@ func (sp *speculation) release() {
 	}
 }
 
-// window runs steps 1 to 4 of draft window step, a tokens of which are
-// accepted, and returns its wall clock and GPU time.
+// window runs steps 1, 2 and 4 of draft window step, a tokens of which
+// the caller accepted (step 3), and returns its wall clock and GPU time.
 func (sp *speculation) window(step, a int) (wall, gpu time.Duration, err error) {
 	// 1. Draft k tokens: every layer's inputs for the window.
 	drafts := make([]cpuref.Inputs, len(sp.layers))

@@ -62,22 +62,10 @@ const (
 
 // Size returns the size in bytes of a value of the kind (0 for Void and
 // Unknown).
-func (k Kind) Size() int {
-	switch k {
-	case Object, Word, Double:
-		return 8
-	case Int32, Float:
-		return 4
-	case Int16:
-		return 2
-	case Int8:
-		return 1
-	case Struct16:
-		return 16
-	case Struct24:
-		return 24
-	}
-	return 0
+func (k Kind) Size() int { return int(sizes[k]) }
+
+var sizes = [...]uint8{
+	Object: 8, Word: 8, Int32: 4, Int16: 2, Int8: 1, Double: 8, Float: 4, Struct16: 16, Struct24: 24,
 }
 
 var names = [...]string{"unknown", "void", "object", "word", "int32", "int16", "int8", "double", "float", "struct16", "struct24"}

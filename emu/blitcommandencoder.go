@@ -10,14 +10,6 @@ import (
 // blitEncoder is an MTLBlitCommandEncoder's state.
 type blitEncoder struct{ commandEncoder }
 
-func commandBufferBlitCommandEncoder(self objc.ID, _ objc.SEL) objc.ID {
-	cb := stateOf[commandBuffer](self)
-	if !cb.mayEncode() {
-		return 0
-	}
-	return newObject(classes.blitEncoder, &blitEncoder{cb.newEncoder(self)}).Autorelease()
-}
-
 // openBlitEncoder returns the state of a blit encoder that may still
 // record.
 func openBlitEncoder(self objc.ID) *blitEncoder {
