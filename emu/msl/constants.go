@@ -53,12 +53,6 @@ func canonicalType(t string) string {
 	return t
 }
 
-// fnConstant is a declared function constant.
-type fnConstant struct {
-	FunctionConstant
-	line int
-}
-
 // functionConstantDecl rewrites a namespace-scope
 // `constant T name [[function_constant(index)]];` starting at token i (the
 // constant keyword) and returns the index of its ';'. Other constant
@@ -107,8 +101,7 @@ func (tr *translator) functionConstantDecl(i int) int {
 			return end
 		}
 	}
-	c := fnConstant{FunctionConstant: FunctionConstant{Name: name, Index: idx, Type: typ, Required: true}, line: t[nameIdx].line}
-	tr.constants = append(tr.constants, c)
+	tr.constants = append(tr.constants, FunctionConstant{Name: name, Index: idx, Type: typ, Required: true})
 	value, defined := "", false
 	if v := tr.values.lookup(idx, name); v != nil {
 		// a value that does not fit is an error of the functions using
@@ -503,7 +496,7 @@ func (tr *translator) resolveConstants() {
 		}
 		for _, c := range tr.constants {
 			if reached[c.Name] {
-				e.constants = append(e.constants, c.FunctionConstant)
+				e.constants = append(e.constants, c)
 			}
 		}
 		sort.Slice(e.constants, func(a, b int) bool { return e.constants[a].Index < e.constants[b].Index })

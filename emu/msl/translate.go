@@ -81,7 +81,7 @@ type translator struct {
 	file      string
 	marks     []lineMark
 	values    constantValues // function constant values
-	constants []fnConstant
+	constants []FunctionConstant
 	optional  map[string]bool // constants tested with is_function_constant_defined
 	toks      []token
 	attrs     []attribute
