@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/objc"
 )
 
 // Preprocessor macros and function constants through package mtl, as a
@@ -117,5 +118,44 @@ func TestFunctionConstantsThroughMTL(t *testing.T) {
 			fn.Release()
 		}
 		t.Errorf("specializing a missing function: %v", err)
+	}
+}
+
+// MTLCompileOptions.preprocessorMacros may hold NSNumber values as well as
+// NSString ones (Apple's API takes either): the emulated device reads a
+// number as its stringValue.
+func TestPreprocessorMacroNumbers(t *testing.T) {
+	g := newGPU(t, orders[0])
+	sels := func(name string) objc.SEL { return objc.RegisterName(name) }
+	var names []string
+	objc.WithAutoreleasePool(func() {
+		seven := objc.GetClass("NSNumber").Send(sels("numberWithInt:"), 7)
+		key, err := objc.NewNSString("N")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer key.Release()
+		dict := objc.GetClass("NSDictionary").Send(sels("dictionaryWithObject:forKey:"), uintptr(seven), uintptr(key))
+		opts := objc.GetClass("MTLCompileOptions").New()
+		defer opts.Release()
+		opts.Send(sels("setPreprocessorMacros:"), uintptr(dict))
+		src, err := objc.NewNSString("#define NAME(n) KERNEL(n)\n#define KERNEL(n) kernel void k_##n(device int* x [[buffer(0)]]) { x[0] = n; }\nNAME(N)\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Release()
+		nserr := new(objc.ID)
+		lib := g.d.ID().Send(sels("newLibraryWithSource:options:error:"), uintptr(src), uintptr(opts), objc.Pointer(nserr))
+		if lib == 0 {
+			t.Fatalf("newLibraryWithSource:options:error: failed: %v", objc.ErrorFromNSError(*nserr))
+		}
+		defer lib.Release()
+		arr := lib.Send(sels("functionNames"))
+		for i := range int(arr.SendWord(sels("count"))) {
+			names = append(names, objc.GoString(arr.Send(sels("objectAtIndex:"), uintptr(i))))
+		}
+	})
+	if len(names) != 1 || names[0] != "k_7" {
+		t.Fatalf("functions %v, want [k_7] (N defined as the NSNumber 7)", names)
 	}
 }
