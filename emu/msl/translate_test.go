@@ -196,3 +196,26 @@ kernel void k(device S* s [[buffer(0)]], device mine::sampler* m [[buffer(1)]]) 
 		}
 	}
 }
+
+// MLX's older instantiation form spells the whole signature instead of
+// decltype, with the attributes again.
+func TestTranslateInstantiationWithSignature(t *testing.T) {
+	src := `template <typename T>
+[[kernel]] void copy_v(device const T* src [[buffer(0)]], device T* dst [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+    dst[i] = src[i];
+}
+template [[host_name("copy_float")]] [[kernel]] void copy_v<float>(device const float* src [[buffer(0)]], device float* dst [[buffer(1)]], uint i [[thread_position_in_grid]]);
+template [[host_name("copy_half")]] [[kernel]] void copy_v<half>(device const half* src [[buffer(0)]], device half* dst [[buffer(1)]], uint i [[thread_position_in_grid]]);
+`
+	tr, err := translate(src, "i.metal", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range tr.entries {
+		names = append(names, e.name+"="+e.callee)
+	}
+	if got := strings.Join(names, " "); got != "copy_float=copy_v<float> copy_half=copy_v<half>" {
+		t.Fatalf("entries %s", got)
+	}
+}
