@@ -236,7 +236,7 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 // value (is_function_constant_defined is false); Library.Specialize gives
 // them values.
 func Compile(source string, opts CompileOptions) (*Library, error) {
-	return compile(source, opts, nil)
+	return compile(source, opts, nil, "")
 }
 
 // Specialize returns the named function with its function constants set
@@ -244,7 +244,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 // matched to the function's constants by index, then by name, and every
 // constant the function requires must have one (values for constants the
 // function does not use are ignored). The source is compiled again with the
-// values (and cached).
+// values, without the other kernels (and cached).
 func (l *Library) Specialize(name string, values []ConstantValue) (*Function, error) {
 	f, err := l.Function(name)
 	if err != nil {
@@ -263,7 +263,7 @@ func (l *Library) Specialize(name string, values []ConstantValue) (*Function, er
 			return nil, fmt.Errorf("msl: function %s: function constant %s (index %d): %v", name, c.Name, c.Index, err)
 		}
 	}
-	lib, err := compile(l.source, l.opts, values)
+	lib, err := compile(l.source, l.opts, values, name)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +275,9 @@ func (l *Library) Specialize(name string, values []ConstantValue) (*Function, er
 	return sf, nil
 }
 
-func compile(source string, opts CompileOptions, values []ConstantValue) (*Library, error) {
+// compile is Compile with function constant values, of the entry point
+// only alone when only is not empty.
+func compile(source string, opts CompileOptions, values []ConstantValue, only string) (*Library, error) {
 	file := opts.FileName
 	if file == "" {
 		file = DefaultFileName
@@ -300,7 +302,7 @@ func compile(source string, opts CompileOptions, values []ConstantValue) (*Libra
 	if err != nil {
 		return nil, err
 	}
-	tr, err := translate(pp, file, values)
+	tr, err := translate(pp, file, values, only)
 	if err != nil {
 		return nil, err
 	}

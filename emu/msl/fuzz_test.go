@@ -37,9 +37,15 @@ func FuzzTranslate(f *testing.F) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			tr, err := translate(src, "fuzz.metal", nil)
+			tr, err := translate(src, "fuzz.metal", nil, "")
 			if err == nil && tr == nil {
 				t.Errorf("translate returned neither a translation nor an error")
+			}
+			if err == nil && len(tr.entries) > 0 {
+				// as Library.Specialize translates: one entry point alone
+				if one, err := translate(src, "fuzz.metal", nil, tr.entries[0].name); err != nil || len(one.entries) != 1 {
+					t.Errorf("translating %s alone: %v", tr.entries[0].name, err)
+				}
 			}
 			if err != nil {
 				if _, ok := err.(*CompileError); !ok {

@@ -60,11 +60,14 @@ type kernelParam struct {
 // entryPoint is one function of the library: a kernel definition or a
 // host_name instantiation of a kernel template.
 type entryPoint struct {
-	name      string // Metal function name
-	callee    string // C++ expression naming the function to call
-	params    []kernelParam
-	maxTotal  int
-	tok       int // first token of the declaration
+	name     string // Metal function name
+	callee   string // C++ expression naming the function to call
+	params   []kernelParam
+	maxTotal int
+	tok      int // first token of the declaration
+	// body is the source span dropped when another function is
+	// specialized: a kernel's body, or an instantiation's declaration.
+	body      [2]int
 	constants []FunctionConstant
 	file      string // where the function is defined, for #line
 	line      int
@@ -116,8 +119,11 @@ func (tr *translator) errorf(line, col int, format string, args ...any) {
 }
 
 // translate converts source into C++ and lists its entry points; function
-// constants take the given values.
-func translate(source, file string, values []ConstantValue) (*translation, error) {
+// constants take the given values. With only set, the translation holds
+// that entry point alone: the bodies of the other kernels and the other
+// instantiations are left out, so that specializing one function of a
+// large library compiles little.
+func translate(source, file string, values []ConstantValue, only string) (*translation, error) {
 	tr := &translator{src: source, file: file, kernels: map[string]*entryPoint{}, values: values, optional: map[string]bool{}}
 	tr.tokenize()
 	tr.findAttributes()
@@ -125,6 +131,9 @@ func translate(source, file string, values []ConstantValue) (*translation, error
 	tr.memberQualifiers()
 	tr.walk()
 	tr.resolveConstants()
+	if only != "" {
+		tr.keepOnly(only)
+	}
 	if len(tr.errs) > 0 {
 		return nil, newCompileError(strings.Join(tr.errs, "\n")+"\n", file)
 	}
@@ -733,6 +742,11 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 		e.templated = true
 	}
 	e.params = tr.params(j, closeIdx, e.name)
+	if bodyEnd := tr.match(after); bodyEnd > after {
+		e.body = [2]int{t[after].start, t[bodyEnd].end}
+	} else {
+		e.body = [2]int{t[after].start, t[after].end}
+	}
 	key := ns + t[nameIdx].text
 	if e.templated {
 		tr.kernels[key] = &e
@@ -740,6 +754,25 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	}
 	tr.kernels[key] = &e
 	tr.addEntry(e)
+}
+
+// keepOnly drops every entry point but the one named name.
+func (tr *translator) keepOnly(name string) {
+	kept := tr.entries[:0]
+	for _, e := range tr.entries {
+		if e.name == name {
+			kept = append(kept, e)
+			continue
+		}
+		start, end := e.body[0], e.body[1]
+		text := strings.Repeat("\n", strings.Count(tr.src[start:end], "\n"))
+		if tr.src[start] == '{' {
+			text = "{}" + text
+		}
+		tr.dropInside(start, end)
+		tr.repls = append(tr.repls, replacement{start: start, end: end, text: text})
+	}
+	tr.entries = kept
 }
 
 func (tr *translator) addEntry(e entryPoint) {
@@ -1080,7 +1113,7 @@ func (tr *translator) instantiation(i int, ns string) int {
 	if !strings.Contains(q, "::") {
 		callee = ns + callee
 	}
-	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, tok: i}
+	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, tok: i, body: [2]int{t[i].start, t[end].end}}
 	e.file, e.line = tr.origin(t[target].line)
 	for _, it := range items {
 		if it.name == "max_total_threads_per_threadgroup" && len(it.args) == 1 {

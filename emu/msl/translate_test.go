@@ -25,7 +25,7 @@ kernel void a(device const float* x [[buffer(0)]],
     y[pos.x] = x[pos.x] * 1.0 + 2.f + 1e-3 + 0x10 + 3u + 1.5h + .5;
 }
 `
-	tr, err := translate(src, "t.metal", nil)
+	tr, err := translate(src, "t.metal", nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestTranslateErrors(t *testing.T) {
 		{"kernel void k(threadgroup bfloat4* x [[threadgroup(0)]]) {}\n", "bfloat in threadgroup memory is not supported", 1},
 	}
 	for _, c := range cases {
-		_, err := translate(c.src, "e.metal", nil)
+		_, err := translate(c.src, "e.metal", nil, "")
 		ce, ok := err.(*CompileError)
 		if !ok || !strings.Contains(ce.Log, c.want) || ce.Line != c.line {
 			t.Fatalf("translate(%q) = %v, want a compile error at line %d containing %q", c.src, err, c.line, c.want)
@@ -134,7 +134,7 @@ kernel void all_implicit(constant Args & args,
 [[kernel, max_total_threads_per_threadgroup(64)]] void combined(device float* x [[buffer(3), function_constant(has_x)]]) {}
 kernel void after_name [[max_total_threads_per_threadgroup(128)]] (device float* x [[buffer(0)]]) {}
 `
-	tr, err := translate(src, "k.metal", nil)
+	tr, err := translate(src, "k.metal", nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ kernel void k(device S* s [[buffer(0)]], device mine::sampler* m [[buffer(1)]]) 
     s->sampler = 1; s[0].texture2d = 2; m->x = 3;
 }
 `
-	_, err := translate(src, "m.metal", nil)
+	_, err := translate(src, "m.metal", nil, "")
 	ce, ok := err.(*CompileError)
 	if !ok {
 		t.Fatalf("translate: %v, want errors at the declarations", err)
@@ -207,7 +207,7 @@ func TestTranslateInstantiationWithSignature(t *testing.T) {
 template [[host_name("copy_float")]] [[kernel]] void copy_v<float>(device const float* src [[buffer(0)]], device float* dst [[buffer(1)]], uint i [[thread_position_in_grid]]);
 template [[host_name("copy_half")]] [[kernel]] void copy_v<half>(device const half* src [[buffer(0)]], device half* dst [[buffer(1)]], uint i [[thread_position_in_grid]]);
 `
-	tr, err := translate(src, "i.metal", nil)
+	tr, err := translate(src, "i.metal", nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,5 +217,54 @@ template [[host_name("copy_half")]] [[kernel]] void copy_v<half>(device const ha
 	}
 	if got := strings.Join(names, " "); got != "copy_float=copy_v<float> copy_half=copy_v<half>" {
 		t.Fatalf("entries %s", got)
+	}
+}
+
+// Specializing one function translates it alone: the other kernels keep
+// their declarations (and every line) but lose their bodies, and the other
+// instantiations are left out.
+func TestTranslateOneEntryPoint(t *testing.T) {
+	src := `kernel void a(device float* x [[buffer(0)]]) {
+    x[0] = 1.0f + A_ONLY;
+}
+template <int N>
+kernel void t(device float* x [[buffer(0)]]) { x[0] = N; }
+template [[host_name("t1")]] kernel decltype(t<1>) t<1>;
+template [[host_name("t2")]] kernel decltype(t<2>) t<2>;
+kernel void b(device float* x [[buffer(0)]]) {
+    threadgroup float tile[4];
+    x[0] = 2.0f;
+}
+`
+	for _, c := range []struct {
+		only   string
+		has    []string
+		hasNot []string
+	}{
+		{"b", []string{"x[0] = 2.0f;", "__pm_tg_static"}, []string{"A_ONLY", "t<1>", "t<2>"}},
+		{"t2", []string{"decltype(t<2>) t<2>"}, []string{"A_ONLY", "2.0f", "t<1>"}},
+	} {
+		tr, err := translate(src, "o.metal", nil, c.only)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tr.entries) != 1 || tr.entries[0].name != c.only {
+			t.Fatalf("only %s: entries %+v", c.only, tr.entries)
+		}
+		body := tr.cpp[:strings.Index(tr.cpp, "\n#line")]
+		for _, s := range c.has {
+			if !strings.Contains(body, s) {
+				t.Errorf("only %s: the translation lacks %q", c.only, s)
+			}
+		}
+		for _, s := range c.hasNot {
+			if strings.Contains(body, s) {
+				t.Errorf("only %s: the translation still has %q", c.only, s)
+			}
+		}
+		// the first line is #line 1, then the source, line for line
+		if got, want := strings.Count(body, "\n"), strings.Count(src, "\n")+1; got != want {
+			t.Errorf("only %s: %d lines, want %d (lines stay in place)", c.only, got, want)
+		}
 	}
 }
