@@ -114,8 +114,9 @@
 //     compute in float, in k order, one rounding per operation (the GPU's
 //     order and precision are unspecified). Every lane must take part; a
 //     lane that has returned contributes zeros.
-//   - Function constants: a specialization compiles the whole source again
-//     (cached). The constants a function requires are those named in the
+//   - Function constants: a specialization compiles the source again,
+//     with the other kernels' bodies and instantiations left out (cached).
+//     The constants a function requires are those named in the
 //     declarations its kernel reaches by name (over-approximated: a
 //     constant named in any function of the same name counts).
 //   - Member functions overloaded by address space
