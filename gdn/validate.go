@@ -95,6 +95,9 @@ func Validate(k Kernel, p Params, b Buffers) error {
 	if p.Fused != (spec.Fused{}) {
 		return invalid("Fused", "%+v: the kernels take q, k, g and beta as given (no fused part)", p.Fused)
 	}
+	if p.NSlots != 0 || p.Varlen {
+		return invalid("Shape", "n_slots %d, varlen %v: the kernels take neither a state pool nor packed tokens yet", p.NSlots, p.Varlen)
+	}
 	if err := validateKernelShape(k, p.Shape); err != nil {
 		return err
 	}
