@@ -95,13 +95,19 @@ func Validate(k Kernel, p Params, b Buffers) error {
 	if p.Fused != (spec.Fused{}) {
 		return invalid("Fused", "%+v: the kernels take q, k, g and beta as given (no fused part)", p.Fused)
 	}
-	if p.NSlots != 0 || p.Varlen {
-		return invalid("Shape", "n_slots %d, varlen %v: the kernels take neither a state pool nor packed tokens yet", p.NSlots, p.Varlen)
-	}
 	if err := validateKernelShape(k, p.Shape); err != nil {
 		return err
 	}
-	return validateBuffers(k, p.Shape, b)
+	if err := validateBuffers(k, p.Shape, b); err != nil {
+		return err
+	}
+	if err := validateServing(k, p, b); err != nil {
+		return err
+	}
+	if p.NSlots != 0 || p.Varlen {
+		return invalid("Shape", "n_slots %d, varlen %v: the kernels take neither a state pool nor packed tokens yet", p.NSlots, p.Varlen)
+	}
+	return nil
 }
 
 // validateKernelShape checks the kernel's own limits on D_k and D_v, for a
