@@ -97,7 +97,16 @@ func Validate(k Kernel, p Params, b Buffers) error {
 	if err := validateKernelShape(k, p.Shape); err != nil {
 		return err
 	}
-	return validateBuffers(k, p, b)
+	if err := validateBuffers(k, p, b); err != nil {
+		return err
+	}
+	if err := validateServing(k, p, b); err != nil {
+		return err
+	}
+	if p.NSlots != 0 || p.Varlen {
+		return invalid("Shape", "n_slots %d, varlen %v: the kernels take neither a state pool nor packed tokens yet", p.NSlots, p.Varlen)
+	}
+	return nil
 }
 
 // validateKernelShape checks the kernel's own limits on D_k and D_v, for a
@@ -128,6 +137,7 @@ type viewCheck struct {
 	v        View
 	elem     ElemType // the element type the kernel reads or writes
 	elemFrom string   // the field elem comes from, "" when it is fixed: A_log, dt_bias
+	missing  string   // why the view is needed, for the error when it has no buffer
 	want     int      // elements the shape implies (saturated, see spec.Shape)
 	formula  string
 	maxLen   int // the most elements the view may have
@@ -135,7 +145,7 @@ type viewCheck struct {
 }
 
 func exact(name string, v View, elem ElemType, elemFrom string, want int, formula string, written bool) viewCheck {
-	return viewCheck{name, v, elem, elemFrom, want, formula, want, written}
+	return viewCheck{name: name, v: v, elem: elem, elemFrom: elemFrom, want: want, formula: formula, maxLen: want, written: written}
 }
 
 func validateBuffers(k Kernel, p Params, b Buffers) error {
@@ -157,6 +167,9 @@ func validateBuffers(k Kernel, p Params, b Buffers) error {
 		exact("DtBias", b.DtBias, F32, fixed, s.NVHeads, "n_v_heads", false),
 	}
 	const capture, aLog = 8, 9 // indices in checks
+	for i := aLog; i < len(checks); i++ {
+		checks[i].missing = "Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each"
+	}
 	// Gather the views this dispatch binds at the front of checks.
 	n := capture
 	if k == KernelDecodeCapture {
@@ -239,8 +252,8 @@ func byteRange(v View) (lo, hi int) {
 func validateView(c *viewCheck) error {
 	name, v, want, formula, maxLen := c.name, c.v, c.want, c.formula, c.maxLen
 	if v.Buffer == nil {
-		if c.elemFrom == "" {
-			return invalid(name, "no buffer; Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each")
+		if c.missing != "" {
+			return invalid(name, "no buffer; %s", c.missing)
 		}
 		return invalid(name, "no buffer")
 	}

@@ -11,34 +11,47 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
 
+// The sources instantiate their entry points with macros, so the
+// functions a compiled library holds are the test: on the emulated device,
+// each source compiled as MSL 3.0 (bf16 by hand) and 3.1 (MSL's bfloat)
+// defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
 	if want := 9 * 13; len(names) != want {
 		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and 4 decode kernels * NSG 1, 2, 4)): %v", len(names), want, names)
 	}
-	hostName := regexp.MustCompile(`host_name\("([a-z0-9_]+)"\)`)
-	defined := map[string]string{}
-	for _, f := range SourceFiles() {
-		src := Source(f)
-		if src == "" {
-			t.Fatalf("Source(%q) is empty", f)
+	dev := testdevice.Emulated(t, emu.Options{})
+	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {
+		defined := map[string]string{}
+		for _, f := range SourceFiles() {
+			src := Source(f)
+			if src == "" {
+				t.Fatalf("Source(%q) is empty", f)
+			}
+			lib, err := dev.NewLibraryWithSource(src, mtl.CompileOptions{LanguageVersion: lang})
+			if err != nil {
+				t.Fatalf("%s, MSL %#x: %v", f, lang, err)
+			}
+			for _, name := range lib.FunctionNames() {
+				defined[name] = f
+			}
+			lib.Release()
 		}
-		for _, m := range hostName.FindAllStringSubmatch(src, -1) {
-			defined[m[1]] = f
+		for _, name := range names {
+			want, _ := SourceFile(name)
+			if got := defined[name]; got != want {
+				t.Errorf("MSL %#x: %s defined in %q, registered under %q", lang, name, got, want)
+			}
 		}
-	}
-	for _, name := range names {
-		want, _ := SourceFile(name)
-		if got := defined[name]; got != want {
-			t.Errorf("%s: defined in %q, registered under %q", name, got, want)
+		if len(defined) != len(names) {
+			t.Errorf("MSL %#x: the sources define %d entry points, the registry knows %d", lang, len(defined), len(names))
 		}
-	}
-	if len(defined) != len(names) {
-		t.Errorf("sources define %d entry points, the registry knows %d", len(defined), len(names))
 	}
 }
 

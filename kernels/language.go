@@ -9,7 +9,8 @@ import "github.com/puremetal/puremetal/mtl"
 // 16-bit integers converted by hand (the same entry points, the same
 // results). On macOS the answer is 3.1 from macOS 14 on and 3.0 before
 // (read from the kern.osproductversion sysctl); elsewhere, where only the
-// emulated device runs the kernels, it is 3.0.
+// emulated device runs the kernels, it is 3.1, which the emulated device
+// compiles (bfloat included).
 func LanguageVersion() mtl.LanguageVersion { return systemLanguageVersion() }
 
 // languageFor returns the language version for a macOS product version
