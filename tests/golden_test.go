@@ -40,13 +40,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	for _, gc := range cases {
 		t.Run(gc.Name, func(t *testing.T) {
 			p := gc.Params
-			kerns := []kernel{kPrefill}
-			if decodeKernels[p.DK] {
-				kerns = append(kerns, decodeFamily...)
-				if p.NTokens >= 2 {
-					kerns = append(kerns, r.decodeKernel())
-				}
-			}
+			kerns := r.kernelsFor(p)
 			for _, k := range kerns {
 				o := r.run(t, job{kern: k, p: p, in: gc.Inputs})
 				cmps := []comparison{
