@@ -131,9 +131,32 @@ func TestLanguageForMacOSVersion(t *testing.T) {
 		{"", mtl.LanguageVersion3_0},
 		{"unknown", mtl.LanguageVersion3_0},
 	} {
-		if got := languageFor(c.product); got != c.want {
+		if got := macOSLanguage(c.product); got != c.want {
 			t.Errorf("macOS %q: language version %#x, want %#x", c.product, got, c.want)
 		}
+	}
+}
+
+// bfloat needs both MSL 3.1 and an Apple-silicon GPU.
+func TestLanguageForDevice(t *testing.T) {
+	for _, c := range []struct {
+		system   mtl.LanguageVersion
+		appleGPU bool
+		want     mtl.LanguageVersion
+	}{
+		{mtl.LanguageVersion3_1, true, mtl.LanguageVersion3_1},
+		{mtl.LanguageVersion3_1, false, mtl.LanguageVersion3_0},
+		{mtl.LanguageVersion3_0, true, mtl.LanguageVersion3_0},
+		{mtl.LanguageVersion3_0, false, mtl.LanguageVersion3_0},
+	} {
+		if got := languageFor(c.system, c.appleGPU); got != c.want {
+			t.Errorf("system %#x, Apple GPU %v: %#x, want %#x", c.system, c.appleGPU, got, c.want)
+		}
+	}
+	// The emulated device is an Apple7-family GPU on a system that
+	// compiles MSL 3.1.
+	if got := LanguageVersion(testdevice.Emulated(t, emu.Options{})); got != mtl.LanguageVersion3_1 {
+		t.Errorf("emulated device: %#x, want 3.1", got)
 	}
 }
 

@@ -84,7 +84,7 @@ func onEmulatedIn(t *testing.T, orders []emu.Options, f func(t *testing.T, r *ri
 
 // emuRun is one run of a suite on the emulated device: a scheduling order
 // and the language version the kernels are compiled as (0:
-// kernels.LanguageVersion(); below 3.1 bf16 is converted by hand, from 3.1
+// kernels.LanguageVersion(dev); below 3.1 bf16 is converted by hand, from 3.1
 // on it is MSL's bfloat).
 type emuRun struct {
 	opts emu.Options

@@ -320,12 +320,13 @@ func TestEmulatedTypedParity(t *testing.T) {
 
 // TestMetalTypedParity runs the typed suite on the system's GPU (a Mac; it
 // skips elsewhere), with bf16 converted by hand (MSL 3.0) and, where the
-// system compiles MSL 3.1 (macOS 14), with MSL's bfloat; the second run's
-// bytes are compared with the first's.
+// kernels use MSL's bfloat (macOS 14 on Apple silicon, see
+// kernels.LanguageVersion), with bfloat; the second run's bytes are
+// compared with the first's.
 func TestMetalTypedParity(t *testing.T) {
 	dev := testdevice.Metal(t)
 	langs := []mtl.LanguageVersion{mtl.LanguageVersion3_0}
-	if v := kernels.LanguageVersion(); v != mtl.LanguageVersion3_0 {
+	if v := kernels.LanguageVersion(dev); v != mtl.LanguageVersion3_0 {
 		langs = append(langs, v)
 	}
 	for _, lang := range langs {
