@@ -142,8 +142,9 @@
 //     without one, lanes exchanging values through threadgroup memory race
 //     here (the GPU's lockstep is not guaranteed by Metal). Atomic
 //     operations are not races, and are not checked against other
-//     accesses. Each byte remembers its last store and loads by two
-//     threads, so a race with a third reader can be missed. Races between
+//     accesses. Each byte remembers its last store and the first load
+//     since, so a race with one of several loading threads names the
+//     first of them. Races between
 //     threadgroups on device memory are not detected, and threads of a
 //     threadgroup only interleave at barriers and SIMD-group functions.
 package msl
