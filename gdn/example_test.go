@@ -73,16 +73,16 @@ func ExampleKernels_Decode() {
 		return x
 	}
 	unit := fill(s.DK, func(int) float32 { return float32(1 / math.Sqrt(32)) })
-	state := view(make([]float32, s.DK*s.DV*s.NVHeads)...)
+	state := view(make([]float32, p.StateLen())...)
 	b := gdn.Buffers{
 		Q:        view(unit...),
 		K:        view(unit...),
-		V:        view(fill(s.DV*s.NVHeads, func(i int) float32 { return float32(1 + i/s.DV) })...),
+		V:        view(fill(p.VLen(), func(i int) float32 { return float32(1 + i/s.DV) })...),
 		G:        view(0.1, 0.1), // alpha = exp(-g); HF's log-decay g_fla gives g = -g_fla
 		Beta:     view(0.5, 0.5),
 		StateIn:  state,
 		StateOut: state, // updated in place
-		Output:   view(fill(s.DV*s.NVHeads, func(int) float32 { return float32(math.NaN()) })...),
+		Output:   view(fill(p.VLen(), func(int) float32 { return float32(math.NaN()) })...),
 	}
 	defer func() {
 		for _, b := range buffers {
@@ -95,24 +95,9 @@ func ExampleKernels_Decode() {
 		log.Fatal(err)
 	}
 	defer queue.Release()
-	cb, err := queue.CommandBuffer()
+	// One command buffer: encode the step, commit, wait.
+	err = queue.Run(func(enc *mtl.ComputeCommandEncoder) error { return k.Decode(enc, p, b) })
 	if err != nil {
-		log.Fatal(err)
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := k.Decode(enc, p, b); err != nil {
-		log.Fatal(err)
-	}
-	if err := enc.EndEncoding(); err != nil {
-		log.Fatal(err)
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
 		log.Fatal(err)
 	}
 	out := mtl.Slice[float32](b.Output.Buffer)

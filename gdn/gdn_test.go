@@ -688,3 +688,22 @@ func TestDispatchAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDispatch measures gdn's own host cost of one decode dispatch of
+// a Qwen3.5 layer (validation, kernel choice, pipeline lookup, the
+// encoder calls), against an encoder that does nothing.
+func BenchmarkDispatch(b *testing.B) {
+	fb := fakeBuffers{}
+	old := bufferInfo
+	bufferInfo = func(buf *mtl.Buffer) (int, bool) { return fb[buf].length, true }
+	defer func() { bufferInfo = old }()
+	p, bufs := fb.args(KernelDecode, Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1})
+	bufs.StateOut = bufs.StateIn
+	kk := &Kernels{pipelines: onePipeline{new(mtl.ComputePipelineState)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := kk.dispatch(nopEncoder{}, KernelDecode, p, bufs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -47,19 +47,15 @@ const (
 // String returns the kernel's short name: "prefill", "decode", "seq",
 // "legacy" or "capture".
 func (k Kernel) String() string {
-	switch k {
-	case KernelPrefill:
-		return "prefill"
-	case KernelDecode:
-		return "decode"
-	case KernelDecodeSeq:
-		return "seq"
-	case KernelDecodeLegacy:
-		return "legacy"
-	case KernelDecodeCapture:
-		return "capture"
+	if k.known() {
+		return kernelNames[k]
 	}
 	return fmt.Sprintf("Kernel(%d)", int(k))
+}
+
+var kernelNames = [...]string{
+	KernelPrefill: "prefill", KernelDecode: "decode", KernelDecodeSeq: "seq",
+	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture",
 }
 
 func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelDecodeCapture }
@@ -74,8 +70,9 @@ var bufferInfo = func(b *mtl.Buffer) (length int, live bool) { return b.Length()
 
 // Validate checks p and b for a dispatch of kernel k against every rule of
 // the contract: positive dimensions, n_v_heads a multiple of n_k_heads, the
-// kernel's limits on D_k and D_v, a known head mapping, a finite QScale; for
-// each view a live (not released) buffer, an f32 element type, an aligned
+// kernel's limits on D_k and D_v, a known head mapping, a finite QScale,
+// f32 activations and state, and no fused part (what the kernels take so
+// far); for each view a live (not released) buffer, an f32 element type, an aligned
 // offset, exactly the element count the shape implies (Capture: see
 // [Kernels.DecodeWithCapture]), no count at or above 2^32, and a range
 // inside its buffer; and no written view (Output, StateOut, Capture)

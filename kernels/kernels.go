@@ -19,7 +19,8 @@ package kernels
 import (
 	"embed"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 )
 
@@ -101,14 +102,7 @@ var entryFile = func() map[string]string {
 }()
 
 // EntryPoints returns the names of every kernel, sorted.
-func EntryPoints() []string {
-	names := make([]string, 0, len(entryFile))
-	for name := range entryFile {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func EntryPoints() []string { return slices.Sorted(maps.Keys(entryFile)) }
 
 // SourceFile returns the name of the source file that defines the entry
 // point, and false for an unknown name.

@@ -63,6 +63,11 @@ var sel struct {
 	dispatchThreads                   objc.SEL `sel:"dispatchThreads:threadsPerThreadgroup:" types:"v@:{MTLSize=QQQ}{MTLSize=QQQ}"`
 	memoryBarrierWithScope            objc.SEL `sel:"memoryBarrierWithScope:" types:"v@:Q"`
 	endEncoding                       objc.SEL `sel:"endEncoding" types:"v@:"`
+
+	// MTLCommandBuffer, MTLBlitCommandEncoder
+	blitCommandEncoder     objc.SEL `sel:"blitCommandEncoder" types:"@@:"`
+	synchronizeResource    objc.SEL `sel:"synchronizeResource:" types:"v@:@"`
+	copyFromBufferToBuffer objc.SEL `sel:"copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:" types:"v@:@Q@QQ"`
 }
 
 var selectorTable = objc.NewSelectorTable(&sel)
