@@ -206,7 +206,7 @@ func loadRuntime(root string) error {
 	}
 	so := filepath.Join(dir, rtLibName)
 	if _, log, err := buildShared(clang, "", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
-		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror",
+		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror=implicit-function-declaration",
 		"-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread"); err != nil {
 		return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log)
 	}
