@@ -314,7 +314,7 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 	flags := []string{
 		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
 		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
-		"-fno-math-errno", "-nostdlib++", "-mllvm", "-inline-threshold=2000",
+		"-fno-math-errno", "-nostdlib++", "-mllvm", "-inline-threshold=500",
 		"-ffp-contract=off", "-fno-color-diagnostics",
 		// keep copy loops as loads and stores (instrumented), not memcpy calls
 		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",
