@@ -72,9 +72,4 @@ var sel struct {
 
 var selectorTable = objc.NewSelectorTable(&sel)
 
-// Selectors returns every selector the package sends to Metal objects,
-// with the type encoding of its method, for checking against Apple's
-// headers.
-func Selectors() []objc.Selector { return selectorTable.Selectors() }
-
 func loadSels() { selectorTable.Register() }
