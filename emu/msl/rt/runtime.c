@@ -4,7 +4,11 @@
  * compiled with -fsanitize-coverage=trace-loads,trace-stores, so every
  * memory access calls one of the __sanitizer_cov_* hooks below, which count
  * bytes per buffer binding and stop the dispatch before an access outside
- * the bound buffers happens.
+ * the bound buffers, outside its threadgroup memory allocation or into
+ * another thread's stack happens, or one racing with another thread's
+ * access to the same threadgroup memory; they also enforce the dispatch's
+ * time limit. The handlers of clang's integer division and array bounds
+ * checks (-fsanitize=...) stop the faulting thread the same way.
  *
  * Built once into libpuremetal_msl_rt.so and loaded RTLD_GLOBAL, so kernel
  * libraries resolve the hooks and the pm_* / __pm_* functions against it. */
@@ -207,7 +211,7 @@ typedef struct pm_worker {
 	int nb, last, overlap;
 	int bidx[PM_MAX_BINDINGS];
 	uint64_t blo[PM_MAX_BINDINGS], blen[PM_MAX_BINDINGS];
-	uint64_t arena_lo, arena_len, mod_lo, mod_len;
+	uint64_t mod_lo, mod_len;
 	uint64_t state_lo, state_len;   /* built-ins the kernel may read */
 	uint64_t tg_lo, tg_len;         /* threadgroup memory and its shadow */
 	uint64_t stacks_lo, stacks_len; /* every fiber stack */
@@ -332,8 +336,6 @@ static pm_worker *arena_new(void) {
 	w->shadow_pc = (pm_shadow_pc *)(base + o_shadow_pc);
 	w->shadow_ro = (uint32_t *)(base + o_shadow_ro);
 	w->stacks = base + o_stacks;
-	w->arena_lo = (uint64_t)(uintptr_t)base;
-	w->arena_len = size;
 	w->state_lo = (uint64_t)(uintptr_t)(base + o_fibers);
 	w->state_len = o_tg_lo - o_fibers;
 	w->tg_lo = (uint64_t)(uintptr_t)(base + o_tg_lo);
