@@ -135,7 +135,8 @@
 //     call's return address) is not caught before that.
 //   - Races on threadgroup memory: two threads of a threadgroup accessing
 //     the same bytes, at least one storing, with no threadgroup_barrier
-//     between them (any mem_flags) is a fault naming both accesses. Lanes
+//     between them (any mem_flags) is a fault naming both accesses, even
+//     when two threads store the same value. Lanes
 //     of one SIMD-group are also ordered by the SIMD-group functions and
 //     simdgroup_barrier calls they make together, since the emulator
 //     switches between the lanes there, as they step together on the GPU;
