@@ -28,4 +28,13 @@ type Buffers struct {
 	Output   View // written
 	StateOut View // written
 	Capture  View // written: S after every token
+
+	// Slots (int32 [n_seqs], see [I32View]) names the state of each
+	// sequence in a pool of Shape.NSlots states; set exactly when
+	// Shape.NSlots > 0. A negative slot is padding: the sequence is
+	// skipped and nothing of it is written.
+	Slots View
+	// CuSeqlens (int32 [n_seqs+1]) gives sequence s the packed tokens
+	// CuSeqlens[s] to CuSeqlens[s+1]-1; set exactly when Shape.Varlen.
+	CuSeqlens View
 }

@@ -23,6 +23,6 @@ kernel void gated_delta_net_decode_capture_f32(
                                   p, capture, tg, tid);
 }
 
-template [[host_name("gated_delta_net_decode_capture_f32_1")]] kernel decltype(gated_delta_net_decode_capture_f32<1>) gated_delta_net_decode_capture_f32<1>;
-template [[host_name("gated_delta_net_decode_capture_f32_2")]] kernel decltype(gated_delta_net_decode_capture_f32<2>) gated_delta_net_decode_capture_f32<2>;
-template [[host_name("gated_delta_net_decode_capture_f32_4")]] kernel decltype(gated_delta_net_decode_capture_f32<4>) gated_delta_net_decode_capture_f32<4>;
+instantiate_gdn_kernel(gated_delta_net_decode_capture_f32, 1)
+instantiate_gdn_kernel(gated_delta_net_decode_capture_f32, 2)
+instantiate_gdn_kernel(gated_delta_net_decode_capture_f32, 4)

@@ -14,6 +14,11 @@
 #include <metal_stdlib>
 using namespace metal;
 
+// instantiate_gdn_kernel(name, nsg) makes the kernel template name<nsg> an
+// entry point called "name_nsg": one line per variant.
+#define instantiate_gdn_kernel(name, nsg) \
+    template [[host_name(#name "_" #nsg)]] kernel decltype(name<nsg>) name<nsg>;
+
 // The nine words bound with setBytes at buffer index 8.
 struct gdn_params {
     uint  d_k;

@@ -107,14 +107,14 @@ kernel void gated_delta_net_decode_seq_f32(
     }
 }
 
-template [[host_name("gated_delta_net_decode_f32_1")]] kernel decltype(gated_delta_net_decode_f32<1>) gated_delta_net_decode_f32<1>;
-template [[host_name("gated_delta_net_decode_f32_2")]] kernel decltype(gated_delta_net_decode_f32<2>) gated_delta_net_decode_f32<2>;
-template [[host_name("gated_delta_net_decode_f32_4")]] kernel decltype(gated_delta_net_decode_f32<4>) gated_delta_net_decode_f32<4>;
+instantiate_gdn_kernel(gated_delta_net_decode_f32, 1)
+instantiate_gdn_kernel(gated_delta_net_decode_f32, 2)
+instantiate_gdn_kernel(gated_delta_net_decode_f32, 4)
 
-template [[host_name("gated_delta_net_decode_seq_f32_1")]] kernel decltype(gated_delta_net_decode_seq_f32<1>) gated_delta_net_decode_seq_f32<1>;
-template [[host_name("gated_delta_net_decode_seq_f32_2")]] kernel decltype(gated_delta_net_decode_seq_f32<2>) gated_delta_net_decode_seq_f32<2>;
-template [[host_name("gated_delta_net_decode_seq_f32_4")]] kernel decltype(gated_delta_net_decode_seq_f32<4>) gated_delta_net_decode_seq_f32<4>;
+instantiate_gdn_kernel(gated_delta_net_decode_seq_f32, 1)
+instantiate_gdn_kernel(gated_delta_net_decode_seq_f32, 2)
+instantiate_gdn_kernel(gated_delta_net_decode_seq_f32, 4)
 
-template [[host_name("gated_delta_net_decode_legacy_f32_1")]] kernel decltype(gated_delta_net_decode_legacy_f32<1>) gated_delta_net_decode_legacy_f32<1>;
-template [[host_name("gated_delta_net_decode_legacy_f32_2")]] kernel decltype(gated_delta_net_decode_legacy_f32<2>) gated_delta_net_decode_legacy_f32<2>;
-template [[host_name("gated_delta_net_decode_legacy_f32_4")]] kernel decltype(gated_delta_net_decode_legacy_f32<4>) gated_delta_net_decode_legacy_f32<4>;
+instantiate_gdn_kernel(gated_delta_net_decode_legacy_f32, 1)
+instantiate_gdn_kernel(gated_delta_net_decode_legacy_f32, 2)
+instantiate_gdn_kernel(gated_delta_net_decode_legacy_f32, 4)

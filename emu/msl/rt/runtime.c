@@ -293,9 +293,10 @@ static pm_worker *arena_new(void) {
 	off = align_up(off + sizeof(uint32_t) * PM_MAX_THREADS, 64);
 	size_t o_sg = off;
 	off = align_up(off + sizeof(pm_sg) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
+	/* what kernel code may read: SIMD-group exchange records, built-ins
+	 * and shared values */
 	size_t o_sgx = off;
 	off = align_up(off + sizeof(pm_simd_x) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
-	/* what kernel code may read: built-ins and shared values */
 	size_t o_fibers = off;
 	off = align_up(off + sizeof(pm_fiber) * PM_MAX_THREADS, 64);
 	size_t o_shared = off;
@@ -336,8 +337,8 @@ static pm_worker *arena_new(void) {
 	w->shadow_pc = (pm_shadow_pc *)(base + o_shadow_pc);
 	w->shadow_ro = (uint32_t *)(base + o_shadow_ro);
 	w->stacks = base + o_stacks;
-	w->state_lo = (uint64_t)(uintptr_t)(base + o_fibers);
-	w->state_len = o_tg_lo - o_fibers;
+	w->state_lo = (uint64_t)(uintptr_t)(base + o_sgx);
+	w->state_len = o_tg_lo - o_sgx;
 	w->tg_lo = (uint64_t)(uintptr_t)(base + o_tg_lo);
 	w->tg_len = o_guard - o_tg_lo;
 	w->stacks_lo = (uint64_t)(uintptr_t)(base + o_stacks);
