@@ -423,6 +423,7 @@ static const char *op_name(uint32_t op) {
 		"simd_shuffle_up", "simd_shuffle_down", "simd_shuffle_rotate_up",
 		"simd_shuffle_rotate_down", "simd_broadcast", "simd_broadcast_first",
 		"simd_all", "simd_any", "simd_is_first", "simd_ballot", "simd_active_threads_mask",
+		"simd_shuffle_and_fill_up", "simd_shuffle_and_fill_down",
 	};
 	return op < PM_OP_COUNT ? names[op] : "?";
 }
