@@ -23,6 +23,22 @@ func I32View(b *mtl.Buffer, offset, n int) View {
 	return View{Buffer: b, Offset: offset, Type: I32, Len: n}
 }
 
+// bindServing binds the slot index and cu_seqlens at indices 12 and 13.
+// A dispatch without one binds G's buffer in its place, which the kernel
+// does not read (n_slots is 0, or varlen is), so that every argument of
+// the kernel has a binding.
+func bindServing(enc encoder, s Shape, b Buffers) {
+	slots, cu := b.Slots, b.CuSeqlens
+	if s.NSlots == 0 {
+		slots = b.G
+	}
+	if !s.Varlen {
+		cu = b.G
+	}
+	enc.SetBuffer(slots.Buffer, slots.Offset, slotsIndex)
+	enc.SetBuffer(cu.Buffer, cu.Offset, cuSeqlensIndex)
+}
+
 // storageModeMask selects the storage mode bits of resource options
 // (MTLResourceStorageModeMask).
 const storageModeMask = 0xf0
