@@ -281,3 +281,35 @@ func TestServingEncoding(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkServingDispatch measures the host cost of one decode dispatch
+// over a batch in a state pool (slots in shared storage, so validation
+// reads and checks them): 8 sequences (pairwise check) and 256 (bitset of
+// a 4096-slot pool), Qwen3.5's shape.
+func BenchmarkServingDispatch(b *testing.B) {
+	fb := fakeBuffers{}
+	fc := fakeContents{}
+	oldInfo, oldContents := bufferInfo, cpuContents
+	bufferInfo = func(buf *mtl.Buffer) (int, bool) { return fb[buf].length, true }
+	cpuContents = func(buf *mtl.Buffer) []byte { return fc[buf] }
+	defer func() { bufferInfo, cpuContents = oldInfo, oldContents }()
+	kk := &Kernels{pipelines: onePipeline{new(mtl.ComputePipelineState)}}
+	for _, n := range []int{8, 256} {
+		s := Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: n, NSlots: 4096}
+		p, bufs := fb.args(KernelDecode, s)
+		slots := make([]int32, n)
+		for i := range slots {
+			slots[i] = int32(4095 - 7*i)
+		}
+		bufs.Slots = int32View(fb, fc, true, slots...)
+		bufs.StateOut = bufs.StateIn
+		b.Run(fmt.Sprintf("seqs%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := kk.dispatch(nopEncoder{}, KernelDecode, p, bufs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
