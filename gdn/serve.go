@@ -24,9 +24,10 @@ func I32View(b *mtl.Buffer, offset, n int) View {
 }
 
 // bindServing binds the slot index and cu_seqlens at indices 12 and 13.
-// A dispatch without one binds G's buffer in its place, which the kernel
-// does not read (n_slots is 0, or varlen is), so that every argument of
-// the kernel has a binding.
+// A dispatch without a state pool, or without packed tokens, binds G's
+// buffer in that place, which the kernel then does not read (parameter
+// word n_slots or varlen is 0), so that every argument of the kernel has a
+// binding.
 func bindServing(enc encoder, s Shape, b Buffers) {
 	slots, cu := b.Slots, b.CuSeqlens
 	if s.NSlots == 0 {
