@@ -179,6 +179,7 @@ func failed(t testing.TB, err error, code int, want ...string) string {
 // Metal's command buffer error codes.
 const (
 	errorInternal  = 1 // MTLCommandBufferErrorInternal
+	errorTimeout   = 2 // MTLCommandBufferErrorTimeout
 	errorPageFault = 3 // MTLCommandBufferErrorPageFault
 )
 
