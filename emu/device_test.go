@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -264,7 +265,7 @@ func TestSyntaxErrorReported(t *testing.T) {
 }
 
 func TestOptionsChecked(t *testing.T) {
-	noLeaks(t)
+	testdevice.CheckReleased(t)
 	d, err := emu.NewDeviceWithOptions(emu.Options{Order: 3})
 	if err == nil {
 		d.Release()

@@ -51,7 +51,7 @@ type gpu struct {
 // released: call it before anything else in the test.
 func newGPU(t *testing.T, opts emu.Options) *gpu {
 	t.Helper()
-	noLeaks(t)
+	testdevice.CheckReleased(t)
 	d := testdevice.Emulated(t, opts)
 	q, err := d.NewCommandQueue()
 	if err != nil {
@@ -59,17 +59,6 @@ func newGPU(t *testing.T, opts emu.Options) *gpu {
 	}
 	t.Cleanup(q.Release)
 	return &gpu{t: t, d: d, q: q}
-}
-
-// noLeaks checks, after the cleanups registered later have run, that as
-// many emulated objects are alive as before.
-func noLeaks(t *testing.T) {
-	before := emu.LiveObjects()
-	t.Cleanup(func() {
-		if after := emu.LiveObjects(); after != before {
-			t.Errorf("live emulated objects: %d before the test, %d after releasing everything", before, after)
-		}
-	})
 }
 
 // pipeline compiles a testdata file and makes the pipeline of one of its

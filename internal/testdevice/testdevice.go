@@ -58,3 +58,15 @@ func Metal(t testing.TB) *mtl.Device {
 // emulator does not check (threadgroups racing on device memory) differ
 // between them.
 var Orders = []emu.Options{{Order: msl.Forward}, {Order: msl.Shuffled, Seed: 0x9e3779b97f4a7c15}}
+
+// CheckReleased checks, once the test's cleanups registered after this
+// call have run, that as many emulated objects are alive as when it was
+// called: call it before making anything the test must release.
+func CheckReleased(t testing.TB) {
+	before := emu.LiveObjects()
+	t.Cleanup(func() {
+		if after := emu.LiveObjects(); after != before {
+			t.Errorf("live emulated objects: %d before the test, %d after releasing everything", before, after)
+		}
+	})
+}
