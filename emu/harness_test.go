@@ -66,20 +66,7 @@ func newGPU(t *testing.T, opts emu.Options) *gpu {
 // exists, the pipeline when the test ends.
 func (g *gpu) pipeline(file, kernel string) *mtl.ComputePipelineState {
 	g.t.Helper()
-	lib, err := g.d.NewLibraryWithSource(source(g.t, file), mtl.CompileOptions{})
-	if err != nil {
-		g.t.Fatalf("%s: %v", file, err)
-	}
-	defer lib.Release()
-	fn, err := lib.NewFunction(kernel)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer fn.Release()
-	p, err := g.d.NewComputePipelineState(fn)
-	if err != nil {
-		g.t.Fatal(err)
-	}
+	p := testdevice.Pipeline(g.t, g.d, source(g.t, file), mtl.CompileOptions{}, kernel)
 	g.t.Cleanup(p.Release)
 	return p
 }

@@ -35,23 +35,11 @@ kernel void add_into(device const float *a [[buffer(0)]],
 
 func size(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
 
+// newPipeline makes the pipeline of one of kernelsSource's kernels, the
+// caller's to release.
 func newPipeline(t testing.TB, d *mtl.Device, name string) *mtl.ComputePipelineState {
 	t.Helper()
-	lib, err := d.NewLibraryWithSource(kernelsSource, mtl.CompileOptions{LanguageVersion: mtl.LanguageVersion3_1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Release()
-	fn, err := lib.NewFunction(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fn.Release()
-	p, err := d.NewComputePipelineState(fn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testdevice.Pipeline(t, d, kernelsSource, mtl.CompileOptions{LanguageVersion: mtl.LanguageVersion3_1}, name)
 }
 
 // gpu is an emulated device and a command queue on it, released when the

@@ -70,3 +70,26 @@ func CheckReleased(t testing.TB) {
 		}
 	})
 }
+
+// Pipeline compiles src on d and makes the compute pipeline of its
+// function kernel, failing the test on any error; the library and the
+// function are released once the pipeline exists, and the pipeline is
+// the caller's to release.
+func Pipeline(t testing.TB, d *mtl.Device, src string, opts mtl.CompileOptions, kernel string) *mtl.ComputePipelineState {
+	t.Helper()
+	lib, err := d.NewLibraryWithSource(src, opts)
+	if err != nil {
+		t.Fatalf("compiling the library of %s: %v", kernel, err)
+	}
+	defer lib.Release()
+	fn, err := lib.NewFunction(kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fn.Release()
+	p, err := d.NewComputePipelineState(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
