@@ -175,6 +175,14 @@ func (g *gpu) compileError(src string) string {
 	return ce.Log
 }
 
+// setScale sets up vector_add.metal's scale kernel, pipeline p, to
+// multiply x by s in place: the dispatch is the caller's.
+func setScale(enc *mtl.ComputeCommandEncoder, p *mtl.ComputePipelineState, x *mtl.Buffer, s float32) {
+	enc.SetComputePipelineState(p)
+	enc.SetBuffer(x, 0, 0)
+	enc.SetBytes(f32Bytes(s), 1)
+}
+
 func size1(n int) mtl.Size { return mtl.Size{Width: uint(n), Height: 1, Depth: 1} }
 
 // u32Bytes is the little-endian encoding of v, for SetBytes.
