@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -144,30 +143,7 @@ type abiImpl struct {
 	seen func(t testing.TB) []uint64
 }
 
-// onceClass is a test class registered the first time a test asks for it.
-type onceClass struct {
-	sync.Mutex
-	cls Class
-}
-
 var goABI, cABI onceClass
-
-// get returns the class, registering it with the methods of methods, as a
-// subclass of the root class, on the first call.
-func (c *onceClass) get(t testing.TB, name string, methods func() []Method) Class {
-	t.Helper()
-	root := rootClass(t)
-	c.Lock()
-	defer c.Unlock()
-	if c.cls == 0 {
-		cls, err := RegisterClass(name, root, methods())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.cls = cls
-	}
-	return c.cls
-}
 
 // allABICases are abiCases and the methods of the size and bool checks.
 func allABICases() []abiCase {
@@ -177,7 +153,7 @@ func allABICases() []abiCase {
 // goABIClass is the class whose methods are the Go functions of abiCases.
 func goABIClass(t testing.TB) abiImpl {
 	t.Helper()
-	cls := goABI.get(t, "PMTestGoABI", func() []Method {
+	cls := goABI.get(t, "PMTestGoABI", rootClass(t), func() []Method {
 		var ms []Method
 		for _, c := range allABICases() {
 			if !goCallbackUnsupported(c) {
@@ -194,7 +170,7 @@ func goABIClass(t testing.TB) abiImpl {
 func cABIClass(t testing.TB) abiImpl {
 	t.Helper()
 	loadCLib(t)
-	cls := cABI.get(t, "PMTestCABI", func() []Method {
+	cls := cABI.get(t, "PMTestCABI", rootClass(t), func() []Method {
 		var ms []Method
 		for _, c := range allABICases() {
 			ms = append(ms, Method{Sel: c.sel, IMP: IMP(cSymbol(t, c.cFn)), Types: c.types})
