@@ -62,24 +62,32 @@ func TestSeed(t *testing.T) {
 	}
 }
 
+// written returns the activations of three layers of windows p, each
+// written with inputs of its own drawn from seed, and the inputs.
+func written(t *testing.T, dev *mtl.Device, p spec.Params, seed uint64) (*Activations, []cpuref.Inputs) {
+	t.Helper()
+	a, err := NewActivations(dev, p, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := make([]cpuref.Inputs, 3)
+	for l := range ins {
+		if ins[l], err = cpuref.RandomInputs(p, Seed(seed, l, 0)); err != nil {
+			a.Release()
+			t.Fatal(err)
+		}
+		a.Write(l, ins[l])
+	}
+	return a, ins
+}
+
 // Layer l's inputs land in its window, and its views cover exactly that
 // window.
 func TestActivations(t *testing.T) {
 	dev := testdevice.Emulated(t, emu.Options{})
 	p := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 1}}
-	const layers = 3
-	a, err := NewActivations(dev, p, layers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, ins := written(t, dev, p, 9)
 	defer a.Release()
-	ins := make([]cpuref.Inputs, layers)
-	for l := range ins {
-		if ins[l], err = cpuref.RandomInputs(p, Seed(9, l, 0)); err != nil {
-			t.Fatal(err)
-		}
-		a.Write(l, ins[l])
-	}
 	for l, in := range ins {
 		b := a.Buffers(l)
 		for _, c := range []struct {
@@ -212,18 +220,7 @@ func TestTypedActivations(t *testing.T) {
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, ty := range []spec.ElemType{spec.F16, spec.BF16} {
 		p := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 1, NSeqs: 1}, Activation: ty, Fused: spec.FusedAll}
-		const layers = 3
-		a, err := NewActivations(dev, p, layers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ins := make([]cpuref.Inputs, layers)
-		for l := range ins {
-			if ins[l], err = cpuref.RandomInputs(p, Seed(5, l, 0)); err != nil {
-				t.Fatal(err)
-			}
-			a.Write(l, ins[l])
-		}
+		a, ins := written(t, dev, p, 5)
 		for l, in := range ins {
 			b := a.Buffers(l)
 			for _, c := range []struct {
