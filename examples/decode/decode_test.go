@@ -168,6 +168,14 @@ func TestEmulatedBackend(t *testing.T) {
 					t.Errorf("the report lacks %q:\n%s", w, &out)
 				}
 			}
+			// The device's state is rounded to its type once per token:
+			// a 16-bit state is off the float64 truth by a rounding
+			// after the first token already, an f32 one is not.
+			if d := res.Drift.State; len(d) != cfg.tokens {
+				t.Errorf("drift of %d tokens, want %d", len(d), cfg.tokens)
+			} else if p.State != spec.F32 && !(d[0] > bound(p.State, 0)/16) || p.State == spec.F32 && !(d[0] < Bound) {
+				t.Errorf("%v state: error %.3g after one token, bound %.3g", p.State, d[0], bound(p.State, Bound))
+			}
 			checkMoved(t, cfg, res.FinalState)
 		})
 	}
