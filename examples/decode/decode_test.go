@@ -64,7 +64,7 @@ func TestCPUBackend(t *testing.T) {
 					s := out.String()
 					want := []string{
 						fmt.Sprintf("%s activations", act), fmt.Sprintf("%s state;", st),
-						"cpuref.Oracle64", "value heads [0 3]", st + " state, every token", act + " output, every token",
+						"cpuref.Oracle64", "value heads [0 3]", st + " state, after ", act + " output, every token",
 						"dispatches: none", "latency per token", st + " state per token", "parity: PASS",
 					}
 					if fused {
@@ -73,7 +73,7 @@ func TestCPUBackend(t *testing.T) {
 						want = append(want, "unfused: q and k normalised", "(q, k, v, g, beta, output)")
 					}
 					if st != "f32" {
-						want = append(want, "drift:  the "+st+" state against the float64 oracle after tokens 1: ", ", 5: ", "cpuref.DecodeDrift", "half an f32 state's")
+						want = append(want, "drift:  the "+st+" state against the float64 oracle after tokens 1: ", ", 4: ", ", 5: ", "cpuref.DecodeDrift", "half an f32 state's")
 					} else if strings.Contains(s, "drift:") {
 						t.Errorf("a drift line for an f32 state:\n%s", s)
 					}
@@ -171,8 +171,8 @@ func TestEmulatedBackend(t *testing.T) {
 			// The device's state is rounded to its type once per token:
 			// a 16-bit state is off the float64 truth by a rounding
 			// after the first token already, an f32 one is not.
-			if d := res.Drift.State; len(d) != cfg.tokens {
-				t.Errorf("drift of %d tokens, want %d", len(d), cfg.tokens)
+			if d := res.Drift.State; len(d) != 4 || res.Drift.Tokens[0] != 1 || len(res.Drift.Output) != cfg.tokens {
+				t.Errorf("drift after tokens %v (%d errors), outputs of %d tokens; want 1, 2, 4, 5 and 5", res.Drift.Tokens, len(d), len(res.Drift.Output))
 			} else if p.State != spec.F32 && !(d[0] > bound(p.State, 0)/16) || p.State == spec.F32 && !(d[0] < Bound) {
 				t.Errorf("%v state: error %.3g after one token, bound %.3g", p.State, d[0], bound(p.State, Bound))
 			}
@@ -209,9 +209,9 @@ func (a *asDevice) Outputs() ([][]float32, error) {
 	return o, err
 }
 
-func (a *asDevice) Heads(h int) (states, outputs [][]float32, err error) {
-	states, outputs, err = a.cpuBackend.Heads(h)
-	if a.badHead {
+func (a *asDevice) Heads(h int, state bool) (states, outputs [][]float32, err error) {
+	states, outputs, err = a.cpuBackend.Heads(h, state)
+	if a.badHead && state {
 		states[1][3] += 0.05
 	}
 	return states, outputs, err

@@ -28,8 +28,8 @@
 // floor of the specification (each layer's state read once and written
 // once per token; half as many bytes with a 16-bit state), and a parity
 // check with SPEC section 9's bounds. The check compares, on the first
-// and last value heads of every layer, the state after every token and
-// every token's output with the float64 oracle cpuref.Oracle64 over the
+// and last value heads of every layer, the state after 1, 2, 4, ... and
+// the last token and every token's output with the float64 oracle cpuref.Oracle64 over the
 // same rounded inputs; on the device backends it also compares every
 // layer's whole final state and last output with cpuref.Reference32 run
 // one token per call, as the device ran them. For a 16-bit state it prints
@@ -204,9 +204,9 @@ type backend interface {
 	States() ([][]float32, error)
 	// Outputs returns a copy of every layer's output of the last token.
 	Outputs() ([][]float32, error)
-	// Heads returns, for every layer, the state and the last token's
-	// output of value head h, widened to float32.
-	Heads(h int) (states, outputs [][]float32, err error)
+	// Heads returns, for every layer, the last token's output of value
+	// head h and, when state is set, its state, widened to float32.
+	Heads(h int, state bool) (states, outputs [][]float32, err error)
 	// Dispatches returns the dispatches encoded so far; -1 for a backend
 	// that runs none.
 	Dispatches() int
@@ -257,9 +257,9 @@ type result struct {
 	Device     []time.Duration // device time per token; nil without a GPU
 	Dispatches int             // encoded, -1 on the cpu backend
 	Checks     []check
-	Pass       bool          // every check passed
-	Drift      *cpuref.Drift // the oracle's heads' errors, token by token
-	FinalState [][]float32   // every layer's final state
+	Pass       bool        // every check passed
+	Drift      *drift      // the errors against the float64 oracle
+	FinalState [][]float32 // every layer's final state
 }
 
 // Worst returns the largest ratio of a check's error to its bound: above
@@ -377,9 +377,10 @@ func fusedSays(p spec.Params) string {
 // decodeTokens runs cfg.tokens decode steps through every layer on be,
 // with fresh inputs for every layer and token, recording each token's
 // time in res and a progress line on stderr about eight times. It returns
-// the inputs, [layer][token], for the parity check, and after every token
-// the state and output of the value heads heads: snaps[i][t] holds head
-// heads[i]'s, every layer's, after token t.
+// the inputs, [layer][token], for the parity check, and snapshots of the
+// value heads heads: snaps[i][t] holds head heads[i]'s output in every
+// layer after token t, and its state after the checkpoints (see
+// checkpoints) only, which keeps a long run's snapshots small.
 func decodeTokens(cfg config, p spec.Params, be backend, consts []cpuref.Inputs, heads []int, res *result, stderr io.Writer) ([][]cpuref.Inputs, [][]snapshot, error) {
 	every := cfg.every
 	if every == 0 {
@@ -390,6 +391,7 @@ func decodeTokens(cfg config, p spec.Params, be backend, consts []cpuref.Inputs,
 		inputs[l] = make([]cpuref.Inputs, cfg.tokens)
 	}
 	snaps := make([][]snapshot, len(heads))
+	at := checkpoints(cfg.tokens)
 	step := make([]cpuref.Inputs, cfg.Layers)
 	start := time.Now()
 	for t := range cfg.tokens {
@@ -412,7 +414,7 @@ func decodeTokens(cfg config, p spec.Params, be backend, consts []cpuref.Inputs,
 		}
 		for i, h := range heads { // after the timing: not part of a step
 			var s snapshot
-			if s.states, s.outputs, err = be.Heads(h); err != nil {
+			if s.states, s.outputs, err = be.Heads(h, slices.Contains(at, t+1)); err != nil {
 				return nil, nil, err
 			}
 			snaps[i] = append(snaps[i], s)
@@ -428,10 +430,38 @@ func decodeTokens(cfg config, p spec.Params, be backend, consts []cpuref.Inputs,
 	return inputs, snaps, nil
 }
 
-// A snapshot is one value head's state and output in every layer after
-// one token.
+// A snapshot is one value head's output in every layer after one token,
+// and its state after a checkpoint.
 type snapshot struct {
-	states, outputs [][]float32 // [layer]
+	states, outputs [][]float32 // [layer]; states nil but at a checkpoint
+}
+
+// checkpoints are the token counts after which the oracle check compares
+// states: 1, 2, 4, 8, ... and the last, n.
+func checkpoints(n int) []int {
+	var at []int
+	for t := 1; t < n; t *= 2 {
+		at = append(at, t)
+	}
+	return append(at, n)
+}
+
+// tokenList formats token counts as "1, 2, 4".
+func tokenList(at []int) string {
+	s := make([]string, len(at))
+	for i, t := range at {
+		s[i] = fmt.Sprint(t)
+	}
+	return strings.Join(s, ", ")
+}
+
+// drift is the error of the decode loop against the float64 truth, each
+// figure relative to the largest magnitude of the truth at that token,
+// over the checked heads of every layer.
+type drift struct {
+	Tokens []int     // the checkpoints
+	State  []float64 // [checkpoint]: the state after Tokens[i] tokens
+	Output []float64 // [token]: the output of every token
 }
 
 // reportDispatches prints the dispatches per layer and token, counted,
@@ -514,22 +544,23 @@ func driftHeads(p spec.Params) []int {
 }
 
 // parityOracle compares, for the value heads heads of every layer, the
-// state after every token and every token's output with the float64
+// state after every checkpoint and every token's output with the float64
 // oracle cpuref.Oracle64 (the matrix form of the paper, no shared code)
 // over the same rounded inputs, with SPEC section 9's bounds: with an f32
 // state, the state within Bound and the output within its type's bound at
 // every token; with a 16-bit state, after t tokens the state within t
 // times its type's bound and the output within t times the larger of its
-// type's and the state type's bounds.
-// It returns the checks and the errors token by token.
-func parityOracle(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.Inputs, heads []int, snaps [][]snapshot, self bool, stdout io.Writer) ([]check, *cpuref.Drift, error) {
+// type's and the state type's bounds. It returns the checks and the
+// errors.
+func parityOracle(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.Inputs, heads []int, snaps [][]snapshot, self bool, stdout io.Writer) ([]check, *drift, error) {
 	n := len(inputs[0])
+	at := checkpoints(n)
 	who := "the backend's"
 	if self {
 		who = "the cpu backend (cpuref.Reference32 itself):"
 	}
-	fmt.Fprintf(stdout, "parity: %s state after every token and every output against the float64 oracle cpuref.Oracle64 over the same rounded inputs, value heads %v of every layer\n", who, heads)
-	d := &cpuref.Drift{State: make([]float64, n), Output: make([]float64, n)}
+	fmt.Fprintf(stdout, "parity: %s states after tokens %s and every output against the float64 oracle cpuref.Oracle64 over the same rounded inputs, value heads %v of every layer\n", who, tokenList(at), heads)
+	d := &drift{Tokens: at, State: make([]float64, len(at)), Output: make([]float64, n)}
 	cells := p.DK * p.DV
 	for l := range inputs {
 		for i, h := range heads {
@@ -539,8 +570,11 @@ func parityOracle(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.Input
 				return nil, nil, fmt.Errorf("layer %d: %w", l, err)
 			}
 			for t, s := range snaps[i] {
-				d.State[t] = max(d.State[t], cpuref.MaxRelErr64(s.states[l], want.Capture[t*cells:(t+1)*cells]))
 				d.Output[t] = max(d.Output[t], cpuref.MaxRelErr64(s.outputs[l], want.Output[t*p.DV:(t+1)*p.DV]))
+			}
+			for c, tok := range at {
+				t := tok - 1
+				d.State[c] = max(d.State[c], cpuref.MaxRelErr64(snaps[i][t].states[l], want.Capture[t*cells:(t+1)*cells]))
 			}
 		}
 	}
@@ -549,21 +583,21 @@ func parityOracle(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.Input
 	// (0, 1), |k| = 1), so after t tokens its error, and that of the
 	// output computed from it, is within t times the one-token bound;
 	// with an f32 state every token is held to the one-token bound.
-	perToken := func(e []float64) float64 {
+	perToken := func(e []float64, tokens func(i int) int) float64 {
 		worst := 0.0
-		for t, x := range e {
+		for i, x := range e {
 			if p.State != spec.F32 {
-				x /= float64(t + 1)
+				x /= float64(tokens(i))
 			}
 			worst = max(worst, x)
 		}
 		return worst
 	}
-	every := "every token"
+	after, every := "after tokens "+tokenList(at), "every token"
 	if p.State != spec.F32 {
-		every = "every token t, rel err / t"
+		after, every = "after t = "+tokenList(at)+" tokens, rel err / t", "every token t, rel err / t"
 	}
-	sc := newCheck(stdout, fmt.Sprintf("%s state, %s", p.State, every), perToken(d.State), bound(p.State, Bound))
+	sc := newCheck(stdout, fmt.Sprintf("%s state, %s", p.State, after), perToken(d.State, func(i int) int { return at[i] }), bound(p.State, Bound))
 	// The output is computed from the state before it is rounded, so with
 	// a 16-bit state it carries the state's error as well as its own
 	// rounding: the larger of the two bounds, per token decoded.
@@ -571,7 +605,7 @@ func parityOracle(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.Input
 	if p.State != spec.F32 {
 		outBound = max(outBound, bound(p.State, Bound))
 	}
-	oc := newCheck(stdout, fmt.Sprintf("%s output, %s", p.Activation, every), perToken(d.Output), outBound)
+	oc := newCheck(stdout, fmt.Sprintf("%s output, %s", p.Activation, every), perToken(d.Output, func(t int) int { return t + 1 }), outBound)
 	return []check{sc, oc}, d, nil
 }
 
@@ -579,13 +613,10 @@ func parityOracle(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.Input
 // truth over the tokens decoded, at 1, 2, 4, ... tokens and the last, and
 // for comparison the CPU reference's own drift over DriftTokens tokens
 // (cpuref.DecodeDrift) in one value head of the same types.
-func reportDrift(p spec.Params, seed uint64, d *cpuref.Drift, stdout io.Writer) error {
+func reportDrift(p spec.Params, seed uint64, d *drift, stdout io.Writer) error {
 	var at []string
-	for t := 1; t <= len(d.State); t *= 2 {
-		at = append(at, fmt.Sprintf("%d: %.3g", t, d.State[t-1]))
-		if t*2 > len(d.State) && t != len(d.State) {
-			at = append(at, fmt.Sprintf("%d: %.3g", len(d.State), d.State[len(d.State)-1]))
-		}
+	for i, t := range d.Tokens {
+		at = append(at, fmt.Sprintf("%d: %.3g", t, d.State[i]))
 	}
 	fmt.Fprintf(stdout, "drift:  the %s state against the float64 oracle after tokens %s (max rel err; rounded once per token, the truth never)\n", p.State, strings.Join(at, ", "))
 	one := p
@@ -682,10 +713,12 @@ func (c *cpuBackend) Step(in []cpuref.Inputs) (stepTime, error) {
 func (c *cpuBackend) States() ([][]float32, error)  { return cloneAll(c.states), nil }
 func (c *cpuBackend) Outputs() ([][]float32, error) { return cloneAll(c.outputs), nil }
 
-func (c *cpuBackend) Heads(h int) (states, outputs [][]float32, err error) {
+func (c *cpuBackend) Heads(h int, state bool) (states, outputs [][]float32, err error) {
 	cells := c.p.DK * c.p.DV
 	for l := range c.states {
-		states = append(states, slices.Clone(c.states[l][h*cells:(h+1)*cells]))
+		if state {
+			states = append(states, slices.Clone(c.states[l][h*cells:(h+1)*cells]))
+		}
 		outputs = append(outputs, slices.Clone(c.outputs[l][h*c.p.DV:(h+1)*c.p.DV]))
 	}
 	return states, outputs, nil
@@ -807,10 +840,12 @@ func (b *deviceBackend) Outputs() ([][]float32, error) {
 	return out, nil
 }
 
-func (b *deviceBackend) Heads(h int) (states, outputs [][]float32, err error) {
+func (b *deviceBackend) Heads(h int, state bool) (states, outputs [][]float32, err error) {
 	cells, t := b.p.DK*b.p.DV, b.p.State
 	for l := range b.states {
-		states = append(states, layerstack.Load(gdn.NewView(b.states[l], h*cells*t.Size(), t, cells), make([]float32, cells)))
+		if state {
+			states = append(states, layerstack.Load(gdn.NewView(b.states[l], h*cells*t.Size(), t, cells), make([]float32, cells)))
+		}
 		o := b.acts.Buffers(l).Output
 		a := o.Type
 		outputs = append(outputs, layerstack.Load(gdn.NewView(o.Buffer, o.Offset+h*b.p.DV*a.Size(), a, b.p.DV), make([]float32, b.p.DV)))
