@@ -30,10 +30,11 @@ kernel void k(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdg
     out[6 * 32 + lane] = __metal_simd_shuffle_down(x, ushort(1));
     out[7 * 32 + lane] = float(__metal_get_simdgroup_size(ushort()));
     out[8 * 32 + lane] = float(numeric_limits<int8_t>::max()) + float(numeric_limits<int8_t>::min());
+    out[9 * 32 + lane] = __metal_simd_xor(lane == 3 ? 1.5f : 0.0f); // the bits of 1.5
 }
 `
 	lib := compileT(t, src, CompileOptions{})
-	out := newF32(t, 9*32)
+	out := newF32(t, 10*32)
 	poison(out.f32())
 	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
 	d.Buffers[0] = out.binding()
@@ -54,7 +55,7 @@ kernel void k(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdg
 		fmax3 := max(x, 1, 2-x)
 		median := max(min(x, 1), min(max(x, 1), 2-x))
 		for k, w := range []float32{float32(math.Exp(float64(x))), float32(math.Exp(float64(x))), float32(math.Pow(float64(x), 1.5)),
-			fmax3, median, sum, down, 32, -1} {
+			fmax3, median, sum, down, 32, -1, 1.5} {
 			g := o[32*k+l]
 			if math.Abs(float64(g-w)) > 2e-7*math.Max(1, math.Abs(float64(w))) {
 				t.Errorf("result %d, lane %d: %v, want %v", k, l, g, w)
