@@ -20,7 +20,12 @@
 // numeric_limits; as_type), barriers, the SIMD-group functions,
 // simdgroup_matrix and atomics, and <metal_logging>'s os_log (its log calls
 // print nothing, as in a library compiled without
-// MTLCompileOptions.enableLogging). The translator, written in Go, reads every
+// MTLCompileOptions.enableLogging). The math functions are declared in
+// namespace metal (and fast::, precise::) by name, so a program may add
+// overloads there (MLX's bf16_math.h adds bfloat16_t's) and still reach
+// them as metal::exp; the __metal_* builtins of Apple's compiler that such
+// headers call (__metal_exp(x, __METAL_MAYBE_FAST_MATH__),
+// __metal_simd_sum) are the same functions. The translator, written in Go, reads every
 // kernel (kernel or [[kernel]]) and every template [[host_name("...")]]
 // instantiation, records their parameters (buffer and threadgroup indices,
 // built-ins, read-only buffers) and emits a launcher per entry point. It
@@ -125,7 +130,10 @@
 //     (complex64_t() threadgroup, operator float() const device): one
 //     overload is kept (the thread or unqualified one, else device,
 //     constant, threadgroup), callable on objects of every address space
-//     but threadgroup.
+//     but threadgroup. Of functions overloaded by the thread and device
+//     qualifiers of their parameters or result (operator+=(thread T&, T)
+//     and operator+=(device T&, T)), the first without device is kept; a
+//     threadgroup or constant overload stays a function of its own.
 //   - SIMD-group functions: reductions and prefix operations combine the
 //     lanes in ascending lane order (the GPU's order is unspecified); a
 //     shuffle from a lane that is not running (or outside a partial
