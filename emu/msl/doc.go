@@ -96,12 +96,16 @@
 //     vectors (0 or -1 per component); all, any and select accept them.
 //     Vector constructors such as float4(a.xy, 0, 1) work, but direct
 //     initialisation with several values (float4 v(1, 2, 3, 4);) does not:
-//     write float4 v = float4(1, 2, 3, 4).
+//     write float4 v = float4(1, 2, 3, 4). A cast between vector types of
+//     different element types in cast notation, (float4)h or T(h) with T a
+//     template parameter or a typedef, is a conversion in MSL and an error
+//     here: write float4(h).
 //   - Not supported, each failing with "... is not supported by the
 //     emulated device": textures, samplers, imageblocks, visible and
 //     intersection function tables, ray tracing, indirect command buffers,
 //     raster order groups, vertex and fragment functions, vector function
-//     constants, simdgroup_matrix shapes other than 8x8, bfloat in
+//     constants, matrix types (float4x4, half2x4, matrix<T, C, R>),
+//     simdgroup_matrix shapes other than 8x8, bfloat in
 //     threadgroup memory, quad-group functions (the quad built-ins work),
 //     and #include of files other than Metal's own headers (pass the
 //     program as one source).
