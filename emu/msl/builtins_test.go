@@ -33,15 +33,7 @@ kernel void k(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdg
     out[9 * 32 + lane] = __metal_simd_xor(lane == 3 ? 1.5f : 0.0f); // the bits of 1.5
 }
 `
-	lib := compileT(t, src, CompileOptions{})
-	out := newF32(t, 10*32)
-	poison(out.f32())
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0] = out.binding()
-	if _, err := functionT(t, lib, "k").Run(d); err != nil {
-		t.Fatal(err)
-	}
-	o := out.f32()
+	o := runSIMDGroup(t, src, 10*32)
 	for l := range 32 {
 		x := float32(l) / 8
 		sum := float32(0)
@@ -62,4 +54,20 @@ kernel void k(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdg
 			}
 		}
 	}
+}
+
+// runSIMDGroup compiles src and runs its kernel k over one SIMD-group (a
+// threadgroup of 32 threads) with n floats at buffer index 0, poisoned
+// first, and returns them.
+func runSIMDGroup(t *testing.T, src string, n int) []float32 {
+	t.Helper()
+	lib := compileT(t, src, CompileOptions{})
+	out := newF32(t, n)
+	poison(out.f32())
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = out.binding()
+	if _, err := functionT(t, lib, "k").Run(d); err != nil {
+		t.Fatal(err)
+	}
+	return out.f32()
 }

@@ -490,11 +490,19 @@ func preprocess(cc clang.Compiler, root, rt, source, file string, opts CompileOp
 		return "", newCompileError(log, file)
 	}
 	pp := strings.ReplaceAll(string(text), strconv.Quote(src), strconv.Quote(file))
+	pp = unrollCount.ReplaceAllString(pp, "$1")
 	if err := clang.WriteFileAtomic(out, []byte(pp)); err != nil {
 		return "", fmt.Errorf("msl: cache directory: %w", err)
 	}
 	return pp, nil
 }
+
+// unrollCount matches a #pragma unroll whose count names something, such
+// as a macro (llama.cpp writes #pragma unroll (MIN(DK8/2, 4*NSG))): the
+// preprocessor leaves pragmas unexpanded, and the macro is gone when the
+// translation is compiled, so the pragma is kept without its count, a hint
+// that changes no result.
+var unrollCount = regexp.MustCompile(`(?m)^([ \t]*#[ \t]*pragma[ \t]+unroll)\b[^\n]*[A-Za-z_][^\n]*$`)
 
 var (
 	tgTypedef  = regexp.MustCompile(`'__pm_tgt_\d+' \(aka '([^']*)'\)`)

@@ -31,8 +31,9 @@
 // built-ins, read-only buffers) and emits a launcher per entry point. It
 // follows the preprocessor's line markers and its few rewrites keep every
 // line in place, so compiler diagnostics and kernel faults name the
-// original .metal line. Function constants
-// (constant T name [[function_constant(i)]]) have no value in a library
+// original .metal line (a #pragma unroll whose count names a macro, left
+// unexpanded by the preprocessor, is kept without its count). Function
+// constants (constant T name [[function_constant(i)]]) have no value in a library
 // from Compile; Library.Specialize compiles the source again with values,
 // as newFunctionWithName:constantValues:error: does.
 // Compiled libraries are cached in the user cache directory by a hash of

@@ -35,15 +35,7 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
     out[5 * 32 + i] = float(metal::exp(bfloat(x)));
 }
 `
-	lib := compileT(t, src, CompileOptions{})
-	out := newF32(t, 6*32)
-	poison(out.f32())
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0] = out.binding()
-	if _, err := functionT(t, lib, "k").Run(d); err != nil {
-		t.Fatal(err)
-	}
-	o := out.f32()
+	o := runSIMDGroup(t, src, 6*32)
 	for i := range 32 {
 		x := 1 + float32(i)/64
 		e := float32(math.Exp(float64(x)))
