@@ -10,12 +10,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if len(names) != 13 {
-		t.Fatalf("%d entry points, want 13 (prefill and 4 decode kernels * NSG 1, 2, 4): %v", len(names), names)
+	if want := 9 * 13; len(names) != want {
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and 4 decode kernels * NSG 1, 2, 4)): %v", len(names), want, names)
 	}
 	hostName := regexp.MustCompile(`host_name\("([a-z0-9_]+)"\)`)
 	defined := map[string]string{}
@@ -26,9 +29,6 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 		}
 		for _, m := range hostName.FindAllStringSubmatch(src, -1) {
 			defined[m[1]] = f
-		}
-		if f == PrefillFile && strings.Contains(src, "kernel void "+Prefill+"(") {
-			defined[Prefill] = f
 		}
 	}
 	for _, name := range names {
@@ -101,4 +101,47 @@ func code(t *testing.T, file string) string {
 		t.Fatal(err)
 	}
 	return regexp.MustCompile(`//[^\n]*`).ReplaceAllString(string(src), "")
+}
+
+func TestLanguageForMacOSVersion(t *testing.T) {
+	for _, c := range []struct {
+		product string
+		want    mtl.LanguageVersion
+	}{
+		{"13.6.1", mtl.LanguageVersion3_0},
+		{"13.0", mtl.LanguageVersion3_0},
+		{"14.0", mtl.LanguageVersion3_1},
+		{"14.7.2", mtl.LanguageVersion3_1},
+		{"15.1", mtl.LanguageVersion3_1},
+		{"26.1", mtl.LanguageVersion3_1},
+		{"9", mtl.LanguageVersion3_0},
+		{"", mtl.LanguageVersion3_0},
+		{"unknown", mtl.LanguageVersion3_0},
+	} {
+		if got := languageFor(c.product); got != c.want {
+			t.Errorf("macOS %q: language version %#x, want %#x", c.product, got, c.want)
+		}
+	}
+}
+
+func TestTypedNames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{PrefillOf(spec.F32, spec.F32), "gated_delta_net_f32"},
+		{PrefillOf(spec.BF16, spec.F32), "gated_delta_net_bf16_f32"},
+		{PrefillOf(spec.F32, spec.F16), "gated_delta_net_f32_f16"},
+		{DecodeOf(spec.F32, spec.F32, 4), "gated_delta_net_decode_f32_4"},
+		{DecodeOf(spec.BF16, spec.F32, 4), "gated_delta_net_decode_bf16_f32_4"},
+		{DecodeSeqOf(spec.F16, spec.BF16, 1), "gated_delta_net_decode_seq_f16_bf16_1"},
+		{DecodeLegacyOf(spec.BF16, spec.BF16, 2), "gated_delta_net_decode_legacy_bf16_bf16_2"},
+		{DecodeCaptureOf(spec.F32, spec.BF16, 4), "gated_delta_net_decode_capture_f32_bf16_4"},
+		{DecodeOf(spec.F32, spec.F32, 3), "gated_delta_net_decode_f32_3"}, // no such kernel
+		{DecodeOf(spec.ElemType(7), spec.F32, 1), "gated_delta_net_decode_ElemType(7)_f32_1"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = DecodeOf(spec.BF16, spec.F16, 4) }); n != 0 {
+		t.Errorf("DecodeOf allocates %v times", n)
+	}
 }
