@@ -97,11 +97,49 @@ func (k *Kernels) Release() {
 	}
 }
 
-// Prefill encodes the prefill kernel (gated_delta_net_f32): any number of
-// tokens, D_k and D_v at most 128, D_v at most the pipeline's
-// maxTotalThreadsPerThreadgroup. b.Capture must be empty.
+// Prefill encodes a prefill kernel for any number of tokens: the chunked
+// kernel ([KernelPrefillChunked], gated_delta_net_chunked_f32) from
+// [ChunkedMinTokens] tokens on, the token-by-token kernel ([KernelPrefill],
+// gated_delta_net_f32) below. Both take D_k and D_v at most 128, D_v at
+// most the pipeline's maxTotalThreadsPerThreadgroup. b.Capture must be
+// empty.
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, KernelPrefill, p, b)
+	return k.encode(enc, prefillKernel(p.Shape.NTokens), p, b)
+}
+
+// PrefillChunked encodes the chunked prefill kernel whatever n_tokens is.
+// Same rules as [Kernels.Prefill].
+func (k *Kernels) PrefillChunked(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
+	return k.encode(enc, KernelPrefillChunked, p, b)
+}
+
+// Encode encodes the kernel kern, whichever the shape would get from
+// [Kernels.Prefill] or [Kernels.Decode]: for benchmarks, tests and the
+// reference kernels. The rules of the kernel's dispatcher apply.
+func (k *Kernels) Encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
+	return k.encode(enc, kern, p, b)
+}
+
+// ChunkedMinTokens is the n_tokens from which [Kernels.Prefill] picks the
+// chunked kernel. Per token and row of S the token-by-token kernel runs
+// four D_k-long loops (decay, S k, update, S q), two of them sums whose
+// every step waits for the one before, and two threadgroup barriers. The
+// chunked kernel runs three D_k-long loops per token (S_0 k_r and S_0 q_r,
+// independent across the chunk's tokens, and its share of the update),
+// plus per chunk of C tokens a C x C triangular solve per row and
+// C(C+1)/2 pairs of D_k-long dot products per threadgroup, and three
+// barriers. At 64 tokens (four chunks at D_k = 128, two at D_k <= 64) the
+// chunk's fixed costs are spread over at least two full chunks; the
+// state is read and written once per dispatch by both, so the memory
+// traffic per token is the same.
+const ChunkedMinTokens = 64
+
+// prefillKernel is the automatic choice of [Kernels.Prefill].
+func prefillKernel(nTokens int) Kernel {
+	if nTokens >= ChunkedMinTokens {
+		return KernelPrefillChunked
+	}
+	return KernelPrefill
 }
 
 // Decode encodes the decode family's best kernel for the window: the decode
@@ -166,14 +204,16 @@ func entryPoint(kern Kernel, p Params) string {
 		return kernels.DecodeLegacyOf(a, st, n)
 	case KernelDecodeCapture:
 		return kernels.DecodeCaptureOf(a, st, n)
+	case KernelPrefillChunked:
+		return kernels.PrefillChunkedOf(a, st)
 	}
 	return kernels.PrefillOf(a, st)
 }
 
 // dispatch validates, then encodes one dispatch of kern onto enc: the
 // pipeline state, buffers 0-7 in one call, the parameters with setBytes at
-// index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11,
-// prefill's threadgroup memory, and the threadgroups. Nothing reaches enc when an argument is invalid. An error
+// index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11, the
+// prefill kernels' threadgroup memory, and the threadgroups. Nothing reaches enc when an argument is invalid. An error
 // the encoder recorded (an earlier call on it failed, for one) is returned,
 // and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
@@ -186,7 +226,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if err != nil {
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
 	}
-	if kern == KernelPrefill && s.DV > maxThreads {
+	if kern.prefillFamily() && s.DV > maxThreads {
 		return invalid("Shape.DV", "%d, more than the %d threads per threadgroup the %s pipeline allows", s.DV, maxThreads, entry)
 	}
 
@@ -211,10 +251,14 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	enc.SetBuffer(aLog.Buffer, aLog.Offset, aLogIndex)
 	enc.SetBuffer(dtBias.Buffer, dtBias.Offset, aLogIndex+1)
 	var grid, group mtl.Size
-	if kern == KernelPrefill {
+	switch kern {
+	case KernelPrefill:
 		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
 		grid, group = prefillGeometry(s)
-	} else {
+	case KernelPrefillChunked:
+		enc.SetThreadgroupMemoryLength(kernels.ChunkedThreadgroupMemory(s.DK), 0)
+		grid, group = prefillGeometry(s)
+	default:
 		grid, group = decodeGeometry(s)
 	}
 	enc.DispatchThreadgroups(grid, group)

@@ -17,8 +17,8 @@ import (
 
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if want := 9 * 13; len(names) != want {
-		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and 4 decode kernels * NSG 1, 2, 4)): %v", len(names), want, names)
+	if want := 9 * 14; len(names) != want {
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill and 4 decode kernels * NSG 1, 2, 4)): %v", len(names), want, names)
 	}
 	hostName := regexp.MustCompile(`host_name\("([a-z0-9_]+)"\)`)
 	defined := map[string]string{}

@@ -1,0 +1,243 @@
+// Gated DeltaNet chunked prefill: the WY (UT transform) form of the delta
+// rule, any number of tokens, D_k <= 128, D_v <= 128.
+//
+// Threadgroup (D_v, 1, 1), grid (n_v_heads, n_seqs, 1), as the prefill
+// kernel. Thread i owns row i of S in private memory (widened to float
+// once) for the whole sequence; the tokens go through C at a time, C = 32
+// for D_k <= 64 and 16 above (gdn_chunk_len), the last chunk of a sequence
+// possibly shorter. The chunk's k and q are staged in threadgroup memory.
+//
+// The math. Within a chunk of n tokens r, s = 0 .. n-1, with S_0 the state
+// before it (rows of S are D_k long, so S k is a column of D_v values),
+//
+//   Gamma[r][s] = exp(-(g_{s+1} + ... + g_r))   s <= r   (Gamma[r][r] = 1)
+//   e_r         = exp(-(g_0 + ... + g_r))        the decay from S_0 to token r
+//
+// Every exponent is a sum of g >= 0 over a range of tokens, computed as
+// such, never as the difference of two running sums: a product of decays
+// that underflows is 0 (never inf / inf), and a huge g in one token costs
+// the others no precision. The token recurrence (SPEC section 1) is
+// S_r = alpha_r S_{r-1} + u_r k_r^T with u_r = beta_r (v_r - alpha_r S_{r-1} k_r),
+// so
+//
+//   S_r = e_r S_0 + sum_{s<=r} Gamma[r][s] u_s k_s^T
+//
+// and, since alpha_r S_{r-1} k_r = e_r S_0 k_r + sum_{s<r} Gamma[r][s] (k_s . k_r) u_s,
+//
+//   u_r = beta_r (v_r - e_r (S_0 k_r)) - sum_{s<r} A[r][s] u_s,
+//   A[r][s] = beta_r Gamma[r][s] (k_r . k_s):
+//
+// the unit lower-triangular system (I + A) U = diag(beta) (V - diag(e) K S_0^T),
+// solved by forward substitution (its inverse is the UT transform T). Then
+//
+//   o_r = scale (e_r (S_0 q_r) + sum_{s<=r} M[r][s] u_s),  M[r][s] = Gamma[r][s] (q_r . k_s)
+//   S_n = e_{n-1} S_0 + sum_s Gamma[n-1][s] u_s k_s^T
+//
+// Each row i of S takes part in all of it on its own: S_0 k_r and S_0 q_r
+// are dot products of row i, and the substitution, the outputs and the
+// update of row i need only u_{., i}, v_{., i} and the shared A, M, e,
+// Gamma[n-1][.] and K. So thread i keeps u, v, S_0 k and S_0 q of its row
+// in private memory, and the threadgroup shares the staged chunk and the
+// n x n matrices A and M (computed once per chunk, spread over the
+// threads). Per chunk: stage k, q and the gates (barrier); with the fused
+// norm, the inverse norms (barrier) and the normalised k and q (barrier);
+// the decays, A, M and each row's S_0 k, S_0 q (barrier); then each thread
+// solves, writes its outputs and updates its row (barrier before the next
+// chunk overwrites the stage). Three barriers per chunk against the
+// prefill kernel's two per token. Everything runs in float.
+//
+// Threadgroup memory at index 0, in floats (gdn_chunk_floats):
+//   k[C][D_k] | q[C][D_k] | A[C][C] | M[C][C] | e[C] | last[C] | beta[C] | g[C] | rnorm[2C]
+// (last[s] = Gamma[n-1][s]; rnorm: 1/|k_r|, then 1/|q_r|, with the fused
+// norm). 18,816 bytes at D_k = 128, 25,344 at D_k = 64.
+
+#define GDN_CHUNK_MAX 32
+#define GDN_CHUNK_DK_MAX 128
+
+// The chunk length for key size d_k: 32 tokens while the staged chunk fits
+// comfortably in threadgroup memory (d_k <= 64), 16 above.
+inline uint gdn_chunk_len(uint d_k) { return d_k <= 64u ? 32u : 16u; }
+
+// exp(-(g[from] + ... + g[to])), summed in order; 1 for an empty range.
+inline float gdn_range_decay(threadgroup const float *g, uint from, uint to) {
+    float sum = 0.0f;
+    for (uint u = from; u <= to; ++u) {
+        sum += g[u];
+    }
+    return metal::exp(-sum);
+}
+
+template <typename A, typename S>
+kernel void gated_delta_net_chunked(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
+    constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
+    threadgroup float  *stage     [[threadgroup(0)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    const uint d_k = p.d_k;
+    const uint d_v = p.d_v;
+    const uint i = tid.x;
+    const uint h = tg.x;
+    const uint seq = tg.y;
+    const uint kh = gdn_key_head(p, h);
+    const float scale = gdn_out_scale(p);
+    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
+    const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
+    const uint C = gdn_chunk_len(d_k);
+
+    threadgroup float *ks = stage;
+    threadgroup float *qs = ks + C * d_k;
+    threadgroup float *am = qs + C * d_k;  // A[r][s], s < r
+    threadgroup float *mm = am + C * C;    // M[r][s], s <= r
+    threadgroup float *es = mm + C * C;    // e_r
+    threadgroup float *ls = es + C;        // Gamma[n-1][s]
+    threadgroup float *bs = ls + C;        // beta_r
+    threadgroup float *gs = bs + C;        // g_r
+    threadgroup float *rn = gs + C;        // 1/|k_r|, 1/|q_r|
+
+    const uint row = ((seq * p.n_v_heads + h) * d_v + i) * d_k;
+    float s[GDN_CHUNK_DK_MAX];
+    for (uint j = 0; j < d_k; ++j) {
+        s[j] = gdn_load(state_in + row + j);
+    }
+
+    float vr[GDN_CHUNK_MAX];  // v_r, row i
+    float sk[GDN_CHUNK_MAX];  // (S_0 k_r)_i
+    float sq[GDN_CHUNK_MAX];  // (S_0 q_r)_i
+    float u[GDN_CHUNK_MAX];   // u_r, row i
+
+    for (uint t0 = 0; t0 < p.n_tokens; t0 += C) {
+        const uint n = min(C, p.n_tokens - t0);
+        const uint tok0 = seq * p.n_tokens + t0;
+
+        // Stage the chunk's k, q and gates; each thread reads its own v.
+        for (uint r = 0; r < n; ++r) {
+            const uint qk = ((tok0 + r) * p.n_k_heads + kh) * d_k;
+            for (uint j = i; j < d_k; j += d_v) {
+                ks[r * d_k + j] = gdn_load(k + qk + j);
+                qs[r * d_k + j] = gdn_load(q + qk + j);
+            }
+            vr[r] = gdn_load(v + ((tok0 + r) * p.n_v_heads + h) * d_v + i);
+        }
+        for (uint r = i; r < n; r += d_v) {
+            const uint vh = (tok0 + r) * p.n_v_heads + h;
+            gs[r] = gdn_gate(p, gc, gdn_load(g + vh));
+            bs[r] = gdn_beta(p, gdn_load(beta + vh));
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        // The fused L2 norm, in place: inverse norms, then the products.
+        if (l2norm) {
+            for (uint x = i; x < 2 * n; x += d_v) {
+                threadgroup const float *vec = x < n ? ks + x * d_k : qs + (x - n) * d_k;
+                float ss = 0.0f;
+                for (uint j = 0; j < d_k; ++j) {
+                    ss += vec[j] * vec[j];
+                }
+                rn[x] = gdn_inv_norm(ss);
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (uint r = 0; r < n; ++r) {
+                for (uint j = i; j < d_k; j += d_v) {
+                    ks[r * d_k + j] = ks[r * d_k + j] * rn[r];
+                    qs[r * d_k + j] = qs[r * d_k + j] * rn[n + r];
+                }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+
+        // The decays and the n x n matrices, spread over the threads.
+        for (uint r = i; r < n; r += d_v) {
+            es[r] = gdn_range_decay(gs, 0, r);
+            ls[r] = gdn_range_decay(gs, r + 1, n - 1);
+        }
+        for (uint x = i; x < n * n; x += d_v) {
+            const uint r = x / n;
+            const uint c = x % n;
+            if (c > r) {
+                continue;
+            }
+            const float gamma = gdn_range_decay(gs, c + 1, r);
+            threadgroup const float *kc = ks + c * d_k;
+            threadgroup const float *kr = ks + r * d_k;
+            threadgroup const float *qr = qs + r * d_k;
+            float kk = 0.0f;
+            float qk = 0.0f;
+            for (uint j = 0; j < d_k; ++j) {
+                kk += kr[j] * kc[j];
+                qk += qr[j] * kc[j];
+            }
+            am[r * C + c] = c < r ? bs[r] * (gamma * kk) : 0.0f;
+            mm[r * C + c] = gamma * qk;
+        }
+        // Row i of S_0 against every k_r and q_r of the chunk.
+        for (uint r = 0; r < n; ++r) {
+            threadgroup const float *kr = ks + r * d_k;
+            threadgroup const float *qr = qs + r * d_k;
+            float a = 0.0f;
+            float b = 0.0f;
+            for (uint j = 0; j < d_k; ++j) {
+                a += s[j] * kr[j];
+                b += s[j] * qr[j];
+            }
+            sk[r] = a;
+            sq[r] = b;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        // Forward substitution for u, row i, and the outputs.
+        for (uint r = 0; r < n; ++r) {
+            float ur = bs[r] * (vr[r] - es[r] * sk[r]);
+            for (uint c = 0; c < r; ++c) {
+                ur -= am[r * C + c] * u[c];
+            }
+            u[r] = ur;
+            float o = es[r] * sq[r];
+            for (uint c = 0; c <= r; ++c) {
+                o += mm[r * C + c] * u[c];
+            }
+            gdn_store(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
+        }
+
+        // S_n = e_{n-1} S_0 + sum_s Gamma[n-1][s] u_s k_s^T, row i.
+        for (uint r = 0; r < n; ++r) {
+            u[r] = ls[r] * u[r];
+        }
+        const float decay = es[n - 1];
+        for (uint j = 0; j < d_k; ++j) {
+            float x = decay * s[j];
+            for (uint r = 0; r < n; ++r) {
+                x += u[r] * ks[r * d_k + j];
+            }
+            s[j] = x;
+        }
+
+        // Nobody restages before every row is done with this chunk.
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+
+    for (uint j = 0; j < d_k; ++j) {
+        gdn_store(state_out + row + j, s[j]);
+    }
+}
+
+// Instantiations: activation type, state type. f32/f32 is
+// gated_delta_net_chunked_f32.
+template [[host_name("gated_delta_net_chunked_f32")]] kernel decltype(gated_delta_net_chunked<float, float>) gated_delta_net_chunked<float, float>;
+template [[host_name("gated_delta_net_chunked_f32_f16")]] kernel decltype(gated_delta_net_chunked<float, half>) gated_delta_net_chunked<float, half>;
+template [[host_name("gated_delta_net_chunked_f32_bf16")]] kernel decltype(gated_delta_net_chunked<float, gdn_bf16>) gated_delta_net_chunked<float, gdn_bf16>;
+template [[host_name("gated_delta_net_chunked_f16_f32")]] kernel decltype(gated_delta_net_chunked<half, float>) gated_delta_net_chunked<half, float>;
+template [[host_name("gated_delta_net_chunked_f16_f16")]] kernel decltype(gated_delta_net_chunked<half, half>) gated_delta_net_chunked<half, half>;
+template [[host_name("gated_delta_net_chunked_f16_bf16")]] kernel decltype(gated_delta_net_chunked<half, gdn_bf16>) gated_delta_net_chunked<half, gdn_bf16>;
+template [[host_name("gated_delta_net_chunked_bf16_f32")]] kernel decltype(gated_delta_net_chunked<gdn_bf16, float>) gated_delta_net_chunked<gdn_bf16, float>;
+template [[host_name("gated_delta_net_chunked_bf16_f16")]] kernel decltype(gated_delta_net_chunked<gdn_bf16, half>) gated_delta_net_chunked<gdn_bf16, half>;
+template [[host_name("gated_delta_net_chunked_bf16_bf16")]] kernel decltype(gated_delta_net_chunked<gdn_bf16, gdn_bf16>) gated_delta_net_chunked<gdn_bf16, gdn_bf16>;
