@@ -131,3 +131,70 @@ func TestEmulatedChunked2048(t *testing.T) {
 		}
 	})
 }
+
+// TestEmulatedChunkedTyped runs the chunked kernel for every activation
+// type and state type, the fused step off and on (and each fused part on
+// its own at f32 and bf16), D_k 64 and 128, the tiled map, against both
+// references within SPEC section 9's bounds (checkTypedAgainstReferences),
+// on a chunk and three tokens with the typed suite's planted edge values,
+// the same bytes in every scheduling order, with the state's and the
+// activations' traffic in their own element sizes. The largest errors are
+// logged per combination.
+func TestEmulatedChunkedTyped(t *testing.T) {
+	type row struct{ out, state, out32, state32 float64 }
+	worst := map[string]*row{}
+	var names []string
+	onEmulatedRuns(t, typedRuns, func(t *testing.T, r *rig) {
+		seed := uint64(0xc4ed00)
+		run := func(a, st spec.ElemType, f spec.Fused, dk int) {
+			seed++
+			c := typedCase{
+				name: fmt.Sprintf("chunked_%v_%v_%s_dk%d", a, st, fusedName(f), dk),
+				p: spec.Params{
+					Shape:   spec.Shape{DK: dk, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: kernels.ChunkLen(dk) + 3, NSeqs: 1},
+					HeadMap: spec.Tiled, QScale: float32(1 / math.Sqrt(float64(dk))),
+					Activation: a, State: st, Fused: f,
+				},
+				seed: seed,
+			}
+			t.Run(c.name, func(t *testing.T) {
+				ref := c.references(t)
+				o := r.runTyped(t, kChunked, c.p, ref.in, false)
+				checkTypedAcrossOrders(t, c.name, o)
+				checkTypedAgainstReferences(t, kChunked.name, c.p, o, ref)
+				checkTypedTraffic(t, kChunked.name, kChunked, c.p, *o.Counters)
+				key := fmt.Sprintf("%-4v %-4v %s", a, st, fusedName(f))
+				w := worst[key]
+				if w == nil {
+					w = &row{}
+					worst[key] = w
+					names = append(names, key)
+				}
+				w.out = max(w.out, cpuref.MaxRelErr64(o.Output, ref.o64.Output))
+				w.state = max(w.state, cpuref.MaxRelErr64(o.StateOut, ref.o64.StateOut))
+				w.out32 = max(w.out32, cpuref.MaxRelErr(o.Output, ref.r32.Output))
+				w.state32 = max(w.state32, cpuref.MaxRelErr(o.StateOut, ref.r32.StateOut))
+			})
+		}
+		for _, a := range kernels.ElemTypes {
+			for _, st := range kernels.ElemTypes {
+				for _, f := range []spec.Fused{{}, spec.FusedAll} {
+					for _, dk := range []int{64, 128} {
+						run(a, st, f, dk)
+					}
+				}
+			}
+		}
+		for _, a := range []spec.ElemType{spec.F32, spec.BF16} {
+			for _, f := range []spec.Fused{{L2Norm: true}, {Gate: true}, {Beta: true}} {
+				run(a, spec.F32, f, 64)
+			}
+		}
+	})
+	t.Logf("largest error relative to the largest magnitude of the chunked kernel, against Oracle64 | Reference32:")
+	t.Logf("%-22s %9s %9s | %9s %9s", "act  state step", "output", "state", "output", "state")
+	for _, k := range names {
+		w := worst[k]
+		t.Logf("%-22s %9.3g %9.3g | %9.3g %9.3g", k, w.out, w.state, w.out32, w.state32)
+	}
+}
