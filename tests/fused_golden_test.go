@@ -41,7 +41,7 @@ func fusedGoldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	for _, gc := range cases {
 		t.Run(gc.Name, func(t *testing.T) {
 			p := gc.Params
-			kerns := []kernel{kPrefill}
+			kerns := []kernel{kPrefill, kChunked}
 			if decodeKernels[p.DK] {
 				kerns = append(kerns, decodeFamily...)
 				kerns = append(kerns, r.decodeKernel())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/golden"
 )
@@ -29,7 +30,9 @@ func TestMetalGolden(t *testing.T) {
 // kernel, the state after every token with HF's float32 results and with
 // the producer's float64 loop, within 1e-6 of the largest magnitude.
 //
-// Prefill takes every case. The decode family takes D_k = 32, 64, 128, which
+// Prefill (the automatic choice) and the chunked kernel take every case,
+// and so does the token-by-token prefill kernel (recurrent) where Prefill
+// picks the chunked one. The decode family takes D_k = 32, 64, 128, which
 // all six cases have; decode (the automatic choice) is the decode kernel at
 // one token and the seq kernel at a window of two or more, and seq, legacy
 // and capture are also run at every n_tokens, since each takes any window;
@@ -40,7 +43,10 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	for _, gc := range cases {
 		t.Run(gc.Name, func(t *testing.T) {
 			p := gc.Params
-			kerns := []kernel{kPrefill}
+			kerns := []kernel{kPrefill, kChunked}
+			if p.NTokens >= gdn.ChunkedMinTokens { // Prefill picks the chunked kernel
+				kerns = append(kerns, kRecurrent)
+			}
 			if decodeKernels[p.DK] {
 				kerns = append(kerns, decodeFamily...)
 				if p.NTokens >= 2 {
@@ -76,7 +82,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 			}
 		})
 	}
-	for _, k := range []string{"prefill", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_kernel"} {
+	for _, k := range []string{"prefill", "chunked", "recurrent", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_kernel"} {
 		if e, ok := worst[k]; ok {
 			t.Logf("largest error relative to the largest magnitude, %-22s %.3g (bound %g)", k+":", e, boundGolden)
 		}
