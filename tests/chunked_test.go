@@ -207,3 +207,85 @@ func TestEmulatedChunkedTyped(t *testing.T) {
 		t.Logf("%-22s %9.3g %9.3g | %9.3g %9.3g", k, w.out, w.state, w.out32, w.state32)
 	}
 }
+
+// TestEmulatedChunkedDecaysUnderflow plants gates whose decay products
+// underflow within a chunk: g = 60 and 200 on some tokens, 1e30 on one,
+// and 3e38 on two neighbours (their sum overflows float32 to +inf, so a
+// decay written as exp(G_s) / exp(G_r), or as exp(-(G_r - G_s)) from
+// running sums, would give inf / inf or inf - inf: NaN). Every output and
+// state element must be finite, within 1e-5 of Reference32 (which
+// multiplies by alpha = exp(-g) token by token) and within 1e-4 of the
+// float64 references.
+func TestEmulatedChunkedDecaysUnderflow(t *testing.T) {
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		for _, dk := range []int{64, 128} {
+			c := kernels.ChunkLen(dk)
+			p := spec.Params{Shape: spec.Shape{DK: dk, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 2*c + 5, NSeqs: 1}, QScale: 0.125}
+			in, err := cpuref.RandomInputs(p, 0xdeca7+uint64(dk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range in.G {
+				switch tok := i / p.NVHeads; {
+				case tok == c+2 || tok == c+3:
+					in.G[i] = 3e38
+				case tok == 5:
+					in.G[i] = 1e30
+				case tok%7 == 3:
+					in.G[i] = 200
+				case tok%5 == 1:
+					in.G[i] = 60
+				}
+			}
+			name := fmt.Sprintf("chunked %v, decays underflowing", p.Shape)
+			o := r.run(t, job{kern: kChunked, p: p, in: in})
+			checkChunked(t, name, p, o, chunkedReferences(t, p, in, true))
+		}
+	})
+}
+
+// TestEmulatedChunkedBatchIndependent checks that a sequence's output and
+// final state are the same bytes whether it runs in a batch of three
+// sequences of one dispatch or alone: each (value head, sequence) is one
+// threadgroup, whose chunks start at the sequence's first token whatever
+// the batch holds.
+func TestEmulatedChunkedBatchIndependent(t *testing.T) {
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		p := spec.Params{Shape: spec.Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 37, NSeqs: 3}, QScale: 0.125}
+		in, err := cpuref.RandomInputs(p, 0xba7c4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := r.run(t, job{kern: kChunked, p: p, in: in})
+		for s := range p.NSeqs {
+			ps, ins := oneSequence(p, in, s)
+			alone := r.run(t, job{kern: kChunked, p: ps, in: ins})
+			v, st := ps.VLen(), ps.StateLen()
+			checkSame(t, fmt.Sprintf("sequence %d: output alone vs in the batch", s), alone.Output, batch.Output[s*v:(s+1)*v])
+			checkSame(t, fmt.Sprintf("sequence %d: state_out alone vs in the batch", s), alone.StateOut, batch.StateOut[s*st:(s+1)*st])
+		}
+	})
+}
+
+// oneSequence returns the parameters and inputs of sequence s of p alone.
+func oneSequence(p spec.Params, in cpuref.Inputs, s int) (spec.Params, cpuref.Inputs) {
+	q := p
+	q.NSeqs = 1
+	part := func(x []float32, n int) []float32 { return x[s*n : (s+1)*n] }
+	return q, cpuref.Inputs{
+		Q: part(in.Q, q.QKLen()), K: part(in.K, q.QKLen()), V: part(in.V, q.VLen()),
+		G: part(in.G, q.GateLen()), Beta: part(in.Beta, q.GateLen()),
+		StateIn: part(in.StateIn, q.StateLen()), ALog: in.ALog, DtBias: in.DtBias,
+	}
+}
+
+// TestChunkedThreadgroupMemoryFits checks that the chunked kernel's
+// threadgroup memory stays within the 32 KiB every Apple GPU gives a
+// threadgroup, for every D_k it takes.
+func TestChunkedThreadgroupMemoryFits(t *testing.T) {
+	for dk := 1; dk <= 128; dk++ {
+		if n := kernels.ChunkedThreadgroupMemory(dk); n > 32<<10 || n%16 != 0 {
+			t.Errorf("D_k %d: %d bytes of threadgroup memory, want at most 32 KiB, a multiple of 16", dk, n)
+		}
+	}
+}
