@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
@@ -89,27 +90,35 @@ func checkChunked(t *testing.T, name string, p spec.Params, o outcome, ref *chun
 // bytes in every scheduling order, the same bytes in place (D_k = D_v), and
 // that the state is read once and written once and the output written
 // once.
-func TestEmulatedChunkedParity(t *testing.T) {
-	onEmulated(t, func(t *testing.T, r *rig) {
-		for i, p := range chunkedCases() {
-			in, err := cpuref.RandomInputs(p, uint64(0xc4c0+i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref := chunkedReferences(t, p, in, true)
-			name := fmt.Sprintf("chunked %v %v", p.Shape, p.HeadMap)
-			o := r.run(t, job{kern: kChunked, p: p, in: in})
-			checkChunked(t, name, p, o, ref)
+func TestEmulatedChunkedParity(t *testing.T) { onEmulated(t, chunkedParity) }
+
+// TestMetalChunkedParity runs the same on the system's GPU (a Mac; it
+// skips elsewhere).
+func TestMetalChunkedParity(t *testing.T) { onMetal(t, chunkedParity) }
+
+func chunkedParity(t *testing.T, r *rig) {
+	for i, p := range chunkedCases() {
+		in, err := cpuref.RandomInputs(p, uint64(0xc4c0+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := chunkedReferences(t, p, in, true)
+		name := fmt.Sprintf("chunked %v %v", p.Shape, p.HeadMap)
+		o := r.run(t, job{kern: kChunked, p: p, in: in})
+		checkChunked(t, name, p, o, ref)
+		if r.emulated {
 			checkSameAcrossOrders(t, name, o)
 			checkTraffic(t, name, kChunked, p, *o.Counters, false)
-			if p.DK == p.DV {
-				ip := r.run(t, job{kern: kChunked, p: p, in: in, inPlace: true})
-				checkSame(t, name+": output in place vs separate", ip.Output, o.Output)
-				checkSame(t, name+": state_out in place vs separate", ip.StateOut, o.StateOut)
+		}
+		if p.DK == p.DV {
+			ip := r.run(t, job{kern: kChunked, p: p, in: in, inPlace: true})
+			checkSame(t, name+": output in place vs separate", ip.Output, o.Output)
+			checkSame(t, name+": state_out in place vs separate", ip.StateOut, o.StateOut)
+			if r.emulated {
 				checkTraffic(t, name+" in place", kChunked, p, *ip.Counters, true)
 			}
 		}
-	})
+	}
 }
 
 // TestEmulatedChunked2048 runs 2048 tokens of realistic inputs (q and k
@@ -118,27 +127,31 @@ func TestEmulatedChunkedParity(t *testing.T) {
 // requires the output and the final state within 1e-5 of the float32
 // token loop (SPEC section 9), and within 1e-4 of the float64 chunked
 // form (Oracle64 is left out here for its cost).
-func TestEmulatedChunked2048(t *testing.T) {
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
-		for _, d := range []int{64, 128} {
-			p := spec.Params{
-				Shape:  spec.Shape{DK: d, DV: d, NKHeads: 1, NVHeads: 1, NTokens: 2048, NSeqs: 1},
-				QScale: float32(1 / math.Sqrt(float64(d))),
-			}
-			in, err := cpuref.RandomInputs(p, 0x2048+uint64(d))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref := chunkedReferences(t, p, in, false)
-			start := time.Now()
-			o := r.run(t, job{kern: kChunked, p: p, in: in})
-			el := time.Since(start)
-			checkChunked(t, fmt.Sprintf("chunked %v", p.Shape), p, o, ref)
-			t.Logf("D=%d, 2048 tokens: vs Reference32 output %.3g, state %.3g (bound %g); vs Chunked64 output %.3g, state %.3g; %v on the emulator",
-				d, cpuref.MaxRelErr(o.Output, ref.r32.Output), cpuref.MaxRelErr(o.StateOut, ref.r32.StateOut), boundRef32,
-				cpuref.MaxRelErr64(o.Output, ref.c64.Output), cpuref.MaxRelErr64(o.StateOut, ref.c64.StateOut), el.Round(time.Millisecond))
+func TestEmulatedChunked2048(t *testing.T) { onEmulatedIn(t, allOrders[:1], chunked2048) }
+
+// TestMetalChunked2048 runs the same on the system's GPU (a Mac; it skips
+// elsewhere).
+func TestMetalChunked2048(t *testing.T) { onMetal(t, chunked2048) }
+
+func chunked2048(t *testing.T, r *rig) {
+	for _, d := range []int{64, 128} {
+		p := spec.Params{
+			Shape:  spec.Shape{DK: d, DV: d, NKHeads: 1, NVHeads: 1, NTokens: 2048, NSeqs: 1},
+			QScale: float32(1 / math.Sqrt(float64(d))),
 		}
-	})
+		in, err := cpuref.RandomInputs(p, 0x2048+uint64(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := chunkedReferences(t, p, in, false)
+		start := time.Now()
+		o := r.run(t, job{kern: kChunked, p: p, in: in})
+		el := time.Since(start)
+		checkChunked(t, fmt.Sprintf("chunked %v", p.Shape), p, o, ref)
+		t.Logf("D=%d, 2048 tokens: vs Reference32 output %.3g, state %.3g (bound %g); vs Chunked64 output %.3g, state %.3g; %v to run",
+			d, cpuref.MaxRelErr(o.Output, ref.r32.Output), cpuref.MaxRelErr(o.StateOut, ref.r32.StateOut), boundRef32,
+			cpuref.MaxRelErr64(o.Output, ref.c64.Output), cpuref.MaxRelErr64(o.StateOut, ref.c64.StateOut), el.Round(time.Millisecond))
+	}
 }
 
 // TestEmulatedChunkedTyped runs the chunked kernel for every activation
@@ -288,4 +301,72 @@ func TestChunkedThreadgroupMemoryFits(t *testing.T) {
 			t.Errorf("D_k %d: %d bytes of threadgroup memory, want at most 32 KiB, a multiple of 16", dk, n)
 		}
 	}
+}
+
+// TestEmulatedChunkedStructure measures, from the emulator's counters,
+// what the chunked and the token-by-token prefill kernels move and how
+// often they synchronise, at D_k = D_v = 128, one head, T = 256, 512 and
+// 1024 tokens: bytes per buffer binding, threadgroup barriers, SIMD-group
+// functions, and the threadgroup memory each reserves. Every count is
+// affine in T for T a multiple of the chunk (a fixed part for the state,
+// the rest per token or per chunk); the test checks that on the three
+// points and logs the figures extrapolated to T = 2048 and 8192. Both
+// kernels must read the state once and write it once whatever T is.
+func TestEmulatedChunkedStructure(t *testing.T) {
+	ts := []int{256, 512, 1024}
+	type count struct {
+		name string
+		f    func(c msl.Counters) uint64
+	}
+	counts := []count{{"barriers", func(c msl.Counters) uint64 { return c.Barriers }},
+		{"SIMD-group functions", func(c msl.Counters) uint64 { return c.SIMDGroupOps }}}
+	for i, name := range bindingNames {
+		if i == 8 {
+			continue // the parameters, set with setBytes
+		}
+		counts = append(counts,
+			count{name + " loaded", func(c msl.Counters) uint64 { return c.Loaded[i] }},
+			count{name + " stored", func(c msl.Counters) uint64 { return c.Stored[i] }})
+	}
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		for _, k := range []kernel{kRecurrent, kChunked} {
+			var got [][]uint64 // by T, by count
+			for _, nt := range ts {
+				p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 1, NVHeads: 1, NTokens: nt, NSeqs: 1}, QScale: 0.0883883476}
+				in, err := cpuref.RandomInputs(p, 0x57c+uint64(nt))
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := r.run(t, job{kern: k, p: p, in: in})
+				c := *o.Counters
+				state := uint64(4 * p.StateLen())
+				if c.Loaded[bindStateIn] != state || c.Stored[bindStateOut] != state {
+					t.Errorf("%s, %d tokens: state loaded %d, stored %d bytes, want %d each", k.name, nt, c.Loaded[bindStateIn], c.Stored[bindStateOut], state)
+				}
+				row := make([]uint64, len(counts))
+				for j, cn := range counts {
+					row[j] = cn.f(c)
+				}
+				got = append(got, row)
+			}
+			tgMem := 4 * (2*128 + 2*128)
+			if k.name == kChunked.name {
+				tgMem = kernels.ChunkedThreadgroupMemory(128)
+			}
+			t.Logf("%s kernel, D_k = D_v = 128, one head: %d bytes of threadgroup memory per threadgroup", k.name, tgMem)
+			t.Logf("  %-22s %14s %12s %14s %14s", "count", "fixed", "per token", "T = 2048", "T = 8192")
+			for j, cn := range counts {
+				// c(T) = a + b T through the first two points, checked on the third.
+				b := float64(got[1][j]-got[0][j]) / float64(ts[1]-ts[0])
+				a := float64(got[0][j]) - b*float64(ts[0])
+				if pred := a + b*float64(ts[2]); pred != float64(got[2][j]) {
+					t.Errorf("%s: %s at T = %d is %d, not affine in T (%g predicted)", k.name, cn.name, ts[2], got[2][j], pred)
+				}
+				if got[2][j] == 0 {
+					continue
+				}
+				t.Logf("  %-22s %14.0f %12.2f %14.0f %14.0f", cn.name, a, b, a+2048*b, a+8192*b)
+			}
+		}
+	})
 }
