@@ -12,12 +12,7 @@ type blitEncoder struct{ commandEncoder }
 
 // openBlitEncoder returns the state of a blit encoder that may still
 // record.
-func openBlitEncoder(self objc.ID) *blitEncoder {
-	if e := stateOf[blitEncoder](self); e != nil && e.recording() {
-		return e
-	}
-	return nil
-}
+func openBlitEncoder(self objc.ID) *blitEncoder { return openState[blitEncoder](self) }
 
 // blitEncoderSynchronizeResource records the copy of a managed buffer's
 // GPU memory to its CPU memory; other buffers need none.

@@ -43,6 +43,18 @@ func (e *commandEncoder) recording() bool {
 	return true
 }
 
+// openState returns the state of type E of the encoder self if it may
+// still record (see recording), else nil.
+func openState[E any, P interface {
+	*E
+	recording() bool
+}](self objc.ID) *E {
+	if e := P(stateOf[E](self)); e != nil && e.recording() {
+		return e
+	}
+	return nil
+}
+
 // record appends a command to the command buffer.
 func (e *commandEncoder) record(c command) { e.cb.commands = append(e.cb.commands, c) }
 

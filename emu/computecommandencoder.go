@@ -21,12 +21,7 @@ type encoder struct {
 
 // openEncoder returns the state of a compute encoder that may still
 // record.
-func openEncoder(self objc.ID) *encoder {
-	if e := stateOf[encoder](self); e != nil && e.recording() {
-		return e
-	}
-	return nil
-}
+func openEncoder(self objc.ID) *encoder { return openState[encoder](self) }
 
 func encoderSetComputePipelineState(self objc.ID, _ objc.SEL, p objc.ID) {
 	e := openEncoder(self)

@@ -232,12 +232,12 @@ kernel void gated_delta_net_chunked(
 
 // Instantiations: activation type, state type. f32/f32 is
 // gated_delta_net_chunked_f32.
-template [[host_name("gated_delta_net_chunked_f32")]] kernel decltype(gated_delta_net_chunked<float, float>) gated_delta_net_chunked<float, float>;
-template [[host_name("gated_delta_net_chunked_f32_f16")]] kernel decltype(gated_delta_net_chunked<float, half>) gated_delta_net_chunked<float, half>;
-template [[host_name("gated_delta_net_chunked_f32_bf16")]] kernel decltype(gated_delta_net_chunked<float, gdn_bf16>) gated_delta_net_chunked<float, gdn_bf16>;
-template [[host_name("gated_delta_net_chunked_f16_f32")]] kernel decltype(gated_delta_net_chunked<half, float>) gated_delta_net_chunked<half, float>;
-template [[host_name("gated_delta_net_chunked_f16_f16")]] kernel decltype(gated_delta_net_chunked<half, half>) gated_delta_net_chunked<half, half>;
-template [[host_name("gated_delta_net_chunked_f16_bf16")]] kernel decltype(gated_delta_net_chunked<half, gdn_bf16>) gated_delta_net_chunked<half, gdn_bf16>;
-template [[host_name("gated_delta_net_chunked_bf16_f32")]] kernel decltype(gated_delta_net_chunked<gdn_bf16, float>) gated_delta_net_chunked<gdn_bf16, float>;
-template [[host_name("gated_delta_net_chunked_bf16_f16")]] kernel decltype(gated_delta_net_chunked<gdn_bf16, half>) gated_delta_net_chunked<gdn_bf16, half>;
-template [[host_name("gated_delta_net_chunked_bf16_bf16")]] kernel decltype(gated_delta_net_chunked<gdn_bf16, gdn_bf16>) gated_delta_net_chunked<gdn_bf16, gdn_bf16>;
+instantiate_gdn_kernel("gated_delta_net_chunked_f32", gated_delta_net_chunked, float, float)
+instantiate_gdn_kernel("gated_delta_net_chunked_f32_f16", gated_delta_net_chunked, float, half)
+instantiate_gdn_kernel("gated_delta_net_chunked_f32_bf16", gated_delta_net_chunked, float, gdn_bf16)
+instantiate_gdn_kernel("gated_delta_net_chunked_f16_f32", gated_delta_net_chunked, half, float)
+instantiate_gdn_kernel("gated_delta_net_chunked_f16_f16", gated_delta_net_chunked, half, half)
+instantiate_gdn_kernel("gated_delta_net_chunked_f16_bf16", gated_delta_net_chunked, half, gdn_bf16)
+instantiate_gdn_kernel("gated_delta_net_chunked_bf16_f32", gated_delta_net_chunked, gdn_bf16, float)
+instantiate_gdn_kernel("gated_delta_net_chunked_bf16_f16", gated_delta_net_chunked, gdn_bf16, half)
+instantiate_gdn_kernel("gated_delta_net_chunked_bf16_bf16", gated_delta_net_chunked, gdn_bf16, gdn_bf16)

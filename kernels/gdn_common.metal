@@ -77,6 +77,11 @@ inline float gdn_load(device const T *p) { return gdn_elem<T>::load(p); }
 template <typename T>
 inline void gdn_store(device T *p, float x) { gdn_elem<T>::store(p, x); }
 
+// instantiate_gdn_kernel(host, name, args...) makes the kernel template
+// name<args...> an entry point called host: one line per variant.
+#define instantiate_gdn_kernel(host, name, ...) \
+    template [[host_name(host)]] kernel decltype(name<__VA_ARGS__>) name<__VA_ARGS__>;
+
 // The parameter block bound with setBytes at buffer index 8.
 struct gdn_params {
     uint  d_k;

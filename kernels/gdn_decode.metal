@@ -111,86 +111,86 @@ kernel void gated_delta_net_decode_seq(
 
 // Instantiations: activation type, state type, NSG. f32/f32 keeps the
 // names gated_delta_net_decode*_f32_{NSG}.
-template [[host_name("gated_delta_net_decode_f32_1")]] kernel decltype(gated_delta_net_decode<float, float, 1>) gated_delta_net_decode<float, float, 1>;
-template [[host_name("gated_delta_net_decode_f32_2")]] kernel decltype(gated_delta_net_decode<float, float, 2>) gated_delta_net_decode<float, float, 2>;
-template [[host_name("gated_delta_net_decode_f32_4")]] kernel decltype(gated_delta_net_decode<float, float, 4>) gated_delta_net_decode<float, float, 4>;
-template [[host_name("gated_delta_net_decode_f32_f16_1")]] kernel decltype(gated_delta_net_decode<float, half, 1>) gated_delta_net_decode<float, half, 1>;
-template [[host_name("gated_delta_net_decode_f32_f16_2")]] kernel decltype(gated_delta_net_decode<float, half, 2>) gated_delta_net_decode<float, half, 2>;
-template [[host_name("gated_delta_net_decode_f32_f16_4")]] kernel decltype(gated_delta_net_decode<float, half, 4>) gated_delta_net_decode<float, half, 4>;
-template [[host_name("gated_delta_net_decode_f32_bf16_1")]] kernel decltype(gated_delta_net_decode<float, gdn_bf16, 1>) gated_delta_net_decode<float, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_f32_bf16_2")]] kernel decltype(gated_delta_net_decode<float, gdn_bf16, 2>) gated_delta_net_decode<float, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_f32_bf16_4")]] kernel decltype(gated_delta_net_decode<float, gdn_bf16, 4>) gated_delta_net_decode<float, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_f16_f32_1")]] kernel decltype(gated_delta_net_decode<half, float, 1>) gated_delta_net_decode<half, float, 1>;
-template [[host_name("gated_delta_net_decode_f16_f32_2")]] kernel decltype(gated_delta_net_decode<half, float, 2>) gated_delta_net_decode<half, float, 2>;
-template [[host_name("gated_delta_net_decode_f16_f32_4")]] kernel decltype(gated_delta_net_decode<half, float, 4>) gated_delta_net_decode<half, float, 4>;
-template [[host_name("gated_delta_net_decode_f16_f16_1")]] kernel decltype(gated_delta_net_decode<half, half, 1>) gated_delta_net_decode<half, half, 1>;
-template [[host_name("gated_delta_net_decode_f16_f16_2")]] kernel decltype(gated_delta_net_decode<half, half, 2>) gated_delta_net_decode<half, half, 2>;
-template [[host_name("gated_delta_net_decode_f16_f16_4")]] kernel decltype(gated_delta_net_decode<half, half, 4>) gated_delta_net_decode<half, half, 4>;
-template [[host_name("gated_delta_net_decode_f16_bf16_1")]] kernel decltype(gated_delta_net_decode<half, gdn_bf16, 1>) gated_delta_net_decode<half, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_f16_bf16_2")]] kernel decltype(gated_delta_net_decode<half, gdn_bf16, 2>) gated_delta_net_decode<half, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_f16_bf16_4")]] kernel decltype(gated_delta_net_decode<half, gdn_bf16, 4>) gated_delta_net_decode<half, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_bf16_f32_1")]] kernel decltype(gated_delta_net_decode<gdn_bf16, float, 1>) gated_delta_net_decode<gdn_bf16, float, 1>;
-template [[host_name("gated_delta_net_decode_bf16_f32_2")]] kernel decltype(gated_delta_net_decode<gdn_bf16, float, 2>) gated_delta_net_decode<gdn_bf16, float, 2>;
-template [[host_name("gated_delta_net_decode_bf16_f32_4")]] kernel decltype(gated_delta_net_decode<gdn_bf16, float, 4>) gated_delta_net_decode<gdn_bf16, float, 4>;
-template [[host_name("gated_delta_net_decode_bf16_f16_1")]] kernel decltype(gated_delta_net_decode<gdn_bf16, half, 1>) gated_delta_net_decode<gdn_bf16, half, 1>;
-template [[host_name("gated_delta_net_decode_bf16_f16_2")]] kernel decltype(gated_delta_net_decode<gdn_bf16, half, 2>) gated_delta_net_decode<gdn_bf16, half, 2>;
-template [[host_name("gated_delta_net_decode_bf16_f16_4")]] kernel decltype(gated_delta_net_decode<gdn_bf16, half, 4>) gated_delta_net_decode<gdn_bf16, half, 4>;
-template [[host_name("gated_delta_net_decode_bf16_bf16_1")]] kernel decltype(gated_delta_net_decode<gdn_bf16, gdn_bf16, 1>) gated_delta_net_decode<gdn_bf16, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode<gdn_bf16, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode<gdn_bf16, gdn_bf16, 4>;
+instantiate_gdn_kernel("gated_delta_net_decode_f32_1", gated_delta_net_decode, float, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_f32_2", gated_delta_net_decode, float, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_f32_4", gated_delta_net_decode, float, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_f32_f16_1", gated_delta_net_decode, float, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_f32_f16_2", gated_delta_net_decode, float, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_f32_f16_4", gated_delta_net_decode, float, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_f32_bf16_1", gated_delta_net_decode, float, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_f32_bf16_2", gated_delta_net_decode, float, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_f32_bf16_4", gated_delta_net_decode, float, gdn_bf16, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_f32_1", gated_delta_net_decode, half, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_f32_2", gated_delta_net_decode, half, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_f32_4", gated_delta_net_decode, half, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_f16_1", gated_delta_net_decode, half, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_f16_2", gated_delta_net_decode, half, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_f16_4", gated_delta_net_decode, half, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_bf16_1", gated_delta_net_decode, half, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_bf16_2", gated_delta_net_decode, half, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_f16_bf16_4", gated_delta_net_decode, half, gdn_bf16, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_f32_1", gated_delta_net_decode, gdn_bf16, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_f32_2", gated_delta_net_decode, gdn_bf16, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_f32_4", gated_delta_net_decode, gdn_bf16, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_f16_1", gated_delta_net_decode, gdn_bf16, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_f16_2", gated_delta_net_decode, gdn_bf16, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_f16_4", gated_delta_net_decode, gdn_bf16, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_bf16_1", gated_delta_net_decode, gdn_bf16, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_bf16_2", gated_delta_net_decode, gdn_bf16, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_bf16_bf16_4", gated_delta_net_decode, gdn_bf16, gdn_bf16, 4)
 
-template [[host_name("gated_delta_net_decode_seq_f32_1")]] kernel decltype(gated_delta_net_decode_seq<float, float, 1>) gated_delta_net_decode_seq<float, float, 1>;
-template [[host_name("gated_delta_net_decode_seq_f32_2")]] kernel decltype(gated_delta_net_decode_seq<float, float, 2>) gated_delta_net_decode_seq<float, float, 2>;
-template [[host_name("gated_delta_net_decode_seq_f32_4")]] kernel decltype(gated_delta_net_decode_seq<float, float, 4>) gated_delta_net_decode_seq<float, float, 4>;
-template [[host_name("gated_delta_net_decode_seq_f32_f16_1")]] kernel decltype(gated_delta_net_decode_seq<float, half, 1>) gated_delta_net_decode_seq<float, half, 1>;
-template [[host_name("gated_delta_net_decode_seq_f32_f16_2")]] kernel decltype(gated_delta_net_decode_seq<float, half, 2>) gated_delta_net_decode_seq<float, half, 2>;
-template [[host_name("gated_delta_net_decode_seq_f32_f16_4")]] kernel decltype(gated_delta_net_decode_seq<float, half, 4>) gated_delta_net_decode_seq<float, half, 4>;
-template [[host_name("gated_delta_net_decode_seq_f32_bf16_1")]] kernel decltype(gated_delta_net_decode_seq<float, gdn_bf16, 1>) gated_delta_net_decode_seq<float, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_seq_f32_bf16_2")]] kernel decltype(gated_delta_net_decode_seq<float, gdn_bf16, 2>) gated_delta_net_decode_seq<float, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_seq_f32_bf16_4")]] kernel decltype(gated_delta_net_decode_seq<float, gdn_bf16, 4>) gated_delta_net_decode_seq<float, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_seq_f16_f32_1")]] kernel decltype(gated_delta_net_decode_seq<half, float, 1>) gated_delta_net_decode_seq<half, float, 1>;
-template [[host_name("gated_delta_net_decode_seq_f16_f32_2")]] kernel decltype(gated_delta_net_decode_seq<half, float, 2>) gated_delta_net_decode_seq<half, float, 2>;
-template [[host_name("gated_delta_net_decode_seq_f16_f32_4")]] kernel decltype(gated_delta_net_decode_seq<half, float, 4>) gated_delta_net_decode_seq<half, float, 4>;
-template [[host_name("gated_delta_net_decode_seq_f16_f16_1")]] kernel decltype(gated_delta_net_decode_seq<half, half, 1>) gated_delta_net_decode_seq<half, half, 1>;
-template [[host_name("gated_delta_net_decode_seq_f16_f16_2")]] kernel decltype(gated_delta_net_decode_seq<half, half, 2>) gated_delta_net_decode_seq<half, half, 2>;
-template [[host_name("gated_delta_net_decode_seq_f16_f16_4")]] kernel decltype(gated_delta_net_decode_seq<half, half, 4>) gated_delta_net_decode_seq<half, half, 4>;
-template [[host_name("gated_delta_net_decode_seq_f16_bf16_1")]] kernel decltype(gated_delta_net_decode_seq<half, gdn_bf16, 1>) gated_delta_net_decode_seq<half, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_seq_f16_bf16_2")]] kernel decltype(gated_delta_net_decode_seq<half, gdn_bf16, 2>) gated_delta_net_decode_seq<half, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_seq_f16_bf16_4")]] kernel decltype(gated_delta_net_decode_seq<half, gdn_bf16, 4>) gated_delta_net_decode_seq<half, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_seq_bf16_f32_1")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, float, 1>) gated_delta_net_decode_seq<gdn_bf16, float, 1>;
-template [[host_name("gated_delta_net_decode_seq_bf16_f32_2")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, float, 2>) gated_delta_net_decode_seq<gdn_bf16, float, 2>;
-template [[host_name("gated_delta_net_decode_seq_bf16_f32_4")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, float, 4>) gated_delta_net_decode_seq<gdn_bf16, float, 4>;
-template [[host_name("gated_delta_net_decode_seq_bf16_f16_1")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, half, 1>) gated_delta_net_decode_seq<gdn_bf16, half, 1>;
-template [[host_name("gated_delta_net_decode_seq_bf16_f16_2")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, half, 2>) gated_delta_net_decode_seq<gdn_bf16, half, 2>;
-template [[host_name("gated_delta_net_decode_seq_bf16_f16_4")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, half, 4>) gated_delta_net_decode_seq<gdn_bf16, half, 4>;
-template [[host_name("gated_delta_net_decode_seq_bf16_bf16_1")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 1>) gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_seq_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_seq_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 4>;
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_1", gated_delta_net_decode_seq, float, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_2", gated_delta_net_decode_seq, float, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_4", gated_delta_net_decode_seq, float, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_f16_1", gated_delta_net_decode_seq, float, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_f16_2", gated_delta_net_decode_seq, float, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_f16_4", gated_delta_net_decode_seq, float, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_bf16_1", gated_delta_net_decode_seq, float, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_bf16_2", gated_delta_net_decode_seq, float, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f32_bf16_4", gated_delta_net_decode_seq, float, gdn_bf16, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_f32_1", gated_delta_net_decode_seq, half, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_f32_2", gated_delta_net_decode_seq, half, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_f32_4", gated_delta_net_decode_seq, half, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_f16_1", gated_delta_net_decode_seq, half, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_f16_2", gated_delta_net_decode_seq, half, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_f16_4", gated_delta_net_decode_seq, half, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_bf16_1", gated_delta_net_decode_seq, half, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_bf16_2", gated_delta_net_decode_seq, half, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_f16_bf16_4", gated_delta_net_decode_seq, half, gdn_bf16, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_f32_1", gated_delta_net_decode_seq, gdn_bf16, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_f32_2", gated_delta_net_decode_seq, gdn_bf16, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_f32_4", gated_delta_net_decode_seq, gdn_bf16, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_f16_1", gated_delta_net_decode_seq, gdn_bf16, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_f16_2", gated_delta_net_decode_seq, gdn_bf16, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_f16_4", gated_delta_net_decode_seq, gdn_bf16, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_bf16_1", gated_delta_net_decode_seq, gdn_bf16, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_bf16_2", gated_delta_net_decode_seq, gdn_bf16, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_seq_bf16_bf16_4", gated_delta_net_decode_seq, gdn_bf16, gdn_bf16, 4)
 
-template [[host_name("gated_delta_net_decode_legacy_f32_1")]] kernel decltype(gated_delta_net_decode_legacy<float, float, 1>) gated_delta_net_decode_legacy<float, float, 1>;
-template [[host_name("gated_delta_net_decode_legacy_f32_2")]] kernel decltype(gated_delta_net_decode_legacy<float, float, 2>) gated_delta_net_decode_legacy<float, float, 2>;
-template [[host_name("gated_delta_net_decode_legacy_f32_4")]] kernel decltype(gated_delta_net_decode_legacy<float, float, 4>) gated_delta_net_decode_legacy<float, float, 4>;
-template [[host_name("gated_delta_net_decode_legacy_f32_f16_1")]] kernel decltype(gated_delta_net_decode_legacy<float, half, 1>) gated_delta_net_decode_legacy<float, half, 1>;
-template [[host_name("gated_delta_net_decode_legacy_f32_f16_2")]] kernel decltype(gated_delta_net_decode_legacy<float, half, 2>) gated_delta_net_decode_legacy<float, half, 2>;
-template [[host_name("gated_delta_net_decode_legacy_f32_f16_4")]] kernel decltype(gated_delta_net_decode_legacy<float, half, 4>) gated_delta_net_decode_legacy<float, half, 4>;
-template [[host_name("gated_delta_net_decode_legacy_f32_bf16_1")]] kernel decltype(gated_delta_net_decode_legacy<float, gdn_bf16, 1>) gated_delta_net_decode_legacy<float, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_legacy_f32_bf16_2")]] kernel decltype(gated_delta_net_decode_legacy<float, gdn_bf16, 2>) gated_delta_net_decode_legacy<float, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_legacy_f32_bf16_4")]] kernel decltype(gated_delta_net_decode_legacy<float, gdn_bf16, 4>) gated_delta_net_decode_legacy<float, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_legacy_f16_f32_1")]] kernel decltype(gated_delta_net_decode_legacy<half, float, 1>) gated_delta_net_decode_legacy<half, float, 1>;
-template [[host_name("gated_delta_net_decode_legacy_f16_f32_2")]] kernel decltype(gated_delta_net_decode_legacy<half, float, 2>) gated_delta_net_decode_legacy<half, float, 2>;
-template [[host_name("gated_delta_net_decode_legacy_f16_f32_4")]] kernel decltype(gated_delta_net_decode_legacy<half, float, 4>) gated_delta_net_decode_legacy<half, float, 4>;
-template [[host_name("gated_delta_net_decode_legacy_f16_f16_1")]] kernel decltype(gated_delta_net_decode_legacy<half, half, 1>) gated_delta_net_decode_legacy<half, half, 1>;
-template [[host_name("gated_delta_net_decode_legacy_f16_f16_2")]] kernel decltype(gated_delta_net_decode_legacy<half, half, 2>) gated_delta_net_decode_legacy<half, half, 2>;
-template [[host_name("gated_delta_net_decode_legacy_f16_f16_4")]] kernel decltype(gated_delta_net_decode_legacy<half, half, 4>) gated_delta_net_decode_legacy<half, half, 4>;
-template [[host_name("gated_delta_net_decode_legacy_f16_bf16_1")]] kernel decltype(gated_delta_net_decode_legacy<half, gdn_bf16, 1>) gated_delta_net_decode_legacy<half, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_legacy_f16_bf16_2")]] kernel decltype(gated_delta_net_decode_legacy<half, gdn_bf16, 2>) gated_delta_net_decode_legacy<half, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_legacy_f16_bf16_4")]] kernel decltype(gated_delta_net_decode_legacy<half, gdn_bf16, 4>) gated_delta_net_decode_legacy<half, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_f32_1")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, float, 1>) gated_delta_net_decode_legacy<gdn_bf16, float, 1>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_f32_2")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, float, 2>) gated_delta_net_decode_legacy<gdn_bf16, float, 2>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_f32_4")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, float, 4>) gated_delta_net_decode_legacy<gdn_bf16, float, 4>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_f16_1")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, half, 1>) gated_delta_net_decode_legacy<gdn_bf16, half, 1>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_f16_2")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, half, 2>) gated_delta_net_decode_legacy<gdn_bf16, half, 2>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_f16_4")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, half, 4>) gated_delta_net_decode_legacy<gdn_bf16, half, 4>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_bf16_1")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 1>) gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_legacy_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 4>;
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_1", gated_delta_net_decode_legacy, float, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_2", gated_delta_net_decode_legacy, float, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_4", gated_delta_net_decode_legacy, float, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_f16_1", gated_delta_net_decode_legacy, float, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_f16_2", gated_delta_net_decode_legacy, float, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_f16_4", gated_delta_net_decode_legacy, float, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_bf16_1", gated_delta_net_decode_legacy, float, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_bf16_2", gated_delta_net_decode_legacy, float, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f32_bf16_4", gated_delta_net_decode_legacy, float, gdn_bf16, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_f32_1", gated_delta_net_decode_legacy, half, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_f32_2", gated_delta_net_decode_legacy, half, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_f32_4", gated_delta_net_decode_legacy, half, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_f16_1", gated_delta_net_decode_legacy, half, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_f16_2", gated_delta_net_decode_legacy, half, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_f16_4", gated_delta_net_decode_legacy, half, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_bf16_1", gated_delta_net_decode_legacy, half, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_bf16_2", gated_delta_net_decode_legacy, half, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_f16_bf16_4", gated_delta_net_decode_legacy, half, gdn_bf16, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_f32_1", gated_delta_net_decode_legacy, gdn_bf16, float, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_f32_2", gated_delta_net_decode_legacy, gdn_bf16, float, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_f32_4", gated_delta_net_decode_legacy, gdn_bf16, float, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_f16_1", gated_delta_net_decode_legacy, gdn_bf16, half, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_f16_2", gated_delta_net_decode_legacy, gdn_bf16, half, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_f16_4", gated_delta_net_decode_legacy, gdn_bf16, half, 4)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_bf16_1", gated_delta_net_decode_legacy, gdn_bf16, gdn_bf16, 1)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_bf16_2", gated_delta_net_decode_legacy, gdn_bf16, gdn_bf16, 2)
+instantiate_gdn_kernel("gated_delta_net_decode_legacy_bf16_bf16_4", gated_delta_net_decode_legacy, gdn_bf16, gdn_bf16, 4)

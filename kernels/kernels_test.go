@@ -20,7 +20,9 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	if want := 9 * 14; len(names) != want {
 		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill and 4 decode kernels * NSG 1, 2, 4)): %v", len(names), want, names)
 	}
-	hostName := regexp.MustCompile(`host_name\("([a-z0-9_]+)"\)`)
+	// instantiate_gdn_kernel("host", name, args...) of gdn_common.metal
+	// exports host.
+	hostName := regexp.MustCompile(`(?m)^instantiate_gdn_kernel\("([a-z0-9_]+)", `)
 	defined := map[string]string{}
 	for _, f := range SourceFiles() {
 		src := Source(f)
