@@ -47,24 +47,30 @@ func Chunked64(p spec.Params, in Inputs, chunk int) (Result64, error) {
 	if chunk < 1 {
 		return Result64{}, fmt.Errorf("cpuref: chunk %d, must be >= 1", chunk)
 	}
-	dk, dv, nk, nv, nt, ns := p.DK, p.DV, p.NKHeads, p.NVHeads, p.NTokens, p.NSeqs
+	dk, dv, nk, nv := p.DK, p.DV, p.NKHeads, p.NVHeads
 	res := Result64{
 		Output:   make([]float64, p.VLen()),
 		StateOut: make([]float64, p.StateLen()),
 	}
+	for i, v := range in.StateIn { // the states no sequence writes
+		res.StateOut[i] = float64(v)
+	}
 	scale := float64(p.Scale())
 	x := fused64(p, in)
-	for s := 0; s < ns; s++ {
+	for _, seq := range sequences(p, in) {
+		if seq.skip {
+			continue
+		}
 		for h := 0; h < nv; h++ {
 			kh := p.HeadMap.KeyHead(h, nk, nv)
-			st := (s*nv + h) * dv * dk
+			st := (seq.state*nv + h) * dv * dk
 			S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[st : st+dv*dk])}
-			for t0 := 0; t0 < nt; t0 += chunk {
-				n := min(chunk, nt-t0)
+			for t0 := 0; t0 < seq.n; t0 += chunk {
+				n := min(chunk, seq.n-t0)
 				K, Q, V := newMatrix(n, dk), newMatrix(n, dk), newMatrix(n, dv)
 				g, beta := make([]float64, n), make([]float64, n)
 				for r := 0; r < n; r++ {
-					tok := s*nt + t0 + r
+					tok := seq.tok0 + t0 + r
 					qk := (tok*nk + kh) * dk
 					copy(K.a[r*dk:(r+1)*dk], x.k[qk:qk+dk])
 					copy(Q.a[r*dk:(r+1)*dk], x.q[qk:qk+dk])
@@ -75,7 +81,7 @@ func Chunked64(p spec.Params, in Inputs, chunk int) (Result64, error) {
 				var O matrix
 				O, S = chunkStep(S, K, Q, V, g, beta)
 				for r := 0; r < n; r++ {
-					vo := ((s*nt+t0+r)*nv + h) * dv
+					vo := ((seq.tok0+t0+r)*nv + h) * dv
 					for i := 0; i < dv; i++ {
 						res.Output[vo+i] = scale * O.at(r, i)
 					}

@@ -159,3 +159,45 @@ func relErr64(got, want []float64) float64 {
 	}
 	return diff / mag
 }
+
+// TestChunked64Serving runs Chunked64 on batches in state pools and with
+// packed variable-length sequences (servingParams, some with padding):
+// within chunkedBound of Oracle64, states no sequence names unchanged, and
+// each sequence alone (Split) the same bits as in the batch, since its
+// chunks start at its own first token however the batch is packed.
+func TestChunked64Serving(t *testing.T) {
+	for i, p := range servingParams() {
+		for seed := range uint64(3) {
+			in := random(t, p, 300*uint64(i)+seed)
+			if p.NSlots > 0 && seed%2 == 1 {
+				in.Slots[0] = -1
+			}
+			want := run64(t, p, in, false)
+			parts, err := cpuref.Split(p, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, chunk := range []int{2, 4} {
+				name := fmt.Sprintf("%v seed %d chunk %d", p.Shape, seed, chunk)
+				got := chunked64(t, p, in, chunk)
+				if e := relErr64(got.Output, want.Output); !(e <= chunkedBound) {
+					t.Errorf("%s: output: Chunked64 vs Oracle64 %.3g, bound %g", name, e, chunkedBound)
+				}
+				if e := relErr64(got.StateOut, want.StateOut); !(e <= chunkedBound) {
+					t.Errorf("%s: state_out: Chunked64 vs Oracle64 %.3g, bound %g", name, e, chunkedBound)
+				}
+				sw, vw := p.DK*p.DV*p.NVHeads, p.DV*p.NVHeads
+				for s, pt := range parts {
+					if pt.Skip || pt.N == 0 {
+						continue
+					}
+					alone := chunked64(t, pt.Params, pt.Inputs, chunk)
+					if !bitsEqual64(got.Output[pt.Tok0*vw:(pt.Tok0+pt.N)*vw], alone.Output) ||
+						!bitsEqual64(got.StateOut[pt.State*sw:(pt.State+1)*sw], alone.StateOut) {
+						t.Errorf("%s: sequence %d in the batch differs from the sequence alone", name, s)
+					}
+				}
+			}
+		}
+	}
+}
