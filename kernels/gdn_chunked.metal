@@ -104,7 +104,14 @@ kernel void gated_delta_net_chunked(
     threadgroup float *gs = bs + C;        // g_r
     threadgroup float *rn = gs + C;        // 1/|k_r|, 1/|q_r|
 
-    const uint row = ((seq * p.n_v_heads + h) * d_v + i) * d_k;
+    // Where sequence seq lives: its state, its first token and its length.
+    // Each sequence's chunks start at its own first token, so its results
+    // do not depend on the other sequences of the dispatch.
+    const uint state = seq;
+    const uint first = seq * p.n_tokens;
+    const uint len = p.n_tokens;
+
+    const uint row = ((state * p.n_v_heads + h) * d_v + i) * d_k;
     float s[GDN_CHUNK_DK_MAX];
     for (uint j = 0; j < d_k; ++j) {
         s[j] = gdn_load(state_in + row + j);
@@ -115,9 +122,9 @@ kernel void gated_delta_net_chunked(
     float sq[GDN_CHUNK_MAX];  // (S_0 q_r)_i
     float u[GDN_CHUNK_MAX];   // u_r, row i
 
-    for (uint t0 = 0; t0 < p.n_tokens; t0 += C) {
-        const uint n = min(C, p.n_tokens - t0);
-        const uint tok0 = seq * p.n_tokens + t0;
+    for (uint t0 = 0; t0 < len; t0 += C) {
+        const uint n = min(C, len - t0);
+        const uint tok0 = first + t0;
 
         // Stage the chunk's k, q and gates; each thread reads its own v.
         for (uint r = 0; r < n; ++r) {
