@@ -97,12 +97,14 @@ func (k *Kernels) Release() {
 	}
 }
 
-// Prefill encodes a prefill kernel for any number of tokens: the chunked
-// kernel ([KernelPrefillChunked], gated_delta_net_chunked_f32) from
+// Prefill encodes a prefill kernel for any number of tokens, for the
+// activation and state types of p: the chunked kernel
+// ([KernelPrefillChunked], gated_delta_net_chunked_{A}_{S}) from
 // [ChunkedMinTokens] tokens on, the token-by-token kernel ([KernelPrefill],
-// gated_delta_net_f32) below. Both take D_k and D_v at most 128, D_v at
-// most the pipeline's maxTotalThreadsPerThreadgroup. b.Capture must be
-// empty.
+// gated_delta_net_{A}_{S}) below. Both take D_k and D_v at most 128, D_v
+// at most the pipeline's maxTotalThreadsPerThreadgroup. b.Capture must be
+// empty. Like every dispatcher it takes p's types and fused parts (see
+// [Buffers]).
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
 	return k.encode(enc, prefillKernel(p.Shape.NTokens), p, b)
 }

@@ -22,24 +22,27 @@ func invalid(arg, format string, a ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, arg, fmt.Sprintf(format, a...))
 }
 
-// Kernel names one of the kernel variants a dispatch runs.
+// Kernel names one of the kernel families a dispatch runs; Params'
+// activation and state types choose the variant (entry point
+// gated_delta_net_..._{A}_{S}, gated_delta_net_..._f32 for f32/f32; see
+// package kernels).
 type Kernel int
 
 const (
-	// KernelPrefill is gated_delta_net_f32: any n_tokens, D_k and D_v at
-	// most 128.
+	// KernelPrefill is gated_delta_net_{A}_{S}: any n_tokens, D_k and D_v
+	// at most 128.
 	KernelPrefill Kernel = iota
-	// KernelDecode is gated_delta_net_decode_f32_{NSG}, indices rebuilt
-	// every token; [Kernels.Decode] picks it at n_tokens == 1.
+	// KernelDecode is gated_delta_net_decode_{A}_{S}_{NSG}, indices
+	// rebuilt every token; [Kernels.Decode] picks it at n_tokens == 1.
 	KernelDecode
-	// KernelDecodeSeq is gated_delta_net_decode_seq_f32_{NSG}, per-lane
+	// KernelDecodeSeq is gated_delta_net_decode_seq_{A}_{S}_{NSG}, per-lane
 	// pointers advanced once per token; [Kernels.Decode] picks it at
 	// n_tokens >= 2.
 	KernelDecodeSeq
-	// KernelDecodeLegacy is gated_delta_net_decode_legacy_f32_{NSG}, the
-	// index kernel kept for tests and benchmarks.
+	// KernelDecodeLegacy is gated_delta_net_decode_legacy_{A}_{S}_{NSG},
+	// the index kernel kept for tests and benchmarks.
 	KernelDecodeLegacy
-	// KernelDecodeCapture is gated_delta_net_decode_capture_f32_{NSG},
+	// KernelDecodeCapture is gated_delta_net_decode_capture_{A}_{S}_{NSG},
 	// which also writes the state after every token to the capture buffer.
 	KernelDecodeCapture
 	// KernelPrefillChunked is gated_delta_net_chunked_f32, the chunked (WY
@@ -143,6 +146,7 @@ type viewCheck struct {
 	v        View
 	elem     ElemType // the element type the kernel reads or writes
 	elemFrom string   // the field elem comes from, "" when it is fixed: A_log, dt_bias
+	missing  string   // why the view is needed, for the error when it has no buffer
 	want     int      // elements the shape implies (saturated, see spec.Shape)
 	formula  string
 	maxLen   int // the most elements the view may have
@@ -150,7 +154,7 @@ type viewCheck struct {
 }
 
 func exact(name string, v View, elem ElemType, elemFrom string, want int, formula string, written bool) viewCheck {
-	return viewCheck{name, v, elem, elemFrom, want, formula, want, written}
+	return viewCheck{name: name, v: v, elem: elem, elemFrom: elemFrom, want: want, formula: formula, maxLen: want, written: written}
 }
 
 func validateBuffers(k Kernel, p Params, b Buffers) error {
@@ -172,6 +176,9 @@ func validateBuffers(k Kernel, p Params, b Buffers) error {
 		exact("DtBias", b.DtBias, F32, fixed, s.NVHeads, "n_v_heads", false),
 	}
 	const capture, aLog = 8, 9 // indices in checks
+	for i := aLog; i < len(checks); i++ {
+		checks[i].missing = "Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each"
+	}
 	// Gather the views this dispatch binds at the front of checks.
 	n := capture
 	if k == KernelDecodeCapture {
@@ -254,8 +261,8 @@ func byteRange(v View) (lo, hi int) {
 func validateView(c *viewCheck) error {
 	name, v, want, formula, maxLen := c.name, c.v, c.want, c.formula, c.maxLen
 	if v.Buffer == nil {
-		if c.elemFrom == "" {
-			return invalid(name, "no buffer; Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each")
+		if c.missing != "" {
+			return invalid(name, "no buffer; %s", c.missing)
 		}
 		return invalid(name, "no buffer")
 	}

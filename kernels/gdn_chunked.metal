@@ -237,14 +237,5 @@ kernel void gated_delta_net_chunked(
     }
 }
 
-// Instantiations: activation type, state type. f32/f32 is
-// gated_delta_net_chunked_f32.
-instantiate_gdn_kernel("gated_delta_net_chunked_f32", gated_delta_net_chunked, float, float)
-instantiate_gdn_kernel("gated_delta_net_chunked_f32_f16", gated_delta_net_chunked, float, half)
-instantiate_gdn_kernel("gated_delta_net_chunked_f32_bf16", gated_delta_net_chunked, float, gdn_bf16)
-instantiate_gdn_kernel("gated_delta_net_chunked_f16_f32", gated_delta_net_chunked, half, float)
-instantiate_gdn_kernel("gated_delta_net_chunked_f16_f16", gated_delta_net_chunked, half, half)
-instantiate_gdn_kernel("gated_delta_net_chunked_f16_bf16", gated_delta_net_chunked, half, gdn_bf16)
-instantiate_gdn_kernel("gated_delta_net_chunked_bf16_f32", gated_delta_net_chunked, gdn_bf16, float)
-instantiate_gdn_kernel("gated_delta_net_chunked_bf16_f16", gated_delta_net_chunked, gdn_bf16, half)
-instantiate_gdn_kernel("gated_delta_net_chunked_bf16_bf16", gated_delta_net_chunked, gdn_bf16, gdn_bf16)
+// Every combination of activation and state type (gdn_common.metal).
+instantiate_gdn_types(instantiate_gdn, "gated_delta_net_chunked", gated_delta_net_chunked)

@@ -20,12 +20,19 @@
 // [PrefillOf], [PrefillChunkedOf], [DecodeOf], [DecodeSeqOf],
 // [DecodeLegacyOf] and [DecodeCaptureOf] any.
 //
+// Every kernel binds q, k, v, g (or a), beta (or b), state_in, output and
+// state_out at buffer indices 0-7, the nine parameter words at 8 (word 7:
+// the fused parts, bit 0 L2 norm, bit 1 gate, bit 2 beta), capture at 9
+// (capture kernel only) and A_log and dt_bias ([n_v_heads] f32, read with
+// the fused gate only) at 10 and 11.
+//
 // Each source is compiled behind gdn_common.metal, which holds the parameter
 // block, the element conversions, the fused gates and norm, and the
 // per-token arithmetic shared by the decode family. bf16 data is MSL's
-// bfloat where the library is compiled as language version 3.1 or later
-// (macOS 14), and 16-bit integers converted by hand below it; the entry
-// points have the same names either way. Package gdn validates arguments
+// bfloat where the library is compiled as language version 3.1 or later,
+// which a [Registry] does on macOS 14 with an Apple-silicon GPU (see
+// [LanguageVersion]), and 16-bit integers converted by hand below it; the
+// entry points have the same names either way. Package gdn validates arguments
 // and dispatches these kernels; the contract they implement is the
 // project's SPEC.md.
 package kernels

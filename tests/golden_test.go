@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/golden"
 )
@@ -43,16 +42,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	for _, gc := range cases {
 		t.Run(gc.Name, func(t *testing.T) {
 			p := gc.Params
-			kerns := []kernel{kPrefill, kChunked}
-			if p.NTokens >= gdn.ChunkedMinTokens { // Prefill picks the chunked kernel
-				kerns = append(kerns, kRecurrent)
-			}
-			if decodeKernels[p.DK] {
-				kerns = append(kerns, decodeFamily...)
-				if p.NTokens >= 2 {
-					kerns = append(kerns, r.decodeKernel())
-				}
-			}
+			kerns := r.kernelsFor(p)
 			for _, k := range kerns {
 				o := r.run(t, job{kern: k, p: p, in: gc.Inputs})
 				cmps := []comparison{
