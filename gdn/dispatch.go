@@ -123,17 +123,20 @@ func (k *Kernels) Encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 }
 
 // ChunkedMinTokens is the n_tokens from which [Kernels.Prefill] picks the
-// chunked kernel. Per token and row of S the token-by-token kernel runs
-// four D_k-long loops (decay, S k, update, S q), two of them sums whose
-// every step waits for the one before, and two threadgroup barriers. The
-// chunked kernel runs three D_k-long loops per token (S_0 k_r and S_0 q_r,
-// independent across the chunk's tokens, and its share of the update),
-// plus per chunk of C tokens a C x C triangular solve per row and
-// C(C+1)/2 pairs of D_k-long dot products per threadgroup, and three
-// barriers. At 64 tokens (four chunks at D_k = 128, two at D_k <= 64) the
-// chunk's fixed costs are spread over at least two full chunks; the
-// state is read and written once per dispatch by both, so the memory
-// traffic per token is the same.
+// chunked kernel. Per row of S and token, the token-by-token kernel does
+// 4 D_k multiply-adds (decay, S k, update, S q), in two sums whose every
+// step waits for the one before, with two threadgroup barriers; the
+// chunked kernel does D_k (3 + 1/C + (C+1)/D_v) + C with C = 16 (0.83x at
+// D_k = D_v = 128, 0.89x at 64), its S_0 k and S_0 q sums independent
+// across a chunk's tokens, and 3 barriers per chunk. Both read and write
+// the state once per dispatch and read q, k and v once per token; the
+// chunked kernel reads g and beta once per token where the other reads
+// them once per row. These counts favour the chunked kernel from a few
+// tokens on; what they leave out is the price of its private memory (4 C
+// floats per thread on top of the row of S) on a GPU's register file.
+// Prefill therefore switches at 64 tokens, four full chunks, where the
+// counted work is 11-17% lower and the barriers over ten times fewer;
+// BenchmarkMetalPrefill in package tests measures the ratio on a Mac.
 const ChunkedMinTokens = 64
 
 // prefillKernel is the automatic choice of [Kernels.Prefill].

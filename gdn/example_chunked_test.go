@@ -10,8 +10,8 @@ import (
 )
 
 // A 100-token prompt through Prefill, which takes the chunked kernel from
-// gdn.ChunkedMinTokens tokens on (three chunks of 32 and one of 4 at D_k =
-// 64), checked against the float32 token-by-token reference.
+// gdn.ChunkedMinTokens tokens on (six chunks of 16 and one of 4), checked
+// against the float32 token-by-token reference.
 func ExampleKernels_Prefill() {
 	dev, err := device()
 	if err != nil {

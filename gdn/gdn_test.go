@@ -726,12 +726,8 @@ func TestEncoding(t *testing.T) {
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
 		case KernelPrefillChunked:
-			// k and q of C tokens, A and M (C x C), 6C floats; C = 32 up to D_k = 64, 16 above.
-			c32 := 32
-			if c.s.DK > 64 {
-				c32 = 16
-			}
-			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c32*c.s.DK + 2*c32*c32 + 6*c32) * 4, 0}})
+			// k and q of C = 16 tokens, A and M (C x C), 6C floats.
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*16*c.s.DK + 2*16*16 + 6*16) * 4, 0}})
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
 		default:
 			nsg := uint(c.s.DK / 32)

@@ -47,7 +47,7 @@ const (
 	KernelDecodeCapture
 	// KernelPrefillChunked is gated_delta_net_chunked_f32, the chunked (WY
 	// form) prefill: same limits as KernelPrefill, tokens taken
-	// kernels.ChunkLen(D_k) at a time; [Kernels.Prefill] picks it from
+	// kernels.ChunkLen at a time; [Kernels.Prefill] picks it from
 	// [ChunkedMinTokens] tokens on.
 	KernelPrefillChunked
 )

@@ -3,9 +3,8 @@
 //
 // Threadgroup (D_v, 1, 1), grid (n_v_heads, n_seqs, 1), as the prefill
 // kernel. Thread i owns row i of S in private memory (widened to float
-// once) for the whole sequence; the tokens go through C at a time, C = 32
-// for D_k <= 64 and 16 above (gdn_chunk_len), the last chunk of a sequence
-// possibly shorter. The chunk's k and q are staged in threadgroup memory.
+// once) for the whole sequence; the tokens go through C = 16 at a time
+// (GDN_CHUNK), the last chunk of a sequence possibly shorter. The chunk's k and q are staged in threadgroup memory.
 //
 // The math. Within a chunk of n tokens r, s = 0 .. n-1, with S_0 the state
 // before it (rows of S are D_k long, so S k is a column of D_v values),
@@ -49,14 +48,18 @@
 // Threadgroup memory at index 0, in floats (gdn_chunk_floats):
 //   k[C][D_k] | q[C][D_k] | A[C][C] | M[C][C] | e[C] | last[C] | beta[C] | g[C] | rnorm[2C]
 // (last[s] = Gamma[n-1][s]; rnorm: 1/|k_r|, then 1/|q_r|, with the fused
-// norm). 18,816 bytes at D_k = 128, 25,344 at D_k = 64.
+// norm). 18,816 bytes at D_k = 128, 10,624 at D_k = 64.
+//
+// The chunk length. Per row of S and token the kernel does
+// D_k (3 + 1/C + (C+1)/D_v) + C multiply-adds: S_0 k_r and S_0 q_r, the
+// update, its share of A and M, the substitution and the outputs. At
+// C = 16 that is 425 at D_k = D_v = 128 and 229 at 64, against the
+// token-by-token kernel's 4 D_k (512, 256); at C = 32 the C-sized terms
+// make it 259 at D = 64, no gain. The barriers, 3 per chunk, are 3/16 per
+// token against 2.
 
-#define GDN_CHUNK_MAX 32
+#define GDN_CHUNK 16
 #define GDN_CHUNK_DK_MAX 128
-
-// The chunk length for key size d_k: 32 tokens while the staged chunk fits
-// comfortably in threadgroup memory (d_k <= 64), 16 above.
-inline uint gdn_chunk_len(uint d_k) { return d_k <= 64u ? 32u : 16u; }
 
 // exp(-(g[from] + ... + g[to])), summed in order; 1 for an empty range.
 inline float gdn_range_decay(threadgroup const float *g, uint from, uint to) {
@@ -92,7 +95,7 @@ kernel void gated_delta_net_chunked(
     const float scale = gdn_out_scale(p);
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
-    const uint C = gdn_chunk_len(d_k);
+    const uint C = GDN_CHUNK;
 
     threadgroup float *ks = stage;
     threadgroup float *qs = ks + C * d_k;
@@ -117,10 +120,10 @@ kernel void gated_delta_net_chunked(
         s[j] = gdn_load(state_in + row + j);
     }
 
-    float vr[GDN_CHUNK_MAX];  // v_r, row i
-    float sk[GDN_CHUNK_MAX];  // (S_0 k_r)_i
-    float sq[GDN_CHUNK_MAX];  // (S_0 q_r)_i
-    float u[GDN_CHUNK_MAX];   // u_r, row i
+    float vr[GDN_CHUNK];  // v_r, row i
+    float sk[GDN_CHUNK];  // (S_0 k_r)_i
+    float sq[GDN_CHUNK];  // (S_0 q_r)_i
+    float u[GDN_CHUNK];   // u_r, row i
 
     for (uint t0 = 0; t0 < len; t0 += C) {
         const uint n = min(C, len - t0);

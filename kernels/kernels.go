@@ -88,23 +88,16 @@ func PrefillOf(act, state spec.ElemType) string { return prefillNames.name(act, 
 func PrefillChunkedOf(act, state spec.ElemType) string { return chunkedNames.name(act, state, 0) }
 
 // ChunkLen is the number of tokens the chunked prefill kernel takes at a
-// time for key size dk: 32 up to dk = 64, 16 above, so that the staged k
-// and q of a chunk (2 * ChunkLen * dk floats) stay at 16 KiB
-// (gdn_chunk_len in gdn_chunked.metal).
-func ChunkLen(dk int) int {
-	if dk <= 64 {
-		return 32
-	}
-	return 16
-}
+// time (GDN_CHUNK in gdn_chunked.metal, which says why 16).
+const ChunkLen = 16
 
 // ChunkedThreadgroupMemory returns the threadgroup memory, in bytes, the
 // chunked prefill kernel needs at index 0 for key size dk: the staged k
 // and q (C x dk each), the C x C matrices A and M, and 6C floats of
-// decays, gates and norms, C = [ChunkLen](dk), rounded up to the multiple
-// of 16 bytes Metal requires of setThreadgroupMemoryLength.
+// decays, gates and norms, C = [ChunkLen], rounded up to the multiple of
+// 16 bytes Metal requires of setThreadgroupMemoryLength.
 func ChunkedThreadgroupMemory(dk int) int {
-	c := ChunkLen(dk)
+	const c = ChunkLen
 	n := (2*c*dk + 2*c*c + 6*c) * 4
 	return (n + 15) &^ 15
 }

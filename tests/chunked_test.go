@@ -37,7 +37,7 @@ var (
 func chunkedCases() []spec.Params {
 	var out []spec.Params
 	for i, s := range []struct{ dk, dv, ns int }{{64, 64, 2}, {64, 128, 1}, {128, 64, 1}, {128, 128, 2}} {
-		p := spec.Params{Shape: spec.Shape{DK: s.dk, DV: s.dv, NKHeads: 2, NVHeads: 4, NTokens: 2*kernels.ChunkLen(s.dk) + 5, NSeqs: s.ns}}
+		p := spec.Params{Shape: spec.Shape{DK: s.dk, DV: s.dv, NKHeads: 2, NVHeads: 4, NTokens: 2*kernels.ChunkLen + 5, NSeqs: s.ns}}
 		if i%2 == 1 {
 			p.HeadMap, p.QScale = spec.Tiled, float32(1/math.Sqrt(float64(s.dk)))
 		}
@@ -61,7 +61,7 @@ func chunkedReferences(t *testing.T, p spec.Params, in cpuref.Inputs, oracle boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	c64, err := cpuref.Chunked64(p, in, kernels.ChunkLen(p.DK))
+	c64, err := cpuref.Chunked64(p, in, kernels.ChunkLen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestEmulatedChunkedTyped(t *testing.T) {
 			c := typedCase{
 				name: fmt.Sprintf("chunked_%v_%v_%s_dk%d", a, st, fusedName(f), dk),
 				p: spec.Params{
-					Shape:   spec.Shape{DK: dk, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: kernels.ChunkLen(dk) + 3, NSeqs: 1},
+					Shape:   spec.Shape{DK: dk, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: kernels.ChunkLen + 3, NSeqs: 1},
 					HeadMap: spec.Tiled, QScale: float32(1 / math.Sqrt(float64(dk))),
 					Activation: a, State: st, Fused: f,
 				},
@@ -232,7 +232,7 @@ func TestEmulatedChunkedTyped(t *testing.T) {
 func TestEmulatedChunkedDecaysUnderflow(t *testing.T) {
 	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
 		for _, dk := range []int{64, 128} {
-			c := kernels.ChunkLen(dk)
+			c := kernels.ChunkLen
 			p := spec.Params{Shape: spec.Shape{DK: dk, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 2*c + 5, NSeqs: 1}, QScale: 0.125}
 			in, err := cpuref.RandomInputs(p, 0xdeca7+uint64(dk))
 			if err != nil {
