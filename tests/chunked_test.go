@@ -8,26 +8,14 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu/msl"
-	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
-	"github.com/puremetal/puremetal/mtl"
 )
 
 // The chunked prefill kernel (gated_delta_net_chunked_*, the WY form of
 // gdn_chunked.metal) against the three references: Reference32 (the
 // float32 token loop), Oracle64 (float64, one token at a time) and
 // Chunked64 (float64, the chunked matrix form).
-
-var (
-	kChunked = kernel{"chunked", (*gdn.Kernels).PrefillChunked, false}
-	// kRecurrent is the token-by-token prefill kernel at any n_tokens,
-	// which gdn.Kernels.Prefill leaves to the chunked kernel from
-	// gdn.ChunkedMinTokens on.
-	kRecurrent = kernel{"recurrent", func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
-		return k.Encode(enc, gdn.KernelPrefill, p, b)
-	}, false}
-)
 
 // chunkedCases are D_k, D_v in {64, 128}, each on one sequence of two key
 // and four value heads (r = 2, so the head maps differ) and, where D_k =

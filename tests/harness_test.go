@@ -139,8 +139,15 @@ var (
 	kSeq     = kernel{"seq", (*gdn.Kernels).DecodeSeq, false}
 	kLegacy  = kernel{"legacy", (*gdn.Kernels).DecodeLegacy, false}
 	kCapture = kernel{"capture", (*gdn.Kernels).DecodeWithCapture, true}
+	kChunked = kernel{"chunked", (*gdn.Kernels).PrefillChunked, false}
+	// kRecurrent is the token-by-token prefill kernel at any n_tokens,
+	// which gdn.Kernels.Prefill leaves to the chunked kernel from
+	// gdn.ChunkedMinTokens on.
+	kRecurrent = kernel{"recurrent", func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
+		return k.Encode(enc, gdn.KernelPrefill, p, b)
+	}, false}
 
-	allKernels    = []kernel{kPrefill, kDecode, kSeq, kLegacy, kCapture}
+	allKernels    = []kernel{kPrefill, kChunked, kDecode, kSeq, kLegacy, kCapture}
 	decodeFamily  = []kernel{kDecode, kSeq, kLegacy, kCapture}
 	decodeKernels = map[int]bool{32: true, 64: true, 128: true} // D_k the decode family takes
 )
