@@ -4,7 +4,8 @@
 // Threadgroup (D_v, 1, 1), grid (n_v_heads, n_seqs, 1), as the prefill
 // kernel. Thread i owns row i of S in private memory (widened to float
 // once) for the whole sequence; the tokens go through C = 16 at a time
-// (GDN_CHUNK), the last chunk of a sequence possibly shorter. The chunk's k and q are staged in threadgroup memory.
+// (GDN_CHUNK), the last chunk of a sequence possibly shorter. The chunk's
+// k and q are staged in threadgroup memory.
 //
 // The math. Within a chunk of n tokens r, s = 0 .. n-1, with S_0 the state
 // before it (rows of S are D_k long, so S k is a column of D_v values),
@@ -42,10 +43,12 @@
 // norm, the inverse norms (barrier) and the normalised k and q (barrier);
 // the decays, A, M and each row's S_0 k, S_0 q (barrier); then each thread
 // solves, writes its outputs and updates its row (barrier before the next
-// chunk overwrites the stage). Three barriers per chunk against the
-// prefill kernel's two per token. Everything runs in float.
+// chunk overwrites the stage). Three barriers per chunk (five with the
+// fused norm) against the prefill kernel's two per token. Everything runs
+// in float.
 //
-// Threadgroup memory at index 0, in floats (gdn_chunk_floats):
+// Threadgroup memory at index 0, in floats (the dispatcher reserves
+// kernels.ChunkedThreadgroupMemory bytes):
 //   k[C][D_k] | q[C][D_k] | A[C][C] | M[C][C] | e[C] | last[C] | beta[C] | g[C] | rnorm[2C]
 // (last[s] = Gamma[n-1][s]; rnorm: 1/|k_r|, then 1/|q_r|, with the fused
 // norm). 18,816 bytes at D_k = 128, 10,624 at D_k = 64.
