@@ -533,17 +533,19 @@ func TestPrefillThreadLimit(t *testing.T) {
 	fb := useFakeBuffers(t)
 	s := prefillShape
 	s.DV = 96
-	p, b := fb.args(KernelPrefill, s)
-	kk := &Kernels{pipelines: &fakePipelines{maxThreads: 64}}
-	rec := &recorder{}
-	err := kk.dispatch(rec, KernelPrefill, p, b)
-	checkInvalid(t, "D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", "64", "gated_delta_net_f32"})
-	if len(rec.calls) != 0 {
-		t.Errorf("%d encoder calls after a failed check", len(rec.calls))
-	}
-	kk = &Kernels{pipelines: &fakePipelines{maxThreads: 96}}
-	if err := kk.dispatch(rec, KernelPrefill, p, b); err != nil {
-		t.Errorf("D_v equal to the limit: %v", err)
+	for k, entry := range map[Kernel]string{KernelPrefill: kernels.Prefill, KernelPrefillChunked: kernels.PrefillChunked} {
+		p, b := fb.args(k, s)
+		kk := &Kernels{pipelines: &fakePipelines{maxThreads: 64}}
+		rec := &recorder{}
+		err := kk.dispatch(rec, k, p, b)
+		checkInvalid(t, k.String()+": D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", "64", entry})
+		if len(rec.calls) != 0 {
+			t.Errorf("%v: %d encoder calls after a failed check", k, len(rec.calls))
+		}
+		kk = &Kernels{pipelines: &fakePipelines{maxThreads: 96}}
+		if err := kk.dispatch(rec, k, p, b); err != nil {
+			t.Errorf("%v: D_v equal to the limit: %v", k, err)
+		}
 	}
 }
 
