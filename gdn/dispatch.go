@@ -101,9 +101,10 @@ func (k *Kernels) Release() {
 // activation and state types of p: the chunked kernel
 // ([KernelPrefillChunked], gated_delta_net_chunked_{A}_{S}) from
 // [ChunkedMinTokens] tokens on, the token-by-token kernel ([KernelPrefill],
-// gated_delta_net_{A}_{S}) below. Both take D_k and D_v at most 128, D_v
-// at most the pipeline's maxTotalThreadsPerThreadgroup. b.Capture must be
-// empty. Like every dispatcher it takes p's types and fused parts (see
+// gated_delta_net_{A}_{S}) below. Both take D_k and D_v at most 128; the
+// token-by-token kernel runs D_v threads per threadgroup, the chunked one
+// 4 D_v, at most the pipeline's maxTotalThreadsPerThreadgroup. b.Capture
+// must be empty. Like every dispatcher it takes p's types and fused parts (see
 // [Buffers]).
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
 	return k.encode(enc, prefillKernel(p.Shape.NTokens), p, b)
@@ -124,18 +125,18 @@ func (k *Kernels) Encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 
 // ChunkedMinTokens is the n_tokens from which [Kernels.Prefill] picks the
 // chunked kernel. Per row of S and token, the token-by-token kernel does
-// 4 D_k multiply-adds (decay, S k, update, S q), in two sums whose every
-// step waits for the one before, with two threadgroup barriers; the
-// chunked kernel does D_k (3 + 1/C + (C+1)/D_v) + C with C = 16 (0.83x at
-// D_k = D_v = 128, 0.89x at 64), its S_0 k and S_0 q sums independent
-// across a chunk's tokens, and 3 barriers per chunk. Both read and write
-// the state once per dispatch and read q, k and v once per token; the
-// chunked kernel reads g and beta once per token where the other reads
-// them once per row. These counts favour the chunked kernel from a few
-// tokens on; what they leave out is the price of its private memory (4 C
-// floats per thread on top of the row of S) on a GPU's register file.
-// Prefill therefore switches at 64 tokens, four full chunks, where the
-// counted work is 11-17% lower and the barriers over ten times fewer;
+// 4 D_k multiply-adds (decay, S k, update, S q) in one thread, in two sums
+// whose every step waits for the one before, with two threadgroup
+// barriers. The chunked kernel does D_k (3 + 1/C + (C+1)/D_v) + 2(C-1) +
+// (C+1)/2 with C = 16 (0.87x at D_k = D_v = 128, 0.98x at 64) spread over
+// four threads, its S_0 k and S_0 q sums independent across a chunk's
+// tokens, with 3 barriers per chunk (3/16 per token) and 4 shuffle steps
+// per token. Both read and write the state once per dispatch and read q,
+// k and v once per token; the chunked kernel reads g and beta once per
+// token where the other reads them once per row. These counts favour the
+// chunked kernel from a few tokens on; what they leave out is the cost of
+// filling and draining a chunk on a real GPU, so Prefill switches at 64
+// tokens, four full chunks, where the barriers are over ten times fewer;
 // BenchmarkMetalPrefill in package tests measures the ratio on a Mac.
 const ChunkedMinTokens = 64
 
@@ -231,8 +232,12 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if err != nil {
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
 	}
-	if kern.prefillFamily() && s.DV > maxThreads {
+	switch {
+	case kern == KernelPrefill && s.DV > maxThreads:
 		return invalid("Shape.DV", "%d, more than the %d threads per threadgroup the %s pipeline allows", s.DV, maxThreads, entry)
+	case kern == KernelPrefillChunked && kernels.ChunkLanes*s.DV > maxThreads:
+		return invalid("Shape.DV", "%d: %d threads per row make %d, more than the %d threads per threadgroup the %s pipeline allows",
+			s.DV, kernels.ChunkLanes, kernels.ChunkLanes*s.DV, maxThreads, entry)
 	}
 
 	enc.SetComputePipelineState(pso)
@@ -261,8 +266,8 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
 		grid, group = prefillGeometry(s)
 	case KernelPrefillChunked:
-		enc.SetThreadgroupMemoryLength(kernels.ChunkedThreadgroupMemory(s.DK), 0)
-		grid, group = prefillGeometry(s)
+		enc.SetThreadgroupMemoryLength(kernels.ChunkedThreadgroupMemory(s.DK, s.DV), 0)
+		grid, group = chunkedGeometry(s)
 	default:
 		grid, group = decodeGeometry(s)
 	}

@@ -110,7 +110,8 @@ func fusedOptions() []spec.Fused {
 var (
 	decodeShape  = Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3}
 	prefillShape = Shape{DK: 48, DV: 24, NKHeads: 2, NVHeads: 6, NTokens: 5, NSeqs: 3}
-	// The kernels of one thread per row, then the SIMD-group decode family.
+	// The kernels of one threadgroup per head and sequence, then the
+	// SIMD-group decode family.
 	prefillKernels = []Kernel{KernelPrefill, KernelPrefillChunked}
 	decodeKernels  = []Kernel{KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture}
 	allKernels     = append(slices.Clone(prefillKernels), decodeKernels...)
@@ -533,16 +534,22 @@ func TestPrefillThreadLimit(t *testing.T) {
 	fb := useFakeBuffers(t)
 	s := prefillShape
 	s.DV = 96
-	for k, entry := range map[Kernel]string{KernelPrefill: kernels.Prefill, KernelPrefillChunked: kernels.PrefillChunked} {
+	// The chunked kernel runs 4 threads per row of S.
+	for _, c := range []struct {
+		k       Kernel
+		entry   string
+		threads int
+	}{{KernelPrefill, kernels.Prefill, 96}, {KernelPrefillChunked, kernels.PrefillChunked, 384}} {
+		k := c.k
 		p, b := fb.args(k, s)
-		kk := &Kernels{pipelines: &fakePipelines{maxThreads: 64}}
+		kk := &Kernels{pipelines: &fakePipelines{maxThreads: c.threads - 1}}
 		rec := &recorder{}
 		err := kk.dispatch(rec, k, p, b)
-		checkInvalid(t, k.String()+": D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", "64", entry})
+		checkInvalid(t, k.String()+": D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", fmt.Sprint(c.threads - 1), c.entry})
 		if len(rec.calls) != 0 {
 			t.Errorf("%v: %d encoder calls after a failed check", k, len(rec.calls))
 		}
-		kk = &Kernels{pipelines: &fakePipelines{maxThreads: 96}}
+		kk = &Kernels{pipelines: &fakePipelines{maxThreads: c.threads}}
 		if err := kk.dispatch(rec, k, p, b); err != nil {
 			t.Errorf("%v: D_v equal to the limit: %v", k, err)
 		}
@@ -728,9 +735,9 @@ func TestEncoding(t *testing.T) {
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
 		case KernelPrefillChunked:
-			// k and q of C = 16 tokens, A and M (C x C), 6C floats.
-			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*16*c.s.DK + 2*16*16 + 6*16) * 4, 0}})
-			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
+			// k, q and v of C = 16 tokens, A and M (C x C), 6C floats; 4 threads per row.
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*16*c.s.DK + 16*c.s.DV + 2*16*16 + 6*16) * 4, 0}})
+			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(4*uint(c.s.DV), 1, 1)
 		default:
 			nsg := uint(c.s.DK / 32)
 			grid, group = size(uint(c.s.DV)/nsg, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, nsg, 1)

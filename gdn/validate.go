@@ -68,8 +68,9 @@ var kernelNames = [...]string{
 
 func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelPrefillChunked }
 
-// prefillFamily reports whether k is one of the kernels of one thread per
-// row of S: the prefill and chunked prefill kernels.
+// prefillFamily reports whether k is one of the kernels of one
+// threadgroup per value head and sequence: the prefill and chunked
+// prefill kernels.
 func (k Kernel) prefillFamily() bool { return k == KernelPrefill || k == KernelPrefillChunked }
 
 // decodeFamily reports whether k is one of the SIMD-group decode kernels.

@@ -1,11 +1,12 @@
 // Gated DeltaNet chunked prefill: the WY (UT transform) form of the delta
 // rule, any number of tokens, D_k <= 128, D_v <= 128.
 //
-// Threadgroup (D_v, 1, 1), grid (n_v_heads, n_seqs, 1), as the prefill
-// kernel. Thread i owns row i of S in private memory (widened to float
-// once) for the whole sequence; the tokens go through C = 16 at a time
-// (GDN_CHUNK), the last chunk of a sequence possibly shorter. The chunk's
-// k and q are staged in threadgroup memory.
+// Threadgroup (4 D_v, 1, 1), grid (n_v_heads, n_seqs, 1). The four
+// threads 4i .. 4i+3 (lanes of one SIMD-group) own row i of S, lane l the
+// cells j = l + 4c, in private memory (widened to float once) for the
+// whole sequence: at most 32 floats each. The tokens go through C = 16 at
+// a time (GDN_CHUNK), the last chunk of a sequence possibly shorter; the
+// chunk's k, q and v are staged in threadgroup memory.
 //
 // The math. Within a chunk of n tokens r, s = 0 .. n-1, with S_0 the state
 // before it (rows of S are D_k long, so S k is a column of D_v values),
@@ -36,10 +37,12 @@
 // Each row i of S takes part in all of it on its own: S_0 k_r and S_0 q_r
 // are dot products of row i, and the substitution, the outputs and the
 // update of row i need only u_{., i}, v_{., i} and the shared A, M, e,
-// Gamma[n-1][.] and K. So thread i keeps u, v, S_0 k and S_0 q of its row
-// in private memory, and the threadgroup shares the staged chunk and the
-// n x n matrices A and M (computed once per chunk, spread over the
-// threads). Per chunk: stage k, q and the gates (barrier); with the fused
+// Gamma[n-1][.] and K. So the lanes of row i sum their cells' parts of
+// S_0 k_r and S_0 q_r with two shuffle steps (gdn_row_sum), each computes
+// the row's u (the same values in the same order) and updates its own
+// cells; lane 0 writes the outputs. The threadgroup shares the staged
+// chunk and the n x n matrices A and M (computed once per chunk, spread
+// over the threads). Per chunk: stage k, q and the gates (barrier); with the fused
 // norm, the inverse norms (barrier) and the normalised k and q (barrier);
 // the decays, A, M and each row's S_0 k, S_0 q (barrier); then each thread
 // solves, writes its outputs and updates its row (barrier before the next
@@ -49,20 +52,22 @@
 //
 // Threadgroup memory at index 0, in floats (the dispatcher reserves
 // kernels.ChunkedThreadgroupMemory bytes):
-//   k[C][D_k] | q[C][D_k] | A[C][C] | M[C][C] | e[C] | last[C] | beta[C] | g[C] | rnorm[2C]
+//   k[C][D_k] | q[C][D_k] | v[C][D_v] | A[C][C] | M[C][C] | e[C] | last[C] | beta[C] | g[C] | rnorm[2C]
 // (last[s] = Gamma[n-1][s]; rnorm: 1/|k_r|, then 1/|q_r|, with the fused
-// norm). 18,816 bytes at D_k = 128, 10,624 at D_k = 64.
+// norm). 27,008 bytes at D_k = D_v = 128, 14,720 at 64.
 //
 // The chunk length. Per row of S and token the kernel does
-// D_k (3 + 1/C + (C+1)/D_v) + C multiply-adds: S_0 k_r and S_0 q_r, the
-// update, its share of A and M, the substitution and the outputs. At
-// C = 16 that is 425 at D_k = D_v = 128 and 229 at 64, against the
-// token-by-token kernel's 4 D_k (512, 256); at C = 32 the C-sized terms
-// make it 259 at D = 64, no gain. The barriers, 3 per chunk, are 3/16 per
-// token against 2.
+// D_k (3 + 1/C + (C+1)/D_v) + 2(C-1) + (C+1)/2 multiply-adds: S_0 k_r and
+// S_0 q_r, the update, its share of A and M, the substitution (in each of
+// the row's four lanes) and the outputs. At C = 16 that is 448 at
+// D_k = D_v = 128 and 252 at 64, against the token-by-token kernel's
+// 4 D_k (512, 256), spread over four threads instead of one; at C = 32
+// the C-sized terms make it 306 at D = 64. The barriers, 3 per chunk, are
+// 3/16 per token against 2; the shuffles 2 row sums of 2 steps per token.
 
 #define GDN_CHUNK 16
-#define GDN_CHUNK_DK_MAX 128
+#define GDN_CHUNK_LANES 4   // threads per row of S
+#define GDN_CHUNK_CELLS 32  // cells per lane: D_k / GDN_CHUNK_LANES at D_k = 128
 
 // exp(-(g[from] + ... + g[to])), summed in order; 1 for an empty range.
 inline float gdn_range_decay(threadgroup const float *g, uint from, uint to) {
@@ -71,6 +76,14 @@ inline float gdn_range_decay(threadgroup const float *g, uint from, uint to) {
         sum += g[u];
     }
     return metal::exp(-sum);
+}
+
+// The sum of x over the four lanes of a row (lanes 4i .. 4i+3 of the
+// SIMD-group), in every one of them: two shuffle steps.
+inline float gdn_row_sum(float x) {
+    x += simd_shuffle_xor(x, 1);
+    x += simd_shuffle_xor(x, 2);
+    return x;
 }
 
 template <typename A, typename S>
@@ -91,7 +104,11 @@ kernel void gated_delta_net_chunked(
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint d_k = p.d_k;
     const uint d_v = p.d_v;
-    const uint i = tid.x;
+    const uint t = tid.x;                       // thread in the threadgroup
+    const uint nt = GDN_CHUNK_LANES * d_v;      // threads in the threadgroup
+    const uint i = t / GDN_CHUNK_LANES;         // the row of S
+    const uint lane = t % GDN_CHUNK_LANES;      // cells j = lane + 4c of the row
+    const uint cells = d_k > lane ? (d_k - lane + GDN_CHUNK_LANES - 1) / GDN_CHUNK_LANES : 0;
     const uint h = tg.x;
     const uint seq = tg.y;
     const uint kh = gdn_key_head(p, h);
@@ -102,7 +119,8 @@ kernel void gated_delta_net_chunked(
 
     threadgroup float *ks = stage;
     threadgroup float *qs = ks + C * d_k;
-    threadgroup float *am = qs + C * d_k;  // A[r][s], s < r
+    threadgroup float *vs = qs + C * d_k;  // v[C][D_v]
+    threadgroup float *am = vs + C * d_v;  // A[r][s], s < r
     threadgroup float *mm = am + C * C;    // M[r][s], s <= r
     threadgroup float *es = mm + C * C;    // e_r
     threadgroup float *ls = es + C;        // Gamma[n-1][s]
@@ -117,13 +135,12 @@ kernel void gated_delta_net_chunked(
     const uint first = seq * p.n_tokens;
     const uint len = p.n_tokens;
 
-    const uint row = ((state * p.n_v_heads + h) * d_v + i) * d_k;
-    float s[GDN_CHUNK_DK_MAX];
-    for (uint j = 0; j < d_k; ++j) {
-        s[j] = gdn_load(state_in + row + j);
+    const uint row = ((state * p.n_v_heads + h) * d_v + i) * d_k + lane;
+    float s[GDN_CHUNK_CELLS];  // S[i][lane + 4c]
+    for (uint c = 0; c < cells; ++c) {
+        s[c] = gdn_load(state_in + row + GDN_CHUNK_LANES * c);
     }
 
-    float vr[GDN_CHUNK];  // v_r, row i
     float sk[GDN_CHUNK];  // (S_0 k_r)_i
     float sq[GDN_CHUNK];  // (S_0 q_r)_i
     float u[GDN_CHUNK];   // u_r, row i
@@ -132,16 +149,19 @@ kernel void gated_delta_net_chunked(
         const uint n = min(C, len - t0);
         const uint tok0 = first + t0;
 
-        // Stage the chunk's k, q and gates; each thread reads its own v.
+        // Stage the chunk's k, q, v and gates.
         for (uint r = 0; r < n; ++r) {
             const uint qk = ((tok0 + r) * p.n_k_heads + kh) * d_k;
-            for (uint j = i; j < d_k; j += d_v) {
+            for (uint j = t; j < d_k; j += nt) {
                 ks[r * d_k + j] = gdn_load(k + qk + j);
                 qs[r * d_k + j] = gdn_load(q + qk + j);
             }
-            vr[r] = gdn_load(v + ((tok0 + r) * p.n_v_heads + h) * d_v + i);
+            const uint vo = ((tok0 + r) * p.n_v_heads + h) * d_v;
+            for (uint j = t; j < d_v; j += nt) {
+                vs[r * d_v + j] = gdn_load(v + vo + j);
+            }
         }
-        for (uint r = i; r < n; r += d_v) {
+        for (uint r = t; r < n; r += nt) {
             const uint vh = (tok0 + r) * p.n_v_heads + h;
             gs[r] = gdn_gate(p, gc, gdn_load(g + vh));
             bs[r] = gdn_beta(p, gdn_load(beta + vh));
@@ -150,7 +170,7 @@ kernel void gated_delta_net_chunked(
 
         // The fused L2 norm, in place: inverse norms, then the products.
         if (l2norm) {
-            for (uint x = i; x < 2 * n; x += d_v) {
+            for (uint x = t; x < 2 * n; x += nt) {
                 threadgroup const float *vec = x < n ? ks + x * d_k : qs + (x - n) * d_k;
                 float ss = 0.0f;
                 for (uint j = 0; j < d_k; ++j) {
@@ -160,7 +180,7 @@ kernel void gated_delta_net_chunked(
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
             for (uint r = 0; r < n; ++r) {
-                for (uint j = i; j < d_k; j += d_v) {
+                for (uint j = t; j < d_k; j += nt) {
                     ks[r * d_k + j] = ks[r * d_k + j] * rn[r];
                     qs[r * d_k + j] = qs[r * d_k + j] * rn[n + r];
                 }
@@ -169,11 +189,11 @@ kernel void gated_delta_net_chunked(
         }
 
         // The decays and the n x n matrices, spread over the threads.
-        for (uint r = i; r < n; r += d_v) {
+        for (uint r = t; r < n; r += nt) {
             es[r] = gdn_range_decay(gs, 0, r);
             ls[r] = gdn_range_decay(gs, r + 1, n - 1);
         }
-        for (uint x = i; x < n * n; x += d_v) {
+        for (uint x = t; x < n * n; x += nt) {
             const uint r = x / n;
             const uint c = x % n;
             if (c > r) {
@@ -192,54 +212,59 @@ kernel void gated_delta_net_chunked(
             am[r * C + c] = c < r ? bs[r] * (gamma * kk) : 0.0f;
             mm[r * C + c] = gamma * qk;
         }
-        // Row i of S_0 against every k_r and q_r of the chunk.
+        // Row i of S_0 against every k_r and q_r of the chunk: each lane
+        // its cells, then the row's four lanes summed.
         for (uint r = 0; r < n; ++r) {
-            threadgroup const float *kr = ks + r * d_k;
-            threadgroup const float *qr = qs + r * d_k;
+            threadgroup const float *kr = ks + r * d_k + lane;
+            threadgroup const float *qr = qs + r * d_k + lane;
             float a = 0.0f;
             float b = 0.0f;
-            for (uint j = 0; j < d_k; ++j) {
-                a += s[j] * kr[j];
-                b += s[j] * qr[j];
+            for (uint c = 0; c < cells; ++c) {
+                a += s[c] * kr[GDN_CHUNK_LANES * c];
+                b += s[c] * qr[GDN_CHUNK_LANES * c];
             }
-            sk[r] = a;
-            sq[r] = b;
+            sk[r] = gdn_row_sum(a);
+            sq[r] = gdn_row_sum(b);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
-        // Forward substitution for u, row i, and the outputs.
+        // Forward substitution for u, row i, and the outputs: the row's
+        // four lanes compute the same values; lane 0 writes them.
         for (uint r = 0; r < n; ++r) {
-            float ur = bs[r] * (vr[r] - es[r] * sk[r]);
+            float ur = bs[r] * (vs[r * d_v + i] - es[r] * sk[r]);
             for (uint c = 0; c < r; ++c) {
                 ur -= am[r * C + c] * u[c];
             }
             u[r] = ur;
-            float o = es[r] * sq[r];
-            for (uint c = 0; c <= r; ++c) {
-                o += mm[r * C + c] * u[c];
+            if (lane == 0) {
+                float o = es[r] * sq[r];
+                for (uint c = 0; c <= r; ++c) {
+                    o += mm[r * C + c] * u[c];
+                }
+                gdn_store(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
             }
-            gdn_store(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
         }
 
-        // S_n = e_{n-1} S_0 + sum_s Gamma[n-1][s] u_s k_s^T, row i.
+        // S_n = e_{n-1} S_0 + sum_s Gamma[n-1][s] u_s k_s^T, the lane's cells of row i.
         for (uint r = 0; r < n; ++r) {
             u[r] = ls[r] * u[r];
         }
         const float decay = es[n - 1];
-        for (uint j = 0; j < d_k; ++j) {
-            float x = decay * s[j];
+        for (uint c = 0; c < cells; ++c) {
+            const uint j = lane + GDN_CHUNK_LANES * c;
+            float x = decay * s[c];
             for (uint r = 0; r < n; ++r) {
                 x += u[r] * ks[r * d_k + j];
             }
-            s[j] = x;
+            s[c] = x;
         }
 
         // Nobody restages before every row is done with this chunk.
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
 
-    for (uint j = 0; j < d_k; ++j) {
-        gdn_store(state_out + row + j, s[j]);
+    for (uint c = 0; c < cells; ++c) {
+        gdn_store(state_out + row + GDN_CHUNK_LANES * c, s[c]);
     }
 }
 

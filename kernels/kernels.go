@@ -64,8 +64,9 @@ const (
 	// Prefill is the f32 prefill kernel: threadgroup (D_v, 1, 1), grid
 	// (n_v_heads, n_seqs, 1), D_k and D_v at most 128.
 	Prefill = "gated_delta_net_f32"
-	// PrefillChunked is the f32 chunked prefill kernel: same geometry and
-	// limits as Prefill, the tokens taken [ChunkLen] at a time.
+	// PrefillChunked is the f32 chunked prefill kernel: threadgroup
+	// ([ChunkLanes] * D_v, 1, 1), grid (n_v_heads, n_seqs, 1), D_k and D_v
+	// at most 128, the tokens taken [ChunkLen] at a time.
 	PrefillChunked = "gated_delta_net_chunked_f32"
 )
 
@@ -91,14 +92,19 @@ func PrefillChunkedOf(act, state spec.ElemType) string { return chunkedNames.nam
 // time (GDN_CHUNK in gdn_chunked.metal, which says why 16).
 const ChunkLen = 16
 
+// ChunkLanes is the number of threads of the chunked prefill kernel that
+// share a row of the state (GDN_CHUNK_LANES in gdn_chunked.metal).
+const ChunkLanes = 4
+
 // ChunkedThreadgroupMemory returns the threadgroup memory, in bytes, the
-// chunked prefill kernel needs at index 0 for key size dk: the staged k
-// and q (C x dk each), the C x C matrices A and M, and 6C floats of
-// decays, gates and norms, C = [ChunkLen], rounded up to the multiple of
-// 16 bytes Metal requires of setThreadgroupMemoryLength.
-func ChunkedThreadgroupMemory(dk int) int {
+// chunked prefill kernel needs at index 0 for key size dk and value size
+// dv: the staged k and q (C x dk each) and v (C x dv), the C x C matrices
+// A and M, and 6C floats of decays, gates and norms, C = [ChunkLen],
+// rounded up to the multiple of 16 bytes Metal requires of
+// setThreadgroupMemoryLength.
+func ChunkedThreadgroupMemory(dk, dv int) int {
 	const c = ChunkLen
-	n := (2*c*dk + 2*c*c + 6*c) * 4
+	n := (2*c*dk + c*dv + 2*c*c + 6*c) * 4
 	return (n + 15) &^ 15
 }
 

@@ -285,8 +285,10 @@ func oneSequence(p spec.Params, in cpuref.Inputs, s int) (spec.Params, cpuref.In
 // threadgroup, for every D_k it takes.
 func TestChunkedThreadgroupMemoryFits(t *testing.T) {
 	for dk := 1; dk <= 128; dk++ {
-		if n := kernels.ChunkedThreadgroupMemory(dk); n > 32<<10 || n%16 != 0 {
-			t.Errorf("D_k %d: %d bytes of threadgroup memory, want at most 32 KiB, a multiple of 16", dk, n)
+		for dv := 1; dv <= 128; dv++ {
+			if n := kernels.ChunkedThreadgroupMemory(dk, dv); n > 32<<10 || n%16 != 0 {
+				t.Errorf("D_k %d, D_v %d: %d bytes of threadgroup memory, want at most 32 KiB, a multiple of 16", dk, dv, n)
+			}
 		}
 	}
 }
@@ -339,7 +341,7 @@ func TestEmulatedChunkedStructure(t *testing.T) {
 			}
 			tgMem := 4 * (2*128 + 2*128)
 			if k.name == kChunked.name {
-				tgMem = kernels.ChunkedThreadgroupMemory(128)
+				tgMem = kernels.ChunkedThreadgroupMemory(128, 128)
 			}
 			t.Logf("%s kernel, D_k = D_v = 128, one head: %d bytes of threadgroup memory per threadgroup", k.name, tgMem)
 			t.Logf("  %-22s %14s %12s %14s %14s", "count", "fixed", "per token", "T = 2048", "T = 8192")

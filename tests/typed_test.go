@@ -250,7 +250,11 @@ func (r *rig) runTyped(t *testing.T, k kernel, p spec.Params, in cpuref.Inputs, 
 
 // threadsOf returns the threads of one dispatch of k (SPEC section 6).
 func threadsOf(k kernel, p spec.Params) int {
-	if k.name == kPrefill.name || k.name == kChunked.name || k.name == kRecurrent.name {
+	chunked := k.name == kChunked.name || (k.name == kPrefill.name && p.NTokens >= gdn.ChunkedMinTokens)
+	switch {
+	case chunked:
+		return kernels.ChunkLanes * p.DV * p.NVHeads * p.NSeqs
+	case k.name == kPrefill.name || k.name == kRecurrent.name:
 		return p.DV * p.NVHeads * p.NSeqs
 	}
 	return 32 * p.DV * p.NVHeads * p.NSeqs
