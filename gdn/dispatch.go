@@ -100,8 +100,10 @@ func (k *Kernels) Release() {
 // Prefill encodes a prefill kernel for any number of tokens, for the
 // activation and state types of p: the chunked kernel
 // ([KernelPrefillChunked], gated_delta_net_chunked_{A}_{S}) from
-// [ChunkedMinTokens] tokens on, the token-by-token kernel ([KernelPrefill],
-// gated_delta_net_{A}_{S}) below. Both take D_k and D_v at most 128; the
+// [ChunkedMinTokens] tokens on (n_tokens: all the packed tokens with
+// Shape.Varlen), the token-by-token kernel ([KernelPrefill],
+// gated_delta_net_{A}_{S}) below. Both take state slots and packed
+// sequences. Both take D_k and D_v at most 128; the
 // token-by-token kernel runs D_v threads per threadgroup, the chunked one
 // 4 D_v, at most the pipeline's maxTotalThreadsPerThreadgroup. b.Capture
 // must be empty. Like every dispatcher it takes p's types and fused parts (see
@@ -149,11 +151,15 @@ func prefillKernel(nTokens int) Kernel {
 }
 
 // Decode encodes the decode family's best kernel for the window: the decode
-// kernel at n_tokens == 1, the seq kernel at n_tokens >= 2. Both give
-// bit-identical results. D_k must be 32, 64 or 128 and D_v a multiple of
+// kernel at n_tokens == 1, the seq kernel at n_tokens >= 2 and for packed
+// sequences (Shape.Varlen). Both give bit-identical results. D_k must be 32, 64 or 128 and D_v a multiple of
 // D_k/32. b.Capture must be empty.
 func (k *Kernels) Decode(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, decodeKernel(p.Shape.NTokens), p, b)
+	kern := decodeKernel(p.Shape.NTokens)
+	if p.Shape.Varlen {
+		kern = KernelDecodeSeq // of the two, only seq takes packed sequences
+	}
+	return k.encode(enc, kern, p, b)
 }
 
 // DecodeSeq encodes the seq kernel whatever n_tokens is. Same rules as
@@ -178,7 +184,8 @@ func (k *Kernels) DecodeWithCapture(enc *mtl.ComputeCommandEncoder, p Params, b 
 	return k.encode(enc, KernelDecodeCapture, p, b)
 }
 
-// decodeKernel is the automatic choice of [Kernels.Decode].
+// decodeKernel is the automatic choice of [Kernels.Decode] for n_tokens
+// tokens per sequence.
 func decodeKernel(nTokens int) Kernel {
 	if nTokens >= 2 {
 		return KernelDecodeSeq
@@ -219,9 +226,10 @@ func entryPoint(kern Kernel, p Params) string {
 // dispatch validates, then encodes one dispatch of kern onto enc: the
 // pipeline state, buffers 0-7 in one call, the parameters with setBytes at
 // index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11, the
-// prefill kernels' threadgroup memory, and the threadgroups. Nothing reaches enc when an argument is invalid. An error
-// the encoder recorded (an earlier call on it failed, for one) is returned,
-// and does not wrap ErrInvalidArgument.
+// slot index and cu_seqlens at 12 and 13, the prefill kernels' threadgroup
+// memory, and the threadgroups. Nothing reaches enc when an argument is
+// invalid. An error the encoder recorded (an earlier call on it failed,
+// for one) is returned, and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
 	if err := Validate(kern, p, b); err != nil {
 		return err
@@ -260,6 +268,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 	enc.SetBuffer(aLog.Buffer, aLog.Offset, aLogIndex)
 	enc.SetBuffer(dtBias.Buffer, dtBias.Offset, aLogIndex+1)
+	bindServing(enc, p.Shape, b)
 	var grid, group mtl.Size
 	switch kern {
 	case KernelPrefill:

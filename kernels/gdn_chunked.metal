@@ -99,6 +99,8 @@ kernel void gated_delta_net_chunked(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     threadgroup float  *stage     [[threadgroup(0)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
@@ -110,7 +112,14 @@ kernel void gated_delta_net_chunked(
     const uint lane = t % GDN_CHUNK_LANES;      // cells j = lane + 4c of the row
     const uint cells = d_k > lane ? (d_k - lane + GDN_CHUNK_LANES - 1) / GDN_CHUNK_LANES : 0;
     const uint h = tg.x;
-    const uint seq = tg.y;
+    // Where the sequence lives: its state, its first token and its length
+    // (a slot of a state pool, packed tokens: gdn_sequence). Its chunks
+    // start at its own first token, so its results do not depend on the
+    // other sequences of the dispatch or on how they are packed.
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.y);
+    if (sq.skip) {
+        return;  // the whole threadgroup: one sequence
+    }
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
@@ -128,21 +137,17 @@ kernel void gated_delta_net_chunked(
     threadgroup float *gs = bs + C;        // g_r
     threadgroup float *rn = gs + C;        // 1/|k_r|, 1/|q_r|
 
-    // Where sequence seq lives: its state, its first token and its length.
-    // Each sequence's chunks start at its own first token, so its results
-    // do not depend on the other sequences of the dispatch.
-    const uint state = seq;
-    const uint first = seq * p.n_tokens;
-    const uint len = p.n_tokens;
+    const uint first = sq.tok0;
+    const uint len = sq.n_tokens;
 
-    const uint row = ((state * p.n_v_heads + h) * d_v + i) * d_k + lane;
+    const ulong row = ((sq.state * p.n_v_heads + h) * d_v + i) * d_k + lane;
     float s[GDN_CHUNK_CELLS];  // S[i][lane + 4c]
     for (uint c = 0; c < cells; ++c) {
         s[c] = gdn_load(state_in + row + GDN_CHUNK_LANES * c);
     }
 
-    float sk[GDN_CHUNK];  // (S_0 k_r)_i
-    float sq[GDN_CHUNK];  // (S_0 q_r)_i
+    float s0k[GDN_CHUNK];  // (S_0 k_r)_i
+    float s0q[GDN_CHUNK];  // (S_0 q_r)_i
     float u[GDN_CHUNK];   // u_r, row i
 
     for (uint t0 = 0; t0 < len; t0 += C) {
@@ -223,21 +228,21 @@ kernel void gated_delta_net_chunked(
                 a += s[c] * kr[GDN_CHUNK_LANES * c];
                 b += s[c] * qr[GDN_CHUNK_LANES * c];
             }
-            sk[r] = gdn_row_sum(a);
-            sq[r] = gdn_row_sum(b);
+            s0k[r] = gdn_row_sum(a);
+            s0q[r] = gdn_row_sum(b);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         // Forward substitution for u, row i, and the outputs: the row's
         // four lanes compute the same values; lane 0 writes them.
         for (uint r = 0; r < n; ++r) {
-            float ur = bs[r] * (vs[r * d_v + i] - es[r] * sk[r]);
+            float ur = bs[r] * (vs[r * d_v + i] - es[r] * s0k[r]);
             for (uint c = 0; c < r; ++c) {
                 ur -= am[r * C + c] * u[c];
             }
             u[r] = ur;
             if (lane == 0) {
-                float o = es[r] * sq[r];
+                float o = es[r] * s0q[r];
                 for (uint c = 0; c <= r; ++c) {
                     o += mm[r * C + c] * u[c];
                 }

@@ -360,3 +360,48 @@ func TestEmulatedChunkedStructure(t *testing.T) {
 		}
 	})
 }
+
+// TestEmulatedChunkedServing runs the chunked kernel on batches in a state
+// pool (padding among the slots) with packed sequences whose lengths cross
+// chunk boundaries (0, 1, 16, 17, 33 and 40 tokens: empty, a partial
+// chunk, exactly one, one and a bit, ...), in place and into another pool,
+// f32 and bf16 with the fused step, D_k 64 and 128, and checks each
+// sequence against both references and, byte for byte, against the same
+// sequence alone in a dispatch of its own (checkServing): the chunks of a
+// sequence start at its first token whatever the packing.
+func TestEmulatedChunkedServing(t *testing.T) {
+	lens := []int32{17, 0, 40, 1, 16, 33}
+	cu := []int32{0}
+	for _, n := range lens {
+		cu = append(cu, cu[len(cu)-1]+n)
+	}
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		seed := uint64(0xc5e7)
+		for _, dk := range []int{64, 128} {
+			for _, f := range []struct {
+				a     spec.ElemType
+				fused spec.Fused
+			}{{spec.F32, spec.Fused{}}, {spec.BF16, spec.FusedAll}} {
+				for _, inPlace := range []bool{false, true} {
+					seed++
+					p := spec.Params{
+						Shape:   spec.Shape{DK: dk, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: int(cu[len(cu)-1]), NSeqs: len(lens), NSlots: 9, Varlen: true},
+						HeadMap: spec.Tiled, QScale: float32(1 / math.Sqrt(float64(dk))),
+						Activation: f.a, State: f.a, Fused: f.fused,
+					}
+					in := typedInputs(t, p, seed, false)
+					in.CuSeqlens = cu
+					in.Slots[3] = -1 // padding
+					c := servingCase{fmt.Sprintf("chunked_dk%d_%v_%s_inplace=%v", dk, f.a, fusedName(f.fused), inPlace), kChunked, p, in, inPlace}
+					t.Run(c.name, func(t *testing.T) {
+						o, err := r.runServing(t, c, false)
+						if err != nil {
+							t.Fatal(err)
+						}
+						checkServing(t, r, c, o)
+					})
+				}
+			}
+		}
+	})
+}
