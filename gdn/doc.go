@@ -116,7 +116,9 @@
 //     axis, NTokens is their total, and Buffers.CuSeqlens (int32
 //     [n_seqs+1]) gives sequence s the tokens CuSeqlens[s] to
 //     CuSeqlens[s+1]-1; Capture holds the state after every packed token
-//     i at capture[..., i]. An empty sequence leaves its state as it is.
+//     i at capture[..., i]. An empty sequence is skipped like padding:
+//     its state stays as it is (into a StateOut apart from StateIn,
+//     nothing of it is written).
 //     The prefill, seq and capture kernels take packed sequences
 //     ([Kernels.Decode] picks seq for them).
 //
