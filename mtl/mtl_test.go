@@ -35,6 +35,21 @@ kernel void add_into(device const float *a [[buffer(0)]],
 
 func size(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
 
+// one is 1.0 as a float's bytes, for SetBytes.
+var one = []byte{0, 0, 0x80, 0x3f}
+
+// encodeFill returns an encode function, for CommandQueue.Run, that runs
+// the fill kernel over the first n floats of x: x[i] = 1 + i.
+func encodeFill(fill *mtl.ComputePipelineState, x *mtl.Buffer, n int) func(*mtl.ComputeCommandEncoder) error {
+	return func(e *mtl.ComputeCommandEncoder) error {
+		e.SetComputePipelineState(fill)
+		e.SetBuffer(x, 0, 0)
+		e.SetBytes(one, 1)
+		e.DispatchThreads(size(uint(n), 1, 1), size(32, 1, 1))
+		return nil
+	}
+}
+
 // newPipeline makes the pipeline of one of kernelsSource's kernels, the
 // caller's to release.
 func newPipeline(t testing.TB, d *mtl.Device, name string) *mtl.ComputePipelineState {
@@ -226,7 +241,7 @@ func TestDispatchesRunInOrder(t *testing.T) {
 	e, _ := cb.ComputeCommandEncoder()
 	e.SetComputePipelineState(fill)
 	e.SetBuffer(a, 0, 0)
-	e.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
+	e.SetBytes(one, 1)
 	e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
 	e.SetBuffer(b, 0, 0)
 	e.SetBytes([]byte{0, 0, 0, 0x40}, 1) // 2.0f
@@ -297,14 +312,7 @@ func TestQueueRun(t *testing.T) {
 			xs[i] = -1
 		}
 	}
-	v := []byte{0, 0, 0x80, 0x3f} // 1.0f
-	encodeFill := func(enc *mtl.ComputeCommandEncoder) error {
-		enc.SetComputePipelineState(fill)
-		enc.SetBuffer(x, 0, 0)
-		enc.SetBytes(v, 1)
-		enc.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
-		return nil
-	}
+	encodeFill := encodeFill(fill, x, n)
 
 	poison()
 	if err := q.Run(encodeFill); err != nil {
@@ -373,7 +381,6 @@ func TestEncoderRefusesAppleViolations(t *testing.T) {
 	g := newGPU(t)
 	p, x, q := g.pipeline("fill"), g.buffer(4*64, 0), g.q
 	xs := mtl.Slice[float32](x)
-	one := []byte{0, 0, 0x80, 0x3f}
 	for _, tc := range []struct {
 		name string
 		bad  func(e *mtl.ComputeCommandEncoder)
@@ -564,10 +571,7 @@ func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	enc, _ := cb.ComputeCommandEncoder()
-	enc.SetComputePipelineState(fill)
-	enc.SetBuffer(b, 0, 0)
-	enc.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
-	enc.DispatchThreads(size(n, 1, 1), size(64, 1, 1))
+	encodeFill(fill, b, n)(enc)
 	if err := enc.EndEncoding(); err != nil {
 		t.Fatal(err)
 	}
@@ -646,14 +650,7 @@ func TestManagedBufferSynchronization(t *testing.T) {
 	}
 
 	// The GPU writes a; Contents sees it only after SynchronizeResource.
-	fillA := func(e *mtl.ComputeCommandEncoder) error {
-		e.SetComputePipelineState(fill)
-		e.SetBuffer(a, 0, 0)
-		e.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
-		e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
-		return nil
-	}
-	if err := q.Run(fillA); err != nil {
+	if err := q.Run(encodeFill(fill, a, n)); err != nil {
 		t.Fatal(err)
 	}
 	if as[5] != 10 {
