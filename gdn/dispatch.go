@@ -107,11 +107,15 @@ func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) e
 }
 
 // Decode encodes the decode family's best kernel for the window: the decode
-// kernel at n_tokens == 1, the seq kernel at n_tokens >= 2. Both give
-// bit-identical results. D_k must be 32, 64 or 128 and D_v a multiple of
+// kernel at n_tokens == 1, the seq kernel at n_tokens >= 2 and for packed
+// sequences (Shape.Varlen). Both give bit-identical results. D_k must be 32, 64 or 128 and D_v a multiple of
 // D_k/32. b.Capture must be empty.
 func (k *Kernels) Decode(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, decodeKernel(p.Shape.NTokens), p, b)
+	kern := decodeKernel(p.Shape.NTokens)
+	if p.Shape.Varlen {
+		kern = KernelDecodeSeq // of the two, only seq takes packed sequences
+	}
+	return k.encode(enc, kern, p, b)
 }
 
 // DecodeSeq encodes the seq kernel whatever n_tokens is. Same rules as
@@ -136,7 +140,8 @@ func (k *Kernels) DecodeWithCapture(enc *mtl.ComputeCommandEncoder, p Params, b 
 	return k.encode(enc, KernelDecodeCapture, p, b)
 }
 
-// decodeKernel is the automatic choice of [Kernels.Decode].
+// decodeKernel is the automatic choice of [Kernels.Decode] for n_tokens
+// tokens per sequence.
 func decodeKernel(nTokens int) Kernel {
 	if nTokens >= 2 {
 		return KernelDecodeSeq
@@ -174,8 +179,9 @@ func entryPoint(kern Kernel, p Params) string {
 
 // dispatch validates, then encodes one dispatch of kern onto enc: the
 // pipeline state, buffers 0-7 in one call, the parameters with setBytes at
-// index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11,
-// prefill's threadgroup memory, and the threadgroups. Nothing reaches enc when an argument is invalid. An error
+// index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11, the
+// slot index and cu_seqlens at 12 and 13, prefill's threadgroup memory,
+// and the threadgroups. Nothing reaches enc when an argument is invalid. An error
 // the encoder recorded (an earlier call on it failed, for one) is returned,
 // and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
@@ -212,6 +218,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 	enc.SetBuffer(aLog.Buffer, aLog.Offset, aLogIndex)
 	enc.SetBuffer(dtBias.Buffer, dtBias.Offset, aLogIndex+1)
+	bindServing(enc, p.Shape, b)
 	var grid, group mtl.Size
 	if kern == KernelPrefill {
 		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
