@@ -271,9 +271,7 @@ func TestOptionsChecked(t *testing.T) {
 // Committing a command buffer whose encoder was not ended fails it
 // without running anything, instead of running part of the encoding.
 func TestCommitWithOpenEncoder(t *testing.T) {
-	g := newGPU(t, emu.Options{})
-	p := g.pipeline("vector_add.metal", "scale")
-	x, xv := buffer[float32](g, 64)
+	g, p, x, xv := newScaleGPU(t)
 	for i := range xv {
 		xv[i] = float32(i)
 	}

@@ -12,9 +12,7 @@ import (
 // directly (package mtl refuses it before sending), fails the command
 // buffer, naming the sizes, instead of completing without running.
 func TestDispatchOverflowFailsCommandBuffer(t *testing.T) {
-	g := newGPU(t, emu.Options{})
-	p := g.pipeline("vector_add.metal", "scale")
-	x, xv := buffer[float32](g, 64)
+	g, p, x, xv := newScaleGPU(t)
 	dispatchThreads := objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
 	dispatchThreadgroups := objc.RegisterName("dispatchThreadgroups:threadsPerThreadgroup:")
 	for _, tc := range []struct {
@@ -106,9 +104,7 @@ func TestBlitCopyRefused(t *testing.T) {
 // directly (package mtl refuses them before sending), fail the command
 // buffer, naming them, and the dispatch after them does not run.
 func TestBadArgumentsFailCommandBuffer(t *testing.T) {
-	g := newGPU(t, emu.Options{})
-	p := g.pipeline("vector_add.metal", "scale")
-	x, xv := buffer[float32](g, 64)
+	g, p, x, xv := newScaleGPU(t)
 	setBuffer := objc.RegisterName("setBuffer:offset:atIndex:")
 	setBytes := objc.RegisterName("setBytes:length:atIndex:")
 	setBuffers := objc.RegisterName("setBuffers:offsets:withRange:")

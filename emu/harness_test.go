@@ -175,6 +175,16 @@ func (g *gpu) compileError(src string) string {
 	return ce.Log
 }
 
+// newScaleGPU is newGPU with the default options, the pipeline of
+// vector_add.metal's scale kernel and a buffer of 64 floats.
+func newScaleGPU(t *testing.T) (g *gpu, scale *mtl.ComputePipelineState, x *mtl.Buffer, xv []float32) {
+	t.Helper()
+	g = newGPU(t, emu.Options{})
+	scale = g.pipeline("vector_add.metal", "scale")
+	x, xv = buffer[float32](g, 64)
+	return g, scale, x, xv
+}
+
 // setScale sets up vector_add.metal's scale kernel, pipeline p, to
 // multiply x by s in place: the dispatch is the caller's.
 func setScale(enc *mtl.ComputeCommandEncoder, p *mtl.ComputePipelineState, x *mtl.Buffer, s float32) {

@@ -87,6 +87,22 @@ func (g *gpu) pipeline(name string) *mtl.ComputePipelineState {
 	return p
 }
 
+// blit makes a command buffer and a blit command encoder on it; the
+// command buffer is released when the test ends, or before by the test.
+func (g *gpu) blit() (*mtl.CommandBuffer, *mtl.BlitCommandEncoder) {
+	g.t.Helper()
+	cb, err := g.q.CommandBuffer()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(cb.Release)
+	e, err := cb.BlitCommandEncoder()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return cb, e
+}
+
 // buffer makes a buffer of length bytes, released when the test ends.
 func (g *gpu) buffer(length int, opts mtl.ResourceOptions) *mtl.Buffer {
 	g.t.Helper()
@@ -656,11 +672,7 @@ func TestManagedBufferSynchronization(t *testing.T) {
 	if as[5] != 10 {
 		t.Fatalf("a[5] = %v before synchronizeResource:, want the CPU copy's 10", as[5])
 	}
-	cb, _ := q.CommandBuffer()
-	blit, err := cb.BlitCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, blit := g.blit()
 	blit.SynchronizeResource(a)
 	blit.SynchronizeResource(b) // shared: nothing to send
 	if blit.Sends() != 1 {
@@ -682,7 +694,6 @@ func TestManagedBufferSynchronization(t *testing.T) {
 // naming the numbers, and nothing runs.
 func TestBlitCopy(t *testing.T) {
 	g := newGPU(t)
-	q := g.q
 	const n = 256
 	src, dst, back := g.buffer(n, mtl.ResourceStorageModeShared), g.buffer(n, mtl.ResourceStorageModePrivate), g.buffer(n, mtl.ResourceStorageModeShared)
 	ss := src.Contents()
@@ -695,11 +706,7 @@ func TestBlitCopy(t *testing.T) {
 	}
 	// src[16:80) to the private dst[100:164), back to back[0:64) and, within
 	// back itself, back[0:64) to back[192:256).
-	cb, _ := q.CommandBuffer()
-	blit, err := cb.BlitCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, blit := g.blit()
 	if _, err := cb.ComputeCommandEncoder(); err == nil {
 		t.Error("a compute encoder was made while a blit encoder is open")
 	}
@@ -744,18 +751,14 @@ func TestBlitCopy(t *testing.T) {
 		for i := range bs {
 			bs[i] = 0xEE
 		}
-		cb, _ := q.CommandBuffer()
-		e, err := cb.BlitCommandEncoder()
-		if err != nil {
-			t.Fatal(err)
-		}
+		cb, e := g.blit()
 		tc.bad(e)
 		sends := e.Sends()
 		e.CopyFromBuffer(src, 0, back, 0, 64)
 		if e.Sends() != sends {
 			t.Errorf("%s: a copy was sent after the bad argument", tc.name)
 		}
-		err = e.EndEncoding()
+		err := e.EndEncoding()
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: EndEncoding error %v, want one mentioning %q", tc.name, err, w)
