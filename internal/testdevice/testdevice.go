@@ -152,19 +152,20 @@ func (g *GPU) CommandBuffer() *mtl.CommandBuffer {
 // Encoder makes a command buffer and a compute command encoder on it.
 func (g *GPU) Encoder() (*mtl.CommandBuffer, *mtl.ComputeCommandEncoder) {
 	g.T.Helper()
-	cb := g.CommandBuffer()
-	e, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		g.T.Fatal(err)
-	}
-	return cb, e
+	return encoderOn(g, (*mtl.CommandBuffer).ComputeCommandEncoder)
 }
 
 // Blit makes a command buffer and a blit command encoder on it.
 func (g *GPU) Blit() (*mtl.CommandBuffer, *mtl.BlitCommandEncoder) {
 	g.T.Helper()
+	return encoderOn(g, (*mtl.CommandBuffer).BlitCommandEncoder)
+}
+
+// encoderOn makes a command buffer and, with start, an encoder on it.
+func encoderOn[E any](g *GPU, start func(*mtl.CommandBuffer) (E, error)) (*mtl.CommandBuffer, E) {
+	g.T.Helper()
 	cb := g.CommandBuffer()
-	e, err := cb.BlitCommandEncoder()
+	e, err := start(cb)
 	if err != nil {
 		g.T.Fatal(err)
 	}
