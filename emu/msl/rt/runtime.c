@@ -425,6 +425,7 @@ static const char *op_name(uint32_t op) {
 		"simd_all", "simd_any", "simd_is_first", "simd_ballot", "simd_active_threads_mask",
 		"simdgroup_load", "simdgroup_store", "simdgroup_multiply",
 		"simdgroup_multiply_accumulate",
+		"simd_shuffle_and_fill_up", "simd_shuffle_and_fill_down",
 	};
 	_Static_assert(sizeof names / sizeof names[0] == PM_OP_COUNT, "a name for every PM_OP_ code");
 	return op < PM_OP_COUNT ? names[op] : "?";
