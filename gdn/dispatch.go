@@ -97,13 +97,57 @@ func (k *Kernels) Release() {
 	}
 }
 
-// Prefill encodes the prefill kernel (gated_delta_net_{A}_{S}, for the
-// activation and state types of p): any number of tokens, D_k and D_v at
-// most 128, D_v at most the pipeline's maxTotalThreadsPerThreadgroup.
-// b.Capture must be empty. Like every dispatcher it takes p's types and
-// fused parts (see [Buffers]).
+// Prefill encodes a prefill kernel for any number of tokens, for the
+// activation and state types of p: the chunked kernel
+// ([KernelPrefillChunked], gated_delta_net_chunked_{A}_{S}) from
+// [ChunkedMinTokens] tokens on (n_tokens: all the packed tokens with
+// Shape.Varlen), the token-by-token kernel ([KernelPrefill],
+// gated_delta_net_{A}_{S}) below. Both take state slots and packed
+// sequences. Both take D_k and D_v at most 128; the
+// token-by-token kernel runs D_v threads per threadgroup, the chunked one
+// 4 D_v, at most the pipeline's maxTotalThreadsPerThreadgroup. b.Capture
+// must be empty. Like every dispatcher it takes p's types and fused parts (see
+// [Buffers]).
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, KernelPrefill, p, b)
+	return k.encode(enc, prefillKernel(p.Shape.NTokens), p, b)
+}
+
+// PrefillChunked encodes the chunked prefill kernel whatever n_tokens is.
+// Same rules as [Kernels.Prefill].
+func (k *Kernels) PrefillChunked(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
+	return k.encode(enc, KernelPrefillChunked, p, b)
+}
+
+// Encode encodes the kernel kern, whichever the shape would get from
+// [Kernels.Prefill] or [Kernels.Decode]: for benchmarks, tests and the
+// reference kernels. The rules of the kernel's dispatcher apply.
+func (k *Kernels) Encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
+	return k.encode(enc, kern, p, b)
+}
+
+// ChunkedMinTokens is the n_tokens from which [Kernels.Prefill] picks the
+// chunked kernel. Per row of S and token, the token-by-token kernel does
+// 4 D_k multiply-adds (decay, S k, update, S q) in one thread, in two sums
+// whose every step waits for the one before, with two threadgroup
+// barriers. The chunked kernel does D_k (3 + 1/C + (C+1)/D_v) + 2(C-1) +
+// (C+1)/2 with C = 16 (0.87x at D_k = D_v = 128, 0.98x at 64) spread over
+// four threads, its S_0 k and S_0 q sums independent across a chunk's
+// tokens, with 3 barriers per chunk (3/16 per token) and 4 shuffle steps
+// per token. Both read and write the state once per dispatch and read q,
+// k and v once per token; the chunked kernel reads g and beta once per
+// token where the other reads them once per row. These counts favour the
+// chunked kernel from a few tokens on; what they leave out is the cost of
+// filling and draining a chunk on a real GPU, so Prefill switches at 64
+// tokens, four full chunks, where the barriers are over ten times fewer;
+// BenchmarkMetalPrefill in package tests measures the ratio on a Mac.
+const ChunkedMinTokens = 64
+
+// prefillKernel is the automatic choice of [Kernels.Prefill].
+func prefillKernel(nTokens int) Kernel {
+	if nTokens >= ChunkedMinTokens {
+		return KernelPrefillChunked
+	}
+	return KernelPrefill
 }
 
 // Decode encodes the decode family's best kernel for the window: the decode
@@ -173,6 +217,8 @@ func entryPoint(kern Kernel, p Params) string {
 		return kernels.DecodeLegacyOf(a, st, n)
 	case KernelDecodeCapture:
 		return kernels.DecodeCaptureOf(a, st, n)
+	case KernelPrefillChunked:
+		return kernels.PrefillChunkedOf(a, st)
 	}
 	return kernels.PrefillOf(a, st)
 }
@@ -180,10 +226,10 @@ func entryPoint(kern Kernel, p Params) string {
 // dispatch validates, then encodes one dispatch of kern onto enc: the
 // pipeline state, buffers 0-7 in one call, the parameters with setBytes at
 // index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11, the
-// slot index and cu_seqlens at 12 and 13, prefill's threadgroup memory,
-// and the threadgroups. Nothing reaches enc when an argument is invalid. An error
-// the encoder recorded (an earlier call on it failed, for one) is returned,
-// and does not wrap ErrInvalidArgument.
+// slot index and cu_seqlens at 12 and 13, the prefill kernels' threadgroup
+// memory, and the threadgroups. Nothing reaches enc when an argument is
+// invalid. An error the encoder recorded (an earlier call on it failed,
+// for one) is returned, and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
 	if err := Validate(kern, p, b); err != nil {
 		return err
@@ -194,8 +240,12 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if err != nil {
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
 	}
-	if kern == KernelPrefill && s.DV > maxThreads {
+	switch {
+	case kern == KernelPrefill && s.DV > maxThreads:
 		return invalid("Shape.DV", "%d, more than the %d threads per threadgroup the %s pipeline allows", s.DV, maxThreads, entry)
+	case kern == KernelPrefillChunked && kernels.ChunkLanes*s.DV > maxThreads:
+		return invalid("Shape.DV", "%d: %d threads per row make %d, more than the %d threads per threadgroup the %s pipeline allows",
+			s.DV, kernels.ChunkLanes, kernels.ChunkLanes*s.DV, maxThreads, entry)
 	}
 
 	enc.SetComputePipelineState(pso)
@@ -220,10 +270,14 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	enc.SetBuffer(dtBias.Buffer, dtBias.Offset, aLogIndex+1)
 	bindServing(enc, p.Shape, b)
 	var grid, group mtl.Size
-	if kern == KernelPrefill {
+	switch kern {
+	case KernelPrefill:
 		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
 		grid, group = prefillGeometry(s)
-	} else {
+	case KernelPrefillChunked:
+		enc.SetThreadgroupMemoryLength(kernels.ChunkedThreadgroupMemory(s.DK, s.DV), 0)
+		grid, group = chunkedGeometry(s)
+	default:
 		grid, group = decodeGeometry(s)
 	}
 	enc.DispatchThreadgroups(grid, group)

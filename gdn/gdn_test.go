@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,11 +110,17 @@ func fusedOptions() []spec.Fused {
 var (
 	decodeShape  = Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3}
 	prefillShape = Shape{DK: 48, DV: 24, NKHeads: 2, NVHeads: 6, NTokens: 5, NSeqs: 3}
-	allKernels   = []Kernel{KernelPrefill, KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture}
+	// The kernels of one threadgroup per head and sequence, then the
+	// SIMD-group decode family.
+	prefillKernels = []Kernel{KernelPrefill, KernelPrefillChunked}
+	decodeKernels  = []Kernel{KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture}
+	allKernels     = append(slices.Clone(prefillKernels), decodeKernels...)
+	// Every kernel but capture.
+	noCapture = append(slices.Clone(prefillKernels), decodeKernels[:3]...)
 )
 
 func shapeFor(k Kernel) Shape {
-	if k == KernelPrefill {
+	if k.prefillFamily() {
 		return prefillShape
 	}
 	return decodeShape
@@ -172,10 +179,11 @@ func (f *fakePipelines) pipeline(entry string) (*mtl.ComputePipelineState, int, 
 
 func TestValidateAcceptsValidArguments(t *testing.T) {
 	fb := useFakeBuffers(t)
-	shapes := map[Kernel][]Shape{
-		KernelPrefill: {prefillShape, {DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, {DK: 1, DV: 1, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1}},
+	shapes := map[Kernel][]Shape{}
+	for _, k := range prefillKernels {
+		shapes[k] = []Shape{prefillShape, {DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, {DK: 1, DV: 1, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1}}
 	}
-	for _, k := range allKernels[1:] {
+	for _, k := range decodeKernels {
 		shapes[k] = []Shape{decodeShape,
 			{DK: 32, DV: 7, NKHeads: 1, NVHeads: 3, NTokens: 1, NSeqs: 1},
 			{DK: 128, DV: 128, NKHeads: 16, NVHeads: 48, NTokens: 2, NSeqs: 2}}
@@ -214,8 +222,8 @@ type invalidCase struct {
 }
 
 func invalidCases() []invalidCase {
-	decode := allKernels[1:]
-	prefill := allKernels[:1]
+	decode := decodeKernels
+	prefill := prefillKernels
 	cases := []invalidCase{
 		{"DK zero", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 0 }, []string{"Shape.DK", "0"}},
 		{"DV negative", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = -3 }, []string{"Shape.DV", "-3"}},
@@ -275,7 +283,7 @@ func invalidCases() []invalidCase {
 			b.ALog.Len = p.NVHeads
 			fb.pack(at{&b.ALog, 0}, at{&b.Output, 0})
 		}, []string{"Output", "overlap ALog's bytes [0, "}},
-		{"capture set on another kernel", allKernels[:4], func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
+		{"capture set on another kernel", noCapture, func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
 		{"capture missing", []Kernel{KernelDecodeCapture}, func(_ fakeBuffers, _ *Params, b *Buffers) { b.Capture = View{} }, []string{"Capture", "no buffer"}},
 		{"capture too long for several sequences", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
 			b.Capture = fb.view(b.Capture.Len + 64*32)
@@ -524,17 +532,25 @@ func TestPrefillThreadLimit(t *testing.T) {
 	fb := useFakeBuffers(t)
 	s := prefillShape
 	s.DV = 96
-	p, b := fb.args(KernelPrefill, s)
-	kk := &Kernels{pipelines: &fakePipelines{maxThreads: 64}}
-	rec := &recorder{}
-	err := kk.dispatch(rec, KernelPrefill, p, b)
-	checkInvalid(t, "D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", "64", "gated_delta_net_f32"})
-	if len(rec.calls) != 0 {
-		t.Errorf("%d encoder calls after a failed check", len(rec.calls))
-	}
-	kk = &Kernels{pipelines: &fakePipelines{maxThreads: 96}}
-	if err := kk.dispatch(rec, KernelPrefill, p, b); err != nil {
-		t.Errorf("D_v equal to the limit: %v", err)
+	// The chunked kernel runs 4 threads per row of S.
+	for _, c := range []struct {
+		k       Kernel
+		entry   string
+		threads int
+	}{{KernelPrefill, kernels.Prefill, 96}, {KernelPrefillChunked, kernels.PrefillChunked, 384}} {
+		k := c.k
+		p, b := fb.args(k, s)
+		kk := &Kernels{pipelines: &fakePipelines{maxThreads: c.threads - 1}}
+		rec := &recorder{}
+		err := kk.dispatch(rec, k, p, b)
+		checkInvalid(t, k.String()+": D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", fmt.Sprint(c.threads - 1), c.entry})
+		if len(rec.calls) != 0 {
+			t.Errorf("%v: %d encoder calls after a failed check", k, len(rec.calls))
+		}
+		kk = &Kernels{pipelines: &fakePipelines{maxThreads: c.threads}}
+		if err := kk.dispatch(rec, k, p, b); err != nil {
+			t.Errorf("%v: D_v equal to the limit: %v", k, err)
+		}
 	}
 }
 
@@ -628,6 +644,14 @@ func TestGeometry(t *testing.T) {
 	}
 }
 
+func TestPrefillChoice(t *testing.T) {
+	for n, want := range map[int]Kernel{1: KernelPrefill, ChunkedMinTokens - 1: KernelPrefill, ChunkedMinTokens: KernelPrefillChunked, 8192: KernelPrefillChunked} {
+		if got := prefillKernel(n); got != want {
+			t.Errorf("n_tokens %d: %v, want %v", n, got, want)
+		}
+	}
+}
+
 func TestDecodeChoice(t *testing.T) {
 	for n, want := range map[int]Kernel{1: KernelDecode, 2: KernelDecodeSeq, 5: KernelDecodeSeq, 512: KernelDecodeSeq} {
 		if got := decodeKernel(n); got != want {
@@ -646,6 +670,9 @@ func TestEncoding(t *testing.T) {
 	auto := func(kk *Kernels, e encoder, p Params, b Buffers) error {
 		return kk.dispatch(e, decodeKernel(p.Shape.NTokens), p, b)
 	}
+	autoPrefill := func(kk *Kernels, e encoder, p Params, b Buffers) error {
+		return kk.dispatch(e, prefillKernel(p.Shape.NTokens), p, b)
+	}
 	cases := []struct {
 		name  string
 		m     method
@@ -657,6 +684,10 @@ func TestEncoding(t *testing.T) {
 	}{
 		{"prefill", byKernel(KernelPrefill), KernelPrefill, prefillShape, kernels.Prefill, F32, F32, spec.Fused{}},
 		{"prefill bf16/f16 fused", byKernel(KernelPrefill), KernelPrefill, prefillShape, "gated_delta_net_bf16_f16", BF16, F16, spec.FusedAll},
+		{"chunked", byKernel(KernelPrefillChunked), KernelPrefillChunked, prefillShape, kernels.PrefillChunked, F32, F32, spec.Fused{}},
+		{"chunked f16/bf16 fused, D_k 128", byKernel(KernelPrefillChunked), KernelPrefillChunked, Shape{DK: 128, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}, "gated_delta_net_chunked_f16_bf16", F16, BF16, spec.FusedAll},
+		{"prefill auto, 63 tokens", autoPrefill, KernelPrefill, Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens - 1, NSeqs: 1}, kernels.Prefill, F32, F32, spec.Fused{}},
+		{"prefill auto, 64 tokens", autoPrefill, KernelPrefillChunked, Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens, NSeqs: 1}, kernels.PrefillChunked, F32, F32, spec.Fused{}},
 		{"decode f16/bf16, fused gate", auto, KernelDecode, Shape{DK: 64, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f16_bf16_2", F16, BF16, spec.Fused{Gate: true}},
 		{"capture f32/bf16, fused", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_bf16_1", F32, BF16, spec.FusedAll},
 		{"decode auto, 1 token", auto, KernelDecode, Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f32_1", F32, F32, spec.Fused{}},
@@ -699,10 +730,15 @@ func TestEncoding(t *testing.T) {
 		// No slot index, no cu_seqlens: G's buffer stands in for both.
 		want = append(want, call{"SetBuffer", []any{b.G.Buffer, 0, 12}}, call{"SetBuffer", []any{b.G.Buffer, 0, 13}})
 		var grid, group mtl.Size
-		if c.kern == KernelPrefill {
+		switch c.kern {
+		case KernelPrefill:
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
-		} else {
+		case KernelPrefillChunked:
+			// k, q and v of C = 16 tokens, A and M (C x C), 6C floats; 4 threads per row.
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*16*c.s.DK + 16*c.s.DV + 2*16*16 + 6*16) * 4, 0}})
+			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(4*uint(c.s.DV), 1, 1)
+		default:
 			nsg := uint(c.s.DK / 32)
 			grid, group = size(uint(c.s.DV)/nsg, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, nsg, 1)
 		}

@@ -45,6 +45,11 @@ const (
 	// KernelDecodeCapture is gated_delta_net_decode_capture_{A}_{S}_{NSG},
 	// which also writes the state after every token to the capture buffer.
 	KernelDecodeCapture
+	// KernelPrefillChunked is gated_delta_net_chunked_f32, the chunked (WY
+	// form) prefill: same limits as KernelPrefill, tokens taken
+	// kernels.ChunkLen at a time; [Kernels.Prefill] picks it from
+	// [ChunkedMinTokens] tokens on.
+	KernelPrefillChunked
 )
 
 // String returns the kernel's short name: "prefill", "decode", "seq",
@@ -58,13 +63,18 @@ func (k Kernel) String() string {
 
 var kernelNames = [...]string{
 	KernelPrefill: "prefill", KernelDecode: "decode", KernelDecodeSeq: "seq",
-	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture",
+	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture", KernelPrefillChunked: "chunked",
 }
 
-func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelDecodeCapture }
+func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelPrefillChunked }
+
+// prefillFamily reports whether k is one of the kernels of one
+// threadgroup per value head and sequence: the prefill and chunked
+// prefill kernels.
+func (k Kernel) prefillFamily() bool { return k == KernelPrefill || k == KernelPrefillChunked }
 
 // decodeFamily reports whether k is one of the SIMD-group decode kernels.
-func (k Kernel) decodeFamily() bool { return k.known() && k != KernelPrefill }
+func (k Kernel) decodeFamily() bool { return k.known() && !k.prefillFamily() }
 
 // bufferInfo returns a buffer's length in bytes and whether it is still
 // live (not released: its object ID is not 0); tests replace it so that
@@ -119,10 +129,10 @@ func validateKernelShape(k Kernel, s Shape) error {
 		return nil
 	}
 	if s.DK > 128 {
-		return invalid("Shape.DK", "%d, the prefill kernel takes at most 128", s.DK)
+		return invalid("Shape.DK", "%d, the %s kernel takes at most 128", s.DK, k)
 	}
 	if s.DV > 128 {
-		return invalid("Shape.DV", "%d, the prefill kernel takes at most 128", s.DV)
+		return invalid("Shape.DV", "%d, the %s kernel takes at most 128", s.DV, k)
 	}
 	return nil
 }

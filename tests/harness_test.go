@@ -139,8 +139,15 @@ var (
 	kSeq     = kernel{"seq", (*gdn.Kernels).DecodeSeq, false}
 	kLegacy  = kernel{"legacy", (*gdn.Kernels).DecodeLegacy, false}
 	kCapture = kernel{"capture", (*gdn.Kernels).DecodeWithCapture, true}
+	kChunked = kernel{"chunked", (*gdn.Kernels).PrefillChunked, false}
+	// kRecurrent is the token-by-token prefill kernel at any n_tokens,
+	// which gdn.Kernels.Prefill leaves to the chunked kernel from
+	// gdn.ChunkedMinTokens on.
+	kRecurrent = kernel{"recurrent", func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
+		return k.Encode(enc, gdn.KernelPrefill, p, b)
+	}, false}
 
-	allKernels    = []kernel{kPrefill, kDecode, kSeq, kLegacy, kCapture}
+	allKernels    = []kernel{kPrefill, kChunked, kDecode, kSeq, kLegacy, kCapture}
 	decodeFamily  = []kernel{kDecode, kSeq, kLegacy, kCapture}
 	decodeKernels = map[int]bool{32: true, 64: true, 128: true} // D_k the decode family takes
 )
@@ -378,11 +385,16 @@ func (f *firstResults[T]) first(key string, o T) (T, bool) {
 	return zero, false
 }
 
-// kernelsFor returns the kernels a case runs on: prefill, and for D_k of
-// 32, 64 or 128 the decode family, with the decode kernel itself at two
-// tokens or more (where the automatic choice is seq).
+// kernelsFor returns the kernels a case runs on: prefill (the automatic
+// choice), the chunked prefill, the token-by-token prefill kernel where
+// the automatic choice is the chunked one, and for D_k of 32, 64 or 128
+// the decode family, with the decode kernel itself at two tokens or more
+// (where the automatic choice is seq).
 func (r *rig) kernelsFor(p spec.Params) []kernel {
-	kerns := []kernel{kPrefill}
+	kerns := []kernel{kPrefill, kChunked}
+	if p.NTokens >= gdn.ChunkedMinTokens {
+		kerns = append(kerns, kRecurrent)
+	}
 	if decodeKernels[p.DK] {
 		kerns = append(kerns, decodeFamily...)
 		if p.NTokens >= 2 {
