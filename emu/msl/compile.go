@@ -522,14 +522,14 @@ func cleanLog(log, src, includeDir string) string {
 	log = vectorCast.ReplaceAllStringFunc(log, func(m string) string {
 		g := vectorCast.FindStringSubmatch(m)
 		from, to := strings.ReplaceAll(g[3], "__fp16", "half"), strings.ReplaceAll(g[4], "__fp16", "half")
-		return fmt.Sprintf("error: a cast from %s%s to %s%s (a conversion in MSL) in cast notation, (%s%s)x or T(x) with T a template parameter or a typedef, is not supported by the emulated device: write %s%s(x)",
-			from, g[2], to, g[2], to, g[2], to, g[2])
+		return fmt.Sprintf("error: a cast from %s%s to %s%s (a conversion in MSL) through a template parameter or a typedef T, (T)x or T(x), is not supported by the emulated device: write %s%s(x)",
+			from, g[2], to, g[2], to, g[2])
 	})
 	return log
 }
 
 // vectorCast is clang's error for a C-style or functional cast between
 // vector types of different element types, which it takes for a
-// reinterpretation; the vector type names applied as functions (float4(x))
-// are conversions in the prelude.
+// reinterpretation; casts that name the vector type ((float4)x, float4(x))
+// are conversions in the translation.
 var vectorCast = regexp.MustCompile(`error: (C-style cast|) from vector '[^']*' \(vector of (\d+) '([^']*)' values\) to vector '[^']*' \(vector of \d+ '([^']*)' values\) of different size`)

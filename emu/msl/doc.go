@@ -97,10 +97,10 @@
 //     vectors (0 or -1 per component); all, any and select accept them.
 //     Vector constructors such as float4(a.xy, 0, 1) work, but direct
 //     initialisation with several values (float4 v(1, 2, 3, 4);) does not:
-//     write float4 v = float4(1, 2, 3, 4). A cast between vector types of
-//     different element types in cast notation, (float4)h or T(h) with T a
-//     template parameter or a typedef, is a conversion in MSL and an error
-//     here: write float4(h).
+//     write float4 v = float4(1, 2, 3, 4). Casts in cast notation that name
+//     the vector type, (float4)h, convert as in MSL; through a template
+//     parameter or a typedef T ((T)h, T(h)) a cast between vector types of
+//     different element types is an error here: write float4(h).
 //   - Not supported, each failing with "... is not supported by the
 //     emulated device": textures, samplers, imageblocks, visible and
 //     intersection function tables, ray tracing, indirect command buffers,

@@ -400,6 +400,43 @@ func init() {
 	}
 }
 
+// vectorTypeName matches MSL's vector type names.
+var vectorTypeName = regexp.MustCompile(`^(char|uchar|short|ushort|int|uint|long|ulong|float|half|bfloat|bool)[234]$`)
+
+// rewriteVectorCast turns a cast to a vector type in cast notation,
+// (float4)x, into __pm_cast<float4>() ->* x: in MSL it converts the
+// components, where clang's cast would reinterpret the bits. ->* binds
+// like a cast, tighter than every binary operator, so the operand needs
+// no parentheses. Token i is the type name; (float4) counts as a cast
+// when an operand follows and what precedes the parenthesis is no name
+// (sizeof(float4), f(float4)) or closing bracket, but for another cast's.
+func (tr *translator) rewriteVectorCast(i int) {
+	t := tr.toks
+	open, closeIdx := tr.prev(i), tr.next(i+1)
+	if open < 0 || closeIdx >= len(t) || t[open].text != "(" || t[closeIdx].text != ")" {
+		return
+	}
+	if q := tr.prev(open); q >= 0 {
+		castOfCast := t[q].text == ")" && tr.prev(q) >= 0 && vectorTypeName.MatchString(t[tr.prev(q)].text) &&
+			tr.prev(tr.prev(q)) >= 0 && t[tr.prev(tr.prev(q))].text == "("
+		if !castOfCast && (t[q].kind == tIdent && t[q].text != "return" || t[q].kind == tNumber || t[q].kind == tString ||
+			t[q].text == ")" || t[q].text == "]" || t[q].text == ">") {
+			return
+		}
+	}
+	n := tr.next(closeIdx + 1)
+	if n >= len(t) {
+		return
+	}
+	switch {
+	case t[n].kind == tIdent || t[n].kind == tNumber:
+	case t[n].kind == tPunct && strings.Contains("(-+~!*", t[n].text):
+	default:
+		return
+	}
+	tr.repls = append(tr.repls, replacement{start: t[open].start, end: t[closeIdx].end, text: "__pm_cast<" + t[i].text + ">() ->*"})
+}
+
 // isElementType reports whether token i names a matrix element type.
 func (tr *translator) isElementType(i int) bool {
 	if i < 0 || i >= len(tr.toks) {
@@ -485,6 +522,9 @@ func (tr *translator) checkTokens() {
 			}
 			if k.text == "threadgroup" {
 				tr.checkThreadgroupType(i)
+			}
+			if vectorTypeName.MatchString(k.text) {
+				tr.rewriteVectorCast(i)
 			}
 		case tNumber:
 			tr.rewriteNumber(k)

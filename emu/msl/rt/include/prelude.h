@@ -334,6 +334,33 @@ template <class V, class A, class B, class... R> inline V __pm_vmake(A a, B b, R
 #define bool3(...) __pm_vmake<::bool3>(__VA_ARGS__)
 #define bool4(...) __pm_vmake<::bool4>(__VA_ARGS__)
 
+// Casts to a vector type in cast notation, (float4)x, convert as float4(x)
+// does: the translator writes them __pm_cast<float4>() ->* x (->* binds
+// like a cast). A unary minus, plus or ~ before the cast applies to its
+// result, and a cast of a cast converts twice.
+template <class V, char Op = 0> struct __pm_cast {};
+template <class V, char Op, class B, char OpB> struct __pm_cast2 {};
+template <class V, char Op, class A> inline V operator->*(__pm_cast<V, Op>, A a) {
+	V r = __pm_vmake<V>(a);
+	if constexpr (Op == '-') {
+		return -r;
+	} else if constexpr (Op == '~') {
+		return ~r;
+	} else {
+		return r;
+	}
+}
+template <class V, char Op, class B, char OpB>
+inline __pm_cast2<V, Op, B, OpB> operator->*(__pm_cast<V, Op>, __pm_cast<B, OpB>) {
+	return {};
+}
+template <class V, char Op, class B, char OpB, class A> inline V operator->*(__pm_cast2<V, Op, B, OpB>, A a) {
+	return __pm_cast<V, Op>() ->* (__pm_cast<B, OpB>() ->* a);
+}
+template <class V> inline __pm_cast<V, '-'> operator-(__pm_cast<V>) { return {}; }
+template <class V> inline __pm_cast<V> operator+(__pm_cast<V>) { return {}; }
+template <class V> inline __pm_cast<V, '~'> operator~(__pm_cast<V>) { return {}; }
+
 // half literals: the translator turns 1.5h into 1.5_h.
 constexpr half operator""_h(long double v) { return (half)(float)v; }
 constexpr half operator""_h(unsigned long long v) { return (half)(float)v; }
