@@ -753,3 +753,11 @@ func TestRangesOverflowRefused(t *testing.T) {
 		t.Errorf("CopyFromBuffer of MaxInt-3 bytes: %v, want an error naming the range", err)
 	}
 }
+
+func TestCommandBufferStatusNames(t *testing.T) {
+	for s, want := range []string{"NotEnqueued", "Enqueued", "Committed", "Scheduled", "Completed", "Error", "CommandBufferStatus(6)"} {
+		if got := mtl.CommandBufferStatus(s).String(); got != want {
+			t.Errorf("CommandBufferStatus(%d).String() = %q, want %q", s, got, want)
+		}
+	}
+}

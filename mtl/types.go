@@ -69,21 +69,19 @@ const (
 
 // String returns the status's name without the prefix.
 func (s CommandBufferStatus) String() string {
-	switch s {
-	case CommandBufferStatusNotEnqueued:
-		return "NotEnqueued"
-	case CommandBufferStatusEnqueued:
-		return "Enqueued"
-	case CommandBufferStatusCommitted:
-		return "Committed"
-	case CommandBufferStatusScheduled:
-		return "Scheduled"
-	case CommandBufferStatusCompleted:
-		return "Completed"
-	case CommandBufferStatusError:
-		return "Error"
+	if s < CommandBufferStatus(len(commandBufferStatusNames)) {
+		return commandBufferStatusNames[s]
 	}
-	return "CommandBufferStatus(" + strconv.Itoa(int(s)) + ")"
+	return "CommandBufferStatus(" + strconv.FormatUint(uint64(s), 10) + ")"
+}
+
+var commandBufferStatusNames = [...]string{
+	CommandBufferStatusNotEnqueued: "NotEnqueued",
+	CommandBufferStatusEnqueued:    "Enqueued",
+	CommandBufferStatusCommitted:   "Committed",
+	CommandBufferStatusScheduled:   "Scheduled",
+	CommandBufferStatusCompleted:   "Completed",
+	CommandBufferStatusError:       "Error",
 }
 
 // BarrierScope is MTLBarrierScope: which resources a memory barrier orders.
