@@ -88,11 +88,14 @@ var bufferInfo = func(b *mtl.Buffer) (length int, live bool) { return b.Length()
 // element type Params gives it (Params.Activation for Q, K, V, G, Beta and
 // Output, Params.State for StateIn, StateOut and Capture, f32 for ALog and
 // DtBias), an aligned offset, exactly the element count the shape implies
-// (Capture: see [Kernels.DecodeWithCapture]), no count at or above 2^32,
-// and a range inside its buffer; ALog and DtBias set (n_v_heads each) exactly when
-// Params.Fused.Gate is; and no written view (Output, StateOut, Capture)
-// sharing a byte of its buffer with another view, except StateOut equal to
-// StateIn (in-place update). The one rule left to the dispatchers is
+// (Capture: see [Kernels.DecodeWithCapture]), no count at or above 2^32
+// but for the states (indexed with 64-bit offsets), and a range inside its
+// buffer; ALog and DtBias set (n_v_heads each) exactly when
+// Params.Fused.Gate is; Slots and CuSeqlens (int32) set exactly when the
+// shape has a state pool or packed sequences, and in shared storage their
+// values (see the package documentation on serving); and no written view
+// (Output, StateOut, Capture) sharing a byte of its buffer with another
+// view, except StateOut equal to StateIn (in-place update). The one rule left to the dispatchers is
 // prefill's D_v against the pipeline's maxTotalThreadsPerThreadgroup, which
 // needs the compiled kernel. The error wraps [ErrInvalidArgument].
 func Validate(k Kernel, p Params, b Buffers) error {
