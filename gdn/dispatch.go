@@ -10,8 +10,9 @@ import (
 
 // Buffer binding indices of the kernels.
 const (
-	paramsIndex  = 8 // the nine parameter words, bound with setBytes
-	captureIndex = 9 // the capture buffer (capture kernel only)
+	paramsIndex  = 8  // the nine parameter words, bound with setBytes
+	captureIndex = 9  // the capture buffer (capture kernel only)
+	aLogIndex    = 10 // A_log (fused gate), then dt_bias at 11
 )
 
 // Kernels dispatches the Gated DeltaNet kernels of one device. Its methods
@@ -151,25 +152,28 @@ func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 	return k.dispatch(mtlEncoder{enc}, kern, p, b)
 }
 
-// entryPoint returns the MSL entry point of kern for a valid shape.
-func entryPoint(kern Kernel, s Shape) string {
+// entryPoint returns the MSL entry point of kern for valid parameters: the
+// variant of the activation and state types, and of NSG for the decode
+// family.
+func entryPoint(kern Kernel, p Params) string {
+	a, st, n := p.Activation, p.State, nsg(p.Shape)
 	switch kern {
 	case KernelDecode:
-		return kernels.Decode(nsg(s))
+		return kernels.DecodeOf(a, st, n)
 	case KernelDecodeSeq:
-		return kernels.DecodeSeq(nsg(s))
+		return kernels.DecodeSeqOf(a, st, n)
 	case KernelDecodeLegacy:
-		return kernels.DecodeLegacy(nsg(s))
+		return kernels.DecodeLegacyOf(a, st, n)
 	case KernelDecodeCapture:
-		return kernels.DecodeCapture(nsg(s))
+		return kernels.DecodeCaptureOf(a, st, n)
 	}
-	return kernels.Prefill
+	return kernels.PrefillOf(a, st)
 }
 
 // dispatch validates, then encodes one dispatch of kern onto enc: the
 // pipeline state, buffers 0-7 in one call, the parameters with setBytes at
-// index 8, the capture buffer at 9, prefill's threadgroup memory, and the
-// threadgroups. Nothing reaches enc when an argument is invalid. An error
+// index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11,
+// prefill's threadgroup memory, and the threadgroups. Nothing reaches enc when an argument is invalid. An error
 // the encoder recorded (an earlier call on it failed, for one) is returned,
 // and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
@@ -177,7 +181,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		return err
 	}
 	s := p.Shape
-	entry := entryPoint(kern, s)
+	entry := entryPoint(kern, p)
 	pso, maxThreads, err := k.pipelines.pipeline(entry)
 	if err != nil {
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
@@ -198,6 +202,14 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if kern == KernelDecodeCapture {
 		enc.SetBuffer(b.Capture.Buffer, b.Capture.Offset, captureIndex)
 	}
+	// Without the fused gate the kernel reads neither; G's buffer stands in,
+	// so that every argument of the function has a binding.
+	aLog, dtBias := b.ALog, b.DtBias
+	if !p.Fused.Gate {
+		aLog, dtBias = b.G, b.G
+	}
+	enc.SetBuffer(aLog.Buffer, aLog.Offset, aLogIndex)
+	enc.SetBuffer(dtBias.Buffer, dtBias.Offset, aLogIndex+1)
 	var grid, group mtl.Size
 	if kern == KernelPrefill {
 		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -66,19 +67,43 @@ func (fb fakeBuffers) pack(views ...at) {
 }
 
 // view returns an f32 view of exactly n elements in a buffer of its own.
-func (fb fakeBuffers) view(n int) View { return F32View(fb.buffer(4*n), 0, n) }
+func (fb fakeBuffers) view(n int) View { return fb.typedView(F32, n) }
 
-// args returns valid parameters and buffers for kern and s.
+// typedView returns a view of exactly n elements of type t in a buffer of
+// its own.
+func (fb fakeBuffers) typedView(t ElemType, n int) View {
+	return NewView(fb.buffer(t.Size()*n), 0, t, n)
+}
+
+// args returns valid parameters and buffers for kern and s, all f32.
 func (fb fakeBuffers) args(kern Kernel, s Shape) (Params, Buffers) {
+	return fb.typedArgs(kern, s, F32, F32, spec.Fused{})
+}
+
+// typedArgs returns valid parameters and buffers for kern and s with
+// activation type a, state type st and the fused parts f.
+func (fb fakeBuffers) typedArgs(kern Kernel, s Shape, a, st ElemType, f spec.Fused) (Params, Buffers) {
 	b := Buffers{
-		Q: fb.view(s.QKLen()), K: fb.view(s.QKLen()), V: fb.view(s.VLen()),
-		G: fb.view(s.GateLen()), Beta: fb.view(s.GateLen()), StateIn: fb.view(s.StateLen()),
-		Output: fb.view(s.VLen()), StateOut: fb.view(s.StateLen()),
+		Q: fb.typedView(a, s.QKLen()), K: fb.typedView(a, s.QKLen()), V: fb.typedView(a, s.VLen()),
+		G: fb.typedView(a, s.GateLen()), Beta: fb.typedView(a, s.GateLen()), StateIn: fb.typedView(st, s.StateLen()),
+		Output: fb.typedView(a, s.VLen()), StateOut: fb.typedView(st, s.StateLen()),
 	}
 	if kern == KernelDecodeCapture {
-		b.Capture = fb.view(s.CaptureLen())
+		b.Capture = fb.typedView(st, s.CaptureLen())
 	}
-	return Params{Shape: s, HeadMap: Tiled, QScale: 0.125}, b
+	if f.Gate {
+		b.ALog, b.DtBias = fb.view(s.NVHeads), fb.view(s.NVHeads)
+	}
+	return Params{Shape: s, HeadMap: Tiled, QScale: 0.125, Activation: a, State: st, Fused: f}, b
+}
+
+// fusedOptions are every combination of the fused parts.
+func fusedOptions() []spec.Fused {
+	var out []spec.Fused
+	for i := range 8 {
+		out = append(out, spec.Fused{L2Norm: i&1 != 0, Gate: i&2 != 0, Beta: i&4 != 0})
+	}
+	return out
 }
 
 var (
@@ -166,6 +191,16 @@ func TestValidateAcceptsValidArguments(t *testing.T) {
 				t.Errorf("%v %+v, block, no scale: %v", k, s, err)
 			}
 		}
+		for _, a := range kernels.ElemTypes {
+			for _, st := range kernels.ElemTypes {
+				for _, f := range fusedOptions() {
+					p, b := fb.typedArgs(k, shapeFor(k), a, st, f)
+					if err := Validate(k, p, b); err != nil {
+						t.Errorf("%v %v/%v %+v: %v", k, a, st, f, err)
+					}
+				}
+			}
+		}
 	}
 }
 
@@ -201,9 +236,45 @@ func invalidCases() []invalidCase {
 		{"QScale NaN", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.NaN()) }, []string{"QScale", "NaN"}},
 		{"QScale +Inf", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.Inf(1)) }, []string{"QScale", "+Inf"}},
 		{"QScale -Inf", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.QScale = float32(math.Inf(-1)) }, []string{"QScale", "-Inf"}},
-		{"bf16 activations", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Activation = BF16 }, []string{"activation bf16", "f32"}},
-		{"f16 state", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.State = F16 }, []string{"state f16", "f32"}},
-		{"fused norm", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Fused.L2Norm = true }, []string{"Fused", "L2Norm:true"}},
+		{"f32 views, bf16 activations", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Activation = BF16 },
+			[]string{"Q: element type f32, Params.Activation is bf16"}},
+		{"f32 state views, f16 state", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.State = F16 },
+			[]string{"StateIn: element type f32, Params.State is f16"}},
+		{"bf16 output, f32 activations", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) { b.Output = fb.typedView(BF16, b.Output.Len) },
+			[]string{"Output: element type bf16, Params.Activation is f32"}},
+		{"f32 state out, bf16 state", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) {
+			p.State = BF16
+			b.StateIn = fb.typedView(BF16, b.StateIn.Len)
+			if b.Capture.Buffer != nil {
+				b.Capture = fb.typedView(BF16, b.Capture.Len)
+			}
+		}, []string{"StateOut: element type f32, Params.State is bf16"}},
+		{"f16 capture, f32 state", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.typedView(F16, b.Capture.Len) },
+			[]string{"Capture: element type f16, Params.State is f32"}},
+		{"unknown activation type", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Activation = 3 }, []string{"Activation", "ElemType(3)"}},
+		{"unknown state type", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.State = 9 }, []string{"State", "ElemType(9)"}},
+		{"fused gate without A_log", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) { p.Fused.Gate = true; b.DtBias = fb.view(p.NVHeads) },
+			[]string{"ALog", "no buffer", "Fused.Gate", "[n_v_heads] f32"}},
+		{"fused gate without dt_bias", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) { p.Fused.Gate = true; b.ALog = fb.view(p.NVHeads) },
+			[]string{"DtBias", "no buffer"}},
+		{"A_log without the fused gate", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) { b.ALog = fb.view(p.NVHeads) },
+			[]string{"ALog", "set, but Params.Fused.Gate is off"}},
+		{"dt_bias without the fused gate", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) { b.DtBias = fb.view(p.NVHeads) },
+			[]string{"DtBias", "set, but Params.Fused.Gate is off"}},
+		{"A_log bf16", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) {
+			p.Fused.Gate = true
+			b.ALog, b.DtBias = fb.typedView(BF16, p.NVHeads), fb.view(p.NVHeads)
+		}, []string{"ALog", "element type bf16, must be f32"}},
+		{"dt_bias one short", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) {
+			p.Fused.Gate = true
+			b.ALog, b.DtBias = fb.view(p.NVHeads), fb.view(p.NVHeads-1)
+		}, []string{"DtBias", "elements", "n_v_heads"}},
+		{"Output over A_log", allKernels, func(fb fakeBuffers, p *Params, b *Buffers) {
+			p.Fused.Gate = true
+			b.DtBias = fb.view(p.NVHeads)
+			b.ALog.Len = p.NVHeads
+			fb.pack(at{&b.ALog, 0}, at{&b.Output, 0})
+		}, []string{"Output", "overlap ALog's bytes [0, "}},
 		{"capture set on another kernel", allKernels[:4], func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
 		{"capture missing", []Kernel{KernelDecodeCapture}, func(_ fakeBuffers, _ *Params, b *Buffers) { b.Capture = View{} }, []string{"Capture", "no buffer"}},
 		{"capture too long for several sequences", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
@@ -508,6 +579,10 @@ func TestWords(t *testing.T) {
 		{Params{Shape: s, HeadMap: Tiled, QScale: 0.125}, [9]uint32{128, 64, 16, 48, 5, 3, 1, 0, 0x3e000000}},
 		{Params{Shape: s, QScale: float32(math.Copysign(0, -1))}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 0, 0}},
 		{Params{Shape: s, QScale: -2}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 0, 0xc0000000}},
+		{Params{Shape: s, Fused: spec.Fused{L2Norm: true}}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 1, 0}},
+		{Params{Shape: s, Fused: spec.Fused{Gate: true}}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 2, 0}},
+		{Params{Shape: s, Fused: spec.Fused{Beta: true}, Activation: BF16, State: F16}, [9]uint32{128, 64, 16, 48, 5, 3, 0, 4, 0}},
+		{Params{Shape: s, HeadMap: Tiled, Fused: spec.FusedAll}, [9]uint32{128, 64, 16, 48, 5, 3, 1, 7, 0}},
 	}
 	for _, c := range cases {
 		if got := words(c.p); got != c.want {
@@ -579,23 +654,27 @@ func TestEncoding(t *testing.T) {
 		kern  Kernel
 		s     Shape
 		entry string
+		a, st ElemType
+		fused spec.Fused
 	}{
-		{"prefill", byKernel(KernelPrefill), KernelPrefill, prefillShape, kernels.Prefill},
-		{"decode auto, 1 token", auto, KernelDecode, Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f32_1"},
-		{"decode auto, 5 tokens", auto, KernelDecodeSeq, decodeShape, "gated_delta_net_decode_seq_f32_2"},
-		{"seq", byKernel(KernelDecodeSeq), KernelDecodeSeq, Shape{DK: 128, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_seq_f32_4"},
-		{"legacy", byKernel(KernelDecodeLegacy), KernelDecodeLegacy, decodeShape, "gated_delta_net_decode_legacy_f32_2"},
-		{"capture", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 128, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_4"},
+		{"prefill", byKernel(KernelPrefill), KernelPrefill, prefillShape, kernels.Prefill, F32, F32, spec.Fused{}},
+		{"prefill bf16/f16 fused", byKernel(KernelPrefill), KernelPrefill, prefillShape, "gated_delta_net_bf16_f16", BF16, F16, spec.FusedAll},
+		{"decode f16/bf16, fused gate", auto, KernelDecode, Shape{DK: 64, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f16_bf16_2", F16, BF16, spec.Fused{Gate: true}},
+		{"capture f32/bf16, fused", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_bf16_1", F32, BF16, spec.FusedAll},
+		{"decode auto, 1 token", auto, KernelDecode, Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f32_1", F32, F32, spec.Fused{}},
+		{"decode auto, 5 tokens", auto, KernelDecodeSeq, decodeShape, "gated_delta_net_decode_seq_f32_2", F32, F32, spec.Fused{}},
+		{"seq", byKernel(KernelDecodeSeq), KernelDecodeSeq, Shape{DK: 128, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_seq_f32_4", F32, F32, spec.Fused{}},
+		{"legacy", byKernel(KernelDecodeLegacy), KernelDecodeLegacy, decodeShape, "gated_delta_net_decode_legacy_f32_2", F32, F32, spec.Fused{}},
+		{"capture", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 128, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_4", F32, F32, spec.Fused{}},
 	}
 	for _, c := range cases {
 		pipes := &fakePipelines{maxThreads: 1024}
 		kk := &Kernels{pipelines: pipes}
 		rec := &recorder{}
-		p, b := fb.args(c.kern, c.s)
-		b.Q.Offset = 0
+		p, b := fb.typedArgs(c.kern, c.s, c.a, c.st, c.fused)
 		// Give K an offset into a larger buffer to see offsets passed through.
-		kb := fb.buffer(4*b.K.Len + 64)
-		b.K = F32View(kb, 64, b.K.Len)
+		kb := fb.buffer(c.a.Size()*b.K.Len + 64)
+		b.K = NewView(kb, 64, c.a, b.K.Len)
 		if err := c.m(kk, rec, p, b); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
@@ -614,6 +693,11 @@ func TestEncoding(t *testing.T) {
 		if c.kern == KernelDecodeCapture {
 			want = append(want, call{"SetBuffer", []any{b.Capture.Buffer, 0, 9}})
 		}
+		if c.fused.Gate {
+			want = append(want, call{"SetBuffer", []any{b.ALog.Buffer, 0, 10}}, call{"SetBuffer", []any{b.DtBias.Buffer, 0, 11}})
+		} else { // G's buffer stands in
+			want = append(want, call{"SetBuffer", []any{b.G.Buffer, 0, 10}}, call{"SetBuffer", []any{b.G.Buffer, 0, 11}})
+		}
 		var grid, group mtl.Size
 		if c.kern == KernelPrefill {
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
@@ -631,10 +715,16 @@ func TestEncoding(t *testing.T) {
 
 func TestKernelNames(t *testing.T) {
 	for _, k := range allKernels {
-		s := shapeFor(k)
-		name := entryPoint(k, s)
-		if _, ok := kernels.SourceFile(name); !ok {
-			t.Errorf("%v: entry point %q is not in package kernels", k, name)
+		for _, a := range kernels.ElemTypes {
+			for _, st := range kernels.ElemTypes {
+				name := entryPoint(k, Params{Shape: shapeFor(k), Activation: a, State: st})
+				if _, ok := kernels.SourceFile(name); !ok {
+					t.Errorf("%v %v/%v: entry point %q is not in package kernels", k, a, st, name)
+				}
+				if !strings.Contains(name, "_"+a.String()) || !strings.Contains(name, "_"+st.String()) {
+					t.Errorf("%v %v/%v: entry point %q does not name both types", k, a, st, name)
+				}
+			}
 		}
 	}
 	if got := Kernel(9).String(); got != "Kernel(9)" {
@@ -680,11 +770,13 @@ func TestDispatchAllocatesNothing(t *testing.T) {
 	fb := useFakeBuffers(t)
 	kk := &Kernels{pipelines: onePipeline{new(mtl.ComputePipelineState)}}
 	for _, k := range allKernels {
-		p, b := fb.args(k, shapeFor(k))
-		b.StateOut = b.StateIn
-		var err error
-		if n := testing.AllocsPerRun(100, func() { err = kk.dispatch(nopEncoder{}, k, p, b) }); n != 0 || err != nil {
-			t.Errorf("%v: %v allocations per dispatch (%v)", k, n, err)
+		for _, f := range []spec.Fused{{}, spec.FusedAll} {
+			p, b := fb.typedArgs(k, shapeFor(k), BF16, F16, f)
+			b.StateOut = b.StateIn
+			var err error
+			if n := testing.AllocsPerRun(100, func() { err = kk.dispatch(nopEncoder{}, k, p, b) }); n != 0 || err != nil {
+				t.Errorf("%v %+v: %v allocations per dispatch (%v)", k, f, n, err)
+			}
 		}
 	}
 }

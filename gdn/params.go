@@ -33,9 +33,34 @@ const (
 	BF16 = spec.BF16 // bfloat16
 )
 
+// Bits of parameter word 7, the fused parts of the step the kernel computes
+// (GDN_FUSED_* in kernels/gdn_common.metal).
+const (
+	fusedL2Norm = 1 << 0 // normalise q and k
+	fusedGate   = 1 << 1 // g from a, A_log and dt_bias
+	fusedBeta   = 1 << 2 // beta = sigmoid(b)
+)
+
+// fusedBits returns parameter word 7 for f.
+func fusedBits(f spec.Fused) uint32 {
+	var w uint32
+	if f.L2Norm {
+		w |= fusedL2Norm
+	}
+	if f.Gate {
+		w |= fusedGate
+	}
+	if f.Beta {
+		w |= fusedBeta
+	}
+	return w
+}
+
 // words packs the parameters into the nine 32-bit words the kernels read at
 // buffer index 8: D_k, D_v, n_k_heads, n_v_heads, n_tokens, n_seqs, head
-// map, reserved (0), q scale bits (0 for no scale). It assumes p is valid.
+// map, the fused parts (fusedBits), q scale bits (0 for no scale). The
+// element types are not among them: each type combination is a kernel of
+// its own. It assumes p is valid.
 func words(p Params) [9]uint32 {
 	s := p.Shape
 	var scale uint32
@@ -44,7 +69,7 @@ func words(p Params) [9]uint32 {
 	}
 	return [9]uint32{
 		uint32(s.DK), uint32(s.DV), uint32(s.NKHeads), uint32(s.NVHeads),
-		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), 0, scale,
+		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), fusedBits(p.Fused), scale,
 	}
 }
 

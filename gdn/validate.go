@@ -74,11 +74,14 @@ var bufferInfo = func(b *mtl.Buffer) (length int, live bool) { return b.Length()
 
 // Validate checks p and b for a dispatch of kernel k against every rule of
 // the contract: positive dimensions, n_v_heads a multiple of n_k_heads, the
-// kernel's limits on D_k and D_v, a known head mapping, a finite QScale; for
-// each view a live (not released) buffer, an f32 element type, an aligned
-// offset, exactly the element count the shape implies (Capture: see
+// kernel's limits on D_k and D_v, a known head mapping, a finite QScale,
+// known element types; for each view a live (not released) buffer, the
+// element type Params gives it (Params.Activation for Q, K, V, G, Beta and
+// Output, Params.State for StateIn, StateOut and Capture, f32 for ALog and
+// DtBias), an aligned offset, exactly the element count the shape implies (Capture: see
 // [Kernels.DecodeWithCapture]), no count at or above 2^32, and a range
-// inside its buffer; and no written view (Output, StateOut, Capture)
+// inside its buffer; ALog and DtBias set (n_v_heads each) exactly when
+// Params.Fused.Gate is; and no written view (Output, StateOut, Capture)
 // sharing a byte of its buffer with another view, except StateOut equal to
 // StateIn (in-place update). The one rule left to the dispatchers is
 // prefill's D_v against the pipeline's maxTotalThreadsPerThreadgroup, which
@@ -92,16 +95,10 @@ func Validate(k Kernel, p Params, b Buffers) error {
 		errors.As(err, &e)
 		return invalid(e.Arg, "%s", e.Detail)
 	}
-	if p.Activation != F32 || p.State != F32 {
-		return invalid("Params", "activation %v, state %v: the kernels take f32 activations and an f32 state", p.Activation, p.State)
-	}
-	if p.Fused != (spec.Fused{}) {
-		return invalid("Fused", "%+v: the kernels take q, k, g and beta as given (no fused part)", p.Fused)
-	}
 	if err := validateKernelShape(k, p.Shape); err != nil {
 		return err
 	}
-	return validateBuffers(k, p.Shape, b)
+	return validateBuffers(k, p, b)
 }
 
 // validateKernelShape checks the kernel's own limits on D_k and D_v, for a
@@ -125,44 +122,66 @@ func validateKernelShape(k Kernel, s Shape) error {
 	return nil
 }
 
-// viewCheck is one view of a dispatch and the element counts it may have.
+// viewCheck is one view of a dispatch, its element type and the element
+// counts it may have.
 type viewCheck struct {
-	name    string
-	v       View
-	want    int // elements the shape implies (saturated, see spec.Shape)
-	formula string
-	maxLen  int // the most elements the view may have
-	written bool
+	name     string
+	v        View
+	elem     ElemType // the element type the kernel reads or writes
+	elemFrom string   // the field elem comes from, "" when it is fixed: A_log, dt_bias
+	want     int      // elements the shape implies (saturated, see spec.Shape)
+	formula  string
+	maxLen   int // the most elements the view may have
+	written  bool
 }
 
-func exact(name string, v View, want int, formula string, written bool) viewCheck {
-	return viewCheck{name, v, want, formula, want, written}
+func exact(name string, v View, elem ElemType, elemFrom string, want int, formula string, written bool) viewCheck {
+	return viewCheck{name, v, elem, elemFrom, want, formula, want, written}
 }
 
-func validateBuffers(k Kernel, s Shape, b Buffers) error {
+func validateBuffers(k Kernel, p Params, b Buffers) error {
+	s := p.Shape
+	const act, state, fixed = "Params.Activation", "Params.State", ""
+	a, st := p.Activation, p.State
+	// The views every kernel binds, then Capture, then ALog and DtBias.
 	checks := [...]viewCheck{
-		exact("Q", b.Q, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs", false),
-		exact("K", b.K, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs", false),
-		exact("V", b.V, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs", false),
-		exact("G", b.G, s.GateLen(), "n_v_heads*n_tokens*n_seqs", false),
-		exact("Beta", b.Beta, s.GateLen(), "n_v_heads*n_tokens*n_seqs", false),
-		exact("StateIn", b.StateIn, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs", false),
-		exact("Output", b.Output, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs", true),
-		exact("StateOut", b.StateOut, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs", true),
-		exact("Capture", b.Capture, s.CaptureLen(), "D_k*D_v*n_v_heads*n_tokens*n_seqs", true),
+		exact("Q", b.Q, a, act, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs", false),
+		exact("K", b.K, a, act, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs", false),
+		exact("V", b.V, a, act, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs", false),
+		exact("G", b.G, a, act, s.GateLen(), "n_v_heads*n_tokens*n_seqs", false),
+		exact("Beta", b.Beta, a, act, s.GateLen(), "n_v_heads*n_tokens*n_seqs", false),
+		exact("StateIn", b.StateIn, st, state, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs", false),
+		exact("Output", b.Output, a, act, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs", true),
+		exact("StateOut", b.StateOut, st, state, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs", true),
+		exact("Capture", b.Capture, st, state, s.CaptureLen(), "D_k*D_v*n_v_heads*n_tokens*n_seqs", true),
+		exact("ALog", b.ALog, F32, fixed, s.NVHeads, "n_v_heads", false),
+		exact("DtBias", b.DtBias, F32, fixed, s.NVHeads, "n_v_heads", false),
 	}
-	views := checks[:len(checks)-1]
+	const capture, aLog = 8, 9 // indices in checks
+	// Gather the views this dispatch binds at the front of checks.
+	n := capture
 	if k == KernelDecodeCapture {
 		// For several sequences the kernel's per-sequence stride is
 		// n_tokens states, so the view must match exactly; for one it may
 		// be longer (allocated once for the longest draft).
 		if s.NSeqs == 1 {
-			checks[len(checks)-1].maxLen = maxElems - 1
+			checks[capture].maxLen = maxElems - 1
 		}
-		views = checks[:]
+		n++
 	} else if b.Capture != (View{}) {
 		return invalid("Capture", "set, but only the capture kernel writes it (the %s kernel does not)", k)
 	}
+	if p.Fused.Gate {
+		checks[n], checks[n+1] = checks[aLog], checks[aLog+1]
+		n += 2
+	} else {
+		for _, c := range checks[aLog:] {
+			if c.v != (View{}) {
+				return invalid(c.name, "set, but Params.Fused.Gate is off (G holds g itself)")
+			}
+		}
+	}
+	views := checks[:n]
 	// The shape's counts first: a count beyond the indices is the shape's
 	// fault, whatever the views hold.
 	for i := range views {
@@ -172,7 +191,7 @@ func validateBuffers(k Kernel, s Shape, b Buffers) error {
 	}
 	for i := range views {
 		c := &views[i]
-		if err := validateView(c.name, c.v, c.want, c.formula, c.maxLen); err != nil {
+		if err := validateView(c); err != nil {
 			return err
 		}
 	}
@@ -215,19 +234,26 @@ func byteRange(v View) (lo, hi int) {
 	return v.Offset, v.Offset + v.Len*v.Type.Size()
 }
 
-// validateView checks one view: a live buffer, the f32 element type, an aligned
-// offset, want <= Len <= maxLen elements (maxLen below 2^32) and the range
-// inside the buffer.
-func validateView(name string, v View, want int, formula string, maxLen int) error {
+// validateView checks one view: a live buffer, the element type c.elem, an
+// aligned offset, want <= Len <= maxLen elements (maxLen below 2^32) and the
+// range inside the buffer.
+func validateView(c *viewCheck) error {
+	name, v, want, formula, maxLen := c.name, c.v, c.want, c.formula, c.maxLen
 	if v.Buffer == nil {
+		if c.elemFrom == "" {
+			return invalid(name, "no buffer; Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each")
+		}
 		return invalid(name, "no buffer")
 	}
 	have, live := bufferInfo(v.Buffer)
 	if !live {
 		return invalid(name, "released buffer (object ID 0)")
 	}
-	if v.Type != F32 {
-		return invalid(name, "element type %v, the kernels take f32", v.Type)
+	if v.Type != c.elem {
+		if c.elemFrom == "" {
+			return invalid(name, "element type %v, must be %v", v.Type, c.elem)
+		}
+		return invalid(name, "element type %v, %s is %v", v.Type, c.elemFrom, c.elem)
 	}
 	size := v.Type.Size()
 	if v.Offset < 0 || v.Offset%size != 0 {

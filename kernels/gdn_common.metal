@@ -2,19 +2,82 @@
 //
 // This prelude is placed in front of each kernel source before it is
 // compiled, so the decode, seq, legacy and capture kernels run literally the
-// same per-token arithmetic (gdn_lane_step) and stay bit-identical.
+// same per-token arithmetic (gdn_token, gdn_lane_step) and stay
+// bit-identical within each combination of element types.
 //
-// Layouts, innermost dimension first (all f32):
-//   q, k                [D_k, n_k_heads, n_tokens, n_seqs]
-//   v, output           [D_v, n_v_heads, n_tokens, n_seqs]
-//   g, beta             [n_v_heads, n_tokens, n_seqs]
-//   state_in, state_out [D_k, D_v, n_v_heads, n_seqs]  (row i of S: D_k floats)
-//   capture             [D_k, D_v, n_v_heads, n_tokens, n_seqs]
+// Layouts, innermost dimension first:
+//   q, k                [D_k, n_k_heads, n_tokens, n_seqs]       activation type A
+//   v, output           [D_v, n_v_heads, n_tokens, n_seqs]       A
+//   g, beta             [n_v_heads, n_tokens, n_seqs]            A (or a and b, fused)
+//   state_in, state_out [D_k, D_v, n_v_heads, n_seqs]            state type S
+//                       (row i of S: D_k elements)
+//   capture             [D_k, D_v, n_v_heads, n_tokens, n_seqs]  S
+//   a_log, dt_bias      [n_v_heads]                              float (fused gate)
+//
+// Buffer indices: 0 q, 1 k, 2 v, 3 g (or a), 4 beta (or b), 5 state_in,
+// 6 output, 7 state_out, 8 parameters, 9 capture, 10 a_log, 11 dt_bias.
+//
+// Element types are template parameters: float, half, or gdn_bf16. Every
+// load widens to float exactly, the recurrence runs in float, and every
+// store rounds once to nearest even.
 
 #include <metal_stdlib>
 using namespace metal;
 
-// The nine words bound with setBytes at buffer index 8.
+// bfloat16. MSL has the bfloat type from language version 3.1 (macOS 14);
+// below that the data is read and written as 16-bit integers and converted
+// here: widening puts the bits in the upper half of a float, narrowing
+// rounds to nearest even and keeps a NaN a (quiet) NaN.
+#if __METAL_VERSION__ >= 310
+typedef bfloat gdn_bf16;
+#else
+typedef ushort gdn_bf16;
+#endif
+
+// Loads (widened to float) and stores (rounded once) of one element type.
+template <typename T>
+struct gdn_elem;
+
+template <>
+struct gdn_elem<float> {
+    static inline float load(device const float *p) { return *p; }
+    static inline void store(device float *p, float x) { *p = x; }
+};
+
+template <>
+struct gdn_elem<half> {
+    static inline float load(device const half *p) { return float(*p); }
+    static inline void store(device half *p, float x) { *p = half(x); }
+};
+
+#if __METAL_VERSION__ >= 310
+template <>
+struct gdn_elem<bfloat> {
+    static inline float load(device const bfloat *p) { return float(*p); }
+    static inline void store(device bfloat *p, float x) { *p = bfloat(x); }
+};
+#else
+template <>
+struct gdn_elem<ushort> {
+    static inline float load(device const ushort *p) { return as_type<float>(uint(*p) << 16); }
+    static inline void store(device ushort *p, float x) {
+        const uint u = as_type<uint>(x);
+        if ((u & 0x7fffffffu) > 0x7f800000u) {
+            *p = ushort((u >> 16) | 0x40u);  // NaN: keep the sign, set the quiet bit
+            return;
+        }
+        *p = ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+};
+#endif
+
+template <typename T>
+inline float gdn_load(device const T *p) { return gdn_elem<T>::load(p); }
+
+template <typename T>
+inline void gdn_store(device T *p, float x) { gdn_elem<T>::store(p, x); }
+
+// The parameter block bound with setBytes at buffer index 8.
 struct gdn_params {
     uint  d_k;
     uint  d_v;
@@ -23,9 +86,17 @@ struct gdn_params {
     uint  n_tokens;
     uint  n_seqs;
     uint  head_map;  // 0: block (k_head = h / r), 1: tiled (k_head = h % n_k_heads)
-    uint  reserved;
+    uint  fused;     // GDN_FUSED_* bits: what the kernel computes itself
     float q_scale;   // 0: q is already scaled, the output scale is 1
 };
+
+// Bits of gdn_params::fused. Each is a uniform branch.
+#define GDN_FUSED_L2NORM 1u  // q and k are raw: normalise them per key head and token
+#define GDN_FUSED_GATE   2u  // buffer 3 holds a: g = exp(a_log[h]) * softplus(a + dt_bias[h])
+#define GDN_FUSED_BETA   4u  // buffer 4 holds b: beta = sigmoid(b)
+
+// The epsilon inside the square root of the L2 norm.
+#define GDN_L2NORM_EPS 1e-6f
 
 // The key head that value head h reads q and k from.
 inline uint gdn_key_head(constant gdn_params &p, uint h) {
@@ -38,6 +109,62 @@ inline uint gdn_key_head(constant gdn_params &p, uint h) {
 // The factor applied to every output at write-back.
 inline float gdn_out_scale(constant gdn_params &p) {
     return p.q_scale == 0.0f ? 1.0f : p.q_scale;
+}
+
+// 1 / sqrt(ss + eps): the factor that normalises a vector whose squares sum
+// to ss.
+inline float gdn_inv_norm(float ss) {
+    return 1.0f / metal::sqrt(ss + GDN_L2NORM_EPS);
+}
+
+// log(1 + y) for y >= 0, accurate for small y too: when 1 + y rounds to 1
+// the answer is y itself, otherwise log(u) * y / (u - 1) corrects the
+// rounding of u = 1 + y.
+inline float gdn_log1p(float y) {
+    const float u = 1.0f + y;
+    if (u == 1.0f) {
+        return y;
+    }
+    return metal::log(u) * (y / (u - 1.0f));
+}
+
+// torch's softplus with its threshold: x above 20, log(1 + e^x) below.
+inline float gdn_softplus(float x) {
+    return x > 20.0f ? x : gdn_log1p(metal::exp(x));
+}
+
+// The constants of the fused gate of value head h, read once per kernel:
+// exp(A_log[h]) and dt_bias[h]; (1, 0), unused, when the gate is given.
+struct gdn_gate_consts {
+    float a;        // exp(A_log[h])
+    float dt_bias;
+};
+
+inline gdn_gate_consts gdn_gate_constants(constant gdn_params &p,
+                                          device const float *a_log,
+                                          device const float *dt_bias, uint h) {
+    gdn_gate_consts c = {1.0f, 0.0f};
+    if (p.fused & GDN_FUSED_GATE) {
+        c.a = metal::exp(a_log[h]);
+        c.dt_bias = dt_bias[h];
+    }
+    return c;
+}
+
+// g of one token: as given, or exp(A_log) * softplus(a + dt_bias).
+inline float gdn_gate(constant gdn_params &p, gdn_gate_consts c, float g) {
+    if (p.fused & GDN_FUSED_GATE) {
+        return c.a * gdn_softplus(g + c.dt_bias);
+    }
+    return g;
+}
+
+// beta of one token: as given, or 1 / (1 + exp(-b)).
+inline float gdn_beta(constant gdn_params &p, float b) {
+    if (p.fused & GDN_FUSED_BETA) {
+        return 1.0f / (1.0f + metal::exp(-b));
+    }
+    return b;
 }
 
 // One token of the recurrence on the NSG cells of one row of S that a lane
@@ -68,19 +195,59 @@ inline float gdn_lane_step(thread float *s, thread const float *kr,
     return simd_sum(sq);
 }
 
+// Normalises the vector whose NSG elements x a lane holds (the SIMD group
+// holds all D_k = 32 * NSG): x / sqrt(sum x^2 + eps). Every lane must call it.
+template <int NSG>
+inline void gdn_lane_l2norm(thread float *x) {
+    float ss = 0.0f;
+    for (int c = 0; c < NSG; ++c) {
+        ss += x[c] * x[c];
+    }
+    const float inv = gdn_inv_norm(simd_sum(ss));
+    for (int c = 0; c < NSG; ++c) {
+        x[c] = x[c] * inv;
+    }
+}
+
+// One token of the decode family on the cells a lane holds: loads the
+// lane's q and k (from qp, kp), v, and the gate inputs, applies the fused
+// parts, runs gdn_lane_step and returns the scaled output. Every kernel of
+// the family calls it, whatever way it finds the addresses.
+template <typename A, int NSG>
+inline float gdn_token(constant gdn_params &p, gdn_gate_consts gc,
+                       thread float *s, device const A *qp, device const A *kp,
+                       device const A *vp, device const A *gp,
+                       device const A *bp, float scale) {
+    float kr[NSG];
+    float qr[NSG];
+    for (int c = 0; c < NSG; ++c) {
+        kr[c] = gdn_load(kp + c);
+        qr[c] = gdn_load(qp + c);
+    }
+    if (p.fused & GDN_FUSED_L2NORM) {
+        gdn_lane_l2norm<NSG>(kr);
+        gdn_lane_l2norm<NSG>(qr);
+    }
+    const float g = gdn_gate(p, gc, gdn_load(gp));
+    const float beta = gdn_beta(p, gdn_load(bp));
+    return scale * gdn_lane_step<NSG>(s, kr, qr, gdn_load(vp), g, beta);
+}
+
 // The decode kernel with indices rebuilt from the parameters every token.
 // Threadgroup (32, NSG, 1), grid (D_v / NSG, n_v_heads, n_seqs); D_k must be
 // 32 * NSG. Lane x of SIMD group y in threadgroup X owns the cells
 // j = x*NSG .. x*NSG + NSG-1 of row i = X*NSG + y. The state is read once
 // before the token loop and written once after it; with CAPTURE, S is also
 // written to capture[..., t, s] after every token.
-template <int NSG, bool CAPTURE>
-inline void gdn_decode_indexed(device const float *q, device const float *k,
-                               device const float *v, device const float *g,
-                               device const float *beta,
-                               device const float *state_in,
-                               device float *output, device float *state_out,
-                               constant gdn_params &p, device float *capture,
+template <typename A, typename S, int NSG, bool CAPTURE>
+inline void gdn_decode_indexed(device const A *q, device const A *k,
+                               device const A *v, device const A *g,
+                               device const A *beta,
+                               device const S *state_in,
+                               device A *output, device S *state_out,
+                               constant gdn_params &p, device S *capture,
+                               device const float *a_log,
+                               device const float *dt_bias,
                                uint3 tg, uint3 tid) {
     const uint lane = tid.x;
     const uint row = tg.x * NSG + tid.y;
@@ -88,36 +255,32 @@ inline void gdn_decode_indexed(device const float *q, device const float *k,
     const uint seq = tg.z;
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
+    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
     const uint cell = ((seq * p.n_v_heads + h) * p.d_v + row) * p.d_k + lane * NSG;
     float s[NSG];
     for (int c = 0; c < NSG; ++c) {
-        s[c] = state_in[cell + c];
+        s[c] = gdn_load(state_in + cell + c);
     }
 
     for (uint t = 0; t < p.n_tokens; ++t) {
         const uint tok = seq * p.n_tokens + t;
         const uint qk = (tok * p.n_k_heads + kh) * p.d_k + lane * NSG;
         const uint vh = tok * p.n_v_heads + h;
-        float kr[NSG];
-        float qr[NSG];
-        for (int c = 0; c < NSG; ++c) {
-            kr[c] = k[qk + c];
-            qr[c] = q[qk + c];
-        }
-        const float o = gdn_lane_step<NSG>(s, kr, qr, v[vh * p.d_v + row], g[vh], beta[vh]);
+        const float o = gdn_token<A, NSG>(p, gc, s, q + qk, k + qk,
+                                          v + vh * p.d_v + row, g + vh, beta + vh, scale);
         if (lane == 0) {
-            output[vh * p.d_v + row] = scale * o;
+            gdn_store(output + vh * p.d_v + row, o);
         }
         if (CAPTURE) {
             const uint cap = (vh * p.d_v + row) * p.d_k + lane * NSG;
             for (int c = 0; c < NSG; ++c) {
-                capture[cap + c] = s[c];
+                gdn_store(capture + cap + c, s[c]);
             }
         }
     }
 
     for (int c = 0; c < NSG; ++c) {
-        state_out[cell + c] = s[c];
+        gdn_store(state_out + cell + c, s[c]);
     }
 }

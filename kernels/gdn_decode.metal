@@ -2,60 +2,67 @@
 //
 // All three keep the NSG cells a lane owns in registers for the whole token
 // loop, perform the same loads and run the same per-token arithmetic
-// (gdn_lane_step), so their outputs and final states are bit-identical.
-// decode and legacy rebuild every index from the parameters each token; seq
-// advances per-lane pointers once per token with D_k = 32 * NSG known at
-// compile time, which pays off from two tokens on.
+// (gdn_token), so their outputs and final states are bit-identical for each
+// activation type A and state type S. decode and legacy rebuild every index
+// from the parameters each token; seq advances per-lane pointers once per
+// token with D_k = 32 * NSG known at compile time, which pays off from two
+// tokens on.
 
 // n_tokens == 1: indices rebuilt each token.
-template <int NSG>
-kernel void gated_delta_net_decode_f32(
-    device const float *q         [[buffer(0)]],
-    device const float *k         [[buffer(1)]],
-    device const float *v         [[buffer(2)]],
-    device const float *g         [[buffer(3)]],
-    device const float *beta      [[buffer(4)]],
-    device const float *state_in  [[buffer(5)]],
-    device float       *output    [[buffer(6)]],
-    device float       *state_out [[buffer(7)]],
+template <typename A, typename S, int NSG>
+kernel void gated_delta_net_decode(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
     constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_decode_indexed<NSG, false>(q, k, v, g, beta, state_in, output, state_out,
-                                   p, nullptr, tg, tid);
+    gdn_decode_indexed<A, S, NSG, false>(q, k, v, g, beta, state_in, output, state_out,
+                                         p, nullptr, a_log, dt_bias, tg, tid);
 }
 
 // The index kernel under another name, kept as the reference the other
 // decode kernels are compared with in tests and benchmarks.
-template <int NSG>
-kernel void gated_delta_net_decode_legacy_f32(
-    device const float *q         [[buffer(0)]],
-    device const float *k         [[buffer(1)]],
-    device const float *v         [[buffer(2)]],
-    device const float *g         [[buffer(3)]],
-    device const float *beta      [[buffer(4)]],
-    device const float *state_in  [[buffer(5)]],
-    device float       *output    [[buffer(6)]],
-    device float       *state_out [[buffer(7)]],
+template <typename A, typename S, int NSG>
+kernel void gated_delta_net_decode_legacy(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
     constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_decode_indexed<NSG, false>(q, k, v, g, beta, state_in, output, state_out,
-                                   p, nullptr, tg, tid);
+    gdn_decode_indexed<A, S, NSG, false>(q, k, v, g, beta, state_in, output, state_out,
+                                         p, nullptr, a_log, dt_bias, tg, tid);
 }
 
 // n_tokens >= 2: per-lane pointers advanced once per token.
-template <int NSG>
-kernel void gated_delta_net_decode_seq_f32(
-    device const float *q         [[buffer(0)]],
-    device const float *k         [[buffer(1)]],
-    device const float *v         [[buffer(2)]],
-    device const float *g         [[buffer(3)]],
-    device const float *beta      [[buffer(4)]],
-    device const float *state_in  [[buffer(5)]],
-    device float       *output    [[buffer(6)]],
-    device float       *state_out [[buffer(7)]],
+template <typename A, typename S, int NSG>
+kernel void gated_delta_net_decode_seq(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
     constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint DK = 32 * NSG;
@@ -65,34 +72,29 @@ kernel void gated_delta_net_decode_seq_f32(
     const uint seq = tg.z;
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
+    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
     const uint cell = ((seq * p.n_v_heads + h) * p.d_v + row) * DK + lane * NSG;
     float s[NSG];
     for (int c = 0; c < NSG; ++c) {
-        s[c] = state_in[cell + c];
+        s[c] = gdn_load(state_in + cell + c);
     }
 
     const uint tok0 = seq * p.n_tokens;
     const uint qk_step = p.n_k_heads * DK;
     const uint v_step = p.n_v_heads * p.d_v;
     const uint gb_step = p.n_v_heads;
-    device const float *qp = q + (tok0 * p.n_k_heads + kh) * DK + lane * NSG;
-    device const float *kp = k + (tok0 * p.n_k_heads + kh) * DK + lane * NSG;
-    device const float *vp = v + (tok0 * p.n_v_heads + h) * p.d_v + row;
-    device float       *op = output + (tok0 * p.n_v_heads + h) * p.d_v + row;
-    device const float *gp = g + tok0 * p.n_v_heads + h;
-    device const float *bp = beta + tok0 * p.n_v_heads + h;
+    device const A *qp = q + (tok0 * p.n_k_heads + kh) * DK + lane * NSG;
+    device const A *kp = k + (tok0 * p.n_k_heads + kh) * DK + lane * NSG;
+    device const A *vp = v + (tok0 * p.n_v_heads + h) * p.d_v + row;
+    device A       *op = output + (tok0 * p.n_v_heads + h) * p.d_v + row;
+    device const A *gp = g + tok0 * p.n_v_heads + h;
+    device const A *bp = beta + tok0 * p.n_v_heads + h;
 
     for (uint t = 0; t < p.n_tokens; ++t) {
-        float kr[NSG];
-        float qr[NSG];
-        for (int c = 0; c < NSG; ++c) {
-            kr[c] = kp[c];
-            qr[c] = qp[c];
-        }
-        const float o = gdn_lane_step<NSG>(s, kr, qr, *vp, *gp, *bp);
+        const float o = gdn_token<A, NSG>(p, gc, s, qp, kp, vp, gp, bp, scale);
         if (lane == 0) {
-            *op = scale * o;
+            gdn_store(op, o);
         }
         qp += qk_step;
         kp += qk_step;
@@ -103,18 +105,92 @@ kernel void gated_delta_net_decode_seq_f32(
     }
 
     for (int c = 0; c < NSG; ++c) {
-        state_out[cell + c] = s[c];
+        gdn_store(state_out + cell + c, s[c]);
     }
 }
 
-template [[host_name("gated_delta_net_decode_f32_1")]] kernel decltype(gated_delta_net_decode_f32<1>) gated_delta_net_decode_f32<1>;
-template [[host_name("gated_delta_net_decode_f32_2")]] kernel decltype(gated_delta_net_decode_f32<2>) gated_delta_net_decode_f32<2>;
-template [[host_name("gated_delta_net_decode_f32_4")]] kernel decltype(gated_delta_net_decode_f32<4>) gated_delta_net_decode_f32<4>;
+// Instantiations: activation type, state type, NSG. f32/f32 keeps the
+// names gated_delta_net_decode*_f32_{NSG}.
+template [[host_name("gated_delta_net_decode_f32_1")]] kernel decltype(gated_delta_net_decode<float, float, 1>) gated_delta_net_decode<float, float, 1>;
+template [[host_name("gated_delta_net_decode_f32_2")]] kernel decltype(gated_delta_net_decode<float, float, 2>) gated_delta_net_decode<float, float, 2>;
+template [[host_name("gated_delta_net_decode_f32_4")]] kernel decltype(gated_delta_net_decode<float, float, 4>) gated_delta_net_decode<float, float, 4>;
+template [[host_name("gated_delta_net_decode_f32_f16_1")]] kernel decltype(gated_delta_net_decode<float, half, 1>) gated_delta_net_decode<float, half, 1>;
+template [[host_name("gated_delta_net_decode_f32_f16_2")]] kernel decltype(gated_delta_net_decode<float, half, 2>) gated_delta_net_decode<float, half, 2>;
+template [[host_name("gated_delta_net_decode_f32_f16_4")]] kernel decltype(gated_delta_net_decode<float, half, 4>) gated_delta_net_decode<float, half, 4>;
+template [[host_name("gated_delta_net_decode_f32_bf16_1")]] kernel decltype(gated_delta_net_decode<float, gdn_bf16, 1>) gated_delta_net_decode<float, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_f32_bf16_2")]] kernel decltype(gated_delta_net_decode<float, gdn_bf16, 2>) gated_delta_net_decode<float, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_f32_bf16_4")]] kernel decltype(gated_delta_net_decode<float, gdn_bf16, 4>) gated_delta_net_decode<float, gdn_bf16, 4>;
+template [[host_name("gated_delta_net_decode_f16_f32_1")]] kernel decltype(gated_delta_net_decode<half, float, 1>) gated_delta_net_decode<half, float, 1>;
+template [[host_name("gated_delta_net_decode_f16_f32_2")]] kernel decltype(gated_delta_net_decode<half, float, 2>) gated_delta_net_decode<half, float, 2>;
+template [[host_name("gated_delta_net_decode_f16_f32_4")]] kernel decltype(gated_delta_net_decode<half, float, 4>) gated_delta_net_decode<half, float, 4>;
+template [[host_name("gated_delta_net_decode_f16_f16_1")]] kernel decltype(gated_delta_net_decode<half, half, 1>) gated_delta_net_decode<half, half, 1>;
+template [[host_name("gated_delta_net_decode_f16_f16_2")]] kernel decltype(gated_delta_net_decode<half, half, 2>) gated_delta_net_decode<half, half, 2>;
+template [[host_name("gated_delta_net_decode_f16_f16_4")]] kernel decltype(gated_delta_net_decode<half, half, 4>) gated_delta_net_decode<half, half, 4>;
+template [[host_name("gated_delta_net_decode_f16_bf16_1")]] kernel decltype(gated_delta_net_decode<half, gdn_bf16, 1>) gated_delta_net_decode<half, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_f16_bf16_2")]] kernel decltype(gated_delta_net_decode<half, gdn_bf16, 2>) gated_delta_net_decode<half, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_f16_bf16_4")]] kernel decltype(gated_delta_net_decode<half, gdn_bf16, 4>) gated_delta_net_decode<half, gdn_bf16, 4>;
+template [[host_name("gated_delta_net_decode_bf16_f32_1")]] kernel decltype(gated_delta_net_decode<gdn_bf16, float, 1>) gated_delta_net_decode<gdn_bf16, float, 1>;
+template [[host_name("gated_delta_net_decode_bf16_f32_2")]] kernel decltype(gated_delta_net_decode<gdn_bf16, float, 2>) gated_delta_net_decode<gdn_bf16, float, 2>;
+template [[host_name("gated_delta_net_decode_bf16_f32_4")]] kernel decltype(gated_delta_net_decode<gdn_bf16, float, 4>) gated_delta_net_decode<gdn_bf16, float, 4>;
+template [[host_name("gated_delta_net_decode_bf16_f16_1")]] kernel decltype(gated_delta_net_decode<gdn_bf16, half, 1>) gated_delta_net_decode<gdn_bf16, half, 1>;
+template [[host_name("gated_delta_net_decode_bf16_f16_2")]] kernel decltype(gated_delta_net_decode<gdn_bf16, half, 2>) gated_delta_net_decode<gdn_bf16, half, 2>;
+template [[host_name("gated_delta_net_decode_bf16_f16_4")]] kernel decltype(gated_delta_net_decode<gdn_bf16, half, 4>) gated_delta_net_decode<gdn_bf16, half, 4>;
+template [[host_name("gated_delta_net_decode_bf16_bf16_1")]] kernel decltype(gated_delta_net_decode<gdn_bf16, gdn_bf16, 1>) gated_delta_net_decode<gdn_bf16, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode<gdn_bf16, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode<gdn_bf16, gdn_bf16, 4>;
 
-template [[host_name("gated_delta_net_decode_seq_f32_1")]] kernel decltype(gated_delta_net_decode_seq_f32<1>) gated_delta_net_decode_seq_f32<1>;
-template [[host_name("gated_delta_net_decode_seq_f32_2")]] kernel decltype(gated_delta_net_decode_seq_f32<2>) gated_delta_net_decode_seq_f32<2>;
-template [[host_name("gated_delta_net_decode_seq_f32_4")]] kernel decltype(gated_delta_net_decode_seq_f32<4>) gated_delta_net_decode_seq_f32<4>;
+template [[host_name("gated_delta_net_decode_seq_f32_1")]] kernel decltype(gated_delta_net_decode_seq<float, float, 1>) gated_delta_net_decode_seq<float, float, 1>;
+template [[host_name("gated_delta_net_decode_seq_f32_2")]] kernel decltype(gated_delta_net_decode_seq<float, float, 2>) gated_delta_net_decode_seq<float, float, 2>;
+template [[host_name("gated_delta_net_decode_seq_f32_4")]] kernel decltype(gated_delta_net_decode_seq<float, float, 4>) gated_delta_net_decode_seq<float, float, 4>;
+template [[host_name("gated_delta_net_decode_seq_f32_f16_1")]] kernel decltype(gated_delta_net_decode_seq<float, half, 1>) gated_delta_net_decode_seq<float, half, 1>;
+template [[host_name("gated_delta_net_decode_seq_f32_f16_2")]] kernel decltype(gated_delta_net_decode_seq<float, half, 2>) gated_delta_net_decode_seq<float, half, 2>;
+template [[host_name("gated_delta_net_decode_seq_f32_f16_4")]] kernel decltype(gated_delta_net_decode_seq<float, half, 4>) gated_delta_net_decode_seq<float, half, 4>;
+template [[host_name("gated_delta_net_decode_seq_f32_bf16_1")]] kernel decltype(gated_delta_net_decode_seq<float, gdn_bf16, 1>) gated_delta_net_decode_seq<float, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_seq_f32_bf16_2")]] kernel decltype(gated_delta_net_decode_seq<float, gdn_bf16, 2>) gated_delta_net_decode_seq<float, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_seq_f32_bf16_4")]] kernel decltype(gated_delta_net_decode_seq<float, gdn_bf16, 4>) gated_delta_net_decode_seq<float, gdn_bf16, 4>;
+template [[host_name("gated_delta_net_decode_seq_f16_f32_1")]] kernel decltype(gated_delta_net_decode_seq<half, float, 1>) gated_delta_net_decode_seq<half, float, 1>;
+template [[host_name("gated_delta_net_decode_seq_f16_f32_2")]] kernel decltype(gated_delta_net_decode_seq<half, float, 2>) gated_delta_net_decode_seq<half, float, 2>;
+template [[host_name("gated_delta_net_decode_seq_f16_f32_4")]] kernel decltype(gated_delta_net_decode_seq<half, float, 4>) gated_delta_net_decode_seq<half, float, 4>;
+template [[host_name("gated_delta_net_decode_seq_f16_f16_1")]] kernel decltype(gated_delta_net_decode_seq<half, half, 1>) gated_delta_net_decode_seq<half, half, 1>;
+template [[host_name("gated_delta_net_decode_seq_f16_f16_2")]] kernel decltype(gated_delta_net_decode_seq<half, half, 2>) gated_delta_net_decode_seq<half, half, 2>;
+template [[host_name("gated_delta_net_decode_seq_f16_f16_4")]] kernel decltype(gated_delta_net_decode_seq<half, half, 4>) gated_delta_net_decode_seq<half, half, 4>;
+template [[host_name("gated_delta_net_decode_seq_f16_bf16_1")]] kernel decltype(gated_delta_net_decode_seq<half, gdn_bf16, 1>) gated_delta_net_decode_seq<half, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_seq_f16_bf16_2")]] kernel decltype(gated_delta_net_decode_seq<half, gdn_bf16, 2>) gated_delta_net_decode_seq<half, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_seq_f16_bf16_4")]] kernel decltype(gated_delta_net_decode_seq<half, gdn_bf16, 4>) gated_delta_net_decode_seq<half, gdn_bf16, 4>;
+template [[host_name("gated_delta_net_decode_seq_bf16_f32_1")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, float, 1>) gated_delta_net_decode_seq<gdn_bf16, float, 1>;
+template [[host_name("gated_delta_net_decode_seq_bf16_f32_2")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, float, 2>) gated_delta_net_decode_seq<gdn_bf16, float, 2>;
+template [[host_name("gated_delta_net_decode_seq_bf16_f32_4")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, float, 4>) gated_delta_net_decode_seq<gdn_bf16, float, 4>;
+template [[host_name("gated_delta_net_decode_seq_bf16_f16_1")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, half, 1>) gated_delta_net_decode_seq<gdn_bf16, half, 1>;
+template [[host_name("gated_delta_net_decode_seq_bf16_f16_2")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, half, 2>) gated_delta_net_decode_seq<gdn_bf16, half, 2>;
+template [[host_name("gated_delta_net_decode_seq_bf16_f16_4")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, half, 4>) gated_delta_net_decode_seq<gdn_bf16, half, 4>;
+template [[host_name("gated_delta_net_decode_seq_bf16_bf16_1")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 1>) gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_seq_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_seq_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode_seq<gdn_bf16, gdn_bf16, 4>;
 
-template [[host_name("gated_delta_net_decode_legacy_f32_1")]] kernel decltype(gated_delta_net_decode_legacy_f32<1>) gated_delta_net_decode_legacy_f32<1>;
-template [[host_name("gated_delta_net_decode_legacy_f32_2")]] kernel decltype(gated_delta_net_decode_legacy_f32<2>) gated_delta_net_decode_legacy_f32<2>;
-template [[host_name("gated_delta_net_decode_legacy_f32_4")]] kernel decltype(gated_delta_net_decode_legacy_f32<4>) gated_delta_net_decode_legacy_f32<4>;
+template [[host_name("gated_delta_net_decode_legacy_f32_1")]] kernel decltype(gated_delta_net_decode_legacy<float, float, 1>) gated_delta_net_decode_legacy<float, float, 1>;
+template [[host_name("gated_delta_net_decode_legacy_f32_2")]] kernel decltype(gated_delta_net_decode_legacy<float, float, 2>) gated_delta_net_decode_legacy<float, float, 2>;
+template [[host_name("gated_delta_net_decode_legacy_f32_4")]] kernel decltype(gated_delta_net_decode_legacy<float, float, 4>) gated_delta_net_decode_legacy<float, float, 4>;
+template [[host_name("gated_delta_net_decode_legacy_f32_f16_1")]] kernel decltype(gated_delta_net_decode_legacy<float, half, 1>) gated_delta_net_decode_legacy<float, half, 1>;
+template [[host_name("gated_delta_net_decode_legacy_f32_f16_2")]] kernel decltype(gated_delta_net_decode_legacy<float, half, 2>) gated_delta_net_decode_legacy<float, half, 2>;
+template [[host_name("gated_delta_net_decode_legacy_f32_f16_4")]] kernel decltype(gated_delta_net_decode_legacy<float, half, 4>) gated_delta_net_decode_legacy<float, half, 4>;
+template [[host_name("gated_delta_net_decode_legacy_f32_bf16_1")]] kernel decltype(gated_delta_net_decode_legacy<float, gdn_bf16, 1>) gated_delta_net_decode_legacy<float, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_legacy_f32_bf16_2")]] kernel decltype(gated_delta_net_decode_legacy<float, gdn_bf16, 2>) gated_delta_net_decode_legacy<float, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_legacy_f32_bf16_4")]] kernel decltype(gated_delta_net_decode_legacy<float, gdn_bf16, 4>) gated_delta_net_decode_legacy<float, gdn_bf16, 4>;
+template [[host_name("gated_delta_net_decode_legacy_f16_f32_1")]] kernel decltype(gated_delta_net_decode_legacy<half, float, 1>) gated_delta_net_decode_legacy<half, float, 1>;
+template [[host_name("gated_delta_net_decode_legacy_f16_f32_2")]] kernel decltype(gated_delta_net_decode_legacy<half, float, 2>) gated_delta_net_decode_legacy<half, float, 2>;
+template [[host_name("gated_delta_net_decode_legacy_f16_f32_4")]] kernel decltype(gated_delta_net_decode_legacy<half, float, 4>) gated_delta_net_decode_legacy<half, float, 4>;
+template [[host_name("gated_delta_net_decode_legacy_f16_f16_1")]] kernel decltype(gated_delta_net_decode_legacy<half, half, 1>) gated_delta_net_decode_legacy<half, half, 1>;
+template [[host_name("gated_delta_net_decode_legacy_f16_f16_2")]] kernel decltype(gated_delta_net_decode_legacy<half, half, 2>) gated_delta_net_decode_legacy<half, half, 2>;
+template [[host_name("gated_delta_net_decode_legacy_f16_f16_4")]] kernel decltype(gated_delta_net_decode_legacy<half, half, 4>) gated_delta_net_decode_legacy<half, half, 4>;
+template [[host_name("gated_delta_net_decode_legacy_f16_bf16_1")]] kernel decltype(gated_delta_net_decode_legacy<half, gdn_bf16, 1>) gated_delta_net_decode_legacy<half, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_legacy_f16_bf16_2")]] kernel decltype(gated_delta_net_decode_legacy<half, gdn_bf16, 2>) gated_delta_net_decode_legacy<half, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_legacy_f16_bf16_4")]] kernel decltype(gated_delta_net_decode_legacy<half, gdn_bf16, 4>) gated_delta_net_decode_legacy<half, gdn_bf16, 4>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_f32_1")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, float, 1>) gated_delta_net_decode_legacy<gdn_bf16, float, 1>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_f32_2")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, float, 2>) gated_delta_net_decode_legacy<gdn_bf16, float, 2>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_f32_4")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, float, 4>) gated_delta_net_decode_legacy<gdn_bf16, float, 4>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_f16_1")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, half, 1>) gated_delta_net_decode_legacy<gdn_bf16, half, 1>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_f16_2")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, half, 2>) gated_delta_net_decode_legacy<gdn_bf16, half, 2>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_f16_4")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, half, 4>) gated_delta_net_decode_legacy<gdn_bf16, half, 4>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_bf16_1")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 1>) gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 1>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_decode_legacy_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode_legacy<gdn_bf16, gdn_bf16, 4>;

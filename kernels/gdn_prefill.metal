@@ -1,23 +1,31 @@
 // Gated DeltaNet prefill: any number of tokens, D_k <= 128, D_v <= 128.
 //
 // Threadgroup (D_v, 1, 1), grid (n_v_heads, n_seqs, 1). Thread i owns row i
-// of S in private memory for the whole token loop. Each token's k and q
-// (shared by every row) and v are staged in threadgroup memory at index 0,
-// laid out k[D_k] | q[D_k] | v[D_v], inside the (2*D_k + 2*D_v) floats the
-// dispatcher reserves.
+// of S in private memory (widened to float once) for the whole token loop.
+// Each token's k and q (shared by every row) and v are widened and staged in
+// threadgroup memory at index 0, laid out k[D_k] | q[D_k] | v[D_v], inside
+// the (2*D_k + 2*D_v) floats the dispatcher reserves.
+//
+// With the fused L2 norm the staged q and k stay raw: with
+// r_k = 1 / sqrt(sum_j k_j^2 + eps) (r_q likewise), S k^ = r_k (S k),
+// delta k^ = (r_k delta) k and S q^ = r_q (S q), so the norm costs two sums
+// per token and three multiplies per row.
 
 #define GDN_MAX_DK 128
 
-kernel void gated_delta_net_f32(
-    device const float *q         [[buffer(0)]],
-    device const float *k         [[buffer(1)]],
-    device const float *v         [[buffer(2)]],
-    device const float *g         [[buffer(3)]],
-    device const float *beta      [[buffer(4)]],
-    device const float *state_in  [[buffer(5)]],
-    device float       *output    [[buffer(6)]],
-    device float       *state_out [[buffer(7)]],
+template <typename A, typename S>
+kernel void gated_delta_net(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
     constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
     threadgroup float  *stage     [[threadgroup(0)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
@@ -28,6 +36,8 @@ kernel void gated_delta_net_f32(
     const uint seq = tg.y;
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
+    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
+    const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
 
     threadgroup float *ks = stage;
     threadgroup float *qs = stage + d_k;
@@ -36,7 +46,7 @@ kernel void gated_delta_net_f32(
     const uint row = ((seq * p.n_v_heads + h) * d_v + i) * d_k;
     float s[GDN_MAX_DK];
     for (uint j = 0; j < d_k; ++j) {
-        s[j] = state_in[row + j];
+        s[j] = gdn_load(state_in + row + j);
     }
 
     for (uint t = 0; t < p.n_tokens; ++t) {
@@ -45,32 +55,62 @@ kernel void gated_delta_net_f32(
         const uint vh = tok * p.n_v_heads + h;
 
         for (uint j = i; j < d_k; j += d_v) {
-            ks[j] = k[qk + j];
-            qs[j] = q[qk + j];
+            ks[j] = gdn_load(k + qk + j);
+            qs[j] = gdn_load(q + qk + j);
         }
-        vs[i] = v[vh * d_v + i];
+        vs[i] = gdn_load(v + vh * d_v + i);
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
+        float rk = 1.0f;
+        float rq = 1.0f;
+        if (l2norm) {
+            float ssk = 0.0f;
+            float ssq = 0.0f;
+            for (uint j = 0; j < d_k; ++j) {
+                ssk += ks[j] * ks[j];
+                ssq += qs[j] * qs[j];
+            }
+            rk = gdn_inv_norm(ssk);
+            rq = gdn_inv_norm(ssq);
+        }
+        const float gt = gdn_gate(p, gc, gdn_load(g + vh));
+        const float bt = gdn_beta(p, gdn_load(beta + vh));
+
         // Decay first, then delta from the decayed state.
-        const float alpha = metal::exp(-g[vh]);
+        const float alpha = metal::exp(-gt);
         float sk = 0.0f;
         for (uint j = 0; j < d_k; ++j) {
             s[j] = alpha * s[j];
             sk += s[j] * ks[j];
         }
-        const float delta = beta[vh] * (vs[i] - sk);
+        float delta = bt * (vs[i] - rk * sk);
+        if (l2norm) {
+            delta = delta * rk;
+        }
         float sq = 0.0f;
         for (uint j = 0; j < d_k; ++j) {
             s[j] = s[j] + delta * ks[j];
             sq += s[j] * qs[j];
         }
-        output[vh * d_v + i] = scale * sq;
+        gdn_store(output + vh * d_v + i, scale * (rq * sq));
 
         // Nobody overwrites the staged token before every row is done with it.
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
 
     for (uint j = 0; j < d_k; ++j) {
-        state_out[row + j] = s[j];
+        gdn_store(state_out + row + j, s[j]);
     }
 }
+
+// Instantiations: activation type, state type. f32/f32 keeps the name
+// gated_delta_net_f32.
+template [[host_name("gated_delta_net_f32")]] kernel decltype(gated_delta_net<float, float>) gated_delta_net<float, float>;
+template [[host_name("gated_delta_net_f32_f16")]] kernel decltype(gated_delta_net<float, half>) gated_delta_net<float, half>;
+template [[host_name("gated_delta_net_f32_bf16")]] kernel decltype(gated_delta_net<float, gdn_bf16>) gated_delta_net<float, gdn_bf16>;
+template [[host_name("gated_delta_net_f16_f32")]] kernel decltype(gated_delta_net<half, float>) gated_delta_net<half, float>;
+template [[host_name("gated_delta_net_f16_f16")]] kernel decltype(gated_delta_net<half, half>) gated_delta_net<half, half>;
+template [[host_name("gated_delta_net_f16_bf16")]] kernel decltype(gated_delta_net<half, gdn_bf16>) gated_delta_net<half, gdn_bf16>;
+template [[host_name("gated_delta_net_bf16_f32")]] kernel decltype(gated_delta_net<gdn_bf16, float>) gated_delta_net<gdn_bf16, float>;
+template [[host_name("gated_delta_net_bf16_f16")]] kernel decltype(gated_delta_net<gdn_bf16, half>) gated_delta_net<gdn_bf16, half>;
+template [[host_name("gated_delta_net_bf16_bf16")]] kernel decltype(gated_delta_net<gdn_bf16, gdn_bf16>) gated_delta_net<gdn_bf16, gdn_bf16>;

@@ -4,16 +4,28 @@
 //
 // There is one source per kernel family:
 //
-//	gdn_prefill.metal   gated_delta_net_f32
-//	gdn_decode.metal    gated_delta_net_decode_f32_{1,2,4}
-//	                    gated_delta_net_decode_seq_f32_{1,2,4}
-//	                    gated_delta_net_decode_legacy_f32_{1,2,4}
-//	gdn_capture.metal   gated_delta_net_decode_capture_f32_{1,2,4}
+//	gdn_prefill.metal   gated_delta_net_{A}_{S}
+//	gdn_decode.metal    gated_delta_net_decode_{A}_{S}_{NSG}
+//	                    gated_delta_net_decode_seq_{A}_{S}_{NSG}
+//	                    gated_delta_net_decode_legacy_{A}_{S}_{NSG}
+//	gdn_capture.metal   gated_delta_net_decode_capture_{A}_{S}_{NSG}
 //
-// Each is compiled behind gdn_common.metal, which holds the parameter block
-// and the per-token arithmetic shared by the decode family. Package gdn
-// validates arguments and dispatches these kernels; the contract they
-// implement is the project's SPEC.md.
+// A is the activation type (q, k, v, output and the gate inputs), S the
+// state type (state_in, state_out, capture), each f32, f16 or bf16, and NSG
+// = D_k / 32 is 1, 2 or 4. With both types f32 the name carries one "f32"
+// (gated_delta_net_f32, gated_delta_net_decode_f32_4): the names of the
+// f32 kernels are unchanged. [Prefill], [Decode], [DecodeSeq],
+// [DecodeLegacy] and [DecodeCapture] name the f32 kernels; [PrefillOf],
+// [DecodeOf], [DecodeSeqOf], [DecodeLegacyOf] and [DecodeCaptureOf] any.
+//
+// Each source is compiled behind gdn_common.metal, which holds the parameter
+// block, the element conversions, the fused gates and norm, and the
+// per-token arithmetic shared by the decode family. bf16 data is MSL's
+// bfloat where the library is compiled as language version 3.1 or later
+// (macOS 14), and 16-bit integers converted by hand below it; the entry
+// points have the same names either way. Package gdn validates arguments
+// and dispatches these kernels; the contract they implement is the
+// project's SPEC.md.
 package kernels
 
 import (
@@ -21,6 +33,8 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/puremetal/puremetal/gdn/spec"
 )
 
 //go:embed *.metal
@@ -36,66 +50,131 @@ const (
 
 // Entry-point names of the kernels.
 const (
-	// Prefill is the prefill kernel: threadgroup (D_v, 1, 1), grid
+	// Prefill is the f32 prefill kernel: threadgroup (D_v, 1, 1), grid
 	// (n_v_heads, n_seqs, 1), D_k and D_v at most 128.
 	Prefill = "gated_delta_net_f32"
 )
 
-// Decode returns the name of the decode kernel (indices rebuilt every
+// ElemTypes lists the element types the kernels take, for activations and
+// state alike.
+var ElemTypes = [...]spec.ElemType{spec.F32, spec.F16, spec.BF16}
+
+// NSGs lists the SIMD groups per threadgroup of the decode family: D_k / 32
+// for D_k = 32, 64, 128.
+var NSGs = [...]int{1, 2, 4}
+
+// PrefillOf returns the name of the prefill kernel for activation type act
+// and state type state: gated_delta_net_{act}_{state}, gated_delta_net_f32
+// for f32/f32.
+func PrefillOf(act, state spec.ElemType) string { return prefillNames.name(act, state, 0) }
+
+// Decode returns the name of the f32 decode kernel (indices rebuilt every
 // token, the choice at n_tokens == 1) for nsg = D_k / 32 in {1, 2, 4}.
-func Decode(nsg int) string { return decodeNames.name(nsg) }
+func Decode(nsg int) string { return DecodeOf(spec.F32, spec.F32, nsg) }
 
-// DecodeSeq returns the name of the seq kernel (per-lane pointers advanced
-// once per token, the choice at n_tokens >= 2) for nsg in {1, 2, 4}.
-func DecodeSeq(nsg int) string { return seqNames.name(nsg) }
+// DecodeOf is [Decode] for activation type act and state type state:
+// gated_delta_net_decode_{act}_{state}_{nsg}.
+func DecodeOf(act, state spec.ElemType, nsg int) string { return decodeNames.name(act, state, nsg) }
 
-// DecodeLegacy returns the name of the legacy decode kernel, the index
+// DecodeSeq returns the name of the f32 seq kernel (per-lane pointers
+// advanced once per token, the choice at n_tokens >= 2) for nsg in
+// {1, 2, 4}.
+func DecodeSeq(nsg int) string { return DecodeSeqOf(spec.F32, spec.F32, nsg) }
+
+// DecodeSeqOf is [DecodeSeq] for activation type act and state type state.
+func DecodeSeqOf(act, state spec.ElemType, nsg int) string { return seqNames.name(act, state, nsg) }
+
+// DecodeLegacy returns the name of the f32 legacy decode kernel, the index
 // kernel kept for tests and benchmarks, for nsg in {1, 2, 4}.
-func DecodeLegacy(nsg int) string { return legacyNames.name(nsg) }
+func DecodeLegacy(nsg int) string { return DecodeLegacyOf(spec.F32, spec.F32, nsg) }
 
-// DecodeCapture returns the name of the decode kernel that also writes the
-// state after every token (speculative decoding), for nsg in {1, 2, 4}.
-func DecodeCapture(nsg int) string { return captureNames.name(nsg) }
-
-// variants are the names of one decode kernel's entry points, made once so
-// that looking one up, on every dispatch, allocates nothing.
-type variants struct {
-	prefix string
-	names  [5]string // by NSG: 1, 2 and 4 are set
+// DecodeLegacyOf is [DecodeLegacy] for activation type act and state type
+// state.
+func DecodeLegacyOf(act, state spec.ElemType, nsg int) string {
+	return legacyNames.name(act, state, nsg)
 }
 
-func newVariants(prefix string) *variants {
-	v := &variants{prefix: prefix}
-	for _, nsg := range []int{1, 2, 4} {
-		v.names[nsg] = prefix + strconv.Itoa(nsg)
+// DecodeCapture returns the name of the f32 decode kernel that also writes
+// the state after every token (speculative decoding), for nsg in {1, 2, 4}.
+func DecodeCapture(nsg int) string { return DecodeCaptureOf(spec.F32, spec.F32, nsg) }
+
+// DecodeCaptureOf is [DecodeCapture] for activation type act and state
+// type state.
+func DecodeCaptureOf(act, state spec.ElemType, nsg int) string {
+	return captureNames.name(act, state, nsg)
+}
+
+// variants are the names of one kernel family's entry points, by activation
+// type, state type and NSG (0 for prefill), made once so that looking one
+// up, on every dispatch, allocates nothing.
+type variants struct {
+	base  string
+	nsg   bool                                      // the names end in NSG
+	names [len(ElemTypes)][len(ElemTypes)][5]string // by NSG: 0 (prefill) or 1, 2, 4
+}
+
+func newVariants(base string, nsg bool) *variants {
+	v := &variants{base: base, nsg: nsg}
+	for _, a := range ElemTypes {
+		for _, s := range ElemTypes {
+			if !nsg {
+				v.names[a][s][0] = v.build(a, s, 0)
+				continue
+			}
+			for _, n := range NSGs {
+				v.names[a][s][n] = v.build(a, s, n)
+			}
+		}
 	}
 	return v
 }
 
-// name returns the entry point for nsg; an NSG without a kernel gets the
-// name such a kernel would have, which no source defines.
-func (v *variants) name(nsg int) string {
-	if nsg >= 0 && nsg < len(v.names) && v.names[nsg] != "" {
-		return v.names[nsg]
+// build returns the name of a variant: the base, the activation and state
+// types (one "f32" when both are f32), and NSG for the decode family.
+func (v *variants) build(act, state spec.ElemType, nsg int) string {
+	name := v.base + "_" + act.String()
+	if act != spec.F32 || state != spec.F32 {
+		name += "_" + state.String()
 	}
-	return v.prefix + strconv.Itoa(nsg)
+	if v.nsg {
+		name += "_" + strconv.Itoa(nsg)
+	}
+	return name
+}
+
+// name returns the entry point of a variant; one without a kernel (an
+// unknown type, an NSG other than 1, 2, 4) gets the name such a kernel
+// would have, which no source defines.
+func (v *variants) name(act, state spec.ElemType, nsg int) string {
+	if int(act) < len(ElemTypes) && int(state) < len(ElemTypes) && nsg >= 0 && nsg < 5 {
+		if n := v.names[act][state][nsg]; n != "" {
+			return n
+		}
+	}
+	return v.build(act, state, nsg)
 }
 
 var (
-	decodeNames  = newVariants("gated_delta_net_decode_f32_")
-	seqNames     = newVariants("gated_delta_net_decode_seq_f32_")
-	legacyNames  = newVariants("gated_delta_net_decode_legacy_f32_")
-	captureNames = newVariants("gated_delta_net_decode_capture_f32_")
+	prefillNames = newVariants("gated_delta_net", false)
+	decodeNames  = newVariants("gated_delta_net_decode", true)
+	seqNames     = newVariants("gated_delta_net_decode_seq", true)
+	legacyNames  = newVariants("gated_delta_net_decode_legacy", true)
+	captureNames = newVariants("gated_delta_net_decode_capture", true)
 )
 
 // entryFile maps every entry point to the source file that defines it.
 var entryFile = func() map[string]string {
-	m := map[string]string{Prefill: PrefillFile}
-	for _, nsg := range []int{1, 2, 4} {
-		m[Decode(nsg)] = DecodeFile
-		m[DecodeSeq(nsg)] = DecodeFile
-		m[DecodeLegacy(nsg)] = DecodeFile
-		m[DecodeCapture(nsg)] = CaptureFile
+	m := map[string]string{}
+	for _, a := range ElemTypes {
+		for _, s := range ElemTypes {
+			m[PrefillOf(a, s)] = PrefillFile
+			for _, nsg := range NSGs {
+				m[DecodeOf(a, s, nsg)] = DecodeFile
+				m[DecodeSeqOf(a, s, nsg)] = DecodeFile
+				m[DecodeLegacyOf(a, s, nsg)] = DecodeFile
+				m[DecodeCaptureOf(a, s, nsg)] = CaptureFile
+			}
+		}
 	}
 	return m
 }()

@@ -20,6 +20,7 @@ type Registry struct {
 	pipelines map[key]*pipeline
 	released  bool
 	source    func(file string) string // nil means Source; tests substitute a broken one
+	language  mtl.LanguageVersion      // 0 means LanguageVersion()
 }
 
 // key names a source file or an entry point on one device.
@@ -43,11 +44,26 @@ type pipeline struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return new(Registry) }
 
-// compileOptions are the options every source is compiled with. Fast math
-// is off: the kernels compute exp and their sums exactly as written, so the
-// decode family stays bit-identical across variants and close to the CPU
-// references.
-var compileOptions = mtl.CompileOptions{FastMath: false}
+// NewRegistryWithLanguage returns an empty registry that compiles the
+// kernels as Metal Shading Language version v instead of
+// [LanguageVersion]'s choice: 3.0 reads and writes bf16 data as 16-bit
+// integers, 3.1 and later as MSL's bfloat. The device's system must
+// compile v.
+func NewRegistryWithLanguage(v mtl.LanguageVersion) *Registry {
+	return &Registry{language: v}
+}
+
+// compileOptions are the options every source is compiled with: the
+// registry's language version, and fast math off, so that the kernels
+// compute exp and their sums exactly as written, the decode family stays
+// bit-identical across variants and close to the CPU references.
+func (r *Registry) compileOptions() mtl.CompileOptions {
+	v := r.language
+	if v == 0 {
+		v = LanguageVersion()
+	}
+	return mtl.CompileOptions{LanguageVersion: v, FastMath: false}
+}
 
 // Pipeline returns the compute pipeline state of the named entry point on
 // dev, compiling its source first if this registry has not done so on dev.
@@ -91,7 +107,7 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 	}
 	r.mu.Unlock()
 
-	l.once.Do(func() { l.lib, l.err = compile(dev, file, src(file)) })
+	l.once.Do(func() { l.lib, l.err = compile(dev, file, src(file), r.compileOptions()) })
 	p.once.Do(func() {
 		if l.err != nil {
 			p.err = l.err
@@ -102,8 +118,8 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 	return p.pso, p.err
 }
 
-func compile(dev *mtl.Device, file, src string) (*mtl.Library, error) {
-	lib, err := dev.NewLibraryWithSource(src, compileOptions)
+func compile(dev *mtl.Device, file, src string, opts mtl.CompileOptions) (*mtl.Library, error) {
+	lib, err := dev.NewLibraryWithSource(src, opts)
 	if err != nil {
 		return nil, fmt.Errorf("kernels: compiling %s: %w", file, err)
 	}

@@ -11,7 +11,7 @@ import (
 
 // TestEmulatedDispatchAllocatesNoMore checks that a dispatch through gdn
 // (validation, kernel choice, pipeline lookup, encoding) allocates no more
-// than the same four messages sent through mtl directly: gdn's own host
+// than the same six messages sent through mtl directly: gdn's own host
 // cost per dispatch allocates nothing.
 func TestEmulatedDispatchAllocatesNoMore(t *testing.T) {
 	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
@@ -36,6 +36,8 @@ func TestEmulatedDispatchAllocatesNoMore(t *testing.T) {
 				enc.SetComputePipelineState(pso)
 				enc.SetBuffers(raw, offsets, 0)
 				enc.SetBytes(params, 8)
+				enc.SetBuffer(b.G.Buffer, 0, 10) // A_log and dt_bias: G stands in when the gate is given
+				enc.SetBuffer(b.G.Buffer, 0, 11)
 				enc.DispatchThreadgroups(grid, group)
 			})
 			viaGDN := testing.AllocsPerRun(200, func() { derr = r.k.Decode(enc, p, b) })

@@ -133,6 +133,10 @@ func (r *rig) decodeKernel() kernel {
 		}
 		enc.SetBuffers(bufs, offsets, 0)
 		enc.SetBytes(paramBytes(p), 8)
+		// A_log and dt_bias, which the kernel reads only with the fused
+		// gate: G's buffer stands in, as gdn binds it.
+		enc.SetBuffer(b.G.Buffer, b.G.Offset, 10)
+		enc.SetBuffer(b.G.Buffer, b.G.Offset, 11)
 		enc.DispatchThreadgroups(mtl.Size{Width: uint(s.DV / nsg), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
 			mtl.Size{Width: 32, Height: uint(nsg), Depth: 1})
 		return enc.Err()
