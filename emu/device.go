@@ -20,6 +20,10 @@ type Options struct {
 	Order msl.Order
 	// Seed seeds the shuffled order.
 	Seed uint64
+	// CountSegments makes every dispatch count the device-memory segments
+	// its SIMD-group accesses touch (msl.Counters.Loads and Stores, read
+	// with DispatchCounters), which slows dispatches down.
+	CountSegments bool
 }
 
 // Name is the name the emulated device reports.
