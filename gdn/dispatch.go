@@ -97,19 +97,37 @@ func (k *Kernels) Release() {
 	}
 }
 
-// Prefill encodes the prefill kernel (gated_delta_net_f32): any number of
-// tokens, D_k and D_v at most 128, D_v at most the pipeline's
+// Prefill encodes the best prefill kernel for the shape: the blocked
+// kernel ([KernelPrefillBlocked]) where it applies (D_k 64 or 128, D_v a
+// multiple of 32, Q, K, StateIn and StateOut at offsets of 4 elements),
+// the original one (gated_delta_net_f32, [KernelPrefill]) otherwise: any
+// number of tokens, D_k and D_v at most 128, D_v at most the pipeline's
 // maxTotalThreadsPerThreadgroup. b.Capture must be empty.
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, KernelPrefill, p, b)
+	kern := KernelPrefill
+	if packedFits(p, b) {
+		kern = KernelPrefillBlocked
+	}
+	return k.encode(enc, kern, p, b)
 }
 
-// Decode encodes the decode family's best kernel for the window: the decode
-// kernel at n_tokens == 1, the seq kernel at n_tokens >= 2. Both give
+// Decode encodes the decode family's best kernel for the window: where the
+// packed layout applies (D_k 64 or 128, D_v a multiple of 32, Q, K,
+// StateIn and StateOut at offsets of 4 elements) the packed decode kernel
+// at n_tokens == 1 and the packed seq kernel at n_tokens >= 2, otherwise
+// the decode and seq kernels of one row per SIMD-group. Each pair gives
 // bit-identical results. D_k must be 32, 64 or 128 and D_v a multiple of
 // D_k/32. b.Capture must be empty.
 func (k *Kernels) Decode(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, decodeKernel(p.Shape.NTokens), p, b)
+	return k.encode(enc, decodeKernel(p, b), p, b)
+}
+
+// Encode encodes the kernel kern, whichever the shape would get from
+// [Kernels.Prefill], [Kernels.Decode] or [Kernels.DecodeWithCapture]:
+// for benchmarks, tests and the reference kernels. The rules of the
+// kernel's dispatcher apply, and those of its layout ([KernelDecodePacked]).
+func (k *Kernels) Encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
+	return k.encode(enc, kern, p, b)
 }
 
 // DecodeSeq encodes the seq kernel whatever n_tokens is. Same rules as
@@ -124,22 +142,49 @@ func (k *Kernels) DecodeLegacy(enc *mtl.ComputeCommandEncoder, p Params, b Buffe
 	return k.encode(enc, KernelDecodeLegacy, p, b)
 }
 
-// DecodeWithCapture encodes the capture kernel, which also writes S after
+// DecodeWithCapture encodes a capture kernel, which also writes S after
 // every token t to b.Capture[..., t, s] (layout [D_k, D_v, n_v_heads,
 // n_tokens, n_seqs]); the last token's slot is byte-identical to StateOut.
 // For several sequences b.Capture holds exactly n_tokens states per
 // sequence; for one sequence it may be longer (allocated once for the
-// longest draft). Otherwise the rules of [Kernels.Decode] apply.
+// longest draft). It is the packed capture kernel where [Kernels.Decode]
+// would pick the packed layout (and Capture's offset is a multiple of 4
+// elements too), bit-identical to it, and the capture kernel of one row
+// per SIMD-group otherwise, bit-identical to that. Otherwise the rules of
+// [Kernels.Decode] apply.
 func (k *Kernels) DecodeWithCapture(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, KernelDecodeCapture, p, b)
+	kern := KernelDecodeCapture
+	if packedFits(p, b) && b.Capture.Offset%(packedAlign*p.State.Size()) == 0 {
+		kern = KernelDecodePackedCapture
+	}
+	return k.encode(enc, kern, p, b)
 }
 
 // decodeKernel is the automatic choice of [Kernels.Decode].
-func decodeKernel(nTokens int) Kernel {
-	if nTokens >= 2 {
+func decodeKernel(p Params, b Buffers) Kernel {
+	packed := packedFits(p, b)
+	switch {
+	case packed && p.Shape.NTokens >= 2:
+		return KernelDecodePackedSeq
+	case packed:
+		return KernelDecodePacked
+	case p.Shape.NTokens >= 2:
 		return KernelDecodeSeq
 	}
 	return KernelDecode
+}
+
+// packedFits reports whether the packed kernels take the shape and the
+// offsets of the views they access 4 elements at a time; the rest is
+// validated as for any kernel.
+func packedFits(p Params, b Buffers) bool {
+	s := p.Shape
+	if (s.DK != 64 && s.DK != 128) || s.DV%packedRows != 0 {
+		return false
+	}
+	a, st := packedAlign*p.Activation.Size(), packedAlign*p.State.Size()
+	return a > 0 && st > 0 && b.Q.Offset%a == 0 && b.K.Offset%a == 0 &&
+		b.StateIn.Offset%st == 0 && b.StateOut.Offset%st == 0
 }
 
 func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
@@ -166,6 +211,14 @@ func entryPoint(kern Kernel, p Params) string {
 		return kernels.DecodeLegacyOf(a, st, n)
 	case KernelDecodeCapture:
 		return kernels.DecodeCaptureOf(a, st, n)
+	case KernelDecodePacked:
+		return kernels.DecodePackedOf(a, st, n)
+	case KernelDecodePackedSeq:
+		return kernels.DecodePackedSeqOf(a, st, n)
+	case KernelDecodePackedCapture:
+		return kernels.DecodePackedCaptureOf(a, st, n)
+	case KernelPrefillBlocked:
+		return kernels.PrefillBlockedOf(a, st, n)
 	}
 	return kernels.PrefillOf(a, st)
 }
@@ -189,6 +242,9 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if kern == KernelPrefill && s.DV > maxThreads {
 		return invalid("Shape.DV", "%d, more than the %d threads per threadgroup the %s pipeline allows", s.DV, maxThreads, entry)
 	}
+	if kern.packed() && packedThreads > maxThreads {
+		return invalid("kernel", "%s: %d threads per threadgroup, more than the %d its pipeline allows", entry, packedThreads, maxThreads)
+	}
 
 	enc.SetComputePipelineState(pso)
 	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut}
@@ -199,7 +255,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 	enc.setViews(bufs, offsets, 0)
 	enc.setParams(paramBytes(p), paramsIndex)
-	if kern == KernelDecodeCapture {
+	if kern.captures() {
 		enc.SetBuffer(b.Capture.Buffer, b.Capture.Offset, captureIndex)
 	}
 	// Without the fused gate the kernel reads neither; G's buffer stands in,
@@ -211,10 +267,16 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	enc.SetBuffer(aLog.Buffer, aLog.Offset, aLogIndex)
 	enc.SetBuffer(dtBias.Buffer, dtBias.Offset, aLogIndex+1)
 	var grid, group mtl.Size
-	if kern == KernelPrefill {
+	switch {
+	case kern == KernelPrefill:
 		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
 		grid, group = prefillGeometry(s)
-	} else {
+	case kern == KernelPrefillBlocked:
+		enc.SetThreadgroupMemoryLength(blockedThreadgroupMemory(s), 0)
+		grid, group = packedGeometry(s)
+	case kern.packed():
+		grid, group = packedGeometry(s)
+	default:
 		grid, group = decodeGeometry(s)
 	}
 	enc.DispatchThreadgroups(grid, group)

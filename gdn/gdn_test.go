@@ -88,7 +88,7 @@ func (fb fakeBuffers) typedArgs(kern Kernel, s Shape, a, st ElemType, f spec.Fus
 		G: fb.typedView(a, s.GateLen()), Beta: fb.typedView(a, s.GateLen()), StateIn: fb.typedView(st, s.StateLen()),
 		Output: fb.typedView(a, s.VLen()), StateOut: fb.typedView(st, s.StateLen()),
 	}
-	if kern == KernelDecodeCapture {
+	if kern.captures() {
 		b.Capture = fb.typedView(st, s.CaptureLen())
 	}
 	if f.Gate {
@@ -109,7 +109,8 @@ func fusedOptions() []spec.Fused {
 var (
 	decodeShape  = Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3}
 	prefillShape = Shape{DK: 48, DV: 24, NKHeads: 2, NVHeads: 6, NTokens: 5, NSeqs: 3}
-	allKernels   = []Kernel{KernelPrefill, KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture}
+	allKernels   = []Kernel{KernelPrefill, KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture,
+		KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture, KernelPrefillBlocked}
 )
 
 func shapeFor(k Kernel) Shape {
@@ -175,9 +176,14 @@ func TestValidateAcceptsValidArguments(t *testing.T) {
 	shapes := map[Kernel][]Shape{
 		KernelPrefill: {prefillShape, {DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, {DK: 1, DV: 1, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1}},
 	}
-	for _, k := range allKernels[1:] {
+	for _, k := range allKernels[1:5] {
 		shapes[k] = []Shape{decodeShape,
 			{DK: 32, DV: 7, NKHeads: 1, NVHeads: 3, NTokens: 1, NSeqs: 1},
+			{DK: 128, DV: 128, NKHeads: 16, NVHeads: 48, NTokens: 2, NSeqs: 2}}
+	}
+	for _, k := range allKernels[5:] {
+		shapes[k] = []Shape{decodeShape,
+			{DK: 64, DV: 96, NKHeads: 1, NVHeads: 3, NTokens: 1, NSeqs: 1},
 			{DK: 128, DV: 128, NKHeads: 16, NVHeads: 48, NTokens: 2, NSeqs: 2}}
 	}
 	for _, k := range allKernels {
@@ -214,7 +220,8 @@ type invalidCase struct {
 }
 
 func invalidCases() []invalidCase {
-	decode := allKernels[1:]
+	decode := allKernels[1:5]
+	packed := allKernels[5:]
 	prefill := allKernels[:1]
 	cases := []invalidCase{
 		{"DK zero", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 0 }, []string{"Shape.DK", "0"}},
@@ -230,6 +237,21 @@ func invalidCases() []invalidCase {
 		{"decode DK 16", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 16 }, []string{"Shape.DK", "16"}},
 		{"decode DV not a multiple of NSG 2", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = 33 }, []string{"Shape.DV", "33", "NSG", "2"}},
 		{"decode DV not a multiple of NSG 4", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK, p.Shape.DV = 128, 66 }, []string{"Shape.DV", "66", "NSG", "4"}},
+		{"packed DK 32", packed, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 32 }, []string{"Shape.DK", "32", "needs 64 or 128"}},
+		{"packed DK 48", packed, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 48 }, []string{"Shape.DK", "48", "needs 64 or 128"}},
+		{"packed DV 48", packed, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = 48 }, []string{"Shape.DV", "48", "multiple of 32"}},
+		{"packed K two floats in", packed, func(fb fakeBuffers, p *Params, b *Buffers) {
+			kb := fb.buffer(4*b.K.Len + 8)
+			b.K = NewView(kb, 8, F32, b.K.Len)
+		}, []string{"K", "offset 8 bytes", "4 elements at a time", "multiple of 16"}},
+		{"packed StateIn two floats in", packed, func(fb fakeBuffers, p *Params, b *Buffers) {
+			sb := fb.buffer(4*b.StateIn.Len + 8)
+			b.StateIn = NewView(sb, 8, F32, b.StateIn.Len)
+		}, []string{"StateIn", "offset 8 bytes", "multiple of 16"}},
+		{"packed capture two floats in", []Kernel{KernelDecodePackedCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
+			cb := fb.buffer(4*b.Capture.Len + 8)
+			b.Capture = NewView(cb, 8, F32, b.Capture.Len)
+		}, []string{"Capture", "offset 8 bytes", "multiple of 16"}},
 		{"prefill DK 129", prefill, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 129 }, []string{"Shape.DK", "129", "128"}},
 		{"prefill DV 129", prefill, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = 129 }, []string{"Shape.DV", "129", "128"}},
 		{"head map unknown", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.HeadMap = 2 }, []string{"HeadMap", "2"}},
@@ -275,7 +297,7 @@ func invalidCases() []invalidCase {
 			b.ALog.Len = p.NVHeads
 			fb.pack(at{&b.ALog, 0}, at{&b.Output, 0})
 		}, []string{"Output", "overlap ALog's bytes [0, "}},
-		{"capture set on another kernel", allKernels[:4], func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
+		{"capture set on another kernel", append(allKernels[:4:4], KernelDecodePacked, KernelDecodePackedSeq, KernelPrefillBlocked), func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
 		{"capture missing", []Kernel{KernelDecodeCapture}, func(_ fakeBuffers, _ *Params, b *Buffers) { b.Capture = View{} }, []string{"Capture", "no buffer"}},
 		{"capture too long for several sequences", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
 			b.Capture = fb.view(b.Capture.Len + 64*32)
@@ -290,7 +312,7 @@ func invalidCases() []invalidCase {
 			*b = fb.mustArgs(KernelDecodeCapture, p.Shape)
 			b.Capture.Len = 1 << 32
 		}, []string{"Capture", "4294967296", "2^32"}},
-		{"kernel unknown", nil, nil, []string{"kernel", "7"}},
+		{"kernel unknown", nil, nil, []string{"kernel", "99"}},
 		// Counts at 2^32: 128*128*64*4096 state cells, 2^20 tokens of 64 heads of 64 q values.
 		{"state count at 2^32", decode, func(_ fakeBuffers, p *Params, _ *Buffers) {
 			p.Shape = Shape{DK: 128, DV: 128, NKHeads: 1, NVHeads: 64, NTokens: 1, NSeqs: 4096}
@@ -299,7 +321,7 @@ func invalidCases() []invalidCase {
 			p.Shape = Shape{DK: 64, DV: 32, NKHeads: 64, NVHeads: 64, NTokens: 1 << 20, NSeqs: 1}
 		}, []string{"Q", "4294967296", "2^32"}},
 		{"gate count beyond 2^32, no wrap", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) {
-			p.Shape = Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 1, NTokens: 1 << 40, NSeqs: 1 << 40}
+			p.Shape = Shape{DK: 64, DV: 32, NKHeads: 1, NVHeads: 1, NTokens: 1 << 40, NSeqs: 1 << 40}
 		}, []string{"Q", "2^32"}},
 	}
 	// Overlaps of a written view with another view of the same buffer.
@@ -389,7 +411,7 @@ func TestValidateRejects(t *testing.T) {
 		kerns := c.kerns
 		if kerns == nil { // the unknown kernel
 			p, b := fb.args(KernelDecode, decodeShape)
-			checkInvalid(t, c.name, Validate(Kernel(7), p, b), c.want)
+			checkInvalid(t, c.name, Validate(Kernel(99), p, b), c.want)
 			continue
 		}
 		for _, k := range kerns {
@@ -458,7 +480,7 @@ func TestSharedBufferWithoutOverlap(t *testing.T) {
 		b.K = b.Q // read twice
 		st, out := 4*b.StateIn.Len, 4*b.Output.Len
 		views := []at{{&b.StateIn, 0}, {&b.StateOut, st}, {&b.Output, 2 * st}, {&b.V, 2*st + out}}
-		if k == KernelDecodeCapture {
+		if k.captures() {
 			views = append(views, at{&b.Capture, 2*st + 2*out})
 		}
 		fb.pack(views...)
@@ -630,10 +652,31 @@ func TestGeometry(t *testing.T) {
 	}
 }
 
+// The automatic choice: the packed layout where it applies (D_k 64 or
+// 128, D_v a multiple of 32, Q, K and the states at offsets of 4
+// elements), decode at one token and seq from two.
 func TestDecodeChoice(t *testing.T) {
-	for n, want := range map[int]Kernel{1: KernelDecode, 2: KernelDecodeSeq, 5: KernelDecodeSeq, 512: KernelDecodeSeq} {
-		if got := decodeKernel(n); got != want {
-			t.Errorf("n_tokens %d: %v, want %v", n, got, want)
+	fb := useFakeBuffers(t)
+	for _, c := range []struct {
+		dk, dv, n int
+		kOffset   int // bytes
+		a         ElemType
+		want      Kernel
+	}{
+		{128, 128, 1, 0, F32, KernelDecodePacked},
+		{128, 128, 2, 0, BF16, KernelDecodePackedSeq},
+		{64, 32, 512, 0, F16, KernelDecodePackedSeq},
+		{64, 32, 1, 8, BF16, KernelDecodePacked}, // 4 bf16 elements
+		{64, 32, 1, 8, F32, KernelDecode},        // 2 f32 elements: not a vector's
+		{32, 32, 1, 0, F32, KernelDecode},        // D_k 32
+		{128, 20, 5, 0, F32, KernelDecodeSeq},    // D_v not a multiple of 32
+		{128, 96, 5, 0, F32, KernelDecodePackedSeq},
+	} {
+		s := Shape{DK: c.dk, DV: c.dv, NKHeads: 2, NVHeads: 4, NTokens: c.n, NSeqs: 1}
+		p, b := fb.typedArgs(KernelDecode, s, c.a, F32, spec.Fused{})
+		b.K.Offset = c.kOffset
+		if got := decodeKernel(p, b); got != c.want {
+			t.Errorf("%+v: %v, want %v", c, got, c.want)
 		}
 	}
 }
@@ -646,7 +689,7 @@ func TestEncoding(t *testing.T) {
 		return func(kk *Kernels, e encoder, p Params, b Buffers) error { return kk.dispatch(e, k, p, b) }
 	}
 	auto := func(kk *Kernels, e encoder, p Params, b Buffers) error {
-		return kk.dispatch(e, decodeKernel(p.Shape.NTokens), p, b)
+		return kk.dispatch(e, decodeKernel(p, b), p, b)
 	}
 	cases := []struct {
 		name  string
@@ -662,7 +705,11 @@ func TestEncoding(t *testing.T) {
 		{"decode f16/bf16, fused gate", auto, KernelDecode, Shape{DK: 64, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f16_bf16_2", F16, BF16, spec.Fused{Gate: true}},
 		{"capture f32/bf16, fused", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_bf16_1", F32, BF16, spec.FusedAll},
 		{"decode auto, 1 token", auto, KernelDecode, Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f32_1", F32, F32, spec.Fused{}},
-		{"decode auto, 5 tokens", auto, KernelDecodeSeq, decodeShape, "gated_delta_net_decode_seq_f32_2", F32, F32, spec.Fused{}},
+		{"decode auto, 5 tokens", auto, KernelDecodePackedSeq, decodeShape, "gated_delta_net_decode_packed_seq_f32_2", F32, F32, spec.Fused{}},
+		{"decode auto, 5 tokens, D_v 24", auto, KernelDecodeSeq, Shape{DK: 64, DV: 24, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3}, "gated_delta_net_decode_seq_f32_2", F32, F32, spec.Fused{}},
+		{"packed bf16/f32, fused", byKernel(KernelDecodePacked), KernelDecodePacked, Shape{DK: 128, DV: 64, NKHeads: 2, NVHeads: 4, NTokens: 1, NSeqs: 2}, "gated_delta_net_decode_packed_bf16_f32_4", BF16, F32, spec.FusedAll},
+		{"packed capture", byKernel(KernelDecodePackedCapture), KernelDecodePackedCapture, Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_packed_capture_f32_2", F32, F32, spec.Fused{}},
+		{"blocked f16/bf16", byKernel(KernelPrefillBlocked), KernelPrefillBlocked, Shape{DK: 128, DV: 32, NKHeads: 2, NVHeads: 2, NTokens: 40, NSeqs: 2}, "gated_delta_net_prefill_blocked_f16_bf16_4", F16, BF16, spec.Fused{}},
 		{"seq", byKernel(KernelDecodeSeq), KernelDecodeSeq, Shape{DK: 128, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_seq_f32_4", F32, F32, spec.Fused{}},
 		{"legacy", byKernel(KernelDecodeLegacy), KernelDecodeLegacy, decodeShape, "gated_delta_net_decode_legacy_f32_2", F32, F32, spec.Fused{}},
 		{"capture", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 128, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_4", F32, F32, spec.Fused{}},
@@ -690,7 +737,7 @@ func TestEncoding(t *testing.T) {
 				[]int{0, 64, 0, 0, 0, 0, 0, 0}, 0}},
 			{"SetBytes", []any{params[:], 8}},
 		}
-		if c.kern == KernelDecodeCapture {
+		if c.kern == KernelDecodeCapture || c.kern == KernelDecodePackedCapture {
 			want = append(want, call{"SetBuffer", []any{b.Capture.Buffer, 0, 9}})
 		}
 		if c.fused.Gate {
@@ -699,10 +746,17 @@ func TestEncoding(t *testing.T) {
 			want = append(want, call{"SetBuffer", []any{b.G.Buffer, 0, 10}}, call{"SetBuffer", []any{b.G.Buffer, 0, 11}})
 		}
 		var grid, group mtl.Size
-		if c.kern == KernelPrefill {
+		switch c.kern {
+		case KernelPrefill:
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
-		} else {
+		case KernelPrefillBlocked:
+			// 16 tokens of k and q (D_k floats each), v (32 rows), g and beta
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{16 * (2*c.s.DK + 32 + 2) * 4, 0}})
+			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
+		case KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture:
+			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
+		default:
 			nsg := uint(c.s.DK / 32)
 			grid, group = size(uint(c.s.DV)/nsg, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, nsg, 1)
 		}

@@ -113,3 +113,27 @@ func prefillThreadgroupMemory(s Shape) int {
 	n := (2*s.DK + 2*s.DV) * 4
 	return (n + 15) &^ 15
 }
+
+// The packed layout (kernels/gdn_packed_common.metal): 8 rows of S per
+// SIMD-group, GDN_PACKED_SIMDGROUPS = 4 SIMD-groups per threadgroup.
+const (
+	packedRows    = 32     // rows of S per threadgroup
+	packedThreads = 32 * 4 // threads per threadgroup
+	blockTokens   = 16     // GDN_BLOCK_TOKENS of the blocked prefill
+)
+
+// packedGeometry returns the grid (in threadgroups) and threadgroup size of
+// the packed kernels: (D_v / 32, n_v_heads, n_seqs) threadgroups of
+// (32, 4, 1).
+func packedGeometry(s Shape) (grid, group mtl.Size) {
+	return mtl.Size{Width: uint(s.DV / packedRows), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
+		mtl.Size{Width: 32, Height: packedThreads / 32, Depth: 1}
+}
+
+// blockedThreadgroupMemory returns the threadgroup memory the blocked
+// prefill stages a block of tokens in: k and q (D_k floats each), v of
+// the threadgroup's 32 rows, g and beta, per token of the block; a
+// multiple of 16 bytes.
+func blockedThreadgroupMemory(s Shape) int {
+	return blockTokens * (2*s.DK + packedRows + 2) * 4
+}

@@ -1,0 +1,128 @@
+// Gated DeltaNet blocked prefill: any number of tokens, D_k = 64 (NSG = 2)
+// or 128 (NSG = 4), D_v a multiple of 32; the packed layout of
+// gdn_packed_common.metal, threadgroup (32, GDN_PACKED_SIMDGROUPS, 1),
+// grid (D_v / 32, n_v_heads, n_seqs).
+//
+// The lanes keep their cells of S in registers for the whole window. The
+// tokens go through in blocks of GDN_BLOCK_TOKENS: the threadgroup's 128
+// threads stage a block's q and k (D_k each per token), the v of its 32
+// rows, and g and beta (the fused gate and beta already applied), all
+// widened to float once, in threadgroup memory at index 0:
+//
+//   k[GDN_BLOCK_TOKENS][D_k] | q[GDN_BLOCK_TOKENS][D_k] | v[GDN_BLOCK_TOKENS][32]
+//   | g[GDN_BLOCK_TOKENS] | beta[GDN_BLOCK_TOKENS]
+//
+// then every SIMD-group runs the block's tokens (gdn_packed_step) with no
+// barrier between them: two barriers per block, one before the block is
+// read and one before it is overwritten.
+
+#define GDN_BLOCK_TOKENS 16
+
+// Loads the NG groups of cells quarter u holds from a staged vector.
+template <int NG>
+inline void gdn_packed_load_staged(thread float *x, threadgroup const float *p, uint u) {
+    for (int c = 0; c < NG; ++c) {
+        const float4 g = *(threadgroup const float4 *)(p + gdn_packed_col(c, u));
+        x[4 * c] = g.x;
+        x[4 * c + 1] = g.y;
+        x[4 * c + 2] = g.z;
+        x[4 * c + 3] = g.w;
+    }
+}
+
+template <typename A, typename S, int NSG>
+kernel void gated_delta_net_prefill_blocked(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
+    constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
+    threadgroup float  *stage     [[threadgroup(0)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    const uint DK = 32 * NSG;
+    const uint BT = GDN_BLOCK_TOKENS;
+    const uint ROWS = GDN_PACKED_SIMDGROUPS * GDN_PACKED_ROWS;
+    const uint THREADS = 32 * GDN_PACKED_SIMDGROUPS;
+    const gdn_packed_lane l = gdn_packed_position(tg, tid);
+    const uint ti = tid.y * 32 + tid.x;
+    const uint h = tg.y;
+    const uint seq = tg.z;
+    const uint row0 = tg.x * ROWS;
+    const uint kh = gdn_key_head(p, h);
+    const float scale = gdn_out_scale(p);
+    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
+    const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
+
+    threadgroup float *ks = stage;
+    threadgroup float *qs = stage + BT * DK;
+    threadgroup float *vs = stage + 2 * BT * DK;
+    threadgroup float *gs = vs + BT * ROWS;
+    threadgroup float *bs = gs + BT;
+
+    const uint row = ((seq * p.n_v_heads + h) * p.d_v + l.row) * DK;
+    float s[8 * NSG];
+    gdn_packed_load<S, 2 * NSG>(s, state_in + row, l.u);
+
+    for (uint t0 = 0; t0 < p.n_tokens; t0 += BT) {
+        const uint nb = min(BT, p.n_tokens - t0);
+        const uint tok0 = seq * p.n_tokens + t0;
+        for (uint i = ti; i < nb * DK; i += THREADS) {
+            const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
+            ks[i] = gdn_load(k + src);
+            qs[i] = gdn_load(q + src);
+        }
+        for (uint i = ti; i < nb * ROWS; i += THREADS) {
+            vs[i] = gdn_load(v + ((tok0 + i / ROWS) * p.n_v_heads + h) * p.d_v + row0 + i % ROWS);
+        }
+        if (ti < nb) {
+            const uint vh = (tok0 + ti) * p.n_v_heads + h;
+            gs[ti] = gdn_gate(p, gc, gdn_load(g + vh));
+            bs[ti] = gdn_beta(p, gdn_load(beta + vh));
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        for (uint t = 0; t < nb; ++t) {
+            float kr[8 * NSG];
+            float qr[8 * NSG];
+            gdn_packed_load_staged<2 * NSG>(kr, ks + t * DK, l.u);
+            gdn_packed_load_staged<2 * NSG>(qr, qs + t * DK, l.u);
+            const float o = scale * gdn_packed_step<8 * NSG>(s, kr, qr, vs[t * ROWS + l.row - row0],
+                                                             gs[t], bs[t], l2norm);
+            if (l.u == 0) {
+                gdn_store(output + ((tok0 + t) * p.n_v_heads + h) * p.d_v + l.row, o);
+            }
+        }
+
+        // Nobody overwrites the block before every SIMD-group is done with it.
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+
+    gdn_packed_store<S, 2 * NSG>(state_out + row, s, l.u);
+}
+
+// Instantiations: activation type, state type, NSG (2: D_k = 64, 4: D_k = 128).
+template [[host_name("gated_delta_net_prefill_blocked_f32_2")]] kernel decltype(gated_delta_net_prefill_blocked<float, float, 2>) gated_delta_net_prefill_blocked<float, float, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_f32_4")]] kernel decltype(gated_delta_net_prefill_blocked<float, float, 4>) gated_delta_net_prefill_blocked<float, float, 4>;
+template [[host_name("gated_delta_net_prefill_blocked_f32_f16_2")]] kernel decltype(gated_delta_net_prefill_blocked<float, half, 2>) gated_delta_net_prefill_blocked<float, half, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_f32_f16_4")]] kernel decltype(gated_delta_net_prefill_blocked<float, half, 4>) gated_delta_net_prefill_blocked<float, half, 4>;
+template [[host_name("gated_delta_net_prefill_blocked_f32_bf16_2")]] kernel decltype(gated_delta_net_prefill_blocked<float, gdn_bf16, 2>) gated_delta_net_prefill_blocked<float, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_f32_bf16_4")]] kernel decltype(gated_delta_net_prefill_blocked<float, gdn_bf16, 4>) gated_delta_net_prefill_blocked<float, gdn_bf16, 4>;
+template [[host_name("gated_delta_net_prefill_blocked_f16_f32_2")]] kernel decltype(gated_delta_net_prefill_blocked<half, float, 2>) gated_delta_net_prefill_blocked<half, float, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_f16_f32_4")]] kernel decltype(gated_delta_net_prefill_blocked<half, float, 4>) gated_delta_net_prefill_blocked<half, float, 4>;
+template [[host_name("gated_delta_net_prefill_blocked_f16_f16_2")]] kernel decltype(gated_delta_net_prefill_blocked<half, half, 2>) gated_delta_net_prefill_blocked<half, half, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_f16_f16_4")]] kernel decltype(gated_delta_net_prefill_blocked<half, half, 4>) gated_delta_net_prefill_blocked<half, half, 4>;
+template [[host_name("gated_delta_net_prefill_blocked_f16_bf16_2")]] kernel decltype(gated_delta_net_prefill_blocked<half, gdn_bf16, 2>) gated_delta_net_prefill_blocked<half, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_f16_bf16_4")]] kernel decltype(gated_delta_net_prefill_blocked<half, gdn_bf16, 4>) gated_delta_net_prefill_blocked<half, gdn_bf16, 4>;
+template [[host_name("gated_delta_net_prefill_blocked_bf16_f32_2")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, float, 2>) gated_delta_net_prefill_blocked<gdn_bf16, float, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_bf16_f32_4")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, float, 4>) gated_delta_net_prefill_blocked<gdn_bf16, float, 4>;
+template [[host_name("gated_delta_net_prefill_blocked_bf16_f16_2")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, half, 2>) gated_delta_net_prefill_blocked<gdn_bf16, half, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_bf16_f16_4")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, half, 4>) gated_delta_net_prefill_blocked<gdn_bf16, half, 4>;
+template [[host_name("gated_delta_net_prefill_blocked_bf16_bf16_2")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, gdn_bf16, 2>) gated_delta_net_prefill_blocked<gdn_bf16, gdn_bf16, 2>;
+template [[host_name("gated_delta_net_prefill_blocked_bf16_bf16_4")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, gdn_bf16, 4>) gated_delta_net_prefill_blocked<gdn_bf16, gdn_bf16, 4>;
