@@ -36,18 +36,52 @@
 //
 // # Memory layouts
 //
-// Innermost dimension first, all float32:
+// Innermost dimension first:
 //
-//	Q, K               [D_k, n_k_heads, n_tokens, n_seqs]
-//	V, Output          [D_v, n_v_heads, n_tokens, n_seqs]
-//	G, Beta            [n_v_heads, n_tokens, n_seqs]
-//	StateIn, StateOut  [D_k, D_v, n_v_heads, n_seqs]   (row i of S: D_k floats)
-//	Capture            [D_k, D_v, n_v_heads, n_tokens, n_seqs]
+//	Q, K               [D_k, n_k_heads, n_tokens, n_seqs]          Params.Activation
+//	V, Output          [D_v, n_v_heads, n_tokens, n_seqs]          Params.Activation
+//	G, Beta            [n_v_heads, n_tokens, n_seqs]               Params.Activation
+//	StateIn, StateOut  [D_k, D_v, n_v_heads, n_seqs]               Params.State (row i of S: D_k elements)
+//	Capture            [D_k, D_v, n_v_heads, n_tokens, n_seqs]     Params.State
+//	ALog, DtBias       [n_v_heads]                                 f32 (Params.Fused.Gate only)
 //
 // StateIn and StateOut may be the same view (in-place update); apart from
 // that, no view a kernel writes (Output, StateOut, Capture) may share a
 // byte with another view, since the result would then depend on the order
 // the GPU runs its threads in.
+//
+// # Element types
+//
+// Every kernel takes f32, f16 or bf16 activations (q, k, v, the output and
+// the gate inputs) and an f32 (the default), f16 or bf16 state, in any
+// combination, each a kernel variant of its own. Loads widen to f32
+// exactly, the recurrence runs in f32 with the state in registers, and
+// each store rounds to nearest even once: the output at write-back, the
+// state when it is written. A 16-bit state halves the bytes a decode step
+// moves. bf16 is MSL's bfloat where the kernels are compiled as language
+// version 3.1 or later (macOS 14) and converted by hand below it (see
+// kernels.LanguageVersion), with the same results.
+//
+// # The fused step
+//
+// A Qwen3-Next / Qwen3.5 layer hands its recurrent core raw q and k, v,
+// the raw gate projections a and b, and the layer constants A_log and
+// dt_bias. [spec.Fused] lets the kernel compute, per token, in f32:
+//
+//	L2Norm  q^ = q / sqrt(sum_j q_j^2 + 1e-6), k^ likewise (per key head)
+//	Gate    g = exp(A_log[h]) * softplus(a + dt_bias[h]); G holds a
+//	Beta    beta = 1 / (1 + exp(-b)); Beta holds b
+//
+// with torch's softplus (x above 20, else log(1 + e^x)). With all three
+// ([spec.FusedAll]) one dispatch does a layer's whole recurrent step for a
+// token or a window: no normalisation, gate, sigmoid or conversion kernel
+// before it. From a Qwen3-Next checkpoint (HF layout): ALog and DtBias
+// hold the layer's linear_attn.A_log and linear_attn.dt_bias ([n_v_heads],
+// as f32); in_proj_ba's output holds, per key head, r = n_v_heads /
+// n_k_heads values of b and then r of a, which in [n_v_heads] order
+// (block mapping) are what Beta and G hold; q, k and v are the short
+// convolution's output (after its SiLU), not normalised; QScale is
+// 1/sqrt(D_k).
 //
 // # Validation
 //

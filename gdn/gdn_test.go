@@ -834,3 +834,31 @@ func TestDispatchAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDispatch measures the host cost of one dispatch through gdn
+// (validation, kernel choice, pipeline lookup and the encoder calls) with
+// an encoder that keeps nothing: f32, and bf16 activations with a bf16
+// state and the whole fused step.
+func BenchmarkDispatch(b *testing.B) {
+	fb := fakeBuffers{}
+	old := bufferInfo
+	bufferInfo = func(buf *mtl.Buffer) (int, bool) { return fb[buf].length, true }
+	defer func() { bufferInfo = old }()
+	kk := &Kernels{pipelines: onePipeline{new(mtl.ComputePipelineState)}}
+	s := Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}
+	for _, c := range []struct {
+		name  string
+		a, st ElemType
+		f     spec.Fused
+	}{{"f32", F32, F32, spec.Fused{}}, {"bf16_fused", BF16, BF16, spec.FusedAll}} {
+		p, bufs := fb.typedArgs(KernelDecode, s, c.a, c.st, c.f)
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := kk.dispatch(nopEncoder{}, KernelDecode, p, bufs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
@@ -113,4 +114,47 @@ func code(t *testing.T, file string) string {
 		t.Fatal(err)
 	}
 	return regexp.MustCompile(`//[^\n]*`).ReplaceAllString(string(src), "")
+}
+
+func TestLanguageForMacOSVersion(t *testing.T) {
+	for _, c := range []struct {
+		product string
+		want    mtl.LanguageVersion
+	}{
+		{"13.6.1", mtl.LanguageVersion3_0},
+		{"13.0", mtl.LanguageVersion3_0},
+		{"14.0", mtl.LanguageVersion3_1},
+		{"14.7.2", mtl.LanguageVersion3_1},
+		{"15.1", mtl.LanguageVersion3_1},
+		{"26.1", mtl.LanguageVersion3_1},
+		{"9", mtl.LanguageVersion3_0},
+		{"", mtl.LanguageVersion3_0},
+		{"unknown", mtl.LanguageVersion3_0},
+	} {
+		if got := languageFor(c.product); got != c.want {
+			t.Errorf("macOS %q: language version %#x, want %#x", c.product, got, c.want)
+		}
+	}
+}
+
+func TestTypedNames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{PrefillOf(spec.F32, spec.F32), "gated_delta_net_f32"},
+		{PrefillOf(spec.BF16, spec.F32), "gated_delta_net_bf16_f32"},
+		{PrefillOf(spec.F32, spec.F16), "gated_delta_net_f32_f16"},
+		{DecodeOf(spec.F32, spec.F32, 4), "gated_delta_net_decode_f32_4"},
+		{DecodeOf(spec.BF16, spec.F32, 4), "gated_delta_net_decode_bf16_f32_4"},
+		{DecodeSeqOf(spec.F16, spec.BF16, 1), "gated_delta_net_decode_seq_f16_bf16_1"},
+		{DecodeLegacyOf(spec.BF16, spec.BF16, 2), "gated_delta_net_decode_legacy_bf16_bf16_2"},
+		{DecodeCaptureOf(spec.F32, spec.BF16, 4), "gated_delta_net_decode_capture_f32_bf16_4"},
+		{DecodeOf(spec.F32, spec.F32, 3), "gated_delta_net_decode_f32_3"}, // no such kernel
+		{DecodeOf(spec.ElemType(7), spec.F32, 1), "gated_delta_net_decode_ElemType(7)_f32_1"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = DecodeOf(spec.BF16, spec.F16, 4) }); n != 0 {
+		t.Errorf("DecodeOf allocates %v times", n)
+	}
 }

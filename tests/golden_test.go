@@ -33,7 +33,7 @@ func TestMetalGolden(t *testing.T) {
 // all six cases have; decode (the automatic choice) is the decode kernel at
 // one token and the seq kernel at a window of two or more, and seq, legacy
 // and capture are also run at every n_tokens, since each takes any window;
-// so is the decode kernel itself (decode_f32) at two tokens or more.
+// so is the decode kernel itself (decode_kernel) at two tokens or more.
 // The largest error of each kernel over all cases is logged at the end.
 func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	worst := map[string]float64{}
@@ -76,7 +76,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 			}
 		})
 	}
-	for _, k := range []string{"prefill", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_f32"} {
+	for _, k := range []string{"prefill", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_kernel"} {
 		if e, ok := worst[k]; ok {
 			t.Logf("largest error relative to the largest magnitude, %-22s %.3g (bound %g)", k+":", e, boundGolden)
 		}

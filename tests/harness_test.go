@@ -38,8 +38,13 @@ type rig struct {
 }
 
 func newRig(t *testing.T, dev *mtl.Device, emulated bool) *rig {
+	return newRigWith(t, dev, emulated, kernels.NewRegistry())
+}
+
+// newRigWith is newRig with the kernels' pipeline states taken from reg,
+// which the rig releases.
+func newRigWith(t *testing.T, dev *mtl.Device, emulated bool, reg *kernels.Registry) *rig {
 	t.Helper()
-	reg := kernels.NewRegistry()
 	t.Cleanup(reg.Release)
 	k, err := gdn.New(dev, reg)
 	if err != nil {
@@ -69,13 +74,44 @@ var allOrders = append(slices.Clone(testdevice.Orders), emu.Options{Order: msl.R
 // and everything made on it released, it checks that the emulator holds no
 // more live objects than before.
 func onEmulatedIn(t *testing.T, orders []emu.Options, f func(t *testing.T, r *rig)) {
-	for _, o := range orders {
+	runs := make([]emuRun, len(orders))
+	for i, o := range orders {
+		runs[i] = emuRun{opts: o}
+	}
+	onEmulatedRuns(t, runs, f)
+}
+
+// emuRun is one run of a suite on the emulated device: a scheduling order
+// and the language version the kernels are compiled as (0:
+// kernels.LanguageVersion(); below 3.1 bf16 is converted by hand, from 3.1
+// on it is MSL's bfloat).
+type emuRun struct {
+	opts emu.Options
+	lang mtl.LanguageVersion
+}
+
+func (e emuRun) name() string {
+	if e.lang == 0 {
+		return e.opts.Order.String()
+	}
+	return fmt.Sprintf("%v_msl%d.%d", e.opts.Order, e.lang>>16, e.lang&0xffff)
+}
+
+// onEmulatedRuns is onEmulatedIn for runs that may also choose the
+// kernels' language version; each run's subtest is named after its order
+// and the version it forces.
+func onEmulatedRuns(t *testing.T, runs []emuRun, f func(t *testing.T, r *rig)) {
+	for _, run := range runs {
 		before := emu.LiveObjects()
-		t.Run(o.Order.String(), func(t *testing.T) {
-			f(t, newRig(t, testdevice.Emulated(t, o), true))
+		t.Run(run.name(), func(t *testing.T) {
+			reg := kernels.NewRegistry()
+			if run.lang != 0 {
+				reg = kernels.NewRegistryWithLanguage(run.lang)
+			}
+			f(t, newRigWith(t, testdevice.Emulated(t, run.opts), true, reg))
 		})
 		if after := emu.LiveObjects(); after != before {
-			t.Errorf("%s: %d live emulated objects before, %d after everything was released", o.Order, before, after)
+			t.Errorf("%s: %d live emulated objects before, %d after everything was released", run.name(), before, after)
 		}
 	}
 }
@@ -108,12 +144,12 @@ var (
 	decodeKernels = map[int]bool{32: true, 64: true, 128: true} // D_k the decode family takes
 )
 
-// decodeKernel is the decode kernel itself, gated_delta_net_decode_f32_{NSG},
-// at any n_tokens. gdn.Kernels.Decode picks it at one token only, so it is
-// encoded here directly through mtl, with the pipeline state of the rig's
-// registry and the geometry of SPEC section 6, on the arguments
-// gdn.Validate accepts for the legacy kernel (the same code under another
-// name).
+// decodeKernel is the decode kernel itself,
+// gated_delta_net_decode_{A}_{S}_{NSG}, at any n_tokens. gdn.Kernels.Decode
+// picks it at one token only, so it is encoded here directly through mtl,
+// with the pipeline state of the rig's registry and the geometry of SPEC
+// section 6, on the arguments gdn.Validate accepts for the legacy kernel
+// (the same code under another name).
 func (r *rig) decodeKernel() kernel {
 	call := func(_ *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
 		if err := gdn.Validate(gdn.KernelDecodeLegacy, p, b); err != nil {
@@ -121,7 +157,7 @@ func (r *rig) decodeKernel() kernel {
 		}
 		s := p.Shape
 		nsg := s.DK / 32
-		pso, err := r.reg.Pipeline(r.dev, kernels.Decode(nsg))
+		pso, err := r.reg.Pipeline(r.dev, kernels.DecodeOf(p.Activation, p.State, nsg))
 		if err != nil {
 			return err
 		}
@@ -133,28 +169,39 @@ func (r *rig) decodeKernel() kernel {
 		}
 		enc.SetBuffers(bufs, offsets, 0)
 		enc.SetBytes(paramBytes(p), 8)
-		// A_log and dt_bias, which the kernel reads only with the fused
-		// gate: G's buffer stands in, as gdn binds it.
-		enc.SetBuffer(b.G.Buffer, b.G.Offset, 10)
-		enc.SetBuffer(b.G.Buffer, b.G.Offset, 11)
+		// A_log and dt_bias at 10 and 11; without the fused gate the kernel
+		// reads neither and G's buffer stands in, as gdn binds it.
+		aLog, dtBias := b.ALog, b.DtBias
+		if !p.Fused.Gate {
+			aLog, dtBias = b.G, b.G
+		}
+		enc.SetBuffer(aLog.Buffer, aLog.Offset, 10)
+		enc.SetBuffer(dtBias.Buffer, dtBias.Offset, 11)
 		enc.DispatchThreadgroups(mtl.Size{Width: uint(s.DV / nsg), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
 			mtl.Size{Width: 32, Height: uint(nsg), Depth: 1})
 		return enc.Err()
 	}
-	return kernel{name: "decode_f32", call: call}
+	return kernel{name: "decode_kernel", call: call}
 }
 
 // paramBytes packs the nine parameter words of SPEC section 5,
 // little-endian: D_k, D_v, n_k_heads, n_v_heads, n_tokens, n_seqs, head
-// map, 0, and the bits of q scale (0 for none).
+// map, the fused parts (bit 0 L2 norm, bit 1 gate, bit 2 beta), and the
+// bits of q scale (0 for none).
 func paramBytes(p gdn.Params) []byte {
 	s := p.Shape
 	var scale uint32
 	if p.QScale != 0 {
 		scale = math.Float32bits(p.QScale)
 	}
+	var fused uint32
+	for i, on := range []bool{p.Fused.L2Norm, p.Fused.Gate, p.Fused.Beta} {
+		if on {
+			fused |= 1 << i
+		}
+	}
 	words := []uint32{uint32(s.DK), uint32(s.DV), uint32(s.NKHeads), uint32(s.NVHeads),
-		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), 0, scale}
+		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), fused, scale}
 	b := make([]byte, 4*len(words))
 	for i, w := range words {
 		binary.LittleEndian.PutUint32(b[4*i:], w)

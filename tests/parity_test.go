@@ -113,7 +113,7 @@ func TestMetalParity(t *testing.T) { onMetal(t, parity) }
 //   - state_in and state_out as one buffer give the same bytes as two;
 //   - decode (the automatic choice), seq, legacy and capture give the same
 //     bytes, and so does the decode kernel itself at two tokens or more
-//     (decode_f32, which the automatic choice leaves to seq there);
+//     (decode_kernel, which the automatic choice leaves to seq there);
 //     capture's last slot is state_out's bytes, and slot t is the
 //     state_out of a run over the first t+1 tokens, byte for byte;
 //   - for one sequence, a capture buffer longer than the draft gets the
