@@ -342,12 +342,14 @@ func (r *rig) runTyped(t *testing.T, k kernel, p spec.Params, in typedInputs, in
 	return o
 }
 
-// threadsOf returns the threads of one dispatch of k (SPEC section 6).
-func threadsOf(k kernel, p spec.Params) int {
-	if k.name == kPrefill.name {
-		return p.DV * p.NVHeads * p.NSeqs
+// threadsOf returns the threads of the dispatch the counters are of (the
+// automatic choices pick a kernel, and so a geometry, by shape).
+func threadsOf(c msl.Counters) uint64 {
+	n := uint64(1)
+	for k := range 3 {
+		n *= uint64(c.Threadgroups[k] * c.ThreadsPerThreadgroup[k])
 	}
-	return 32 * p.DV * p.NVHeads * p.NSeqs
+	return n
 }
 
 func typedName(p spec.Params) string {
@@ -563,7 +565,7 @@ func checkTypedTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl
 	// or to the kernel's buffer arguments in order.
 	consts := c.Loaded[9] + c.Loaded[10] + c.Loaded[11]
 	if p.Fused.Gate {
-		want("A_log and dt_bias loaded", consts, 2*4*uint64(threadsOf(k, p)))
+		want("A_log and dt_bias loaded", consts, 2*4*threadsOf(c))
 	} else {
 		want("A_log and dt_bias loaded", consts, 0)
 	}
@@ -605,7 +607,7 @@ func TestEmulatedTypedDecodeStepTraffic(t *testing.T) {
 							given = c
 							continue
 						}
-						consts := 2 * 4 * uint64(threadsOf(k, p))
+						consts := 2 * 4 * threadsOf(c)
 						if totalBytes(given)+consts != total {
 							t.Errorf("%s: %d bytes, want the given step's %d + %d of A_log and dt_bias", name, total, totalBytes(given), consts)
 						}
