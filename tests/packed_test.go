@@ -177,6 +177,10 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 	}
 }
 
+// packedShape reports whether the packed kernels take the shape: D_k 64
+// or 128, D_v a multiple of 32.
+func packedShape(s spec.Shape) bool { return (s.DK == 64 || s.DK == 128) && s.DV%32 == 0 }
+
 // stateBoundOf is SPEC section 9's bound for p's state type.
 func stateBoundOf(p spec.Params) float64 {
 	if p.State != spec.F32 {
