@@ -90,18 +90,21 @@ func (c *Counters) ShuffleSteps() uint64 {
 type Segments struct {
 	Accesses     uint64 // SIMD-group accesses
 	LaneAccesses uint64 // the lanes' accesses they are made of
-	Bytes        uint64 // bytes they move
+	Bytes        uint64 // bytes the lanes move
+	// UniqueBytes adds up the distinct bytes each access touches: lanes
+	// reading the same address (a broadcast) count once.
+	UniqueBytes uint64
 	// Touched32 and Touched128 add up the distinct 32- and 128-byte
 	// aligned segments of device memory each access touches.
 	Touched32, Touched128 uint64
 	// Min32 and Min128 add up the fewest each access could touch:
-	// ceil(bytes / 32) and ceil(bytes / 128).
+	// ceil(unique bytes / 32) and ceil(unique bytes / 128).
 	Min32, Min128 uint64
 }
 
 // Add returns the sum of s and t.
 func (s Segments) Add(t Segments) Segments {
-	return Segments{s.Accesses + t.Accesses, s.LaneAccesses + t.LaneAccesses, s.Bytes + t.Bytes,
+	return Segments{s.Accesses + t.Accesses, s.LaneAccesses + t.LaneAccesses, s.Bytes + t.Bytes, s.UniqueBytes + t.UniqueBytes,
 		s.Touched32 + t.Touched32, s.Touched128 + t.Touched128, s.Min32 + t.Min32, s.Min128 + t.Min128}
 }
 

@@ -16,7 +16,8 @@ kernel void shapes(device const float*  in      [[buffer(0)]],
     float a = in[gid];                 // contiguous: 128 bytes per SIMD-group
     float b = in[64 + gid * 8];        // stride 32 bytes: one segment per lane
     float4 c = in4[gid];               // contiguous float4: 512 bytes
-    float s = simd_sum(a + b + c.x + c.w);
+    float d = in[gid / 8];             // 8 lanes per address: 16 bytes
+    float s = simd_sum(a + b + c.x + c.w + d);
     s += simd_shuffle_xor(s, 1u);
     s += simd_shuffle_xor(s, 2u);
     if (gid < 8) {
@@ -52,16 +53,17 @@ func TestSegmentCounters(t *testing.T) {
 			t.Fatalf("%v: %v", order, err)
 		}
 		// buffer 0: per SIMD-group one contiguous access (128 bytes: 4
-		// segments of 32, 1 of 128) and one with a 32-byte stride (128
-		// bytes over 32 segments of 32 and 8 of 128)
-		want0 := Segments{Accesses: 4, LaneAccesses: 2 * n, Bytes: 2 * 4 * n,
-			Touched32: 2 * (4 + 32), Touched128: 2 * (1 + 8), Min32: 2 * (4 + 4), Min128: 2 * (1 + 1)}
-		want2 := Segments{Accesses: 2, LaneAccesses: n, Bytes: 16 * n, Touched32: 2 * 16, Touched128: 2 * 4, Min32: 2 * 16, Min128: 2 * 4}
-		want3 := Segments{Accesses: 4, LaneAccesses: n + 2, Bytes: 4 * (n + 2), Touched32: 2 * (4 + 1), Touched128: 2 * (1 + 1), Min32: 2 * (4 + 1), Min128: 2 * (1 + 1)}
+		// segments of 32, 1 of 128), one with a 32-byte stride (128
+		// bytes over 32 segments of 32 and 8 of 128) and one broadcast
+		// (128 bytes loaded, 16 distinct: 1 segment)
+		want0 := Segments{Accesses: 6, LaneAccesses: 3 * n, Bytes: 3 * 4 * n, UniqueBytes: 2 * (128 + 128 + 16),
+			Touched32: 2 * (4 + 32 + 1), Touched128: 2 * (1 + 8 + 1), Min32: 2 * (4 + 4 + 1), Min128: 2 * (1 + 1 + 1)}
+		want2 := Segments{Accesses: 2, LaneAccesses: n, Bytes: 16 * n, UniqueBytes: 16 * n, Touched32: 2 * 16, Touched128: 2 * 4, Min32: 2 * 16, Min128: 2 * 4}
+		want3 := Segments{Accesses: 4, LaneAccesses: n + 2, Bytes: 4 * (n + 2), UniqueBytes: 4 * (n + 2), Touched32: 2 * (4 + 1), Touched128: 2 * (1 + 1), Min32: 2 * (4 + 1), Min128: 2 * (1 + 1)}
 		if c.Loads[0] != want0 || c.Loads[2] != want2 || c.Stores[3] != want3 {
 			t.Errorf("%v: loads 0 %+v, loads 2 %+v, stores 3 %+v; want %+v, %+v, %+v", order, c.Loads[0], c.Loads[2], c.Stores[3], want0, want2, want3)
 		}
-		if c.Loads[0].Ratio32() != 36.0/8 || c.Loads[2].Ratio32() != 1 || c.Stores[3].Ratio128() != 1 {
+		if c.Loads[0].Ratio32() != 37.0/9 || c.Loads[2].Ratio32() != 1 || c.Stores[3].Ratio128() != 1 {
 			t.Errorf("%v: ratios %v %v %v", order, c.Loads[0].Ratio32(), c.Loads[2].Ratio32(), c.Stores[3].Ratio128())
 		}
 		if c.Stores[0] != (Segments{}) || c.Loads[3] != (Segments{}) || c.Untracked != 0 {
@@ -87,7 +89,7 @@ func TestSegmentCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Loads[0] != (Segments{}) || c.Stores[3] != (Segments{}) || c.Loaded[0] != 2*4*n {
+	if c.Loads[0] != (Segments{}) || c.Stores[3] != (Segments{}) || c.Loaded[0] != 3*4*n {
 		t.Errorf("without CountSegments: loads %+v, stores %+v, %d bytes loaded", c.Loads[0], c.Stores[3], c.Loaded[0])
 	}
 }

@@ -1144,6 +1144,34 @@ static int u64_cmp(const void *x, const void *y) {
 	return a < b ? -1 : a > b;
 }
 
+static int range_cmp(const void *x, const void *y) {
+	const uint64_t *a = x, *b = y;
+	return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* Distinct bytes the accesses g[0..n) touch: lanes reading the same
+ * address (a broadcast) need it once. */
+static uint64_t seg_unique_bytes(const pm_seg_tmp *g, uint32_t n) {
+	uint64_t r[PM_SIMD_WIDTH][2];
+	uint32_t m = n < PM_SIMD_WIDTH ? n : PM_SIMD_WIDTH;
+	for (uint32_t i = 0; i < m; i++) {
+		r[i][0] = g[i].r->addr;
+		r[i][1] = g[i].r->addr + g[i].r->size;
+	}
+	qsort(r, m, sizeof r[0], range_cmp);
+	uint64_t bytes = 0, lo = 0, hi = 0;
+	for (uint32_t i = 0; i < m; i++) {
+		if (i == 0 || r[i][0] > hi) {
+			bytes += hi - lo;
+			lo = r[i][0];
+			hi = r[i][1];
+		} else if (r[i][1] > hi) {
+			hi = r[i][1];
+		}
+	}
+	return bytes + (hi - lo);
+}
+
 /* Distinct segments of 2^shift bytes the accesses g[0..n) touch. */
 static uint64_t seg_distinct(const pm_seg_tmp *g, uint32_t n, int shift) {
 	uint64_t ids[4 * PM_SIMD_WIDTH];
@@ -1195,8 +1223,10 @@ static void seg_flush(pm_worker *w, uint32_t sg) {
 		c->bytes += bytes;
 		c->seg32 += seg_distinct(&tmp[i], j - i, 5);
 		c->seg128 += seg_distinct(&tmp[i], j - i, 7);
-		c->min32 += (bytes + 31) / 32;
-		c->min128 += (bytes + 127) / 128;
+		uint64_t unique = seg_unique_bytes(&tmp[i], j - i);
+		c->unique_bytes += unique;
+		c->min32 += (unique + 31) / 32;
+		c->min128 += (unique + 127) / 128;
 		i = j;
 	}
 	for (uint32_t l = 0; l < lanes; l++) w->seg_n[base + l] = 0;
@@ -1215,6 +1245,7 @@ static void seg_merge(pm_desc *d, pm_worker *w) {
 			x->accesses += y->accesses;
 			x->lane_accesses += y->lane_accesses;
 			x->bytes += y->bytes;
+			x->unique_bytes += y->unique_bytes;
 			x->seg32 += y->seg32;
 			x->seg128 += y->seg128;
 			x->min32 += y->min32;

@@ -92,9 +92,10 @@ typedef struct pm_simd_x {
 typedef struct pm_seg_counts {
 	uint64_t accesses;      /* SIMD-group accesses */
 	uint64_t lane_accesses; /* the lanes' accesses they are made of */
-	uint64_t bytes;         /* bytes they move */
+	uint64_t bytes;         /* bytes the lanes move */
+	uint64_t unique_bytes;  /* distinct bytes each touches, summed (a broadcast counts once) */
 	uint64_t seg32, seg128; /* distinct 32- and 128-byte segments each touches, summed */
-	uint64_t min32, min128; /* the fewest each could touch: ceil(bytes / 32), ceil(bytes / 128) */
+	uint64_t min32, min128; /* the fewest each could touch: ceil(unique / 32), ceil(unique / 128) */
 } pm_seg_counts;
 
 /* One dispatch, filled by Go (inputs) and by the runtime (outputs). */
