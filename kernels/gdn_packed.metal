@@ -10,21 +10,21 @@
 // (indices rebuilt) also writes the cells after every token to
 // capture[..., t, s].
 
-// One token on the cells a lane holds: loads the lane's cells of q and k,
-// v of its row and the gate inputs, applies the fused gate and beta, runs
-// gdn_packed_step and returns the scaled output.
+// One token on the cells a lane holds: loads the lane's cells of k, v of
+// its row and the gate inputs, applies the fused gate and beta, runs
+// gdn_packed_step (which reads q) and returns the scaled output.
 template <typename A, int NSG>
 inline float gdn_packed_token(constant gdn_params &p, gdn_gate_consts gc, thread float *s,
                               device const A *qp, device const A *kp, device const A *vp,
                               device const A *gp, device const A *bp, float scale, uint u) {
     float kr[8 * NSG];
-    float qr[8 * NSG];
-    gdn_packed_load<A, 2 * NSG>(kr, kp, u);
-    gdn_packed_load<A, 2 * NSG>(qr, qp, u);
+    const gdn_device_vec<A> k = {kp, u};
+    const gdn_device_vec<A> q = {qp, u};
+    gdn_packed_load<2 * NSG>(kr, k);
     const float g = gdn_gate(p, gc, gdn_load(gp));
     const float beta = gdn_beta(p, gdn_load(bp));
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
-    return scale * gdn_packed_step<8 * NSG>(s, kr, qr, gdn_load(vp), g, beta, l2norm);
+    return scale * gdn_packed_step<2 * NSG>(s, kr, q, gdn_load(vp), g, beta, l2norm);
 }
 
 // The decode kernel with indices rebuilt from the parameters every token;
@@ -46,7 +46,7 @@ inline void gdn_packed_indexed(device const A *q, device const A *k, device cons
 
     const uint row = ((seq * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
-    gdn_packed_load<S, 2 * NSG>(s, state_in + row, l.u);
+    gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
     for (uint t = 0; t < p.n_tokens; ++t) {
         const uint tok = seq * p.n_tokens + t;
@@ -132,7 +132,7 @@ kernel void gated_delta_net_decode_packed_seq(
 
     const uint row = ((seq * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
-    gdn_packed_load<S, 2 * NSG>(s, state_in + row, l.u);
+    gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
     const uint tok0 = seq * p.n_tokens;
     const uint qk_step = p.n_k_heads * DK;

@@ -62,17 +62,32 @@ struct gdn_vec4<ushort> {
 // The column of the first cell of group c of quarter u.
 inline uint gdn_packed_col(int c, uint u) { return uint(c) * 16u + 4u * u; }
 
-// Loads the NG groups of cells quarter u holds from a row (or a vector) at
-// p into x.
-template <typename T, int NG>
-inline void gdn_packed_load(thread float *x, device const T *p, uint u) {
+// A lane's view of a vector of D_k elements in device memory (q or k of
+// one token and key head): group(c) is its group c, widened.
+template <typename T>
+struct gdn_device_vec {
+    device const T *p;
+    uint u;
+    inline float4 group(int c) const { return gdn_vec4<T>::load(p + gdn_packed_col(c, u)); }
+};
+
+// Loads the NG groups of cells a lane holds from v into x.
+template <int NG, typename V>
+inline void gdn_packed_load(thread float *x, V v) {
     for (int c = 0; c < NG; ++c) {
-        const float4 g = gdn_vec4<T>::load(p + gdn_packed_col(c, u));
+        const float4 g = v.group(c);
         x[4 * c] = g.x;
         x[4 * c + 1] = g.y;
         x[4 * c + 2] = g.z;
         x[4 * c + 3] = g.w;
     }
+}
+
+// Loads the NG groups of cells quarter u holds of the row of S at p.
+template <typename T, int NG>
+inline void gdn_packed_load_row(thread float *x, device const T *p, uint u) {
+    gdn_device_vec<T> v = {p, u};
+    gdn_packed_load<NG>(x, v);
 }
 
 // Stores the NG groups of cells quarter u holds to the row at p.
@@ -92,10 +107,12 @@ inline float2 gdn_row_sum(float2 x) {
     return x;
 }
 
-// One token of the recurrence on the NC cells of a row that a lane holds,
-// with the lane's cells of k and q (raw when l2norm: then the norms come
-// from the same reductions, S k^ = r_k (S k), delta k^ = (r_k delta) k and
-// S q^ = r_q (S q), r = 1 / sqrt(sum x^2 + eps)):
+// One token of the recurrence on the NC = 4 * NG cells of a row that a
+// lane holds, with the lane's cells of k in kr and its view of q, read
+// group by group in the second pass so that q takes no registers of its
+// own (both raw when l2norm: then the norms come from the same reductions,
+// S k^ = r_k (S k), delta k^ = (r_k delta) k and S q^ = r_q (S q),
+// r = 1 / sqrt(sum x^2 + eps)):
 //
 //   S      = alpha * S                  alpha = exp(-g), decay first
 //   delta  = beta * (v - S k)           from the decayed state
@@ -103,9 +120,10 @@ inline float2 gdn_row_sum(float2 x) {
 //   returns  S q                        (unscaled)
 //
 // Two row sums of two values each. Every lane of the SIMD-group must call it.
-template <int NC>
-inline float gdn_packed_step(thread float *s, thread const float *kr, thread const float *qr,
+template <int NG, typename V>
+inline float gdn_packed_step(thread float *s, thread const float *kr, V q,
                              float v, float g, float beta, bool l2norm) {
+    const int NC = 4 * NG;
     const float alpha = metal::exp(-g);
     float sk = 0.0f;
     float kk = 0.0f;
@@ -122,10 +140,14 @@ inline float gdn_packed_step(thread float *s, thread const float *kr, thread con
     }
     float sq = 0.0f;
     float qq = 0.0f;
-    for (int c = 0; c < NC; ++c) {
-        s[c] = s[c] + delta * kr[c];
-        sq += s[c] * qr[c];
-        qq += qr[c] * qr[c];
+    for (int c = 0; c < NG; ++c) {
+        const float4 qg = q.group(c);
+        for (int e = 0; e < 4; ++e) {
+            const int i = 4 * c + e;
+            s[i] = s[i] + delta * kr[i];
+            sq += s[i] * qg[e];
+            qq += qg[e] * qg[e];
+        }
     }
     const float2 b = gdn_row_sum(float2(sq, qq));
     const float rq = l2norm ? gdn_inv_norm(b.y) : 1.0f;

@@ -18,17 +18,12 @@
 
 #define GDN_BLOCK_TOKENS 16
 
-// Loads the NG groups of cells quarter u holds from a staged vector.
-template <int NG>
-inline void gdn_packed_load_staged(thread float *x, threadgroup const float *p, uint u) {
-    for (int c = 0; c < NG; ++c) {
-        const float4 g = *(threadgroup const float4 *)(p + gdn_packed_col(c, u));
-        x[4 * c] = g.x;
-        x[4 * c + 1] = g.y;
-        x[4 * c + 2] = g.z;
-        x[4 * c + 3] = g.w;
-    }
-}
+// A lane's view of a staged vector of D_k floats (q or k of one token).
+struct gdn_staged_vec {
+    threadgroup const float *p;
+    uint u;
+    inline float4 group(int c) const { return *(threadgroup const float4 *)(p + gdn_packed_col(c, u)); }
+};
 
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_prefill_blocked(
@@ -68,7 +63,7 @@ kernel void gated_delta_net_prefill_blocked(
 
     const uint row = ((seq * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
-    gdn_packed_load<S, 2 * NSG>(s, state_in + row, l.u);
+    gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
     for (uint t0 = 0; t0 < p.n_tokens; t0 += BT) {
         const uint nb = min(BT, p.n_tokens - t0);
@@ -90,10 +85,10 @@ kernel void gated_delta_net_prefill_blocked(
 
         for (uint t = 0; t < nb; ++t) {
             float kr[8 * NSG];
-            float qr[8 * NSG];
-            gdn_packed_load_staged<2 * NSG>(kr, ks + t * DK, l.u);
-            gdn_packed_load_staged<2 * NSG>(qr, qs + t * DK, l.u);
-            const float o = scale * gdn_packed_step<8 * NSG>(s, kr, qr, vs[t * ROWS + l.row - row0],
+            const gdn_staged_vec kt = {ks + t * DK, l.u};
+            const gdn_staged_vec qt = {qs + t * DK, l.u};
+            gdn_packed_load<2 * NSG>(kr, kt);
+            const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vs[t * ROWS + l.row - row0],
                                                              gs[t], bs[t], l2norm);
             if (l.u == 0) {
                 gdn_store(output + ((tok0 + t) * p.n_v_heads + h) * p.d_v + l.row, o);
