@@ -10,9 +10,7 @@ import (
 
 // Buffer binding indices of the kernels.
 const (
-	paramsIndex  = 8  // the nine parameter words, bound with setBytes
-	captureIndex = 9  // the capture buffer (capture kernel only)
-	aLogIndex    = 10 // A_log (fused gate), then dt_bias at 11
+	paramsIndex = 8 // the nine parameter words, bound with setBytes
 )
 
 // Kernels dispatches the Gated DeltaNet kernels of one device. Its methods
@@ -39,16 +37,16 @@ type pipelineSource interface {
 type encoder interface {
 	SetComputePipelineState(p *mtl.ComputePipelineState)
 	setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, start int)
-	SetBuffer(b *mtl.Buffer, offset int, index int)
 	setParams(b [paramsLen]byte, index int)
 	SetThreadgroupMemoryLength(length, index int)
 	DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup mtl.Size)
 	Err() error
 }
 
-// numViews is the number of views bound with one setBuffers, at indices 0
-// to 7.
-const numViews = 8
+// numViews is the number of buffers bound with one setBuffers, at indices
+// 0 to 11: the eight views, a stand-in at 8 (the parameters, bound next
+// with setBytes), the capture buffer at 9, A_log and dt_bias at 10 and 11.
+const numViews = 12
 
 // mtlEncoder is the encoder of a real dispatch.
 type mtlEncoder struct{ *mtl.ComputeCommandEncoder }
@@ -224,9 +222,12 @@ func entryPoint(kern Kernel, p Params) string {
 }
 
 // dispatch validates, then encodes one dispatch of kern onto enc: the
-// pipeline state, buffers 0-7 in one call, the parameters with setBytes at
-// index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11,
-// prefill's threadgroup memory, and the threadgroups. Nothing reaches enc when an argument is invalid. An error
+// pipeline state (which the encoder sends only when it changes), buffers
+// 0-11 in one call (the views at 0-7, the capture buffer at 9, A_log and
+// dt_bias at 10 and 11), the parameters with setBytes at index 8, the
+// prefill kernels' threadgroup memory, and the threadgroups: four sends at
+// most, three when the pipeline state stays (the prefill kernels add one).
+// Nothing reaches enc when an argument is invalid. An error
 // the encoder recorded (an earlier call on it failed, for one) is returned,
 // and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
@@ -247,7 +248,18 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 
 	enc.SetComputePipelineState(pso)
-	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut}
+	// G's buffer stands in where the kernel reads nothing: index 9 but for
+	// the capture kernels, A_log and dt_bias without the fused gate (so
+	// that every argument of the function has a binding); Q's at 8, which
+	// setBytes then binds.
+	capture, aLog, dtBias := b.G, b.ALog, b.DtBias
+	if kern.captures() {
+		capture = b.Capture
+	}
+	if !p.Fused.Gate {
+		aLog, dtBias = b.G, b.G
+	}
+	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut, b.Q, capture, aLog, dtBias}
 	var bufs [numViews]*mtl.Buffer
 	var offsets [numViews]int
 	for i, v := range views {
@@ -255,17 +267,6 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 	enc.setViews(bufs, offsets, 0)
 	enc.setParams(paramBytes(p), paramsIndex)
-	if kern.captures() {
-		enc.SetBuffer(b.Capture.Buffer, b.Capture.Offset, captureIndex)
-	}
-	// Without the fused gate the kernel reads neither; G's buffer stands in,
-	// so that every argument of the function has a binding.
-	aLog, dtBias := b.ALog, b.DtBias
-	if !p.Fused.Gate {
-		aLog, dtBias = b.G, b.G
-	}
-	enc.SetBuffer(aLog.Buffer, aLog.Offset, aLogIndex)
-	enc.SetBuffer(dtBias.Buffer, dtBias.Offset, aLogIndex+1)
 	var grid, group mtl.Size
 	switch {
 	case kern == KernelPrefill:
