@@ -104,7 +104,10 @@ func vec(x []float32) []float64 {
 // with alpha_t = exp(-g_t), S a D_v x D_k matrix per (sequence, value head)
 // and scale = p.Scale(). It builds I - beta k k^T and v k^T as matrices and
 // multiplies them, so it shares no evaluation order with the per-element
-// loop of [Reference32] or the kernels. With capture set, the result also
+// loop of [Reference32] or the kernels. The fused parts of p.Fused are
+// computed in float64 from the same inputs. Nothing is rounded to
+// p.Activation or p.State: the result is the truth that SPEC section 9
+// measures rounded results against. With capture set, the result also
 // holds the state after every token. It costs O(D_v D_k^2) per token and
 // head: meant for tests, not speed.
 func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
@@ -120,6 +123,7 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 		res.Capture = make([]float64, p.CaptureLen())
 	}
 	scale := float64(p.Scale())
+	x := fused64(p, in)
 	eye := identity(dk)
 	for s := 0; s < ns; s++ {
 		for h := 0; h < nv; h++ {
@@ -130,11 +134,11 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 				qk := ((s*nt+t)*nk + kh) * dk
 				vo := ((s*nt+t)*nv + h) * dv
 				gi := (s*nt+t)*nv + h
-				q := vec(in.Q[qk : qk+dk])
-				k := vec(in.K[qk : qk+dk])
+				q := x.q[qk : qk+dk]
+				k := x.k[qk : qk+dk]
 				v := vec(in.V[vo : vo+dv])
-				alpha := math.Exp(-float64(in.G[gi]))
-				beta := float64(in.Beta[gi])
+				alpha := math.Exp(-x.g[gi])
+				beta := x.beta[gi]
 
 				transition := eye.minus(outer(k, k).scaled(beta)) // I - beta k k^T
 				S = S.mul(transition).scaled(alpha).plus(outer(v, k).scaled(beta))

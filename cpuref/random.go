@@ -11,13 +11,21 @@ import (
 // deterministically from seed (the same seed gives the same inputs on
 // every platform):
 //
-//   - q and k: standard normal, then L2-normalised per head and token;
+//   - q and k: standard normal, then L2-normalised per head and token, or
+//     left raw when p.Fused.L2Norm is set (the kernel normalises them);
 //   - g = exp(A_log) * softplus(a + dt_bias), with A_log = log U(1, 16) and
 //     dt_bias ~ N(0, 1) per value head, a ~ N(0, 1) per head and token, so
-//     g >= 0 and alpha = exp(-g) lies in (0, 1];
-//   - beta = sigmoid(b), b ~ N(0, 1), so beta lies in (0, 1);
+//     g >= 0 and alpha = exp(-g) lies in (0, 1]; with p.Fused.Gate, g holds
+//     a and the inputs carry A_log and dt_bias instead;
+//   - beta = sigmoid(b), b ~ N(0, 1), so beta lies in (0, 1); with
+//     p.Fused.Beta, beta holds b;
 //   - v: standard normal;
 //   - state_in: normal with standard deviation 0.1.
+//
+// q, k, v, g and beta are then rounded to p.Activation and state_in to
+// p.State (see [Round]); A_log and dt_bias stay float32. The same seed
+// draws the same numbers whatever p's types and fused parts, so the
+// inputs of two such calls differ only by those choices.
 //
 // It returns an error for an invalid p.
 func RandomInputs(p spec.Params, seed uint64) (Inputs, error) {
@@ -41,6 +49,9 @@ func RandomInputs(p spec.Params, seed uint64) (Inputs, error) {
 				head[j] = float32(rng.NormFloat64())
 				norm += float64(head[j]) * float64(head[j])
 			}
+			if p.Fused.L2Norm {
+				continue
+			}
 			norm = math.Sqrt(norm)
 			for j := range head {
 				head[j] = float32(float64(head[j]) / norm)
@@ -56,21 +67,29 @@ func RandomInputs(p spec.Params, seed uint64) (Inputs, error) {
 		aLog[h] = math.Log(1 + 15*rng.Float64())
 		dtBias[h] = rng.NormFloat64()
 	}
+	if p.Fused.Gate {
+		in.ALog, in.DtBias = round32(aLog), round32(dtBias)
+	}
 	for i := range in.G {
 		h := i % p.NVHeads
-		in.G[i] = float32(math.Exp(aLog[h]) * softplus(rng.NormFloat64()+dtBias[h]))
-		in.Beta[i] = float32(1 / (1 + math.Exp(-rng.NormFloat64())))
+		a, b := rng.NormFloat64(), rng.NormFloat64()
+		if p.Fused.Gate {
+			in.G[i] = float32(a)
+		} else {
+			in.G[i] = float32(math.Exp(aLog[h]) * softplus(a+dtBias[h]))
+		}
+		if p.Fused.Beta {
+			in.Beta[i] = float32(b)
+		} else {
+			in.Beta[i] = float32(1 / (1 + math.Exp(-b)))
+		}
 	}
 	for i := range in.StateIn {
 		in.StateIn[i] = float32(0.1 * rng.NormFloat64())
 	}
-	return in, nil
-}
-
-// softplus returns log(1 + e^x) without overflow for large x.
-func softplus(x float64) float64 {
-	if x > 30 {
-		return x
+	for _, x := range [][]float32{in.Q, in.K, in.V, in.G, in.Beta} {
+		Round(p.Activation, x)
 	}
-	return math.Log1p(math.Exp(x))
+	Round(p.State, in.StateIn)
+	return in, nil
 }

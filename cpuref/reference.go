@@ -22,6 +22,11 @@ import (
 // (p.Scale()) multiplies the finished sum at write-back. Value head h reads
 // q and k from key head p.HeadMap.KeyHead(h, n_k_heads, n_v_heads).
 //
+// The step's inputs are first computed as p.Fused says (in float32; see
+// the package documentation). The output is rounded to p.Activation once,
+// after the scale; StateOut and every capture slot are rounded to p.State
+// when written, while the state the next token reads stays float32.
+//
 // With capture set, Result.Capture holds the state after every token;
 // its last token's slot equals StateOut bit for bit.
 func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
@@ -37,6 +42,7 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 		res.Capture = make([]float32, p.CaptureLen())
 	}
 	scale := p.Scale()
+	x := fused32(p, in)
 	copy(res.StateOut, in.StateIn)
 	for s := 0; s < ns; s++ {
 		for h := 0; h < nv; h++ {
@@ -47,11 +53,11 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 				qk := ((s*nt+t)*nk + kh) * dk
 				vo := ((s*nt+t)*nv + h) * dv
 				gi := (s*nt+t)*nv + h
-				q := in.Q[qk : qk+dk]
-				k := in.K[qk : qk+dk]
+				q := x.q[qk : qk+dk]
+				k := x.k[qk : qk+dk]
 				v := in.V[vo : vo+dv]
-				alpha := float32(math.Exp(-float64(in.G[gi])))
-				beta := in.Beta[gi]
+				alpha := float32(math.Exp(-float64(x.g[gi])))
+				beta := x.beta[gi]
 				for i := 0; i < dv; i++ {
 					row := S[i*dk : (i+1)*dk]
 					for j := range row {
@@ -69,13 +75,15 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 					for j := range row {
 						sq += float32(row[j] * q[j])
 					}
-					res.Output[vo+i] = float32(scale * sq)
+					res.Output[vo+i] = round(p.Activation, float32(scale*sq))
 				}
 				if capture {
 					co := ((s*nt+t)*nv + h) * dv * dk
 					copy(res.Capture[co:co+dv*dk], S)
+					Round(p.State, res.Capture[co:co+dv*dk])
 				}
 			}
+			Round(p.State, S)
 		}
 	}
 	return res, nil

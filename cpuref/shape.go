@@ -10,17 +10,38 @@
 //     S_ij += delta_i k_j, out_i = scale sum_j S_ij q_j.
 //
 // Both take the same [spec.Params] and [Inputs], in the memory layouts of the
-// kernels (innermost dimension first, all float32):
+// kernels (innermost dimension first; every value a float32):
 //
 //	q, k                  [D_k, n_k_heads, n_tokens, n_seqs]
 //	v, output             [D_v, n_v_heads, n_tokens, n_seqs]
-//	g, beta               [n_v_heads, n_tokens, n_seqs]
+//	g, beta               [n_v_heads, n_tokens, n_seqs]   (a, b with the fused gates)
+//	A_log, dt_bias        [n_v_heads]
 //	state_in, state_out   [D_k, D_v, n_v_heads, n_seqs]   (row i of S: D_k floats)
 //	capture               [D_k, D_v, n_v_heads, n_tokens, n_seqs]
 //
 // The gate is g with alpha = exp(-g) (g >= 0 in real models). Libraries that
 // pass log(alpha) (flash-linear-attention, HF transformers) need g = -g_fla;
 // mlx-lm passes alpha itself, so g = -log(alpha).
+//
+// Element types (SPEC section 9). With a 16-bit p.Activation the inputs q,
+// k, v, g and beta (or a and b) hold float32 values that type represents
+// exactly, as a 16-bit buffer widens to; with a 16-bit p.State so does
+// state_in. [Round] rounds a slice to a type, [RandomInputs] draws inputs
+// already rounded, and package half reads and writes the 16-bit bits.
+// [Reference32] rounds the output to the activation type once, at
+// write-back, and the state to the state type each time it is written
+// (state_out and every capture slot); the state itself stays in float32
+// through the token loop. [Oracle64] returns the float64 truth those
+// rounded results are measured against, and [DecodeDrift] measures how far
+// a 16-bit state drifts from it when a model decodes one token per call.
+//
+// The fused step (SPEC section 10), each part on its own, as p.Fused says:
+// q and k L2-normalised by the reference itself, q^ = q / sqrt(sum_j q_j^2
+// + 1e-6), once per key head and token; g computed from the raw projection
+// a held in g and the layer constants A_log and dt_bias as
+// g = exp(A_log[h]) * softplus(a + dt_bias[h]) with softplus(x) = x above
+// 20 (torch's threshold); beta = sigmoid(b) from the raw projection b held
+// in beta. Reference32 computes them in float32, Oracle64 in float64.
 package cpuref
 
 import (
@@ -35,8 +56,13 @@ import (
 type Inputs struct {
 	Q, K    []float32 // [D_k, n_k_heads, n_tokens, n_seqs]
 	V       []float32 // [D_v, n_v_heads, n_tokens, n_seqs]
-	G, Beta []float32 // [n_v_heads, n_tokens, n_seqs]; alpha = exp(-g)
+	G, Beta []float32 // [n_v_heads, n_tokens, n_seqs]; alpha = exp(-g); a and b with p.Fused.Gate, p.Fused.Beta
 	StateIn []float32 // [D_k, D_v, n_v_heads, n_seqs]
+
+	// ALog and DtBias are the layer constants A_log and dt_bias
+	// ([n_v_heads], float32 whatever the activation type) of the fused gate;
+	// empty unless p.Fused.Gate.
+	ALog, DtBias []float32
 }
 
 // validParams checks p against the contract (spec.Params.Validate) and
@@ -54,8 +80,8 @@ func validParams(p spec.Params) error {
 	return nil
 }
 
-// Validate checks p and that every buffer has exactly the element count p
-// implies.
+// Validate checks p, that every buffer has exactly the element count p
+// implies, and that every value of a 16-bit type is a value of that type.
 func (in Inputs) Validate(p spec.Params) error {
 	if err := validParams(p); err != nil {
 		return err
@@ -77,7 +103,45 @@ func (in Inputs) Validate(p spec.Params) error {
 			return fmt.Errorf("cpuref: %s has %d elements, shape %v needs %d", b.name, b.got, p.Shape, b.want)
 		}
 	}
+	for _, c := range []struct {
+		name string
+		x    []float32
+	}{{"A_log", in.ALog}, {"dt_bias", in.DtBias}} {
+		switch {
+		case p.Fused.Gate && len(c.x) != p.NVHeads:
+			return fmt.Errorf("cpuref: %s has %d elements, the fused gate needs n_v_heads = %d", c.name, len(c.x), p.NVHeads)
+		case !p.Fused.Gate && len(c.x) != 0:
+			return fmt.Errorf("cpuref: %s has %d elements but Params.Fused.Gate is off: g holds the gate itself", c.name, len(c.x))
+		}
+	}
+	typed := []struct {
+		name string
+		x    []float32
+		t    spec.ElemType
+		of   string
+	}{
+		{"q", in.Q, p.Activation, "Params.Activation"},
+		{"k", in.K, p.Activation, "Params.Activation"},
+		{"v", in.V, p.Activation, "Params.Activation"},
+		{gateName(p.Fused.Gate, "g", "a"), in.G, p.Activation, "Params.Activation"},
+		{gateName(p.Fused.Beta, "beta", "b"), in.Beta, p.Activation, "Params.Activation"},
+		{"state_in", in.StateIn, p.State, "Params.State"},
+	}
+	for _, b := range typed {
+		if i := unrepresentable(b.t, b.x); i >= 0 {
+			return fmt.Errorf("cpuref: %s[%d] = %v is not a value of %s = %v; round the inputs with Round", b.name, i, b.x[i], b.of, b.t)
+		}
+	}
 	return nil
+}
+
+// gateName names a gate buffer by what it holds: the raw projection when
+// the gate is fused, the gate itself otherwise.
+func gateName(fused bool, gate, raw string) string {
+	if fused {
+		return raw + " (in " + gate + ")"
+	}
+	return gate
 }
 
 // Result holds the float32 outputs of a run.

@@ -22,6 +22,7 @@ var protocols = map[string][]string{
 	"queue":         {"MTL::CommandQueue"},
 	"commandBuffer": {"MTL::CommandBuffer"},
 	"encoder":       {"MTL::ComputeCommandEncoder", "MTL::CommandEncoder"},
+	"blitEncoder":   {"MTL::BlitCommandEncoder", "MTL::CommandEncoder"},
 	"options":       {"MTL::CompileOptions"},
 }
 

@@ -1,6 +1,7 @@
 package emu
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -9,7 +10,6 @@ import (
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
-	"golang.org/x/sys/unix"
 )
 
 // Options configure an emulated device.
@@ -71,7 +71,16 @@ const (
 	maxBufferLength          = 1 << 33
 )
 
-func deviceWorkingSet(objc.ID, objc.SEL) uintptr      { return 16 << 30 }
+// deviceMaxThreadsPerThreadgroup answers maxThreadsPerThreadgroup through
+// csrc/imps.c.
+func deviceMaxThreadsPerThreadgroup(_ objc.ID, _ objc.SEL, out uintptr) {
+	*(*[3]uint64)(cptr(out)) = [3]uint64{maxThreadsPerThreadgroup, maxThreadsPerThreadgroup, maxThreadsPerThreadgroup}
+}
+
+func deviceHasUnifiedMemory(objc.ID, objc.SEL) uintptr { return 1 }
+
+func deviceRecommendedMaxWorkingSetSize(objc.ID, objc.SEL) uintptr { return 16 << 30 }
+
 func deviceMaxBufferLength(objc.ID, objc.SEL) uintptr { return maxBufferLength }
 
 // deviceSupportsFamily answers for the families whose compute features the
@@ -92,45 +101,7 @@ func deviceNewCommandQueue(self objc.ID, _ objc.SEL) objc.ID {
 	return newObject(classes.queue, newQueue(d))
 }
 
-// buffer is an MTLBuffer's state. Its memory is mapped with a guard page on
-// each side (none for no-copy buffers, whose memory is the caller's).
-type buffer struct {
-	labeled
-	mapping  []byte // the whole mapping, guard pages included; nil for no-copy
-	data     uintptr
-	length   int
-	private  bool
-	modified int // didModifyRange: calls
-}
-
-func (b *buffer) free() {
-	if b.mapping != nil {
-		unix.Munmap(b.mapping)
-		b.mapping = nil
-	}
-}
-
-func newBufferMemory(length int, opts uintptr) (*buffer, error) {
-	if length <= 0 || length > maxBufferLength {
-		return nil, fmt.Errorf("buffer length %d outside (0, %d]", length, maxBufferLength)
-	}
-	page := os.Getpagesize()
-	n := (length + page - 1) / page * page
-	mem, err := unix.Mmap(-1, 0, n+2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return nil, err
-	}
-	unix.Mprotect(mem[:page], unix.PROT_NONE)
-	unix.Mprotect(mem[page+n:], unix.PROT_NONE)
-	return &buffer{
-		mapping: mem,
-		data:    uintptr(unsafe.Pointer(&mem[page])),
-		length:  length,
-		private: mtl.ResourceOptions(opts)&0xf0 == mtl.ResourceStorageModePrivate,
-	}, nil
-}
-
-func deviceNewBuffer(_ objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
+func deviceNewBufferWithLengthOptions(_ objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
 	b, err := newBufferMemory(int(length), opts)
 	if err != nil {
 		return 0
@@ -138,7 +109,7 @@ func deviceNewBuffer(_ objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
 	return newObject(classes.buffer, b)
 }
 
-func deviceNewBufferWithBytes(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr) objc.ID {
+func deviceNewBufferWithBytesLengthOptions(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr) objc.ID {
 	b, err := newBufferMemory(int(length), opts)
 	if err != nil || bytes == 0 {
 		if b != nil {
@@ -147,35 +118,55 @@ func deviceNewBufferWithBytes(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr
 		return 0
 	}
 	copy(b.bytes(), unsafe.Slice((*byte)(cptr(bytes)), int(length)))
+	copy(b.cpu, b.bytes())
 	return newObject(classes.buffer, b)
 }
 
-func deviceNewBufferNoCopy(_ objc.ID, _ objc.SEL, bytes, length, opts, deallocator uintptr) objc.ID {
+// deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator keeps a copy of the deallocator block, as Metal
+// does, and runs it when the buffer is deallocated.
+func deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr, deallocator objc.Block) objc.ID {
 	page := uintptr(os.Getpagesize())
-	if bytes == 0 || bytes%page != 0 || length == 0 || length%page != 0 || deallocator != 0 {
-		// Metal requires page-aligned memory and length; deallocator
-		// blocks are not supported by the emulator.
+	if bytes == 0 || bytes%page != 0 || length == 0 || length%page != 0 {
+		return 0 // Metal requires page-aligned memory and length
+	}
+	return newObject(classes.buffer, &buffer{data: bytes, length: int(length), deallocator: deallocator.Copy(),
+		private: storageMode(opts) == mtl.ResourceStorageModePrivate})
+}
+
+// libraryErrorCompileFailure is MTLLibraryErrorCompileFailure, the code of a
+// compilation failure in MTLLibraryErrorDomain.
+const libraryErrorCompileFailure = 3
+
+func deviceNewLibraryWithSourceOptionsError(self objc.ID, _ objc.SEL, source, options objc.ID, errOut uintptr) objc.ID {
+	opts := msl.CompileOptions{FastMath: true}
+	if options != 0 {
+		// Read the options through their selectors, so that Apple's
+		// MTLCompileOptions would do as well as the emulated one.
+		if options.RespondsToSelector(fsel.mathMode) {
+			opts.FastMath = mtl.MathMode(objc.SendWord(options, fsel.mathMode)) == mtl.MathModeFast
+		} else {
+			opts.FastMath = objc.SendBool(options, fsel.fastMathEnabled)
+		}
+		opts.LanguageVersion = uint32(objc.SendWord(options, fsel.languageVersion))
+	}
+	lib, err := msl.Compile(objc.GoString(source), opts)
+	if err != nil {
+		var ce *msl.CompileError
+		text := err.Error()
+		if errors.As(err, &ce) {
+			text = ce.Log
+		}
+		storeOut(errOut, newNSError("MTLLibraryErrorDomain", libraryErrorCompileFailure, text))
 		return 0
 	}
-	return newObject(classes.buffer, &buffer{data: bytes, length: int(length),
-		private: mtl.ResourceOptions(opts)&0xf0 == mtl.ResourceStorageModePrivate})
+	return newObject(classes.library, &library{lib: lib})
 }
 
-func (b *buffer) bytes() []byte { return unsafe.Slice((*byte)(cptr(b.data)), b.length) }
-
-func bufferContents(self objc.ID, _ objc.SEL) uintptr {
-	if b := stateOf[buffer](self); b != nil && !b.private {
-		return b.data
+func deviceNewComputePipelineStateWithFunctionError(self objc.ID, _ objc.SEL, fn objc.ID, errOut uintptr) objc.ID {
+	f := stateOf[function](fn)
+	if f == nil {
+		storeOut(errOut, newNSError("CompilerError", 1, "newComputePipelineStateWithFunction: the function is not one of the emulated device's"))
+		return 0
 	}
-	return 0
+	return newObject(classes.pipeline, &pipeline{fn: f.fn})
 }
-
-func bufferLength(self objc.ID, _ objc.SEL) uintptr {
-	if b := stateOf[buffer](self); b != nil {
-		return uintptr(b.length)
-	}
-	return 0
-}
-
-// cptr converts an address given by the runtime into a pointer.
-func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }

@@ -52,16 +52,17 @@ func TestVectorAdd(t *testing.T) {
 			t.Cleanup(out.Release)
 			ov := mtl.Slice[float32](out)
 			poison(ov)
-			cb := g.run(func(enc *mtl.ComputeCommandEncoder) {
+			secs, err := g.q.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
 				enc.SetComputePipelineState(p)
 				enc.SetBuffers([]*mtl.Buffer{a, bb}, []int{0, 0}, 0)
 				enc.SetBuffer(out, 4*24, 2) // an offset: out[24:] is the result
 				enc.SetBytes(u32Bytes(n), 3)
 				enc.DispatchThreads(size1(n+30), size1(256)) // threads past n do nothing
+				return nil
 			})
-			completed(t, cb)
-			if s, e := cb.GPUStartTime(), cb.GPUEndTime(); !(s > 0 && e >= s) {
-				t.Errorf("GPU times start %v end %v", s, e)
+			completed(t, err)
+			if !(secs > 0) {
+				t.Errorf("GPU time %v s, want the positive time the dispatch took", secs)
 			}
 			for i := range 24 {
 				if ov[i] == ov[i] { // not NaN
@@ -121,7 +122,7 @@ func TestDispatchCounters(t *testing.T) {
 	}
 	cb.Commit()
 	cb.WaitUntilCompleted()
-	completed(t, cb)
+	completed(t, ended(t, cb))
 	for i := range n {
 		if got, want := ov[i], (av[i]+bv[i])*-3; got != want {
 			t.Fatalf("out[%d] = %v, want %v", i, got, want)
@@ -171,14 +172,7 @@ func TestLiveObjectsBackToZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := g.q.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, enc := g.encoder()
 	if got := emu.LiveObjects() - before; got != 9 {
 		t.Errorf("%d live objects with a library, function, pipeline, two buffers, command buffer and encoder, want 9", got)
 	}
@@ -197,7 +191,7 @@ func TestLiveObjectsBackToZero(t *testing.T) {
 		o.Release() // a second release does nothing
 	}
 	cb.WaitUntilCompleted()
-	completed(t, cb)
+	completed(t, ended(t, cb))
 	x.Release()
 	cb.Release()
 	if got := emu.LiveObjects() - before; got != 2 {
@@ -222,14 +216,7 @@ func TestReleasedAfterCommit(t *testing.T) {
 		for i := range xv {
 			xv[i] = float32(i)
 		}
-		cb, err := g.q.CommandBuffer()
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc, err := cb.ComputeCommandEncoder()
-		if err != nil {
-			t.Fatal(err)
-		}
+		cb, enc := g.encoder()
 		enc.SetComputePipelineState(p)
 		enc.SetBuffer(x, 0, 0)
 		enc.SetBytes(f32Bytes(2), 1)
@@ -246,13 +233,13 @@ func TestReleasedAfterCommit(t *testing.T) {
 	for i := range kv {
 		kv[i] = float32(i)
 	}
-	cb := g.run(func(enc *mtl.ComputeCommandEncoder) {
+	err := g.run(func(enc *mtl.ComputeCommandEncoder) {
 		enc.SetComputePipelineState(p)
 		enc.SetBuffer(keep, 0, 0)
 		enc.SetBytes(f32Bytes(2), 1)
 		enc.DispatchThreads(size1(n), size1(256))
 	})
-	completed(t, cb)
+	completed(t, err)
 	for i := range kv {
 		if kv[i] != float32(2*i) {
 			t.Fatalf("keep[%d] = %v, want %v", i, kv[i], 2*i)
@@ -297,15 +284,7 @@ func TestCommitWithOpenEncoder(t *testing.T) {
 	for i := range xv {
 		xv[i] = float32(i)
 	}
-	cb, err := g.q.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, enc := g.encoder()
 	enc.SetComputePipelineState(p)
 	enc.SetBuffer(x, 0, 0)
 	enc.SetBytes(f32Bytes(2), 1)
@@ -316,7 +295,7 @@ func TestCommitWithOpenEncoder(t *testing.T) {
 	if err := enc.EndEncoding(); err != nil {
 		t.Fatal(err)
 	}
-	failed(t, cb, errorInternal, "encoder that was not ended")
+	failed(t, ended(t, cb), errorInternal, "encoder that was not ended")
 	for i, v := range xv {
 		if v != float32(i) {
 			t.Fatalf("x[%d] = %v: the failed command buffer ran", i, v)

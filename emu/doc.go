@@ -8,8 +8,15 @@
 // package objc, that answer the Metal selectors package mtl sends, with
 // Apple's argument types and ownership rules: MTLDevice, MTLBuffer,
 // MTLLibrary, MTLFunction, MTLComputePipelineState, MTLCommandQueue,
-// MTLCommandBuffer, MTLComputeCommandEncoder and, where the system has none,
-// MTLCompileOptions. Libraries are compiled from source by package msl
+// MTLCommandBuffer, MTLComputeCommandEncoder, MTLBlitCommandEncoder and,
+// where the system has none, MTLCompileOptions. Every method but the
+// encoders' autoreleases an object first, as Metal's implementations may,
+// so that a program sending them with no autorelease pool open gets
+// GNUstep's "autorelease called without pool" warning on stderr (and the
+// leak it would have on a Mac). A managed buffer has a CPU copy and a GPU
+// copy, as on a Mac whose GPU has memory of its own: didModifyRange: and a
+// blit encoder's synchronizeResource: move bytes between them. A no-copy
+// buffer's deallocator block runs when the buffer is deallocated. Libraries are compiled from source by package msl
 // (clang++, cached in the user cache directory by a hash of the source);
 // a compilation failure is an *mtl.CompileError whose log names the
 // original line, as Apple's compiler's does (program_source:LINE:COL).

@@ -32,12 +32,12 @@ func TestOutOfBoundsReported(t *testing.T) {
 		} {
 			p := g.pipeline("out_of_bounds.metal", c.kernel)
 			poison(page)
-			cb := g.run(func(enc *mtl.ComputeCommandEncoder) {
+			err := g.run(func(enc *mtl.ComputeCommandEncoder) {
 				enc.SetComputePipelineState(p)
 				enc.SetBuffers([]*mtl.Buffer{in, out}, []int{0, 0}, 0)
 				enc.DispatchThreads(size1(n), size1(32))
 			})
-			t.Logf("%v: %s", o.Order, failed(t, cb, errorPageFault, c.want...))
+			t.Logf("%v: %s", o.Order, failed(t, err, errorPageFault, c.want...))
 			for i := n; i < len(page); i++ {
 				if page[i] == page[i] {
 					t.Fatalf("%v, %s: float %d past the buffer's end was written: %v", o.Order, c.kernel, i, page[i])

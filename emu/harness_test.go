@@ -108,9 +108,20 @@ func buffer[T any](g *gpu, n int) (*mtl.Buffer, []T) {
 	return b, mtl.Slice[T](b)
 }
 
-// run encodes one command buffer with encode, commits it and waits for it.
-// The command buffer is released when the test ends.
-func (g *gpu) run(encode func(enc *mtl.ComputeCommandEncoder)) *mtl.CommandBuffer {
+// run runs one command buffer of encode's work through
+// mtl.CommandQueue.Run and returns Run's error: the encoder's refusal or
+// the command buffer's error.
+func (g *gpu) run(encode func(enc *mtl.ComputeCommandEncoder)) error {
+	return g.q.Run(func(enc *mtl.ComputeCommandEncoder) error {
+		encode(enc)
+		return nil
+	})
+}
+
+// encoder makes a command buffer and a compute command encoder on it. The
+// command buffer is released when the test ends, or before by the test
+// (a second Release does nothing).
+func (g *gpu) encoder() (*mtl.CommandBuffer, *mtl.ComputeCommandEncoder) {
 	g.t.Helper()
 	cb, err := g.q.CommandBuffer()
 	if err != nil {
@@ -121,36 +132,37 @@ func (g *gpu) run(encode func(enc *mtl.ComputeCommandEncoder)) *mtl.CommandBuffe
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	encode(enc)
-	if err := enc.EndEncoding(); err != nil {
-		g.t.Fatal(err)
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	return cb
+	return cb, enc
 }
 
-// completed fails the test unless cb completed without an error.
-func completed(t testing.TB, cb *mtl.CommandBuffer) {
+// ended returns the error of a command buffer that was committed and
+// waited for, after checking that its status agrees: Completed without an
+// error, or Error with one.
+func ended(t testing.TB, cb *mtl.CommandBuffer) error {
 	t.Helper()
-	if st := cb.Status(); st != mtl.CommandBufferStatusCompleted {
-		t.Fatalf("command buffer status %v, want Completed; error: %v", st, cb.Error())
+	st, err := cb.Status(), cb.Error()
+	if (st != mtl.CommandBufferStatusCompleted || err != nil) && (st != mtl.CommandBufferStatusError || err == nil) {
+		t.Fatalf("command buffer status %v with error %v", st, err)
 	}
-	if err := cb.Error(); err != nil {
-		t.Fatalf("a completed command buffer has an error: %v", err)
+	return err
+}
+
+// completed fails the test unless the command buffer behind err (from
+// gpu.run, or ended) completed without an error.
+func completed(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("command buffer failed: %v", err)
 	}
 }
 
-// failed checks that cb stopped with status Error and a Metal command
+// failed checks that err (from gpu.run, or ended) is a Metal command
 // buffer error of the given code, whose description holds every one of
 // want; it returns the description.
-func failed(t testing.TB, cb *mtl.CommandBuffer, code int, want ...string) string {
+func failed(t testing.TB, err error, code int, want ...string) string {
 	t.Helper()
-	if st := cb.Status(); st != mtl.CommandBufferStatusError {
-		t.Fatalf("command buffer status %v, want Error", st)
-	}
 	var oe *objc.Error
-	if err := cb.Error(); !errors.As(err, &oe) {
+	if !errors.As(err, &oe) {
 		t.Fatalf("command buffer error %v (%T) carries no NSError", err, err)
 	}
 	if oe.Domain != "MTLCommandBufferErrorDomain" || oe.Code != code {

@@ -3,6 +3,7 @@ package emu
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
 )
@@ -70,3 +71,37 @@ func dealloc(self objc.ID, cmd objc.SEL) {
 }
 
 var nsObject objc.Class
+
+// labeled is state with a label.
+type labeled struct{ label string }
+
+func (l *labeled) labelPtr() *labeled { return l }
+
+type hasLabel interface{ labelPtr() *labeled }
+
+func labelOf(self objc.ID) *labeled {
+	objects.RLock()
+	s := objects.m[self]
+	objects.RUnlock()
+	if h, ok := s.(hasLabel); ok {
+		return h.labelPtr()
+	}
+	return nil
+}
+
+func setLabel(self objc.ID, _ objc.SEL, str objc.ID) {
+	if l := labelOf(self); l != nil {
+		l.label = objc.GoString(str)
+	}
+}
+
+func label(self objc.ID, _ objc.SEL) objc.ID {
+	l := labelOf(self)
+	if l == nil || l.label == "" {
+		return 0
+	}
+	return autoreleasedString(l.label)
+}
+
+// cptr converts an address given by the runtime into a pointer.
+func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }

@@ -15,12 +15,14 @@ var supportSource string
 
 // support holds the C method implementations of csrc/imps.c, compiled
 // once per source version into the user cache directory (msl.LoadC) and
-// loaded.
+// loaded, each named after the method it implements.
 var support struct {
 	once sync.Once
 	err  error
 
-	impDouble, impSize, impSizeSize, impPtrPtrRange, impRange objc.IMP
+	gpuStartTime, gpuEndTime, maxThreadsPerThreadgroup objc.IMP
+	dispatchThreadgroups, dispatchThreads              objc.IMP
+	setBuffersOffsetsWithRange, didModifyRange         objc.IMP
 }
 
 func loadSupport() error {
@@ -41,30 +43,28 @@ func buildSupport() error {
 		return p, nil
 	}
 	for _, s := range []struct {
-		name string
-		dst  *objc.IMP
+		name string    // the C function; its Go callback is the pointer name_go
+		fn   any       // the callback
+		dst  *objc.IMP // where the class registration finds the C function
 	}{
-		{"puremetal_emu_imp_double", &support.impDouble},
-		{"puremetal_emu_imp_size", &support.impSize},
-		{"puremetal_emu_imp_size_size", &support.impSizeSize},
-		{"puremetal_emu_imp_ptr_ptr_range", &support.impPtrPtrRange},
-		{"puremetal_emu_imp_range", &support.impRange},
+		{"GPUStartTime", autoreleasing(commandBufferGPUStartTime), &support.gpuStartTime},
+		{"GPUEndTime", autoreleasing(commandBufferGPUEndTime), &support.gpuEndTime},
+		{"maxThreadsPerThreadgroup", autoreleasing(deviceMaxThreadsPerThreadgroup), &support.maxThreadsPerThreadgroup},
+		{"dispatchThreadgroups_threadsPerThreadgroup", encoderDispatchThreadgroupsThreadsPerThreadgroup, &support.dispatchThreadgroups},
+		{"dispatchThreads_threadsPerThreadgroup", encoderDispatchThreadsThreadsPerThreadgroup, &support.dispatchThreads},
+		{"setBuffers_offsets_withRange", encoderSetBuffersOffsetsWithRange, &support.setBuffersOffsetsWithRange},
+		{"didModifyRange", autoreleasing(bufferDidModifyRange), &support.didModifyRange},
 	} {
-		p, err := sym(s.name)
+		imp, err := sym("puremetal_emu_" + s.name)
 		if err != nil {
 			return err
 		}
-		*s.dst = objc.IMP(p)
+		callback, err := sym("puremetal_emu_" + s.name + "_go")
+		if err != nil {
+			return err
+		}
+		*(*uintptr)(cptr(callback)) = purego.NewCallback(s.fn)
+		*s.dst = objc.IMP(imp)
 	}
-	set, err := sym("puremetal_emu_set_callbacks")
-	if err != nil {
-		return err
-	}
-	purego.SyscallN(set,
-		purego.NewCallback(doubleResult),
-		purego.NewCallback(sizeResult),
-		purego.NewCallback(twoSizes),
-		purego.NewCallback(twoPointersRange),
-		purego.NewCallback(oneRange))
 	return nil
 }

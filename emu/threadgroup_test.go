@@ -27,13 +27,13 @@ func TestThreadgroupReduction(t *testing.T) {
 			}
 			poison(sv)
 			poison(mv)
-			cb := g.run(func(enc *mtl.ComputeCommandEncoder) {
+			err := g.run(func(enc *mtl.ComputeCommandEncoder) {
 				enc.SetComputePipelineState(p)
 				enc.SetBuffers([]*mtl.Buffer{in, sums, maxes}, []int{0, 0, 0}, 0)
 				enc.SetThreadgroupMemoryLength(tg*4, 0)
 				enc.DispatchThreadgroups(size1(groups), size1(tg))
 			})
-			completed(t, cb)
+			completed(t, err)
 			for k := range groups {
 				sum, mx := tree(iv[k*tg : (k+1)*tg])
 				if math.Float32bits(sv[k]) != math.Float32bits(sum) || mv[k] != mx {
@@ -65,12 +65,12 @@ func TestThreadgroupMemoryLengthMissing(t *testing.T) {
 	in, _ := buffer[float32](g, 256)
 	out, ov := buffer[float32](g, 1)
 	poison(ov)
-	cb := g.run(func(enc *mtl.ComputeCommandEncoder) {
+	err := g.run(func(enc *mtl.ComputeCommandEncoder) {
 		enc.SetComputePipelineState(p)
 		enc.SetBuffers([]*mtl.Buffer{in, out, out}, []int{0, 0, 0}, 0)
 		enc.DispatchThreadgroups(size1(1), size1(256))
 	})
-	failed(t, cb, errorInternal, "reduce", "threadgroup(0) (parameter scratch) has no threadgroup memory length")
+	failed(t, err, errorInternal, "reduce", "threadgroup(0) (parameter scratch) has no threadgroup memory length")
 	if ov[0] == ov[0] {
 		t.Errorf("the refused dispatch wrote %v", ov[0])
 	}
@@ -103,12 +103,12 @@ func TestBarrierAfterEarlyReturn(t *testing.T) {
 		p := g.pipeline("barriers.metal", "early")
 		out, ov := buffer[float32](g, 32)
 		poison(ov)
-		cb := g.run(func(enc *mtl.ComputeCommandEncoder) {
+		err := g.run(func(enc *mtl.ComputeCommandEncoder) {
 			enc.SetComputePipelineState(p)
 			enc.SetBuffer(out, 0, 0)
 			enc.DispatchThreadgroups(size1(1), size1(32))
 		})
-		failed(t, cb, errorInternal, "kernel early at program_source:25", "early return")
+		failed(t, err, errorInternal, "kernel early at program_source:25", "early return")
 		for i, v := range ov {
 			if v == v {
 				t.Errorf("%v: out[%d] = %v was written past the faulting barrier", o.Order, i, v)

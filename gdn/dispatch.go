@@ -95,12 +95,15 @@ func (k *Kernels) Release() {
 	}
 }
 
-// Prefill encodes the best prefill kernel for the shape: the blocked
-// kernel ([KernelPrefillBlocked]) where it applies (D_k 64 or 128, D_v a
-// multiple of 32, Q, K, StateIn and StateOut at offsets of 4 elements),
-// the original one (gated_delta_net_f32, [KernelPrefill]) otherwise: any
-// number of tokens, D_k and D_v at most 128, D_v at most the pipeline's
-// maxTotalThreadsPerThreadgroup. b.Capture must be empty.
+// Prefill encodes the best prefill kernel for the shape and p's
+// activation and state types: the blocked kernel
+// (gated_delta_net_prefill_blocked_{A}_{S}_{NSG}, [KernelPrefillBlocked])
+// where it applies (D_k 64 or 128, D_v a multiple of 32, Q, K, StateIn and
+// StateOut at offsets of 4 elements), the original one
+// (gated_delta_net_{A}_{S}, [KernelPrefill]) otherwise: any number of
+// tokens, D_k and D_v at most 128, D_v at most the pipeline's
+// maxTotalThreadsPerThreadgroup. b.Capture must be empty. Like every
+// dispatcher it takes p's types and fused parts (see [Buffers]).
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
 	kern := KernelPrefill
 	if packedFits(p, b) {

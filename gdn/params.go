@@ -21,7 +21,14 @@ type (
 	Params = spec.Params
 	// ElemType is the element type of a buffer view; see [spec.ElemType].
 	ElemType = spec.ElemType
+	// Fused says which parts of a layer's step the kernel computes itself;
+	// see [spec.Fused].
+	Fused = spec.Fused
 )
+
+// FusedAll turns every part of [Fused] on: a Qwen3-Next or Qwen3.5 layer's
+// whole recurrent step in one dispatch; see [spec.FusedAll].
+var FusedAll = spec.FusedAll
 
 // Head mappings and element types; see package spec.
 const (

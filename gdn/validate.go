@@ -22,24 +22,27 @@ func invalid(arg, format string, a ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, arg, fmt.Sprintf(format, a...))
 }
 
-// Kernel names one of the kernel variants a dispatch runs.
+// Kernel names one of the kernel families a dispatch runs; Params'
+// activation and state types choose the variant (entry point
+// gated_delta_net_..._{A}_{S}, gated_delta_net_..._f32 for f32/f32; see
+// package kernels).
 type Kernel int
 
 const (
-	// KernelPrefill is gated_delta_net_f32: any n_tokens, D_k and D_v at
-	// most 128.
+	// KernelPrefill is gated_delta_net_{A}_{S}: any n_tokens, D_k and D_v
+	// at most 128.
 	KernelPrefill Kernel = iota
-	// KernelDecode is gated_delta_net_decode_f32_{NSG}, indices rebuilt
-	// every token; [Kernels.Decode] picks it at n_tokens == 1.
+	// KernelDecode is gated_delta_net_decode_{A}_{S}_{NSG}, indices
+	// rebuilt every token; [Kernels.Decode] picks it at n_tokens == 1.
 	KernelDecode
-	// KernelDecodeSeq is gated_delta_net_decode_seq_f32_{NSG}, per-lane
+	// KernelDecodeSeq is gated_delta_net_decode_seq_{A}_{S}_{NSG}, per-lane
 	// pointers advanced once per token; [Kernels.Decode] picks it at
 	// n_tokens >= 2.
 	KernelDecodeSeq
-	// KernelDecodeLegacy is gated_delta_net_decode_legacy_f32_{NSG}, the
-	// index kernel kept for tests and benchmarks.
+	// KernelDecodeLegacy is gated_delta_net_decode_legacy_{A}_{S}_{NSG},
+	// the index kernel kept for tests and benchmarks.
 	KernelDecodeLegacy
-	// KernelDecodeCapture is gated_delta_net_decode_capture_f32_{NSG},
+	// KernelDecodeCapture is gated_delta_net_decode_capture_{A}_{S}_{NSG},
 	// which also writes the state after every token to the capture buffer.
 	KernelDecodeCapture
 	// KernelDecodePacked is gated_delta_net_decode_packed_f32_{NSG}: 8
@@ -67,27 +70,17 @@ const (
 // "legacy", "capture", "packed", "packed_seq", "packed_capture" or
 // "blocked".
 func (k Kernel) String() string {
-	switch k {
-	case KernelPrefill:
-		return "prefill"
-	case KernelDecode:
-		return "decode"
-	case KernelDecodeSeq:
-		return "seq"
-	case KernelDecodeLegacy:
-		return "legacy"
-	case KernelDecodeCapture:
-		return "capture"
-	case KernelDecodePacked:
-		return "packed"
-	case KernelDecodePackedSeq:
-		return "packed_seq"
-	case KernelDecodePackedCapture:
-		return "packed_capture"
-	case KernelPrefillBlocked:
-		return "blocked"
+	if k.known() {
+		return kernelNames[k]
 	}
 	return fmt.Sprintf("Kernel(%d)", int(k))
+}
+
+var kernelNames = [...]string{
+	KernelPrefill: "prefill", KernelDecode: "decode", KernelDecodeSeq: "seq",
+	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture",
+	KernelDecodePacked: "packed", KernelDecodePackedSeq: "packed_seq",
+	KernelDecodePackedCapture: "packed_capture", KernelPrefillBlocked: "blocked",
 }
 
 func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelPrefillBlocked }
@@ -118,9 +111,9 @@ var bufferInfo = func(b *mtl.Buffer) (length int, live bool) { return b.Length()
 // known element types; for each view a live (not released) buffer, the
 // element type Params gives it (Params.Activation for Q, K, V, G, Beta and
 // Output, Params.State for StateIn, StateOut and Capture, f32 for ALog and
-// DtBias), an aligned offset, exactly the element count the shape implies (Capture: see
-// [Kernels.DecodeWithCapture]), no count at or above 2^32, and a range
-// inside its buffer; ALog and DtBias set (n_v_heads each) exactly when
+// DtBias), an aligned offset, exactly the element count the shape implies
+// (Capture: see [Kernels.DecodeWithCapture]), no count at or above 2^32,
+// and a range inside its buffer; ALog and DtBias set (n_v_heads each) exactly when
 // Params.Fused.Gate is; and no written view (Output, StateOut, Capture)
 // sharing a byte of its buffer with another view, except StateOut equal to
 // StateIn (in-place update). The one rule left to the dispatchers is

@@ -8,8 +8,12 @@
 //
 // With the fused L2 norm the staged q and k stay raw: with
 // r_k = 1 / sqrt(sum_j k_j^2 + eps) (r_q likewise), S k^ = r_k (S k),
-// delta k^ = (r_k delta) k and S q^ = r_q (S q), so the norm costs two sums
-// per token and three multiplies per row.
+// delta k^ = (r_k delta) k and S q^ = r_q (S q), so the norm costs three
+// multiplies per row. The sums of squares are taken once per token while
+// staging: each thread adds the squares it staged, simd_sum adds up each
+// SIMD group (32 threads), and with more than one SIMD group lane 0 of each
+// leaves its pair of sums after v in threadgroup memory, which every thread
+// adds in SIMD-group order after the barrier.
 
 #define GDN_MAX_DK 128
 
@@ -42,6 +46,12 @@ kernel void gated_delta_net(
     threadgroup float *ks = stage;
     threadgroup float *qs = stage + d_k;
     threadgroup float *vs = stage + 2 * d_k;
+    // The per-SIMD-group sums of squares, k then q: 2 * groups floats, fewer
+    // than the D_v floats reserved after v when there is more than one group.
+    threadgroup float *sums = stage + 2 * d_k + d_v;
+    const uint groups = (d_v + 31) / 32;
+    const uint lane = i % 32;
+    const uint group = i / 32;
 
     const uint row = ((seq * p.n_v_heads + h) * d_v + i) * d_k;
     float s[GDN_MAX_DK];
@@ -54,21 +64,37 @@ kernel void gated_delta_net(
         const uint qk = (tok * p.n_k_heads + kh) * d_k;
         const uint vh = tok * p.n_v_heads + h;
 
+        float ssk = 0.0f;
+        float ssq = 0.0f;
         for (uint j = i; j < d_k; j += d_v) {
-            ks[j] = gdn_load(k + qk + j);
-            qs[j] = gdn_load(q + qk + j);
+            const float kj = gdn_load(k + qk + j);
+            const float qj = gdn_load(q + qk + j);
+            ks[j] = kj;
+            qs[j] = qj;
+            ssk += kj * kj;
+            ssq += qj * qj;
         }
         vs[i] = gdn_load(v + vh * d_v + i);
+        if (l2norm) {
+            ssk = simd_sum(ssk);
+            ssq = simd_sum(ssq);
+            if (groups > 1 && lane == 0) {
+                sums[2 * group] = ssk;
+                sums[2 * group + 1] = ssq;
+            }
+        }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         float rk = 1.0f;
         float rq = 1.0f;
         if (l2norm) {
-            float ssk = 0.0f;
-            float ssq = 0.0f;
-            for (uint j = 0; j < d_k; ++j) {
-                ssk += ks[j] * ks[j];
-                ssq += qs[j] * qs[j];
+            if (groups > 1) {
+                ssk = 0.0f;
+                ssq = 0.0f;
+                for (uint sg = 0; sg < groups; ++sg) {
+                    ssk += sums[2 * sg];
+                    ssq += sums[2 * sg + 1];
+                }
             }
             rk = gdn_inv_norm(ssk);
             rq = gdn_inv_norm(ssq);

@@ -23,6 +23,12 @@
 // [DecodeLegacy] and [DecodeCapture] name the f32 kernels; [PrefillOf],
 // [DecodeOf], [DecodeSeqOf], [DecodeLegacyOf] and [DecodeCaptureOf] any.
 //
+// Every kernel binds q, k, v, g (or a), beta (or b), state_in, output and
+// state_out at buffer indices 0-7, the nine parameter words at 8 (word 7:
+// the fused parts, bit 0 L2 norm, bit 1 gate, bit 2 beta), capture at 9
+// (capture kernels only) and A_log and dt_bias ([n_v_heads] f32, read with
+// the fused gate only) at 10 and 11.
+//
 // The packed kernels (gdn_packed.metal, gdn_prefill_blocked.metal) hold 8
 // rows of the state per SIMD-group, 4 lanes per row, and exist for NSG 2
 // and 4 (D_k = 64, 128; [PackedNSGs]): [DecodePackedOf],
@@ -43,7 +49,8 @@ package kernels
 import (
 	"embed"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -237,14 +244,7 @@ var entryFile = func() map[string]string {
 }()
 
 // EntryPoints returns the names of every kernel, sorted.
-func EntryPoints() []string {
-	names := make([]string, 0, len(entryFile))
-	for name := range entryFile {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
+func EntryPoints() []string { return slices.Sorted(maps.Keys(entryFile)) }
 
 // SourceFile returns the name of the source file that defines the entry
 // point, and false for an unknown name.

@@ -2,8 +2,11 @@ package mtl
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
+	"github.com/ebitengine/purego"
 	"github.com/puremetal/puremetal/objc"
 	"golang.org/x/sys/unix"
 )
@@ -14,18 +17,18 @@ type Buffer struct {
 	length   int
 	opts     ResourceOptions
 	contents unsafe.Pointer
-	mapped   []byte // memory this buffer owns (NewBufferNoCopy), unmapped on Release
 }
 
-func newBuffer(id objc.ID, length int, opts ResourceOptions, mapped []byte) (*Buffer, error) {
+func newBuffer(id objc.ID, length int, opts ResourceOptions) (*Buffer, error) {
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: the device returned no buffer for %d bytes with options %#x", length, uint(opts))
 	}
-	b := &Buffer{length: length, opts: opts, mapped: mapped}
+	b := &Buffer{length: length, opts: opts}
 	b.set(id)
 	if opts&storageModeMask != ResourceStorageModePrivate {
-		p := id.SendWord(sel.contents)
-		b.contents = *(*unsafe.Pointer)(unsafe.Pointer(&p))
+		var p uintptr
+		inPool(func() { p = id.SendWord(sel.contents) })
+		b.contents = cptr(p)
 	}
 	return b, nil
 }
@@ -61,13 +64,13 @@ func Slice[T any](b *Buffer) []T {
 // a managed buffer, so the GPU's copy is updated (didModifyRange:). Other
 // storage modes need no call, and it does nothing for them.
 func (b *Buffer) DidModifyRange(offset, n int) error {
-	if offset < 0 || n < 0 || offset+n > b.length {
-		return fmt.Errorf("mtl: range [%d, %d) is outside the buffer's %d bytes", offset, offset+n, b.length)
+	if offset < 0 || n < 0 || offset > b.length || n > b.length-offset {
+		return fmt.Errorf("mtl: range [%d, %s) is outside the buffer's %d bytes", offset, end(offset, n), b.length)
 	}
 	if b.opts&storageModeMask != ResourceStorageModeManaged {
 		return nil
 	}
-	objc.SendArgs(b.ID(), sel.didModifyRange, objc.Struct16(uintptr(offset), uintptr(n)))
+	inPool(func() { objc.SendArgs(b.ID(), sel.didModifyRange, objc.Struct16(uintptr(offset), uintptr(n))) })
 	return nil
 }
 
@@ -77,24 +80,39 @@ func (b *Buffer) SetLabel(label string) error { return setLabel(b.ID(), label) }
 // Label returns the buffer's label.
 func (b *Buffer) Label() string { return getLabel(b.ID()) }
 
-// Release releases the buffer, and unmaps its memory if it owns it. A
-// second call does nothing.
-func (b *Buffer) Release() {
-	if id := b.id.Swap(0); id != 0 {
-		objc.ID(id).Release()
-		if b.mapped != nil {
-			unix.Munmap(b.mapped)
-			b.mapped = nil
-		}
-	}
+// unmapOnDealloc is the deallocator block of no-copy buffers: Metal runs
+// it with the memory's address and length when the MTLBuffer is
+// deallocated, after the last command buffer that uses it, and it unmaps
+// the memory. One block serves every buffer, since it captures nothing.
+var unmapOnDealloc struct {
+	once  sync.Once
+	err   error
+	block objc.Block
 }
+
+// unmapped counts the no-copy buffers' memory unmapped, for tests.
+var unmapped atomic.Int64
+
+func deallocator() (objc.Block, error) {
+	unmapOnDealloc.once.Do(func() {
+		invoke := purego.NewCallback(func(_, pointer, length uintptr) {
+			unix.Munmap(unsafe.Slice((*byte)(cptr(pointer)), length))
+			unmapped.Add(1)
+		})
+		unmapOnDealloc.block, unmapOnDealloc.err = objc.NewBlock(invoke)
+	})
+	return unmapOnDealloc.block, unmapOnDealloc.err
+}
+
+// cptr converts an address the runtime gives into a pointer.
+func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
 
 func setLabel(id objc.ID, label string) error {
 	s, err := objc.NewNSString(label)
 	if err != nil {
 		return err
 	}
-	id.Send(sel.setLabel, uintptr(s))
+	inPool(func() { id.Send(sel.setLabel, uintptr(s)) })
 	s.Release()
 	return nil
 }

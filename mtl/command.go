@@ -11,7 +11,9 @@ import (
 type CommandQueue struct{ object }
 
 // CommandBuffer makes a command buffer (commandBuffer), retained for the
-// caller, who releases it when done with it.
+// caller, who releases it when done with it. Encode it inside an
+// autorelease pool of the caller's (see the package documentation), or
+// use [CommandQueue.Run].
 func (q *CommandQueue) CommandBuffer() (*CommandBuffer, error) {
 	var id objc.ID
 	inPool(func() { id = q.ID().Send(sel.commandBuffer).Retain() })
@@ -41,14 +43,16 @@ func (c *CommandBuffer) ComputeCommandEncoder() (*ComputeCommandEncoder, error) 
 }
 
 // Commit submits the command buffer to its queue to run.
-func (c *CommandBuffer) Commit() { c.ID().Send(sel.commit) }
+func (c *CommandBuffer) Commit() { inPool(func() { c.ID().Send(sel.commit) }) }
 
 // WaitUntilCompleted blocks until the command buffer has run (or failed).
-func (c *CommandBuffer) WaitUntilCompleted() { c.ID().Send(sel.waitUntilCompleted) }
+func (c *CommandBuffer) WaitUntilCompleted() { inPool(func() { c.ID().Send(sel.waitUntilCompleted) }) }
 
 // Status returns where the command buffer is in its life.
 func (c *CommandBuffer) Status() CommandBufferStatus {
-	return CommandBufferStatus(c.ID().SendWord(sel.status))
+	var s uintptr
+	inPool(func() { s = c.ID().SendWord(sel.status) })
+	return CommandBufferStatus(s)
 }
 
 // Error returns the error that stopped the command buffer, or nil; it holds
@@ -64,11 +68,17 @@ func (c *CommandBuffer) Error() error {
 
 // GPUStartTime returns when the GPU started running the command buffer, in
 // seconds of the host's monotonic clock (CFTimeInterval).
-func (c *CommandBuffer) GPUStartTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuStartTime) }
+func (c *CommandBuffer) GPUStartTime() (t float64) {
+	inPool(func() { t = objc.SendFloat64(c.ID(), sel.gpuStartTime) })
+	return t
+}
 
 // GPUEndTime returns when the GPU finished running the command buffer, in
 // the same clock as GPUStartTime.
-func (c *CommandBuffer) GPUEndTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuEndTime) }
+func (c *CommandBuffer) GPUEndTime() (t float64) {
+	inPool(func() { t = objc.SendFloat64(c.ID(), sel.gpuEndTime) })
+	return t
+}
 
 // SetLabel names the command buffer for debugging tools.
 func (c *CommandBuffer) SetLabel(label string) error { return setLabel(c.ID(), label) }

@@ -19,6 +19,7 @@ var ErrNoDevice = errors.New("mtl: no Metal device")
 // Device is an MTLDevice: one GPU, the factory of every other Metal object.
 type Device struct {
 	object
+	source   string
 	nameOnce sync.Once
 	name     string
 }
@@ -36,16 +37,49 @@ func DeviceFromObject(id objc.ID) (*Device, error) {
 			return nil, fmt.Errorf("mtl: object of class %s does not answer MTLDevice's selectors", id.Class().Name())
 		}
 	}
-	d := &Device{}
+	d := &Device{source: "DeviceFromObject"}
 	d.set(id.Retain())
 	return d, nil
 }
 
-// newDevice wraps a device the caller already owns.
-func newDevice(id objc.ID) *Device {
-	d := &Device{}
-	d.set(id)
-	return d
+// Source names where the device came from: "MTLCreateSystemDefaultDevice",
+// "MTLCopyAllDevices" (the system has no default device, as in ssh
+// sessions and daemons, and this is the first of all its devices) or
+// "DeviceFromObject".
+func (d *Device) Source() string { return d.source }
+
+// systemDevice returns the system's default device, from
+// MTLCreateSystemDefaultDevice, or, when that returns nil, the first
+// device of MTLCopyAllDevices, retained; it releases the array. Both
+// functions return objects the caller owns. It runs in an autorelease
+// pool, for whatever Metal autoreleases while looking for devices.
+func systemDevice(createSystemDefault, copyAll func() objc.ID) (*Device, error) {
+	var d *Device
+	inPool(func() {
+		if id := createSystemDefault(); id != 0 {
+			loadSels()
+			d = &Device{source: "MTLCreateSystemDefaultDevice"}
+			d.set(id)
+			return
+		}
+		all := copyAll()
+		if all == 0 {
+			return
+		}
+		defer all.Release()
+		loadSels()
+		if all.SendWord(sel.count) == 0 {
+			return
+		}
+		if id := all.Send(sel.objectAtIndex, 0).Retain(); id != 0 {
+			d = &Device{source: "MTLCopyAllDevices"}
+			d.set(id)
+		}
+	})
+	if d == nil {
+		return nil, fmt.Errorf("%w: MTLCreateSystemDefaultDevice returned nil and MTLCopyAllDevices no device (no GPU that supports Metal)", ErrNoDevice)
+	}
+	return d, nil
 }
 
 // Name returns the device's name, such as "Apple M3 Max".
@@ -58,37 +92,52 @@ func (d *Device) Name() string {
 
 // RegistryID returns the device's IORegistry identifier, unique to the GPU
 // across processes.
-func (d *Device) RegistryID() uint64 { return uint64(d.ID().SendWord(sel.registryID)) }
+func (d *Device) RegistryID() (id uint64) {
+	inPool(func() { id = uint64(d.ID().SendWord(sel.registryID)) })
+	return id
+}
 
 // MaxThreadsPerThreadgroup returns the most threads a threadgroup may have
 // in each dimension.
 func (d *Device) MaxThreadsPerThreadgroup() Size {
-	w := objc.SendStruct24(d.ID(), sel.maxThreadsPerThreadgroup)
+	var w [3]uintptr
+	inPool(func() { w = objc.SendStruct24(d.ID(), sel.maxThreadsPerThreadgroup) })
 	return Size{uint(w[0]), uint(w[1]), uint(w[2])}
 }
 
 // HasUnifiedMemory reports whether the CPU and the GPU share memory.
-func (d *Device) HasUnifiedMemory() bool { return objc.SendBool(d.ID(), sel.hasUnifiedMemory) }
+func (d *Device) HasUnifiedMemory() (unified bool) {
+	inPool(func() { unified = objc.SendBool(d.ID(), sel.hasUnifiedMemory) })
+	return unified
+}
 
 // RecommendedMaxWorkingSetSize returns about how many bytes of memory the
 // device can use without hurting performance.
 func (d *Device) RecommendedMaxWorkingSetSize() uint64 {
-	return uint64(d.ID().SendWord(sel.recommendedMaxWorkingSetSize))
+	var n uintptr
+	inPool(func() { n = d.ID().SendWord(sel.recommendedMaxWorkingSetSize) })
+	return uint64(n)
 }
 
 // MaxBufferLength returns the largest buffer the device can make, in bytes.
-func (d *Device) MaxBufferLength() int { return int(d.ID().SendWord(sel.maxBufferLength)) }
+func (d *Device) MaxBufferLength() (n int) {
+	inPool(func() { n = int(d.ID().SendWord(sel.maxBufferLength)) })
+	return n
+}
 
 // SupportsFamily reports whether the device has the features of a GPU
 // family.
 func (d *Device) SupportsFamily(f GPUFamily) bool {
-	return objc.SendBool(d.ID(), sel.supportsFamily, uintptr(f))
+	var ok bool
+	inPool(func() { ok = objc.SendBool(d.ID(), sel.supportsFamily, uintptr(f)) })
+	return ok
 }
 
 // NewCommandQueue makes a queue that orders the command buffers made from
 // it.
 func (d *Device) NewCommandQueue() (*CommandQueue, error) {
-	id := d.ID().Send(sel.newCommandQueue)
+	var id objc.ID
+	inPool(func() { id = d.ID().Send(sel.newCommandQueue) })
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: newCommandQueue returned nil on %s", d.Name())
 	}
@@ -113,8 +162,9 @@ func (d *Device) NewBuffer(length int, opts ResourceOptions) (*Buffer, error) {
 	if err := d.checkLength(length); err != nil {
 		return nil, err
 	}
-	id := d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts))
-	return newBuffer(id, length, opts, nil)
+	var id objc.ID
+	inPool(func() { id = d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)) })
+	return newBuffer(id, length, opts)
 }
 
 // NewBufferWithBytes makes a buffer holding a copy of b
@@ -123,17 +173,22 @@ func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, er
 	if err := d.checkLength(len(b)); err != nil {
 		return nil, err
 	}
-	id := d.ID().Send(sel.newBufferWithBytesLengthOptions, objc.Pointer(&b[0]), uintptr(len(b)), uintptr(opts))
+	var id objc.ID
+	inPool(func() {
+		id = d.ID().Send(sel.newBufferWithBytesLengthOptions, objc.Pointer(&b[0]), uintptr(len(b)), uintptr(opts))
+	})
 	runtime.KeepAlive(b)
-	return newBuffer(id, len(b), opts, nil)
+	return newBuffer(id, len(b), opts)
 }
 
 // NewBufferNoCopy makes a buffer over new page-aligned memory that the CPU
 // and the GPU share without a copy (newBufferWithBytesNoCopy:length:options:
 // deallocator:). The memory is mapped with mmap, its length rounded up to a
-// whole number of pages; the buffer owns it and unmaps it on Release, so
-// Release only after the GPU has finished with the buffer. The buffer's
-// Length is the rounded length.
+// whole number of pages, and unmapped by the deallocator block, which Metal
+// runs when the MTLBuffer is deallocated: after Release and after the last
+// command buffer that uses the buffer is done with it, so Release may come
+// before those command buffers complete. The buffer's Length is the
+// rounded length.
 func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, error) {
 	if err := d.checkLength(length); err != nil {
 		return nil, err
@@ -147,10 +202,18 @@ func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, err
 	if err != nil {
 		return nil, fmt.Errorf("mtl: mmap of %d bytes: %w", n, err)
 	}
-	id := d.ID().Send(sel.newBufferWithBytesNoCopy, objc.Pointer(&mem[0]), uintptr(n), uintptr(opts), 0)
-	b, err := newBuffer(id, n, opts, mem)
+	block, err := deallocator()
 	if err != nil {
 		unix.Munmap(mem)
+		return nil, fmt.Errorf("mtl: the no-copy buffer's deallocator: %w", err)
+	}
+	var id objc.ID
+	inPool(func() {
+		id = d.ID().Send(sel.newBufferWithBytesNoCopy, objc.Pointer(&mem[0]), uintptr(n), uintptr(opts), uintptr(block))
+	})
+	b, err := newBuffer(id, n, opts)
+	if err != nil {
+		unix.Munmap(mem) // no buffer, so no deallocator will run
 	}
 	return b, err
 }

@@ -8,7 +8,10 @@ import (
 )
 
 // CreateSystemDefaultDevice returns the system's default Metal device
-// (MTLCreateSystemDefaultDevice), owned by the caller.
+// (MTLCreateSystemDefaultDevice), owned by the caller. Where the system
+// has no default device (MTLCreateSystemDefaultDevice returns nil in ssh
+// sessions, daemons and some CI runners) it returns the first device of
+// MTLCopyAllDevices; [Device.Source] says which.
 func CreateSystemDefaultDevice() (*Device, error) {
 	if err := objc.Load(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoDevice, err)
@@ -18,14 +21,17 @@ func CreateSystemDefaultDevice() (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot load %s: %v", ErrNoDevice, lib, err)
 	}
-	fn, err := purego.Dlsym(h, "MTLCreateSystemDefaultDevice")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s has no MTLCreateSystemDefaultDevice: %v", ErrNoDevice, lib, err)
+	var fns [2]uintptr
+	for i, name := range []string{"MTLCreateSystemDefaultDevice", "MTLCopyAllDevices"} {
+		if fns[i], err = purego.Dlsym(h, name); err != nil {
+			return nil, fmt.Errorf("%w: %s has no %s: %v", ErrNoDevice, lib, name, err)
+		}
 	}
-	r, _, _ := purego.SyscallN(fn)
-	if r == 0 {
-		return nil, fmt.Errorf("%w: MTLCreateSystemDefaultDevice returned nil (no GPU that supports Metal)", ErrNoDevice)
+	call := func(fn uintptr) func() objc.ID {
+		return func() objc.ID {
+			r, _, _ := purego.SyscallN(fn)
+			return objc.ID(r)
+		}
 	}
-	loadSels()
-	return newDevice(objc.ID(r)), nil
+	return systemDevice(call(fns[0]), call(fns[1]))
 }

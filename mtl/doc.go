@@ -3,8 +3,8 @@
 //
 // Each Go type wraps one Metal protocol (MTLDevice, MTLBuffer, MTLLibrary,
 // MTLFunction, MTLComputePipelineState, MTLCommandQueue, MTLCommandBuffer,
-// MTLComputeCommandEncoder) and each method sends one Metal selector, named
-// after it. Nothing is hidden: a command buffer runs what was encoded, when
+// MTLComputeCommandEncoder, MTLBlitCommandEncoder) and each method sends one
+// Metal selector, named after it. Nothing is hidden: a command buffer runs what was encoded, when
 // it is committed.
 //
 // # Ownership
@@ -14,12 +14,43 @@
 // a second call does nothing. Objects that Metal returns autoreleased (a
 // command buffer, an encoder, an NSError) are retained inside a private
 // autorelease pool, so the caller needs no pool of its own and nothing
-// outlives its Go value. Release a buffer only after the command buffers
-// that use it have completed.
+// outlives its Go value. A command buffer retains the buffers and pipelines
+// it uses until it is done with them, so their Go values may be released
+// once they are encoded.
+//
+// # Autorelease pools
+//
+// Metal may autorelease objects in any method, and a Go program's threads
+// have no autorelease pool unless one is opened: what is autoreleased with
+// none open is never released. Every method of this package sends its
+// messages inside a pool of its own, on a locked OS thread, except the
+// encoders' methods (SetBuffer, DispatchThreadgroups, CopyFromBuffer and
+// the others), which run once per dispatch and would pay for a pool each
+// time. [CommandQueue.Run] opens one pool for a whole command buffer.
+// Encoding through [CommandQueue.CommandBuffer] instead, open one around
+// each command buffer, from making it to releasing it:
+//
+//	objc.WithAutoreleasePool(func() {
+//		cb, err := q.CommandBuffer()
+//		...
+//		enc, err := cb.ComputeCommandEncoder()
+//		... // enc.SetComputePipelineState, enc.DispatchThreads
+//		err = enc.EndEncoding()
+//		cb.Commit()
+//		cb.WaitUntilCompleted()
+//		cb.Release()
+//	})
+//
+// On a Mac, OBJC_DEBUG_MISSING_POOLS=YES makes the Objective-C runtime
+// report each object autoreleased with no pool open; on Linux the emulated
+// device autoreleases in its methods (all but the encoders') as Metal may,
+// and GNUstep prints "autorelease called without pool" for each.
 //
 // # Devices
 //
-// On macOS, [CreateSystemDefaultDevice] returns the system's GPU. Elsewhere
+// On macOS, [CreateSystemDefaultDevice] returns the system's GPU: the
+// default device, or the first of all devices where there is no default
+// (ssh sessions, daemons); [Device.Source] says which. Elsewhere
 // it returns an error wrapping [ErrNoDevice]; the emulated device in package
 // github.com/puremetal/puremetal/emu, which runs Metal Shading Language
 // kernels on the CPU, plugs in through [DeviceFromObject] and answers the

@@ -1,7 +1,7 @@
 package mtl
 
 import (
-	"fmt"
+	"math/bits"
 
 	"github.com/puremetal/puremetal/objc"
 )
@@ -20,12 +20,11 @@ const MaxBytesLength = 4096
 // An encoder checks its arguments before sending them. The first bad
 // argument is recorded, nothing more is sent to Metal except endEncoding,
 // and [ComputeCommandEncoder.EndEncoding] returns the error, so a dispatch
-// never runs with an argument missing.
+// never runs with an argument missing. Encoding after EndEncoding is such
+// an error too: Metal has no encoder left to record it.
 type ComputeCommandEncoder struct {
-	object
+	commandEncoder
 	pipeline *ComputePipelineState
-	err      error
-	sends    int
 	// scratch holds what setBytes: and setBuffers:offsets:withRange: read
 	// through pointers.
 	scratch *encoderScratch
@@ -37,17 +36,6 @@ type encoderScratch struct {
 	bytes   [MaxBytesLength]byte
 }
 
-func (e *ComputeCommandEncoder) fail(format string, args ...any) {
-	if e.err == nil {
-		e.err = fmt.Errorf("mtl: "+format, args...)
-	}
-}
-
-func (e *ComputeCommandEncoder) send(s objc.SEL, args ...uintptr) {
-	e.sends++
-	objc.Send(e.ID(), s, args...)
-}
-
 func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
 	if e.scratch == nil {
 		e.scratch = new(encoderScratch)
@@ -55,18 +43,11 @@ func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
 	return e.scratch
 }
 
-// Err returns the first bad argument the encoder refused, or nil.
-func (e *ComputeCommandEncoder) Err() error { return e.err }
-
-// Sends returns how many messages the encoder has sent to Metal: the host
-// cost of what was encoded.
-func (e *ComputeCommandEncoder) Sends() int { return e.sends }
-
 // SetComputePipelineState sets the pipeline that the following dispatches
 // run (setComputePipelineState:). Setting the pipeline already set sends
 // nothing.
 func (e *ComputeCommandEncoder) SetComputePipelineState(p *ComputePipelineState) {
-	if e.err != nil {
+	if e.refuses("SetComputePipelineState") {
 		return
 	}
 	if p == nil || p.ID() == 0 {
@@ -81,8 +62,8 @@ func (e *ComputeCommandEncoder) SetComputePipelineState(p *ComputePipelineState)
 }
 
 func (e *ComputeCommandEncoder) checkIndex(what string, index, n int) bool {
-	if index < 0 || n < 0 || index+n > MaxBufferBindings {
-		e.fail("%s: buffer indices [%d, %d) outside [0, %d)", what, index, index+n, MaxBufferBindings)
+	if index < 0 || n < 0 || index > MaxBufferBindings || n > MaxBufferBindings-index {
+		e.fail("%s: buffer indices [%d, %s) outside [0, %d)", what, index, end(index, n), MaxBufferBindings)
 		return false
 	}
 	return true
@@ -103,7 +84,7 @@ func (e *ComputeCommandEncoder) checkBuffer(what string, b *Buffer, offset, inde
 // SetBuffer binds a buffer, from byte offset on, to a buffer argument
 // index (setBuffer:offset:atIndex:).
 func (e *ComputeCommandEncoder) SetBuffer(b *Buffer, offset, index int) {
-	if e.err != nil || !e.checkIndex("SetBuffer", index, 1) || !e.checkBuffer("SetBuffer", b, offset, index) {
+	if e.refuses("SetBuffer") || !e.checkIndex("SetBuffer", index, 1) || !e.checkBuffer("SetBuffer", b, offset, index) {
 		return
 	}
 	e.send(sel.setBufferOffsetAtIndex, uintptr(b.ID()), uintptr(offset), uintptr(index))
@@ -113,7 +94,7 @@ func (e *ComputeCommandEncoder) SetBuffer(b *Buffer, offset, index int) {
 // one message (setBuffers:offsets:withRange:); offsets[i] is the byte offset
 // into bufs[i].
 func (e *ComputeCommandEncoder) SetBuffers(bufs []*Buffer, offsets []int, start int) {
-	if e.err != nil || !e.checkIndex("SetBuffers", start, len(bufs)) {
+	if e.refuses("SetBuffers") || !e.checkIndex("SetBuffers", start, len(bufs)) {
 		return
 	}
 	if len(offsets) != len(bufs) {
@@ -138,7 +119,7 @@ func (e *ComputeCommandEncoder) SetBuffers(bufs []*Buffer, offsets []int, start 
 // index (setBytes:length:atIndex:): for small constant data such as a
 // kernel's parameters, without allocating a buffer. At most 4 KiB.
 func (e *ComputeCommandEncoder) SetBytes(b []byte, index int) {
-	if e.err != nil || !e.checkIndex("SetBytes", index, 1) {
+	if e.refuses("SetBytes") || !e.checkIndex("SetBytes", index, 1) {
 		return
 	}
 	if len(b) == 0 || len(b) > MaxBytesLength {
@@ -151,19 +132,23 @@ func (e *ComputeCommandEncoder) SetBytes(b []byte, index int) {
 }
 
 // SetThreadgroupMemoryLength sets the size in bytes of the threadgroup
-// memory argument at index (setThreadgroupMemoryLength:atIndex:).
+// memory argument at index (setThreadgroupMemoryLength:atIndex:). Metal
+// requires the length to be a multiple of 16 bytes.
 func (e *ComputeCommandEncoder) SetThreadgroupMemoryLength(length, index int) {
-	if e.err != nil || !e.checkIndex("SetThreadgroupMemoryLength", index, 1) {
+	if e.refuses("SetThreadgroupMemoryLength") || !e.checkIndex("SetThreadgroupMemoryLength", index, 1) {
 		return
 	}
-	if length < 0 {
-		e.fail("SetThreadgroupMemoryLength: negative length %d at index %d", length, index)
+	if length < 0 || length%16 != 0 {
+		e.fail("SetThreadgroupMemoryLength: length %d at index %d is not a non-negative multiple of 16 bytes", length, index)
 		return
 	}
 	e.send(sel.setThreadgroupMemoryLengthAtIndex, uintptr(length), uintptr(index))
 }
 
 func (e *ComputeCommandEncoder) checkDispatch(what string, grid, group Size) bool {
+	if e.refuses(what) {
+		return false
+	}
 	if e.pipeline == nil {
 		e.fail("%s: no compute pipeline set", what)
 		return false
@@ -172,8 +157,12 @@ func (e *ComputeCommandEncoder) checkDispatch(what string, grid, group Size) boo
 		e.fail("%s: empty grid %v or threadgroup %v", what, grid, group)
 		return false
 	}
-	if n := group.Width * group.Height * group.Depth; n > uint(e.pipeline.maxTotal) {
-		e.fail("%s: threadgroup %v has %d threads, more than the pipeline's maxTotalThreadsPerThreadgroup %d", what, group, n, e.pipeline.maxTotal)
+	if n, ok := group.threads(); !ok || n > uint64(e.pipeline.maxTotal) {
+		e.fail("%s: threadgroup %v has %s threads, more than the pipeline's maxTotalThreadsPerThreadgroup %d", what, group, group.threadsText(), e.pipeline.maxTotal)
+		return false
+	}
+	if _, ok := grid.threads(); !ok {
+		e.fail("%s: grid %v has more than 2^64-1 elements", what, grid)
 		return false
 	}
 	return true
@@ -182,7 +171,13 @@ func (e *ComputeCommandEncoder) checkDispatch(what string, grid, group Size) boo
 // DispatchThreadgroups runs the pipeline over a grid of threadgroups
 // (dispatchThreadgroups:threadsPerThreadgroup:).
 func (e *ComputeCommandEncoder) DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup Size) {
-	if e.err != nil || !e.checkDispatch("DispatchThreadgroups", threadgroupsPerGrid, threadsPerThreadgroup) {
+	if !e.checkDispatch("DispatchThreadgroups", threadgroupsPerGrid, threadsPerThreadgroup) {
+		return
+	}
+	groups, _ := threadgroupsPerGrid.threads()
+	perGroup, _ := threadsPerThreadgroup.threads()
+	if hi, _ := bits.Mul64(groups, perGroup); hi != 0 {
+		e.fail("DispatchThreadgroups: %v threadgroups of %v threads is more than 2^64-1 threads", threadgroupsPerGrid, threadsPerThreadgroup)
 		return
 	}
 	g, t := threadgroupsPerGrid, threadsPerThreadgroup
@@ -196,7 +191,7 @@ func (e *ComputeCommandEncoder) DispatchThreadgroups(threadgroupsPerGrid, thread
 // a multiple of the threadgroup size: the threadgroups at the edges are
 // smaller (dispatchThreads:threadsPerThreadgroup:).
 func (e *ComputeCommandEncoder) DispatchThreads(threadsPerGrid, threadsPerThreadgroup Size) {
-	if e.err != nil || !e.checkDispatch("DispatchThreads", threadsPerGrid, threadsPerThreadgroup) {
+	if !e.checkDispatch("DispatchThreads", threadsPerGrid, threadsPerThreadgroup) {
 		return
 	}
 	g, t := threadsPerGrid, threadsPerThreadgroup
@@ -209,26 +204,8 @@ func (e *ComputeCommandEncoder) DispatchThreads(threadsPerGrid, threadsPerThread
 // MemoryBarrier makes the following dispatches see the memory writes of
 // the earlier ones, for the given resources (memoryBarrierWithScope:).
 func (e *ComputeCommandEncoder) MemoryBarrier(scope BarrierScope) {
-	if e.err != nil {
+	if e.refuses("MemoryBarrier") {
 		return
 	}
 	e.send(sel.memoryBarrierWithScope, uintptr(scope))
 }
-
-// EndEncoding finishes the encoder (endEncoding) and releases it; the
-// command buffer can then be committed or given another encoder. It
-// returns the first bad argument the encoder refused, in which case the
-// command buffer lacks work the caller meant to encode and should not be
-// committed.
-func (e *ComputeCommandEncoder) EndEncoding() error {
-	if e.ID() != 0 {
-		e.send(sel.endEncoding)
-		e.object.Release()
-	}
-	return e.err
-}
-
-// Release ends encoding if EndEncoding was not called (Metal requires
-// endEncoding before an encoder goes away) and releases the encoder. A
-// second call does nothing.
-func (e *ComputeCommandEncoder) Release() { e.EndEncoding() }

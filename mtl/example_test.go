@@ -10,6 +10,7 @@ import (
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/objc"
 )
 
 func TestMain(m *testing.M) {
@@ -95,4 +96,93 @@ func Example() {
 	}
 	fmt.Println(mtl.Slice[float32](sum))
 	// Output: [0.5 1.5 2.5 3.5 4.5 5.5 6.5 7.5]
+}
+
+// Saves a buffer before a dispatch changes it and restores it afterwards,
+// as speculative decoding rolls back the state of rejected tokens: a blit
+// encoder's copies around a compute encoder's dispatch, in one command
+// buffer encoded inside an autorelease pool of the caller's.
+func ExampleBlitCommandEncoder_CopyFromBuffer() {
+	dev, err := mtl.CreateSystemDefaultDevice()
+	if errors.Is(err, mtl.ErrNoDevice) {
+		dev, err = emu.NewDevice()
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Release()
+	lib, err := dev.NewLibraryWithSource(vectorAddSource, mtl.CompileOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lib.Release()
+	fn, err := lib.NewFunction("vector_add")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer fn.Release()
+	pso, err := dev.NewComputePipelineState(fn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pso.Release()
+	queue, err := dev.NewCommandQueue()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer queue.Release()
+
+	const n = 4
+	state, _ := dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+	saved, _ := dev.NewBuffer(4*n, mtl.ResourceStorageModePrivate)
+	defer state.Release()
+	defer saved.Release()
+	s := mtl.Slice[float32](state)
+	copy(s, []float32{1, 2, 3, 4})
+
+	objc.WithAutoreleasePool(func() {
+		cb, err := queue.CommandBuffer()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer cb.Release()
+		save, _ := cb.BlitCommandEncoder()
+		save.CopyFromBuffer(state, 0, saved, 0, 4*n)
+		if err := save.EndEncoding(); err != nil {
+			log.Fatal(err)
+		}
+		step, _ := cb.ComputeCommandEncoder()
+		step.SetComputePipelineState(pso)
+		step.SetBuffers([]*mtl.Buffer{state, state, state}, []int{0, 0, 0}, 0) // state += state
+		step.DispatchThreads(mtl.Size{Width: n, Height: 1, Depth: 1}, mtl.Size{Width: n, Height: 1, Depth: 1})
+		if err := step.EndEncoding(); err != nil {
+			log.Fatal(err)
+		}
+		cb.Commit()
+		cb.WaitUntilCompleted()
+		if err := cb.Error(); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("stepped:", s)
+
+		rollback, err := queue.CommandBuffer()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer rollback.Release()
+		restore, _ := rollback.BlitCommandEncoder()
+		restore.CopyFromBuffer(saved, 0, state, 0, 4*n)
+		if err := restore.EndEncoding(); err != nil {
+			log.Fatal(err)
+		}
+		rollback.Commit()
+		rollback.WaitUntilCompleted()
+		if err := rollback.Error(); err != nil {
+			log.Fatal(err)
+		}
+	})
+	fmt.Println("rolled back:", s)
+	// Output:
+	// stepped: [2 4 6 8]
+	// rolled back: [1 2 3 4]
 }

@@ -34,7 +34,13 @@ type Library struct{ object }
 // NewLibraryWithSource compiles Metal Shading Language source into a
 // library (newLibraryWithSource:options:error:). A compilation failure is a
 // *CompileError holding the compiler's log.
-func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library, error) {
+func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (l *Library, err error) {
+	inPool(func() { l, err = d.newLibrary(src, opts) })
+	return l, err
+}
+
+// newLibrary is NewLibraryWithSource, inside the caller's pool.
+func (d *Device) newLibrary(src string, opts CompileOptions) (*Library, error) {
 	source, err := objc.NewNSString(src)
 	if err != nil {
 		return nil, fmt.Errorf("mtl: library source: %w", err)
@@ -57,16 +63,10 @@ func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (*Library
 	} else {
 		options.Send(sel.setFastMathEnabled, boolArg(opts.FastMath))
 	}
-	var lib objc.ID
-	inPool(func() {
-		nserr := new(objc.ID)
-		lib = d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), objc.Pointer(nserr))
-		if lib == 0 {
-			err = &CompileError{Log: errorText(*nserr, "newLibraryWithSource:options:error: returned nil")}
-		}
-	})
-	if err != nil {
-		return nil, err
+	nserr := new(objc.ID)
+	lib := d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), objc.Pointer(nserr))
+	if lib == 0 {
+		return nil, &CompileError{Log: errorText(*nserr, "newLibraryWithSource:options:error: returned nil")}
 	}
 	l := &Library{}
 	l.set(lib)
@@ -109,7 +109,8 @@ func (l *Library) NewFunction(name string) (*Function, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mtl: function name: %w", err)
 	}
-	id := l.ID().Send(sel.newFunctionWithName, uintptr(s))
+	var id objc.ID
+	inPool(func() { id = l.ID().Send(sel.newFunctionWithName, uintptr(s)) })
 	s.Release()
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: the library has no function %q; it has: %s", name, strings.Join(l.FunctionNames(), ", "))

@@ -3,12 +3,17 @@ package mtl_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/objc"
 )
 
 const kernelsSource = `
@@ -366,5 +371,490 @@ func TestQueueRun(t *testing.T) {
 	d.Release()
 	if after := emu.LiveObjects(); after != before {
 		t.Errorf("live objects: %d before, %d after", before, after)
+	}
+}
+
+// TestEncoderRefusesAppleViolations covers arguments that Metal's rules
+// forbid even though the call shapes are fine: threadgroup memory lengths
+// that are not multiples of 16, threadgroups and grids whose thread counts
+// overflow 64 bits, and any encoding after EndEncoding. Each is an error
+// naming the numbers, and the command buffer runs nothing.
+func TestEncoderRefusesAppleViolations(t *testing.T) {
+	d := testdevice.Emulated(t, emu.Options{})
+	p := newPipeline(t, d, "fill")
+	defer p.Release()
+	x, _ := d.NewBuffer(4*64, 0)
+	defer x.Release()
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	xs := mtl.Slice[float32](x)
+	one := []byte{0, 0, 0x80, 0x3f}
+	for _, tc := range []struct {
+		name string
+		bad  func(e *mtl.ComputeCommandEncoder)
+		want []string
+	}{
+		{"tg memory 20", func(e *mtl.ComputeCommandEncoder) { e.SetThreadgroupMemoryLength(20, 2) }, []string{"length 20", "index 2", "multiple of 16"}},
+		{"tg memory 8", func(e *mtl.ComputeCommandEncoder) { e.SetThreadgroupMemoryLength(8, 0) }, []string{"length 8", "index 0"}},
+		{"tg memory negative", func(e *mtl.ComputeCommandEncoder) { e.SetThreadgroupMemoryLength(-16, 1) }, []string{"length -16"}},
+		{"group overflow", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.DispatchThreadgroups(size(1, 1, 1), size(1<<22, 1<<21, 1<<21))
+		}, []string{"{4194304 2097152 2097152}", "18446744073709551616 threads", "maxTotalThreadsPerThreadgroup 1024"}},
+		{"threads group overflow", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.DispatchThreads(size(64, 1, 1), size(1<<32, 1<<32, 1))
+		}, []string{"18446744073709551616 threads"}},
+		{"grid overflow", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.DispatchThreads(size(1<<40, 1<<30, 1), size(32, 1, 1))
+		}, []string{"grid {1099511627776 1073741824 1}", "2^64-1"}},
+		{"threadgroups times threads overflow", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.DispatchThreadgroups(size(1<<30, 1<<30, 1<<3), size(32, 1, 1))
+		}, []string{"{1073741824 1073741824 8} threadgroups of {32 1 1} threads", "2^64-1"}},
+		{"after EndEncoding", func(e *mtl.ComputeCommandEncoder) {
+			e.SetComputePipelineState(p)
+			e.SetBuffer(x, 0, 0)
+			e.SetBytes(one, 1)
+			if err := e.EndEncoding(); err != nil {
+				t.Fatalf("EndEncoding of a valid encoder: %v", err)
+			}
+		}, []string{"SetComputePipelineState: encoder used after EndEncoding"}},
+	} {
+		for i := range xs {
+			xs[i] = -1
+		}
+		cb, _ := q.CommandBuffer()
+		e, _ := cb.ComputeCommandEncoder()
+		tc.bad(e)
+		e.SetComputePipelineState(p)
+		e.SetBuffer(x, 0, 0)
+		e.SetBytes(one, 1)
+		e.DispatchThreads(size(64, 1, 1), size(64, 1, 1))
+		if err := e.Err(); err == nil {
+			t.Errorf("%s: Err() is nil", tc.name)
+		}
+		err := e.EndEncoding()
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: EndEncoding error %v, want one mentioning %q", tc.name, err, w)
+			}
+		}
+		cb.Commit()
+		cb.WaitUntilCompleted()
+		if xs[0] != -1 {
+			t.Errorf("%s: a dispatch ran: x[0] = %v", tc.name, xs[0])
+		}
+		cb.Release()
+	}
+	// Every method used after EndEncoding says so, by name.
+	cb, _ := q.CommandBuffer()
+	defer cb.Release()
+	for name, use := range map[string]func(e *mtl.ComputeCommandEncoder){
+		"SetBuffer:":                  func(e *mtl.ComputeCommandEncoder) { e.SetBuffer(x, 0, 0) },
+		"SetBuffers:":                 func(e *mtl.ComputeCommandEncoder) { e.SetBuffers([]*mtl.Buffer{x}, []int{0}, 0) },
+		"SetBytes:":                   func(e *mtl.ComputeCommandEncoder) { e.SetBytes(one, 1) },
+		"SetThreadgroupMemoryLength:": func(e *mtl.ComputeCommandEncoder) { e.SetThreadgroupMemoryLength(16, 0) },
+		"DispatchThreads:":            func(e *mtl.ComputeCommandEncoder) { e.DispatchThreads(size(1, 1, 1), size(1, 1, 1)) },
+		"DispatchThreadgroups:":       func(e *mtl.ComputeCommandEncoder) { e.DispatchThreadgroups(size(1, 1, 1), size(1, 1, 1)) },
+		"MemoryBarrier:":              func(e *mtl.ComputeCommandEncoder) { e.MemoryBarrier(mtl.BarrierScopeBuffers) },
+	} {
+		e, err := cb.ComputeCommandEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetComputePipelineState(p)
+		if err := e.EndEncoding(); err != nil {
+			t.Fatal(err)
+		}
+		use(e)
+		if err := e.Err(); err == nil || !strings.Contains(err.Error(), name+" encoder used after EndEncoding") {
+			t.Errorf("%s after EndEncoding: Err() = %v", name, err)
+		}
+		if err := e.EndEncoding(); err == nil {
+			t.Errorf("%s after EndEncoding: a second EndEncoding returned nil", name)
+		}
+	}
+}
+
+// TestSystemDeviceFallback checks the choice CreateSystemDefaultDevice
+// makes, with stand-ins for MTLCreateSystemDefaultDevice and
+// MTLCopyAllDevices: the default device when there is one; else the first
+// of all devices, retained, with the array released; else ErrNoDevice.
+func TestSystemDeviceFallback(t *testing.T) {
+	before := emu.LiveObjects()
+	first := testdevice.Emulated(t, emu.Options{})
+	second := testdevice.Emulated(t, emu.Options{})
+	addObject := objc.RegisterName("addObject:")
+	devices := func(ds ...*mtl.Device) objc.ID {
+		arr := objc.GetClass("NSMutableArray").New()
+		for _, d := range ds {
+			objc.Send(arr, addObject, uintptr(d.ID()))
+		}
+		return arr
+	}
+	var arrays []objc.ID // each handed out with one extra retain, ours
+	copyAll := func(ds ...*mtl.Device) func() objc.ID {
+		return func() objc.ID {
+			arr := devices(ds...)
+			arrays = append(arrays, arr)
+			return arr.Retain() // owned by the caller, as a Copy function's result
+		}
+	}
+	none := func() objc.ID { return 0 }
+	notCalled := func() objc.ID { t.Error("MTLCopyAllDevices called although there is a default device"); return 0 }
+
+	d, err := mtl.SystemDevice(func() objc.ID { return second.ID().Retain() }, notCalled)
+	if err != nil || d.ID() != second.ID() || d.Source() != "MTLCreateSystemDefaultDevice" {
+		t.Fatalf("with a default device: %v from %q, %v; want the default device", d, d.Source(), err)
+	}
+	d.Release()
+
+	d, err = mtl.SystemDevice(none, copyAll(first, second))
+	if err != nil || d.ID() != first.ID() || d.Source() != "MTLCopyAllDevices" {
+		t.Fatalf("without a default device: %v, %v; want the first of all devices", d, err)
+	}
+	if got := d.Name(); got != first.Name() {
+		t.Errorf("the fallback device's name is %q", got)
+	}
+	d.Release()
+
+	for name, all := range map[string]func() objc.ID{"nil array": none, "empty array": copyAll()} {
+		d, err = mtl.SystemDevice(none, all)
+		if !errors.Is(err, mtl.ErrNoDevice) || !strings.Contains(err.Error(), "MTLCopyAllDevices") {
+			t.Errorf("%s: %v, %v; want ErrNoDevice naming both functions", name, d, err)
+		}
+	}
+	for i, arr := range arrays {
+		if rc := arr.RetainCount(); rc != 1 {
+			t.Errorf("array %d: retain count %d after SystemDevice, want 1 (the caller's array released once)", i, rc)
+		}
+		arr.Release()
+	}
+	if first.Source() != "DeviceFromObject" {
+		t.Errorf("an emulated device's Source is %q", first.Source())
+	}
+	first.Release()
+	second.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after: a device was retained or released once too often", before, after)
+	}
+}
+
+// mapped reports whether the page at p is mapped in the process: msync
+// fails with ENOMEM for a page that is not.
+func mapped(t *testing.T, p unsafe.Pointer) bool {
+	t.Helper()
+	switch err := unix.Msync(unsafe.Slice((*byte)(p), os.Getpagesize()), unix.MS_ASYNC); err {
+	case nil:
+		return true
+	case unix.ENOMEM:
+		return false
+	default:
+		t.Fatalf("msync: %v", err)
+		return false
+	}
+}
+
+// A no-copy buffer released while a command buffer still uses it keeps
+// its memory until the command buffer is done with it; the deallocator
+// block then unmaps it, exactly once.
+func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
+	before := emu.LiveObjects()
+	d := testdevice.Emulated(t, emu.Options{})
+	fill := newPipeline(t, d, "fill")
+	defer fill.Release()
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	const n = 1024
+	b, err := d.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := unsafe.Pointer(&b.Contents()[0])
+	xs := unsafe.Slice((*float32)(mem), n)
+	for i := range xs {
+		xs[i] = -1
+	}
+	unmappedBefore := mtl.Unmapped()
+	cb, err := q.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := cb.ComputeCommandEncoder()
+	enc.SetComputePipelineState(fill)
+	enc.SetBuffer(b, 0, 0)
+	enc.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
+	enc.DispatchThreads(size(n, 1, 1), size(64, 1, 1))
+	if err := enc.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if !mapped(t, mem) || mtl.Unmapped() != unmappedBefore {
+		t.Fatal("the buffer's memory was unmapped at Release, while a command buffer holds the buffer")
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if !mapped(t, mem) {
+		t.Fatal("the memory was unmapped before the command buffer was released")
+	}
+	for i, x := range xs {
+		if x != 1+float32(i) {
+			t.Fatalf("x[%d] = %v, want %v", i, x, 1+float32(i))
+		}
+	}
+	cb.Release()
+	if mapped(t, mem) {
+		t.Error("the memory is still mapped after the last command buffer using it was released")
+	}
+	if got := mtl.Unmapped() - unmappedBefore; got != 1 {
+		t.Errorf("the deallocator unmapped %d times, want 1", got)
+	}
+	fill.Release()
+	q.Release()
+	d.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after", before, after)
+	}
+}
+
+// runEncoded commits cb, waits, and fails the test on a command buffer
+// error; it releases cb.
+func runEncoded(t *testing.T, cb *mtl.CommandBuffer) {
+	t.Helper()
+	defer cb.Release()
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Managed storage keeps a CPU copy and a GPU copy, as on an Intel Mac: the
+// CPU's writes reach kernels through DidModifyRange, and the GPU's writes
+// reach Contents through a blit encoder's SynchronizeResource.
+func TestManagedBufferSynchronization(t *testing.T) {
+	before := emu.LiveObjects()
+	d := testdevice.Emulated(t, emu.Options{})
+	fill, add := newPipeline(t, d, "fill"), newPipeline(t, d, "add_into")
+	defer fill.Release()
+	defer add.Release()
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	const n = 64
+	a, err := d.NewBuffer(4*n, mtl.ResourceStorageModeManaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	b, _ := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+	defer b.Release()
+	as, bs := mtl.Slice[float32](a), mtl.Slice[float32](b)
+
+	// The CPU writes a; only the range told to Metal reaches the kernel.
+	for i := range as {
+		as[i] = 10
+	}
+	if err := a.DidModifyRange(0, 4*n/2); err != nil {
+		t.Fatal(err)
+	}
+	err = q.Run(func(e *mtl.ComputeCommandEncoder) error {
+		e.SetComputePipelineState(add)
+		e.SetBuffers([]*mtl.Buffer{a, b}, []int{0, 0}, 0)
+		e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range bs {
+		want := float32(0)
+		if i < n/2 {
+			want = 10
+		}
+		if x != want {
+			t.Fatalf("b[%d] = %v, want %v: DidModifyRange's range should reach the GPU, and only it", i, x, want)
+		}
+	}
+
+	// The GPU writes a; Contents sees it only after SynchronizeResource.
+	fillA := func(e *mtl.ComputeCommandEncoder) error {
+		e.SetComputePipelineState(fill)
+		e.SetBuffer(a, 0, 0)
+		e.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
+		e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
+		return nil
+	}
+	if err := q.Run(fillA); err != nil {
+		t.Fatal(err)
+	}
+	if as[5] != 10 {
+		t.Fatalf("a[5] = %v before synchronizeResource:, want the CPU copy's 10", as[5])
+	}
+	cb, _ := q.CommandBuffer()
+	blit, err := cb.BlitCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blit.SynchronizeResource(a)
+	blit.SynchronizeResource(b) // shared: nothing to send
+	if blit.Sends() != 1 {
+		t.Errorf("%d messages sent for one managed and one shared buffer, want 1", blit.Sends())
+	}
+	if err := blit.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	runEncoded(t, cb)
+	for i, x := range as {
+		if x != 1+float32(i) {
+			t.Fatalf("a[%d] = %v after synchronizeResource:, want %v", i, x, 1+float32(i))
+		}
+	}
+	a.Release()
+	b.Release()
+	fill.Release()
+	add.Release()
+	q.Release()
+	d.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after", before, after)
+	}
+}
+
+// CopyFromBuffer copies exactly the bytes asked for, in command buffer
+// order with the dispatches; bad ranges and alignments are refused,
+// naming the numbers, and nothing runs.
+func TestBlitCopy(t *testing.T) {
+	before := emu.LiveObjects()
+	d := testdevice.Emulated(t, emu.Options{})
+	fill := newPipeline(t, d, "fill")
+	defer fill.Release()
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	const n = 256
+	src, _ := d.NewBuffer(n, mtl.ResourceStorageModeShared)
+	dst, _ := d.NewBuffer(n, mtl.ResourceStorageModePrivate)
+	back, _ := d.NewBuffer(n, mtl.ResourceStorageModeShared)
+	defer src.Release()
+	defer dst.Release()
+	defer back.Release()
+	ss := src.Contents()
+	for i := range ss {
+		ss[i] = byte(i*7 + 3)
+	}
+	bs := back.Contents()
+	for i := range bs {
+		bs[i] = 0xEE
+	}
+	// src[16:80) to the private dst[100:164), back to back[0:64) and, within
+	// back itself, back[0:64) to back[192:256).
+	cb, _ := q.CommandBuffer()
+	blit, err := cb.BlitCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.ComputeCommandEncoder(); err == nil {
+		t.Error("a compute encoder was made while a blit encoder is open")
+	}
+	blit.CopyFromBuffer(src, 16, dst, 100, 64)
+	blit.CopyFromBuffer(dst, 100, back, 0, 64)
+	blit.CopyFromBuffer(back, 0, back, 192, 64)
+	blit.CopyFromBuffer(src, 0, back, 0, 0) // sends nothing
+	if blit.Sends() != 3 {
+		t.Errorf("%d messages sent, want 3", blit.Sends())
+	}
+	if err := blit.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	runEncoded(t, cb)
+	for i, x := range bs {
+		want := byte(0xEE)
+		switch {
+		case i < 64:
+			want = byte((16+i)*7 + 3)
+		case i >= 192:
+			want = byte((16+i-192)*7 + 3)
+		}
+		if x != want {
+			t.Fatalf("back[%d] = %#x, want %#x", i, x, want)
+		}
+	}
+
+	for _, tc := range []struct {
+		name string
+		bad  func(e *mtl.BlitCommandEncoder)
+		want []string
+	}{
+		{"source range", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 200, back, 0, 64) }, []string{"source range [200, 264)", "256 bytes"}},
+		{"destination range", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, back, 196, 64) }, []string{"destination range [196, 260)"}},
+		{"negative offset", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, -4, back, 0, 4) }, []string{"source range [-4, 0)"}},
+		{"size alignment", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, back, 0, 6) }, []string{"size 6", "multiples of 4"}},
+		{"offset alignment", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 2, back, 0, 4) }, []string{"source offset 2"}},
+		{"nil destination", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, nil, 0, 4) }, []string{"nil or released destination"}},
+		{"nil resource", func(e *mtl.BlitCommandEncoder) { e.SynchronizeResource(nil) }, []string{"SynchronizeResource: nil"}},
+		{"after EndEncoding", func(e *mtl.BlitCommandEncoder) { e.EndEncoding() }, []string{"CopyFromBuffer: encoder used after EndEncoding"}},
+	} {
+		for i := range bs {
+			bs[i] = 0xEE
+		}
+		cb, _ := q.CommandBuffer()
+		e, err := cb.BlitCommandEncoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.bad(e)
+		sends := e.Sends()
+		e.CopyFromBuffer(src, 0, back, 0, 64)
+		if e.Sends() != sends {
+			t.Errorf("%s: a copy was sent after the bad argument", tc.name)
+		}
+		err = e.EndEncoding()
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: EndEncoding error %v, want one mentioning %q", tc.name, err, w)
+			}
+		}
+		runEncoded(t, cb)
+		if bs[0] != 0xEE {
+			t.Errorf("%s: a copy ran", tc.name)
+		}
+	}
+	src.Release()
+	dst.Release()
+	back.Release()
+	fill.Release()
+	q.Release()
+	d.Release()
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after", before, after)
+	}
+}
+
+// Ranges whose ends overflow an int are refused, not wrapped into range.
+func TestRangesOverflowRefused(t *testing.T) {
+	d := testdevice.Emulated(t, emu.Options{})
+	x, _ := d.NewBuffer(4*64, mtl.ResourceStorageModeManaged)
+	defer x.Release()
+	const maxInt = int(^uint(0) >> 1)
+	if err := x.DidModifyRange(16, maxInt); err == nil || !strings.Contains(err.Error(), "[16, 9223372036854775823)") {
+		t.Errorf("DidModifyRange(16, MaxInt): %v, want an error naming the range", err)
+	}
+	q, _ := d.NewCommandQueue()
+	defer q.Release()
+	cb, _ := q.CommandBuffer()
+	defer cb.Release()
+	e, _ := cb.ComputeCommandEncoder()
+	e.SetBuffer(x, 0, maxInt)
+	if err := e.EndEncoding(); err == nil || !strings.Contains(err.Error(), "[9223372036854775807, 9223372036854775808)") {
+		t.Errorf("SetBuffer at index MaxInt: %v, want an error naming the indices", err)
+	}
+	blit, _ := cb.BlitCommandEncoder()
+	blit.CopyFromBuffer(x, 4, x, 0, maxInt-3)
+	if err := blit.EndEncoding(); err == nil || !strings.Contains(err.Error(), "source range [4, 9223372036854775808)") {
+		t.Errorf("CopyFromBuffer of MaxInt-3 bytes: %v, want an error naming the range", err)
 	}
 }

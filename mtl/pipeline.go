@@ -20,24 +20,22 @@ func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, er
 	if f == nil || f.ID() == 0 {
 		return nil, fmt.Errorf("mtl: NewComputePipelineState needs a function, got nil or a released one")
 	}
-	var id objc.ID
+	var p *ComputePipelineState
 	var err error
 	inPool(func() {
 		nserr := new(objc.ID)
-		id = d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), objc.Pointer(nserr))
+		id := d.ID().Send(sel.newComputePipelineStateWithFunc, uintptr(f.ID()), objc.Pointer(nserr))
 		if id == 0 {
 			err = fmt.Errorf("mtl: compute pipeline for %q: %s", f.Name(), errorText(*nserr, "newComputePipelineStateWithFunction:error: returned nil"))
+			return
 		}
+		p = &ComputePipelineState{
+			maxTotal: int(id.SendWord(sel.maxTotalThreadsPerThreadgroup)),
+			width:    int(id.SendWord(sel.threadExecutionWidth)),
+		}
+		p.set(id)
 	})
-	if err != nil {
-		return nil, err
-	}
-	p := &ComputePipelineState{
-		maxTotal: int(id.SendWord(sel.maxTotalThreadsPerThreadgroup)),
-		width:    int(id.SendWord(sel.threadExecutionWidth)),
-	}
-	p.set(id)
-	return p, nil
+	return p, err
 }
 
 // MaxTotalThreadsPerThreadgroup returns the most threads a threadgroup of

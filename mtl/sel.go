@@ -63,13 +63,13 @@ var sel struct {
 	dispatchThreads                   objc.SEL `sel:"dispatchThreads:threadsPerThreadgroup:" types:"v@:{MTLSize=QQQ}{MTLSize=QQQ}"`
 	memoryBarrierWithScope            objc.SEL `sel:"memoryBarrierWithScope:" types:"v@:Q"`
 	endEncoding                       objc.SEL `sel:"endEncoding" types:"v@:"`
+
+	// MTLCommandBuffer, MTLBlitCommandEncoder
+	blitCommandEncoder     objc.SEL `sel:"blitCommandEncoder" types:"@@:"`
+	synchronizeResource    objc.SEL `sel:"synchronizeResource:" types:"v@:@"`
+	copyFromBufferToBuffer objc.SEL `sel:"copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:" types:"v@:@Q@QQ"`
 }
 
 var selectorTable = objc.NewSelectorTable(&sel)
-
-// Selectors returns every selector the package sends to Metal objects,
-// with the type encoding of its method, for checking against Apple's
-// headers.
-func Selectors() []objc.Selector { return selectorTable.Selectors() }
 
 func loadSels() { selectorTable.Register() }

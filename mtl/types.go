@@ -1,10 +1,38 @@
 package mtl
 
-import "strconv"
+import (
+	"math/big"
+	"math/bits"
+	"strconv"
+)
 
 // Size is MTLSize: the extent of a grid or a threadgroup, in threads or
 // threadgroups, along three dimensions.
 type Size struct{ Width, Height, Depth uint }
+
+// threads returns Width*Height*Depth, and false if the product does not
+// fit in 64 bits.
+func (s Size) threads() (uint64, bool) {
+	hi, wh := bits.Mul64(uint64(s.Width), uint64(s.Height))
+	if hi != 0 {
+		return 0, false
+	}
+	hi, n := bits.Mul64(wh, uint64(s.Depth))
+	return n, hi == 0
+}
+
+// end returns start+n in decimal, exact even where the sum overflows an
+// int: the end of a range, for error messages.
+func end(start, n int) string {
+	return new(big.Int).Add(big.NewInt(int64(start)), big.NewInt(int64(n))).String()
+}
+
+// threadsText is the product of s's dimensions in decimal, however large.
+func (s Size) threadsText() string {
+	n := new(big.Int).SetUint64(uint64(s.Width))
+	n.Mul(n, new(big.Int).SetUint64(uint64(s.Height)))
+	return n.Mul(n, new(big.Int).SetUint64(uint64(s.Depth))).String()
+}
 
 // ResourceOptions is MTLResourceOptions: a buffer's storage mode, CPU cache
 // mode and hazard tracking, or-ed together.

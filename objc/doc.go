@@ -14,7 +14,17 @@
 // lowers them: integers and pointers in registers, then on the stack; a
 // 16-byte struct of two words ([Struct16], NSRange) in two registers; a
 // 24-byte struct of three words ([Struct24], MTLSize) on the stack on amd64
-// and by reference on arm64.
+// and by reference on arm64. The send function is chosen by the method's
+// result: [Send] for an object or nothing, [SendWord] for an integer or
+// pointer, [SendBool], [SendFloat64] and [SendStruct24]. A Go pointer
+// passed as an argument goes through [Pointer], which keeps its memory off
+// the goroutine stack for the send.
+//
+// A package lists the selectors it sends once, in a [SelectorTable]: a
+// struct of SEL fields tagged with each selector's name and its method's
+// type encoding. The table registers them on first use and refuses, when
+// the program starts, a method that some platform's calling convention
+// would need lowered differently than the send functions do.
 //
 // Objects follow Cocoa's ownership rules: a method whose name begins with
 // alloc, new, copy or mutableCopy returns an object the caller owns and must

@@ -119,8 +119,7 @@ func digest(ws []uint64) uint64 {
 func flatten(args []Arg) []uint64 {
 	var ws []uint64
 	for _, a := range args {
-		n := map[argKind]int{kindWord: 1, kindStruct16: 2, kindStruct24: 3}[a.kind]
-		for _, w := range a.w[:n] {
+		for _, w := range a.w[:a.kind.Size()/8] {
 			ws = append(ws, uint64(w))
 		}
 	}

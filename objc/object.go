@@ -21,10 +21,6 @@ var sels struct {
 
 var selectorTable = NewSelectorTable(&sels)
 
-// Selectors returns every selector the package itself sends, with the
-// type encoding of its method, for checking against Apple's headers.
-func Selectors() []Selector { return selectorTable.Selectors() }
-
 func loadSels() { selectorTable.Register() }
 
 // Retain increments the object's reference count ([obj retain]) and returns

@@ -39,8 +39,11 @@ type Selector struct {
 }
 
 // NewSelectorTable returns the table of the struct that table points to.
-// A field that is not a SEL, or lacks its sel or types tag, is a mistake
-// in the program: NewSelectorTable panics, naming it.
+// A field that is not a SEL, lacks its sel or types tag, or whose method
+// the send functions cannot call on every platform (an argument kind they
+// do not pass, or one the lowering of some platform refuses, such as an
+// argument smaller than 8 bytes on Apple arm64's stack) is a mistake in
+// the program: NewSelectorTable panics, naming it.
 func NewSelectorTable(table any) *SelectorTable {
 	v := reflect.ValueOf(table)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
@@ -53,6 +56,9 @@ func NewSelectorTable(table any) *SelectorTable {
 		s := Selector{Field: f.Name, Name: f.Tag.Get("sel"), Types: f.Tag.Get("types")}
 		if f.Type != reflect.TypeFor[SEL]() || s.Name == "" || s.Types == "" {
 			panic(fmt.Sprintf("objc: field %s of %s is %v with tag %q; every field must be a SEL tagged with sel and types", f.Name, v.Type(), f.Type, f.Tag))
+		}
+		if err := checkTypes(s.Types); err != nil {
+			panic(fmt.Sprintf("objc: field %s (%q) of %s: %v", f.Name, s.Name, v.Type(), err))
 		}
 		t.selectors = append(t.selectors, s)
 		t.dst = append(t.dst, (*SEL)(v.Field(i).Addr().UnsafePointer()))

@@ -28,8 +28,9 @@ func TestSelectorTable(t *testing.T) {
 	}
 }
 
-// TestSelectorTableRefuses checks that a malformed table is refused at
-// once, naming the field.
+// TestSelectorTableRefuses checks that a malformed table, or one with a
+// method the send functions cannot call on every platform, is refused at
+// once, naming the field and what is wrong.
 func TestSelectorTableRefuses(t *testing.T) {
 	var notPointer struct {
 		a SEL `sel:"a" types:"v@:"`
@@ -43,6 +44,24 @@ func TestSelectorTableRefuses(t *testing.T) {
 	var notSEL struct {
 		a uintptr `sel:"a" types:"v@:"`
 	}
+	// Six words fill x2 to x7: the BOOL goes on the stack, where Apple
+	// arm64 packs it into one byte.
+	var boolOnStack struct {
+		a SEL `sel:"a:b:c:d:e:f:flag:" types:"v@:QQQQQQc"`
+	}
+	var floatArg struct {
+		a SEL `sel:"scale:" types:"v@:f"`
+	}
+	var badResult struct {
+		a SEL `sel:"range" types:"{_NSRange=QQ}@:"`
+	}
+	// These are lowered right and accepted: the BOOL in a register, a
+	// word on the stack, an MTLSize result.
+	NewSelectorTable(&struct {
+		a SEL `sel:"a:b:c:d:e:f:g:" types:"v@:cQQQQQQ"`
+		b SEL `sel:"a:b:c:d:e:f:g:" types:"v@:QQQQQQQ"`
+		c SEL `sel:"size" types:"{MTLSize=QQQ}@:"`
+	}{})
 	for _, c := range []struct {
 		table any
 		want  string
@@ -51,6 +70,9 @@ func TestSelectorTableRefuses(t *testing.T) {
 		{&noTypes, "field a"},
 		{&noName, "field a"},
 		{&notSEL, "field a"},
+		{&boolOnStack, `argument 6 ("c", 1 bytes) goes on the stack on Apple arm64`},
+		{&floatArg, `argument 0 ("f") is float`},
+		{&badResult, "which no send function reads"},
 	} {
 		err := refusal(func() { NewSelectorTable(c.table) })
 		if err == "" || !strings.Contains(err, c.want) {

@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/puremetal/puremetal/internal/typeenc"
 )
 
 // maxWords is the most machine words one send passes, counting the
@@ -55,34 +57,25 @@ func (c Class) Send(sel SEL, args ...uintptr) ID { return ID(send(ID(c), sel, ar
 // [SendWord].
 func (c Class) SendWord(sel SEL, args ...uintptr) uintptr { return send(ID(c), sel, args) }
 
-// argKind is the shape of one argument, which decides its lowering.
-type argKind uint8
-
-const (
-	kindWord     argKind = iota // integer or pointer
-	kindStruct16                // struct of two words, such as NSRange
-	kindStruct24                // struct of three words, such as MTLSize
-)
-
 // An Arg is one argument of [SendArgs]: a word, or a small struct of words
 // lowered the way the C calling convention lowers it.
 type Arg struct {
-	kind argKind
+	kind typeenc.Kind
 	w    [3]uintptr
 }
 
 // Word returns an integer or pointer argument.
-func Word(v uintptr) Arg { return Arg{kind: kindWord, w: [3]uintptr{v}} }
+func Word(v uintptr) Arg { return Arg{kind: typeenc.Word, w: [3]uintptr{v}} }
 
 // Struct16 returns a by-value struct argument of two words, such as NSRange
 // {location, length}: two integer registers when two are free, else the
 // stack.
-func Struct16(a, b uintptr) Arg { return Arg{kind: kindStruct16, w: [3]uintptr{a, b}} }
+func Struct16(a, b uintptr) Arg { return Arg{kind: typeenc.Struct16, w: [3]uintptr{a, b}} }
 
 // Struct24 returns a by-value struct argument of three words, such as
 // MTLSize {width, height, depth}: on amd64 it is passed on the stack, on
 // arm64 as a pointer to a copy.
-func Struct24(a, b, c uintptr) Arg { return Arg{kind: kindStruct24, w: [3]uintptr{a, b, c}} }
+func Struct24(a, b, c uintptr) Arg { return Arg{kind: typeenc.Struct24, w: [3]uintptr{a, b, c}} }
 
 // scratch is memory for the copies of struct arguments passed by reference
 // and for struct results, taken from a pool so that sends do not allocate.
@@ -162,7 +155,7 @@ func bound[F any](fn uintptr, kind byte) F {
 
 func wordArgs(args []Arg) (a [6]uintptr) {
 	for i, x := range args {
-		if x.kind != kindWord || i >= len(a) {
+		if x.kind != typeenc.Word || i >= len(a) {
 			panic("objc: struct-returning and float-returning sends take at most six word arguments")
 		}
 		a[i] = x.w[0]

@@ -19,4 +19,13 @@
 // gdn.Kernels.Decode leaves to the seq kernel, encoded through mtl
 // directly); on the emulated device the memory traffic of each dispatch is
 // measured against the contract's figures.
+//
+// FuzzDispatch checks validation and dispatch together on random shapes,
+// parameters and views, against the contract's rules written out on their
+// own. Its seed corpus, and any failing input the fuzzer saved under
+// testdata, runs with the rest of the suite, and
+//
+//	go test ./tests -run '^$' -fuzz FuzzDispatch -fuzztime 5m
+//
+// searches for more.
 package tests

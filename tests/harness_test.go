@@ -37,13 +37,13 @@ type rig struct {
 	emulated bool // counters are available (emu.DispatchCounters)
 }
 
-func newRig(t *testing.T, dev *mtl.Device, emulated bool) *rig {
+func newRig(t testing.TB, dev *mtl.Device, emulated bool) *rig {
 	return newRigWith(t, dev, emulated, kernels.NewRegistry())
 }
 
 // newRigWith is newRig with the kernels' pipeline states taken from reg,
 // which the rig releases.
-func newRigWith(t *testing.T, dev *mtl.Device, emulated bool, reg *kernels.Registry) *rig {
+func newRigWith(t testing.TB, dev *mtl.Device, emulated bool, reg *kernels.Registry) *rig {
 	t.Helper()
 	t.Cleanup(reg.Release)
 	k, err := gdn.New(dev, reg)
@@ -340,7 +340,14 @@ func (r *rig) execute(encode func(enc *mtl.ComputeCommandEncoder) error) ([]msl.
 
 // stateSize is the elements of one sequence's state, D_k * D_v *
 // n_v_heads: the stride of the capture buffer's slots.
-func stateSize(p spec.Params) int { return p.DK * p.DV * p.NVHeads }
+func stateSize(p spec.Params) int { return perToken(p).StateLen() }
+
+// perToken is the shape of one token of one sequence of p.
+func perToken(p spec.Params) spec.Shape {
+	s := p.Shape
+	s.NTokens, s.NSeqs = 1, 1
+	return s
+}
 
 // captureSlot returns the slot of token t of sequence s in a capture
 // buffer of p.NTokens states per sequence: the state after that token.

@@ -115,7 +115,7 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 			if inPlace {
 				where = "in place"
 			}
-			checkTypedAcrossOrders(t, c.name+"/"+k.name+"/"+where, o)
+			checkTypedAcrossRuns(t, c.name+"/"+k.name+"/"+where, o)
 			if !inPlace { // in place, both state accesses are charged to binding 5
 				checkTypedTraffic(t, k.name, k, p, *o.Counters)
 			}

@@ -306,7 +306,8 @@ func prefix(p spec.Params, in cpuref.Inputs, n int) (spec.Params, cpuref.Inputs)
 		}
 		return y
 	}
-	qk, v, g := p.DK*p.NKHeads, p.DV*p.NVHeads, p.NVHeads
+	one := perToken(p)
+	qk, v, g := one.QKLen(), one.VLen(), one.GateLen()
 	return q, cpuref.Inputs{
 		Q: take(in.Q, qk), K: take(in.K, qk), V: take(in.V, v),
 		G: take(in.G, g), Beta: take(in.Beta, g),

@@ -132,7 +132,7 @@ func TestEmulatedStructure(t *testing.T) {
 					QScale:     0.0883883476,
 					Activation: spec.BF16, State: spec.F32, Fused: f,
 				}
-				in := makeTypedInputs(p, 0x57c0de, false)
+				in := typedInputs(t, p, 0x57c0de, false)
 				// the legacy kernel first: the one-row layout the others
 				// are compared with
 				kerns := []structureKernel{

@@ -96,7 +96,7 @@ func totalBytes(c msl.Counters) uint64 {
 	return n
 }
 
-var bindingNames = [...]string{"q", "k", "v", "g", "beta", "state_in", "output", "state_out", "params", "capture"}
+var bindingNames = [...]string{"q", "k", "v", "g", "beta", "state_in", "output", "state_out", "params", "capture", "a_log", "dt_bias"}
 
 func perBinding(c msl.Counters) string {
 	var parts []string

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +13,8 @@ import (
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/half"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -92,132 +93,35 @@ func fusedName(f spec.Fused) string {
 	return strings.Join(parts, "+")
 }
 
-// typedInputs are the values a dispatch's buffers hold, already rounded to
-// their element types: with the fused parts, G and Beta hold the raw
-// projections a and b, Q and K are not normalised, and ALog and DtBias
-// hold the layer's constants.
-type typedInputs struct {
-	cpuref.Inputs
-	ALog, DtBias []float32
-}
-
-// makeTypedInputs draws inputs for p the way a Qwen3-Next layer produces
-// them, with edge values planted when edges is set: the first key vector
-// of the first token is zero (k^ = 0 through the epsilon), one a is 25
-// (softplus past its threshold) and one -30, one b is +30 and one -30
-// (beta saturates). The parts p does not fuse are computed here in float64
-// and rounded to the activation type.
-func makeTypedInputs(p spec.Params, seed uint64, edges bool) typedInputs {
-	rng := rand.New(rand.NewPCG(seed, 0x51ed))
-	normal := func(n int, sd float64) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(sd * rng.NormFloat64())
-		}
-		return x
+// typedInputs returns cpuref.RandomInputs for p (already rounded to the
+// element types, raw q, k, a and b for the parts p fuses), with edge
+// values planted when edges is set: the first key vector of the first
+// token is zero (k^ = 0 through the epsilon, with the fused norm), one a
+// is 25 (softplus past its threshold) and one -30, one b is +30 and one
+// -30 (beta saturates). Every planted value is exact in every type.
+func typedInputs(t testing.TB, p spec.Params, seed uint64, edges bool) cpuref.Inputs {
+	t.Helper()
+	in, err := cpuref.RandomInputs(p, seed)
+	if err != nil {
+		t.Fatal(err)
 	}
-	in := typedInputs{
-		ALog:   make([]float32, p.NVHeads),
-		DtBias: normal(p.NVHeads, 1),
-	}
-	for h := range in.ALog {
-		in.ALog[h] = float32(math.Log(1 + 15*rng.Float64()))
-	}
-	in.Q, in.K = normal(p.QKLen(), 1.5), normal(p.QKLen(), 1.5)
-	if p.Fused.L2Norm {
-		if edges {
+	if edges {
+		if p.Fused.L2Norm {
 			clear(in.K[:p.DK])
 		}
-	} else {
-		l2normalize(in.Q, p.DK)
-		l2normalize(in.K, p.DK)
-	}
-	in.V = normal(p.VLen(), 1)
-	a, b := normal(p.GateLen(), 1), normal(p.GateLen(), 1)
-	if edges {
-		a[0], a[len(a)-1] = 25, -30
-		b[1%len(b)], b[2%len(b)] = 30, -30
-	}
-	if p.Fused.Gate {
-		in.G = a
-	} else {
-		in.G = fusedGate(p, a, in.ALog, in.DtBias)
-	}
-	if p.Fused.Beta {
-		in.Beta = b
-	} else {
-		in.Beta = sigmoid(b)
-	}
-	in.StateIn = roundAll(p.State, normal(p.StateLen(), 0.1))
-	for _, x := range [][]float32{in.Q, in.K, in.V, in.G, in.Beta} {
-		roundAll(p.Activation, x)
+		if p.Fused.Gate {
+			in.G[0], in.G[len(in.G)-1] = 25, -30
+		}
+		if p.Fused.Beta {
+			in.Beta[1%len(in.Beta)], in.Beta[2%len(in.Beta)] = 30, -30
+		}
 	}
 	return in
 }
 
-// l2normalize divides each vector of n elements of x by
-// sqrt(sum x^2 + 1e-6), in float64, rounding to float32 once.
-func l2normalize(x []float32, n int) {
-	for o := 0; o < len(x); o += n {
-		v := x[o : o+n]
-		var ss float64
-		for _, e := range v {
-			ss += float64(e) * float64(e)
-		}
-		inv := 1 / math.Sqrt(ss+1e-6)
-		for j := range v {
-			v[j] = float32(float64(v[j]) * inv)
-		}
-	}
-}
-
-// fusedGate returns g = exp(A_log[h]) * softplus(a + dt_bias[h]) per
-// element of a ([n_v_heads, ...]), in float64, with torch's softplus
-// threshold at 20.
-func fusedGate(p spec.Params, a, aLog, dtBias []float32) []float32 {
-	g := make([]float32, len(a))
-	for i, x := range a {
-		h := i % p.NVHeads
-		z := float64(x) + float64(dtBias[h])
-		sp := z
-		if z <= 20 {
-			sp = math.Log1p(math.Exp(z))
-		}
-		g[i] = float32(math.Exp(float64(aLog[h])) * sp)
-	}
-	return g
-}
-
-func sigmoid(b []float32) []float32 {
-	y := make([]float32, len(b))
-	for i, x := range b {
-		y[i] = float32(1 / (1 + math.Exp(-float64(x))))
-	}
-	return y
-}
-
-// recurrence returns the inputs of the recurrence itself: the stored values
-// with the fused parts applied in float64 (rounded to float32 once), as
-// cpuref's references take them.
-func (in typedInputs) recurrence(p spec.Params) cpuref.Inputs {
-	r := cpuref.Inputs{Q: in.Q, K: in.K, V: in.V, G: in.G, Beta: in.Beta, StateIn: in.StateIn}
-	if p.Fused.L2Norm {
-		r.Q, r.K = append([]float32(nil), in.Q...), append([]float32(nil), in.K...)
-		l2normalize(r.Q, p.DK)
-		l2normalize(r.K, p.DK)
-	}
-	if p.Fused.Gate {
-		r.G = fusedGate(p, in.G, in.ALog, in.DtBias)
-	}
-	if p.Fused.Beta {
-		r.Beta = sigmoid(in.Beta)
-	}
-	return r
-}
-
 // typedRefs are a case's inputs and both references' results.
 type typedRefs struct {
-	in  typedInputs
+	in  cpuref.Inputs
 	r32 cpuref.Result
 	o64 cpuref.Result64
 }
@@ -234,14 +138,12 @@ func (c typedCase) references(t *testing.T) *typedRefs {
 	if r := typedRefCache.m[c.name]; r != nil {
 		return r
 	}
-	in := makeTypedInputs(c.p, c.seed, true)
-	rp := spec.Params{Shape: c.p.Shape, HeadMap: c.p.HeadMap, QScale: c.p.QScale}
-	rin := in.recurrence(c.p)
-	r32, err := cpuref.Reference32(rp, rin, true)
+	in := typedInputs(t, c.p, c.seed, true)
+	r32, err := cpuref.Reference32(c.p, in, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o64, err := cpuref.Oracle64(rp, rin, true)
+	o64, err := cpuref.Oracle64(c.p, in, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,6 +161,35 @@ type typedOutcome struct {
 	output, stateOut, capture []byte
 	Output, StateOut, Capture []float32
 	Counters                  *msl.Counters
+}
+
+// encode returns the bytes of x as elements of type t, little-endian (x
+// holds values of t).
+func encode(t spec.ElemType, x []float32) []byte {
+	b := make([]byte, t.Size()*len(x))
+	switch t {
+	case spec.F16:
+		half.EncodeFloat16(b, x)
+	case spec.BF16:
+		half.EncodeBFloat16(b, x)
+	default:
+		copy(b, floats.Bytes(x...))
+	}
+	return b
+}
+
+// decode widens little-endian elements of type t to float32.
+func decode(t spec.ElemType, b []byte) []float32 {
+	x := make([]float32, len(b)/t.Size())
+	switch t {
+	case spec.F16:
+		half.DecodeFloat16(x, b)
+	case spec.BF16:
+		half.DecodeBFloat16(x, b)
+	default:
+		x = floats.FromBytes(b)
+	}
+	return x
 }
 
 // poisonBytes fills b with a quiet NaN of type t that no arithmetic
@@ -300,7 +231,7 @@ func (r *rig) poisonedTyped(t testing.TB, et spec.ElemType, n int) gdn.View {
 
 // runTyped encodes one dispatch of k on p's types with inputs in, runs it
 // and returns the results; any error fails the test.
-func (r *rig) runTyped(t *testing.T, k kernel, p spec.Params, in typedInputs, inPlace bool) typedOutcome {
+func (r *rig) runTyped(t *testing.T, k kernel, p spec.Params, in cpuref.Inputs, inPlace bool) typedOutcome {
 	t.Helper()
 	a, st := p.Activation, p.State
 	b := gdn.Buffers{
@@ -361,19 +292,19 @@ func typedName(p spec.Params) string {
 // suite logs.
 var typedErrors struct {
 	sync.Mutex
-	m map[string]*[4]float64 // prefill output, prefill state, decode family output, decode family state
+	m map[string]*[8]float64 // prefill output, state, decode family output, state; then the same against Reference32
 }
 
-func recordTypedError(p spec.Params, prefill bool, out, state float64) {
+func recordTypedError(p spec.Params, prefill bool, out, state, out32, state32 float64) {
 	typedErrors.Lock()
 	defer typedErrors.Unlock()
 	if typedErrors.m == nil {
-		typedErrors.m = map[string]*[4]float64{}
+		typedErrors.m = map[string]*[8]float64{}
 	}
 	key := fmt.Sprintf("%-4v %-4v %s", p.Activation, p.State, fusedName(p.Fused))
 	e := typedErrors.m[key]
 	if e == nil {
-		e = new([4]float64)
+		e = new([8]float64)
 		typedErrors.m[key] = e
 	}
 	i := 2
@@ -381,6 +312,7 @@ func recordTypedError(p spec.Params, prefill bool, out, state float64) {
 		i = 0
 	}
 	e[i], e[i+1] = max(e[i], out), max(e[i+1], state)
+	e[i+4], e[i+5] = max(e[i+4], out32), max(e[i+5], state32)
 }
 
 // typedRuns are the typed suite's runs on the emulated device: both
@@ -403,28 +335,43 @@ func TestEmulatedTypedParity(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	t.Logf("largest error relative to the largest magnitude, against the float64 reference:")
-	t.Logf("%-22s %10s %10s %10s %10s", "act  state fused", "prefill o", "prefill S", "decode o", "decode S")
+	t.Logf("largest error relative to the largest magnitude, against Oracle64 (float64) | against Reference32 (float32, rounded as the kernels round):")
+	t.Logf("%-20s %9s %9s %9s %9s | %9s %9s %9s %9s", "act  state step", "prefill o", "prefill S", "decode o", "decode S", "prefill o", "prefill S", "decode o", "decode S")
 	for _, k := range keys {
 		e := typedErrors.m[k]
-		t.Logf("%-22s %10.3g %10.3g %10.3g %10.3g", k, e[0], e[1], e[2], e[3])
+		t.Logf("%-20s %9.3g %9.3g %9.3g %9.3g | %9.3g %9.3g %9.3g %9.3g", k, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7])
 	}
 }
 
 // TestMetalTypedParity runs the typed suite on the system's GPU (a Mac; it
-// skips elsewhere).
-func TestMetalTypedParity(t *testing.T) { onMetal(t, typedParity) }
+// skips elsewhere), with bf16 converted by hand (MSL 3.0) and, where the
+// system compiles MSL 3.1 (macOS 14), with MSL's bfloat; the second run's
+// bytes are compared with the first's.
+func TestMetalTypedParity(t *testing.T) {
+	dev := testdevice.Metal(t)
+	langs := []mtl.LanguageVersion{mtl.LanguageVersion3_0}
+	if v := kernels.LanguageVersion(); v != mtl.LanguageVersion3_0 {
+		langs = append(langs, v)
+	}
+	for _, lang := range langs {
+		t.Run(fmt.Sprintf("msl%d.%d", lang>>16, lang&0xffff), func(t *testing.T) {
+			typedParity(t, newRigWith(t, dev, false, kernels.NewRegistryWithLanguage(lang)))
+		})
+	}
+}
 
 // typedParity runs every kernel on every case of typedCases and checks:
 //
 //   - output, state_out and capture against Oracle64 (a float64 loop over
-//     the same rounded inputs) within SPEC section 9's bounds, and, where
-//     the written type is f32, against Reference32 within 1e-5; every
+//     the same rounded inputs) within SPEC section 9's bounds, and against
+//     Reference32 (float32, rounded to the types as the kernels round)
+//     within 1e-5 where the type is f32 and that bound otherwise; every
 //     element written;
 //   - decode (the automatic choice: seq at three tokens), the decode
 //     kernel itself, seq, legacy and capture give the same bytes; capture's
 //     last slot is state_out's bytes; state in place gives the same bytes;
-//   - the same bytes in every scheduling order;
+//   - the same bytes in every run on one device: every scheduling order,
+//     bf16 by hand and as MSL's bfloat;
 //   - the state read once and written once in its own type's bytes, the
 //     output written once, capture one state per token (SPEC section 8;
 //     the fused parts add no state traffic).
@@ -442,9 +389,11 @@ func typedCaseRun(t *testing.T, r *rig, c typedCase) {
 	for _, k := range kerns {
 		o := r.runTyped(t, k, p, ref.in, false)
 		res[k.name] = o
+		device := "metal/"
 		if r.emulated {
-			checkTypedAcrossOrders(t, c.name+"/"+k.name, o)
+			device = "emulated/"
 		}
+		checkTypedAcrossRuns(t, device+c.name+"/"+k.name, o)
 		checkTypedAgainstReferences(t, k.name, p, o, ref)
 		if o.Counters != nil {
 			checkTypedTraffic(t, k.name, k, p, *o.Counters)
@@ -488,17 +437,25 @@ func checkTypedAgainstReferences(t *testing.T, name string, p spec.Params, o typ
 	eState := cpuref.MaxRelErr64(o.StateOut, ref.o64.StateOut)
 	checkBound(t, name+": output vs Oracle64", eOut, outBound)
 	checkBound(t, name+": state_out vs Oracle64", eState, stateBound)
-	if p.Activation == spec.F32 {
-		checkBound(t, name+": output vs Reference32", cpuref.MaxRelErr(o.Output, ref.r32.Output), boundRef32)
+	// Reference32 rounds the output and the state to their types as the
+	// kernels do: 1e-5 where the type is f32, else one rounding apart.
+	outBound32, stateBound32 := boundRef32, boundRef32
+	if p.Activation != spec.F32 {
+		outBound32 = bound16[p.Activation]
 	}
-	if p.State == spec.F32 {
-		checkBound(t, name+": state_out vs Reference32", cpuref.MaxRelErr(o.StateOut, ref.r32.StateOut), boundRef32)
+	if p.State != spec.F32 {
+		stateBound32 = bound16[p.State]
 	}
+	eOut32 := cpuref.MaxRelErr(o.Output, ref.r32.Output)
+	eState32 := cpuref.MaxRelErr(o.StateOut, ref.r32.StateOut)
+	checkBound(t, name+": output vs Reference32", eOut32, outBound32)
+	checkBound(t, name+": state_out vs Reference32", eState32, stateBound32)
 	if o.Capture != nil {
 		checkWritten(t, name+": capture", o.Capture)
 		checkBound(t, name+": capture vs Oracle64", cpuref.MaxRelErr64(o.Capture, ref.o64.Capture), stateBound)
+		checkBound(t, name+": capture vs Reference32", cpuref.MaxRelErr(o.Capture, ref.r32.Capture), stateBound32)
 	}
-	recordTypedError(p, name == kPrefill.name, eOut, eState)
+	recordTypedError(p, name == kPrefill.name, eOut, eState, eOut32, eState32)
 }
 
 var typedResults struct {
@@ -506,7 +463,10 @@ var typedResults struct {
 	m map[string]typedOutcome
 }
 
-func checkTypedAcrossOrders(t *testing.T, key string, o typedOutcome) {
+// checkTypedAcrossRuns compares o with the first result of the same key
+// (device, case and kernel) byte for byte: every scheduling order and both
+// bf16 paths give the same bytes.
+func checkTypedAcrossRuns(t *testing.T, key string, o typedOutcome) {
 	t.Helper()
 	typedResults.Lock()
 	first, ok := typedResults.m[key]
@@ -518,9 +478,9 @@ func checkTypedAcrossOrders(t *testing.T, key string, o typedOutcome) {
 	}
 	typedResults.Unlock()
 	if ok {
-		checkSameBytes(t, key+": output vs the other scheduling order", o.output, first.output)
-		checkSameBytes(t, key+": state_out vs the other scheduling order", o.stateOut, first.stateOut)
-		checkSameBytes(t, key+": capture vs the other scheduling order", o.capture, first.capture)
+		checkSameBytes(t, key+": output vs the first run", o.output, first.output)
+		checkSameBytes(t, key+": state_out vs the first run", o.stateOut, first.stateOut)
+		checkSameBytes(t, key+": capture vs the first run", o.capture, first.capture)
 	}
 }
 
@@ -559,16 +519,15 @@ func checkTypedTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl
 		capture = uint64(p.NTokens) * state
 	}
 	want("capture stored at index 9", c.Stored[bindCapture], capture)
+	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
 	// A_log and dt_bias (10, 11) are read only with the fused gate, four
-	// bytes of each per thread. Capture (9) is never read, so the sum over
-	// 9-11 counts them whether the counters are charged to binding indices
-	// or to the kernel's buffer arguments in order.
-	consts := c.Loaded[9] + c.Loaded[10] + c.Loaded[11]
+	// bytes of each per thread.
+	var consts uint64
 	if p.Fused.Gate {
-		want("A_log and dt_bias loaded", consts, 2*4*threadsOf(c))
-	} else {
-		want("A_log and dt_bias loaded", consts, 0)
+		consts = 4 * threadsOf(c)
 	}
+	want("A_log loaded at index 10", c.Loaded[10], consts)
+	want("dt_bias loaded at index 11", c.Loaded[11], consts)
 }
 
 // TestEmulatedTypedDecodeStepTraffic measures, from the emulator's
@@ -593,7 +552,7 @@ func TestEmulatedTypedDecodeStepTraffic(t *testing.T) {
 							QScale:     0.0883883476,
 							Activation: a, State: st, Fused: f,
 						}
-						c := *r.runTyped(t, k, p, makeTypedInputs(p, 0x7aff1c, true), false).Counters
+						c := *r.runTyped(t, k, p, typedInputs(t, p, 0x7aff1c, true), false).Counters
 						floor := uint64(32 * 128 * 128 * st.Size() * 2)
 						stateBytes := c.Loaded[bindStateIn] + c.Stored[bindStateOut]
 						name := fmt.Sprintf("%s %v/%v %s", k.name, a, st, fusedName(f))
@@ -643,9 +602,8 @@ func TestEmulatedStateDrift(t *testing.T) {
 				QScale:     0.0883883476,
 				Activation: ty[0], State: ty[1], Fused: spec.FusedAll,
 			}
-			in := makeTypedInputs(p, 0xd41f7, false)
-			rp := spec.Params{Shape: p.Shape, QScale: p.QScale}
-			o64, err := cpuref.Oracle64(rp, in.recurrence(p), true)
+			in := typedInputs(t, p, 0xd41f7, false)
+			o64, err := cpuref.Oracle64(p, in, true)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -206,7 +206,7 @@ func loadRuntime(root string) error {
 	}
 	so := filepath.Join(dir, rtLibName)
 	if _, log, err := buildShared(clang, "", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
-		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics",
+		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror",
 		"-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread"); err != nil {
 		return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log)
 	}
@@ -314,7 +314,7 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 	flags := []string{
 		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
 		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
-		"-fno-math-errno", "-nostdlib++",
+		"-fno-math-errno", "-nostdlib++", "-mllvm", "-inline-threshold=2000",
 		"-ffp-contract=off", "-fno-color-diagnostics",
 		// keep copy loops as loads and stores (instrumented), not memcpy calls
 		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",

@@ -28,29 +28,35 @@
 // dispatchThreads with partial edge threadgroups). The threads of a
 // threadgroup run as fibers on one OS thread, with a hand-written context
 // switch (x86-64 and arm64); threadgroups are shared out among worker
-// threads. SIMD-groups have 32 lanes, and SIMD-group functions reduce over
-// the lanes still running. Threadgroup memory is filled with 0xFF bytes
-// (NaN) before each threadgroup. The scheduling Order (forward, reverse,
-// shuffled) changes which thread runs first between barriers: running a
-// kernel in two orders exposes missing barriers.
+// threads (Dispatch.Workers, at most 64; the dispatches running at once
+// share 64 workers' memory, and one waits when all are busy). SIMD-groups
+// have 32 lanes, and SIMD-group functions reduce over the lanes still
+// running. Threadgroup memory is filled with 0xFF bytes (NaN) before each
+// threadgroup. The scheduling Order (forward, reverse, shuffled) changes
+// which thread runs first between barriers.
 //
 // Every memory access of a kernel is checked (clang's sanitizer-coverage
-// load and store hooks): a load or store outside the bound buffers stops
-// the dispatch before it happens. Run reports such faults as a
-// *KernelError naming the kernel, the source line and the thread: an
-// out-of-bounds device access, a barrier that some threads cannot reach
-// (a barrier after an early return), threads waiting at different
-// barriers, SIMD-group functions called at different sites by the lanes of
-// one SIMD-group, a deadlock, integer division by zero, or threadgroup
-// memory beyond 32 KiB. The same hooks count the bytes loaded and stored
-// through each buffer binding (Counters), which is how tests measure a
-// kernel's memory traffic. With Dispatch.CountSegments they also group the
-// lanes' accesses into SIMD-group accesses (the same instruction, the same
-// occurrence since the SIMD-group last synchronised) and count the 32- and
-// 128-byte segments each touches against the fewest its bytes need: how
-// well the accesses coalesce. SIMD-group functions are counted by kind,
-// and Counters.ShuffleSteps weighs them by the lane-exchange steps they
-// take (5 for a reduction over 32 lanes, 1 for a shuffle).
+// load and store hooks): a load or store outside the bound buffers, or
+// outside the threadgroup memory allocation it aims at, stops the dispatch
+// before it happens. Run reports such faults as a *KernelError naming the
+// kernel, the source line and the thread: an out-of-bounds device or
+// threadgroup memory access, an index outside an array declared in the
+// kernel (thread or threadgroup, -fsanitize=array-bounds), a race on
+// threadgroup memory (naming both accesses), a barrier that some threads
+// cannot reach (a barrier after an early return), threads waiting at
+// different barriers, SIMD-group functions called at different sites by the
+// lanes of one SIMD-group, a deadlock, an integer division by zero or
+// INT_MIN / -1, threadgroup memory beyond 32 KiB, a dispatch running past
+// its time limit (Dispatch.Timeout), or a thread's stack overflowing. The
+// same hooks count the bytes loaded and stored through each buffer binding
+// (Counters), which is how tests measure a kernel's memory traffic. With
+// Dispatch.CountSegments they also group the lanes' accesses into
+// SIMD-group accesses (the same instruction, the same occurrence since the
+// SIMD-group last synchronised) and count the 32- and 128-byte segments
+// each touches against the fewest its distinct bytes need: how well the
+// accesses coalesce. SIMD-group functions are counted by kind, and
+// Counters.ShuffleSteps weighs them by the lane-exchange steps they take
+// (5 for a reduction over 32 lanes, 1 for a shuffle).
 //
 // # Known differences from Apple's compiler and GPUs
 //
@@ -108,12 +114,43 @@
 //     though it lies inside the MTLBuffer.
 //   - Atomics are sequentially consistent (stronger than
 //     memory_order_relaxed); atomic_float is supported.
-//   - Integer division by zero is reported as a fault (the GPU returns an
-//     unspecified value).
-//   - Threads cannot be preempted: a kernel that loops forever hangs the
-//     dispatch. Each thread has a 64 KiB stack (guard page below it); a
-//     kernel needing more crashes the process.
-//   - Races between threadgroups on device memory are not detected, and
-//     threads of a threadgroup only interleave at barriers and SIMD-group
-//     functions.
+//   - Integer division by zero and signed division overflow (INT_MIN / -1,
+//     INT_MIN % -1) are reported as faults (the GPU returns an unspecified
+//     value). Other signed integer overflow wraps, as on the GPU (-fwrapv).
+//   - Indexing an array whose size the compiler knows (declared in the
+//     kernel, thread or threadgroup) outside its bounds is a fault, even
+//     where the memory belongs to the kernel; through a pointer, only the
+//     buffer or threadgroup allocation bounds are checked.
+//   - Time limit: a dispatch running longer than Dispatch.Timeout (default
+//     60 s, or the duration in PUREMETAL_EMU_TIMEOUT; "0" for none) is
+//     stopped with a fault (KernelError.Timeout), as the GPU kills a
+//     command buffer that runs too long. Threads cannot be preempted: the
+//     limit is checked every 4096 memory accesses, barriers and SIMD-group
+//     functions of a worker, so a loop that touches no memory and calls no
+//     barrier or SIMD-group function (all in registers) is not stopped and
+//     hangs its dispatch. The stopped threads are abandoned; the library
+//     and the device stay usable.
+//   - Private memory: each thread runs on a 64 KiB stack, of which its
+//     kernel may use 48 KiB (MaxPrivateBytes), counted at compile time from
+//     the compiler's frame sizes along the deepest call chain
+//     (Function.PrivateBytes). A kernel needing more is a compile error;
+//     Apple's compiler spills large private arrays to device memory
+//     instead. A thread whose stack overflows all the same (recursion,
+//     which Metal does not allow, counts once) is stopped with a fault at
+//     its first access past the stack, which the hooks see; code that
+//     writes past it without a load or store the compiler instruments (a
+//     call's return address) is not caught before that.
+//   - Races on threadgroup memory: two threads of a threadgroup accessing
+//     the same bytes, at least one storing, with no threadgroup_barrier
+//     between them (any mem_flags) is a fault naming both accesses. Lanes
+//     of one SIMD-group are also ordered by the SIMD-group functions and
+//     simdgroup_barrier calls they make together, since the emulator
+//     switches between the lanes there, as they step together on the GPU;
+//     without one, lanes exchanging values through threadgroup memory race
+//     here (the GPU's lockstep is not guaranteed by Metal). Atomic
+//     operations are not races, and are not checked against other
+//     accesses. Each byte remembers its last store and loads by two
+//     threads, so a race with a third reader can be missed. Races between
+//     threadgroups on device memory are not detected, and threads of a
+//     threadgroup only interleave at barriers and SIMD-group functions.
 package msl

@@ -54,40 +54,23 @@ func TestIntegerDivisionOverflowReported(t *testing.T) {
 	const src = `kernel void div(device int* out [[buffer(0)]],
                 uint tid [[thread_index_in_threadgroup]]) {
     int a = out[0], b = out[1];
-    if (tid == 3) out[2] = a / b;
-    if (tid == 5) out[3] = a % b;
+    if (tid == uint(out[5])) out[2] = a / b;
+    if (tid == uint(out[6])) out[3] = a % b;
     out[4] = a * 2 + b;
 }
 `
-	for _, c := range []struct {
-		line   int
-		thread int
-	}{{4, 3}, {5, 5}} {
-		lib := compileT(t, src, CompileOptions{})
-		f := functionT(t, lib, "div")
-		out := newMem(t, 64)
-		out.i32()[0], out.i32()[1] = -1<<31, -1
-		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{8, 1, 1})}
-		if c.line == 5 {
-			d.Grid.ThreadsPerThreadgroup[0] = 4 // thread 3 divides, fault at line 4 first
-			d.Grid.ThreadsPerThreadgroup[0] = 8
-		}
-		d.Buffers[0] = out.binding()
-		if c.line == 5 {
-			// skip the division: only the remainder faults
-			src2 := strings.Replace(src, "if (tid == 3)", "if (tid == 99)", 1)
-			f = functionT(t, compileT(t, src2, CompileOptions{}), "div")
-		}
-		_, err := f.Run(d)
-		ke := kernelErrorT(t, err)
-		wantFault(t, ke, c.line, [3]int{c.thread, 0, 0}, "-2147483648 / -1 does not fit in int")
-	}
-	// wrapping signed arithmetic is no fault
-	f := functionT(t, compileT(t, strings.NewReplacer("if (tid == 3)", "if (tid == 99)", "if (tid == 5)", "if (tid == 99)").Replace(src), CompileOptions{}), "div")
+	f := functionT(t, compileT(t, src, CompileOptions{}), "div")
 	out := newMem(t, 64)
-	out.i32()[0], out.i32()[1] = 1<<30, 1<<30
 	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{8, 1, 1})}
 	d.Buffers[0] = out.binding()
+	for _, c := range []struct{ line, div, rem int }{{4, 3, 99}, {5, 99, 5}} {
+		copy(out.i32(), []int32{-1 << 31, -1, 0, 0, 0, int32(c.div), int32(c.rem)})
+		_, err := f.Run(d)
+		ke := kernelErrorT(t, err)
+		wantFault(t, ke, c.line, [3]int{min(c.div, c.rem), 0, 0}, "-2147483648 / -1 does not fit in int")
+	}
+	// wrapping signed arithmetic is no fault
+	copy(out.i32(), []int32{1 << 30, 1 << 30, 0, 0, 0, 99, 99})
 	if _, err := f.Run(d); err != nil {
 		t.Fatal(err)
 	}

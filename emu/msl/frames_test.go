@@ -77,3 +77,46 @@ kernel void flat(device float* out [[buffer(0)]],
 		t.Fatalf("PrivateBytes: chain %d (wants 1500 floats along its calls), flat %d (1000)", chain.PrivateBytes, flat.PrivateBytes)
 	}
 }
+
+// A thread whose stack overflows into another thread's (here through
+// recursion, which Metal does not allow and the frame count takes once) is
+// stopped with a fault, not a crash.
+func TestStackOverflowReported(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+int deep(device int* p, int n) {
+    int a[64];
+    for (int i = 0; i < 64; i++) a[i] = p[i & 3] + n;
+    if (n <= 0) return a[3];
+    return deep(p, n - 1) + a[n & 63];
+}
+kernel void recurse(device int* out [[buffer(0)]],
+                    uint tid [[thread_index_in_threadgroup]]) {
+    if (tid == uint(out[1])) out[4] = deep(out, out[0]);
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "recurse")
+	out := newMem(t, 64)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{2, 1, 1})}
+	d.Buffers[0] = out.binding()
+	for _, c := range []struct {
+		tid  int32
+		want string
+	}{{1, "in the stack of thread 0"}, {0, "below the lowest thread's stack"}} {
+		out.i32()[0] = 10
+		if _, err := f.Run(d); err != nil {
+			t.Fatal(err)
+		}
+		out.i32()[0], out.i32()[1] = 100000, c.tid
+		_, err := f.Run(d)
+		ke := kernelErrorT(t, err)
+		if ke.Thread != [3]int{int(c.tid), 0, 0} || !strings.Contains(ke.Msg, c.want+": this thread's 65536-byte stack overflowed") {
+			t.Fatalf("%v, want thread %d overflowing its stack", err, c.tid)
+		}
+	}
+	// the device stays usable
+	out.i32()[0] = 10
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+}

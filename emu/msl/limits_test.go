@@ -3,6 +3,7 @@ package msl
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // Sizes whose products overflow 64 bits (or 32) are refused, naming the
@@ -29,6 +30,19 @@ func TestGridProductsDoNotOverflow(t *testing.T) {
 		_, err := f.Run(d)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("grid %+v: error %v, want one containing %q", c.grid, err, c.want)
+		}
+	}
+}
+
+func TestEnvironmentKnobs(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": DefaultTimeout, "5m": 5 * time.Minute, "0": -1, "-3s": DefaultTimeout, "soon": DefaultTimeout, "250ms": 250 * time.Millisecond} {
+		if got := parseTimeout(v); got != want {
+			t.Errorf("PUREMETAL_EMU_TIMEOUT=%q: %v, want %v", v, got, want)
+		}
+	}
+	for v, want := range map[string]int{"": 0, "64": 64, "-2": 0, "many": 0, "3": 3} {
+		if got := parseWorkers(v); got != want {
+			t.Errorf("PUREMETAL_EMU_WORKERS=%q: %d, want %d", v, got, want)
 		}
 	}
 }

@@ -54,32 +54,47 @@ func TestSIMDGroupOrdering(t *testing.T) {
 	const src = `#include <metal_stdlib>
 using namespace metal;
 kernel void lanes(device float* out [[buffer(0)]],
+                  constant uint& mode [[buffer(1)]],
                   uint tid [[thread_index_in_threadgroup]],
                   uint lane [[thread_index_in_simdgroup]],
                   uint sg [[simdgroup_index_in_threadgroup]]) {
     threadgroup float partial[64];
     threadgroup float sums[2];
     partial[tid] = out[tid];
-    SYNC
-    float x = partial[sg * 32 + (lane ^ 1)];
+    if (mode % 4 == 1) simdgroup_barrier(mem_flags::mem_threadgroup);
+    if (mode % 4 == 2) (void)simd_any(true);
+    if (mode % 4 == 3) threadgroup_barrier(mem_flags::mem_threadgroup);
+    float x = partial[mode < 4 ? sg * 32 + (lane ^ 1) : (tid + 32) % 64];
     float s = simd_sum(x);
     if (lane == 0) sums[sg] = s;
     threadgroup_barrier(mem_flags::mem_threadgroup);
     out[tid] = sums[0] + sums[1];
 }
 `
-	for _, sync := range []string{"simdgroup_barrier(mem_flags::mem_threadgroup);", "(void)simd_any(true);", "threadgroup_barrier(mem_flags::mem_threadgroup);"} {
-		runOK(t, strings.Replace(src, "SYNC", sync, 1), "lanes", 64, 0)
+	f := functionT(t, compileT(t, src, CompileOptions{}), "lanes")
+	out, mode := newF32(t, 64), newMem(t, 4)
+	run := func(m uint32, order Order) error {
+		mode.u32()[0] = m
+		fillRandom(out.f32(), int64(m))
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{64, 1, 1}), Order: order}
+		d.Buffers[0], d.Buffers[1] = out.binding(), mode.binding()
+		_, err := f.Run(d)
+		return err
 	}
-	ke := runFault(t, strings.Replace(src, "SYNC", "", 1), "lanes", 64, 0)
-	if ke.Line != 9 && ke.Line != 11 || !strings.Contains(ke.Msg, "threadgroup memory race") {
-		t.Fatalf("%v, want a race between lines 9 and 11", ke)
+	for _, m := range []uint32{1, 2, 3, 7} {
+		for _, order := range []Order{Forward, Reverse, Shuffled} {
+			if err := run(m, order); err != nil {
+				t.Fatalf("mode %d (%v): %v", m, order, err)
+			}
+		}
 	}
-	// across SIMD-groups a simdgroup_barrier is not enough
-	cross := strings.NewReplacer("SYNC", "simdgroup_barrier(mem_flags::mem_threadgroup);", "sg * 32 + (lane ^ 1)", "(tid + 32) % 64").Replace(src)
-	ke = runFault(t, cross, "lanes", 64, 0)
-	if ke.Line != 9 && ke.Line != 11 || !strings.Contains(ke.Msg, "threadgroup memory race") {
-		t.Fatalf("%v, want a race between SIMD-groups at lines 9 and 11", ke)
+	// no synchronisation; across SIMD-groups a simdgroup_barrier or a
+	// SIMD-group function is not enough
+	for _, m := range []uint32{0, 5, 6} {
+		ke := kernelErrorT(t, run(m, Forward))
+		if ke.Line != 10 && ke.Line != 14 || !strings.Contains(ke.Msg, "threadgroup memory race") {
+			t.Fatalf("mode %d: %v, want a race between lines 10 and 14", m, ke)
+		}
 	}
 }
 

@@ -66,28 +66,33 @@ const (
 // duration (time.ParseDuration syntax, such as "5m"; "0" for no limit).
 const DefaultTimeout = 60 * time.Second
 
-var envTimeout = sync.OnceValue(func() time.Duration {
-	if v := os.Getenv("PUREMETAL_EMU_TIMEOUT"); v != "" {
-		if t, err := time.ParseDuration(v); err == nil && t >= 0 {
-			if t == 0 {
-				return -1
-			}
-			return t
-		}
+var envTimeout = sync.OnceValue(func() time.Duration { return parseTimeout(os.Getenv("PUREMETAL_EMU_TIMEOUT")) })
+
+// parseTimeout reads PUREMETAL_EMU_TIMEOUT: a duration, "0" for no limit
+// (-1), DefaultTimeout if empty or invalid.
+func parseTimeout(v string) time.Duration {
+	t, err := time.ParseDuration(v)
+	switch {
+	case err != nil || t < 0:
+		return DefaultTimeout
+	case t == 0:
+		return -1
 	}
-	return DefaultTimeout
-})
+	return t
+}
 
 // envWorkers is the number of workers of a dispatch whose Dispatch.Workers
 // is zero: PUREMETAL_EMU_WORKERS if set (to force many workers on a small
 // machine, say), otherwise 0 (one per CPU).
-var envWorkers = sync.OnceValue(func() int {
-	n, err := strconv.Atoi(os.Getenv("PUREMETAL_EMU_WORKERS"))
+var envWorkers = sync.OnceValue(func() int { return parseWorkers(os.Getenv("PUREMETAL_EMU_WORKERS")) })
+
+func parseWorkers(v string) int {
+	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
 		return 0
 	}
 	return n
-})
+}
 
 // Run executes one dispatch of f and returns its counters. Invalid
 // dispatches return an error naming the argument; faults of the running

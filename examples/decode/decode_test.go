@@ -54,7 +54,7 @@ func TestCPUBackend(t *testing.T) {
 func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	t.Helper()
 	for l, s := range states {
-		in, err := cpuref.RandomInputs(cfg.params(), layerstack.Seed(cfg.seed, l, -1))
+		in, err := cpuref.RandomInputs(cfg.Params(1), layerstack.Seed(cfg.Seed, l, -1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,10 +75,11 @@ func TestEmulatedBackend(t *testing.T) {
 	for _, m := range []string{"block", "tiled"} {
 		t.Run(m, func(t *testing.T) {
 			dev := testdevice.Emulated(t, emu.Options{})
-			be, err := newDeviceBackend(dev, "emu", "emu (test)", false)
+			d, err := layerstack.NewDevice(dev, "emu (test)", false)
 			if err != nil {
 				t.Fatal(err)
 			}
+			be := &deviceBackend{d: d}
 			defer be.Close()
 			cfg := tinyConfig(t, "-backend", "emu", "-headmap", m)
 			var out bytes.Buffer

@@ -40,21 +40,18 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -73,23 +70,9 @@ func main() {
 
 // config is what the flags say.
 type config struct {
-	backend          string
-	dk, dv, nk, nv   int
-	layers, tokens   int
-	seed             uint64
-	headMap          spec.HeadMap
-	every            int // progress line every this many tokens
-	shapeSet, runSet bool
-}
-
-// params returns the parameters of one decode step (one token, one
-// sequence) of one layer, with q scaled by 1/sqrt(D_k) at write-back.
-func (c config) params() spec.Params {
-	return spec.Params{
-		Shape:   spec.Shape{DK: c.dk, DV: c.dv, NKHeads: c.nk, NVHeads: c.nv, NTokens: 1, NSeqs: 1},
-		HeadMap: c.headMap,
-		QScale:  float32(1 / math.Sqrt(float64(c.dk))),
-	}
+	*layerstack.Flags
+	tokens int
+	every  int // progress line every this many tokens
 }
 
 // cli runs the program with args and returns its exit status: 0 on
@@ -97,77 +80,32 @@ func (c config) params() spec.Params {
 // flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	return layerstack.Status("decode", stderr, err, func() (bool, error) {
+		be, err := openBackend(&cfg, stdout)
+		if err != nil {
+			return false, err
 		}
-		fmt.Fprintln(stderr, "decode:", err)
-		return 2
-	}
-	be, err := openBackend(&cfg, stdout)
-	if err != nil {
-		fmt.Fprintln(stderr, "decode:", err)
-		return 1
-	}
-	defer be.Close()
-	res, err := run(cfg, be, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "decode:", err)
-		return 1
-	}
-	if !res.Pass {
-		return 1
-	}
-	return 0
+		defer be.Close()
+		res, err := run(cfg, be, stdout, stderr)
+		return res.Pass, err
+	})
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	backend := fs.String("backend", "auto", "auto, metal, emu or cpu")
-	dk := fs.Int("dk", 128, "D_k, the key head size: 32, 64 or 128 (the decode kernels' sizes)")
-	dv := fs.Int("dv", 128, "D_v, the value head size")
-	nk := fs.Int("kheads", 16, "key heads (q, k)")
-	nv := fs.Int("vheads", 32, "value heads (v, g, beta, state); a multiple of -kheads")
-	layers := fs.Int("layers", 4, "GDN layers")
-	tokens := fs.Int("tokens", 32, "tokens to decode")
-	seed := fs.Uint64("seed", 1, "seed of the random inputs")
-	headMap := fs.String("headmap", "block", "block (HF transformers, MLX) or tiled (llama.cpp GGUF)")
-	every := fs.Int("every", 0, "print progress every this many tokens (0: about eight lines)")
+	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto, metal, emu or cpu", 4)}
+	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
+	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: decode [flags]\n\nDecodes tokens through a stack of Gated DeltaNet layers and checks the final state against the CPU reference.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	cfg := config{
-		backend: *backend, dk: *dk, dv: *dv, nk: *nk, nv: *nv,
-		layers: *layers, tokens: *tokens, seed: *seed, every: *every,
-	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "dk", "dv", "kheads", "vheads":
-			cfg.shapeSet = true
-		case "layers", "tokens":
-			cfg.runSet = true
-		}
-	})
-	m, err := spec.ParseHeadMap(*headMap)
-	if err != nil {
-		return config{}, fmt.Errorf("-headmap: %w", err)
-	}
-	cfg.headMap = m
-	switch cfg.backend {
-	case "auto", "metal", "emu", "cpu":
-	default:
-		return config{}, fmt.Errorf("-backend %q: want auto, metal, emu or cpu", cfg.backend)
-	}
-	if cfg.layers <= 0 || cfg.tokens <= 0 || cfg.every < 0 {
-		return config{}, fmt.Errorf("-layers %d, -tokens %d, -every %d: need layers > 0, tokens > 0, every >= 0", cfg.layers, cfg.tokens, cfg.every)
+	if cfg.tokens <= 0 || cfg.every < 0 {
+		return config{}, fmt.Errorf("-tokens %d, -every %d: need tokens > 0, every >= 0", cfg.tokens, cfg.every)
 	}
 	return cfg, nil
 }
@@ -201,50 +139,19 @@ type stepTime struct {
 	hasDevice bool
 }
 
-// openBackend resolves cfg.backend (auto becomes metal or cpu), shrinks the
-// default shape for the emulator, and opens the backend.
+// openBackend opens the backend cfg names (auto: metal where there is
+// Metal, otherwise cpu), with smaller defaults on the emulated device.
 func openBackend(cfg *config, stdout io.Writer) (backend, error) {
-	if cfg.backend == "auto" || cfg.backend == "metal" {
-		dev, desc, err := layerstack.OpenMetal()
-		switch {
-		case err == nil:
-			cfg.backend = "metal"
-			return newDeviceBackend(dev, "metal", desc, true)
-		case cfg.backend == "metal":
-			return nil, fmt.Errorf("-backend metal: %w", err)
-		case errors.Is(err, mtl.ErrNoDevice):
-			fmt.Fprintf(stdout, "no Metal on %s/%s: running the CPU reference (cpuref.Reference32) instead; -backend emu runs the real kernels on the emulated device\n",
-				runtime.GOOS, runtime.GOARCH)
-			cfg.backend = "cpu"
-		default:
-			return nil, fmt.Errorf("Metal device: %w", err)
-		}
+	d, err := cfg.Open(stdout,
+		layerstack.Fallback{Backend: "cpu", Says: "running the CPU reference (cpuref.Reference32) instead; -backend emu runs the real kernels on the emulated device"},
+		layerstack.Smaller{Flags: []string{"layers", "tokens"}, Apply: func() { cfg.Layers, cfg.tokens = 4, 16 }, Says: "4 layers, 16 tokens", Full: "-layers 4 -tokens 32, about 30 s"})
+	if err != nil {
+		return nil, err
 	}
-	if cfg.backend == "cpu" {
+	if d == nil {
 		return &cpuBackend{}, nil
 	}
-	// emu
-	if cfg.dk != 32 && cfg.dk != 64 && cfg.dk != 128 {
-		return nil, fmt.Errorf("-dk %d: the decode kernels take D_k = 32, 64 or 128", cfg.dk)
-	}
-	var smaller []string
-	if !cfg.shapeSet {
-		cfg.nk, cfg.nv = 2, 4
-		smaller = append(smaller, "2 key heads, 4 value heads")
-	}
-	if !cfg.runSet {
-		cfg.layers, cfg.tokens = 4, 16
-		smaller = append(smaller, "4 layers, 16 tokens")
-	}
-	if len(smaller) > 0 {
-		fmt.Fprintf(stdout, "emu: the emulated device runs the kernels on the CPU, so this run uses smaller defaults: %s (Qwen3.5's shape: -kheads 16 -vheads 32 -layers 4 -tokens 32, about 30 s)\n",
-			strings.Join(smaller, ", "))
-	}
-	dev, desc, err := layerstack.OpenEmulated()
-	if err != nil {
-		return nil, fmt.Errorf("-backend emu: %w\n%s", err, layerstack.EmulatorNeeds)
-	}
-	return newDeviceBackend(dev, "emu", desc, false)
+	return &deviceBackend{d: d}, nil
 }
 
 // result is what a run found.
@@ -256,31 +163,28 @@ type result struct {
 	FinalState [][]float32 // every layer's final state
 }
 
-// run decodes cfg.tokens tokens through cfg.layers layers on be, printing
+// run decodes cfg.tokens tokens through cfg.Layers layers on be, printing
 // progress to stderr and the report to stdout.
 func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
-	p := cfg.params()
+	p := cfg.Params(1) // one decode step of one layer
 	if err := p.Validate(); err != nil {
 		return result{}, err
 	}
 	stateBytes := p.StateLen() * 4
 	fmt.Fprintf(stdout, "backend: %s\n", be.Describe())
 	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map, q scale 1/sqrt(%d); layers %d, tokens %d, seed %d\n",
-		p.DK, p.DV, p.NKHeads, p.NVHeads, p.HeadMap, p.DK, cfg.layers, cfg.tokens, cfg.seed)
+		p.DK, p.DV, p.NKHeads, p.NVHeads, p.HeadMap, p.DK, cfg.Layers, cfg.tokens, cfg.Seed)
 	fmt.Fprintf(stdout, "state:   %s per layer, %s in all, kept on the device and updated in place\n",
-		mb(stateBytes), mb(stateBytes*cfg.layers))
+		mb(stateBytes), mb(stateBytes*cfg.Layers))
 
-	// The state each layer starts from (as if left by a prefill), and the
-	// inputs of every token, kept for the parity check.
-	initial := make([][]float32, cfg.layers)
-	inputs := make([][]cpuref.Inputs, cfg.layers) // [layer][token]
+	// The state each layer starts from, as if left by a prefill.
+	initial := make([][]float32, cfg.Layers)
 	for l := range initial {
-		in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.seed, l, -1))
+		in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.Seed, l, -1))
 		if err != nil {
 			return result{}, err
 		}
 		initial[l] = in.StateIn
-		inputs[l] = make([]cpuref.Inputs, cfg.tokens)
 	}
 	if err := be.Init(p, initial); err != nil {
 		return result{}, err
@@ -289,53 +193,13 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 		fmt.Fprintf(stdout, "kernel:  %s, pipeline ready in %s (compiled, or taken from a cache); one command buffer per token, one dispatch per layer\n", kernels.Decode(p.DK/32), layerstack.Duration(d.compile))
 	}
 
-	every := cfg.every
-	if every == 0 {
-		every = max(1, cfg.tokens/8)
-	}
 	var res result
-	step := make([]cpuref.Inputs, cfg.layers)
-	start := time.Now()
-	for t := range cfg.tokens {
-		for l := range step {
-			in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.seed, l, t))
-			if err != nil {
-				return result{}, err
-			}
-			in.StateIn = nil // the state is the backend's
-			step[l], inputs[l][t] = in, in
-		}
-		st, err := be.Step(step)
-		if err != nil {
-			return result{}, fmt.Errorf("token %d: %w", t, err)
-		}
-		res.Latency = append(res.Latency, st.wall)
-		if st.hasDevice {
-			res.Device = append(res.Device, st.device)
-		}
-		if (t+1)%every == 0 || t+1 == cfg.tokens {
-			line := fmt.Sprintf("token %*d/%d  latency %s", len(fmt.Sprint(cfg.tokens)), t+1, cfg.tokens, layerstack.Duration(st.wall))
-			if st.hasDevice {
-				line += "  gpu " + layerstack.Duration(st.device)
-			}
-			fmt.Fprintf(stderr, "%s  (%.1f s elapsed)\n", line, time.Since(start).Seconds())
-		}
+	inputs, err := decodeTokens(cfg, p, be, &res, stderr)
+	if err != nil {
+		return result{}, err
 	}
+	reportTiming(cfg, stateBytes, be.Timed(), res, stdout)
 
-	// Timing.
-	med, p90 := layerstack.Percentile(res.Latency, 50), layerstack.Percentile(res.Latency, 90)
-	fmt.Fprintf(stdout, "latency per token (%d layers): median %s, p90 %s (%s)\n", cfg.layers, layerstack.Duration(med), layerstack.Duration(p90), be.Timed())
-	if len(res.Device) > 0 {
-		fmt.Fprintf(stdout, "GPU time per token: median %s, p90 %s (command-buffer timestamps)\n",
-			layerstack.Duration(layerstack.Percentile(res.Device, 50)), layerstack.Duration(layerstack.Percentile(res.Device, 90)))
-		med = layerstack.Percentile(res.Device, 50)
-	}
-	moved := 2 * stateBytes * cfg.layers
-	floor := time.Duration(float64(moved) / FloorBandwidth * 1e9)
-	fmt.Fprintf(stdout, "bandwidth: %s of state per token (read once, written once per layer: the floor of SPEC section 8); %.2f GB/s at the median %s; the floor at 400 GB/s is %s per token\n",
-		mb(moved), float64(moved)/med.Seconds()/1e9, timeName(len(res.Device) > 0), layerstack.Duration(floor))
-
-	// Parity.
 	states, err := be.States()
 	if err != nil {
 		return result{}, err
@@ -354,8 +218,67 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 	if !res.Pass {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(stdout, "parity: max rel err %.3g over %d layers, bound %g: %s\n", res.MaxRelErr, cfg.layers, Bound, verdict)
+	fmt.Fprintf(stdout, "parity: max rel err %.3g over %d layers, bound %g: %s\n", res.MaxRelErr, cfg.Layers, Bound, verdict)
 	return res, nil
+}
+
+// decodeTokens runs cfg.tokens decode steps through every layer on be,
+// with fresh inputs for every layer and token, recording each token's
+// time in res and a progress line on stderr about eight times. It returns
+// the inputs, [layer][token], for the parity check.
+func decodeTokens(cfg config, p spec.Params, be backend, res *result, stderr io.Writer) ([][]cpuref.Inputs, error) {
+	every := cfg.every
+	if every == 0 {
+		every = max(1, cfg.tokens/8)
+	}
+	inputs := make([][]cpuref.Inputs, cfg.Layers)
+	for l := range inputs {
+		inputs[l] = make([]cpuref.Inputs, cfg.tokens)
+	}
+	step := make([]cpuref.Inputs, cfg.Layers)
+	start := time.Now()
+	for t := range cfg.tokens {
+		for l := range step {
+			in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.Seed, l, t))
+			if err != nil {
+				return nil, err
+			}
+			in.StateIn = nil // the state is the backend's
+			step[l], inputs[l][t] = in, in
+		}
+		st, err := be.Step(step)
+		if err != nil {
+			return nil, fmt.Errorf("token %d: %w", t, err)
+		}
+		res.Latency = append(res.Latency, st.wall)
+		if st.hasDevice {
+			res.Device = append(res.Device, st.device)
+		}
+		if (t+1)%every == 0 || t+1 == cfg.tokens {
+			line := fmt.Sprintf("token %*d/%d  latency %s", len(fmt.Sprint(cfg.tokens)), t+1, cfg.tokens, layerstack.Duration(st.wall))
+			if st.hasDevice {
+				line += "  gpu " + layerstack.Duration(st.device)
+			}
+			fmt.Fprintf(stderr, "%s  (%.1f s elapsed)\n", line, time.Since(start).Seconds())
+		}
+	}
+	return inputs, nil
+}
+
+// reportTiming prints the latency per token, the GPU time where there is
+// one, and the bandwidth against the floor of SPEC section 8.
+func reportTiming(cfg config, stateBytes int, timed string, res result, stdout io.Writer) {
+	med, p90 := layerstack.Percentile(res.Latency, 50), layerstack.Percentile(res.Latency, 90)
+	fmt.Fprintf(stdout, "latency per token (%d layers): median %s, p90 %s (%s)\n", cfg.Layers, layerstack.Duration(med), layerstack.Duration(p90), timed)
+	if len(res.Device) > 0 {
+		fmt.Fprintf(stdout, "GPU time per token: median %s, p90 %s (command-buffer timestamps)\n",
+			layerstack.Duration(layerstack.Percentile(res.Device, 50)), layerstack.Duration(layerstack.Percentile(res.Device, 90)))
+		med = layerstack.Percentile(res.Device, 50)
+	}
+	moved := 2 * stateBytes * cfg.Layers
+	floor := time.Duration(float64(moved) / FloorBandwidth * 1e9)
+	fmt.Fprintf(stdout, "bandwidth: %s of state per token (read once, written once per layer: the floor of SPEC section 8); %.2f GB/s at the median %s; the floor at 400 GB/s is %s per token\n",
+		mb(moved), float64(moved)/med.Seconds()/1e9, timeName(len(res.Device) > 0), layerstack.Duration(floor))
 }
 
 // parityReference compares every layer's final state with
@@ -388,7 +311,7 @@ func parityOracle(p spec.Params, initial [][]float32, inputs [][]cpuref.Inputs, 
 	fmt.Fprintf(stdout, "parity: the cpu backend is cpuref.Reference32; its final state against the float64 oracle cpuref.Oracle64 over the same %d tokens, value heads %v of every layer\n",
 		len(inputs[0]), heads)
 	worst := 0.0
-	cells := p.DK * p.DV
+	cells := p.StateLen() / p.NVHeads // one head's state
 	for l := range inputs {
 		for _, h := range heads {
 			ph, in := oneHead(p, h, initial[l], inputs[l])
@@ -424,7 +347,7 @@ func window(p spec.Params, initial []float32, steps []cpuref.Inputs) (spec.Param
 // tokens as a call with one key head and one value head.
 func oneHead(p spec.Params, h int, initial []float32, steps []cpuref.Inputs) (spec.Params, cpuref.Inputs) {
 	kh := p.HeadMap.KeyHead(h, p.NKHeads, p.NVHeads)
-	cells := p.DK * p.DV
+	cells := p.StateLen() / p.NVHeads
 	ph := p
 	ph.NKHeads, ph.NVHeads, ph.NTokens = 1, 1, len(steps)
 	in := cpuref.Inputs{StateIn: initial[h*cells : (h+1)*cells]}
@@ -498,14 +421,9 @@ func (c *cpuBackend) Close()        {}
 // deviceBackend runs the decode kernel on a Metal device (the GPU or the
 // emulated one).
 type deviceBackend struct {
-	name, desc string
-	gpu        bool // the command buffers' timestamps are a GPU's
-	dev        *mtl.Device
-	reg        *kernels.Registry
-	kern       *gdn.Kernels
-	queue      *mtl.CommandQueue
-	p          gdn.Params
-	compile    time.Duration // time to get the decode pipeline state
+	d       *layerstack.Device
+	p       gdn.Params
+	compile time.Duration // time to get the decode pipeline state
 
 	// Per-layer activations live in one shared buffer each, layer l at
 	// offset l * (one layer's bytes): q, k, v, g, beta and the output.
@@ -516,24 +434,7 @@ type deviceBackend struct {
 	states []*mtl.Buffer
 }
 
-// newDeviceBackend takes ownership of dev.
-func newDeviceBackend(dev *mtl.Device, name, desc string, gpu bool) (*deviceBackend, error) {
-	reg := kernels.NewRegistry()
-	k, err := gdn.New(dev, reg)
-	if err != nil {
-		reg.Release()
-		dev.Release()
-		return nil, err
-	}
-	b := &deviceBackend{name: name, desc: desc, gpu: gpu, dev: dev, reg: reg, kern: k}
-	if b.queue, err = dev.NewCommandQueue(); err != nil {
-		b.Close()
-		return nil, err
-	}
-	return b, nil
-}
-
-func (b *deviceBackend) Describe() string { return b.desc }
+func (b *deviceBackend) Describe() string { return b.d.Desc }
 func (b *deviceBackend) Oracle() bool     { return false }
 
 func (b *deviceBackend) Timed() string {
@@ -542,22 +443,15 @@ func (b *deviceBackend) Timed() string {
 
 func (b *deviceBackend) Init(p spec.Params, states [][]float32) error {
 	b.p = p
-	if p.DK != 32 && p.DK != 64 && p.DK != 128 {
-		return fmt.Errorf("D_k = %d: the decode kernels take D_k = 32, 64 or 128", p.DK)
-	}
-	// Compile the kernel now, as an engine does when it loads a model,
-	// so the first token's latency is a decode step's.
-	start := time.Now()
-	if _, err := b.reg.Pipeline(b.dev, kernels.Decode(p.DK/32)); err != nil {
+	var err error
+	if b.compile, err = b.d.Compile(kernels.Decode(p.DK / 32)); err != nil {
 		return err
 	}
-	b.compile = time.Since(start)
-	var err error
-	if b.acts, err = layerstack.NewActivations(b.dev, p, len(states)); err != nil {
+	if b.acts, err = layerstack.NewActivations(b.d.Dev, p, len(states)); err != nil {
 		return err
 	}
 	for _, s := range states {
-		buf, err := b.dev.NewBufferWithBytes(floatBytes(s), mtl.ResourceStorageModeShared)
+		buf, err := b.d.Dev.NewBufferWithBytes(floats.Bytes(s...), mtl.ResourceStorageModeShared)
 		if err != nil {
 			return err
 		}
@@ -568,13 +462,14 @@ func (b *deviceBackend) Init(p spec.Params, states [][]float32) error {
 
 // buffers returns layer l's views.
 func (b *deviceBackend) buffers(l int) gdn.Buffers {
-	s := b.p.Shape
 	bufs := b.acts.Buffers(l)
-	st := gdn.F32View(b.states[l], 0, s.DK*s.DV*s.NVHeads)
+	st := gdn.F32View(b.states[l], 0, b.p.StateLen())
 	bufs.StateIn, bufs.StateOut = st, st // in place
 	return bufs
 }
 
+// Step runs one command buffer: one decode dispatch per layer, one commit,
+// one wait.
 func (b *deviceBackend) Step(in []cpuref.Inputs) (stepTime, error) {
 	if len(in) != len(b.states) {
 		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), len(b.states))
@@ -582,36 +477,21 @@ func (b *deviceBackend) Step(in []cpuref.Inputs) (stepTime, error) {
 	for l, x := range in {
 		b.acts.Write(l, x)
 	}
-
 	start := time.Now()
-	cb, err := b.queue.CommandBuffer()
-	if err != nil {
-		return stepTime{}, err
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		return stepTime{}, err
-	}
-	for l := range in {
-		if err := b.kern.Decode(enc, b.p, b.buffers(l)); err != nil {
-			enc.EndEncoding()
-			return stepTime{}, fmt.Errorf("layer %d: %w", l, err)
+	gpu, err := b.d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
+		for l := range in {
+			if err := b.d.Kernels.Decode(enc, b.p, b.buffers(l)); err != nil {
+				return fmt.Errorf("layer %d: %w", l, err)
+			}
 		}
-	}
-	if err := enc.EndEncoding(); err != nil {
+		return nil
+	})
+	st := stepTime{wall: time.Since(start)}
+	if err != nil {
 		return stepTime{}, err
 	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	wall := time.Since(start)
-	if err := cb.Error(); err != nil {
-		return stepTime{}, err
-	}
-	st := stepTime{wall: wall}
-	if b.gpu {
-		st.device = time.Duration((cb.GPUEndTime() - cb.GPUStartTime()) * 1e9)
-		st.hasDevice = true
+	if b.d.GPU {
+		st.device, st.hasDevice = time.Duration(gpu*1e9), true
 	}
 	return st, nil
 }
@@ -631,20 +511,5 @@ func (b *deviceBackend) Close() {
 	for _, buf := range b.states {
 		buf.Release()
 	}
-	if b.queue != nil {
-		b.queue.Release()
-	}
-	b.kern.Release()
-	b.reg.Release()
-	b.dev.Release()
-}
-
-// floatBytes returns the little-endian bytes of x.
-func floatBytes(x []float32) []byte {
-	b := make([]byte, 0, 4*len(x))
-	for _, f := range x {
-		u := math.Float32bits(f)
-		b = append(b, byte(u), byte(u>>8), byte(u>>16), byte(u>>24))
-	}
-	return b
+	b.d.Close()
 }

@@ -47,17 +47,19 @@
 // The emulated device (package emu) runs the kernels on the CPU and needs
 // the GNU Objective-C runtime and clang; without shape flags it uses 2 key
 // heads and 4 value heads instead of Qwen3.5's 16 and 32.
+//
+// The program's parts: parseFlags and cli (flags, backend), run (the
+// windows, with step 3's draw, and the report), newSpeculation (every
+// layer's memory), speculation.window (steps 1, 2 and 4 of one window),
+// plainDecode and checkReference (the two checks).
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"slices"
 	"time"
 
@@ -65,6 +67,7 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -79,136 +82,49 @@ func main() {
 
 // config is what the flags say.
 type config struct {
-	backend        string
-	dk, dv, nk, nv int
-	layers         int
-	k, steps       int
-	seed           uint64
-	headMap        spec.HeadMap
-	shapeSet       bool
+	*layerstack.Flags
+	k, steps int
 	// keepLastDraft makes every window keep the state after its last
 	// draft token whatever was accepted: the wrong restore, which the
 	// checks must catch (tests only).
 	keepLastDraft bool
 }
 
-// params returns the parameters of one layer over n tokens, with q scaled
-// by 1/sqrt(D_k) at write-back.
-func (c config) params(n int) spec.Params {
-	return spec.Params{
-		Shape:   spec.Shape{DK: c.dk, DV: c.dv, NKHeads: c.nk, NVHeads: c.nv, NTokens: n, NSeqs: 1},
-		HeadMap: c.headMap,
-		QScale:  float32(1 / math.Sqrt(float64(c.dk))),
-	}
-}
-
 // cli runs the program with args and returns its exit status: 0 on
 // success, 1 when something fails (a check included), 2 for bad flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	return layerstack.Status("specdecode", stderr, err, func() (bool, error) {
+		d, err := cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
+		if err != nil {
+			return false, err
 		}
-		fmt.Fprintln(stderr, "specdecode:", err)
-		return 2
-	}
-	dev, desc, gpu, err := openDevice(&cfg, stdout)
-	if err != nil {
-		fmt.Fprintln(stderr, "specdecode:", err)
-		return 1
-	}
-	defer dev.Release()
-	res, err := run(cfg, dev, desc, gpu, stdout, stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "specdecode:", err)
-		return 1
-	}
-	if !res.Pass() {
-		return 1
-	}
-	return 0
+		defer d.Close()
+		res, err := run(cfg, d, stdout, stderr)
+		return res.Pass(), err
+	})
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("specdecode", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	backend := fs.String("backend", "auto", "auto (metal on a Mac, emu elsewhere), metal or emu")
-	dk := fs.Int("dk", 128, "D_k, the key head size: 32, 64 or 128")
-	dv := fs.Int("dv", 128, "D_v, the value head size")
-	nk := fs.Int("kheads", 16, "key heads (2 on the emulated device unless a shape flag is given)")
-	nv := fs.Int("vheads", 32, "value heads, a multiple of -kheads (4 on the emulated device unless a shape flag is given)")
-	layers := fs.Int("layers", 2, "GDN layers")
-	k := fs.Int("k", 4, "draft length: tokens per speculative window")
-	steps := fs.Int("steps", 12, "speculative windows")
-	seed := fs.Uint64("seed", 1, "seed of the inputs and of the accepted lengths")
-	headMap := fs.String("headmap", "block", "block (HF transformers, MLX) or tiled (llama.cpp GGUF)")
+	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu"}, "auto (metal on a Mac, emu elsewhere), metal or emu", 2)}
+	fs.IntVar(&cfg.k, "k", 4, "draft length: tokens per speculative window")
+	fs.IntVar(&cfg.steps, "steps", 12, "speculative windows")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: specdecode [flags]\n\nSpeculative decoding through Gated DeltaNet layers with the capture kernel, checked against a plain decode of the accepted tokens.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
-	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	if cfg.k <= 0 || cfg.steps <= 0 {
+		return config{}, fmt.Errorf("-k %d, -steps %d: both must be > 0", cfg.k, cfg.steps)
 	}
-	cfg := config{backend: *backend, dk: *dk, dv: *dv, nk: *nk, nv: *nv, layers: *layers, k: *k, steps: *steps, seed: *seed}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "dk", "dv", "kheads", "vheads":
-			cfg.shapeSet = true
-		}
-	})
-	m, err := spec.ParseHeadMap(*headMap)
-	if err != nil {
-		return config{}, fmt.Errorf("-headmap: %w", err)
-	}
-	cfg.headMap = m
-	switch cfg.backend {
-	case "auto", "metal", "emu":
-	default:
-		return config{}, fmt.Errorf("-backend %q: want auto, metal or emu", cfg.backend)
-	}
-	if cfg.layers <= 0 || cfg.k <= 0 || cfg.steps <= 0 {
-		return config{}, fmt.Errorf("-layers %d, -k %d, -steps %d: all must be > 0", cfg.layers, cfg.k, cfg.steps)
-	}
-	if cfg.dk != 32 && cfg.dk != 64 && cfg.dk != 128 {
-		return config{}, fmt.Errorf("-dk %d: the decode kernels take D_k = 32, 64 or 128", cfg.dk)
+	if err := cfg.CheckDecodeDK(); err != nil {
+		return config{}, err
 	}
 	return cfg, nil
-}
-
-// openDevice returns the device cfg.backend asks for (auto: the system's
-// GPU, else the emulated device), a description, and whether its command
-// buffers' timestamps are a GPU's.
-func openDevice(cfg *config, stdout io.Writer) (*mtl.Device, string, bool, error) {
-	var metalErr error
-	if cfg.backend == "auto" || cfg.backend == "metal" {
-		dev, desc, err := layerstack.OpenMetal()
-		if err == nil {
-			cfg.backend = "metal"
-			return dev, desc, true, nil
-		}
-		if cfg.backend == "metal" || !errors.Is(err, mtl.ErrNoDevice) {
-			return nil, "", false, fmt.Errorf("-backend %s: %w", cfg.backend, err)
-		}
-		metalErr = err
-		fmt.Fprintf(stdout, "no Metal on %s/%s: using the emulated device, which runs the real kernels on the CPU\n", runtime.GOOS, runtime.GOARCH)
-	}
-	dev, desc, err := layerstack.OpenEmulated()
-	if err != nil {
-		if metalErr != nil {
-			return nil, "", false, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, layerstack.EmulatorNeeds)
-		}
-		return nil, "", false, fmt.Errorf("-backend emu: %w\n%s", err, layerstack.EmulatorNeeds)
-	}
-	cfg.backend = "emu"
-	if !cfg.shapeSet {
-		cfg.nk, cfg.nv = 2, 4
-		fmt.Fprintf(stdout, "emu: the emulated device runs the kernels on the CPU, so this run uses a smaller default shape: 2 key heads, 4 value heads (Qwen3.5's: -kheads 16 -vheads 32)\n")
-	}
-	return dev, desc, false, nil
 }
 
 // result is what a run found.
@@ -227,6 +143,80 @@ func (r result) Pass() bool {
 	return r.StateBits && r.OutputBits && r.StateErr <= Bound && r.OutputErr <= Bound
 }
 
+// run drafts, verifies and restores cfg.steps windows of cfg.k tokens on
+// d, then checks the result; progress goes to stderr, the report to
+// stdout.
+func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, error) {
+	pw := cfg.Params(cfg.k) // one draft window
+	if err := pw.Validate(); err != nil {
+		return result{}, err
+	}
+	nsg := pw.DK / 32
+	fmt.Fprintf(stdout, "backend: %s\n", d.Desc)
+	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map; layers %d, draft length k=%d, %d windows, seed %d\n",
+		pw.DK, pw.DV, pw.NKHeads, pw.NVHeads, pw.HeadMap, cfg.Layers, cfg.k, cfg.steps, cfg.Seed)
+	fmt.Fprintf(stdout, "restore: zero-copy: the next window reads state_in through a view of the last accepted token's capture slot (two capture buffers of %d states per layer, used in turn)\n", cfg.k)
+	compile, err := d.Compile(kernels.DecodeCapture(nsg), kernels.Decode(nsg))
+	if err != nil {
+		return result{}, err
+	}
+	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", kernels.DecodeCapture(nsg), kernels.Decode(nsg), layerstack.Duration(compile))
+
+	sp, err := newSpeculation(cfg, d)
+	if err != nil {
+		return result{}, err
+	}
+	defer sp.release()
+	var res result
+	accept := rand.New(rand.NewPCG(cfg.Seed, 0xa11ce))
+	total := 0
+	for step := range cfg.steps {
+		a := accept.IntN(cfg.k + 1)
+		wall, gpu, err := sp.window(step, a)
+		if err != nil {
+			return result{}, err
+		}
+		res.Window, res.Accepted = append(res.Window, wall), append(res.Accepted, a)
+		total += a
+		line := fmt.Sprintf("window %*d/%d: drafted %d, accepted %d (%d in all)  %s", len(fmt.Sprint(cfg.steps)), step+1, cfg.steps, cfg.k, a, total, layerstack.Duration(wall))
+		if d.GPU {
+			line += "  gpu " + layerstack.Duration(gpu)
+		}
+		fmt.Fprintln(stderr, line)
+	}
+	fmt.Fprintf(stdout, "accepted %d of %d drafted tokens (%.0f%%); window latency median %s, p90 %s (%d layers, wall clock); state bytes copied to restore: 0\n",
+		total, cfg.k*cfg.steps, 100*float64(total)/float64(cfg.k*cfg.steps), layerstack.Duration(layerstack.Percentile(res.Window, 50)), layerstack.Duration(layerstack.Percentile(res.Window, 90)), cfg.Layers)
+	for _, ly := range sp.layers {
+		res.FinalState = append(res.FinalState, slices.Clone(viewFloats(ly.state)))
+	}
+
+	// Check 1: a plain decode of the accepted tokens alone on the same
+	// device, one token at a time, from the same initial states.
+	plainStates, plainOutputs, err := plainDecode(sp, total)
+	if err != nil {
+		return result{}, err
+	}
+	res.StateBits, res.OutputBits = true, true
+	for l, ly := range sp.layers {
+		res.StateBits = res.StateBits && floats.Equal(res.FinalState[l], plainStates[l])
+		res.OutputBits = res.OutputBits && floats.Equal(ly.outputs, plainOutputs[l])
+	}
+	fmt.Fprintf(stdout, "check 1: against a plain decode of the %d accepted tokens on the same device (%s, one token at a time): final state of every layer %s; output of every accepted token %s\n",
+		total, kernels.Decode(nsg), same(res.StateBits), same(res.OutputBits))
+
+	// Check 2: cpuref.Reference32 over the accepted tokens.
+	if err := checkReference(cfg, sp.layers, total, &res); err != nil {
+		return result{}, err
+	}
+	verdict := "PASS"
+	if !res.Pass() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(stdout, "check 2: against cpuref.Reference32 over the accepted tokens: max rel err %.3g (states), %.3g (outputs), bound %g\n", res.StateErr, res.OutputErr, Bound)
+	fmt.Fprintln(stdout, verdict)
+	return res, nil
+}
+
 // layer holds one layer's device memory.
 type layer struct {
 	initial []float32
@@ -240,297 +230,199 @@ type layer struct {
 	outputs  []float32
 }
 
-// session is the device memory of a run, released by release.
-type session struct {
-	dev  *mtl.Device
-	bufs []*mtl.Buffer
+// speculation is the device memory of a run: every layer's state and
+// capture buffers, and the activations of a draft window.
+type speculation struct {
+	cfg    config
+	d      *layerstack.Device
+	pw     spec.Params // one window of one layer
+	layers []*layer
+	acts   *layerstack.Activations
+	bufs   []*mtl.Buffer // every buffer it made, for release
 }
 
-func (s *session) buffer(floats int) (*mtl.Buffer, error) {
-	b, err := s.dev.NewBuffer(4*floats, mtl.ResourceStorageModeShared)
+// newSpeculation allocates every layer's memory, each with its initial
+// state, and one shared buffer per activation with every layer's window at
+// offset l * (one layer's window).
+func newSpeculation(cfg config, d *layerstack.Device) (*speculation, error) {
+	sp := &speculation{cfg: cfg, d: d, pw: cfg.Params(cfg.k)}
+	state := sp.pw.StateLen()
+	for l := range cfg.Layers {
+		in, err := cpuref.RandomInputs(cfg.Params(1), layerstack.Seed(cfg.Seed, l, -1))
+		if err != nil {
+			sp.release()
+			return nil, err
+		}
+		ly := &layer{initial: in.StateIn, accepted: cpuref.Inputs{StateIn: in.StateIn}}
+		bufs := []**mtl.Buffer{&ly.capture[0], &ly.capture[1], &ly.scratch}
+		sizes := []int{cfg.k * state, cfg.k * state, state}
+		if ly.base, err = sp.bufferWith(in.StateIn); err == nil {
+			for i, b := range bufs {
+				if *b, err = sp.buffer(sizes[i]); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			sp.release()
+			return nil, err
+		}
+		ly.state = gdn.F32View(ly.base, 0, state)
+		sp.layers = append(sp.layers, ly)
+	}
+	var err error
+	if sp.acts, err = layerstack.NewActivations(d.Dev, sp.pw, cfg.Layers); err != nil {
+		sp.release()
+		return nil, err
+	}
+	return sp, nil
+}
+
+func (sp *speculation) buffer(floats int) (*mtl.Buffer, error) {
+	b, err := sp.d.Dev.NewBuffer(4*floats, mtl.ResourceStorageModeShared)
 	if err == nil {
-		s.bufs = append(s.bufs, b)
+		sp.bufs = append(sp.bufs, b)
 	}
 	return b, err
 }
 
-func (s *session) bufferWith(x []float32) (*mtl.Buffer, error) {
-	b, err := s.buffer(max(len(x), 1))
+func (sp *speculation) bufferWith(x []float32) (*mtl.Buffer, error) {
+	b, err := sp.buffer(max(len(x), 1))
 	if err == nil {
 		copy(mtl.Slice[float32](b), x)
 	}
 	return b, err
 }
 
-func (s *session) release() {
-	for _, b := range s.bufs {
+func (sp *speculation) release() {
+	if sp.acts != nil {
+		sp.acts.Release()
+	}
+	for _, b := range sp.bufs {
 		b.Release()
 	}
 }
 
-// floats returns the elements a view covers.
-func floats(v gdn.View) []float32 {
-	return mtl.Slice[float32](v.Buffer)[v.Offset/4 : v.Offset/4+v.Len]
-}
-
-// run drafts, verifies and restores cfg.steps windows of cfg.k tokens on
-// dev, then checks the result; progress goes to stderr, the report to
-// stdout.
-func run(cfg config, dev *mtl.Device, desc string, gpu bool, stdout, stderr io.Writer) (result, error) {
-	pw := cfg.params(cfg.k) // one draft window
-	p1 := cfg.params(1)
-	if err := pw.Validate(); err != nil {
-		return result{}, err
+// window runs steps 1, 2 and 4 of draft window step, a tokens of which
+// the caller accepted (step 3), and returns its wall clock and GPU time.
+func (sp *speculation) window(step, a int) (wall, gpu time.Duration, err error) {
+	// 1. Draft k tokens: every layer's inputs for the window.
+	drafts := make([]cpuref.Inputs, len(sp.layers))
+	for l := range sp.layers {
+		if drafts[l], err = cpuref.RandomInputs(sp.pw, layerstack.Seed(sp.cfg.Seed, l, step)); err != nil {
+			return 0, 0, err
+		}
+		sp.acts.Write(l, drafts[l])
 	}
-	qk, v, gate, state := p1.QKLen(), p1.VLen(), p1.GateLen(), p1.StateLen()
 
-	fmt.Fprintf(stdout, "backend: %s\n", desc)
-	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map; layers %d, draft length k=%d, %d windows, seed %d\n",
-		pw.DK, pw.DV, pw.NKHeads, pw.NVHeads, pw.HeadMap, cfg.layers, cfg.k, cfg.steps, cfg.seed)
-	fmt.Fprintf(stdout, "restore: zero-copy: the next window reads state_in through a view of the last accepted token's capture slot (two capture buffers of %d states per layer, used in turn)\n", cfg.k)
-
-	reg := kernels.NewRegistry()
-	defer reg.Release()
-	kern, err := gdn.New(dev, reg)
-	if err != nil {
-		return result{}, err
+	// 2. Run the window through every layer, capturing the state after
+	// every token into the capture buffer that does not hold the layer's
+	// current state.
+	state := sp.pw.StateLen()
+	targets := make([]*mtl.Buffer, len(sp.layers))
+	for l, ly := range sp.layers {
+		targets[l] = ly.capture[0]
+		if ly.state.Buffer == ly.capture[0] {
+			targets[l] = ly.capture[1]
+		}
 	}
-	defer kern.Release()
-	queue, err := dev.NewCommandQueue()
-	if err != nil {
-		return result{}, err
-	}
-	defer queue.Release()
-	mem := &session{dev: dev}
-	defer mem.release()
-
-	// Compile both kernels before the first window, as an engine does at
-	// load time.
 	start := time.Now()
-	for _, e := range []string{kernels.DecodeCapture(pw.DK / 32), kernels.Decode(pw.DK / 32)} {
-		if _, err := reg.Pipeline(dev, e); err != nil {
-			return result{}, err
-		}
-	}
-	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", kernels.DecodeCapture(pw.DK/32), kernels.Decode(pw.DK/32), layerstack.Duration(time.Since(start)))
-
-	// Per-layer state memory, and one shared buffer per activation with
-	// every layer's window at offset l * (one layer's window).
-	layers := make([]*layer, cfg.layers)
-	for l := range layers {
-		in, err := cpuref.RandomInputs(p1, layerstack.Seed(cfg.seed, l, -1))
-		if err != nil {
-			return result{}, err
-		}
-		ly := &layer{initial: in.StateIn, accepted: cpuref.Inputs{StateIn: in.StateIn}}
-		if ly.base, err = mem.bufferWith(in.StateIn); err != nil {
-			return result{}, err
-		}
-		for i := range ly.capture {
-			if ly.capture[i], err = mem.buffer(cfg.k * state); err != nil {
-				return result{}, err
-			}
-		}
-		if ly.scratch, err = mem.buffer(state); err != nil {
-			return result{}, err
-		}
-		ly.state = gdn.F32View(ly.base, 0, state)
-		layers[l] = ly
-	}
-	acts, err := layerstack.NewActivations(dev, pw, cfg.layers)
-	if err != nil {
-		return result{}, err
-	}
-	defer acts.Release()
-
-	var res result
-	accept := rand.New(rand.NewPCG(cfg.seed, 0xa11ce))
-	total := 0
-	for step := range cfg.steps {
-		// 1. Draft k tokens: every layer's inputs for the window.
-		drafts := make([]cpuref.Inputs, cfg.layers)
-		for l := range layers {
-			in, err := cpuref.RandomInputs(pw, layerstack.Seed(cfg.seed, l, step))
-			if err != nil {
-				return result{}, err
-			}
-			drafts[l] = in
-			acts.Write(l, in)
-		}
-
-		// 2. Run the window through every layer, capturing the state
-		// after every token into the capture buffer that does not hold
-		// the layer's current state.
-		targets := make([]*mtl.Buffer, cfg.layers)
-		t0 := time.Now()
-		cb, err := queue.CommandBuffer()
-		if err != nil {
-			return result{}, err
-		}
-		enc, err := cb.ComputeCommandEncoder()
-		if err != nil {
-			cb.Release()
-			return result{}, err
-		}
-		for l, ly := range layers {
-			targets[l] = ly.capture[0]
-			if ly.state.Buffer == ly.capture[0] {
-				targets[l] = ly.capture[1]
-			}
-			b := acts.Buffers(l)
+	seconds, err := sp.d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
+		for l, ly := range sp.layers {
+			b := sp.acts.Buffers(l)
 			b.StateIn = ly.state
 			b.StateOut = gdn.F32View(ly.scratch, 0, state)
-			b.Capture = gdn.F32View(targets[l], 0, cfg.k*state)
-			if err := kern.DecodeWithCapture(enc, pw, b); err != nil {
-				enc.EndEncoding()
-				cb.Release()
-				return result{}, fmt.Errorf("window %d, layer %d: %w", step, l, err)
+			b.Capture = gdn.F32View(targets[l], 0, sp.cfg.k*state)
+			if err := sp.d.Kernels.DecodeWithCapture(enc, sp.pw, b); err != nil {
+				return fmt.Errorf("layer %d: %w", l, err)
 			}
 		}
-		if err := enc.EndEncoding(); err != nil {
-			cb.Release()
-			return result{}, err
-		}
-		cb.Commit()
-		cb.WaitUntilCompleted()
-		wall := time.Since(t0)
-		gpuTime := time.Duration((cb.GPUEndTime() - cb.GPUStartTime()) * 1e9)
-		err = cb.Error()
-		cb.Release()
-		if err != nil {
-			return result{}, fmt.Errorf("window %d: %w", step, err)
-		}
-		res.Window = append(res.Window, wall)
-
-		// 3. Accept a prefix of a tokens.
-		a := accept.IntN(cfg.k + 1)
-		res.Accepted = append(res.Accepted, a)
-		total += a
-
-		// 4. Keep the accepted tokens and restore the state after the
-		// a-th: point the layer's state view at its capture slot. No
-		// bytes move; with a = 0 the view stays.
-		for l, ly := range layers {
-			d := drafts[l]
-			ly.accepted.Q = append(ly.accepted.Q, d.Q[:a*qk]...)
-			ly.accepted.K = append(ly.accepted.K, d.K[:a*qk]...)
-			ly.accepted.V = append(ly.accepted.V, d.V[:a*v]...)
-			ly.accepted.G = append(ly.accepted.G, d.G[:a*gate]...)
-			ly.accepted.Beta = append(ly.accepted.Beta, d.Beta[:a*gate]...)
-			ly.outputs = append(ly.outputs, acts.Output(l)[:a*v]...)
-			keep := a
-			if cfg.keepLastDraft {
-				keep = cfg.k
-			}
-			if keep > 0 {
-				ly.state = gdn.F32View(targets[l], 4*(keep-1)*state, state)
-			}
-		}
-		line := fmt.Sprintf("window %*d/%d: drafted %d, accepted %d (%d in all)  %s", len(fmt.Sprint(cfg.steps)), step+1, cfg.steps, cfg.k, a, total, layerstack.Duration(wall))
-		if gpu {
-			line += "  gpu " + layerstack.Duration(gpuTime)
-		}
-		fmt.Fprintln(stderr, line)
-	}
-	fmt.Fprintf(stdout, "accepted %d of %d drafted tokens (%.0f%%); window latency median %s, p90 %s (%d layers, wall clock); state bytes copied to restore: 0\n",
-		total, cfg.k*cfg.steps, 100*float64(total)/float64(cfg.k*cfg.steps), layerstack.Duration(layerstack.Percentile(res.Window, 50)), layerstack.Duration(layerstack.Percentile(res.Window, 90)), cfg.layers)
-	for _, ly := range layers {
-		res.FinalState = append(res.FinalState, slices.Clone(floats(ly.state)))
-	}
-
-	// Check 1: a plain decode of the accepted tokens alone on the same
-	// device, one token at a time, from the same initial states.
-	plainStates, plainOutputs, err := plainDecode(mem, queue, kern, p1, layers, total)
+		return nil
+	})
+	wall = time.Since(start)
 	if err != nil {
-		return result{}, err
+		return 0, 0, fmt.Errorf("window %d: %w", step, err)
 	}
-	res.StateBits, res.OutputBits = true, true
-	for l, ly := range layers {
-		res.StateBits = res.StateBits && bitsEqual(res.FinalState[l], plainStates[l])
-		res.OutputBits = res.OutputBits && bitsEqual(ly.outputs, plainOutputs[l])
-	}
-	fmt.Fprintf(stdout, "check 1: against a plain decode of the %d accepted tokens on the same device (%s, one token at a time): final state of every layer %s; output of every accepted token %s\n",
-		total, kernels.Decode(pw.DK/32), same(res.StateBits), same(res.OutputBits))
 
-	// Check 2: cpuref.Reference32 over the accepted tokens.
-	for l, ly := range layers {
-		p := cfg.params(total)
-		if total == 0 {
-			res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[l], ly.initial))
-			continue
-		}
-		ref, err := cpuref.Reference32(p, ly.accepted, false)
-		if err != nil {
-			return result{}, err
-		}
-		res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[l], ref.StateOut))
-		res.OutputErr = max(res.OutputErr, cpuref.MaxRelErr(ly.outputs, ref.Output))
+	// 3. (The caller drew a, the accepted prefix.) 4. Keep the accepted
+	// tokens and restore the state after the a-th.
+	for l, ly := range sp.layers {
+		ly.keep(sp.cfg, drafts[l], sp.acts.Output(l), a, targets[l])
 	}
-	verdict := "PASS"
-	if !res.Pass() {
-		verdict = "FAIL"
+	return wall, time.Duration(seconds * 1e9), nil
+}
+
+// keep appends the first a tokens of a window (its inputs d and outputs
+// out) to the accepted ones, and points the layer's state view at the
+// capture slot of the a-th token in target. No bytes move; with a = 0 the
+// view stays.
+func (ly *layer) keep(cfg config, d cpuref.Inputs, out []float32, a int, target *mtl.Buffer) {
+	one := cfg.Params(1)
+	qk, v, gate, state := one.QKLen(), one.VLen(), one.GateLen(), one.StateLen()
+	ly.accepted.Q = append(ly.accepted.Q, d.Q[:a*qk]...)
+	ly.accepted.K = append(ly.accepted.K, d.K[:a*qk]...)
+	ly.accepted.V = append(ly.accepted.V, d.V[:a*v]...)
+	ly.accepted.G = append(ly.accepted.G, d.G[:a*gate]...)
+	ly.accepted.Beta = append(ly.accepted.Beta, d.Beta[:a*gate]...)
+	ly.outputs = append(ly.outputs, out[:a*v]...)
+	if cfg.keepLastDraft {
+		a = cfg.k
 	}
-	fmt.Fprintf(stdout, "check 2: against cpuref.Reference32 over the accepted tokens: max rel err %.3g (states), %.3g (outputs), bound %g\n", res.StateErr, res.OutputErr, Bound)
-	fmt.Fprintln(stdout, verdict)
-	return res, nil
+	if a > 0 {
+		ly.state = gdn.F32View(target, 4*(a-1)*state, state)
+	}
+}
+
+// viewFloats returns the elements a view covers.
+func viewFloats(v gdn.View) []float32 {
+	return mtl.Slice[float32](v.Buffer)[v.Offset/4 : v.Offset/4+v.Len]
 }
 
 // plainDecode decodes the accepted tokens of every layer from its initial
 // state with the decode kernel, one dispatch per token and layer in one
 // command buffer, and returns the final states and the outputs.
-func plainDecode(mem *session, queue *mtl.CommandQueue, kern *gdn.Kernels, p1 spec.Params, layers []*layer, total int) (states, outputs [][]float32, err error) {
+func plainDecode(sp *speculation, total int) (states, outputs [][]float32, err error) {
+	p1 := sp.cfg.Params(1)
 	qk, v, gate, state := p1.QKLen(), p1.VLen(), p1.GateLen(), p1.StateLen()
 	type mem1 struct{ q, k, v, g, beta, out, state *mtl.Buffer }
-	bufs := make([]mem1, len(layers))
-	for l, ly := range layers {
+	bufs := make([]mem1, len(sp.layers))
+	for l, ly := range sp.layers {
 		b := &bufs[l]
 		for _, x := range []struct {
 			b    **mtl.Buffer
 			data []float32
 		}{{&b.q, ly.accepted.Q}, {&b.k, ly.accepted.K}, {&b.v, ly.accepted.V}, {&b.g, ly.accepted.G}, {&b.beta, ly.accepted.Beta}, {&b.state, ly.initial}} {
-			if *x.b, err = mem.bufferWith(x.data); err != nil {
+			if *x.b, err = sp.bufferWith(x.data); err != nil {
 				return nil, nil, err
 			}
 		}
-		if b.out, err = mem.buffer(max(total*v, 1)); err != nil {
+		if b.out, err = sp.buffer(max(total*v, 1)); err != nil {
 			return nil, nil, err
 		}
 	}
 	if total > 0 {
-		cb, err := queue.CommandBuffer()
-		if err != nil {
-			return nil, nil, err
-		}
-		defer cb.Release()
-		enc, err := cb.ComputeCommandEncoder()
-		if err != nil {
-			return nil, nil, err
-		}
-		for t := range total {
-			for l := range layers {
-				b := bufs[l]
-				st := gdn.F32View(b.state, 0, state)
-				err := kern.Decode(enc, p1, gdn.Buffers{
-					Q:       gdn.F32View(b.q, 4*t*qk, qk),
-					K:       gdn.F32View(b.k, 4*t*qk, qk),
-					V:       gdn.F32View(b.v, 4*t*v, v),
-					G:       gdn.F32View(b.g, 4*t*gate, gate),
-					Beta:    gdn.F32View(b.beta, 4*t*gate, gate),
-					StateIn: st, StateOut: st,
-					Output: gdn.F32View(b.out, 4*t*v, v),
-				})
-				if err != nil {
-					enc.EndEncoding()
-					return nil, nil, fmt.Errorf("plain decode, token %d, layer %d: %w", t, l, err)
+		err := sp.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
+			for t := range total {
+				for l := range sp.layers {
+					b := bufs[l]
+					st := gdn.F32View(b.state, 0, state)
+					err := sp.d.Kernels.Decode(enc, p1, gdn.Buffers{
+						Q:       gdn.F32View(b.q, 4*t*qk, qk),
+						K:       gdn.F32View(b.k, 4*t*qk, qk),
+						V:       gdn.F32View(b.v, 4*t*v, v),
+						G:       gdn.F32View(b.g, 4*t*gate, gate),
+						Beta:    gdn.F32View(b.beta, 4*t*gate, gate),
+						StateIn: st, StateOut: st,
+						Output: gdn.F32View(b.out, 4*t*v, v),
+					})
+					if err != nil {
+						return fmt.Errorf("token %d, layer %d: %w", t, l, err)
+					}
 				}
 			}
-		}
-		if err := enc.EndEncoding(); err != nil {
-			return nil, nil, err
-		}
-		cb.Commit()
-		cb.WaitUntilCompleted()
-		if err := cb.Error(); err != nil {
+			return nil
+		})
+		if err != nil {
 			return nil, nil, fmt.Errorf("plain decode: %w", err)
 		}
 	}
@@ -541,17 +433,22 @@ func plainDecode(mem *session, queue *mtl.CommandQueue, kern *gdn.Kernels, p1 sp
 	return states, outputs, nil
 }
 
-// bitsEqual reports whether a and b hold the same bytes.
-func bitsEqual(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
+// checkReference compares every layer's final state and accepted outputs
+// with cpuref.Reference32 over the accepted tokens, into res.
+func checkReference(cfg config, layers []*layer, total int, res *result) error {
+	for l, ly := range layers {
+		if total == 0 {
+			res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[l], ly.initial))
+			continue
 		}
+		ref, err := cpuref.Reference32(cfg.Params(total), ly.accepted, false)
+		if err != nil {
+			return err
+		}
+		res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[l], ref.StateOut))
+		res.OutputErr = max(res.OutputErr, cpuref.MaxRelErr(ly.outputs, ref.Output))
 	}
-	return true
+	return nil
 }
 
 func same(ok bool) string {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/internal/testdevice"
 )
 
@@ -24,9 +25,13 @@ func tinyRun(t *testing.T, headMap string, keepLastDraft bool) (result, string) 
 		t.Fatal(err)
 	}
 	cfg.keepLastDraft = keepLastDraft
-	dev := testdevice.Emulated(t, emu.Options{})
+	d, err := layerstack.NewDevice(testdevice.Emulated(t, emu.Options{}), "emu (test)", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
 	var out bytes.Buffer
-	res, err := run(cfg, dev, "emu (test)", false, &out, io.Discard)
+	res, err := run(cfg, d, &out, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/internal/testenv"
+	"github.com/puremetal/puremetal/internal/typeenc"
 )
 
 // API is the content of shared/apple-api.
@@ -129,7 +130,7 @@ func splitTopLevel(s string) []string {
 // @, :, then the arguments) has the signature's result and parameter
 // types, or an error naming the first difference.
 func (s Signature) Check(types string) error {
-	enc := SplitEncoding(types)
+	enc := typeenc.Split(types)
 	if len(enc) < 3 || enc[1] != "@" || enc[2] != ":" {
 		return fmt.Errorf("type encoding %q does not start with a result type, @ and :", types)
 	}
@@ -186,39 +187,4 @@ func TypeMatches(enc, cpp string) bool {
 		return strings.Contains(cpp, "Deallocator") || strings.Contains(cpp, "Handler") || strings.Contains(cpp, "Block")
 	}
 	return false
-}
-
-// SplitEncoding splits an Objective-C method type encoding into its types:
-// "v@:{MTLSize=QQQ}^Q" gives v, @, :, {MTLSize=QQQ} and ^Q. The qualifier
-// r (const) stays with its type.
-func SplitEncoding(s string) []string {
-	var out []string
-	for i := 0; i < len(s); {
-		j := i
-		for j < len(s) && (s[j] == '^' || s[j] == 'r') {
-			j++
-		}
-		switch {
-		case j < len(s) && s[j] == '{':
-			depth := 0
-			for ; j < len(s); j++ {
-				if s[j] == '{' {
-					depth++
-				} else if s[j] == '}' {
-					depth--
-					if depth == 0 {
-						break
-					}
-				}
-			}
-			j++
-		case j+1 < len(s) && s[j] == '@' && s[j+1] == '?':
-			j += 2
-		default:
-			j++
-		}
-		out = append(out, s[i:min(j, len(s))])
-		i = j
-	}
-	return out
 }

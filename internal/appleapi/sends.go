@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/puremetal/puremetal/internal/typeenc"
 )
 
 // A TableEntry is one field of a selector table (objc.NewSelectorTable) as
@@ -224,58 +226,37 @@ func argShape(fn string, a ast.Expr) string {
 }
 
 // resultFuncs are the send functions that read each kind of result.
-var resultFuncs = map[string][]string{
-	"v":        {"Send", "SendArgs", "SendSuper"},
-	"object":   {"Send", "SendSuper"},
-	"word":     {"SendWord", "SendArgs"},
-	"bool":     {"SendBool"},
-	"double":   {"SendFloat64"},
-	"struct24": {"SendStruct24"},
+var resultFuncs = map[typeenc.Kind][]string{
+	typeenc.Void:     {"Send", "SendArgs", "SendSuper"},
+	typeenc.Object:   {"Send", "SendSuper"},
+	typeenc.Word:     {"SendWord", "SendArgs"},
+	typeenc.Int8:     {"SendBool"},
+	typeenc.Double:   {"SendFloat64"},
+	typeenc.Struct24: {"SendStruct24"},
 }
 
-// Kind returns the shape of one type of an encoding as package objc
-// passes it: "object", "word" (an integer or pointer of at most 8 bytes),
-// "bool", "double", "struct16", "struct24", "v", or "" for a type no send
-// function passes.
-func Kind(enc string) string {
-	switch {
-	case enc == "v":
-		return "v"
-	case enc == "@" || enc == "#":
-		return "object"
-	case enc == "c" || enc == "B":
-		return "bool"
-	case enc == "d":
-		return "double"
-	case strings.HasPrefix(enc, "{"):
-		fields := enc[strings.Index(enc, "=")+1 : len(enc)-1]
-		if strings.Trim(fields, "Qq") != "" {
-			return ""
-		}
-		switch len(fields) {
-		case 2:
-			return "struct16"
-		case 3:
-			return "struct24"
-		}
-		return ""
-	case strings.HasPrefix(enc, "^") || strings.HasPrefix(enc, "r") || enc == "*" || enc == ":" || enc == "@?" ||
-		len(enc) == 1 && strings.Contains("QqLlIiSsC", enc):
-		return "word"
-	}
-	return ""
+// argShapes are the shapes in which the send functions pass each kind of
+// argument: integers and pointers of up to 8 bytes as words.
+var argShapes = map[typeenc.Kind]string{
+	typeenc.Object:   "word",
+	typeenc.Word:     "word",
+	typeenc.Int32:    "word",
+	typeenc.Int16:    "word",
+	typeenc.Int8:     "word",
+	typeenc.Struct16: "struct16",
+	typeenc.Struct24: "struct24",
 }
 
 // Check compares the send with the type encoding of its selector: the
 // send function must read the method's kind of result (a void result must
 // be discarded), and each argument must have the shape of the encoding's.
 func (s Send) Check(types string) error {
-	enc := SplitEncoding(types)
+	enc := typeenc.Split(types)
 	if len(enc) < 3 {
 		return fmt.Errorf("%s: type encoding %q is too short", s.Pos, types)
 	}
-	ret, args := Kind(enc[0]), enc[3:]
-	if ret == "v" && !s.Discarded {
+	ret, args := typeenc.KindOf(enc[0]), enc[3:]
+	if ret == typeenc.Void && !s.Discarded {
 		return fmt.Errorf("%s: %s of %s uses the result of a void method (%q)", s.Pos, s.Func, s.Field, types)
 	}
 	if !contains(resultFuncs[ret], s.Func) {
@@ -285,9 +266,9 @@ func (s Send) Check(types string) error {
 		return fmt.Errorf("%s: %s is sent with %d arguments, its method takes %d (%q)", s.Pos, s.Field, len(s.Args), len(args), types)
 	}
 	for i, a := range args {
-		want := Kind(a)
-		if want == "object" || want == "bool" {
-			want = "word"
+		want, ok := argShapes[typeenc.KindOf(a)]
+		if !ok {
+			return fmt.Errorf("%s: argument %d of %s is %q, which no send function passes (%q)", s.Pos, i, s.Field, a, types)
 		}
 		if s.Args[i] != want {
 			return fmt.Errorf("%s: argument %d of %s is sent as %q, its method takes %q, a %q (%q)", s.Pos, i, s.Field, s.Args[i], a, want, types)

@@ -1,11 +1,16 @@
 // Package golden loads the Gated DeltaNet golden vectors kept beside the
-// repository in ../shared/golden/hf-qwen3next/: cases computed by HF
+// repository in ../shared/golden/: two sets of cases computed with HF
 // transformers' Qwen3-Next reference, already converted to puremetal's
-// layouts and gate sign. Each case is a folder with meta.json and raw
-// little-endian float32 files NAME.f32.
+// layouts and gate sign. [HFSubdir] holds float32 cases of the recurrence
+// on given gates; [FusedSubdir] holds cases of the fused step (SPEC section
+// 10: raw q and k, the raw gate projections a and b, A_log and dt_bias)
+// with float32, bfloat16 or float16 activations. Each case is a folder
+// with meta.json and raw little-endian files NAME.f32 (float32), NAME.bf16
+// (bfloat16) or NAME.f16 (IEEE half), each widened to float32 on loading.
 package golden
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -16,39 +21,82 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testenv"
 )
 
-// HFSubdir is the folder of the HF transformers cases, relative to shared/.
+// HFSubdir is the folder of the HF transformers cases on given gates,
+// relative to shared/.
 const HFSubdir = "golden/hf-qwen3next"
+
+// FusedSubdir is the folder of the HF transformers cases of the fused step,
+// relative to shared/.
+const FusedSubdir = "golden/hf-qwen3next-fused"
 
 // Meta is a case's meta.json. File shapes are listed outermost first.
 type Meta struct {
-	Name       string           `json:"name"`
-	Seed       int64            `json:"seed"`
-	DK         int              `json:"d_k"`
-	DV         int              `json:"d_v"`
-	NKHeads    int              `json:"n_k_heads"`
-	NVHeads    int              `json:"n_v_heads"`
-	NTokens    int              `json:"n_tokens"`
-	NSeqs      int              `json:"n_seqs"`
-	HeadMap    string           `json:"head_map"`
-	QScale     float64          `json:"q_scale"`
-	QPrescaled bool             `json:"q_prescaled"`
-	Producer   string           `json:"producer"`
-	Files      map[string][]int `json:"files"`
+	Name       string          `json:"name"`
+	Seed       int64           `json:"seed"`
+	DK         int             `json:"d_k"`
+	DV         int             `json:"d_v"`
+	NKHeads    int             `json:"n_k_heads"`
+	NVHeads    int             `json:"n_v_heads"`
+	NTokens    int             `json:"n_tokens"`
+	NSeqs      int             `json:"n_seqs"`
+	HeadMap    string          `json:"head_map"`
+	QScale     float64         `json:"q_scale"`
+	QPrescaled bool            `json:"q_prescaled"`
+	Producer   string          `json:"producer"`
+	Files      map[string]File `json:"files"`
+
+	// The fused cases' activation type ("f32", "bf16", "f16"; empty in the
+	// cases on given gates) and the constants of their step.
+	DType             string  `json:"dtype"`
+	L2NormEps         float64 `json:"l2norm_eps"`
+	SoftplusThreshold float64 `json:"softplus_threshold"`
 
 	// Agreement figures recorded by the producer (relative to the largest
 	// magnitude): HF float32 against a float64 loop, and HF's chunked form
-	// against the float64 loop.
+	// against the float64 loop; for the fused cases, HF's output and state
+	// against the float64 truth.
 	HFF32VsF64OutputRel   float64 `json:"hf_f32_vs_f64_output_rel"`
 	HFF32VsF64StateRel    float64 `json:"hf_f32_vs_f64_state_rel"`
 	HFChunkVsF64OutputRel float64 `json:"hf_chunk_vs_f64_output_rel"`
+	HFOutputVsF64Rel      float64 `json:"hf_output_vs_f64_rel"`
+	HFStateVsF64Rel       float64 `json:"hf_state_vs_f64_rel"`
+}
+
+// File is one entry of meta.json's file list: the file's shape, outermost
+// first, and its name. A bare shape (the cases on given gates) names the
+// float32 file NAME.f32.
+type File struct {
+	Shape []int
+	Name  string // file name in the case folder; its extension gives the element type
+}
+
+// UnmarshalJSON reads either {"shape": [...], "file": "..."} or a bare
+// shape.
+func (f *File) UnmarshalJSON(b []byte) error {
+	if b = bytes.TrimSpace(b); len(b) > 0 && b[0] == '[' {
+		return json.Unmarshal(b, &f.Shape)
+	}
+	var v struct {
+		Shape []int  `json:"shape"`
+		File  string `json:"file"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	f.Shape, f.Name = v.Shape, v.File
+	return nil
 }
 
 // Case is one golden case: parameters and inputs for cpuref and the
-// kernels, and the expected results, all in puremetal's layouts.
+// kernels, and the expected results, all in puremetal's layouts and
+// widened to float32. A fused case has Params.Fused = spec.FusedAll, its
+// activation type in Params.Activation, and a and b in Inputs.G and
+// Inputs.Beta.
 type Case struct {
 	Name   string
 	Dir    string
@@ -56,18 +104,33 @@ type Case struct {
 	Params spec.Params
 	Inputs cpuref.Inputs
 
-	Output      []float32 // HF's float32 output
-	StateOut    []float32 // HF's float32 final state
-	OutputF64   []float32 // the producer's float64 loop, rounded to float32
+	Output      []float32 // HF's output, in the activation type
+	StateOut    []float32 // HF's final state
+	OutputF64   []float32 // the producer's float64 loop (the truth), rounded to float32
 	StateOutF64 []float32 // likewise
-	Capture     []float32 // state after each token; nil when the case has none
+	Capture     []float32 // HF's state after each token; nil when the case has none
+	CaptureF64  []float32 // the float64 loop's state after each token; nil when the case has none
+	GF64        []float32 // a fused case's gates from the float64 loop (alpha = exp(-g)); nil otherwise
+	BetaF64     []float32 // likewise
 }
 
-// Dir returns the folder of the HF cases, ../shared/golden/hf-qwen3next,
-// skipping the test (failing it in strict mode) when it is missing.
+// Fused reports whether c is a case of the fused step.
+func (c Case) Fused() bool { return c.Params.Fused != spec.Fused{} }
+
+// Dir returns the folder of the HF cases on given gates,
+// ../shared/golden/hf-qwen3next, skipping the test (failing it in strict
+// mode) when it is missing.
 func Dir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(testenv.SharedDir(t), filepath.FromSlash(HFSubdir))
+	return SetDir(t, HFSubdir)
+}
+
+// SetDir returns the folder of the set subdir (such as [FusedSubdir])
+// under ../shared/, skipping the test (failing it in strict mode) when it
+// is missing.
+func SetDir(t testing.TB, subdir string) string {
+	t.Helper()
+	dir := filepath.Join(testenv.SharedDir(t), filepath.FromSlash(subdir))
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		testenv.SkipOrFail(t, "golden vectors not found at "+dir)
 	}
@@ -78,7 +141,15 @@ func Dir(t testing.TB) string {
 // and skipping (failing in strict mode) when there are none.
 func LoadAll(t testing.TB) []Case {
 	t.Helper()
-	dir := Dir(t)
+	return LoadSet(t, HFSubdir)
+}
+
+// LoadSet returns every case of the set subdir (see [SetDir]), failing the
+// test on any error and skipping (failing in strict mode) when there are
+// none.
+func LoadSet(t testing.TB, subdir string) []Case {
+	t.Helper()
+	dir := SetDir(t, subdir)
 	cases, err := Cases(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +186,20 @@ func Cases(dir string) ([]Case, error) {
 	return cases, nil
 }
 
-// Load reads the case in folder dir, checking every file's recorded shape
-// and size against the case's parameters.
+// Files of a case and where they go. Each needs one of the sets, or is
+// optional in both.
+type need int
+
+const (
+	always need = iota
+	givenGates
+	fusedStep
+	optional
+)
+
+// Load reads the case in folder dir, checking every file's recorded shape,
+// element type and size against the case's parameters. A case listing the
+// raw gate projection a is a case of the fused step.
 func Load(dir string) (Case, error) {
 	c := Case{Name: filepath.Base(dir), Dir: dir}
 	raw, err := os.ReadFile(filepath.Join(dir, "meta.json"))
@@ -142,50 +225,90 @@ func Load(dir string) (Case, error) {
 	if m.QPrescaled {
 		c.Params.QScale = 0
 	}
+	_, fused := m.Files["a"]
+	if fused {
+		c.Params.Fused = spec.FusedAll
+		if c.Params.Activation, err = parseType(m.DType); err != nil {
+			return c, fmt.Errorf("golden: %s: meta.json dtype: %w", c.Name, err)
+		}
+		if m.L2NormEps != 1e-6 || m.SoftplusThreshold != 20 {
+			return c, fmt.Errorf("golden: %s: l2norm_eps %g and softplus_threshold %g, SPEC section 10 fixes 1e-6 and 20", c.Name, m.L2NormEps, m.SoftplusThreshold)
+		}
+	}
 	if err := c.Params.Validate(); err != nil {
 		return c, fmt.Errorf("golden: %s: %w", c.Name, err)
 	}
 
 	// Shapes outermost first, as meta.json records them.
+	act, st := c.Params.Activation, c.Params.State
 	qk := []int{m.NSeqs, m.NTokens, m.NKHeads, m.DK}
 	v := []int{m.NSeqs, m.NTokens, m.NVHeads, m.DV}
 	gate := []int{m.NSeqs, m.NTokens, m.NVHeads}
+	heads := []int{m.NVHeads}
 	state := []int{m.NSeqs, m.NVHeads, m.DV, m.DK}
 	capture := []int{m.NSeqs, m.NTokens, m.NVHeads, m.DV, m.DK}
-	files := []struct {
-		name     string
-		shape    []int
-		dst      *[]float32
-		optional bool
-	}{
-		{"q", qk, &c.Inputs.Q, false},
-		{"k", qk, &c.Inputs.K, false},
-		{"v", v, &c.Inputs.V, false},
-		{"g", gate, &c.Inputs.G, false},
-		{"beta", gate, &c.Inputs.Beta, false},
-		{"state_in", state, &c.Inputs.StateIn, false},
-		{"output", v, &c.Output, false},
-		{"state_out", state, &c.StateOut, false},
-		{"output_f64", v, &c.OutputF64, false},
-		{"state_out_f64", state, &c.StateOutF64, false},
-		{"capture", capture, &c.Capture, true},
+	type entry struct {
+		name  string
+		shape []int
+		typ   spec.ElemType
+		dst   *[]float32
+		need  need
+	}
+	files := []entry{
+		{"q", qk, act, &c.Inputs.Q, always},
+		{"k", qk, act, &c.Inputs.K, always},
+		{"v", v, act, &c.Inputs.V, always},
+		{"g", gate, act, &c.Inputs.G, givenGates},
+		{"beta", gate, act, &c.Inputs.Beta, givenGates},
+		{"a", gate, act, &c.Inputs.G, fusedStep},
+		{"b", gate, act, &c.Inputs.Beta, fusedStep},
+		{"A_log", heads, spec.F32, &c.Inputs.ALog, fusedStep},
+		{"dt_bias", heads, spec.F32, &c.Inputs.DtBias, fusedStep},
+		{"state_in", state, st, &c.Inputs.StateIn, always},
+		{"output", v, act, &c.Output, givenGates},
+		{"state_out", state, st, &c.StateOut, givenGates},
+		{"output_hf", v, act, &c.Output, fusedStep},
+		{"state_out_hf", state, st, &c.StateOut, fusedStep},
+		{"output_f64", v, spec.F32, &c.OutputF64, always},
+		{"state_out_f64", state, spec.F32, &c.StateOutF64, always},
+		{"g_f64", gate, spec.F32, &c.GF64, fusedStep},
+		{"beta_f64", gate, spec.F32, &c.BetaF64, fusedStep},
+		{"capture", capture, st, &c.Capture, optional},
+		{"capture_f64", capture, spec.F32, &c.CaptureF64, optional},
+	}
+	for name := range m.Files {
+		if !slices.ContainsFunc(files, func(f entry) bool { return f.name == name }) {
+			return c, fmt.Errorf("golden: %s: meta.json lists %s, which is no file of a case", c.Name, name)
+		}
 	}
 	for _, f := range files {
 		recorded, listed := m.Files[f.name]
-		if !listed {
-			if f.optional {
-				continue
-			}
+		needed := f.need == always || f.need == givenGates && !fused || f.need == fusedStep && fused
+		switch {
+		case !listed && needed:
 			return c, fmt.Errorf("golden: %s: meta.json lists no %s", c.Name, f.name)
+		case !listed:
+			continue
+		case !needed && f.need != optional && fused:
+			return c, fmt.Errorf("golden: %s: meta.json lists %s, which a case of the fused step does not have", c.Name, f.name)
+		case !needed && f.need != optional:
+			return c, fmt.Errorf("golden: %s: meta.json lists %s, which a case on given gates does not have", c.Name, f.name)
 		}
-		if !slices.Equal(recorded, f.shape) {
-			return c, fmt.Errorf("golden: %s: %s has shape %v in meta.json, the parameters imply %v", c.Name, f.name, recorded, f.shape)
+		if !slices.Equal(recorded.Shape, f.shape) {
+			return c, fmt.Errorf("golden: %s: %s has shape %v in meta.json, the parameters imply %v", c.Name, f.name, recorded.Shape, f.shape)
+		}
+		file := recorded.Name
+		if file == "" {
+			file = f.name + ".f32"
+		}
+		if want := f.name + "." + f.typ.String(); file != want {
+			return c, fmt.Errorf("golden: %s: %s is in %s, want %s (element type %v)", c.Name, f.name, file, want, f.typ)
 		}
 		n := 1
 		for _, d := range f.shape {
 			n *= d
 		}
-		data, err := readF32(filepath.Join(dir, f.name+".f32"), n)
+		data, err := readFile(filepath.Join(dir, file), f.typ, n)
 		if err != nil {
 			return c, fmt.Errorf("golden: %s: %w", c.Name, err)
 		}
@@ -194,14 +317,35 @@ func Load(dir string) (Case, error) {
 	return c, nil
 }
 
-// readF32 reads a file of exactly n little-endian float32 values.
-func readF32(path string, n int) ([]float32, error) {
+// parseType turns "f32", "f16" or "bf16" into an element type.
+func parseType(s string) (spec.ElemType, error) {
+	for _, t := range []spec.ElemType{spec.F32, spec.F16, spec.BF16} {
+		if s == t.String() {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("element type %q: want f32, f16 or bf16", s)
+}
+
+// readFile reads a file of exactly n little-endian values of type t,
+// widened to float32.
+func readFile(path string, t spec.ElemType, n int) ([]float32, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(raw) != 4*n {
-		return nil, fmt.Errorf("%s has %d bytes, want %d (%d float32)", filepath.Base(path), len(raw), 4*n, n)
+	if len(raw) != t.Size()*n {
+		return nil, fmt.Errorf("%s has %d bytes, want %d (%d %v)", filepath.Base(path), len(raw), t.Size()*n, n, t)
+	}
+	switch t {
+	case spec.F16:
+		x := make([]float32, n)
+		half.DecodeFloat16(x, raw)
+		return x, nil
+	case spec.BF16:
+		x := make([]float32, n)
+		half.DecodeBFloat16(x, raw)
+		return x, nil
 	}
 	return floats.FromBytes(raw), nil
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -131,5 +132,99 @@ func TestLoadRejectsDamagedCase(t *testing.T) {
 
 	if _, err := Cases(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("Cases on a missing folder: no error")
+	}
+}
+
+// TestLoadFusedCases loads every case of the fused set and checks what the
+// set's README promises: the raw inputs in the activation type, the
+// planted edge values, and the truth's capture exactly for n_tokens <= 8.
+func TestLoadFusedCases(t *testing.T) {
+	for _, c := range LoadSet(t, FusedSubdir) {
+		t.Run(c.Name, func(t *testing.T) {
+			p := c.Params
+			if p.Fused != spec.FusedAll {
+				t.Fatalf("fused parts %+v, want all", p.Fused)
+			}
+			if p.Activation.String() != c.Meta.DType || !strings.HasSuffix(c.Name, "_"+c.Meta.DType) {
+				t.Errorf("activation type %v, meta.json dtype %q, case %s", p.Activation, c.Meta.DType, c.Name)
+			}
+			if wantScale := float32(1 / math.Sqrt(float64(p.DK))); p.QScale != wantScale {
+				t.Errorf("q scale %v, want 1/sqrt(D_k) = %v", p.QScale, wantScale)
+			}
+			// Validate also checks that every activation is a value of the type.
+			if err := c.Inputs.Validate(p); err != nil {
+				t.Fatal(err)
+			}
+			if (c.CaptureF64 != nil) != (p.NTokens <= 8) || c.Capture != nil {
+				t.Errorf("capture_f64 present = %v, HF capture = %v; want the truth's exactly when n_tokens <= 8", c.CaptureF64 != nil, c.Capture != nil)
+			}
+			if slices.ContainsFunc(c.Inputs.K[:p.DK], func(x float32) bool { return x != 0 }) {
+				t.Errorf("first key vector %v, want all zeros (the epsilon path)", c.Inputs.K[:p.DK])
+			}
+			for _, w := range []struct {
+				name string
+				x    []float32
+				v    float32
+			}{{"a", c.Inputs.G, 25}, {"a", c.Inputs.G, -30}, {"b", c.Inputs.Beta, 30}, {"b", c.Inputs.Beta, -30}} {
+				if !slices.Contains(w.x, w.v) {
+					t.Errorf("%s holds no planted %v", w.name, w.v)
+				}
+			}
+			for i, g := range c.GF64 {
+				if g < 0 || c.BetaF64[i] < 0 || c.BetaF64[i] > 1 {
+					t.Fatalf("g_f64[%d] = %v, beta_f64 = %v: want g >= 0 and beta in [0, 1]", i, g, c.BetaF64[i])
+				}
+			}
+			for name, x := range map[string][]float32{
+				"output_hf": c.Output, "state_out_hf": c.StateOut, "output_f64": c.OutputF64,
+				"state_out_f64": c.StateOutF64, "A_log": c.Inputs.ALog, "dt_bias": c.Inputs.DtBias,
+			} {
+				if !slices.ContainsFunc(x, func(v float32) bool { return v != 0 }) || slices.ContainsFunc(x, func(v float32) bool { return math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) }) {
+					t.Errorf("%s is all zeros or holds a non-finite value", name)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadRejectsWrongType: a 16-bit file whose name does not match the
+// case's type, or whose size is that of another type, is an error naming
+// the file.
+func TestLoadRejectsWrongType(t *testing.T) {
+	var c Case
+	for _, x := range LoadSet(t, FusedSubdir) {
+		if x.Params.Activation != spec.F32 {
+			c = x
+			break
+		}
+	}
+	if c.Dir == "" {
+		t.Fatal("the fused set has no case with 16-bit activations")
+	}
+	typ := c.Params.Activation.String()
+	other := map[string]string{"f16": "bf16", "bf16": "f16"}[typ]
+	dir := copyCase(t, c.Dir)
+	meta, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relabel := []byte(strings.Replace(string(meta), `"dtype": "`+typ+`"`, `"dtype": "`+other+`"`, 1))
+	if err := os.WriteFile(filepath.Join(dir, "meta.json"), relabel, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "q."+typ) || !strings.Contains(err.Error(), other) {
+		t.Errorf("dtype %s over .%s files: err = %v, want one naming q.%s and %s", other, typ, err, typ, other)
+	}
+	dir = copyCase(t, c.Dir)
+	a := "a." + typ
+	b, err := os.ReadFile(filepath.Join(dir, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, a), append(b, b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), a) || !strings.Contains(err.Error(), "bytes") {
+		t.Errorf("%s of twice the size: err = %v, want one naming it and its size", a, err)
 	}
 }

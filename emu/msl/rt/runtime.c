@@ -164,6 +164,12 @@ typedef struct pm_tg_alloc {
 #define PM_MAX_TG_ALLOCS (PM_MAX_BINDINGS + 64)
 #define PM_TG_GAP 4096
 
+/* The access hooks' cache of pages known to be inside one binding. */
+#define PM_PAGE_SHIFT 12
+#define PM_PAGE ((uint64_t)1 << PM_PAGE_SHIFT)
+#define PM_PAGES 64
+#define PM_UNCOUNTED PM_MAX_BINDINGS
+
 typedef struct pm_fiber {
 	void *sp;
 	pm_thread t;
@@ -207,7 +213,15 @@ typedef struct pm_worker {
 	uint32_t tg_ep;
 	uint32_t sg_ep[PM_MAX_THREADS / PM_SIMD_WIDTH];
 	/* counters */
-	uint64_t loaded[PM_MAX_BINDINGS], stored[PM_MAX_BINDINGS];
+	/* bytes loaded ([0]) and stored ([1]) per binding index; the extra
+	 * slot takes accesses that are not counted */
+	uint64_t count[2][PM_MAX_BINDINGS + 1];
+	/* for the fast path, per page (PM_PAGE bytes): the bytes lo to lo+len
+	 * of it lie inside the binding counted in count[.][k], or in memory
+	 * that is not counted */
+	struct {
+		uint64_t page, lo, len, k;
+	} pages[PM_PAGES];
 	uint64_t simd_ops, barriers;
 	/* structural counters (section "Structural counters") */
 	uint64_t simd_by_op[PM_OP_COUNT];
@@ -290,8 +304,10 @@ static pm_worker *arena_new(void) {
 	size_t o_shadow = off;
 	off = align_up(off + sizeof(pm_shadow) * PM_TG_MEMORY_MAX, page);
 	off = align_up(off + page, PM_STACK_SIZE);
+	/* the stacks, above a spare one that catches an overflow of the lowest
+	 * (a hook sees the access there) and the guard page */
 	size_t o_stacks = off, o_guard = o_stacks - page;
-	size_t size = off + (size_t)PM_STACK_SIZE * PM_MAX_THREADS;
+	size_t size = off + (size_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
 
 	char *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) return NULL;
@@ -316,10 +332,10 @@ static pm_worker *arena_new(void) {
 	w->tg_lo = (uint64_t)(uintptr_t)(base + o_tg_lo);
 	w->tg_len = o_guard - o_tg_lo;
 	w->stacks_lo = (uint64_t)(uintptr_t)(base + o_stacks);
-	w->stacks_len = (uint64_t)PM_STACK_SIZE * PM_MAX_THREADS;
+	w->stacks_len = (uint64_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
 	w->tg_ep = 0;
 	for (int i = 0; i < PM_MAX_THREADS; i++) {
-		w->fibers[i].stack_top = w->stacks + (size_t)(i + 1) * PM_STACK_SIZE;
+		w->fibers[i].stack_top = w->stacks + (size_t)(i + 2) * PM_STACK_SIZE;
 	}
 	return w;
 }
@@ -832,35 +848,53 @@ __attribute__((noinline)) static void tg_access(pm_worker *w, uint64_t a, uint64
 	}
 }
 
-/* An access outside the bound buffers: threadgroup memory, the thread's
- * built-ins, the library's constants, or a fault. */
-__attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
-                                                   void *pc) {
-	if (a - w->tg_lo < w->tg_len) {
-		tg_access(w, a, size, store, atomic, pc);
-		return;
-	}
-	if (a - w->state_lo < w->state_len) return;
-	if (a - w->mod_lo < w->mod_len) return;
+/* An access outside the bound buffers, threadgroup memory, the built-ins
+ * and the library: another thread's stack, or a fault. */
+__attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	if (a - w->stacks_lo < w->stacks_len) {
 		if (w->in_simd) return; /* a SIMD-group function reads its lanes' operands */
-		uint64_t t = (a - w->stacks_lo) / PM_STACK_SIZE;
+		uint64_t slot = (a - w->stacks_lo) / PM_STACK_SIZE;
+		char where[64];
+		if (slot == 0)
+			snprintf(where, sizeof where, "below the lowest thread's stack");
+		else
+			snprintf(where, sizeof where, "in the stack of thread %llu", (unsigned long long)(slot - 1));
 		record_fault(w, w->cur, PM_FAULT_STACK, 0, "", (uint64_t)(uintptr_t)pc,
-		             "%s of %llu bytes in the stack of thread %llu: this thread's %u-byte stack "
-		             "overflowed (private arrays too large?)",
-		             store ? "store" : "load", (unsigned long long)size, (unsigned long long)t, PM_STACK_SIZE);
+		             "%s of %llu bytes %s: this thread's %u-byte stack overflowed (recursion, or "
+		             "private arrays too large?)",
+		             store ? "store" : "load", (unsigned long long)size, where, PM_STACK_SIZE);
 		fiber_abort(w);
 	}
 	access_fault(w, a, size, store, pc);
 }
 
-static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t size, int store, int atomic,
-                                                           void *pc) {
-	pm_worker *w = tls_w;
-	if (__builtin_expect(w == NULL, 0)) return;
-	tick(w, 0, "", pc);
-	/* the thread's own stack */
-	if (a - w->stack_lo < PM_STACK_SIZE) return;
+/* Whether no binding holds any byte of the page. */
+static int page_outside_bindings(const pm_worker *w, uint64_t page) {
+	uint64_t lo = page << PM_PAGE_SHIFT;
+	for (int k = 0; k < w->nb; k++)
+		if (w->blo[k] < lo + PM_PAGE && lo < w->blo[k] + w->blen[k]) return 0;
+	return 1;
+}
+
+/* Caches the part of the page inside [lo, lo+len). */
+static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, uint64_t k) {
+	uint64_t plo = page << PM_PAGE_SHIFT, hi = lo + len;
+	if (lo < plo) lo = plo;
+	if (hi > plo + PM_PAGE) hi = plo + PM_PAGE;
+	w->pages[page % PM_PAGES].page = page;
+	w->pages[page % PM_PAGES].lo = lo;
+	w->pages[page % PM_PAGES].len = hi - lo;
+	w->pages[page % PM_PAGES].k = k;
+}
+
+/* Every access the fast path does not settle: the time limit check, the
+ * search of the bindings, threadgroup memory, and faults. */
+__attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
+                                                  void *pc) {
+	if (w->tick <= 0) {
+		watch(w, 0, "", pc);
+		if (a - w->stack_lo < PM_STACK_SIZE) return;
+	}
 	/* the binding hit last time, unless bindings overlap (then the lowest
 	 * index holding the access is charged) */
 	int k = w->last;
@@ -871,16 +905,45 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
 			if (off < w->blen[k] && off + size <= w->blen[k]) break;
 		}
 		if (k == w->nb) {
-			other_access(w, a, size, store, atomic, pc);
+			uint64_t page = a >> PM_PAGE_SHIFT;
+			if (a - w->tg_lo < w->tg_len) {
+				tg_access(w, a, size, store, atomic, pc);
+			} else if (a - w->state_lo < w->state_len) {
+				/* built-ins */
+				if (page_outside_bindings(w, page)) cache_page(w, page, w->state_lo, w->state_len, PM_UNCOUNTED);
+			} else if (a - w->mod_lo < w->mod_len) {
+				/* the library's constants */
+				if (page_outside_bindings(w, page)) cache_page(w, page, w->mod_lo, w->mod_len, PM_UNCOUNTED);
+			} else {
+				other_access(w, a, size, store, pc);
+			}
 			return;
 		}
 		w->last = k;
 	}
-	if (store)
-		w->stored[w->bidx[k]] += size;
-	else
-		w->loaded[w->bidx[k]] += size;
+	if (!w->overlap) cache_page(w, a >> PM_PAGE_SHIFT, w->blo[k], w->blen[k], (uint64_t)w->bidx[k]);
+	w->count[store][w->bidx[k]] += size;
 	if (w->seg_rec) seg_record(w, w->bidx[k], a, size, store, pc);
+}
+
+/* The hooks' fast path: the thread's own stack, and pages known to be
+ * inside one binding. */
+static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t size, int store, int atomic,
+                                                           void *pc) {
+	pm_worker *w = tls_w;
+	if (__builtin_expect(w == NULL, 0)) return;
+	if (__builtin_expect(--w->tick > 0 && !atomic, 1)) {
+		if (a - w->stack_lo < PM_STACK_SIZE) return;
+		uint64_t page = a >> PM_PAGE_SHIFT, off = a - w->pages[page % PM_PAGES].lo;
+		if (w->pages[page % PM_PAGES].page == page && off < w->pages[page % PM_PAGES].len &&
+		    off + size <= w->pages[page % PM_PAGES].len) {
+			uint64_t k = w->pages[page % PM_PAGES].k;
+			w->count[store][k] += size;
+			if (__builtin_expect(w->seg_rec != NULL, 0) && k < PM_MAX_BINDINGS) seg_record(w, (int)k, a, size, store, pc);
+			return;
+		}
+	}
+	access_slow(w, a, size, store, atomic, pc);
 }
 
 #define HOOK(kind, n, store)                                                   \
@@ -1416,7 +1479,7 @@ static void *worker_main(void *arg) {
 	w->last = 0;
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
 		w->shared->buf[i] = (void *)(uintptr_t)d->buf_ptr[i];
-		w->loaded[i] = w->stored[i] = 0;
+		w->count[0][i] = w->count[1][i] = 0;
 		if (d->buf_ptr[i] && d->buf_len[i]) {
 			w->bidx[w->nb] = i;
 			w->blo[w->nb] = d->buf_ptr[i];
@@ -1424,6 +1487,8 @@ static void *worker_main(void *arg) {
 			w->nb++;
 		}
 	}
+	w->count[0][PM_UNCOUNTED] = w->count[1][PM_UNCOUNTED] = 0;
+	for (int i = 0; i < PM_PAGES; i++) w->pages[i].page = UINT64_MAX;
 	w->overlap = 0;
 	for (int k = w->nb; k < PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
 	for (int a = 0; a < w->nb; a++)
@@ -1461,8 +1526,8 @@ static void *worker_main(void *arg) {
 
 static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_order) {
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
-		d->loaded[i] += w->loaded[i];
-		d->stored[i] += w->stored[i];
+		d->loaded[i] += w->count[0][i];
+		d->stored[i] += w->count[1][i];
 	}
 	d->simd_ops += w->simd_ops;
 	d->barriers += w->barriers;

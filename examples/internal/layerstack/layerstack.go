@@ -1,7 +1,8 @@
 // Package layerstack holds what the example programs share to run a stack
-// of Gated DeltaNet layers: the devices they open, the seeds of every
-// layer's inputs, the activation buffers each layer's q, k, v, g, beta and
-// output go through, and the latency figures they report.
+// of Gated DeltaNet layers: the flags they take, the devices they open
+// (with the emulated device's smaller defaults), the seeds of every layer's
+// inputs, the activation buffers each layer's q, k, v, g, beta and output
+// go through, and the latency figures they report.
 package layerstack
 
 import (
@@ -10,34 +11,10 @@ import (
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/mtl"
 )
-
-// EmulatorNeeds says what the emulated device needs and how to install it.
-const EmulatorNeeds = "the emulated device needs the GNU Objective-C runtime and clang; on Debian or Ubuntu: apt-get install libobjc4 libgnustep-base1.28 clang"
-
-// OpenMetal returns the system's Metal device and a description of it. The
-// error wraps mtl.ErrNoDevice where there is no Metal.
-func OpenMetal() (*mtl.Device, string, error) {
-	dev, err := mtl.CreateSystemDefaultDevice()
-	if err != nil {
-		return nil, "", err
-	}
-	return dev, "metal: " + dev.Name() + " (GPU)", nil
-}
-
-// OpenEmulated returns the emulated Metal device of package emu, which runs
-// the real kernels on the CPU, and a description of it.
-func OpenEmulated() (*mtl.Device, string, error) {
-	dev, err := emu.NewDevice()
-	if err != nil {
-		return nil, "", err
-	}
-	return dev, "emu: " + dev.Name() + ", the real kernels run on the CPU", nil
-}
 
 // Seed derives the seed of layer l's inputs at step t (a token or a draft
 // window; t = -1: the layer's initial state) from the run's seed, with the

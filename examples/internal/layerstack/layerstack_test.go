@@ -1,7 +1,11 @@
 package layerstack
 
 import (
+	"flag"
 	"fmt"
+	"io"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +106,101 @@ func TestActivations(t *testing.T) {
 		if b.StateIn.Buffer != nil || b.StateOut.Buffer != nil || b.Capture.Buffer != nil {
 			t.Errorf("layer %d: the state views are set", l)
 		}
+	}
+}
+
+func parse(t *testing.T, backends []string, args ...string) *Flags {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f := Define(fs, backends, "the backend", 3)
+	if err := f.Parse(fs, args); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return f
+}
+
+func TestFlags(t *testing.T) {
+	f := parse(t, []string{"auto", "emu"})
+	if f.Backend != "auto" || f.DK != 128 || f.DV != 128 || f.NK != 16 || f.NV != 32 || f.Layers != 3 || f.Seed != 1 || f.HeadMap != spec.Block {
+		t.Errorf("defaults: %+v", *f)
+	}
+	if f.Given(shapeFlags...) {
+		t.Errorf("no flag given, but Given reports a shape flag")
+	}
+	f = parse(t, []string{"auto", "emu"}, "-dv", "64", "-headmap", "tiled", "-backend", "emu")
+	if !f.Given("dv") || f.Given("dk") || !f.Given(shapeFlags...) || f.HeadMap != spec.Tiled || f.Backend != "emu" {
+		t.Errorf("-dv 64 -headmap tiled -backend emu: %+v", *f)
+	}
+	p := f.Params(5)
+	want := spec.Params{Shape: spec.Shape{DK: 128, DV: 64, NKHeads: 16, NVHeads: 32, NTokens: 5, NSeqs: 1}, HeadMap: spec.Tiled, QScale: float32(1 / math.Sqrt(128))}
+	if p != want {
+		t.Errorf("Params(5) = %+v, want %+v", p, want)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backend", "cpu"}, `-backend "cpu": want auto, metal or emu`},
+		{[]string{"-headmap", "x"}, "-headmap"},
+		{[]string{"-layers", "0"}, "-layers 0"},
+		{[]string{"extra"}, `unexpected arguments ["extra"]`},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f := Define(fs, []string{"auto", "metal", "emu"}, "the backend", 1)
+		if err := f.Parse(fs, c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+	f = parse(t, []string{"emu"}, "-dk", "48")
+	if err := f.CheckDecodeDK(); err == nil || !strings.Contains(err.Error(), "-dk 48") {
+		t.Errorf("-dk 48: %v", err)
+	}
+}
+
+// On the emulated device the defaults the command line left unset shrink,
+// and the run says so; a fallback other than a device returns no Device.
+func TestOpen(t *testing.T) {
+	testdevice.Emulated(t, emu.Options{}) // skips (or fails in strict mode) without the prerequisites
+	tokens := 32
+	more := Smaller{Flags: []string{"layers", "tokens"}, Apply: func() { tokens = 16 }, Says: "16 tokens", Full: "-tokens 32"}
+	for _, c := range []struct {
+		args       []string
+		nk, tokens int
+		says       string
+	}{
+		{nil, 2, 16, "smaller defaults: 2 key heads, 4 value heads, 16 tokens (Qwen3.5's: -kheads 16 -vheads 32 -tokens 32)"},
+		{[]string{"-dv", "32"}, 16, 16, "smaller defaults: 16 tokens (Qwen3.5's: -tokens 32)"},
+		{[]string{"-dk", "32", "-layers", "1"}, 16, 32, ""},
+	} {
+		tokens = 32
+		f := parse(t, []string{"emu"}, c.args...)
+		var w strings.Builder
+		d, err := f.Open(&w, Fallback{}, more)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if d.GPU || d.Kernels == nil || d.Queue == nil || !strings.HasPrefix(d.Desc, "emu: ") {
+			t.Errorf("%q: device %+v", c.args, d)
+		}
+		d.Close()
+		if f.NK != c.nk || tokens != c.tokens || (c.nk == 2) != (f.NV == 4) {
+			t.Errorf("%q: %d key heads, %d value heads, %d tokens; want %d key heads, %d tokens", c.args, f.NK, f.NV, tokens, c.nk, c.tokens)
+		}
+		if !strings.Contains(w.String(), c.says) || (c.says == "") != (w.Len() == 0) {
+			t.Errorf("%q: said %q, want %q", c.args, w.String(), c.says)
+		}
+	}
+	f := parse(t, []string{"auto", "cpu"})
+	var w strings.Builder
+	d, err := f.Open(&w, Fallback{Backend: "cpu", Says: "the CPU instead"})
+	if err == nil && d != nil {
+		d.Close() // a Mac: auto is metal
+		if f.Backend != "metal" {
+			t.Errorf("auto opened a device, backend %q", f.Backend)
+		}
+	} else if err != nil || f.Backend != "cpu" || !strings.Contains(w.String(), "no Metal on") || !strings.Contains(w.String(), "the CPU instead") {
+		t.Errorf("auto without Metal: backend %q, %v, said %q", f.Backend, err, w.String())
 	}
 }

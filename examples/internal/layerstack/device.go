@@ -1,0 +1,165 @@
+package layerstack
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// emulatorNeeds says what the emulated device needs and how to install it.
+const emulatorNeeds = "the emulated device needs the GNU Objective-C runtime and clang; on Debian or Ubuntu: apt-get install libobjc4 libgnustep-base1.28 clang"
+
+// Device is a Metal device with what the examples run on it: a registry of
+// the kernels' pipeline states, the dispatchers and a command queue.
+type Device struct {
+	Dev      *mtl.Device
+	Desc     string // what runs the kernels, for the report
+	GPU      bool   // the command buffers' timestamps are a GPU's
+	Registry *kernels.Registry
+	Kernels  *gdn.Kernels
+	Queue    *mtl.CommandQueue
+}
+
+// NewDevice makes the registry, dispatchers and command queue of dev. It
+// takes ownership of dev: [Device.Close] releases it, as does a failed
+// NewDevice.
+func NewDevice(dev *mtl.Device, desc string, gpu bool) (*Device, error) {
+	d := &Device{Dev: dev, Desc: desc, GPU: gpu, Registry: kernels.NewRegistry()}
+	var err error
+	if d.Kernels, err = gdn.New(dev, d.Registry); err == nil {
+		d.Queue, err = dev.NewCommandQueue()
+	}
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Compile builds the pipeline states of the named kernels now, as an
+// engine does when it loads a model, so that the first step's latency is a
+// step's; it returns how long that took (compiled, or taken from a cache).
+func (d *Device) Compile(entries ...string) (time.Duration, error) {
+	start := time.Now()
+	for _, e := range entries {
+		if _, err := d.Registry.Pipeline(d.Dev, e); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
+}
+
+// Close releases the queue, the dispatchers, the registry and the device.
+func (d *Device) Close() {
+	if d.Queue != nil {
+		d.Queue.Release()
+	}
+	d.Kernels.Release()
+	d.Registry.Release()
+	d.Dev.Release()
+}
+
+// openMetal returns the system's Metal device and a description of it. The
+// error wraps mtl.ErrNoDevice where there is no Metal.
+func openMetal() (*mtl.Device, string, error) {
+	dev, err := mtl.CreateSystemDefaultDevice()
+	if err != nil {
+		return nil, "", err
+	}
+	return dev, "metal: " + dev.Name() + " (GPU)", nil
+}
+
+// openEmulated returns the emulated Metal device of package emu, which runs
+// the real kernels on the CPU, and a description of it.
+func openEmulated() (*mtl.Device, string, error) {
+	dev, err := emu.NewDevice()
+	if err != nil {
+		return nil, "", err
+	}
+	return dev, "emu: " + dev.Name() + ", the real kernels run on the CPU", nil
+}
+
+// Fallback is the backend "auto" becomes where there is no Metal, and what
+// the example says when it does.
+type Fallback struct {
+	Backend string // "emu", or a backend of the example's own such as "cpu"
+	Says    string
+}
+
+// Smaller is a smaller default the emulated device takes for flags the
+// command line left unset: the emulator runs a kernel about a hundred
+// times slower than a GPU.
+type Smaller struct {
+	Flags []string // it applies when none of these was given
+	Apply func()   // sets the smaller values
+	Says  string   // the smaller values, "4 layers"
+	Full  string   // the defaults it replaces, as flags: "-layers 32"
+}
+
+// Open opens the backend the flags name and sets f.Backend to it: "metal",
+// the system's GPU; "emu", the emulated device; "auto", Metal where there
+// is Metal, fb.Backend elsewhere, which it announces on w. Both devices
+// need a D_k the decode kernels take. On the emulated device the smaller
+// defaults apply, 2 key heads and 4 value heads unless a shape flag was
+// given, then each of more, announced on w. The Device is nil for a
+// backend other than metal and emu, which is the caller's.
+func (f *Flags) Open(w io.Writer, fb Fallback, more ...Smaller) (*Device, error) {
+	var metalErr error
+	if f.Backend == "auto" || f.Backend == "metal" {
+		dev, desc, err := openMetal()
+		switch {
+		case err == nil:
+			if err := f.CheckDecodeDK(); err != nil {
+				dev.Release()
+				return nil, err
+			}
+			f.Backend = "metal"
+			return NewDevice(dev, desc, true)
+		case f.Backend == "metal" || !errors.Is(err, mtl.ErrNoDevice):
+			return nil, fmt.Errorf("-backend %s: %w", f.Backend, err)
+		}
+		metalErr = err
+		fmt.Fprintf(w, "no Metal on %s/%s: %s\n", runtime.GOOS, runtime.GOARCH, fb.Says)
+		f.Backend = fb.Backend
+	}
+	if f.Backend != "emu" {
+		return nil, nil
+	}
+	if err := f.CheckDecodeDK(); err != nil {
+		return nil, err
+	}
+	f.emulatorDefaults(w, more)
+	dev, desc, err := openEmulated()
+	switch {
+	case err != nil && metalErr != nil:
+		return nil, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, emulatorNeeds)
+	case err != nil:
+		return nil, fmt.Errorf("-backend emu: %w\n%s", err, emulatorNeeds)
+	}
+	return NewDevice(dev, desc, false)
+}
+
+// emulatorDefaults applies the smaller defaults of the emulated device and
+// says which on w.
+func (f *Flags) emulatorDefaults(w io.Writer, more []Smaller) {
+	shape := Smaller{Flags: shapeFlags, Apply: func() { f.NK, f.NV = 2, 4 }, Says: "2 key heads, 4 value heads", Full: "-kheads 16 -vheads 32"}
+	var says, full []string
+	for _, s := range append([]Smaller{shape}, more...) {
+		if !f.Given(s.Flags...) {
+			s.Apply()
+			says, full = append(says, s.Says), append(full, s.Full)
+		}
+	}
+	if len(says) > 0 {
+		fmt.Fprintf(w, "emu: the emulated device runs the kernels on the CPU, so this run uses smaller defaults: %s (Qwen3.5's: %s)\n",
+			strings.Join(says, ", "), strings.Join(full, " "))
+	}
+}

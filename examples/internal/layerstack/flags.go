@@ -1,0 +1,134 @@
+package layerstack
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/puremetal/puremetal/gdn/spec"
+)
+
+// Flags are the flags both examples take: the backend, the shape of a
+// layer (Qwen3.5's by default), the number of layers, the head mapping and
+// the seed of the inputs.
+type Flags struct {
+	Backend        string // as given, until [Flags.Open] resolves "auto"
+	DK, DV, NK, NV int    // D_k, D_v, key heads, value heads
+	Layers         int
+	Seed           uint64
+	HeadMap        spec.HeadMap
+
+	backends []string
+	headMap  string
+	given    map[string]bool
+}
+
+// shapeFlags are the flags of a layer's shape.
+var shapeFlags = []string{"dk", "dv", "kheads", "vheads"}
+
+// Define defines the shared flags on fs: -backend, one of backends (the
+// first is the default) as backendHelp describes them; -dk, -dv, -kheads
+// and -vheads, Qwen3.5's shape by default; -layers, layers by default;
+// -seed; and -headmap.
+func Define(fs *flag.FlagSet, backends []string, backendHelp string, layers int) *Flags {
+	f := &Flags{backends: backends}
+	fs.StringVar(&f.Backend, "backend", backends[0], backendHelp)
+	fs.IntVar(&f.DK, "dk", 128, "D_k, the key head size: 32, 64 or 128 (the decode kernels' sizes)")
+	fs.IntVar(&f.DV, "dv", 128, "D_v, the value head size")
+	fs.IntVar(&f.NK, "kheads", 16, "key heads (q, k); 2 on the emulated device unless a shape flag is given")
+	fs.IntVar(&f.NV, "vheads", 32, "value heads (v, g, beta, state), a multiple of -kheads; 4 on the emulated device unless a shape flag is given")
+	fs.IntVar(&f.Layers, "layers", layers, "GDN layers")
+	fs.Uint64Var(&f.Seed, "seed", 1, "seed of the random inputs")
+	fs.StringVar(&f.headMap, "headmap", "block", "block (HF transformers, MLX) or tiled (llama.cpp GGUF)")
+	return f
+}
+
+// Parse parses args with fs, which [Define] was given, and checks the
+// shared flags: no arguments besides flags, a known backend and head
+// mapping, at least one layer.
+func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	f.given = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.given[fl.Name] = true })
+	m, err := spec.ParseHeadMap(f.headMap)
+	if err != nil {
+		return fmt.Errorf("-headmap: %w", err)
+	}
+	f.HeadMap = m
+	if !slices.Contains(f.backends, f.Backend) {
+		return fmt.Errorf("-backend %q: want %s", f.Backend, oneOf(f.backends))
+	}
+	if f.Layers <= 0 {
+		return fmt.Errorf("-layers %d: must be > 0", f.Layers)
+	}
+	return nil
+}
+
+// oneOf lists words as "a, b or c".
+func oneOf(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// Given reports whether the command line set any of the named flags.
+func (f *Flags) Given(names ...string) bool {
+	for _, n := range names {
+		if f.given[n] {
+			return true
+		}
+	}
+	return false
+}
+
+// Params returns the parameters of one layer over n tokens of one
+// sequence, with q scaled by 1/sqrt(D_k) at write-back.
+func (f *Flags) Params(n int) spec.Params {
+	return spec.Params{
+		Shape:   spec.Shape{DK: f.DK, DV: f.DV, NKHeads: f.NK, NVHeads: f.NV, NTokens: n, NSeqs: 1},
+		HeadMap: f.HeadMap,
+		QScale:  float32(1 / math.Sqrt(float64(f.DK))),
+	}
+}
+
+// CheckDecodeDK returns an error naming -dk unless D_k is one the decode
+// kernels take: 32, 64 or 128.
+func (f *Flags) CheckDecodeDK() error {
+	if f.DK != 32 && f.DK != 64 && f.DK != 128 {
+		return fmt.Errorf("-dk %d: the decode kernels take D_k = 32, 64 or 128", f.DK)
+	}
+	return nil
+}
+
+// Status runs the body of an example program and returns its exit status:
+// 2 when flagErr, the error of parsing its flags, is set (0 for -help); 1
+// when body fails, or its checks do not pass; 0 otherwise. Errors go to
+// stderr after the program's name.
+func Status(name string, stderr io.Writer, flagErr error, body func() (pass bool, err error)) int {
+	if flagErr != nil {
+		if errors.Is(flagErr, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", name, flagErr)
+		return 2
+	}
+	pass, err := body()
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	if !pass {
+		return 1
+	}
+	return 0
+}
