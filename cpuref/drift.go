@@ -31,6 +31,9 @@ func (d Drift) Max() (state, output float64) {
 // L2-normalised q and k (or raw ones, with p.Fused.L2Norm), in the
 // activation type.
 func DecodeDrift(p spec.Params, seed uint64) (Drift, error) {
+	if p.NSlots > 0 || p.Varlen {
+		return Drift{}, fmt.Errorf("cpuref: DecodeDrift takes neither a state pool nor packed tokens (shape %v)", p.Shape)
+	}
 	in, err := RandomInputs(p, seed)
 	if err != nil {
 		return Drift{}, err

@@ -114,7 +114,7 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 	if err := in.Validate(p); err != nil {
 		return Result64{}, err
 	}
-	dk, dv, nk, nv, nt, ns := p.DK, p.DV, p.NKHeads, p.NVHeads, p.NTokens, p.NSeqs
+	dk, dv, nk, nv := p.DK, p.DV, p.NKHeads, p.NVHeads
 	res := Result64{
 		Output:   make([]float64, p.VLen()),
 		StateOut: make([]float64, p.StateLen()),
@@ -122,18 +122,24 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 	if capture {
 		res.Capture = make([]float64, p.CaptureLen())
 	}
+	for i, v := range in.StateIn { // the states no sequence writes
+		res.StateOut[i] = float64(v)
+	}
 	scale := float64(p.Scale())
 	x := fused64(p, in)
 	eye := identity(dk)
-	for s := 0; s < ns; s++ {
+	for _, seq := range sequences(p, in) {
+		if seq.skip {
+			continue
+		}
 		for h := 0; h < nv; h++ {
 			kh := p.HeadMap.KeyHead(h, nk, nv)
-			st := (s*nv + h) * dv * dk
+			st := (seq.state*nv + h) * dv * dk
 			S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[st : st+dv*dk])}
-			for t := 0; t < nt; t++ {
-				qk := ((s*nt+t)*nk + kh) * dk
-				vo := ((s*nt+t)*nv + h) * dv
-				gi := (s*nt+t)*nv + h
+			for t := seq.tok0; t < seq.tok0+seq.n; t++ {
+				qk := (t*nk + kh) * dk
+				vo := (t*nv + h) * dv
+				gi := t*nv + h
 				q := x.q[qk : qk+dk]
 				k := x.k[qk : qk+dk]
 				v := vec(in.V[vo : vo+dv])
@@ -148,7 +154,7 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 					res.Output[vo+i] = scale * o[i]
 				}
 				if capture {
-					co := ((s*nt+t)*nv + h) * dv * dk
+					co := (t*nv + h) * dv * dk
 					copy(res.Capture[co:co+dv*dk], S.a)
 				}
 			}

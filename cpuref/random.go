@@ -3,6 +3,7 @@ package cpuref
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/puremetal/puremetal/gdn/spec"
 )
@@ -13,14 +14,24 @@ import (
 //
 //   - q and k: standard normal, then L2-normalised per head and token, or
 //     left raw when p.Fused.L2Norm is set (the kernel normalises them);
+//
 //   - g = exp(A_log) * softplus(a + dt_bias), with A_log = log U(1, 16) and
 //     dt_bias ~ N(0, 1) per value head, a ~ N(0, 1) per head and token, so
 //     g >= 0 and alpha = exp(-g) lies in (0, 1]; with p.Fused.Gate, g holds
 //     a and the inputs carry A_log and dt_bias instead;
+//
 //   - beta = sigmoid(b), b ~ N(0, 1), so beta lies in (0, 1); with
 //     p.Fused.Beta, beta holds b;
+//
 //   - v: standard normal;
+//
 //   - state_in: normal with standard deviation 0.1.
+//
+//   - slots, with a state pool: distinct slots of the pool in random
+//     order, -1 (padding) for sequences beyond n_slots;
+//
+//   - cu_seqlens, with Varlen: the tokens split at n_seqs-1 cut points
+//     drawn uniformly, so empty sequences occur.
 //
 // q, k, v, g and beta are then rounded to p.Activation and state_in to
 // p.State (see [Round]); A_log and dt_bias stay float32. The same seed
@@ -91,5 +102,37 @@ func RandomInputs(p spec.Params, seed uint64) (Inputs, error) {
 		Round(p.Activation, x)
 	}
 	Round(p.State, in.StateIn)
+	if p.NSlots > 0 {
+		in.Slots = randomSlots(rng, p.NSeqs, p.NSlots)
+	}
+	if p.Varlen {
+		in.CuSeqlens = randomCuSeqlens(rng, p.NSeqs, p.NTokens)
+	}
 	return in, nil
+}
+
+// randomSlots returns distinct slots of a pool of nSlots in random order
+// for nSeqs sequences, -1 (padding) for those beyond the pool.
+func randomSlots(rng *rand.Rand, nSeqs, nSlots int) []int32 {
+	slots := make([]int32, nSeqs)
+	perm := rng.Perm(nSlots)
+	for s := range slots {
+		slots[s] = -1
+		if s < nSlots {
+			slots[s] = int32(perm[s])
+		}
+	}
+	return slots
+}
+
+// randomCuSeqlens splits nTokens tokens into nSeqs sequences of random
+// lengths (0 among them) and returns the cumulative lengths.
+func randomCuSeqlens(rng *rand.Rand, nSeqs, nTokens int) []int32 {
+	cu := make([]int32, nSeqs+1)
+	for s := 1; s < nSeqs; s++ {
+		cu[s] = int32(rng.IntN(nTokens + 1))
+	}
+	cu[nSeqs] = int32(nTokens)
+	slices.Sort(cu)
+	return cu
 }

@@ -33,7 +33,7 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 	if err := in.Validate(p); err != nil {
 		return Result{}, err
 	}
-	dk, dv, nk, nv, nt, ns := p.DK, p.DV, p.NKHeads, p.NVHeads, p.NTokens, p.NSeqs
+	dk, dv, nk, nv := p.DK, p.DV, p.NKHeads, p.NVHeads
 	res := Result{
 		Output:   make([]float32, p.VLen()),
 		StateOut: make([]float32, p.StateLen()),
@@ -44,15 +44,18 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 	scale := p.Scale()
 	x := fused32(p, in)
 	copy(res.StateOut, in.StateIn)
-	for s := 0; s < ns; s++ {
+	for _, seq := range sequences(p, in) {
+		if seq.skip {
+			continue
+		}
 		for h := 0; h < nv; h++ {
 			kh := p.HeadMap.KeyHead(h, nk, nv)
-			st := (s*nv + h) * dv * dk
+			st := (seq.state*nv + h) * dv * dk
 			S := res.StateOut[st : st+dv*dk]
-			for t := 0; t < nt; t++ {
-				qk := ((s*nt+t)*nk + kh) * dk
-				vo := ((s*nt+t)*nv + h) * dv
-				gi := (s*nt+t)*nv + h
+			for t := seq.tok0; t < seq.tok0+seq.n; t++ {
+				qk := (t*nk + kh) * dk
+				vo := (t*nv + h) * dv
+				gi := t*nv + h
 				q := x.q[qk : qk+dk]
 				k := x.k[qk : qk+dk]
 				v := in.V[vo : vo+dv]
@@ -78,7 +81,7 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 					res.Output[vo+i] = round(p.Activation, float32(scale*sq))
 				}
 				if capture {
-					co := ((s*nt+t)*nv + h) * dv * dk
+					co := (t*nv + h) * dv * dk
 					copy(res.Capture[co:co+dv*dk], S)
 					Round(p.State, res.Capture[co:co+dv*dk])
 				}

@@ -63,6 +63,13 @@ type Inputs struct {
 	// ([n_v_heads], float32 whatever the activation type) of the fused gate;
 	// empty unless p.Fused.Gate.
 	ALog, DtBias []float32
+
+	// Slots ([n_seqs]) names the state of each sequence in a pool of
+	// p.NSlots states; empty unless p.NSlots > 0. Negative is padding.
+	Slots []int32
+	// CuSeqlens ([n_seqs+1]) gives sequence s the packed tokens
+	// CuSeqlens[s] to CuSeqlens[s+1]-1; empty unless p.Varlen.
+	CuSeqlens []int32
 }
 
 // validParams checks p against the contract (spec.Params.Validate) and
@@ -102,6 +109,9 @@ func (in Inputs) Validate(p spec.Params) error {
 		if b.got != b.want {
 			return fmt.Errorf("cpuref: %s has %d elements, shape %v needs %d", b.name, b.got, p.Shape, b.want)
 		}
+	}
+	if err := in.validIndices(p); err != nil {
+		return err
 	}
 	for _, c := range []struct {
 		name string
@@ -147,7 +157,7 @@ func gateName(fused bool, gate, raw string) string {
 // Result holds the float32 outputs of a run.
 type Result struct {
 	Output   []float32 // [D_v, n_v_heads, n_tokens, n_seqs]
-	StateOut []float32 // [D_k, D_v, n_v_heads, n_seqs]
+	StateOut []float32 // [D_k, D_v, n_v_heads, n_seqs] (n_slots with a state pool)
 	Capture  []float32 // [D_k, D_v, n_v_heads, n_tokens, n_seqs]; nil unless asked for
 }
 

@@ -14,16 +14,17 @@ import (
 // protocols maps each emulated class (its field in classes.go) to the
 // metal-cpp classes whose selectors it may answer.
 var protocols = map[string][]string{
-	"device":        {"MTL::Device"},
-	"buffer":        {"MTL::Buffer", "MTL::Resource"},
-	"library":       {"MTL::Library"},
-	"function":      {"MTL::Function"},
-	"pipeline":      {"MTL::ComputePipelineState"},
-	"queue":         {"MTL::CommandQueue"},
-	"commandBuffer": {"MTL::CommandBuffer"},
-	"encoder":       {"MTL::ComputeCommandEncoder", "MTL::CommandEncoder"},
-	"blitEncoder":   {"MTL::BlitCommandEncoder", "MTL::CommandEncoder"},
-	"options":       {"MTL::CompileOptions"},
+	"device":         {"MTL::Device"},
+	"buffer":         {"MTL::Buffer", "MTL::Resource"},
+	"library":        {"MTL::Library"},
+	"function":       {"MTL::Function"},
+	"pipeline":       {"MTL::ComputePipelineState"},
+	"queue":          {"MTL::CommandQueue"},
+	"commandBuffer":  {"MTL::CommandBuffer"},
+	"encoder":        {"MTL::ComputeCommandEncoder", "MTL::CommandEncoder"},
+	"blitEncoder":    {"MTL::BlitCommandEncoder", "MTL::CommandEncoder"},
+	"options":        {"MTL::CompileOptions"},
+	"constantValues": {"MTL::FunctionConstantValues"},
 }
 
 // nsObjectMethods are NSObject's, overridden by the emulated classes.

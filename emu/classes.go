@@ -24,7 +24,7 @@ var classes struct {
 
 	device, buffer, library, function, pipeline objc.Class
 	queue, commandBuffer, encoder, options      objc.Class
-	blitEncoder                                 objc.Class
+	blitEncoder, constantValues                 objc.Class
 }
 
 // fsel holds the selectors the emulated objects send to Foundation objects
@@ -37,6 +37,11 @@ var fsel struct {
 	mathMode                   objc.SEL `sel:"mathMode" types:"q@:"`
 	fastMathEnabled            objc.SEL `sel:"fastMathEnabled" types:"c@:"`
 	alloc                      objc.SEL `sel:"alloc" types:"@@:"`
+	preprocessorMacros         objc.SEL `sel:"preprocessorMacros" types:"@@:"`
+	keyEnumerator              objc.SEL `sel:"keyEnumerator" types:"@@:"`
+	nextObject                 objc.SEL `sel:"nextObject" types:"@@:"`
+	objectForKey               objc.SEL `sel:"objectForKey:" types:"@@:@"`
+	stringValue                objc.SEL `sel:"stringValue" types:"@@:"`
 }
 
 var fselTable = objc.NewSelectorTable(&fsel)
@@ -123,6 +128,7 @@ func doRegisterClasses() error {
 	)
 	reg(&classes.library, "PuremetalEmulatedLibrary",
 		m("newFunctionWithName:", "@@:@", libraryNewFunctionWithName),
+		m("newFunctionWithName:constantValues:error:", "@@:@@^@", libraryNewFunctionWithNameConstantValuesError),
 		m("functionNames", "@@:", libraryFunctionNames),
 	)
 	reg(&classes.function, "PuremetalEmulatedFunction",
@@ -174,6 +180,16 @@ func doRegisterClasses() error {
 			m("mathMode", "q@:", optionsMathMode),
 			m("setFastMathEnabled:", "v@:c", optionsSetFastMathEnabled),
 			m("fastMathEnabled", "c@:", optionsFastMathEnabled),
+			m("setPreprocessorMacros:", "v@:@", optionsSetPreprocessorMacros),
+			m("preprocessorMacros", "@@:", optionsPreprocessorMacros),
+		)
+	}
+	// MTLFunctionConstantValues is a class too.
+	if objc.GetClass("MTLFunctionConstantValues") == 0 {
+		reg(&classes.constantValues, "MTLFunctionConstantValues",
+			m("init", "@@:", constantValuesInit),
+			m("setConstantValue:type:atIndex:", "v@:^vQQ", constantValuesSetConstantValueTypeAtIndex),
+			m("setConstantValue:type:withName:", "v@:^vQ@", constantValuesSetConstantValueTypeWithName),
 		)
 	}
 	return err

@@ -17,6 +17,13 @@ func boolWord(b bool) uintptr {
 type compileOptions struct {
 	languageVersion uintptr
 	mathMode        uintptr
+	macros          objc.ID // NSDictionary, retained
+}
+
+func (o *compileOptions) free() {
+	if o.macros != 0 {
+		o.macros.Release()
+	}
 }
 
 func optionsInit(self objc.ID, cmd objc.SEL) objc.ID {
@@ -67,4 +74,41 @@ func optionsFastMathEnabled(self objc.ID, _ objc.SEL) uintptr {
 		return boolWord(o.mathMode == uintptr(mtl.MathModeFast))
 	}
 	return 0
+}
+
+func optionsSetPreprocessorMacros(self objc.ID, _ objc.SEL, d objc.ID) {
+	if o := stateOf[compileOptions](self); o != nil {
+		if d != 0 {
+			d.Retain()
+		}
+		if o.macros != 0 {
+			o.macros.Release()
+		}
+		o.macros = d
+	}
+}
+
+func optionsPreprocessorMacros(self objc.ID, _ objc.SEL) objc.ID {
+	if o := stateOf[compileOptions](self); o != nil {
+		return o.macros
+	}
+	return 0
+}
+
+// macrosOf reads an NSDictionary of preprocessor macros: NSString names to
+// NSString or NSNumber values.
+func macrosOf(d objc.ID) map[string]string {
+	if d == 0 {
+		return nil
+	}
+	m := map[string]string{}
+	keys := d.Send(fsel.keyEnumerator)
+	for k := keys.Send(fsel.nextObject); k != 0; k = keys.Send(fsel.nextObject) {
+		v := d.Send(fsel.objectForKey, uintptr(k))
+		if v.RespondsToSelector(fsel.stringValue) {
+			v = v.Send(fsel.stringValue)
+		}
+		m[objc.GoString(k)] = objc.GoString(v)
+	}
+	return m
 }

@@ -1,9 +1,9 @@
 package emu
 
 import (
-	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -148,15 +148,13 @@ func deviceNewLibraryWithSourceOptionsError(self objc.ID, _ objc.SEL, source, op
 			opts.FastMath = objc.SendBool(options, fsel.fastMathEnabled)
 		}
 		opts.LanguageVersion = uint32(objc.SendWord(options, fsel.languageVersion))
+		if options.RespondsToSelector(fsel.preprocessorMacros) {
+			opts.PreprocessorMacros = macrosOf(options.Send(fsel.preprocessorMacros))
+		}
 	}
 	lib, err := msl.Compile(objc.GoString(source), opts)
 	if err != nil {
-		var ce *msl.CompileError
-		text := err.Error()
-		if errors.As(err, &ce) {
-			text = ce.Log
-		}
-		storeOut(errOut, newNSError("MTLLibraryErrorDomain", libraryErrorCompileFailure, text))
+		storeCompileError(errOut, err)
 		return 0
 	}
 	return newObject(classes.library, &library{lib: lib})
@@ -166,6 +164,10 @@ func deviceNewComputePipelineStateWithFunctionError(self objc.ID, _ objc.SEL, fn
 	f := stateOf[function](fn)
 	if f == nil {
 		storeOut(errOut, newNSError("CompilerError", 1, "newComputePipelineStateWithFunction: the function is not one of the emulated device's"))
+		return 0
+	}
+	if need := unspecialized(f.fn); need != nil {
+		storeOut(errOut, newNSError("CompilerError", 1, fmt.Sprintf("newComputePipelineStateWithFunction: function %s uses function constants without values: %s; create it with newFunctionWithName:constantValues:error:", f.fn.Name, strings.Join(need, ", "))))
 		return 0
 	}
 	return newObject(classes.pipeline, &pipeline{fn: f.fn})

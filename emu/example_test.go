@@ -4,19 +4,19 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/internal/clang"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
 )
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunMain(m, func() error {
-		if _, err := exec.LookPath("clang++"); err != nil {
-			return fmt.Errorf("the emulated device compiles kernels with clang++: %w", err)
+		if _, err := clang.Find(); err != nil {
+			return err
 		}
 		d, err := emu.NewDevice()
 		if err != nil {

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/ebitengine/purego"
-	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/internal/clang"
 	"github.com/puremetal/puremetal/objc"
 )
 
@@ -14,7 +14,7 @@ import (
 var supportSource string
 
 // support holds the C method implementations of csrc/imps.c, compiled
-// once per source version into the user cache directory (msl.LoadC) and
+// once per source version into the user cache directory (clang.LoadC) and
 // loaded, each named after the method it implements.
 var support struct {
 	once sync.Once
@@ -31,7 +31,7 @@ func loadSupport() error {
 }
 
 func buildSupport() error {
-	h, err := msl.LoadC(supportSource, "")
+	h, err := clang.LoadC(supportSource, "")
 	if err != nil {
 		return fmt.Errorf("emu: method shims: %w", err)
 	}

@@ -131,7 +131,16 @@ func Validate(k Kernel, p Params, b Buffers) error {
 	if err := validateKernelShape(k, p.Shape); err != nil {
 		return err
 	}
-	return validateBuffers(k, p, b)
+	if err := validateBuffers(k, p, b); err != nil {
+		return err
+	}
+	if err := validateServing(k, p, b); err != nil {
+		return err
+	}
+	if p.NSlots != 0 || p.Varlen {
+		return invalid("Shape", "n_slots %d, varlen %v: the kernels take neither a state pool nor packed tokens yet", p.NSlots, p.Varlen)
+	}
+	return nil
 }
 
 // validateKernelShape checks the kernel's own limits on D_k and D_v, for a

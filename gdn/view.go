@@ -42,4 +42,13 @@ type Buffers struct {
 	Capture  View // written: S after every token
 	ALog     View // read with Params.Fused.Gate: A_log, [n_v_heads] f32
 	DtBias   View // read with Params.Fused.Gate: dt_bias, [n_v_heads] f32
+
+	// Slots (int32 [n_seqs], see [I32View]) names the state of each
+	// sequence in a pool of Shape.NSlots states; set exactly when
+	// Shape.NSlots > 0. A negative slot is padding: the sequence is
+	// skipped and nothing of it is written.
+	Slots View
+	// CuSeqlens (int32 [n_seqs+1]) gives sequence s the packed tokens
+	// CuSeqlens[s] to CuSeqlens[s+1]-1; set exactly when Shape.Varlen.
+	CuSeqlens View
 }

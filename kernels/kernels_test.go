@@ -21,6 +21,8 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and 4 decode kernels * NSG 1, 2, 4, and 4 packed kernels * NSG 2, 4)): %v", len(names), want, names)
 	}
 	hostName := regexp.MustCompile(`host_name\("([a-z0-9_]+)"\)`)
+	// instantiate_gdn_kernel(name, nsg) of gdn_common.metal exports name_nsg
+	instantiated := regexp.MustCompile(`(?m)^instantiate_gdn_kernel\(([a-z0-9_]+), ([0-9]+)\)$`)
 	defined := map[string]string{}
 	for _, f := range SourceFiles() {
 		src := Source(f)
@@ -29,6 +31,12 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 		}
 		for _, m := range hostName.FindAllStringSubmatch(src, -1) {
 			defined[m[1]] = f
+		}
+		for _, m := range instantiated.FindAllStringSubmatch(src, -1) {
+			defined[m[1]+"_"+m[2]] = f
+		}
+		if f == PrefillFile && strings.Contains(src, "kernel void "+Prefill+"(") {
+			defined[Prefill] = f
 		}
 	}
 	for _, name := range names {

@@ -19,6 +19,9 @@ type CompileOptions struct {
 	// on; puremetal's default, false, is MathModeSafe, so kernels compare
 	// closely with CPU references.
 	FastMath bool
+	// PreprocessorMacros are defined for the source
+	// (setPreprocessorMacros:): name to replacement text, as -Dname=value.
+	PreprocessorMacros map[string]string
 }
 
 // CompileError is a failed compilation of Metal source: the compiler's log.
@@ -62,6 +65,13 @@ func (d *Device) newLibrary(src string, opts CompileOptions) (*Library, error) {
 		options.Send(sel.setMathMode, uintptr(mode))
 	} else {
 		options.Send(sel.setFastMathEnabled, boolArg(opts.FastMath))
+	}
+	if len(opts.PreprocessorMacros) > 0 {
+		macros, err := newMacroDictionary(opts.PreprocessorMacros)
+		if err != nil {
+			return nil, err
+		}
+		options.Send(sel.setPreprocessorMacros, uintptr(macros))
 	}
 	nserr := new(objc.ID)
 	lib := d.ID().Send(sel.newLibraryWithSourceOptionsError, uintptr(source), uintptr(options), objc.Pointer(nserr))

@@ -39,6 +39,14 @@ var sel struct {
 	count               objc.SEL `sel:"count" types:"Q@:"`
 	objectAtIndex       objc.SEL `sel:"objectAtIndex:" types:"@@:Q"`
 
+	// MTLCompileOptions.preprocessorMacros, MTLFunctionConstantValues,
+	// specialized functions
+	setPreprocessorMacros                  objc.SEL `sel:"setPreprocessorMacros:" types:"v@:@"`
+	dictionaryWithObjectsForKeysCount      objc.SEL `sel:"dictionaryWithObjects:forKeys:count:" types:"@@:^@^@Q"`
+	setConstantValueTypeAtIndex            objc.SEL `sel:"setConstantValue:type:atIndex:" types:"v@:^vQQ"`
+	setConstantValueTypeWithName           objc.SEL `sel:"setConstantValue:type:withName:" types:"v@:^vQ@"`
+	newFunctionWithNameConstantValuesError objc.SEL `sel:"newFunctionWithName:constantValues:error:" types:"@@:@@^@"`
+
 	// MTLComputePipelineState
 	maxTotalThreadsPerThreadgroup objc.SEL `sel:"maxTotalThreadsPerThreadgroup" types:"Q@:"`
 	threadExecutionWidth          objc.SEL `sel:"threadExecutionWidth" types:"Q@:"`

@@ -131,3 +131,30 @@ const (
 	GPUFamilyMac2    GPUFamily = 2002
 	GPUFamilyMetal3  GPUFamily = 5001
 )
+
+// DataType is MTLDataType: the type of a function constant value (and of
+// arguments, in reflection). Only the scalar types are listed.
+type DataType uint
+
+// Data types.
+const (
+	DataTypeFloat  DataType = 3
+	DataTypeHalf   DataType = 16
+	DataTypeInt    DataType = 29
+	DataTypeUInt   DataType = 33
+	DataTypeShort  DataType = 37
+	DataTypeUShort DataType = 41
+	DataTypeChar   DataType = 45
+	DataTypeUChar  DataType = 49
+	DataTypeBool   DataType = 53
+	DataTypeLong   DataType = 81
+	DataTypeULong  DataType = 85
+	DataTypeBFloat DataType = 121
+)
+
+// Half is the bit pattern of an IEEE 754 binary16 value (MSL half).
+type Half uint16
+
+// BFloat is the bit pattern of a bfloat16 value (MSL bfloat): the upper 16
+// bits of a float32.
+type BFloat uint16

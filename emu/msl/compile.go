@@ -1,7 +1,6 @@
 package msl
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -13,11 +12,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/puremetal/puremetal/internal/clang"
 )
 
 //go:embed rt/runtime.c rt/include
@@ -34,6 +35,8 @@ type Library struct {
 	functions map[string]*Function
 	names     []string
 	cached    bool
+	source    string
+	opts      CompileOptions
 }
 
 // Function is a kernel entry point of a Library.
@@ -46,6 +49,10 @@ type Function struct {
 	MaxTotalThreadsPerThreadgroup int
 	// ThreadExecutionWidth is the SIMD-group width, 32.
 	ThreadExecutionWidth int
+	// Constants are the function constants the function uses.
+	Constants []FunctionConstant
+	// Specialized is true for a function of Library.Specialize.
+	Specialized bool
 	// PrivateBytes is the stack one thread of the kernel needs, in bytes:
 	// the frames of the kernel and of the functions it calls, as compiled
 	// for the CPU (private arrays, spilled registers). It is at most
@@ -78,42 +85,6 @@ func (l *Library) Cached() bool { return l.cached }
 // Path is the file of the compiled library.
 func (l *Library) Path() string { return l.path }
 
-// toolchain facts, found once.
-var (
-	clangOnce    sync.Once
-	clangPath    string
-	clangVersion string
-	clangErr     error
-)
-
-func findClang() (string, string, error) {
-	clangOnce.Do(func() {
-		p, err := exec.LookPath("clang++")
-		if err != nil {
-			clangErr = errors.New("msl: clang++ not found in PATH; the emulated Metal device compiles kernels with clang (Debian/Ubuntu: apt-get install clang)")
-			return
-		}
-		out, err := exec.Command(p, "--version").Output()
-		if err != nil {
-			clangErr = fmt.Errorf("msl: %s --version: %v", p, err)
-			return
-		}
-		clangPath, clangVersion = p, string(out)
-	})
-	return clangPath, clangVersion, clangErr
-}
-
-func cacheRoot(dir string) (string, error) {
-	if dir != "" {
-		return dir, nil
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	return filepath.Join(base, "puremetal", "msl"), nil
-}
-
 // rtHash identifies the embedded runtime, prelude and shim.
 var rtHash = sync.OnceValue(func() string {
 	h := sha256.New()
@@ -129,25 +100,6 @@ var rtHash = sync.OnceValue(func() string {
 	})
 	return hex.EncodeToString(h.Sum(nil))[:24]
 })
-
-// writeFileAtomic writes data to path through a temporary file and rename,
-// so concurrent processes never see a partial file.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
 
 // rtDir writes the embedded runtime sources under root and returns their
 // directory.
@@ -167,10 +119,10 @@ func rtDir(root string) (string, error) {
 		if err != nil {
 			return err
 		}
-		return writeFileAtomic(filepath.Join(dir, strings.TrimPrefix(path, "rt/")), b)
+		return clang.WriteFileAtomic(filepath.Join(dir, strings.TrimPrefix(path, "rt/")), b)
 	})
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(dir, "complete"), nil)
+		err = clang.WriteFileAtomic(filepath.Join(dir, "complete"), nil)
 	}
 	if err != nil {
 		return "", fmt.Errorf("msl: cache directory: %w", err)
@@ -196,7 +148,7 @@ func loadRuntime(root string) error {
 	if rtLoaded {
 		return nil
 	}
-	clang, _, err := findClang()
+	cc, err := clang.Find()
 	if err != nil {
 		return err
 	}
@@ -205,7 +157,7 @@ func loadRuntime(root string) error {
 		return err
 	}
 	so := filepath.Join(dir, rtLibName)
-	if _, log, err := buildShared(clang, "", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
+	if _, log, err := cc.BuildShared("", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
 		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror",
 		"-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread"); err != nil {
 		return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log)
@@ -240,67 +192,6 @@ func loadRuntime(root string) error {
 	rtHandle = h
 	rtLoaded = true
 	return nil
-}
-
-// buildShared runs clang with args to build the shared object so, unless
-// the cache already holds it. It builds into a file of this process's own
-// and renames it into place, so processes sharing the cache never load a
-// partial file. built tells whether it compiled; log is the compiler's
-// output when it failed.
-func buildShared(clang, dir, so string, args ...string) (built bool, log string, err error) {
-	if _, err := os.Stat(so); err == nil {
-		return false, "", nil
-	}
-	tmp := so + fmt.Sprintf(".%d.tmp", os.Getpid())
-	cmd := exec.Command(clang, append(args, "-o", tmp)...)
-	cmd.Dir = dir
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		os.Remove(tmp)
-		return false, out.String(), err
-	}
-	if err := os.Rename(tmp, so); err != nil {
-		return false, "", fmt.Errorf("msl: cache directory: %w", err)
-	}
-	return true, "", nil
-}
-
-// LoadC compiles C source into a shared object, kept in the cache folder
-// (CompileOptions.CacheDir; empty means the default) once per source and
-// compiler version, loads it and returns its dlopen handle. It is for small
-// C helpers that sit beside compiled kernels, such as Objective-C method
-// implementations a Go callback cannot provide.
-func LoadC(source, cacheDir string) (uintptr, error) {
-	clang, version, err := findClang()
-	if err != nil {
-		return 0, err
-	}
-	root, err := cacheRoot(cacheDir)
-	if err != nil {
-		return 0, err
-	}
-	sum := sha256.Sum256([]byte(formatVersion + "\n" + version + "\n" + source))
-	key := hex.EncodeToString(sum[:])[:32]
-	dir := filepath.Join(root, "c")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, fmt.Errorf("msl: cache directory: %w", err)
-	}
-	so := filepath.Join(dir, key+".so")
-	src := filepath.Join(dir, key+".c")
-	if _, err := os.Stat(so); err != nil {
-		if err := writeFileAtomic(src, []byte(source)); err != nil {
-			return 0, fmt.Errorf("msl: cache directory: %w", err)
-		}
-	}
-	if _, log, err := buildShared(clang, dir, so, "-x", "c", "-O2", "-fPIC", "-shared", "-nostdlib++", "-fno-color-diagnostics", src); err != nil {
-		return 0, fmt.Errorf("msl: compiling C source %s: %v\n%s", src, err, log)
-	}
-	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		return 0, fmt.Errorf("msl: loading %s: %w", so, err)
-	}
-	return h, nil
 }
 
 func languageMacro(v uint32) string {
@@ -341,8 +232,52 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 // with clang++ into a shared object and loads it. Results are cached in the
 // cache directory by a hash of the source, the runtime, the options and the
 // compiler version, so compiling the same source again only loads it.
-// Compilation errors are *CompileError values.
+// Compilation errors are *CompileError values. Function constants have no
+// value (is_function_constant_defined is false); Library.Specialize gives
+// them values.
 func Compile(source string, opts CompileOptions) (*Library, error) {
+	return compile(source, opts, nil, "")
+}
+
+// Specialize returns the named function with its function constants set
+// to values, as newFunctionWithName:constantValues:error: does: values are
+// matched to the function's constants by index, then by name, and every
+// constant the function requires must have one (values for constants the
+// function does not use are ignored). The source is compiled again with the
+// values, without the other kernels (and cached).
+func (l *Library) Specialize(name string, values []ConstantValue) (*Function, error) {
+	f, err := l.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	vs := constantValues(values)
+	for _, c := range f.Constants {
+		v := vs.lookup(c.Index, c.Name)
+		if v == nil {
+			if c.Required {
+				return nil, fmt.Errorf("msl: function %s needs a value for function constant %s (index %d, %s)", name, c.Name, c.Index, c.Type)
+			}
+			continue
+		}
+		if _, err := constantLiteral(c.Type, *v); err != nil {
+			return nil, fmt.Errorf("msl: function %s: function constant %s (index %d): %v", name, c.Name, c.Index, err)
+		}
+	}
+	lib, err := compile(l.source, l.opts, values, name)
+	if err != nil {
+		return nil, err
+	}
+	sf, err := lib.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	sf.Specialized = true
+	return sf, nil
+}
+
+// compile is Compile with function constant values, of the entry point
+// only alone when only is not empty.
+func compile(source string, opts CompileOptions, values []ConstantValue, only string) (*Library, error) {
 	file := opts.FileName
 	if file == "" {
 		file = DefaultFileName
@@ -350,18 +285,11 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	if strings.ContainsAny(file, "\n\"\\") {
 		return nil, fmt.Errorf("msl: CompileOptions.FileName %q contains a newline, quote or backslash", file)
 	}
-	clang, version, err := findClang()
+	cc, err := clang.Find()
 	if err != nil {
 		return nil, err
 	}
-	tr, err := translate(source, file)
-	if err != nil {
-		return nil, err
-	}
-	root, err := cacheRoot(opts.CacheDir)
-	if err != nil {
-		return nil, err
-	}
+	root := clang.CacheRoot(opts.CacheDir)
 	if err := loadRuntime(root); err != nil {
 		return nil, err
 	}
@@ -370,10 +298,18 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 		return nil, err
 	}
 	includeDir := filepath.Join(dir, "include")
+	pp, err := preprocess(cc, root, dir, source, file, opts)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := translate(pp, file, values, only)
+	if err != nil {
+		return nil, err
+	}
 	flags := compileFlags(opts, includeDir)
 
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", formatVersion, rtHash(), version, strings.Join(flags[:len(flags)], " "))
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Version, strings.Join(flags[:len(flags)], " "))
 	h.Write([]byte(tr.cpp))
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	libDir := filepath.Join(root, "lib", key[:2])
@@ -383,15 +319,15 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	so := filepath.Join(libDir, key+".so")
 	src := filepath.Join(libDir, key+".cpp")
 	if _, err := os.Stat(so); err != nil {
-		if err := writeFileAtomic(src, []byte(tr.cpp)); err != nil {
+		if err := clang.WriteFileAtomic(src, []byte(tr.cpp)); err != nil {
 			return nil, fmt.Errorf("msl: cache directory: %w", err)
 		}
 	}
-	built, log, err := buildShared(clang, libDir, so, append(append([]string{}, flags...), src, "-lm")...)
+	built, log, err := cc.BuildShared(libDir, so, append(append([]string{}, flags...), src, "-lm")...)
 	if err != nil {
 		var exitErr *exec.ExitError
 		if !errors.As(err, &exitErr) {
-			return nil, fmt.Errorf("msl: running %s: %w", clang, err)
+			return nil, fmt.Errorf("msl: running %s: %w", cc.Path, err)
 		}
 		return nil, newCompileError(cleanLog(log, src, includeDir), file)
 	}
@@ -410,7 +346,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	if err != nil {
 		return nil, fmt.Errorf("msl: loading %s: %w", so, err)
 	}
-	lib := &Library{path: so, handle: handle, functions: map[string]*Function{}, cached: cached}
+	lib := &Library{path: so, handle: handle, functions: map[string]*Function{}, cached: cached, source: source, opts: opts}
 	for i, e := range tr.entries {
 		entry, err := purego.Dlsym(handle, entrySymbol(i))
 		if err != nil {
@@ -424,6 +360,7 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 			lib:                           lib,
 			entry:                         entry,
 			fileName:                      file,
+			Constants:                     e.constants,
 		}
 		for _, p := range e.params {
 			f.Params = append(f.Params, p.Param)
@@ -438,6 +375,122 @@ func Compile(source string, opts CompileOptions) (*Library, error) {
 	}
 	sort.Strings(lib.names)
 	return lib, nil
+}
+
+// preprocessorMacros are the macros Apple's compiler predefines, and the
+// user's MTLCompileOptions.preprocessorMacros, as clang arguments.
+func preprocessorMacros(opts CompileOptions) ([]string, error) {
+	version := languageMacro(opts.LanguageVersion)
+	args := []string{"-D__METAL_VERSION__=" + version, "-D__METAL__=1", "-D__METAL_MACOS__=1"}
+	if version >= "310" {
+		args = append(args, "-D__HAVE_BFLOAT__=1") // bfloat is MSL 3.1's
+	}
+	names := make([]string, 0, len(opts.PreprocessorMacros))
+	for n := range opts.PreprocessorMacros {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v := opts.PreprocessorMacros[n]
+		if !macroName.MatchString(n) {
+			return nil, fmt.Errorf("msl: preprocessor macro name %q is not an identifier", n)
+		}
+		if strings.ContainsAny(v, "\n\r") {
+			return nil, fmt.Errorf("msl: the value of preprocessor macro %s contains a line break", n)
+		}
+		args = append(args, "-D"+n+"="+v)
+	}
+	return args, nil
+}
+
+var macroName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ppHeaders is the include directory of the preprocessing step: for each
+// header of the shim, a file that keeps the #include for the compilation
+// proper (so the shim's macros do not expand into the source before the
+// translator reads it).
+func ppHeaders(dir string) (string, error) {
+	pp := filepath.Join(dir, "pp-include")
+	if _, err := os.Stat(filepath.Join(pp, "complete")); err == nil {
+		return pp, nil
+	}
+	if err := os.MkdirAll(pp, 0o755); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	entries, err := fs.ReadDir(rtFiles, "rt/include")
+	if err != nil {
+		return "", err
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if n == "prelude.h" || n == "pm_abi.h" {
+			continue
+		}
+		if err := clang.WriteFileAtomic(filepath.Join(pp, n), []byte(ppInclude+" <"+n+">\n")); err != nil {
+			return "", fmt.Errorf("msl: cache directory: %w", err)
+		}
+	}
+	if err := clang.WriteFileAtomic(filepath.Join(pp, "complete"), nil); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	return pp, nil
+}
+
+// ppInclude marks, in preprocessed source, an #include of Metal's headers
+// that the translator turns back into one.
+const ppInclude = "#pragma puremetal include"
+
+var missingInclude = regexp.MustCompile(`fatal error: '([^']*)' file not found`)
+
+// preprocess runs clang's preprocessor over source as Apple's compiler
+// would (its predefined macros and the user's), before the translator reads
+// it, so that macros, conditionals and macro-declared kernels are expanded.
+// The output keeps line markers naming file, which the translator turns
+// into #line directives. Results are cached like libraries.
+func preprocess(cc clang.Compiler, root, rt, source, file string, opts CompileOptions) (string, error) {
+	macros, err := preprocessorMacros(opts)
+	if err != nil {
+		return "", err
+	}
+	inc, err := ppHeaders(rt)
+	if err != nil {
+		return "", err
+	}
+	args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++", "-isystem", inc, "-fno-color-diagnostics"}, macros...)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Version, strings.Join(args, " "), file)
+	h.Write([]byte(source))
+	key := hex.EncodeToString(h.Sum(nil))[:32]
+	dir := filepath.Join(root, "pp", key[:2])
+	out := filepath.Join(dir, key+".ii")
+	if b, err := os.ReadFile(out); err == nil {
+		return string(b), nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	src := filepath.Join(dir, key+".metal")
+	if err := clang.WriteFileAtomic(src, []byte(source)); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	text, log, err := cc.Run(dir, append(args, src)...)
+	if err != nil {
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) {
+			return "", fmt.Errorf("msl: running %s: %w", cc.Path, err)
+		}
+		log = strings.ReplaceAll(log, src, file)
+		log = strings.ReplaceAll(log, inc+"/", "")
+		if m := missingInclude.FindStringSubmatch(log); m != nil {
+			log = missingInclude.ReplaceAllString(log, "error: #include of $1 is not supported by the emulated device (only Metal's own headers: pass the whole program as one source)")
+		}
+		return "", newCompileError(log, file)
+	}
+	pp := strings.ReplaceAll(string(text), strconv.Quote(src), strconv.Quote(file))
+	if err := clang.WriteFileAtomic(out, []byte(pp)); err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	return pp, nil
 }
 
 var (

@@ -37,8 +37,8 @@ func TestUnsupportedParameterReported(t *testing.T) {
                 device float* out [[buffer(0)]]) {
 }
 `)
-	if ce.Line != 1 || !strings.Contains(ce.Log, "[[texture]]") {
-		t.Fatalf("error at line %d, want 1 naming [[texture]]\n%s", ce.Line, ce.Log)
+	if ce.Line != 1 || !strings.Contains(ce.Log, "[[texture(n)]] parameters (textures) on t is not supported by the emulated device") {
+		t.Fatalf("error at line %d, want 1 naming [[texture(n)]]\n%s", ce.Line, ce.Log)
 	}
 }
 

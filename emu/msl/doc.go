@@ -5,18 +5,29 @@
 //
 // # Compiling
 //
-// Compile translates a source to C++ and builds it with clang++ (Debian and
-// Ubuntu: apt-get install clang) into a shared object loaded with purego; no
-// cgo is involved. A force-included prelude and a shim <metal_stdlib>
-// supply MSL's scalar and vector types (ext_vector_type vectors, so
-// swizzles work and sizeof(float3) == 16), the threadgroup address space,
-// namespace metal (math, geometric, relational and integer functions, with
-// fast:: and precise::), barriers, the SIMD-group functions and atomics.
-// The translator, written in Go, reads every kernel and every
-// template [[host_name("...")]] instantiation, records their parameters
-// (buffer and threadgroup indices, built-ins, read-only buffers) and emits
-// a launcher per entry point. Its few rewrites keep every line in place, so
-// compiler diagnostics and kernel faults name the original .metal line.
+// Compile first runs clang's preprocessor over the source, as Apple's
+// compiler does, with Apple's predefined macros (__METAL_VERSION__ from the
+// language version, __METAL__, __METAL_MACOS__, __HAVE_BFLOAT__ from MSL
+// 3.1) and CompileOptions.PreprocessorMacros, so macros, #if and kernels or
+// instantiations declared through macros (MLX's instantiate_kernel) work.
+// It then translates the result to C++ and builds it with clang++ (Debian
+// and Ubuntu: apt-get install clang) into a shared object loaded with
+// purego; no cgo is involved. A force-included prelude and a shim
+// <metal_stdlib> supply MSL's scalar and vector types (ext_vector_type
+// vectors, so swizzles work and sizeof(float3) == 16; bfloat), the
+// threadgroup address space, namespace metal (math, geometric, relational
+// and integer functions, with fast:: and precise::; type traits;
+// numeric_limits; as_type), barriers, the SIMD-group functions,
+// simdgroup_matrix and atomics. The translator, written in Go, reads every
+// kernel (kernel or [[kernel]]) and every template [[host_name("...")]]
+// instantiation, records their parameters (buffer and threadgroup indices,
+// built-ins, read-only buffers) and emits a launcher per entry point. It
+// follows the preprocessor's line markers and its few rewrites keep every
+// line in place, so compiler diagnostics and kernel faults name the
+// original .metal line. Function constants
+// (constant T name [[function_constant(i)]]) have no value in a library
+// from Compile; Library.Specialize compiles the source again with values,
+// as newFunctionWithName:constantValues:error: does.
 // Compiled libraries are cached in the user cache directory by a hash of
 // the source, the runtime, the options and the compiler version: a second
 // run only loads them.
@@ -86,13 +97,40 @@
 //     Vector constructors such as float4(a.xy, 0, 1) work, but direct
 //     initialisation with several values (float4 v(1, 2, 3, 4);) does not:
 //     write float4 v = float4(1, 2, 3, 4).
-//   - Not supported: textures, samplers, imageblocks, simdgroup_matrix,
-//     quad-group functions other than the quad built-ins, function
-//     constants, indirect command buffers, ray tracing, visible functions,
-//     bfloat, kernels declared through preprocessor macros (the translator
-//     reads the source before preprocessing), and #include of files other
-//     than Metal's own headers. A kernel parameter without an attribute is
-//     a compile error.
+//   - Not supported, each failing with "... is not supported by the
+//     emulated device": textures, samplers, imageblocks, visible and
+//     intersection function tables, ray tracing, indirect command buffers,
+//     raster order groups, vertex and fragment functions, vector function
+//     constants, simdgroup_matrix shapes other than 8x8, bfloat in
+//     threadgroup memory, quad-group functions (the quad built-ins work),
+//     and #include of files other than Metal's own headers (pass the
+//     program as one source).
+//   - A device or constant buffer, or a threadgroup pointer, without an
+//     index attribute takes the lowest index of its kind no attributed
+//     parameter uses, in parameter order (llama.cpp's kernels number them
+//     0, 1, 2, ... this way).
+//   - bfloat is a class (clang has no bfloat arithmetic on x86-64):
+//     conversion from float rounds to nearest even, arithmetic computes in
+//     float and rounds each result to bfloat, and an operation with a float
+//     or half operand yields float. bfloat2/3/4 have the components x, y,
+//     z, w and [i] but no multi-component swizzles.
+//   - simdgroup_matrix: each lane holds its two elements in Apple's layout;
+//     simdgroup_load and simdgroup_store are each lane's own accesses, and
+//     every load, store and product is a SIMD-group operation (an exchange
+//     between the lanes, counted in Counters.SIMDGroupOps). Products
+//     compute in float, in k order, one rounding per operation (the GPU's
+//     order and precision are unspecified). Every lane must take part; a
+//     lane that has returned contributes zeros.
+//   - Function constants: a specialization compiles the source again,
+//     with the other kernels' bodies and instantiations left out (cached).
+//     The constants a function requires are those named in the
+//     declarations its kernel reaches by name (over-approximated: a
+//     constant named in any function of the same name counts).
+//   - Member functions overloaded by address space
+//     (complex64_t() threadgroup, operator float() const device): one
+//     overload is kept (the thread or unqualified one, else device,
+//     constant, threadgroup), callable on objects of every address space
+//     but threadgroup.
 //   - SIMD-group functions: reductions and prefix operations combine the
 //     lanes in ascending lane order (the GPU's order is unspecified); a
 //     shuffle from a lane that is not running (or outside a partial

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/puremetal/puremetal/internal/clang"
 	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"golang.org/x/sys/unix"
@@ -74,14 +75,14 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testCacheDir = filepath.Join(dir, "cache")
-	code := testenv.RunMain(m, func() error { _, _, err := findClang(); return err })
+	code := testenv.RunMain(m, func() error { _, err := clang.Find(); return err })
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
 func needClang(t testing.TB) {
 	t.Helper()
-	if _, _, err := findClang(); err != nil {
+	if _, err := clang.Find(); err != nil {
 		testenv.SkipOrFail(t, err.Error())
 	}
 }

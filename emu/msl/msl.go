@@ -37,6 +37,10 @@ type CompileOptions struct {
 	// LanguageVersion is an MTLLanguageVersion value ((major << 16) | minor);
 	// it sets __METAL_VERSION__. Zero means 3.1.
 	LanguageVersion uint32
+	// PreprocessorMacros are defined for the source, as
+	// MTLCompileOptions.preprocessorMacros: name to replacement text.
+	// __METAL_VERSION__, __METAL__ and __METAL_MACOS__ are always defined.
+	PreprocessorMacros map[string]string
 	// CacheDir holds translated sources, compiled libraries and the runtime.
 	// Empty means os.UserCacheDir()/puremetal/msl.
 	CacheDir string

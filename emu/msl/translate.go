@@ -2,6 +2,7 @@ package msl
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,10 +60,16 @@ type kernelParam struct {
 // entryPoint is one function of the library: a kernel definition or a
 // host_name instantiation of a kernel template.
 type entryPoint struct {
-	name      string // Metal function name
-	callee    string // C++ expression naming the function to call
-	params    []kernelParam
-	maxTotal  int
+	name     string // Metal function name
+	callee   string // C++ expression naming the function to call
+	params   []kernelParam
+	maxTotal int
+	tok      int // first token of the declaration
+	// body is the source span dropped when another function is
+	// specialized: a kernel's body, or an instantiation's declaration.
+	body      [2]int
+	constants []FunctionConstant
+	file      string // where the function is defined, for #line
 	line      int
 	templated bool
 }
@@ -73,28 +80,60 @@ type translation struct {
 }
 
 type translator struct {
-	src     string
-	file    string
-	toks    []token
-	attrs   []attribute
-	repls   []replacement
-	errs    []string
-	kernels map[string]*entryPoint // primary definitions, by qualified name
-	entries []entryPoint
-	tgID    int
+	src       string
+	file      string
+	marks     []lineMark
+	values    constantValues // function constant values
+	constants []FunctionConstant
+	optional  map[string]bool // constants tested with is_function_constant_defined
+	toks      []token
+	attrs     []attribute
+	repls     []replacement
+	errs      []string
+	kernels   map[string]*entryPoint // primary definitions, by qualified name
+	entries   []entryPoint
+	tgID      int
+}
+
+// lineMark is a line marker of preprocessed source (# 12 "file.metal" or
+// #line 12 "file.metal"): the line after line at is line of file.
+type lineMark struct {
+	at, line int
+	file     string
+}
+
+// origin maps a line of the translator's input to the file and line it
+// came from, following line markers.
+func (tr *translator) origin(line int) (string, int) {
+	i := sort.Search(len(tr.marks), func(i int) bool { return tr.marks[i].at >= line })
+	if i == 0 {
+		return tr.file, line
+	}
+	m := tr.marks[i-1]
+	return m.file, m.line + line - m.at - 1
 }
 
 func (tr *translator) errorf(line, col int, format string, args ...any) {
-	tr.errs = append(tr.errs, fmt.Sprintf("%s:%d:%d: error: %s", tr.file, line, col, fmt.Sprintf(format, args...)))
+	file, l := tr.origin(line)
+	tr.errs = append(tr.errs, fmt.Sprintf("%s:%d:%d: error: %s", file, l, col, fmt.Sprintf(format, args...)))
 }
 
-// translate converts source into C++ and lists its entry points.
-func translate(source, file string) (*translation, error) {
-	tr := &translator{src: source, file: file, kernels: map[string]*entryPoint{}}
+// translate converts source into C++ and lists its entry points; function
+// constants take the given values. With only set, the translation holds
+// that entry point alone: the bodies of the other kernels and the other
+// instantiations are left out, so that specializing one function of a
+// large library compiles little.
+func translate(source, file string, values []ConstantValue, only string) (*translation, error) {
+	tr := &translator{src: source, file: file, kernels: map[string]*entryPoint{}, values: values, optional: map[string]bool{}}
 	tr.tokenize()
 	tr.findAttributes()
 	tr.checkTokens()
+	tr.memberQualifiers()
 	tr.walk()
+	tr.resolveConstants()
+	if only != "" {
+		tr.keepOnly(only)
+	}
 	if len(tr.errs) > 0 {
 		return nil, newCompileError(strings.Join(tr.errs, "\n")+"\n", file)
 	}
@@ -103,7 +142,7 @@ func translate(source, file string) (*translation, error) {
 	b.WriteString(tr.apply())
 	b.WriteString("\n")
 	for i, e := range tr.entries {
-		fmt.Fprintf(&b, "#line %d %s\n", e.line, strconv.Quote(file))
+		fmt.Fprintf(&b, "#line %d %s\n", e.line, strconv.Quote(e.file))
 		fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"))) void %s(const pm_thread *t) { %s(", entrySymbol(i), e.callee)
 		for j, p := range e.params {
 			if j > 0 {
@@ -162,6 +201,7 @@ func (tr *translator) tokenize() {
 			continue
 		case c == '#' && atLineStart:
 			// preprocessor directive, with continuation lines
+			tr.directive(i, line)
 			for i < len(s) && s[i] != '\n' {
 				if s[i] == '\\' && i+1 < len(s) && s[i+1] == '\n' {
 					line++
@@ -214,6 +254,34 @@ func (tr *translator) tokenize() {
 			i++
 		}
 		tr.toks = append(tr.toks, token{kind: kind, start: start, end: i, line: line, col: col, text: s[start:i], attr: -1})
+	}
+}
+
+var (
+	lineMarker  = regexp.MustCompile(`^#\s*(?:line\s+)?(\d+)\s+("(?:[^"\\]|\\.)*")`)
+	ppIncludeRe = regexp.MustCompile(`^` + ppInclude + `\s+(<[A-Za-z0-9_./]+>)`)
+)
+
+// directive reads the preprocessor directive starting at offset i on line
+// line: a line marker is recorded and written as #line, and the marker of
+// an #include of Metal's headers becomes the #include again.
+func (tr *translator) directive(i, line int) {
+	end := strings.IndexByte(tr.src[i:], '\n')
+	if end < 0 {
+		end = len(tr.src) - i
+	}
+	d := tr.src[i : i+end]
+	if m := lineMarker.FindStringSubmatch(d); m != nil {
+		n, err1 := strconv.Atoi(m[1])
+		f, err2 := strconv.Unquote(m[2])
+		if err1 == nil && err2 == nil && n > 0 {
+			tr.marks = append(tr.marks, lineMark{at: line, line: n, file: f})
+			tr.repls = append(tr.repls, replacement{start: i, end: i + end, text: "#line " + m[1] + " " + strconv.Quote(f)})
+		}
+		return
+	}
+	if m := ppIncludeRe.FindStringSubmatch(d); m != nil {
+		tr.repls = append(tr.repls, replacement{start: i, end: i + end, text: "#include " + m[1]})
 	}
 }
 
@@ -302,10 +370,81 @@ func (tr *translator) findAttributes() {
 	}
 }
 
+// unsupportedTypes are the MSL types and functions the emulated device does
+// not implement.
+var unsupportedTypes = map[string]string{
+	"texture1d": "textures", "texture1d_array": "textures", "texture2d": "textures", "texture2d_array": "textures",
+	"texture2d_ms": "textures", "texture2d_ms_array": "textures", "texture3d": "textures", "texturecube": "textures",
+	"texturecube_array": "textures", "texture_buffer": "textures", "depth2d": "depth textures",
+	"depth2d_array": "depth textures", "depth2d_ms": "depth textures", "depthcube": "depth textures",
+	"sampler": "samplers", "imageblock": "imageblocks", "visible_function_table": "visible function tables",
+	"intersection_function_table": "intersection function tables", "acceleration_structure": "ray tracing",
+	"primitive_acceleration_structure": "ray tracing", "instance_acceleration_structure": "ray tracing",
+	"command_buffer": "indirect command buffers", "render_command": "indirect command buffers",
+	"compute_command": "indirect command buffers", "raster_order_group": "raster order groups",
+}
+
+func init() {
+	for _, f := range []string{"sum", "product", "min", "max", "and", "or", "xor", "shuffle", "shuffle_up",
+		"shuffle_down", "shuffle_xor", "shuffle_rotate_up", "shuffle_rotate_down", "broadcast", "broadcast_first",
+		"all", "any", "ballot", "active_threads_mask", "is_first", "prefix_inclusive_sum", "prefix_exclusive_sum",
+		"prefix_inclusive_product", "prefix_exclusive_product"} {
+		unsupportedTypes["quad_"+f] = "quad-group functions"
+	}
+}
+
+// isMember reports whether token i follows '.', '->' or a user's '::'
+// (a member or a name of the program's own namespace, not Metal's type).
+func (tr *translator) isMember(i int) bool {
+	p := tr.prev(i)
+	if p < 0 {
+		return false
+	}
+	switch tr.toks[p].text {
+	case ".":
+		return true
+	case ">":
+		return p > 0 && tr.toks[p-1].text == "-" && tr.toks[p-1].end == tr.toks[p].start
+	case ":":
+		q := p - 2
+		return p > 0 && tr.toks[p-1].text == ":" && q >= 0 && tr.toks[q].kind == tIdent && tr.toks[q].text != "metal"
+	}
+	return false
+}
+
+// startsFunction reports whether token i begins a function declaration at
+// namespace scope: it is followed by a type, a name and '('.
+func (tr *translator) startsFunction(i int) bool {
+	p := tr.prev(i)
+	if p >= 0 && tr.toks[p].text != ";" && tr.toks[p].text != "}" && tr.toks[p].text != ">" {
+		return false
+	}
+	a := tr.next(i + 1)
+	b := tr.next(a + 1)
+	return a < len(tr.toks) && tr.toks[a].kind == tIdent && b < len(tr.toks) && tr.toks[b].kind == tIdent
+}
+
+// checkThreadgroupType rejects bfloat values in threadgroup memory: bfloat
+// is a class here, and clang cannot assign class objects in the threadgroup
+// address space.
+func (tr *translator) checkThreadgroupType(i int) {
+	t := tr.toks
+	for k := tr.next(i + 1); k < len(t) && k < i+4; k = tr.next(k + 1) {
+		switch t[k].text {
+		case "bfloat", "bfloat2", "bfloat3", "bfloat4", "bfloat16_t":
+			tr.errorf(t[k].line, t[k].col, "bfloat in threadgroup memory is not supported by the emulated device (keep float or half there)")
+			return
+		case "const", "volatile":
+			continue
+		}
+		return
+	}
+}
+
 // checkTokens rejects double and rewrites floating-point literals: an
 // unsuffixed literal is a float in MSL, and 1.5h is a half.
 func (tr *translator) checkTokens() {
-	for _, k := range tr.toks {
+	for i, k := range tr.toks {
 		if k.attr >= 0 {
 			continue
 		}
@@ -313,6 +452,15 @@ func (tr *translator) checkTokens() {
 		case tIdent:
 			if k.text == "double" {
 				tr.errorf(k.line, k.col, "'double' is not supported in Metal")
+			}
+			if what, ok := unsupportedTypes[k.text]; ok && !tr.isMember(i) {
+				tr.errorf(k.line, k.col, "%s (%s) is not supported by the emulated device", what, k.text)
+			}
+			if (k.text == "vertex" || k.text == "fragment") && tr.startsFunction(i) {
+				tr.errorf(k.line, k.col, "%s functions are not supported by the emulated device (compute kernels only)", k.text)
+			}
+			if k.text == "threadgroup" {
+				tr.checkThreadgroupType(i)
 			}
 		case tNumber:
 			tr.rewriteNumber(k)
@@ -425,7 +573,11 @@ func (tr *translator) walk() {
 		return b.String()
 	}
 	for i := 0; i < len(t); i++ {
-		if t[i].attr >= 0 {
+		if a := t[i].attr; a >= 0 {
+			// [[kernel]] void f(...), as MLX's generated kernels spell it
+			if i == tr.attrs[a].first && !inBlock() && hasItem(tr.attrs[a].items, "kernel") {
+				tr.kernelDecl(i, nsPrefix())
+			}
 			continue
 		}
 		switch t[i].text {
@@ -434,7 +586,7 @@ func (tr *translator) walk() {
 			p := tr.prev(i)
 			if p >= 0 && t[p].text == "namespace" {
 				sc.namespace = true
-			} else if p >= 1 && t[p].kind == tIdent && t[tr.prev(p)].text == "namespace" {
+			} else if q := tr.prev(p); p >= 1 && q >= 0 && t[p].kind == tIdent && t[q].text == "namespace" {
 				sc.namespace = true
 				sc.name = t[p].text
 			}
@@ -446,6 +598,10 @@ func (tr *translator) walk() {
 		case "kernel":
 			if !inBlock() {
 				tr.kernelDecl(i, nsPrefix())
+			}
+		case "constant":
+			if !inBlock() {
+				i = tr.functionConstantDecl(i)
 			}
 		case "template":
 			n := tr.next(i + 1)
@@ -472,13 +628,55 @@ func (tr *translator) attributesBefore(i int) []attrItem {
 	return items
 }
 
+func hasItem(items []attrItem, name string) bool {
+	for _, it := range items {
+		if it.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// hostName returns the name of a [[host_name("...")]] among items;
+// adjacent string literals are concatenated, as in C++ (macros build names
+// so: "scale_" #type).
+func hostName(items []attrItem) (string, bool) {
+	for _, it := range items {
+		if it.name != "host_name" || len(it.args) != 1 {
+			continue
+		}
+		var b strings.Builder
+		rest := strings.TrimSpace(it.args[0])
+		for rest != "" {
+			q, err := strconv.QuotedPrefix(rest)
+			if err != nil || q[0] != '"' {
+				return "", false
+			}
+			s, _ := strconv.Unquote(q)
+			b.WriteString(s)
+			rest = strings.TrimSpace(rest[len(q):])
+		}
+		if b.Len() == 0 {
+			return "", false
+		}
+		return b.String(), true
+	}
+	return "", false
+}
+
+// kernelDecl reads the kernel whose kernel keyword or [[kernel]] attribute
+// is token k.
 func (tr *translator) kernelDecl(k int, ns string) {
 	// explicit instantiations are handled by instantiation()
 	p := tr.prev(k)
 	if p >= 0 && tr.toks[p].text == "template" {
 		return
 	}
-	tr.kernelAt(k, tr.next(k+1), ns)
+	i := k + 1
+	if a := tr.toks[k].attr; a >= 0 {
+		i = tr.attrs[a].last + 1
+	}
+	tr.kernelAt(k, tr.next(i), ns)
 }
 
 // kernelAt parses a kernel definition whose return type starts at token i;
@@ -512,9 +710,10 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	if t[i].text != "void" {
 		tr.errorf(t[i].line, t[i].col, "kernel %s must return void", t[nameIdx].text)
 	}
-	e := entryPoint{name: t[nameIdx].text, callee: ns + t[nameIdx].text, maxTotal: MaxThreadsPerThreadgroup, line: t[nameIdx].line}
+	e := entryPoint{name: t[nameIdx].text, callee: ns + t[nameIdx].text, maxTotal: MaxThreadsPerThreadgroup, tok: k}
+	e.file, e.line = tr.origin(t[nameIdx].line)
 	items := tr.attributesBefore(k)
-	for x := k; x < nameIdx; x++ {
+	for x := k; x < j; x++ {
 		if t[x].attr >= 0 && (x == 0 || t[x-1].attr != t[x].attr) {
 			items = append(items, tr.attrs[t[x].attr].items...)
 		}
@@ -529,13 +728,10 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 					tr.errorf(it.line, it.col, "max_total_threads_per_threadgroup must be a literal between 1 and %d", MaxThreadsPerThreadgroup)
 				}
 			}
-		case "host_name":
-			if len(it.args) == 1 {
-				if s, err := strconv.Unquote(it.args[0]); err == nil {
-					e.name = s
-				}
-			}
 		}
+	}
+	if n, ok := hostName(items); ok {
+		e.name = n
 	}
 	// template kernel?
 	p := tr.prev(k)
@@ -546,6 +742,11 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 		e.templated = true
 	}
 	e.params = tr.params(j, closeIdx, e.name)
+	if bodyEnd := tr.match(after); bodyEnd > after {
+		e.body = [2]int{t[after].start, t[bodyEnd].end}
+	} else {
+		e.body = [2]int{t[after].start, t[after].end}
+	}
 	key := ns + t[nameIdx].text
 	if e.templated {
 		tr.kernels[key] = &e
@@ -555,10 +756,29 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	tr.addEntry(e)
 }
 
+// keepOnly drops every entry point but the one named name.
+func (tr *translator) keepOnly(name string) {
+	kept := tr.entries[:0]
+	for _, e := range tr.entries {
+		if e.name == name {
+			kept = append(kept, e)
+			continue
+		}
+		start, end := e.body[0], e.body[1]
+		text := strings.Repeat("\n", strings.Count(tr.src[start:end], "\n"))
+		if tr.src[start] == '{' {
+			text = "{}" + text
+		}
+		tr.dropInside(start, end)
+		tr.repls = append(tr.repls, replacement{start: start, end: end, text: text})
+	}
+	tr.entries = kept
+}
+
 func (tr *translator) addEntry(e entryPoint) {
 	for _, o := range tr.entries {
 		if o.name == e.name {
-			tr.errorf(e.line, 1, "kernel %s is defined twice (line %d and line %d)", e.name, o.line, e.line)
+			tr.errs = append(tr.errs, fmt.Sprintf("%s:%d:1: error: kernel %s is defined twice (line %d and line %d)", e.file, e.line, e.name, o.line, e.line))
 			return
 		}
 	}
@@ -602,6 +822,7 @@ func BuiltIns() []string {
 func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 	t := tr.toks
 	var out []kernelParam
+	var implicit []int // indices in out of parameters without an index attribute
 	start := open + 1
 	depth := 0
 	var groups [][2]int
@@ -670,14 +891,43 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			}
 		}
 		p := kernelParam{Param: Param{Name: nameTok.text}}
-		if len(items) == 0 {
-			tr.errorf(nameTok.line, nameTok.col, "parameter %s of kernel %s has no attribute ([[buffer(n)]], [[threadgroup(n)]] or a built-in)", nameTok.text, kernel)
-			continue
+		var it attrItem
+		for _, x := range items {
+			// [[function_constant(name)]] beside the binding makes the
+			// parameter optional; it is always bound here.
+			if x.name != "function_constant" {
+				it = x
+				break
+			}
 		}
-		it := items[0]
+		if it.name == "" {
+			// Apple numbers a device or constant buffer (or a threadgroup
+			// pointer) without an index attribute itself: the first index
+			// no attributed parameter of its kind uses, in parameter order.
+			space := ""
+			for i := g[0]; i < lastPlain; i++ {
+				switch t[i].text {
+				case "device", "constant", "threadgroup":
+					space = t[i].text
+				}
+			}
+			switch {
+			case (space == "device" || space == "constant") && (isPtr || isRef):
+				it = attrItem{name: "buffer", line: nameTok.line, col: nameTok.col}
+			case space == "threadgroup" && isPtr:
+				it = attrItem{name: "threadgroup", line: nameTok.line, col: nameTok.col}
+			default:
+				tr.errorf(nameTok.line, nameTok.col, "parameter %s of kernel %s has no attribute and is not a device, constant or threadgroup pointer or reference ([[buffer(n)]], [[threadgroup(n)]] or a built-in)", nameTok.text, kernel)
+				continue
+			}
+			implicit = append(implicit, len(out))
+		}
 		switch {
 		case it.name == "buffer":
 			idx, ok := attrIndex(it)
+			if it.args == nil {
+				idx, ok = 0, true // numbered below
+			}
 			if !ok {
 				tr.errorf(it.line, it.col, "buffer index of parameter %s must be a literal between 0 and 30", nameTok.text)
 				continue
@@ -688,15 +938,16 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			switch {
 			case isRef:
 				p.isRef = true
-				p.expr = fmt.Sprintf("__pm_bufr{t->s->buf[%d]}", idx)
 			case isPtr:
-				p.expr = fmt.Sprintf("__pm_bufp{t->s->buf[%d]}", idx)
 			default:
 				tr.errorf(nameTok.line, nameTok.col, "buffer parameter %s must be a pointer or a reference", nameTok.text)
 				continue
 			}
 		case it.name == "threadgroup":
 			idx, ok := attrIndex(it)
+			if it.args == nil {
+				idx, ok = 0, true // numbered below
+			}
 			if !ok {
 				tr.errorf(it.line, it.col, "threadgroup index of parameter %s must be a literal between 0 and 30", nameTok.text)
 				continue
@@ -707,11 +958,15 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			}
 			p.Kind = ThreadgroupMemory
 			p.Index = idx
-			p.expr = fmt.Sprintf("__pm_bufp{t->s->tg[%d]}", idx)
 		default:
 			expr, ok := builtins[it.name]
 			if !ok {
-				tr.errorf(it.line, it.col, "unsupported kernel parameter attribute [[%s]] on %s", it.name, nameTok.text)
+				what := "kernel parameter attribute [[" + it.name + "]]"
+				switch it.name {
+				case "texture", "sampler":
+					what = "[[" + it.name + "(n)]] parameters (" + it.name + "s)"
+				}
+				tr.errorf(it.line, it.col, "%s on %s is not supported by the emulated device", what, nameTok.text)
 				continue
 			}
 			p.Kind = BuiltIn
@@ -719,6 +974,41 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			p.expr = expr
 		}
 		out = append(out, p)
+	}
+	// number the unattributed buffers and threadgroup pointers
+	used := map[[2]int]bool{}
+	isImplicit := map[int]bool{}
+	for _, i := range implicit {
+		isImplicit[i] = true
+	}
+	for i, p := range out {
+		if p.Kind != BuiltIn && !isImplicit[i] {
+			used[[2]int{int(p.Kind), p.Index}] = true
+		}
+	}
+	for _, i := range implicit {
+		p := &out[i]
+		idx := 0
+		for used[[2]int{int(p.Kind), idx}] {
+			idx++
+		}
+		if idx >= MaxBindings {
+			tr.errorf(t[open].line, t[open].col, "kernel %s: no %s index left for parameter %s (indices 0 to %d)", kernel, p.Kind, p.Name, MaxBindings-1)
+			continue
+		}
+		used[[2]int{int(p.Kind), idx}] = true
+		p.Index = idx
+	}
+	for i := range out {
+		p := &out[i]
+		switch {
+		case p.Kind == Buffer && p.isRef:
+			p.expr = fmt.Sprintf("__pm_bufr{t->s->buf[%d]}", p.Index)
+		case p.Kind == Buffer:
+			p.expr = fmt.Sprintf("__pm_bufp{t->s->buf[%d]}", p.Index)
+		case p.Kind == ThreadgroupMemory:
+			p.expr = fmt.Sprintf("__pm_bufp{t->s->tg[%d]}", p.Index)
+		}
 	}
 	// duplicate indices
 	seen := map[[2]int]string{}
@@ -787,18 +1077,11 @@ func (tr *translator) instantiation(i int, ns string) int {
 			}
 		}
 	}
-	hostName := ""
-	for _, it := range items {
-		if it.name == "host_name" && len(it.args) == 1 {
-			if s, err := strconv.Unquote(it.args[0]); err == nil {
-				hostName = s
-			}
-		}
-		if it.name == "kernel" {
-			isKernel = true
-		}
+	hostName, named := hostName(items)
+	if hasItem(items, "kernel") {
+		isKernel = true
 	}
-	if !isKernel || hostName == "" || target < 0 {
+	if !isKernel || !named || target < 0 {
 		return end
 	}
 	// qualified name: include preceding ident:: pairs
@@ -830,7 +1113,8 @@ func (tr *translator) instantiation(i int, ns string) int {
 	if !strings.Contains(q, "::") {
 		callee = ns + callee
 	}
-	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, line: t[target].line}
+	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, tok: i, body: [2]int{t[i].start, t[end].end}}
+	e.file, e.line = tr.origin(t[target].line)
 	for _, it := range items {
 		if it.name == "max_total_threads_per_threadgroup" && len(it.args) == 1 {
 			if v, err := strconv.Atoi(it.args[0]); err == nil && v > 0 && v <= MaxThreadsPerThreadgroup {

@@ -12,6 +12,16 @@
 //	g, beta               [n_v_heads, n_tokens, n_seqs]
 //	state_in, state_out   [D_k, D_v, n_v_heads, n_seqs]   (row i of S: D_k elements)
 //	capture               [D_k, D_v, n_v_heads, n_tokens, n_seqs]
+//
+// A server batching sequences (SPEC section 11) may keep the states in a
+// pool of [Shape.NSlots] states, [D_k, D_v, n_v_heads, n_slots], with an
+// int32 slot index per sequence naming the state it reads and writes, and
+// may pack the tokens of sequences of different lengths along one axis
+// ([Shape.Varlen]: q, k [D_k, n_k_heads, total_tokens], v and the output
+// [D_v, n_v_heads, total_tokens], g and beta [n_v_heads, total_tokens],
+// capture [D_k, D_v, n_v_heads, total_tokens]) with an int32
+// cu_seqlens[n_seqs+1] saying which tokens each sequence owns. The counts
+// of [Shape] follow both.
 package spec
 
 import (
@@ -27,31 +37,84 @@ type Shape struct {
 	DV      int // D_v: rows of S, length of v and of the output
 	NKHeads int // key heads (q, k)
 	NVHeads int // value heads (v, g, beta, S); a multiple of NKHeads
-	NTokens int // tokens per sequence
+	NTokens int // tokens per sequence; with Varlen, the tokens of all sequences
 	NSeqs   int // independent sequences
+
+	// NSlots, when positive, is the number of states in a state pool
+	// (vLLM's ssm_state_indices): state_in and state_out then hold
+	// [D_k, D_v, n_v_heads, n_slots], and an int32 slot index per sequence
+	// names the state sequence s reads and writes; a negative index is
+	// padding, a sequence skipped. 0, the default, gives every sequence
+	// the state of its own index, n_seqs states in order.
+	NSlots int
+	// Varlen packs the tokens of all sequences along one axis, in sequence
+	// order (flash-linear-attention's cu_seqlens): NTokens is then their
+	// total, and an int32 cu_seqlens[n_seqs+1] (0 first, non-decreasing,
+	// NTokens last) gives sequence s the tokens cu_seqlens[s] to
+	// cu_seqlens[s+1]-1. A sequence may be empty: its state is left as it
+	// is.
+	Varlen bool
 }
 
-// QKLen is the element count of q and of k: D_k * n_k_heads * n_tokens *
-// n_seqs. Like every count of [Shape], it saturates at math.MaxInt instead
-// of wrapping, so a count past any limit is always seen as such, and it is
-// 0 when a dimension is not positive.
-func (s Shape) QKLen() int { return count(s.DK, s.NKHeads, s.NTokens, s.NSeqs) }
+// Tokens is the number of tokens in the call: NTokens * NSeqs, or NTokens
+// with Varlen. It saturates like every count of Shape.
+func (s Shape) Tokens() int {
+	if s.Varlen {
+		return count(s.NTokens)
+	}
+	return count(s.NTokens, s.NSeqs)
+}
+
+// States is the number of states in state_in and in state_out: NSlots
+// with a state pool, NSeqs without.
+func (s Shape) States() int {
+	if s.NSlots > 0 {
+		return s.NSlots
+	}
+	return max(s.NSeqs, 0)
+}
+
+// SlotsLen is the element count of the slot index buffer: n_seqs with a
+// state pool, 0 without.
+func (s Shape) SlotsLen() int {
+	if s.NSlots > 0 {
+		return max(s.NSeqs, 0)
+	}
+	return 0
+}
+
+// CuSeqlensLen is the element count of cu_seqlens: n_seqs + 1 with
+// Varlen, 0 without.
+func (s Shape) CuSeqlensLen() int {
+	if s.Varlen && s.NSeqs > 0 {
+		return s.NSeqs + 1
+	}
+	return 0
+}
+
+// QKLen is the element count of q and of k: D_k * n_k_heads * tokens,
+// tokens = n_tokens * n_seqs ([Shape.Tokens]). Like every count of
+// [Shape], it saturates at math.MaxInt instead of wrapping, so a count past
+// any limit is always seen as such, and it is 0 when a dimension is not
+// positive.
+func (s Shape) QKLen() int { return count(s.DK, s.NKHeads, s.Tokens()) }
 
 // VLen is the element count of v and of the output: D_v * n_v_heads *
-// n_tokens * n_seqs.
-func (s Shape) VLen() int { return count(s.DV, s.NVHeads, s.NTokens, s.NSeqs) }
+// tokens.
+func (s Shape) VLen() int { return count(s.DV, s.NVHeads, s.Tokens()) }
 
-// GateLen is the element count of g and of beta: n_v_heads * n_tokens *
-// n_seqs.
-func (s Shape) GateLen() int { return count(s.NVHeads, s.NTokens, s.NSeqs) }
+// GateLen is the element count of g and of beta: n_v_heads * tokens.
+func (s Shape) GateLen() int { return count(s.NVHeads, s.Tokens()) }
 
 // StateLen is the element count of state_in and of state_out: D_k * D_v *
-// n_v_heads * n_seqs.
-func (s Shape) StateLen() int { return count(s.DK, s.DV, s.NVHeads, s.NSeqs) }
+// n_v_heads * states, states = n_seqs, or n_slots with a state pool
+// ([Shape.States]).
+func (s Shape) StateLen() int { return count(s.DK, s.DV, s.NVHeads, s.States()) }
 
 // CaptureLen is the element count of a capture buffer holding the state
-// after every token: D_k * D_v * n_v_heads * n_tokens * n_seqs.
-func (s Shape) CaptureLen() int { return count(s.DK, s.DV, s.NVHeads, s.NTokens, s.NSeqs) }
+// after every token: D_k * D_v * n_v_heads * tokens. Capture is per
+// sequence, never per slot.
+func (s Shape) CaptureLen() int { return count(s.DK, s.DV, s.NVHeads, s.Tokens()) }
 
 // count multiplies dimensions, saturating at math.MaxInt; 0 when a
 // dimension is not positive.
@@ -90,13 +153,30 @@ func (s Shape) Validate() error {
 	if s.NVHeads%s.NKHeads != 0 {
 		return argError("Shape.NVHeads", "%d is not a multiple of Shape.NKHeads = %d", s.NVHeads, s.NKHeads)
 	}
+	if s.NSlots < 0 || s.NSlots > MaxSlots {
+		return argError("Shape.NSlots", "%d, must be 0 (no state pool) or 1 to %d (slot indices are int32)", s.NSlots, MaxSlots)
+	}
+	if s.Varlen && s.NTokens > math.MaxInt32 {
+		return argError("Shape.NTokens", "%d tokens in all, beyond the %d an int32 cu_seqlens holds", s.NTokens, math.MaxInt32)
+	}
 	return nil
 }
 
+// MaxSlots is the largest state pool: slot indices are int32, so slot
+// 2^31-1 is the last one.
+const MaxSlots = math.MaxInt32 + 1
+
 // String formats the shape with the contract's names.
 func (s Shape) String() string {
-	return fmt.Sprintf("{D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d n_tokens=%d n_seqs=%d}",
+	str := fmt.Sprintf("{D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d n_tokens=%d n_seqs=%d",
 		s.DK, s.DV, s.NKHeads, s.NVHeads, s.NTokens, s.NSeqs)
+	if s.NSlots > 0 {
+		str += fmt.Sprintf(" n_slots=%d", s.NSlots)
+	}
+	if s.Varlen {
+		str += " varlen"
+	}
+	return str + "}"
 }
 
 // HeadMap says which key head a value head reads q and k from when
@@ -156,7 +236,7 @@ const (
 	BF16
 )
 
-// String returns "f32", "f16", "bf16", or "ElemType(n)".
+// String returns "f32", "f16", "bf16", "i32", or "ElemType(n)".
 func (t ElemType) String() string {
 	switch t {
 	case F32:
@@ -165,14 +245,21 @@ func (t ElemType) String() string {
 		return "f16"
 	case BF16:
 		return "bf16"
+	case I32:
+		return "i32"
 	}
 	return fmt.Sprintf("ElemType(%d)", uint8(t))
 }
 
+// I32 is a 32-bit two's-complement integer, the element type of slot
+// indices and cu_seqlens (SPEC section 11), never of activations or a
+// state. It is numbered apart from the floating-point types.
+const I32 ElemType = 32
+
 // Size returns the size of one element in bytes, 0 for an unknown type.
 func (t ElemType) Size() int {
 	switch t {
-	case F32:
+	case F32, I32:
 		return 4
 	case F16, BF16:
 		return 2
@@ -180,7 +267,8 @@ func (t ElemType) Size() int {
 	return 0
 }
 
-// known reports whether t is one of F32, F16 and BF16.
+// known reports whether t is one of F32, F16 and BF16, the types of
+// activations and states.
 func (t ElemType) known() bool { return t <= BF16 }
 
 // Fused says which parts of a layer's recurrent step the kernel computes

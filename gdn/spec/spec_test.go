@@ -96,3 +96,54 @@ func TestElemType(t *testing.T) {
 		}
 	}
 }
+
+func TestServingCounts(t *testing.T) {
+	pool := spec.Shape{DK: 128, DV: 64, NKHeads: 2, NVHeads: 6, NTokens: 3, NSeqs: 5, NSlots: 9}
+	packed := spec.Shape{DK: 128, DV: 64, NKHeads: 2, NVHeads: 6, NTokens: 11, NSeqs: 5, Varlen: true}
+	for _, c := range []struct {
+		name      string
+		got, want int
+	}{
+		{"pool QKLen", pool.QKLen(), 128 * 2 * 3 * 5},
+		{"pool StateLen", pool.StateLen(), 128 * 64 * 6 * 9},
+		{"pool CaptureLen", pool.CaptureLen(), 128 * 64 * 6 * 3 * 5},
+		{"pool SlotsLen", pool.SlotsLen(), 5},
+		{"pool CuSeqlensLen", pool.CuSeqlensLen(), 0},
+		{"packed QKLen", packed.QKLen(), 128 * 2 * 11},
+		{"packed VLen", packed.VLen(), 64 * 6 * 11},
+		{"packed GateLen", packed.GateLen(), 6 * 11},
+		{"packed StateLen", packed.StateLen(), 128 * 64 * 6 * 5},
+		{"packed CaptureLen", packed.CaptureLen(), 128 * 64 * 6 * 11},
+		{"packed SlotsLen", packed.SlotsLen(), 0},
+		{"packed CuSeqlensLen", packed.CuSeqlensLen(), 6},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if got, want := pool.String(), "{D_k=128 D_v=64 n_k_heads=2 n_v_heads=6 n_tokens=3 n_seqs=5 n_slots=9}"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	if got := packed.String(); !strings.HasSuffix(got, "n_seqs=5 varlen}") {
+		t.Errorf("String = %q, want it to end in varlen", got)
+	}
+	ok := spec.Shape{DK: 4, DV: 4, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1, NSlots: spec.MaxSlots}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a pool of MaxSlots: %v", err)
+	}
+	for _, bad := range []spec.Shape{
+		{DK: 4, DV: 4, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1, NSlots: -1},
+		{DK: 4, DV: 4, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1, NSlots: spec.MaxSlots + 1},
+		{DK: 4, DV: 4, NKHeads: 1, NVHeads: 1, NTokens: math.MaxInt32 + 1, NSeqs: 1, Varlen: true},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	if spec.I32.String() != "i32" || spec.I32.Size() != 4 {
+		t.Errorf("I32: %q, %d bytes", spec.I32.String(), spec.I32.Size())
+	}
+	if err := (spec.Params{Shape: ok, State: spec.I32}).Validate(); err == nil {
+		t.Error("an i32 state: no error")
+	}
+}

@@ -180,7 +180,7 @@ func TypeMatches(enc, cpp string) bool {
 	case "{_NSRange=QQ}":
 		return bare == "Range"
 	case "^@":
-		return strings.HasSuffix(cpp, "**") || strings.HasSuffix(cpp, "[]")
+		return strings.HasSuffix(cpp, "**") || strings.HasSuffix(cpp, "* const*") || strings.HasSuffix(cpp, "[]")
 	case "^Q":
 		return strings.HasPrefix(bare, "UInteger") && (strings.HasSuffix(cpp, "[]") || strings.HasSuffix(cpp, "*"))
 	case "@?":

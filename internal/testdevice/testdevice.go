@@ -6,11 +6,11 @@ package testdevice
 import (
 	"errors"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/internal/clang"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
@@ -26,7 +26,7 @@ func Emulated(t testing.TB, opts emu.Options) *mtl.Device {
 	}
 	d, err := emu.NewDeviceWithOptions(opts)
 	if err != nil {
-		if strings.Contains(err.Error(), "clang") {
+		if errors.Is(err, clang.ErrNoCompiler) {
 			testenv.SkipOrFail(t, "the emulated device needs clang: "+err.Error())
 		}
 		t.Fatalf("emulated device: %v", err)

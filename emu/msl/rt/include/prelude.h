@@ -40,7 +40,9 @@ PM_VEC(half, half)
 PM_VEC(int, bool)
 #undef PM_VEC
 
-template <class T, int N> using vec = T __attribute__((ext_vector_type(N)));
+// __pm_ext is clang's vector of N T; vec<T, N> (below) is MSL's vector
+// type of any element type, bfloat included.
+template <class T, int N> using __pm_ext = T __attribute__((ext_vector_type(N)));
 
 // Component traits: elem is the scalar type, n the component count (1 for
 // scalars).
@@ -64,11 +66,11 @@ template <class T> struct __pm_enable_if<true, T> {
 template <class T, int N> struct __pm_packed {
 	T v[N];
 	__pm_packed() = default;
-	__pm_packed(vec<T, N> x) {
+	__pm_packed(__pm_ext<T, N> x) {
 		for (int i = 0; i < N; i++) v[i] = x[i];
 	}
-	operator vec<T, N>() const {
-		vec<T, N> r;
+	operator __pm_ext<T, N>() const {
+		__pm_ext<T, N> r;
 		for (int i = 0; i < N; i++) r[i] = v[i];
 		return r;
 	}
@@ -94,6 +96,168 @@ PM_PACKED(half)
 #undef PM_PACKED
 
 // ---------------------------------------------------------------------------
+// bfloat (MSL 3.1): the upper 16 bits of a float (1 sign, 8 exponent and 7
+// fraction bits). clang has no bfloat arithmetic on this target, so it is a
+// class: conversion from float rounds to nearest even (NaN stays a quiet
+// NaN), conversion to float is exact, and arithmetic computes in float and
+// rounds every result to bfloat, as half does. An operation with a float
+// or half operand yields float; with an integer operand, bfloat.
+constexpr ushort __pm_bf_round(float f) {
+	uint u = __builtin_bit_cast(uint, f);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u);
+	return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+template <class T> struct __pm_bf_arg { enum { ok = 0 }; };
+#define PM_BF_ARG(T, R)                                                  \
+	template <> struct __pm_bf_arg<T> {                                  \
+		enum { ok = 1 };                                                 \
+		typedef R result;                                                \
+	};
+struct bfloat;
+PM_BF_ARG(bool, bfloat)
+PM_BF_ARG(char, bfloat)
+PM_BF_ARG(signed char, bfloat)
+PM_BF_ARG(uchar, bfloat)
+PM_BF_ARG(short, bfloat)
+PM_BF_ARG(ushort, bfloat)
+PM_BF_ARG(int, bfloat)
+PM_BF_ARG(uint, bfloat)
+PM_BF_ARG(long, bfloat)
+PM_BF_ARG(ulong, bfloat)
+PM_BF_ARG(long long, bfloat)
+PM_BF_ARG(unsigned long long, bfloat)
+PM_BF_ARG(half, float)
+PM_BF_ARG(float, float)
+#undef PM_BF_ARG
+#define PM_IF_BF_ARG(T) typename = typename __pm_enable_if<__pm_bf_arg<T>::ok>::type
+struct bfloat {
+	ushort __bits;
+	bfloat() = default;
+	template <class T, PM_IF_BF_ARG(T)> constexpr bfloat(T x) : __bits(__pm_bf_round((float)x)) {}
+	constexpr operator float() const { return __builtin_bit_cast(float, (uint)__bits << 16); }
+	static constexpr bfloat __from_bits(ushort b) {
+		bfloat r{};
+		r.__bits = b;
+		return r;
+	}
+};
+constexpr bfloat operator-(bfloat a) { return bfloat::__from_bits(a.__bits ^ 0x8000u); }
+constexpr bfloat operator+(bfloat a) { return a; }
+#define PM_BF_OP(op)                                                                         \
+	constexpr bfloat operator op(bfloat a, bfloat b) { return bfloat((float)a op(float) b); }    \
+	template <class T, PM_IF_BF_ARG(T)>                                                      \
+	constexpr typename __pm_bf_arg<T>::result operator op(bfloat a, T b) {                   \
+		return (typename __pm_bf_arg<T>::result)((float)a op(float) b);                      \
+	}                                                                                        \
+	template <class T, PM_IF_BF_ARG(T)>                                                      \
+	constexpr typename __pm_bf_arg<T>::result operator op(T a, bfloat b) {                   \
+		return (typename __pm_bf_arg<T>::result)((float)a op(float) b);                      \
+	}                                                                                        \
+	constexpr bfloat &operator op##=(bfloat &a, bfloat b) { return a = a op b; }             \
+	template <class T, PM_IF_BF_ARG(T)> constexpr bfloat &operator op##=(bfloat &a, T b) { \
+		return a = bfloat((float)a op(float) b);                                             \
+	}
+PM_BF_OP(+)
+PM_BF_OP(-)
+PM_BF_OP(*)
+PM_BF_OP(/)
+#undef PM_BF_OP
+constexpr bfloat &operator++(bfloat &a) { return a += 1; }
+constexpr bfloat &operator--(bfloat &a) { return a -= 1; }
+constexpr bfloat operator++(bfloat &a, int) {
+	bfloat r = a;
+	a += 1;
+	return r;
+}
+constexpr bfloat operator--(bfloat &a, int) {
+	bfloat r = a;
+	a -= 1;
+	return r;
+}
+
+// bfloat2, bfloat3, bfloat4: elementwise arithmetic, components (x, y, z,
+// w and [i]), and conversion to and from float and half vectors. As half3,
+// bfloat3 takes 8 bytes.
+template <int N> struct __pm_bfstore;
+template <> struct __pm_bfstore<2> {
+	union {
+		bfloat __v[2];
+		struct {
+			bfloat x, y;
+		};
+	};
+};
+template <> struct __pm_bfstore<3> {
+	union {
+		bfloat __v[4];
+		struct {
+			bfloat x, y, z;
+		};
+	};
+};
+template <> struct __pm_bfstore<4> {
+	union {
+		bfloat __v[4];
+		struct {
+			bfloat x, y, z, w;
+		};
+	};
+};
+template <int N> struct alignas(N == 2 ? 4 : 8) __pm_bfvec : __pm_bfstore<N> {
+	__pm_bfvec() = default;
+	__pm_bfvec(bfloat s) {
+		for (int i = 0; i < N; i++) this->__v[i] = s;
+	}
+	template <class T> __pm_bfvec(__pm_ext<T, N> x) {
+		for (int i = 0; i < N; i++) this->__v[i] = bfloat(x[i]);
+	}
+	template <class T> operator __pm_ext<T, N>() const {
+		__pm_ext<T, N> r;
+		for (int i = 0; i < N; i++) r[i] = (T)(float)this->__v[i];
+		return r;
+	}
+	bfloat &operator[](int i) { return this->__v[i]; }
+	bfloat operator[](int i) const { return this->__v[i]; }
+};
+#define PM_BFVEC_OP(op)                                                                       \
+	template <int N> __pm_bfvec<N> operator op(__pm_bfvec<N> a, __pm_bfvec<N> b) {  \
+		for (int i = 0; i < N; i++) a[i] = a[i] op b[i];                                      \
+		return a;                                                                             \
+	}                                                                                         \
+	template <int N> __pm_bfvec<N> operator op(__pm_bfvec<N> a, bfloat b) {         \
+		return a op __pm_bfvec<N>(b);                                                         \
+	}                                                                                         \
+	template <int N> __pm_bfvec<N> operator op(bfloat a, __pm_bfvec<N> b) {         \
+		return __pm_bfvec<N>(a) op b;                                                         \
+	}                                                                                         \
+	template <int N> __pm_bfvec<N> &operator op##=(__pm_bfvec<N> &a, __pm_bfvec<N> b) { \
+		return a = a op b;                                                                    \
+	}
+PM_BFVEC_OP(+)
+PM_BFVEC_OP(-)
+PM_BFVEC_OP(*)
+PM_BFVEC_OP(/)
+#undef PM_BFVEC_OP
+template <int N> __pm_bfvec<N> operator-(__pm_bfvec<N> a) {
+	for (int i = 0; i < N; i++) a[i] = -a[i];
+	return a;
+}
+template <int N> struct __pm_vt<__pm_bfvec<N>> {
+	typedef bfloat elem;
+	enum { n = N, is_vec = 0 };
+};
+template <class T, int N> struct __pm_vec_of {
+	typedef __pm_ext<T, N> type;
+};
+template <int N> struct __pm_vec_of<bfloat, N> {
+	typedef __pm_bfvec<N> type;
+};
+template <class T, int N> using vec = typename __pm_vec_of<T, N>::type;
+typedef __pm_bfvec<2> bfloat2;
+typedef __pm_bfvec<3> bfloat3;
+typedef __pm_bfvec<4> bfloat4;
+
+// ---------------------------------------------------------------------------
 // Vector constructors: float4(x) splats, float4(int4) converts,
 // float4(a.xy, z, w) concatenates. In C++ a functional cast takes one
 // argument, so each vector type name followed by '(' is a macro calling
@@ -110,7 +274,7 @@ template <class V, class A> inline V __pm_vmake(A a) {
 	typedef typename __pm_vt<V>::elem E;
 	if constexpr (__pm_vt<A>::n == 1) {
 		return (V)(E)a;
-	} else if constexpr (__pm_vt<A>::is_vec) {
+	} else if constexpr (__pm_vt<A>::is_vec && __pm_vt<V>::is_vec) {
 		static_assert(__pm_vt<A>::n == __pm_vt<V>::n, "vector conversion between different sizes");
 		return __builtin_convertvector(a, V);
 	} else {
@@ -163,6 +327,9 @@ template <class V, class A, class B, class... R> inline V __pm_vmake(A a, B b, R
 #define half2(...) __pm_vmake<::half2>(__VA_ARGS__)
 #define half3(...) __pm_vmake<::half3>(__VA_ARGS__)
 #define half4(...) __pm_vmake<::half4>(__VA_ARGS__)
+#define bfloat2(...) __pm_vmake<::bfloat2>(__VA_ARGS__)
+#define bfloat3(...) __pm_vmake<::bfloat3>(__VA_ARGS__)
+#define bfloat4(...) __pm_vmake<::bfloat4>(__VA_ARGS__)
 #define bool2(...) __pm_vmake<::bool2>(__VA_ARGS__)
 #define bool3(...) __pm_vmake<::bool3>(__VA_ARGS__)
 #define bool4(...) __pm_vmake<::bool4>(__VA_ARGS__)
@@ -184,6 +351,13 @@ constexpr half operator""_h(unsigned long long v) { return (half)(float)v; }
 #define threadgroup __attribute__((address_space(3)))
 #define thread
 #define kernel
+
+// METAL_FUNC marks helper functions in Apple's headers and MLX's.
+#define METAL_FUNC inline __attribute__((always_inline))
+
+// Function constants: the translator declares, beside each
+// constant T name [[function_constant(i)]], whether it has a value.
+#define is_function_constant_defined(name) __pm_fcd_##name
 
 // ---------------------------------------------------------------------------
 // Launcher plumbing (used by the generated entry points).

@@ -1,0 +1,103 @@
+package msl
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/puremetal/puremetal/half"
+)
+
+// bfloatRound and bfloatValue are package half's conversions, on bits.
+func bfloatRound(f float32) uint16 { return uint16(half.ToBFloat16(f)) }
+
+func bfloatValue(b uint16) float32 { return half.BFloat16(b).Float32() }
+
+const bfloatSrc = `#include <metal_stdlib>
+using namespace metal;
+
+kernel void bf(device const float* x [[buffer(0)]],
+               device const float* y [[buffer(1)]],
+               device bfloat* rounded [[buffer(2)]],
+               device bfloat* sum [[buffer(3)]],
+               device float* widened [[buffer(4)]],
+               device bfloat4* v [[buffer(5)]],
+               device ushort* bits [[buffer(6)]],
+               uint i [[thread_position_in_grid]]) {
+    bfloat a = x[i];                  // float -> bfloat
+    bfloat b = bfloat(y[i]);
+    rounded[i] = a;
+    sum[i] = a * b + b;               // each operation rounds to bfloat
+    widened[i] = float(a) + 0.25f * y[i];   // exact widening, float math
+    bfloat4 q = bfloat4(float4(x[i], y[i], -x[i], 2.0f));
+    q = q * bfloat4(a) + b;
+    v[i] = bfloat4(float4(q));       // exact both ways
+    bits[i] = as_type<ushort>(-a) ^ as_type<ushort>(abs(a)) ^ as_type<ushort>(numeric_limits<bfloat>::max());
+}
+`
+
+func TestBfloatRoundsToNearestEven(t *testing.T) {
+	lib := compileT(t, bfloatSrc, CompileOptions{})
+	f := functionT(t, lib, "bf")
+	n := 256
+	x, y := newF32(t, n), newF32(t, n)
+	fillRandom(x.f32(), 11)
+	fillRandom(y.f32(), 12)
+	// ties, overflow, specials, subnormals
+	special := []uint32{0x3f808000, 0x3f818000, 0x3f80ffff, 0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000,
+		0x7fc00001, 0xffa00000, 0x00000001, 0x80008000, 0x00018000, 0x00000000, 0x80000000}
+	for i, s := range special {
+		x.f32()[i] = math.Float32frombits(s)
+	}
+	r := rand.New(rand.NewSource(13))
+	for i := len(special); i < 64; i++ {
+		// random bit patterns, many of them ties
+		x.f32()[i] = math.Float32frombits(r.Uint32()&^0x7fff | uint32(r.Intn(2))<<15)
+	}
+	rounded, sum, widened, v, bits := newMem(t, 2*n), newMem(t, 2*n), newF32(t, n), newMem(t, 8*n), newMem(t, 2*n)
+	for _, m := range []*mem{rounded, sum, v, bits} {
+		for i := range m.u16() {
+			m.u16()[i] = 0xdead
+		}
+	}
+	poison(widened.f32())
+	d := &Dispatch{Grid: ThreadsGrid([3]int{n, 1, 1}, [3]int{64, 1, 1})}
+	for i, m := range []*mem{x, y, rounded, sum, widened, v, bits} {
+		d.Buffers[i] = m.binding()
+	}
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	same := func(got, want uint16) bool {
+		if math.IsNaN(float64(bfloatValue(want))) {
+			return math.IsNaN(float64(bfloatValue(got)))
+		}
+		return got == want
+	}
+	mul := func(a, b uint16) uint16 { return bfloatRound(bfloatValue(a) * bfloatValue(b)) }
+	add := func(a, b uint16) uint16 { return bfloatRound(bfloatValue(a) + bfloatValue(b)) }
+	for i := 0; i < n; i++ {
+		xi, yi := x.f32()[i], y.f32()[i]
+		a, b := bfloatRound(xi), bfloatRound(yi)
+		if got := rounded.u16()[i]; got != a {
+			t.Fatalf("bfloat(%#08x) = %#04x, want %#04x", math.Float32bits(xi), got, a)
+		}
+		if got, want := sum.u16()[i], add(mul(a, b), b); !same(got, want) {
+			t.Fatalf("a*b+b at %d = %#04x, want %#04x", i, got, want)
+		}
+		if got, want := widened.f32()[i], bfloatValue(a)+0.25*yi; math.Float32bits(got) != math.Float32bits(want) && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
+			t.Fatalf("float(a) + 0.25*y at %d = %v, want %v", i, got, want)
+		}
+		q := [4]uint16{a, b, bfloatRound(-xi), bfloatRound(2)}
+		for c := 0; c < 4; c++ {
+			want := add(mul(q[c], a), b)
+			if got := v.u16()[4*i+c]; !same(got, want) {
+				t.Fatalf("bfloat4 component %d at %d = %#04x, want %#04x", c, i, got, want)
+			}
+		}
+		wantBits := (a ^ 0x8000) ^ (a & 0x7fff) ^ 0x7f7f
+		if got := bits.u16()[i]; got != wantBits {
+			t.Fatalf("sign bits at %d = %#04x, want %#04x", i, got, wantBits)
+		}
+	}
+}

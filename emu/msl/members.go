@@ -1,0 +1,195 @@
+package msl
+
+import "strings"
+
+// Member functions qualified by an address space (MLX writes
+// `constexpr complex64_t() threadgroup`, `operator float() const device`)
+// say where the object lives. Here device, constant and thread objects are
+// in one address space, so such overloads would be one function defined
+// several times, and clang cannot qualify a member function by the
+// threadgroup address space. The translator keeps one member of each set of
+// overloads that differ only in that qualifier (the thread or unqualified
+// one, else device, constant, threadgroup), drops its qualifier, and blanks
+// the others.
+
+// spaceRank orders the qualifiers by which overload is kept.
+var spaceRank = map[string]int{"": 0, "thread": 0, "device": 1, "constant": 2, "threadgroup": 3}
+
+// member is a member function declaration of a class body.
+type member struct {
+	first, last int    // tokens of the whole declaration
+	qual        int    // token of the address-space qualifier, or -1
+	key         string // the declaration up to its parameter list, and const
+}
+
+// scopeFrame is a brace-delimited scope of memberQualifiers.
+type scopeFrame struct {
+	class   bool
+	members []member
+	start   int // first token of the current member declaration
+}
+
+func (tr *translator) memberQualifiers() {
+	t := tr.toks
+	stack := []scopeFrame{{}}
+	stmt := 0 // first token of the current statement
+	for i := 0; i < len(t); i++ {
+		if t[i].attr >= 0 {
+			continue
+		}
+		top := &stack[len(stack)-1]
+		switch t[i].text {
+		case "{":
+			stack = append(stack, scopeFrame{class: tr.isClassHead(stmt, i), start: i + 1})
+			stmt = i + 1
+		case "}":
+			stmt = i + 1
+			if len(stack) == 1 {
+				continue
+			}
+			closed := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if closed.class {
+				tr.resolveMembers(closed.members)
+			}
+			parent := &stack[len(stack)-1]
+			if !parent.class {
+				continue
+			}
+			// a member function body ends its declaration; a nested type
+			// or a braced initializer goes on to its ';'
+			if n := tr.next(i + 1); closed.class || n < len(t) && t[n].text == ";" {
+				continue
+			}
+			tr.addMember(parent, i)
+		case ";":
+			if top.class {
+				tr.addMember(top, i)
+			}
+			stmt = i + 1
+		case ":":
+			if p := tr.prev(i); p >= 0 && (t[p].text == "public" || t[p].text == "private" || t[p].text == "protected") {
+				top.start = i + 1
+				stmt = i + 1
+			}
+		}
+	}
+}
+
+// isClassHead reports whether the tokens from first to the brace at open
+// begin a struct, class or union body.
+func (tr *translator) isClassHead(first, open int) bool {
+	for k := first; k < open; k++ {
+		if tr.toks[k].attr >= 0 {
+			continue
+		}
+		switch tr.toks[k].text {
+		case "struct", "class", "union":
+			return true
+		case "(", "=", "enum":
+			return false
+		}
+	}
+	return false
+}
+
+// addMember records the declaration of f's class body that ends at token
+// last, if it is a member function.
+func (tr *translator) addMember(f *scopeFrame, last int) {
+	t := tr.toks
+	first := f.start
+	f.start = last + 1
+	open := -1
+	k0 := tr.next(first)
+	if k0 < last && t[k0].text == "template" {
+		// template <...> header: its default arguments are not initializers
+		if n := tr.next(k0 + 1); n < last && t[n].text == "<" {
+			if m := tr.match(n); m > 0 && m < last {
+				k0 = m + 1
+			}
+		}
+	}
+	for k := k0; k < last; k++ {
+		if t[k].attr < 0 && t[k].text == "(" {
+			open = k
+			break
+		}
+		if t[k].attr < 0 && (t[k].text == "=" || t[k].text == "{") {
+			return
+		}
+	}
+	if open < 0 {
+		return
+	}
+	closeIdx := tr.match(open)
+	if closeIdx < 0 || closeIdx > last {
+		return
+	}
+	m := member{first: first, last: last, qual: -1}
+	isConst := false
+	for k := tr.next(closeIdx + 1); k < last; k = tr.next(k + 1) {
+		s := t[k].text
+		if _, ok := spaceRank[s]; ok && s != "" {
+			m.qual = k
+			continue
+		}
+		if s == "const" {
+			isConst = true
+			continue
+		}
+		if s == "volatile" || s == "noexcept" {
+			continue
+		}
+		break
+	}
+	m.key = tr.text(first, closeIdx+1)
+	if isConst {
+		m.key += " const"
+	}
+	f.members = append(f.members, m)
+}
+
+func (tr *translator) space(m member) string {
+	if m.qual < 0 {
+		return ""
+	}
+	return tr.toks[m.qual].text
+}
+
+// resolveMembers keeps one of each set of overloads that differ only in
+// their address-space qualifier.
+func (tr *translator) resolveMembers(members []member) {
+	groups := map[string][]member{}
+	var keys []string
+	for _, m := range members {
+		k := strings.Join(strings.Fields(m.key), " ")
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], m)
+	}
+	for _, k := range keys {
+		g := groups[k]
+		keep := 0
+		for i, m := range g {
+			if spaceRank[tr.space(m)] < spaceRank[tr.space(g[keep])] {
+				keep = i
+			}
+		}
+		for i, m := range g {
+			if i == keep {
+				if m.qual >= 0 {
+					q := tr.toks[m.qual]
+					tr.repls = append(tr.repls, replacement{start: q.start, end: q.end, text: ""})
+				}
+				continue
+			}
+			if m.qual < 0 || spaceRank[tr.space(m)] == spaceRank[tr.space(g[keep])] {
+				continue // a true redefinition: left for the compiler to report
+			}
+			start, end := tr.toks[m.first].start, tr.toks[m.last].end
+			tr.dropInside(start, end)
+			tr.repls = append(tr.repls, replacement{start: start, end: end, text: strings.Repeat("\n", strings.Count(tr.src[start:end], "\n"))})
+		}
+	}
+}

@@ -1,0 +1,467 @@
+// Command serve simulates a server batching requests continuously through
+// a stack of Gated DeltaNet layers, the way vLLM and MLX servers run hybrid
+// models: every layer keeps a fixed pool of recurrent states on the
+// device, and each step runs one dispatch per layer over a batch whose
+// sequences live in arbitrary slots of that pool.
+//
+// Requests arrive over time, each with a prompt of its own length and a
+// number of tokens to generate. Each step of the simulation
+//
+//  1. admits waiting requests while the pool has a free slot, handing each
+//     a free slot (drawn at random among the free ones, so slots are reused
+//     in no particular order) and zeroing that slot's state in every
+//     layer;
+//  2. prefills the admitted requests' prompts in one prefill dispatch per
+//     layer: the prompts packed along one token axis with cu_seqlens
+//     (variable lengths), each sequence reading and writing its slot;
+//  3. decodes one token of every request admitted before this step in one
+//     decode dispatch per layer over a batch of fixed width (the pool's
+//     size, as servers capture fixed batch sizes), the positions no
+//     request fills padded with slot -1, which the kernel skips;
+//  4. retires the requests that generated all their tokens, freeing their
+//     slots for the next admissions.
+//
+// Each layer's q, k, v, g and beta are drawn like a real model's
+// (cpuref.RandomInputs) per request, layer and token, so any run can be
+// replayed. At the end it reports tokens per second (prompt and generated
+// tokens over the wall clock of the dispatches), dispatches per step, and
+// the pool's occupancy; and it checks every finished request against a
+// run of that request alone on the same backend, from a zero state, with
+// no slots and no packing (a prefill of its prompt, then one decode per
+// token): every output and the final state of every layer must be
+// bit-identical, and the final states must be within 1e-5 of
+// cpuref.Reference32 over the request's tokens in one call. (On the cpu
+// backend, which is Reference32 with slots and cu_seqlens, check 2 then
+// differs from the batched run only by its order of calls; cpuref's own
+// tests hold Reference32 against the float64 oracle.) It exits with status
+// 1 when a check fails.
+//
+// Run it from the repository root:
+//
+//	go run ./examples/serve                   # Metal on a Mac, the CPU reference elsewhere
+//	go run ./examples/serve -backend emu      # the real kernels on the emulated device
+//	go run ./examples/serve -slots 16 -requests 64 -prompt 32
+//
+// Backends as in examples/decode: metal, emu (smaller shapes unless shape
+// flags are given), cpu (cpuref.Reference32 with slots and cu_seqlens) and
+// auto (metal where there is Metal, otherwise cpu).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/examples/internal/layerstack"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/floats"
+)
+
+// Bound is the largest relative error (to the largest magnitude, see
+// cpuref.MaxRelErr) accepted against the CPU references.
+const Bound = 1e-5
+
+func main() {
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is what the flags say.
+type config struct {
+	*layerstack.Flags
+	slots    int // states in every layer's pool
+	requests int // requests in all
+	prompt   int // longest prompt
+	gen      int // most tokens generated per request
+	arrive   int // most requests arriving per step
+	// keepStale leaves a reused slot holding its last request's state
+	// instead of zeroing it: the wrong admission, which the checks must
+	// catch (tests only).
+	keepStale bool
+}
+
+// cli runs the program with args and returns its exit status: 0 on
+// success, 1 when something fails (a check included), 2 for bad flags.
+func cli(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	return layerstack.Status("serve", stderr, err, func() (bool, error) {
+		be, err := openBackend(&cfg, stdout)
+		if err != nil {
+			return false, err
+		}
+		defer be.Close()
+		res, err := run(cfg, be, stdout, stderr)
+		return res.Pass(), err
+	})
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto, metal, emu or cpu", 2)}
+	fs.IntVar(&cfg.slots, "slots", 8, "states in every layer's pool: the most requests in flight")
+	fs.IntVar(&cfg.requests, "requests", 24, "requests in all")
+	fs.IntVar(&cfg.prompt, "prompt", 12, "longest prompt, in tokens (each request's is drawn from 1 to this)")
+	fs.IntVar(&cfg.gen, "gen", 6, "most tokens a request generates (each draws from 1 to this)")
+	fs.IntVar(&cfg.arrive, "arrive", 3, "most requests arriving per step (each step draws from 0 to this)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: serve [flags]\n\nSimulates continuous batching through Gated DeltaNet layers with a pool of state slots, checked against each request run alone.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := cfg.Parse(fs, args); err != nil {
+		return config{}, err
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"slots", cfg.slots}, {"requests", cfg.requests}, {"prompt", cfg.prompt}, {"gen", cfg.gen}, {"arrive", cfg.arrive}} {
+		if f.n <= 0 {
+			return config{}, fmt.Errorf("-%s %d: must be > 0", f.name, f.n)
+		}
+	}
+	return cfg, nil
+}
+
+// request is one sequence served: its lengths, where it is, and what the
+// server computed for it.
+type request struct {
+	id             int
+	prompt, gen    int
+	slot           int // -1 before admission and after retirement
+	generated      int
+	admitted, done int // steps
+
+	// outputs[l] holds layer l's outputs of the request's tokens so far,
+	// prompt first; final[l] its state when it finished.
+	outputs [][]float32
+	final   [][]float32
+}
+
+// tokens returns the request's token count: prompt and generated.
+func (r *request) tokens() int { return r.prompt + r.gen }
+
+// result is what a run found.
+type result struct {
+	Steps, Dispatches int
+	Tokens            int           // prompt and generated tokens processed
+	Busy              time.Duration // wall clock of the dispatches
+	Occupancy         []int         // slots in use after admission, per step
+	Finished          int
+	Bits              bool    // every finished request bit-identical to its run alone
+	RefErr            float64 // worst final state against the CPU reference
+	SlotsReused       int     // admissions into a slot an earlier request had used
+}
+
+// Pass reports whether every check passed.
+func (r result) Pass() bool { return r.Bits && r.RefErr <= Bound && r.Finished > 0 }
+
+// openBackend opens the backend cfg names (auto: metal where there is
+// Metal, otherwise cpu), with smaller defaults on the emulated device.
+func openBackend(cfg *config, stdout io.Writer) (backend, error) {
+	d, err := cfg.Open(stdout,
+		layerstack.Fallback{Backend: "cpu", Says: "running the CPU reference (cpuref.Reference32, with slots and cu_seqlens) instead; -backend emu runs the real kernels on the emulated device"})
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return &cpuBackend{}, nil
+	}
+	return &deviceBackend{d: d}, nil
+}
+
+// layerParams returns the parameters of one layer's state and tokens:
+// one sequence of n tokens.
+func layerParams(cfg config, n int) spec.Params { return cfg.Params(n) }
+
+// inputs draws request r's inputs of layer l for tokens [t0, t0+n), as one
+// call (its StateIn unset).
+func inputs(cfg config, r *request, l, t0, n int) (cpuref.Inputs, error) {
+	in, err := cpuref.RandomInputs(layerParams(cfg, n), layerstack.Seed(cfg.Seed, l, r.id*(cfg.prompt+cfg.gen)+t0))
+	in.StateIn = nil
+	return in, err
+}
+
+// run serves cfg.requests requests on be and checks them, a line per
+// step on stderr and the report on stdout.
+func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
+	one := layerParams(cfg, 1)
+	if err := one.Validate(); err != nil {
+		return result{}, err
+	}
+	fmt.Fprintf(stdout, "backend: %s\n", be.Describe())
+	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map; layers %d; pool of %d slots per layer (%.2f MB of state per layer)\n",
+		one.DK, one.DV, one.NKHeads, one.NVHeads, one.HeadMap, cfg.Layers, cfg.slots, float64(4*one.StateLen()*cfg.slots)/1e6)
+	fmt.Fprintf(stdout, "load:    %d requests, prompts of 1 to %d tokens, 1 to %d generated, 0 to %d arriving per step, seed %d\n",
+		cfg.requests, cfg.prompt, cfg.gen, cfg.arrive, cfg.Seed)
+	if err := be.Open(one, cfg.Layers, cfg.slots); err != nil {
+		return result{}, err
+	}
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5e7e))
+	var (
+		res      result
+		all      []*request
+		waiting  []*request
+		running  []*request // admission order: the decode batch's positions
+		free     = make([]int, cfg.slots)
+		used     = make([]bool, cfg.slots)
+		finished []*request
+	)
+	for i := range free {
+		free[i] = i
+	}
+	for step := 0; len(finished) < cfg.requests; step++ {
+		for range rng.IntN(cfg.arrive + 1) {
+			if len(all) == cfg.requests {
+				break
+			}
+			r := &request{id: len(all), prompt: 1 + rng.IntN(cfg.prompt), gen: 1 + rng.IntN(cfg.gen), slot: -1}
+			r.outputs = make([][]float32, cfg.Layers)
+			all, waiting = append(all, r), append(waiting, r)
+		}
+		// 1. Admission.
+		var admitted []*request
+		for len(waiting) > 0 && len(free) > 0 {
+			r := waiting[0]
+			waiting = waiting[1:]
+			i := rng.IntN(len(free))
+			r.slot, r.admitted = free[i], step
+			free = slices.Delete(free, i, i+1)
+			if used[r.slot] {
+				res.SlotsReused++
+			}
+			used[r.slot] = true
+			if !cfg.keepStale {
+				be.Reset(r.slot)
+			}
+			admitted = append(admitted, r)
+		}
+		res.Occupancy = append(res.Occupancy, cfg.slots-len(free))
+		// 2. Prefill of the admitted prompts, 3. a decode step of the others.
+		decoding := running
+		running = append(running, admitted...)
+		if len(admitted) > 0 {
+			if err := prefill(cfg, be, admitted, &res); err != nil {
+				return result{}, fmt.Errorf("step %d: prefill: %w", step, err)
+			}
+		}
+		if len(decoding) > 0 {
+			if err := decode(cfg, be, decoding, &res); err != nil {
+				return result{}, fmt.Errorf("step %d: decode: %w", step, err)
+			}
+		}
+		// 4. Retirement.
+		running = slices.DeleteFunc(running, func(r *request) bool {
+			if r.generated < r.gen {
+				return false
+			}
+			r.final = make([][]float32, cfg.Layers)
+			for l := range r.final {
+				r.final[l] = be.State(l, r.slot)
+			}
+			r.done = step
+			free = append(free, r.slot)
+			r.slot = -1
+			finished = append(finished, r)
+			return true
+		})
+		res.Steps++
+		fmt.Fprintf(stderr, "step %3d: %d waiting, %d admitted, %d decoded, %d in flight, %d finished\n",
+			step, len(waiting), len(admitted), len(decoding), len(running), len(finished))
+		if len(all) == cfg.requests && len(running) == 0 && len(waiting) == 0 {
+			break
+		}
+		if step > 100*cfg.requests*(cfg.prompt+cfg.gen) {
+			return result{}, fmt.Errorf("the simulation did not finish")
+		}
+	}
+	res.Finished = len(finished)
+	report(cfg, res, stdout)
+
+	var err error
+	res.Bits, res.RefErr, err = check(cfg, be, finished, stdout)
+	if err != nil {
+		return result{}, err
+	}
+	verdict := "PASS"
+	if !res.Pass() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintln(stdout, verdict)
+	return res, nil
+}
+
+// prefill runs the admitted requests' prompts: one prefill dispatch per
+// layer over the prompts packed with cu_seqlens, in their slots.
+func prefill(cfg config, be backend, admitted []*request, res *result) error {
+	p := layerParams(cfg, 0)
+	p.NSeqs, p.NSlots, p.Varlen = len(admitted), cfg.slots, true
+	batch := make([]cpuref.Inputs, cfg.Layers)
+	for _, r := range admitted {
+		p.NTokens += r.prompt
+	}
+	for l := range batch {
+		b := &batch[l]
+		b.CuSeqlens = []int32{0}
+		for _, r := range admitted {
+			in, err := inputs(cfg, r, l, 0, r.prompt)
+			if err != nil {
+				return err
+			}
+			appendTokens(b, in)
+			b.Slots = append(b.Slots, int32(r.slot))
+			b.CuSeqlens = append(b.CuSeqlens, b.CuSeqlens[len(b.CuSeqlens)-1]+int32(r.prompt))
+		}
+	}
+	out, took, err := be.Run(gdn.KernelPrefill, p, batch)
+	if err != nil {
+		return err
+	}
+	vw := p.DV * p.NVHeads
+	for l := range out {
+		for s, r := range admitted {
+			t0, t1 := int(batch[l].CuSeqlens[s]), int(batch[l].CuSeqlens[s+1])
+			r.outputs[l] = append(r.outputs[l], out[l][t0*vw:t1*vw]...)
+		}
+	}
+	res.Tokens += p.NTokens
+	res.Dispatches += cfg.Layers
+	res.Busy += took
+	return nil
+}
+
+// decode runs one token of every request in decoding: one decode dispatch
+// per layer over a batch of the pool's width, padded with slot -1.
+func decode(cfg config, be backend, decoding []*request, res *result) error {
+	p := layerParams(cfg, 1)
+	p.NSeqs, p.NSlots = cfg.slots, cfg.slots
+	batch := make([]cpuref.Inputs, cfg.Layers)
+	for l := range batch {
+		b := &batch[l]
+		for s := range p.NSeqs {
+			if s >= len(decoding) {
+				pad, err := cpuref.RandomInputs(layerParams(cfg, 1), 0) // any values: the kernel reads none
+				if err != nil {
+					return err
+				}
+				appendTokens(b, pad)
+				b.Slots = append(b.Slots, -1)
+				continue
+			}
+			r := decoding[s]
+			in, err := inputs(cfg, r, l, r.prompt+r.generated, 1)
+			if err != nil {
+				return err
+			}
+			appendTokens(b, in)
+			b.Slots = append(b.Slots, int32(r.slot))
+		}
+	}
+	out, took, err := be.Run(gdn.KernelDecode, p, batch)
+	if err != nil {
+		return err
+	}
+	vw := p.DV * p.NVHeads
+	for l := range out {
+		for s, r := range decoding {
+			r.outputs[l] = append(r.outputs[l], out[l][s*vw:(s+1)*vw]...)
+		}
+	}
+	for _, r := range decoding {
+		r.generated++
+	}
+	res.Tokens += len(decoding)
+	res.Dispatches += cfg.Layers
+	res.Busy += took
+	return nil
+}
+
+// appendTokens appends the tokens of in to b.
+func appendTokens(b *cpuref.Inputs, in cpuref.Inputs) {
+	b.Q = append(b.Q, in.Q...)
+	b.K = append(b.K, in.K...)
+	b.V = append(b.V, in.V...)
+	b.G = append(b.G, in.G...)
+	b.Beta = append(b.Beta, in.Beta...)
+}
+
+func report(cfg config, res result, stdout io.Writer) {
+	peak, sum := 0, 0
+	for _, o := range res.Occupancy {
+		peak, sum = max(peak, o), sum+o
+	}
+	fmt.Fprintf(stdout, "served:  %d requests in %d steps, %d tokens (prompt and generated) at %.0f tokens/s (wall clock of the dispatches, %s)\n",
+		res.Finished, res.Steps, res.Tokens, float64(res.Tokens)/res.Busy.Seconds(), layerstack.Duration(res.Busy))
+	fmt.Fprintf(stdout, "steps:   %.2f dispatches per step (one prefill and one decode dispatch per layer at most, %d layers)\n",
+		float64(res.Dispatches)/float64(res.Steps), cfg.Layers)
+	fmt.Fprintf(stdout, "pool:    occupancy %.1f of %d slots on average, %d at the peak; %d admissions reused a freed slot\n",
+		float64(sum)/float64(len(res.Occupancy)), cfg.slots, peak, res.SlotsReused)
+}
+
+// check runs every finished request alone on be and compares, then checks
+// its final states against the CPU reference.
+func check(cfg config, be backend, finished []*request, stdout io.Writer) (bits bool, refErr float64, err error) {
+	bits = true
+	differ := 0
+	for _, r := range finished {
+		same, e, err := checkRequest(cfg, be, r)
+		if err != nil {
+			return false, 0, fmt.Errorf("request %d: %w", r.id, err)
+		}
+		if !same {
+			differ++
+		}
+		bits = bits && same
+		refErr = max(refErr, e)
+	}
+	verdict := "bit-identical"
+	if !bits {
+		verdict = fmt.Sprintf("%d of them differ", differ)
+	}
+	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; a prefill, then one decode per token): outputs and final states of every layer %s\n",
+		len(finished), verdict)
+	fmt.Fprintf(stdout, "check 2: final states against cpuref.Reference32 over each request's tokens in one call: max rel err %.3g, bound %g\n", refErr, Bound)
+	return bits, refErr, nil
+}
+
+// checkRequest runs r alone, layer by layer, and compares.
+func checkRequest(cfg config, be backend, r *request) (same bool, refErr float64, err error) {
+	same = true
+	sw := layerParams(cfg, 1).StateLen()
+	for l := range cfg.Layers {
+		var all cpuref.Inputs // every token at once, for the reference
+		var outs []float32
+		state := make([]float32, sw)
+		for t := 0; t < r.tokens(); {
+			n, kern := r.prompt, gdn.KernelPrefill
+			if t > 0 {
+				n, kern = 1, gdn.KernelDecode
+			}
+			in, err := inputs(cfg, r, l, t, n)
+			if err != nil {
+				return false, 0, err
+			}
+			appendTokens(&all, in)
+			in.StateIn = state
+			out, newState, err := be.Alone(kern, layerParams(cfg, n), in)
+			if err != nil {
+				return false, 0, err
+			}
+			outs, state = append(outs, out...), newState
+			t += n
+		}
+		same = same && floats.Equal(outs, r.outputs[l]) && floats.Equal(state, r.final[l])
+		all.StateIn = make([]float32, sw)
+		want, err := cpuref.Reference32(layerParams(cfg, r.tokens()), all, false)
+		if err != nil {
+			return false, 0, err
+		}
+		refErr = max(refErr, cpuref.MaxRelErr(r.final[l], want.StateOut))
+	}
+	return same, refErr, nil
+}

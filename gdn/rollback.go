@@ -1,0 +1,102 @@
+package gdn
+
+import (
+	"fmt"
+
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// blitEncoder is the part of *mtl.BlitCommandEncoder a rollback uses.
+type blitEncoder interface {
+	CopyFromBuffer(src *mtl.Buffer, srcOffset int, dst *mtl.Buffer, dstOffset, size int)
+	Err() error
+}
+
+// Rollback encodes onto one blit encoder what makes every sequence of a
+// speculative batch continue from its last accepted token: after a
+// [Kernels.DecodeWithCapture] dispatch with p and b, sequence s, which
+// drafted n_s tokens and accepted accepted[s] of them, gets as its state
+// (its slot of StateOut with a state pool) the state after token
+// accepted[s]:
+//
+//   - accepted[s] == n_s: nothing to copy, StateOut already holds it;
+//   - 0 < accepted[s] < n_s: capture[..., accepted[s]-1, s] is copied to
+//     it (capture[..., cu_seqlens[s] + accepted[s]-1] with packed tokens);
+//   - accepted[s] == 0: the state before the window, which only a
+//     StateIn distinct from StateOut still holds, is copied from StateIn.
+//
+// One copy per sequence that needs one, a whole state each, in one
+// encoder: no host round trip per sequence, and nothing of a sequence
+// skipped by the dispatch (padding) is touched. The copies are bytes, so
+// every state type works. The slot indices and cu_seqlens are read on the
+// host, so with a state pool or packed tokens b.Slots and b.CuSeqlens must
+// be in shared storage. With StateOut equal to StateIn (the pool updated
+// in place) the state before the window is gone: make the window's first
+// token the one already accepted (the token the target model chose last
+// step, as servers verify drafts), so that accepted[s] >= 1.
+//
+// The arguments are those of the capture dispatch and are validated as
+// such; accepted has n_seqs counts. Errors wrap [ErrInvalidArgument] and
+// name the sequence; nothing is encoded then.
+func Rollback(blit *mtl.BlitCommandEncoder, p Params, b Buffers, accepted []int32) error {
+	if blit == nil {
+		return invalid("blit", "nil blit command encoder")
+	}
+	return rollback(blit, p, b, accepted)
+}
+
+func rollback(blit blitEncoder, p Params, b Buffers, accepted []int32) error {
+	if err := Validate(KernelDecodeCapture, p, b); err != nil {
+		return err
+	}
+	s := p.Shape
+	if len(accepted) != s.NSeqs {
+		return invalid("accepted", "%d counts, want one per sequence, n_seqs = %d", len(accepted), s.NSeqs)
+	}
+	var slots, cu []byte
+	if s.NSlots > 0 {
+		if slots = int32s(b.Slots); slots == nil {
+			return invalid("Slots", "not CPU-readable: Rollback reads the slots on the host, so they must be in shared storage")
+		}
+	}
+	if s.Varlen {
+		if cu = int32s(b.CuSeqlens); cu == nil {
+			return invalid("CuSeqlens", "not CPU-readable: Rollback reads cu_seqlens on the host, so it must be in shared storage")
+		}
+	}
+	// First every check, so that nothing is encoded for a bad count.
+	for pass := range 2 {
+		for seq, a := range accepted {
+			state, tok0, n := seq, seq*s.NTokens, s.NTokens
+			if slots != nil {
+				state = int(int32At(slots, seq))
+				if state < 0 {
+					continue // padding
+				}
+			}
+			if cu != nil {
+				tok0 = int(int32At(cu, seq))
+				n = int(int32At(cu, seq+1)) - tok0
+			}
+			switch {
+			case a < 0 || int(a) > n:
+				return invalid("accepted", "sequence %d accepted %d tokens of the %d it drafted", seq, a, n)
+			case a == 0 && b.StateIn == b.StateOut && n > 0:
+				return invalid("accepted", "sequence %d accepted no token, but the window updated its state in place: the state before the window is gone (make the window's first token an accepted one)", seq)
+			case int(a) == n || pass == 0:
+				continue
+			}
+			size := s.DK * s.DV * s.NVHeads * b.StateOut.Type.Size()
+			dst := b.StateOut.Offset + state*size
+			if a == 0 {
+				blit.CopyFromBuffer(b.StateIn.Buffer, b.StateIn.Offset+state*size, b.StateOut.Buffer, dst, size)
+			} else {
+				blit.CopyFromBuffer(b.Capture.Buffer, b.Capture.Offset+(tok0+int(a)-1)*size, b.StateOut.Buffer, dst, size)
+			}
+		}
+	}
+	if err := blit.Err(); err != nil {
+		return fmt.Errorf("gdn: rollback: %w", err)
+	}
+	return nil
+}

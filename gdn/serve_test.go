@@ -1,0 +1,175 @@
+package gdn
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// fakeContents stands in for the CPU-readable bytes of buffers: buffers
+// without an entry are not CPU-readable (private storage).
+type fakeContents map[*mtl.Buffer][]byte
+
+func useFakeContents(t *testing.T) fakeContents {
+	t.Helper()
+	fc := fakeContents{}
+	old := cpuContents
+	cpuContents = func(b *mtl.Buffer) []byte { return fc[b] }
+	t.Cleanup(func() { cpuContents = old })
+	return fc
+}
+
+// int32View returns an int32 view of vals in a buffer of its own, which
+// the CPU reads when shared is set.
+func int32View(fb fakeBuffers, fc fakeContents, shared bool, vals ...int32) View {
+	b := fb.buffer(4 * len(vals))
+	if shared {
+		fc[b] = make([]byte, 4*len(vals))
+		for i, v := range vals {
+			binary.LittleEndian.PutUint32(fc[b][4*i:], uint32(v))
+		}
+	}
+	return I32View(b, 0, len(vals))
+}
+
+// servingShape is a batch of 4 sequences in a pool of 6 states, with 7
+// packed tokens.
+var servingShape = Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 7, NSeqs: 4, NSlots: 6, Varlen: true}
+
+// servingKernels take both a state pool and packed tokens.
+var servingKernels = []Kernel{KernelPrefill, KernelDecodeSeq, KernelDecodeCapture}
+
+// servingArgs returns valid arguments for k with a pool and packed tokens
+// (the slots and cu_seqlens shared, so that validation reads them).
+func servingArgs(fb fakeBuffers, fc fakeContents, k Kernel) (Params, Buffers) {
+	p, b := fb.args(k, servingShape)
+	b.Slots = int32View(fb, fc, true, 5, -1, 0, 2)
+	b.CuSeqlens = int32View(fb, fc, true, 0, 3, 3, 4, 7)
+	return p, b
+}
+
+func TestValidateServingAccepts(t *testing.T) {
+	fb := useFakeBuffers(t)
+	fc := useFakeContents(t)
+	for _, k := range servingKernels {
+		p, b := servingArgs(fb, fc, k)
+		if err := validateServing(k, p, b); err != nil {
+			t.Errorf("%v: %v", k, err)
+		}
+		// Private storage: the values are the kernel's to skip.
+		b.Slots = int32View(fb, fc, false, 9, 9, 9, 9)
+		b.CuSeqlens = int32View(fb, fc, false, 5, 0, 0, 0, 0)
+		if err := validateServing(k, p, b); err != nil {
+			t.Errorf("%v, private index buffers: %v", k, err)
+		}
+	}
+	// A pool alone, for every kernel, and a batch larger than fewSeqs.
+	for _, k := range allKernels {
+		s := shapeFor(k)
+		s.NSlots = 40
+		s.NSeqs = 35
+		p, b := fb.args(k, s)
+		slots := make([]int32, s.NSeqs)
+		for i := range slots {
+			slots[i] = int32(39 - i)
+		}
+		slots[3] = -1
+		b.Slots = int32View(fb, fc, true, slots...)
+		if err := validateServing(k, p, b); err != nil {
+			t.Errorf("%v, 35 sequences in 40 slots: %v", k, err)
+		}
+	}
+}
+
+func TestValidateServingRejects(t *testing.T) {
+	fb := useFakeBuffers(t)
+	fc := useFakeContents(t)
+	many := func(repeat int32) []int32 {
+		slots := make([]int32, 40)
+		for i := range slots {
+			slots[i] = int32(i)
+		}
+		slots[37] = repeat
+		return slots
+	}
+	cases := []struct {
+		name  string
+		kerns []Kernel
+		edit  func(p *Params, b *Buffers)
+		want  []string
+	}{
+		{"slot beyond the pool", servingKernels, func(p *Params, b *Buffers) { b.Slots = int32View(fb, fc, true, 5, -1, 6, 2) },
+			[]string{"Slots", "sequence 2 names slot 6", "n_slots = 6"}},
+		{"repeated slot", servingKernels, func(p *Params, b *Buffers) { b.Slots = int32View(fb, fc, true, 5, 2, 0, 2) },
+			[]string{"Slots", "sequences 1 and 3 both name slot 2"}},
+		{"repeated slot, many sequences", servingKernels, func(p *Params, b *Buffers) {
+			p.NSeqs, p.NSlots, p.Varlen, p.NTokens = 40, 64, false, 1
+			_, *b = fb.args(KernelDecodeSeq, p.Shape)
+			b.Slots = int32View(fb, fc, true, many(12)...)
+		}, []string{"Slots", "sequences 12 and 37 both name slot 12"}},
+		{"padding twice is fine, a repeat after it is not", servingKernels, func(p *Params, b *Buffers) { b.Slots = int32View(fb, fc, true, -1, -1, 4, 4) },
+			[]string{"sequences 2 and 3 both name slot 4"}},
+		{"slots missing", servingKernels, func(p *Params, b *Buffers) { b.Slots = View{} }, []string{"Slots", "no buffer", "Shape.NSlots > 0"}},
+		{"slots without a pool", servingKernels, func(p *Params, b *Buffers) {
+			p.NSlots = 0
+			_, *b = fb.args(KernelDecodeSeq, p.Shape)
+			b.CuSeqlens = int32View(fb, fc, true, 0, 3, 3, 4, 7)
+			b.Slots = int32View(fb, fc, true, 0, 1, 2, 3)
+		}, []string{"Slots", "set, but not Shape.NSlots > 0"}},
+		{"slots f32", servingKernels, func(p *Params, b *Buffers) { b.Slots.Type = F32 }, []string{"Slots", "element type f32, must be i32"}},
+		{"slots one short", servingKernels, func(p *Params, b *Buffers) { b.Slots.Len = 3 }, []string{"Slots", "3 elements", "n_seqs = 4"}},
+		{"slots beyond the buffer", servingKernels, func(p *Params, b *Buffers) { b.Slots.Offset = 4 }, []string{"Slots", "beyond the buffer"}},
+		{"slots released", servingKernels, func(p *Params, b *Buffers) { fb.release(b.Slots.Buffer) }, []string{"Slots", "released"}},
+		{"slots under the output", servingKernels, func(p *Params, b *Buffers) {
+			b.Slots.Len = 4
+			fb.pack(at{&b.Output, 0}, at{&b.Slots, 8})
+			fc[b.Slots.Buffer] = make([]byte, 4*b.Output.Len)
+		}, []string{"Slots", "bytes [8, 24) overlap a written view's bytes [0, "}},
+		{"cu_seqlens first", servingKernels, func(p *Params, b *Buffers) { b.CuSeqlens = int32View(fb, fc, true, 1, 3, 3, 4, 7) },
+			[]string{"CuSeqlens", "cu_seqlens[0] = 1, must be 0"}},
+		{"cu_seqlens decreasing", servingKernels, func(p *Params, b *Buffers) { b.CuSeqlens = int32View(fb, fc, true, 0, 3, 2, 4, 7) },
+			[]string{"CuSeqlens", "cu_seqlens[2] = 2 is below cu_seqlens[1] = 3", "sequence 1 would have -1 tokens"}},
+		{"cu_seqlens last", servingKernels, func(p *Params, b *Buffers) { b.CuSeqlens = int32View(fb, fc, true, 0, 3, 3, 4, 6) },
+			[]string{"CuSeqlens", "cu_seqlens[4] = 6, must be Shape.NTokens = 7"}},
+		{"cu_seqlens missing", servingKernels, func(p *Params, b *Buffers) { b.CuSeqlens = View{} }, []string{"CuSeqlens", "no buffer", "Shape.Varlen"}},
+		{"cu_seqlens without varlen", servingKernels, func(p *Params, b *Buffers) {
+			p.Varlen, p.NTokens = false, 2
+			_, *b = fb.args(KernelDecodeSeq, p.Shape)
+			b.Slots = int32View(fb, fc, true, 5, -1, 0, 2)
+			b.CuSeqlens = int32View(fb, fc, true, 0, 1, 2, 3, 4)
+		}, []string{"CuSeqlens", "set, but not Shape.Varlen"}},
+		{"cu_seqlens n_seqs long", servingKernels, func(p *Params, b *Buffers) { b.CuSeqlens.Len = 4 }, []string{"CuSeqlens", "4 elements", "n_seqs+1 = 5"}},
+		{"varlen on the decode kernel", []Kernel{KernelDecode, KernelDecodeLegacy}, func(p *Params, b *Buffers) {},
+			[]string{"Shape.Varlen", "takes n_tokens tokens per sequence"}},
+	}
+	for _, c := range cases {
+		for _, k := range c.kerns {
+			p, b := servingArgs(fb, fc, k)
+			c.edit(&p, &b)
+			checkInvalid(t, fmt.Sprintf("%s (%v)", c.name, k), validateServing(k, p, b), c.want)
+		}
+	}
+}
+
+// TestValidateServingAllocatesNothing checks the host checks of the slot
+// and cu_seqlens values: nothing allocated, a small batch or one past
+// fewSeqs.
+func TestValidateServingAllocatesNothing(t *testing.T) {
+	fb := useFakeBuffers(t)
+	fc := useFakeContents(t)
+	for _, n := range []int{4, 200} {
+		s := Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 2 * n, NSeqs: n, NSlots: 4096, Varlen: true}
+		p, b := fb.args(KernelDecodeSeq, s)
+		slots, cu := make([]int32, n), make([]int32, n+1)
+		for i := range slots {
+			slots[i], cu[i+1] = int32(4095-3*i), int32(2*i+2)
+		}
+		b.Slots, b.CuSeqlens = int32View(fb, fc, true, slots...), int32View(fb, fc, true, cu...)
+		var err error
+		if a := testing.AllocsPerRun(50, func() { err = validateServing(KernelDecodeSeq, p, b) }); a != 0 || err != nil {
+			t.Errorf("%d sequences: %v allocations (%v)", n, a, err)
+		}
+	}
+}
