@@ -200,28 +200,22 @@ func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 
 // entryPoint returns the MSL entry point of kern for valid parameters: the
 // variant of the activation and state types, and of NSG for the decode
-// family.
+// family and the packed kernels.
 func entryPoint(kern Kernel, p Params) string {
-	a, st, n := p.Activation, p.State, nsg(p.Shape)
-	switch kern {
-	case KernelDecode:
-		return kernels.DecodeOf(a, st, n)
-	case KernelDecodeSeq:
-		return kernels.DecodeSeqOf(a, st, n)
-	case KernelDecodeLegacy:
-		return kernels.DecodeLegacyOf(a, st, n)
-	case KernelDecodeCapture:
-		return kernels.DecodeCaptureOf(a, st, n)
-	case KernelDecodePacked:
-		return kernels.DecodePackedOf(a, st, n)
-	case KernelDecodePackedSeq:
-		return kernels.DecodePackedSeqOf(a, st, n)
-	case KernelDecodePackedCapture:
-		return kernels.DecodePackedCaptureOf(a, st, n)
-	case KernelPrefillBlocked:
-		return kernels.PrefillBlockedOf(a, st, n)
-	}
-	return kernels.PrefillOf(a, st)
+	return entryNames[kern](p.Activation, p.State, nsg(p.Shape))
+}
+
+// entryNames names each kernel's entry points in package kernels.
+var entryNames = [...]func(act, state ElemType, nsg int) string{
+	KernelPrefill:             func(act, state ElemType, _ int) string { return kernels.PrefillOf(act, state) },
+	KernelDecode:              kernels.DecodeOf,
+	KernelDecodeSeq:           kernels.DecodeSeqOf,
+	KernelDecodeLegacy:        kernels.DecodeLegacyOf,
+	KernelDecodeCapture:       kernels.DecodeCaptureOf,
+	KernelDecodePacked:        kernels.DecodePackedOf,
+	KernelDecodePackedSeq:     kernels.DecodePackedSeqOf,
+	KernelDecodePackedCapture: kernels.DecodePackedCaptureOf,
+	KernelPrefillBlocked:      kernels.PrefillBlockedOf,
 }
 
 // dispatch validates, then encodes one dispatch of kern onto enc: the
