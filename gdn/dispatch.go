@@ -270,7 +270,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
 		grid, group = prefillGeometry(s)
 	case kern == KernelPrefillBlocked:
-		enc.SetThreadgroupMemoryLength(blockedThreadgroupMemory(s), 0)
+		enc.SetThreadgroupMemoryLength(blockedThreadgroupMemory(p), 0)
 		grid, group = packedGeometry(s)
 	case kern.packed():
 		grid, group = packedGeometry(s)

@@ -753,8 +753,8 @@ func TestEncoding(t *testing.T) {
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
 		case KernelPrefillBlocked:
-			// 16 tokens of k and q (D_k floats each), v (32 rows), g and beta
-			want = append(want, call{"SetThreadgroupMemoryLength", []any{16 * (2*c.s.DK + 32 + 2) * 4, 0}})
+			// 32 tokens of f16 k and q (D_k each), v (32 rows), f32 g and beta
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{32*(2*c.s.DK+32)*2 + 32*2*4, 0}})
 			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
 		case KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture:
 			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)

@@ -126,7 +126,7 @@ func prefillThreadgroupMemory(s Shape) int {
 const (
 	packedRows    = 32     // rows of S per threadgroup
 	packedThreads = 32 * 4 // threads per threadgroup
-	blockTokens   = 16     // GDN_BLOCK_TOKENS of the blocked prefill
+	blockBytes    = 64     // GDN_BLOCK_BYTES of the blocked prefill
 )
 
 // packedGeometry returns the grid (in threadgroups) and threadgroup size of
@@ -138,9 +138,12 @@ func packedGeometry(s Shape) (grid, group mtl.Size) {
 }
 
 // blockedThreadgroupMemory returns the threadgroup memory the blocked
-// prefill stages a block of tokens in: k and q (D_k floats each), v of
-// the threadgroup's 32 rows, g and beta, per token of the block; a
-// multiple of 16 bytes.
-func blockedThreadgroupMemory(s Shape) int {
-	return blockTokens * (2*s.DK + packedRows + 2) * 4
+// prefill stages a block of tokens in: 64 / (activation size) tokens
+// (16 of f32, 32 of f16 or bf16), each with k and q (D_k elements each)
+// and the v of the threadgroup's 32 rows in the activation type, and g
+// and beta as f32; a multiple of 16 bytes.
+func blockedThreadgroupMemory(p Params) int {
+	a := p.Activation.Size()
+	tokens := blockBytes / a
+	return tokens*(2*p.Shape.DK+packedRows)*a + tokens*2*4
 }

@@ -4,25 +4,60 @@
 // grid (D_v / 32, n_v_heads, n_seqs).
 //
 // The lanes keep their cells of S in registers for the whole window. The
-// tokens go through in blocks of GDN_BLOCK_TOKENS: the threadgroup's 128
-// threads stage a block's q and k (D_k each per token), the v of its 32
-// rows, and g and beta (the fused gate and beta already applied), all
-// widened to float once, in threadgroup memory at index 0:
+// tokens go through in blocks of BT = GDN_BLOCK_BYTES / sizeof(A) tokens
+// (16 of f32, 32 of f16 or bf16): the threadgroup's 128 threads stage a
+// block's q and k (D_k each per token) and the v of its 32 rows in the
+// activation type, and g and beta (the fused gate and beta applied once
+// per token) as float, in threadgroup memory at index 0:
 //
-//   k[GDN_BLOCK_TOKENS][D_k] | q[GDN_BLOCK_TOKENS][D_k] | v[GDN_BLOCK_TOKENS][32]
-//   | g[GDN_BLOCK_TOKENS] | beta[GDN_BLOCK_TOKENS]
+//   k[BT][D_k] | q[BT][D_k] | v[BT][32]   (type A)   | g[BT] | beta[BT]   (float)
 //
 // then every SIMD-group runs the block's tokens (gdn_packed_step) with no
 // barrier between them: two barriers per block, one before the block is
 // read and one before it is overwritten.
 
-#define GDN_BLOCK_TOKENS 16
+#define GDN_BLOCK_BYTES 64  // bytes of one element of q or k, times the tokens of a block
 
-// A lane's view of a staged vector of D_k floats (q or k of one token).
+// Loads of staged elements of one type (threadgroup memory), widened to
+// float exactly.
+template <typename T>
+struct gdn_staged;
+
+template <>
+struct gdn_staged<float> {
+    static inline float load(threadgroup const float *p) { return *p; }
+    static inline float4 load4(threadgroup const float *p) { return *(threadgroup const float4 *)p; }
+};
+
+template <>
+struct gdn_staged<half> {
+    static inline float load(threadgroup const half *p) { return float(*p); }
+    static inline float4 load4(threadgroup const half *p) { return float4(*(threadgroup const half4 *)p); }
+};
+
+#if __METAL_VERSION__ >= 310
+template <>
+struct gdn_staged<bfloat> {
+    static inline float load(threadgroup const bfloat *p) { return float(*p); }
+    static inline float4 load4(threadgroup const bfloat *p) { return float4(*(threadgroup const bfloat4 *)p); }
+};
+#else
+template <>
+struct gdn_staged<ushort> {
+    static inline float load(threadgroup const ushort *p) { return gdn_bf16_float(*p); }
+    static inline float4 load4(threadgroup const ushort *p) {
+        const ushort4 b = *(threadgroup const ushort4 *)p;
+        return float4(gdn_bf16_float(b.x), gdn_bf16_float(b.y), gdn_bf16_float(b.z), gdn_bf16_float(b.w));
+    }
+};
+#endif
+
+// A lane's view of a staged vector of D_k elements (q or k of one token).
+template <typename T>
 struct gdn_staged_vec {
-    threadgroup const float *p;
+    threadgroup const T *p;
     uint u;
-    inline float4 group(int c) const { return *(threadgroup const float4 *)(p + gdn_packed_col(c, u)); }
+    inline float4 group(int c) const { return gdn_staged<T>::load4(p + gdn_packed_col(c, u)); }
 };
 
 template <typename A, typename S, int NSG>
@@ -38,11 +73,11 @@ kernel void gated_delta_net_prefill_blocked(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
-    threadgroup float  *stage     [[threadgroup(0)]],
+    threadgroup A      *stage     [[threadgroup(0)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint DK = 32 * NSG;
-    const uint BT = GDN_BLOCK_TOKENS;
+    const uint BT = GDN_BLOCK_BYTES / sizeof(A);
     const uint ROWS = GDN_PACKED_SIMDGROUPS * GDN_PACKED_ROWS;
     const uint THREADS = 32 * GDN_PACKED_SIMDGROUPS;
     const gdn_packed_lane l = gdn_packed_position(tg, tid);
@@ -55,10 +90,10 @@ kernel void gated_delta_net_prefill_blocked(
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
 
-    threadgroup float *ks = stage;
-    threadgroup float *qs = stage + BT * DK;
-    threadgroup float *vs = stage + 2 * BT * DK;
-    threadgroup float *gs = vs + BT * ROWS;
+    threadgroup A *ks = stage;
+    threadgroup A *qs = stage + BT * DK;
+    threadgroup A *vs = stage + 2 * BT * DK;
+    threadgroup float *gs = (threadgroup float *)(vs + BT * ROWS);
     threadgroup float *bs = gs + BT;
 
     const uint row = ((seq * p.n_v_heads + h) * p.d_v + l.row) * DK;
@@ -70,11 +105,11 @@ kernel void gated_delta_net_prefill_blocked(
         const uint tok0 = seq * p.n_tokens + t0;
         for (uint i = ti; i < nb * DK; i += THREADS) {
             const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
-            ks[i] = gdn_load(k + src);
-            qs[i] = gdn_load(q + src);
+            ks[i] = k[src];
+            qs[i] = q[src];
         }
         for (uint i = ti; i < nb * ROWS; i += THREADS) {
-            vs[i] = gdn_load(v + ((tok0 + i / ROWS) * p.n_v_heads + h) * p.d_v + row0 + i % ROWS);
+            vs[i] = v[((tok0 + i / ROWS) * p.n_v_heads + h) * p.d_v + row0 + i % ROWS];
         }
         if (ti < nb) {
             const uint vh = (tok0 + ti) * p.n_v_heads + h;
@@ -85,11 +120,11 @@ kernel void gated_delta_net_prefill_blocked(
 
         for (uint t = 0; t < nb; ++t) {
             float kr[8 * NSG];
-            const gdn_staged_vec kt = {ks + t * DK, l.u};
-            const gdn_staged_vec qt = {qs + t * DK, l.u};
+            const gdn_staged_vec<A> kt = {ks + t * DK, l.u};
+            const gdn_staged_vec<A> qt = {qs + t * DK, l.u};
             gdn_packed_load<2 * NSG>(kr, kt);
-            const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vs[t * ROWS + l.row - row0],
-                                                             gs[t], bs[t], l2norm);
+            const float vt = gdn_staged<A>::load(vs + t * ROWS + l.row - row0);
+            const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
             if (l.u == 0) {
                 gdn_store(output + ((tok0 + t) * p.n_v_heads + h) * p.d_v + l.row, o);
             }
