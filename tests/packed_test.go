@@ -88,8 +88,9 @@ func TestMetalPackedParity(t *testing.T) { onMetal(t, packedParity) }
 //     and, where the written type is f32, against Reference32 within 1e-5;
 //     every element written (outputs poisoned first); capture's every slot;
 //   - packed, packed_seq and packed_capture give the same bytes, capture's
-//     last slot is state_out's bytes, and the state in place gives the
-//     same bytes as two buffers;
+//     last slot is state_out's bytes and slot t the state_out of a run
+//     over the first t+1 tokens, and the state in place gives the same
+//     bytes as two buffers;
 //   - the packed decode family against the decode kernels of one row per
 //     SIMD-group, and the blocked prefill against the original prefill,
 //     within the float32 bound at f32 and the type's bound otherwise;
@@ -143,6 +144,18 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 		last := (s*p.NTokens + p.NTokens - 1) * slot
 		checkSameBytes(t, fmt.Sprintf("packed_capture: last slot vs state_out, sequence %d", s),
 			capt.capture[last:last+slot], capt.stateOut[s*slot:(s+1)*slot])
+	}
+	// Slot t is the state after t+1 tokens, as a run over those tokens
+	// alone leaves it (the short windows only).
+	for n := 1; n < p.NTokens && p.NTokens <= 3; n++ {
+		pp, in := prefix(p, ref.in, n)
+		in.ALog, in.DtBias = ref.in.ALog, ref.in.DtBias
+		pre := r.runTyped(t, kPacked, pp, in, false)
+		for s := range p.NSeqs {
+			at := (s*p.NTokens + n - 1) * slot
+			checkSameBytes(t, fmt.Sprintf("packed_capture: slot %d vs packed over the first %d tokens, sequence %d", n-1, n, s),
+				capt.capture[at:at+slot], pre.stateOut[s*slot:(s+1)*slot])
+		}
 	}
 	for _, k := range []kernel{kPacked, kPackedSeq, kBlocked} {
 		ip := run(k, true)
