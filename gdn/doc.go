@@ -73,8 +73,8 @@
 // each store rounds to nearest even once: the output at write-back, the
 // state when it is written. A 16-bit state halves the bytes a decode step
 // moves. bf16 is MSL's bfloat where the kernels are compiled as language
-// version 3.1 or later (macOS 14) and converted by hand below it (see
-// kernels.LanguageVersion), with the same results.
+// version 3.1 (macOS 14 on an Apple-silicon GPU) and converted by hand
+// elsewhere (see kernels.LanguageVersion), with the same results.
 //
 // # The fused step
 //

@@ -180,6 +180,7 @@ type viewCheck struct {
 	v        View
 	elem     ElemType // the element type the kernel reads or writes
 	elemFrom string   // the field elem comes from, "" when it is fixed: A_log, dt_bias
+	missing  string   // why the view is needed, for the error when it has no buffer
 	want     int      // elements the shape implies (saturated, see spec.Shape)
 	formula  string
 	maxLen   int // the most elements the view may have
@@ -187,7 +188,7 @@ type viewCheck struct {
 }
 
 func exact(name string, v View, elem ElemType, elemFrom string, want int, formula string, written bool) viewCheck {
-	return viewCheck{name, v, elem, elemFrom, want, formula, want, written}
+	return viewCheck{name: name, v: v, elem: elem, elemFrom: elemFrom, want: want, formula: formula, maxLen: want, written: written}
 }
 
 func validateBuffers(k Kernel, p Params, b Buffers) error {
@@ -209,6 +210,9 @@ func validateBuffers(k Kernel, p Params, b Buffers) error {
 		exact("DtBias", b.DtBias, F32, fixed, s.NVHeads, "n_v_heads", false),
 	}
 	const capture, aLog = 8, 9 // indices in checks
+	for i := aLog; i < len(checks); i++ {
+		checks[i].missing = "Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each"
+	}
 	// Gather the views this dispatch binds at the front of checks.
 	n := capture
 	if k.captures() {
@@ -315,8 +319,8 @@ func byteRange(v View) (lo, hi int) {
 func validateView(c *viewCheck) error {
 	name, v, want, formula, maxLen := c.name, c.v, c.want, c.formula, c.maxLen
 	if v.Buffer == nil {
-		if c.elemFrom == "" {
-			return invalid(name, "no buffer; Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each")
+		if c.missing != "" {
+			return invalid(name, "no buffer; %s", c.missing)
 		}
 		return invalid(name, "no buffer")
 	}

@@ -25,32 +25,5 @@ kernel void gated_delta_net_decode_capture(
                                         p, capture, a_log, dt_bias, tg, tid);
 }
 
-// Instantiations: activation type, state type, NSG. f32/f32 keeps the
-// names gated_delta_net_decode_capture_f32_{NSG}.
-template [[host_name("gated_delta_net_decode_capture_f32_1")]] kernel decltype(gated_delta_net_decode_capture<float, float, 1>) gated_delta_net_decode_capture<float, float, 1>;
-template [[host_name("gated_delta_net_decode_capture_f32_2")]] kernel decltype(gated_delta_net_decode_capture<float, float, 2>) gated_delta_net_decode_capture<float, float, 2>;
-template [[host_name("gated_delta_net_decode_capture_f32_4")]] kernel decltype(gated_delta_net_decode_capture<float, float, 4>) gated_delta_net_decode_capture<float, float, 4>;
-template [[host_name("gated_delta_net_decode_capture_f32_f16_1")]] kernel decltype(gated_delta_net_decode_capture<float, half, 1>) gated_delta_net_decode_capture<float, half, 1>;
-template [[host_name("gated_delta_net_decode_capture_f32_f16_2")]] kernel decltype(gated_delta_net_decode_capture<float, half, 2>) gated_delta_net_decode_capture<float, half, 2>;
-template [[host_name("gated_delta_net_decode_capture_f32_f16_4")]] kernel decltype(gated_delta_net_decode_capture<float, half, 4>) gated_delta_net_decode_capture<float, half, 4>;
-template [[host_name("gated_delta_net_decode_capture_f32_bf16_1")]] kernel decltype(gated_delta_net_decode_capture<float, gdn_bf16, 1>) gated_delta_net_decode_capture<float, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_capture_f32_bf16_2")]] kernel decltype(gated_delta_net_decode_capture<float, gdn_bf16, 2>) gated_delta_net_decode_capture<float, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_capture_f32_bf16_4")]] kernel decltype(gated_delta_net_decode_capture<float, gdn_bf16, 4>) gated_delta_net_decode_capture<float, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_capture_f16_f32_1")]] kernel decltype(gated_delta_net_decode_capture<half, float, 1>) gated_delta_net_decode_capture<half, float, 1>;
-template [[host_name("gated_delta_net_decode_capture_f16_f32_2")]] kernel decltype(gated_delta_net_decode_capture<half, float, 2>) gated_delta_net_decode_capture<half, float, 2>;
-template [[host_name("gated_delta_net_decode_capture_f16_f32_4")]] kernel decltype(gated_delta_net_decode_capture<half, float, 4>) gated_delta_net_decode_capture<half, float, 4>;
-template [[host_name("gated_delta_net_decode_capture_f16_f16_1")]] kernel decltype(gated_delta_net_decode_capture<half, half, 1>) gated_delta_net_decode_capture<half, half, 1>;
-template [[host_name("gated_delta_net_decode_capture_f16_f16_2")]] kernel decltype(gated_delta_net_decode_capture<half, half, 2>) gated_delta_net_decode_capture<half, half, 2>;
-template [[host_name("gated_delta_net_decode_capture_f16_f16_4")]] kernel decltype(gated_delta_net_decode_capture<half, half, 4>) gated_delta_net_decode_capture<half, half, 4>;
-template [[host_name("gated_delta_net_decode_capture_f16_bf16_1")]] kernel decltype(gated_delta_net_decode_capture<half, gdn_bf16, 1>) gated_delta_net_decode_capture<half, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_capture_f16_bf16_2")]] kernel decltype(gated_delta_net_decode_capture<half, gdn_bf16, 2>) gated_delta_net_decode_capture<half, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_capture_f16_bf16_4")]] kernel decltype(gated_delta_net_decode_capture<half, gdn_bf16, 4>) gated_delta_net_decode_capture<half, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_capture_bf16_f32_1")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, float, 1>) gated_delta_net_decode_capture<gdn_bf16, float, 1>;
-template [[host_name("gated_delta_net_decode_capture_bf16_f32_2")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, float, 2>) gated_delta_net_decode_capture<gdn_bf16, float, 2>;
-template [[host_name("gated_delta_net_decode_capture_bf16_f32_4")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, float, 4>) gated_delta_net_decode_capture<gdn_bf16, float, 4>;
-template [[host_name("gated_delta_net_decode_capture_bf16_f16_1")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, half, 1>) gated_delta_net_decode_capture<gdn_bf16, half, 1>;
-template [[host_name("gated_delta_net_decode_capture_bf16_f16_2")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, half, 2>) gated_delta_net_decode_capture<gdn_bf16, half, 2>;
-template [[host_name("gated_delta_net_decode_capture_bf16_f16_4")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, half, 4>) gated_delta_net_decode_capture<gdn_bf16, half, 4>;
-template [[host_name("gated_delta_net_decode_capture_bf16_bf16_1")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, gdn_bf16, 1>) gated_delta_net_decode_capture<gdn_bf16, gdn_bf16, 1>;
-template [[host_name("gated_delta_net_decode_capture_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode_capture<gdn_bf16, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_capture_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode_capture<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode_capture<gdn_bf16, gdn_bf16, 4>;
+// Every combination of activation and state type (gdn_common.metal).
+instantiate_gdn_types(instantiate_gdn_nsg, "gated_delta_net_decode_capture", gated_delta_net_decode_capture)

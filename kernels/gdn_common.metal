@@ -50,13 +50,6 @@ struct gdn_elem<half> {
     static inline void store(device half *p, float x) { *p = half(x); }
 };
 
-#if __METAL_VERSION__ >= 310
-template <>
-struct gdn_elem<bfloat> {
-    static inline float load(device const bfloat *p) { return float(*p); }
-    static inline void store(device bfloat *p, float x) { *p = bfloat(x); }
-};
-#else
 // The bfloat16 bits of x, rounded to nearest even.
 inline ushort gdn_bf16_bits(float x) {
     const uint u = as_type<uint>(x);
@@ -69,6 +62,13 @@ inline ushort gdn_bf16_bits(float x) {
 // The float a bfloat16 holds: its bits in the upper half.
 inline float gdn_bf16_float(ushort b) { return as_type<float>(uint(b) << 16); }
 
+#if __METAL_VERSION__ >= 310
+template <>
+struct gdn_elem<bfloat> {
+    static inline float load(device const bfloat *p) { return float(*p); }
+    static inline void store(device bfloat *p, float x) { *p = bfloat(x); }
+};
+#else
 template <>
 struct gdn_elem<ushort> {
     static inline float load(device const ushort *p) { return gdn_bf16_float(*p); }
@@ -81,6 +81,29 @@ inline float gdn_load(device const T *p) { return gdn_elem<T>::load(p); }
 
 template <typename T>
 inline void gdn_store(device T *p, float x) { gdn_elem<T>::store(p, x); }
+
+// Instantiation, one line per kernel family (MLX style).
+// instantiate_gdn(host, fn, A, S) makes fn<A, S> the entry point host;
+// instantiate_gdn_nsg(host, fn, A, S) makes fn<A, S, NSG> the entry points
+// host_1, host_2 and host_4. instantiate_gdn_types(inst, base, fn) applies
+// one of them to the nine combinations of activation and state type, named
+// base_{A}_{S}, and base_f32 for f32/f32 (the names package kernels builds).
+#define instantiate_gdn(host, fn, A, S) \
+    template [[host_name(host)]] kernel decltype(fn<A, S>) fn<A, S>;
+#define instantiate_gdn_nsg(host, fn, A, S) \
+    template [[host_name(host "_1")]] kernel decltype(fn<A, S, 1>) fn<A, S, 1>; \
+    template [[host_name(host "_2")]] kernel decltype(fn<A, S, 2>) fn<A, S, 2>; \
+    template [[host_name(host "_4")]] kernel decltype(fn<A, S, 4>) fn<A, S, 4>;
+#define instantiate_gdn_types(inst, base, fn) \
+    inst(base "_f32", fn, float, float) \
+    inst(base "_f32_f16", fn, float, half) \
+    inst(base "_f32_bf16", fn, float, gdn_bf16) \
+    inst(base "_f16_f32", fn, half, float) \
+    inst(base "_f16_f16", fn, half, half) \
+    inst(base "_f16_bf16", fn, half, gdn_bf16) \
+    inst(base "_bf16_f32", fn, gdn_bf16, float) \
+    inst(base "_bf16_f16", fn, gdn_bf16, half) \
+    inst(base "_bf16_bf16", fn, gdn_bf16, gdn_bf16)
 
 // The parameter block bound with setBytes at buffer index 8.
 struct gdn_params {

@@ -161,60 +161,7 @@ kernel void gated_delta_net_decode_packed_seq(
     gdn_packed_store<S, 2 * NSG>(state_out + row, s, l.u);
 }
 
-// Instantiations: activation type, state type, NSG (2: D_k = 64, 4: D_k = 128).
-template [[host_name("gated_delta_net_decode_packed_f32_2")]] kernel decltype(gated_delta_net_decode_packed<float, float, 2>) gated_delta_net_decode_packed<float, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_f32_4")]] kernel decltype(gated_delta_net_decode_packed<float, float, 4>) gated_delta_net_decode_packed<float, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_f32_f16_2")]] kernel decltype(gated_delta_net_decode_packed<float, half, 2>) gated_delta_net_decode_packed<float, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_f32_f16_4")]] kernel decltype(gated_delta_net_decode_packed<float, half, 4>) gated_delta_net_decode_packed<float, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_f32_bf16_2")]] kernel decltype(gated_delta_net_decode_packed<float, gdn_bf16, 2>) gated_delta_net_decode_packed<float, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_f32_bf16_4")]] kernel decltype(gated_delta_net_decode_packed<float, gdn_bf16, 4>) gated_delta_net_decode_packed<float, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_packed_f16_f32_2")]] kernel decltype(gated_delta_net_decode_packed<half, float, 2>) gated_delta_net_decode_packed<half, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_f16_f32_4")]] kernel decltype(gated_delta_net_decode_packed<half, float, 4>) gated_delta_net_decode_packed<half, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_f16_f16_2")]] kernel decltype(gated_delta_net_decode_packed<half, half, 2>) gated_delta_net_decode_packed<half, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_f16_f16_4")]] kernel decltype(gated_delta_net_decode_packed<half, half, 4>) gated_delta_net_decode_packed<half, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_f16_bf16_2")]] kernel decltype(gated_delta_net_decode_packed<half, gdn_bf16, 2>) gated_delta_net_decode_packed<half, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_f16_bf16_4")]] kernel decltype(gated_delta_net_decode_packed<half, gdn_bf16, 4>) gated_delta_net_decode_packed<half, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_packed_bf16_f32_2")]] kernel decltype(gated_delta_net_decode_packed<gdn_bf16, float, 2>) gated_delta_net_decode_packed<gdn_bf16, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_bf16_f32_4")]] kernel decltype(gated_delta_net_decode_packed<gdn_bf16, float, 4>) gated_delta_net_decode_packed<gdn_bf16, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_bf16_f16_2")]] kernel decltype(gated_delta_net_decode_packed<gdn_bf16, half, 2>) gated_delta_net_decode_packed<gdn_bf16, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_bf16_f16_4")]] kernel decltype(gated_delta_net_decode_packed<gdn_bf16, half, 4>) gated_delta_net_decode_packed<gdn_bf16, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode_packed<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode_packed<gdn_bf16, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode_packed<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode_packed<gdn_bf16, gdn_bf16, 4>;
-
-template [[host_name("gated_delta_net_decode_packed_seq_f32_2")]] kernel decltype(gated_delta_net_decode_packed_seq<float, float, 2>) gated_delta_net_decode_packed_seq<float, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_f32_4")]] kernel decltype(gated_delta_net_decode_packed_seq<float, float, 4>) gated_delta_net_decode_packed_seq<float, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_seq_f32_f16_2")]] kernel decltype(gated_delta_net_decode_packed_seq<float, half, 2>) gated_delta_net_decode_packed_seq<float, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_f32_f16_4")]] kernel decltype(gated_delta_net_decode_packed_seq<float, half, 4>) gated_delta_net_decode_packed_seq<float, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_seq_f32_bf16_2")]] kernel decltype(gated_delta_net_decode_packed_seq<float, gdn_bf16, 2>) gated_delta_net_decode_packed_seq<float, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_f32_bf16_4")]] kernel decltype(gated_delta_net_decode_packed_seq<float, gdn_bf16, 4>) gated_delta_net_decode_packed_seq<float, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_packed_seq_f16_f32_2")]] kernel decltype(gated_delta_net_decode_packed_seq<half, float, 2>) gated_delta_net_decode_packed_seq<half, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_f16_f32_4")]] kernel decltype(gated_delta_net_decode_packed_seq<half, float, 4>) gated_delta_net_decode_packed_seq<half, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_seq_f16_f16_2")]] kernel decltype(gated_delta_net_decode_packed_seq<half, half, 2>) gated_delta_net_decode_packed_seq<half, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_f16_f16_4")]] kernel decltype(gated_delta_net_decode_packed_seq<half, half, 4>) gated_delta_net_decode_packed_seq<half, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_seq_f16_bf16_2")]] kernel decltype(gated_delta_net_decode_packed_seq<half, gdn_bf16, 2>) gated_delta_net_decode_packed_seq<half, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_f16_bf16_4")]] kernel decltype(gated_delta_net_decode_packed_seq<half, gdn_bf16, 4>) gated_delta_net_decode_packed_seq<half, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_packed_seq_bf16_f32_2")]] kernel decltype(gated_delta_net_decode_packed_seq<gdn_bf16, float, 2>) gated_delta_net_decode_packed_seq<gdn_bf16, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_bf16_f32_4")]] kernel decltype(gated_delta_net_decode_packed_seq<gdn_bf16, float, 4>) gated_delta_net_decode_packed_seq<gdn_bf16, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_seq_bf16_f16_2")]] kernel decltype(gated_delta_net_decode_packed_seq<gdn_bf16, half, 2>) gated_delta_net_decode_packed_seq<gdn_bf16, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_bf16_f16_4")]] kernel decltype(gated_delta_net_decode_packed_seq<gdn_bf16, half, 4>) gated_delta_net_decode_packed_seq<gdn_bf16, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_seq_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode_packed_seq<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode_packed_seq<gdn_bf16, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_seq_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode_packed_seq<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode_packed_seq<gdn_bf16, gdn_bf16, 4>;
-
-template [[host_name("gated_delta_net_decode_packed_capture_f32_2")]] kernel decltype(gated_delta_net_decode_packed_capture<float, float, 2>) gated_delta_net_decode_packed_capture<float, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_f32_4")]] kernel decltype(gated_delta_net_decode_packed_capture<float, float, 4>) gated_delta_net_decode_packed_capture<float, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_capture_f32_f16_2")]] kernel decltype(gated_delta_net_decode_packed_capture<float, half, 2>) gated_delta_net_decode_packed_capture<float, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_f32_f16_4")]] kernel decltype(gated_delta_net_decode_packed_capture<float, half, 4>) gated_delta_net_decode_packed_capture<float, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_capture_f32_bf16_2")]] kernel decltype(gated_delta_net_decode_packed_capture<float, gdn_bf16, 2>) gated_delta_net_decode_packed_capture<float, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_f32_bf16_4")]] kernel decltype(gated_delta_net_decode_packed_capture<float, gdn_bf16, 4>) gated_delta_net_decode_packed_capture<float, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_packed_capture_f16_f32_2")]] kernel decltype(gated_delta_net_decode_packed_capture<half, float, 2>) gated_delta_net_decode_packed_capture<half, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_f16_f32_4")]] kernel decltype(gated_delta_net_decode_packed_capture<half, float, 4>) gated_delta_net_decode_packed_capture<half, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_capture_f16_f16_2")]] kernel decltype(gated_delta_net_decode_packed_capture<half, half, 2>) gated_delta_net_decode_packed_capture<half, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_f16_f16_4")]] kernel decltype(gated_delta_net_decode_packed_capture<half, half, 4>) gated_delta_net_decode_packed_capture<half, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_capture_f16_bf16_2")]] kernel decltype(gated_delta_net_decode_packed_capture<half, gdn_bf16, 2>) gated_delta_net_decode_packed_capture<half, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_f16_bf16_4")]] kernel decltype(gated_delta_net_decode_packed_capture<half, gdn_bf16, 4>) gated_delta_net_decode_packed_capture<half, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_decode_packed_capture_bf16_f32_2")]] kernel decltype(gated_delta_net_decode_packed_capture<gdn_bf16, float, 2>) gated_delta_net_decode_packed_capture<gdn_bf16, float, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_bf16_f32_4")]] kernel decltype(gated_delta_net_decode_packed_capture<gdn_bf16, float, 4>) gated_delta_net_decode_packed_capture<gdn_bf16, float, 4>;
-template [[host_name("gated_delta_net_decode_packed_capture_bf16_f16_2")]] kernel decltype(gated_delta_net_decode_packed_capture<gdn_bf16, half, 2>) gated_delta_net_decode_packed_capture<gdn_bf16, half, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_bf16_f16_4")]] kernel decltype(gated_delta_net_decode_packed_capture<gdn_bf16, half, 4>) gated_delta_net_decode_packed_capture<gdn_bf16, half, 4>;
-template [[host_name("gated_delta_net_decode_packed_capture_bf16_bf16_2")]] kernel decltype(gated_delta_net_decode_packed_capture<gdn_bf16, gdn_bf16, 2>) gated_delta_net_decode_packed_capture<gdn_bf16, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_decode_packed_capture_bf16_bf16_4")]] kernel decltype(gated_delta_net_decode_packed_capture<gdn_bf16, gdn_bf16, 4>) gated_delta_net_decode_packed_capture<gdn_bf16, gdn_bf16, 4>;
+// Instantiations: every activation and state type, NSG 2 and 4.
+instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_decode_packed", gated_delta_net_decode_packed)
+instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_decode_packed_seq", gated_delta_net_decode_packed_seq)
+instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_decode_packed_capture", gated_delta_net_decode_packed_capture)

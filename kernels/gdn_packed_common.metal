@@ -23,6 +23,12 @@
 #define GDN_PACKED_ROWS 8        // rows of S per SIMD-group
 #define GDN_PACKED_SIMDGROUPS 4  // SIMD-groups per threadgroup: 32 rows
 
+// instantiate_gdn_packed(host, fn, A, S) makes fn<A, S, NSG> the entry
+// points host_2 and host_4 (D_k = 64, 128), for instantiate_gdn_types.
+#define instantiate_gdn_packed(host, fn, A, S) \
+    template [[host_name(host "_2")]] kernel decltype(fn<A, S, 2>) fn<A, S, 2>; \
+    template [[host_name(host "_4")]] kernel decltype(fn<A, S, 4>) fn<A, S, 4>;
+
 // Vector loads (widened to float) and stores (rounded once) of 4 contiguous
 // elements of one type, 4-element aligned.
 template <typename T>

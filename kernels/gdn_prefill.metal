@@ -129,14 +129,5 @@ kernel void gated_delta_net(
     }
 }
 
-// Instantiations: activation type, state type. f32/f32 keeps the name
-// gated_delta_net_f32.
-template [[host_name("gated_delta_net_f32")]] kernel decltype(gated_delta_net<float, float>) gated_delta_net<float, float>;
-template [[host_name("gated_delta_net_f32_f16")]] kernel decltype(gated_delta_net<float, half>) gated_delta_net<float, half>;
-template [[host_name("gated_delta_net_f32_bf16")]] kernel decltype(gated_delta_net<float, gdn_bf16>) gated_delta_net<float, gdn_bf16>;
-template [[host_name("gated_delta_net_f16_f32")]] kernel decltype(gated_delta_net<half, float>) gated_delta_net<half, float>;
-template [[host_name("gated_delta_net_f16_f16")]] kernel decltype(gated_delta_net<half, half>) gated_delta_net<half, half>;
-template [[host_name("gated_delta_net_f16_bf16")]] kernel decltype(gated_delta_net<half, gdn_bf16>) gated_delta_net<half, gdn_bf16>;
-template [[host_name("gated_delta_net_bf16_f32")]] kernel decltype(gated_delta_net<gdn_bf16, float>) gated_delta_net<gdn_bf16, float>;
-template [[host_name("gated_delta_net_bf16_f16")]] kernel decltype(gated_delta_net<gdn_bf16, half>) gated_delta_net<gdn_bf16, half>;
-template [[host_name("gated_delta_net_bf16_bf16")]] kernel decltype(gated_delta_net<gdn_bf16, gdn_bf16>) gated_delta_net<gdn_bf16, gdn_bf16>;
+// Every combination of activation and state type (gdn_common.metal).
+instantiate_gdn_types(instantiate_gdn, "gated_delta_net", gated_delta_net)

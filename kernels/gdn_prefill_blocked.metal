@@ -7,7 +7,7 @@
 // tokens go through in blocks of BT = GDN_BLOCK_BYTES / sizeof(A) tokens
 // (16 of f32, 32 of f16 or bf16): the threadgroup's 128 threads stage a
 // block's q and k (D_k each per token) and the v of its 32 rows in the
-// activation type, and g and beta (the fused gate and beta applied once
+// activation type (bfloat as its bits), and g and beta (the fused gate and beta applied once
 // per token) as float, in threadgroup memory at index 0:
 //
 //   k[BT][D_k] | q[BT][D_k] | v[BT][32]   (type A)   | g[BT] | beta[BT]   (float)
@@ -18,8 +18,24 @@
 
 #define GDN_BLOCK_BYTES 64  // bytes of one element of q or k, times the tokens of a block
 
-// Loads of staged elements of one type (threadgroup memory), widened to
-// float exactly.
+// The type a block of activations of type T is staged in: T itself, and
+// bfloat as its 16 bits (ushort), converted when read.
+template <typename T>
+struct gdn_staging {
+    typedef T type;
+    static inline T bits(T x) { return x; }
+};
+
+#if __METAL_VERSION__ >= 310
+template <>
+struct gdn_staging<bfloat> {
+    typedef ushort type;
+    static inline ushort bits(bfloat x) { return as_type<ushort>(x); }
+};
+#endif
+
+// Loads of staged elements (threadgroup memory), widened to float exactly;
+// ushort holds bfloat16 bits.
 template <typename T>
 struct gdn_staged;
 
@@ -35,13 +51,6 @@ struct gdn_staged<half> {
     static inline float4 load4(threadgroup const half *p) { return float4(*(threadgroup const half4 *)p); }
 };
 
-#if __METAL_VERSION__ >= 310
-template <>
-struct gdn_staged<bfloat> {
-    static inline float load(threadgroup const bfloat *p) { return float(*p); }
-    static inline float4 load4(threadgroup const bfloat *p) { return float4(*(threadgroup const bfloat4 *)p); }
-};
-#else
 template <>
 struct gdn_staged<ushort> {
     static inline float load(threadgroup const ushort *p) { return gdn_bf16_float(*p); }
@@ -50,7 +59,6 @@ struct gdn_staged<ushort> {
         return float4(gdn_bf16_float(b.x), gdn_bf16_float(b.y), gdn_bf16_float(b.z), gdn_bf16_float(b.w));
     }
 };
-#endif
 
 // A lane's view of a staged vector of D_k elements (q or k of one token).
 template <typename T>
@@ -73,7 +81,7 @@ kernel void gated_delta_net_prefill_blocked(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
-    threadgroup A      *stage     [[threadgroup(0)]],
+    threadgroup float  *stage     [[threadgroup(0)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint DK = 32 * NSG;
@@ -90,9 +98,11 @@ kernel void gated_delta_net_prefill_blocked(
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
 
-    threadgroup A *ks = stage;
-    threadgroup A *qs = stage + BT * DK;
-    threadgroup A *vs = stage + 2 * BT * DK;
+    typedef gdn_staging<A> staging;
+    typedef typename staging::type AS;
+    threadgroup AS *ks = (threadgroup AS *)stage;
+    threadgroup AS *qs = ks + BT * DK;
+    threadgroup AS *vs = ks + 2 * BT * DK;
     threadgroup float *gs = (threadgroup float *)(vs + BT * ROWS);
     threadgroup float *bs = gs + BT;
 
@@ -105,11 +115,11 @@ kernel void gated_delta_net_prefill_blocked(
         const uint tok0 = seq * p.n_tokens + t0;
         for (uint i = ti; i < nb * DK; i += THREADS) {
             const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
-            ks[i] = k[src];
-            qs[i] = q[src];
+            ks[i] = staging::bits(k[src]);
+            qs[i] = staging::bits(q[src]);
         }
         for (uint i = ti; i < nb * ROWS; i += THREADS) {
-            vs[i] = v[((tok0 + i / ROWS) * p.n_v_heads + h) * p.d_v + row0 + i % ROWS];
+            vs[i] = staging::bits(v[((tok0 + i / ROWS) * p.n_v_heads + h) * p.d_v + row0 + i % ROWS]);
         }
         if (ti < nb) {
             const uint vh = (tok0 + ti) * p.n_v_heads + h;
@@ -120,10 +130,10 @@ kernel void gated_delta_net_prefill_blocked(
 
         for (uint t = 0; t < nb; ++t) {
             float kr[8 * NSG];
-            const gdn_staged_vec<A> kt = {ks + t * DK, l.u};
-            const gdn_staged_vec<A> qt = {qs + t * DK, l.u};
+            const gdn_staged_vec<AS> kt = {ks + t * DK, l.u};
+            const gdn_staged_vec<AS> qt = {qs + t * DK, l.u};
             gdn_packed_load<2 * NSG>(kr, kt);
-            const float vt = gdn_staged<A>::load(vs + t * ROWS + l.row - row0);
+            const float vt = gdn_staged<AS>::load(vs + t * ROWS + l.row - row0);
             const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
             if (l.u == 0) {
                 gdn_store(output + ((tok0 + t) * p.n_v_heads + h) * p.d_v + l.row, o);
@@ -137,22 +147,5 @@ kernel void gated_delta_net_prefill_blocked(
     gdn_packed_store<S, 2 * NSG>(state_out + row, s, l.u);
 }
 
-// Instantiations: activation type, state type, NSG (2: D_k = 64, 4: D_k = 128).
-template [[host_name("gated_delta_net_prefill_blocked_f32_2")]] kernel decltype(gated_delta_net_prefill_blocked<float, float, 2>) gated_delta_net_prefill_blocked<float, float, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_f32_4")]] kernel decltype(gated_delta_net_prefill_blocked<float, float, 4>) gated_delta_net_prefill_blocked<float, float, 4>;
-template [[host_name("gated_delta_net_prefill_blocked_f32_f16_2")]] kernel decltype(gated_delta_net_prefill_blocked<float, half, 2>) gated_delta_net_prefill_blocked<float, half, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_f32_f16_4")]] kernel decltype(gated_delta_net_prefill_blocked<float, half, 4>) gated_delta_net_prefill_blocked<float, half, 4>;
-template [[host_name("gated_delta_net_prefill_blocked_f32_bf16_2")]] kernel decltype(gated_delta_net_prefill_blocked<float, gdn_bf16, 2>) gated_delta_net_prefill_blocked<float, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_f32_bf16_4")]] kernel decltype(gated_delta_net_prefill_blocked<float, gdn_bf16, 4>) gated_delta_net_prefill_blocked<float, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_prefill_blocked_f16_f32_2")]] kernel decltype(gated_delta_net_prefill_blocked<half, float, 2>) gated_delta_net_prefill_blocked<half, float, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_f16_f32_4")]] kernel decltype(gated_delta_net_prefill_blocked<half, float, 4>) gated_delta_net_prefill_blocked<half, float, 4>;
-template [[host_name("gated_delta_net_prefill_blocked_f16_f16_2")]] kernel decltype(gated_delta_net_prefill_blocked<half, half, 2>) gated_delta_net_prefill_blocked<half, half, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_f16_f16_4")]] kernel decltype(gated_delta_net_prefill_blocked<half, half, 4>) gated_delta_net_prefill_blocked<half, half, 4>;
-template [[host_name("gated_delta_net_prefill_blocked_f16_bf16_2")]] kernel decltype(gated_delta_net_prefill_blocked<half, gdn_bf16, 2>) gated_delta_net_prefill_blocked<half, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_f16_bf16_4")]] kernel decltype(gated_delta_net_prefill_blocked<half, gdn_bf16, 4>) gated_delta_net_prefill_blocked<half, gdn_bf16, 4>;
-template [[host_name("gated_delta_net_prefill_blocked_bf16_f32_2")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, float, 2>) gated_delta_net_prefill_blocked<gdn_bf16, float, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_bf16_f32_4")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, float, 4>) gated_delta_net_prefill_blocked<gdn_bf16, float, 4>;
-template [[host_name("gated_delta_net_prefill_blocked_bf16_f16_2")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, half, 2>) gated_delta_net_prefill_blocked<gdn_bf16, half, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_bf16_f16_4")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, half, 4>) gated_delta_net_prefill_blocked<gdn_bf16, half, 4>;
-template [[host_name("gated_delta_net_prefill_blocked_bf16_bf16_2")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, gdn_bf16, 2>) gated_delta_net_prefill_blocked<gdn_bf16, gdn_bf16, 2>;
-template [[host_name("gated_delta_net_prefill_blocked_bf16_bf16_4")]] kernel decltype(gated_delta_net_prefill_blocked<gdn_bf16, gdn_bf16, 4>) gated_delta_net_prefill_blocked<gdn_bf16, gdn_bf16, 4>;
+// Instantiations: every activation and state type, NSG 2 and 4.
+instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_prefill_blocked", gated_delta_net_prefill_blocked)

@@ -39,9 +39,10 @@
 // Each source is compiled behind gdn_common.metal, which holds the parameter
 // block, the element conversions, the fused gates and norm, and the
 // per-token arithmetic shared by the decode family. bf16 data is MSL's
-// bfloat where the library is compiled as language version 3.1 or later
-// (macOS 14), and 16-bit integers converted by hand below it; the entry
-// points have the same names either way. Package gdn validates arguments
+// bfloat where the library is compiled as language version 3.1 or later,
+// which a [Registry] does on macOS 14 with an Apple-silicon GPU (see
+// [LanguageVersion]), and 16-bit integers converted by hand below it; the
+// entry points have the same names either way. Package gdn validates arguments
 // and dispatches these kernels; the contract they implement is the
 // project's SPEC.md.
 package kernels

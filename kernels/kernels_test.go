@@ -11,42 +11,47 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
 
+// The sources instantiate their entry points with macros, so the
+// functions a compiled library holds are the test: on the emulated device,
+// each source compiled as MSL 3.0 (bf16 by hand) and 3.1 (MSL's bfloat)
+// defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
 	if want := 9 * (13 + 8); len(names) != want {
 		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and 4 decode kernels * NSG 1, 2, 4, and 4 packed kernels * NSG 2, 4)): %v", len(names), want, names)
 	}
-	hostName := regexp.MustCompile(`host_name\("([a-z0-9_]+)"\)`)
-	// instantiate_gdn_kernel(name, nsg) of gdn_common.metal exports name_nsg
-	instantiated := regexp.MustCompile(`(?m)^instantiate_gdn_kernel\(([a-z0-9_]+), ([0-9]+)\)$`)
-	defined := map[string]string{}
-	for _, f := range SourceFiles() {
-		src := Source(f)
-		if src == "" {
-			t.Fatalf("Source(%q) is empty", f)
+	dev := testdevice.Emulated(t, emu.Options{})
+	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {
+		defined := map[string]string{}
+		for _, f := range SourceFiles() {
+			src := Source(f)
+			if src == "" {
+				t.Fatalf("Source(%q) is empty", f)
+			}
+			lib, err := dev.NewLibraryWithSource(src, mtl.CompileOptions{LanguageVersion: lang})
+			if err != nil {
+				t.Fatalf("%s, MSL %#x: %v", f, lang, err)
+			}
+			for _, name := range lib.FunctionNames() {
+				defined[name] = f
+			}
+			lib.Release()
 		}
-		for _, m := range hostName.FindAllStringSubmatch(src, -1) {
-			defined[m[1]] = f
+		for _, name := range names {
+			want, _ := SourceFile(name)
+			if got := defined[name]; got != want {
+				t.Errorf("MSL %#x: %s defined in %q, registered under %q", lang, name, got, want)
+			}
 		}
-		for _, m := range instantiated.FindAllStringSubmatch(src, -1) {
-			defined[m[1]+"_"+m[2]] = f
+		if len(defined) != len(names) {
+			t.Errorf("MSL %#x: the sources define %d entry points, the registry knows %d", lang, len(defined), len(names))
 		}
-		if f == PrefillFile && strings.Contains(src, "kernel void "+Prefill+"(") {
-			defined[Prefill] = f
-		}
-	}
-	for _, name := range names {
-		want, _ := SourceFile(name)
-		if got := defined[name]; got != want {
-			t.Errorf("%s: defined in %q, registered under %q", name, got, want)
-		}
-	}
-	if len(defined) != len(names) {
-		t.Errorf("sources define %d entry points, the registry knows %d", len(defined), len(names))
 	}
 }
 
@@ -139,9 +144,32 @@ func TestLanguageForMacOSVersion(t *testing.T) {
 		{"", mtl.LanguageVersion3_0},
 		{"unknown", mtl.LanguageVersion3_0},
 	} {
-		if got := languageFor(c.product); got != c.want {
+		if got := macOSLanguage(c.product); got != c.want {
 			t.Errorf("macOS %q: language version %#x, want %#x", c.product, got, c.want)
 		}
+	}
+}
+
+// bfloat needs both MSL 3.1 and an Apple-silicon GPU.
+func TestLanguageForDevice(t *testing.T) {
+	for _, c := range []struct {
+		system   mtl.LanguageVersion
+		appleGPU bool
+		want     mtl.LanguageVersion
+	}{
+		{mtl.LanguageVersion3_1, true, mtl.LanguageVersion3_1},
+		{mtl.LanguageVersion3_1, false, mtl.LanguageVersion3_0},
+		{mtl.LanguageVersion3_0, true, mtl.LanguageVersion3_0},
+		{mtl.LanguageVersion3_0, false, mtl.LanguageVersion3_0},
+	} {
+		if got := languageFor(c.system, c.appleGPU); got != c.want {
+			t.Errorf("system %#x, Apple GPU %v: %#x, want %#x", c.system, c.appleGPU, got, c.want)
+		}
+	}
+	// The emulated device is an Apple7-family GPU on a system that
+	// compiles MSL 3.1.
+	if got := LanguageVersion(testdevice.Emulated(t, emu.Options{})); got != mtl.LanguageVersion3_1 {
+		t.Errorf("emulated device: %#x, want 3.1", got)
 	}
 }
 

@@ -12,7 +12,7 @@ var osLanguage = sync.OnceValue(func() mtl.LanguageVersion {
 	if err != nil {
 		return mtl.LanguageVersion3_0
 	}
-	return languageFor(product)
+	return macOSLanguage(product)
 })
 
 func systemLanguageVersion() mtl.LanguageVersion { return osLanguage() }

@@ -4,4 +4,4 @@ package kernels
 
 import "github.com/puremetal/puremetal/mtl"
 
-func systemLanguageVersion() mtl.LanguageVersion { return mtl.LanguageVersion3_0 }
+func systemLanguageVersion() mtl.LanguageVersion { return mtl.LanguageVersion3_1 }

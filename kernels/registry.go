@@ -20,7 +20,7 @@ type Registry struct {
 	pipelines map[key]*pipeline
 	released  bool
 	source    func(file string) string // nil means Source; tests substitute a broken one
-	language  mtl.LanguageVersion      // 0 means LanguageVersion()
+	language  mtl.LanguageVersion      // 0 means LanguageVersion(dev)
 }
 
 // key names a source file or an entry point on one device.
@@ -57,10 +57,10 @@ func NewRegistryWithLanguage(v mtl.LanguageVersion) *Registry {
 // registry's language version, and fast math off, so that the kernels
 // compute exp and their sums exactly as written, the decode family stays
 // bit-identical across variants and close to the CPU references.
-func (r *Registry) compileOptions() mtl.CompileOptions {
+func (r *Registry) compileOptions(dev *mtl.Device) mtl.CompileOptions {
 	v := r.language
 	if v == 0 {
-		v = LanguageVersion()
+		v = LanguageVersion(dev)
 	}
 	return mtl.CompileOptions{LanguageVersion: v, FastMath: false}
 }
@@ -107,7 +107,7 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 	}
 	r.mu.Unlock()
 
-	l.once.Do(func() { l.lib, l.err = compile(dev, file, src(file), r.compileOptions()) })
+	l.once.Do(func() { l.lib, l.err = compile(dev, file, src(file), r.compileOptions(dev)) })
 	p.once.Do(func() {
 		if l.err != nil {
 			p.err = l.err

@@ -41,11 +41,7 @@ func fusedGoldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	for _, gc := range cases {
 		t.Run(gc.Name, func(t *testing.T) {
 			p := gc.Params
-			kerns := []kernel{kPrefill}
-			if decodeKernels[p.DK] {
-				kerns = append(kerns, decodeFamily...)
-				kerns = append(kerns, r.decodeKernel())
-			}
+			kerns := r.kernelsFor(p)
 			hfOut := cpuref.MaxRelErr(gc.Output, gc.OutputF64)
 			hfState := cpuref.MaxRelErr(gc.StateOut, gc.StateOutF64)
 			for _, k := range kerns {

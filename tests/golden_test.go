@@ -44,18 +44,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	for _, gc := range cases {
 		t.Run(gc.Name, func(t *testing.T) {
 			p := gc.Params
-			kerns := []kernel{kPrefill}
-			if decodeKernels[p.DK] {
-				kerns = append(kerns, decodeFamily...)
-				if p.NTokens >= 2 {
-					kerns = append(kerns, r.decodeKernel())
-				}
-			}
-			if packedShape(p.Shape) {
-				// the automatic choices run these; the kernels of one row
-				// per SIMD-group (or thread) are forced
-				kerns = append(kerns, kPacked, kPackedSeq, kBlocked, kOneRowPrefill, kOneRowDecode, kOneRowCapture)
-			}
+			kerns := r.kernelsFor(p)
 			for _, k := range kerns {
 				o := r.run(t, job{kern: k, p: p, in: gc.Inputs})
 				cmps := []comparison{

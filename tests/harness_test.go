@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
@@ -83,7 +84,7 @@ func onEmulatedIn(t *testing.T, orders []emu.Options, f func(t *testing.T, r *ri
 
 // emuRun is one run of a suite on the emulated device: a scheduling order
 // and the language version the kernels are compiled as (0:
-// kernels.LanguageVersion(); below 3.1 bf16 is converted by hand, from 3.1
+// kernels.LanguageVersion(dev); below 3.1 bf16 is converted by hand, from 3.1
 // on it is MSL's bfloat).
 type emuRun struct {
 	opts emu.Options
@@ -336,6 +337,50 @@ func (r *rig) execute(encode func(enc *mtl.ComputeCommandEncoder) error) ([]msl.
 		return nil, fmt.Errorf("command buffer status %v, want completed", st)
 	}
 	return emu.DispatchCounters(cb)
+}
+
+// firstResults keeps the first result recorded under each key, so that
+// later runs of the same dispatch can be compared with it byte for byte.
+type firstResults[T any] struct {
+	sync.Mutex
+	m map[string]T
+}
+
+// first returns the result recorded under key and true, or records o under
+// key and returns false.
+func (f *firstResults[T]) first(key string, o T) (T, bool) {
+	f.Lock()
+	defer f.Unlock()
+	if r, ok := f.m[key]; ok {
+		return r, true
+	}
+	if f.m == nil {
+		f.m = map[string]T{}
+	}
+	f.m[key] = o
+	var zero T
+	return zero, false
+}
+
+// kernelsFor returns the kernels a case runs on: prefill, and for D_k of
+// 32, 64 or 128 the decode family, with the decode kernel itself at two
+// tokens or more (where the automatic choice is seq). Where the packed
+// layout applies (D_k 64 or 128, D_v a multiple of 32) the automatic
+// choices run the packed kernels, so the packed decode and seq kernels,
+// the blocked prefill and the kernels of one row per SIMD-group (or
+// thread) are run by name as well.
+func (r *rig) kernelsFor(p spec.Params) []kernel {
+	kerns := []kernel{kPrefill}
+	if decodeKernels[p.DK] {
+		kerns = append(kerns, decodeFamily...)
+		if p.NTokens >= 2 {
+			kerns = append(kerns, r.decodeKernel())
+		}
+	}
+	if packedShape(p.Shape) {
+		kerns = append(kerns, kPacked, kPackedSeq, kBlocked, kOneRowPrefill, kOneRowDecode, kOneRowCapture)
+	}
+	return kerns
 }
 
 // stateSize is the elements of one sequence's state, D_k * D_v *

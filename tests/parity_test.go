@@ -64,28 +64,28 @@ type references struct {
 }
 
 // refCache computes each case's references once per test binary: the
-// emulated device's two orders and the real device share them.
+// emulated device's runs and the real device share them.
 var refCache struct {
 	sync.Mutex
 	m map[string]*references
 }
 
-func (c parityCase) references(t *testing.T) *references {
+// referencesOf returns the inputs and both references' results (with the
+// state after every token) of the case named key, computed once per test
+// binary from the inputs that inputs returns.
+func referencesOf(t *testing.T, key string, p spec.Params, inputs func() cpuref.Inputs) *references {
 	t.Helper()
 	refCache.Lock()
 	defer refCache.Unlock()
-	if r := refCache.m[c.name]; r != nil {
+	if r := refCache.m[key]; r != nil {
 		return r
 	}
-	in, err := cpuref.RandomInputs(c.p, c.seed)
+	in := inputs()
+	r32, err := cpuref.Reference32(p, in, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r32, err := cpuref.Reference32(c.p, in, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o64, err := cpuref.Oracle64(c.p, in, true)
+	o64, err := cpuref.Oracle64(p, in, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +93,19 @@ func (c parityCase) references(t *testing.T) *references {
 	if refCache.m == nil {
 		refCache.m = map[string]*references{}
 	}
-	refCache.m[c.name] = r
+	refCache.m[key] = r
 	return r
+}
+
+func (c parityCase) references(t *testing.T) *references {
+	t.Helper()
+	return referencesOf(t, "parity/"+c.name, c.p, func() cpuref.Inputs {
+		in, err := cpuref.RandomInputs(c.p, c.seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	})
 }
 
 // TestEmulatedParity runs the parity suite on the emulated device, in the
@@ -212,23 +223,11 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 // each case and kernel, so that the other scheduling order can be compared
 // with it byte for byte: each thread computes the same values whatever
 // order the threads run in, unless they race.
-var emulatedResults struct {
-	sync.Mutex
-	m map[string]outcome
-}
+var emulatedResults firstResults[outcome]
 
 func checkSameAcrossOrders(t *testing.T, key string, o outcome) {
 	t.Helper()
-	emulatedResults.Lock()
-	first, ok := emulatedResults.m[key]
-	if !ok {
-		if emulatedResults.m == nil {
-			emulatedResults.m = map[string]outcome{}
-		}
-		emulatedResults.m[key] = o
-	}
-	emulatedResults.Unlock()
-	if ok {
+	if first, ok := emulatedResults.first(key, o); ok {
 		checkSame(t, key+": output vs the other scheduling order", o.Output, first.Output)
 		checkSame(t, key+": state_out vs the other scheduling order", o.StateOut, first.StateOut)
 		checkSame(t, key+": capture vs the other scheduling order", o.Capture, first.Capture)

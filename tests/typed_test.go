@@ -30,12 +30,18 @@ import (
 // an f32 state within 1e-5.
 var bound16 = map[spec.ElemType]float64{spec.BF16: 1.0 / 256, spec.F16: 1.0 / 1024}
 
-// typedCase is one configuration of the typed suite.
-type typedCase struct {
-	name string
-	p    spec.Params
-	seed uint64
+// typeBound returns the bound on a result of type t: SPEC section 9's for
+// a 16-bit type, f32 for f32.
+func typeBound(t spec.ElemType, f32 float64) float64 {
+	if t == spec.F32 {
+		return f32
+	}
+	return bound16[t]
 }
+
+// typedCase is one configuration of the typed suite: a name, parameters
+// and the seed of its inputs, as a parity case.
+type typedCase parityCase
 
 // typedCases: 3 activation types x 3 state types x fused all or nothing x
 // block and tiled x D_k 32, 64, 128, on two sequences of three tokens, two
@@ -119,40 +125,9 @@ func typedInputs(t testing.TB, p spec.Params, seed uint64, edges bool) cpuref.In
 	return in
 }
 
-// typedRefs are a case's inputs and both references' results.
-type typedRefs struct {
-	in  cpuref.Inputs
-	r32 cpuref.Result
-	o64 cpuref.Result64
-}
-
-var typedRefCache struct {
-	sync.Mutex
-	m map[string]*typedRefs
-}
-
-func (c typedCase) references(t *testing.T) *typedRefs {
+func (c typedCase) references(t *testing.T) *references {
 	t.Helper()
-	typedRefCache.Lock()
-	defer typedRefCache.Unlock()
-	if r := typedRefCache.m[c.name]; r != nil {
-		return r
-	}
-	in := typedInputs(t, c.p, c.seed, true)
-	r32, err := cpuref.Reference32(c.p, in, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o64, err := cpuref.Oracle64(c.p, in, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &typedRefs{in: in, r32: r32, o64: o64}
-	if typedRefCache.m == nil {
-		typedRefCache.m = map[string]*typedRefs{}
-	}
-	typedRefCache.m[c.name] = r
-	return r
+	return referencesOf(t, "typed/"+c.name, c.p, func() cpuref.Inputs { return typedInputs(t, c.p, c.seed, true) })
 }
 
 // typedOutcome is what a typed dispatch wrote: the raw bytes, and the
@@ -317,10 +292,12 @@ func recordTypedError(p spec.Params, prefill bool, out, state, out32, state32 fl
 
 // typedRuns are the typed suite's runs on the emulated device: both
 // scheduling orders of testdevice.Orders with bf16 converted by hand (MSL
-// 3.0).
+// 3.0), and the forward order with MSL's bfloat (3.1). Every run's bytes
+// are compared with the first's: the two bf16 paths round alike.
 var typedRuns = []emuRun{
 	{opts: testdevice.Orders[0], lang: mtl.LanguageVersion3_0},
 	{opts: testdevice.Orders[1], lang: mtl.LanguageVersion3_0},
+	{opts: testdevice.Orders[0], lang: mtl.LanguageVersion3_1},
 }
 
 // TestEmulatedTypedParity runs the typed suite on the emulated device in
@@ -345,12 +322,13 @@ func TestEmulatedTypedParity(t *testing.T) {
 
 // TestMetalTypedParity runs the typed suite on the system's GPU (a Mac; it
 // skips elsewhere), with bf16 converted by hand (MSL 3.0) and, where the
-// system compiles MSL 3.1 (macOS 14), with MSL's bfloat; the second run's
-// bytes are compared with the first's.
+// kernels use MSL's bfloat (macOS 14 on Apple silicon, see
+// kernels.LanguageVersion), with bfloat; the second run's bytes are
+// compared with the first's.
 func TestMetalTypedParity(t *testing.T) {
 	dev := testdevice.Metal(t)
 	langs := []mtl.LanguageVersion{mtl.LanguageVersion3_0}
-	if v := kernels.LanguageVersion(); v != mtl.LanguageVersion3_0 {
+	if v := kernels.LanguageVersion(dev); v != mtl.LanguageVersion3_0 {
 		langs = append(langs, v)
 	}
 	for _, lang := range langs {
@@ -384,7 +362,7 @@ func typedParity(t *testing.T, r *rig) {
 func typedCaseRun(t *testing.T, r *rig, c typedCase) {
 	ref := c.references(t)
 	p := c.p
-	kerns := append([]kernel{r.decodeKernel()}, allKernels...)
+	kerns := r.kernelsFor(p)
 	res := map[string]typedOutcome{}
 	for _, k := range kerns {
 		o := r.runTyped(t, k, p, ref.in, false)
@@ -422,30 +400,18 @@ func typedCaseRun(t *testing.T, r *rig, c typedCase) {
 
 // checkTypedAgainstReferences checks one kernel's results against both
 // references and that every element was written.
-func checkTypedAgainstReferences(t *testing.T, name string, p spec.Params, o typedOutcome, ref *typedRefs) {
+func checkTypedAgainstReferences(t *testing.T, name string, p spec.Params, o typedOutcome, ref *references) {
 	t.Helper()
 	checkWritten(t, name+": output", o.Output)
 	checkWritten(t, name+": state_out", o.StateOut)
-	outBound, stateBound := boundOracle64, boundRef32
-	if p.Activation != spec.F32 {
-		outBound = bound16[p.Activation]
-	}
-	if p.State != spec.F32 {
-		stateBound = bound16[p.State]
-	}
+	outBound, stateBound := typeBound(p.Activation, boundOracle64), typeBound(p.State, boundRef32)
 	eOut := cpuref.MaxRelErr64(o.Output, ref.o64.Output)
 	eState := cpuref.MaxRelErr64(o.StateOut, ref.o64.StateOut)
 	checkBound(t, name+": output vs Oracle64", eOut, outBound)
 	checkBound(t, name+": state_out vs Oracle64", eState, stateBound)
 	// Reference32 rounds the output and the state to their types as the
 	// kernels do: 1e-5 where the type is f32, else one rounding apart.
-	outBound32, stateBound32 := boundRef32, boundRef32
-	if p.Activation != spec.F32 {
-		outBound32 = bound16[p.Activation]
-	}
-	if p.State != spec.F32 {
-		stateBound32 = bound16[p.State]
-	}
+	outBound32, stateBound32 := typeBound(p.Activation, boundRef32), typeBound(p.State, boundRef32)
 	eOut32 := cpuref.MaxRelErr(o.Output, ref.r32.Output)
 	eState32 := cpuref.MaxRelErr(o.StateOut, ref.r32.StateOut)
 	checkBound(t, name+": output vs Reference32", eOut32, outBound32)
@@ -458,26 +424,14 @@ func checkTypedAgainstReferences(t *testing.T, name string, p spec.Params, o typ
 	recordTypedError(p, name == kPrefill.name, eOut, eState, eOut32, eState32)
 }
 
-var typedResults struct {
-	sync.Mutex
-	m map[string]typedOutcome
-}
+var typedResults firstResults[typedOutcome]
 
 // checkTypedAcrossRuns compares o with the first result of the same key
 // (device, case and kernel) byte for byte: every scheduling order and both
 // bf16 paths give the same bytes.
 func checkTypedAcrossRuns(t *testing.T, key string, o typedOutcome) {
 	t.Helper()
-	typedResults.Lock()
-	first, ok := typedResults.m[key]
-	if !ok {
-		if typedResults.m == nil {
-			typedResults.m = map[string]typedOutcome{}
-		}
-		typedResults.m[key] = o
-	}
-	typedResults.Unlock()
-	if ok {
+	if first, ok := typedResults.first(key, o); ok {
 		checkSameBytes(t, key+": output vs the first run", o.output, first.output)
 		checkSameBytes(t, key+": state_out vs the first run", o.stateOut, first.stateOut)
 		checkSameBytes(t, key+": capture vs the first run", o.capture, first.capture)
@@ -641,20 +595,14 @@ func TestEmulatedStateDrift(t *testing.T) {
 				t.Fatalf("%v/%v: %v", a, st, err)
 			}
 			got := decode(st, mtl.Slice[byte](states.Buffer))
-			unit := boundRef32
-			if st != spec.F32 {
-				unit = bound16[st]
-			}
+			unit := typeBound(st, boundRef32)
 			var line []string
 			for _, tok := range []int{1, 8, n} {
 				e := cpuref.MaxRelErr64(got[(tok-1)*sl:tok*sl], o64.Capture[(tok-1)*sl:tok*sl])
 				line = append(line, fmt.Sprintf("after %d tokens %.3g", tok, e))
 				checkBound(t, fmt.Sprintf("%v/%v state after %d tokens", a, st, tok), e, float64(tok)*unit)
 			}
-			outBound := boundOracle64
-			if a != spec.F32 {
-				outBound = bound16[a]
-			}
+			outBound := typeBound(a, boundOracle64)
 			eo := cpuref.MaxRelErr64(decode(a, mtl.Slice[byte](out.Buffer)), o64.Output)
 			checkBound(t, fmt.Sprintf("%v/%v outputs of %d tokens", a, st, n), eo, float64(n)*outBound)
 			t.Logf("%-4v activations, %-4v state: state error %s (bound per token %.3g); outputs %.3g", a, st, strings.Join(line, ", "), unit, eo)
