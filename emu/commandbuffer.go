@@ -80,9 +80,11 @@ func clock() float64 { return time.Since(clockStart).Seconds() }
 
 // The codes of a failed command buffer in MTLCommandBufferErrorDomain:
 // MTLCommandBufferErrorPageFault for an out-of-bounds access,
+// MTLCommandBufferErrorTimeout for a dispatch past its time limit,
 // MTLCommandBufferErrorInternal for every other fault.
 const (
 	commandBufferErrorInternal  = 1
+	commandBufferErrorTimeout   = 2
 	commandBufferErrorPageFault = 3
 )
 
@@ -107,7 +109,7 @@ func (cb *commandBuffer) run() {
 		if c.pipeline == nil {
 			continue // a memory barrier: dispatches already run in order
 		}
-		d := msl.Dispatch{Grid: c.grid, Order: opts.Order, Seed: opts.Seed, CountSegments: opts.CountSegments}
+		d := msl.Dispatch{Grid: c.grid, Order: opts.Order, Seed: opts.Seed, Timeout: opts.Timeout, CountSegments: opts.CountSegments}
 		for j, b := range c.buffers {
 			switch {
 			case b.buf != nil:
@@ -203,8 +205,13 @@ func commandBufferError(self objc.ID, _ objc.SEL) objc.ID {
 		return 0
 	}
 	code := commandBufferErrorInternal
-	if ke := (*msl.KernelError)(nil); errors.As(cb.err, &ke) && ke.OutOfBounds() {
-		code = commandBufferErrorPageFault
+	if ke := (*msl.KernelError)(nil); errors.As(cb.err, &ke) {
+		switch {
+		case ke.OutOfBounds():
+			code = commandBufferErrorPageFault
+		case ke.Timeout():
+			code = commandBufferErrorTimeout
+		}
 	}
 	return newNSError("MTLCommandBufferErrorDomain", code, cb.err.Error())
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/puremetal/puremetal/emu/msl"
@@ -15,11 +16,18 @@ import (
 // Options configure an emulated device.
 type Options struct {
 	// Order is the order in which threadgroups, and the threads of a
-	// threadgroup, are scheduled. Running a kernel in two orders exposes
-	// races: a missing barrier gives different results.
+	// threadgroup, are scheduled. Running a kernel in other orders makes
+	// races that depend on the schedule show: a race on threadgroup memory
+	// is reported as a fault in any order, but one on device memory gives
+	// different results.
 	Order msl.Order
 	// Seed seeds the shuffled order.
 	Seed uint64
+	// Timeout is the longest a dispatch may run before its command buffer
+	// fails with MTLCommandBufferErrorTimeout, as a GPU stops a command
+	// buffer that runs too long. 0 means msl.DefaultTimeout (or the
+	// duration in PUREMETAL_EMU_TIMEOUT); negative means no limit.
+	Timeout time.Duration
 	// CountSegments makes every dispatch count the device-memory segments
 	// its SIMD-group accesses touch (msl.Counters.Loads and Stores, read
 	// with DispatchCounters), which slows dispatches down.

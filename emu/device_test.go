@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -110,9 +111,7 @@ func TestDispatchCounters(t *testing.T) {
 	enc.SetBytes(u32Bytes(n), 3)
 	enc.DispatchThreadgroups(size1(n/64), size1(64))
 	enc.MemoryBarrier(mtl.BarrierScopeBuffers)
-	enc.SetComputePipelineState(scale)
-	enc.SetBuffer(out, 0, 0)
-	enc.SetBytes(f32Bytes(-3), 1)
+	setScale(enc, scale, out, -3)
 	enc.DispatchThreads(size1(n), size1(128))
 	if err := enc.EndEncoding(); err != nil {
 		t.Fatal(err)
@@ -176,9 +175,7 @@ func TestLiveObjectsBackToZero(t *testing.T) {
 	if got := emu.LiveObjects() - before; got != 9 {
 		t.Errorf("%d live objects with a library, function, pipeline, two buffers, command buffer and encoder, want 9", got)
 	}
-	enc.SetComputePipelineState(p)
-	enc.SetBuffer(x, 0, 0)
-	enc.SetBytes(f32Bytes(2), 1)
+	setScale(enc, p, x, 2)
 	enc.DispatchThreads(size1(64), size1(64))
 	if err := enc.EndEncoding(); err != nil {
 		t.Fatal(err)
@@ -217,9 +214,7 @@ func TestReleasedAfterCommit(t *testing.T) {
 			xv[i] = float32(i)
 		}
 		cb, enc := g.encoder()
-		enc.SetComputePipelineState(p)
-		enc.SetBuffer(x, 0, 0)
-		enc.SetBytes(f32Bytes(2), 1)
+		setScale(enc, p, x, 2)
 		enc.DispatchThreads(size1(n), size1(256))
 		if err := enc.EndEncoding(); err != nil {
 			t.Fatal(err)
@@ -234,9 +229,7 @@ func TestReleasedAfterCommit(t *testing.T) {
 		kv[i] = float32(i)
 	}
 	err := g.run(func(enc *mtl.ComputeCommandEncoder) {
-		enc.SetComputePipelineState(p)
-		enc.SetBuffer(keep, 0, 0)
-		enc.SetBytes(f32Bytes(2), 1)
+		setScale(enc, p, keep, 2)
 		enc.DispatchThreads(size1(n), size1(256))
 	})
 	completed(t, err)
@@ -264,7 +257,7 @@ func TestSyntaxErrorReported(t *testing.T) {
 }
 
 func TestOptionsChecked(t *testing.T) {
-	noLeaks(t)
+	testdevice.CheckReleased(t)
 	d, err := emu.NewDeviceWithOptions(emu.Options{Order: 3})
 	if err == nil {
 		d.Release()
@@ -285,9 +278,7 @@ func TestCommitWithOpenEncoder(t *testing.T) {
 		xv[i] = float32(i)
 	}
 	cb, enc := g.encoder()
-	enc.SetComputePipelineState(p)
-	enc.SetBuffer(x, 0, 0)
-	enc.SetBytes(f32Bytes(2), 1)
+	setScale(enc, p, x, 2)
 	enc.DispatchThreads(size1(64), size1(64))
 	cb.Commit()
 	enc.DispatchThreads(size1(64), size1(64)) // recorded nowhere

@@ -27,22 +27,27 @@
 // status Error and an NSError in MTLCommandBufferErrorDomain whose
 // description names the kernel, the source line and the thread:
 // MTLCommandBufferErrorPageFault for an out-of-bounds access,
-// MTLCommandBufferErrorInternal for the faults a GPU would hang or give
-// undefined results on (a barrier that some threads cannot reach, threads
-// at different barriers, SIMD-group functions called at different sites,
-// deadlock, integer division by zero, missing or excess threadgroup
-// memory). GPUStartTime and GPUEndTime are times of the host's clock.
+// MTLCommandBufferErrorTimeout for a dispatch that runs past its time
+// limit (Options.Timeout), MTLCommandBufferErrorInternal for the faults a
+// GPU would hang or give undefined results on (a race on threadgroup
+// memory, a barrier that some threads cannot reach, threads at different
+// barriers, SIMD-group functions called at different sites, deadlock,
+// integer division by zero, missing or excess threadgroup memory).
+// GPUStartTime and GPUEndTime are times of the host's clock.
 //
 // Options.Order sets the order in which threadgroups and their threads
-// run: a kernel that is missing a barrier gives different results in
-// different orders, and threadgroup memory starts as NaN bytes, so the
-// race shows. DispatchCounters returns the bytes each dispatch loaded and
+// run. A race on threadgroup memory (a missing barrier) is a fault in any
+// order; what the emulator does not detect, such as threadgroups racing
+// on device memory, gives different results in different orders, and
+// threadgroup memory starts as NaN bytes, so a read of what no thread
+// wrote shows. DispatchCounters returns the bytes each dispatch loaded and
 // stored through each buffer binding, its SIMD-group operations and its
 // barriers; LiveObjects counts the emulated objects alive, so that tests
 // can check that everything was released.
 //
 // Where the emulator knowingly differs from Apple's compiler and GPUs
 // (fast-math defaults, address spaces, SIMD-group reduction order,
-// unsupported features such as textures and simdgroup_matrix) is listed in
+// unsupported features such as textures and simdgroup_matrix shapes other
+// than 8x8) is listed in
 // the documentation of package msl.
 package emu

@@ -33,9 +33,7 @@ func TestDispatchOverflowFailsCommandBuffer(t *testing.T) {
 			xv[i] = float32(i)
 		}
 		cb, enc := g.encoder()
-		enc.SetComputePipelineState(p)
-		enc.SetBuffer(x, 0, 0)
-		enc.SetBytes(f32Bytes(2), 1)
+		setScale(enc, p, x, 2)
 		a, b := tc.grid, tc.group
 		objc.SendArgs(enc.ID(), tc.sel, objc.Struct24(a[0], a[1], a[2]), objc.Struct24(b[0], b[1], b[2]))
 		enc.DispatchThreads(size1(64), size1(64)) // a valid dispatch after it does not run either
@@ -147,9 +145,7 @@ func TestBadArgumentsFailCommandBuffer(t *testing.T) {
 		}
 		cb, enc := g.encoder()
 		tc.send(enc.ID()) // first, before the pipeline is set
-		enc.SetComputePipelineState(p)
-		enc.SetBuffer(x, 0, 0)
-		enc.SetBytes(f32Bytes(2), 1)
+		setScale(enc, p, x, 2)
 		enc.DispatchThreads(size1(64), size1(64))
 		if err := enc.EndEncoding(); err != nil {
 			t.Fatal(err)

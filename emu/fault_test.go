@@ -3,8 +3,10 @@ package emu_test
 import (
 	"os"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -61,5 +63,33 @@ func TestOutOfBoundsReported(t *testing.T) {
 				t.Fatalf("%v: out[%d] = %v, want %v", o.Order, i, page[i], want)
 			}
 		}
+	}
+}
+
+// A dispatch running past Options.Timeout stops its command buffer with
+// MTLCommandBufferErrorTimeout naming the loop, soon after the limit; the
+// queue then runs the next command buffer as usual.
+func TestTimeoutReported(t *testing.T) {
+	const limit = 200 * time.Millisecond
+	g := newGPU(t, emu.Options{Timeout: limit})
+	p := g.pipeline("endless_loop.metal", "spin")
+	out, ov := buffer[uint32](g, 8)
+	ov[3] = 2
+	dispatch := func(enc *mtl.ComputeCommandEncoder) {
+		enc.SetComputePipelineState(p)
+		enc.SetBuffer(out, 0, 0)
+		enc.DispatchThreads(size1(4), size1(4))
+	}
+	start := time.Now()
+	err := g.run(dispatch)
+	took := time.Since(start)
+	t.Log(failed(t, err, errorTimeout, "kernel spin at program_source:", "time limit of 0.2 s", "thread [1 0 0]"))
+	if took < limit || took > 10*time.Second {
+		t.Errorf("the command buffer failed after %v, want soon after %v", took, limit)
+	}
+	ov[0] = 1
+	completed(t, g.run(dispatch))
+	if ov[2] != 3 {
+		t.Errorf("out[2] = %d after the loop ended, want 3", ov[2])
 	}
 }

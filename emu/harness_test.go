@@ -51,7 +51,7 @@ type gpu struct {
 // released: call it before anything else in the test.
 func newGPU(t *testing.T, opts emu.Options) *gpu {
 	t.Helper()
-	noLeaks(t)
+	testdevice.CheckReleased(t)
 	d := testdevice.Emulated(t, opts)
 	q, err := d.NewCommandQueue()
 	if err != nil {
@@ -61,36 +61,12 @@ func newGPU(t *testing.T, opts emu.Options) *gpu {
 	return &gpu{t: t, d: d, q: q}
 }
 
-// noLeaks checks, after the cleanups registered later have run, that as
-// many emulated objects are alive as before.
-func noLeaks(t *testing.T) {
-	before := emu.LiveObjects()
-	t.Cleanup(func() {
-		if after := emu.LiveObjects(); after != before {
-			t.Errorf("live emulated objects: %d before the test, %d after releasing everything", before, after)
-		}
-	})
-}
-
 // pipeline compiles a testdata file and makes the pipeline of one of its
 // kernels; the library and the function are released once the pipeline
 // exists, the pipeline when the test ends.
 func (g *gpu) pipeline(file, kernel string) *mtl.ComputePipelineState {
 	g.t.Helper()
-	lib, err := g.d.NewLibraryWithSource(source(g.t, file), mtl.CompileOptions{})
-	if err != nil {
-		g.t.Fatalf("%s: %v", file, err)
-	}
-	defer lib.Release()
-	fn, err := lib.NewFunction(kernel)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer fn.Release()
-	p, err := g.d.NewComputePipelineState(fn)
-	if err != nil {
-		g.t.Fatal(err)
-	}
+	p := testdevice.Pipeline(g.t, g.d, source(g.t, file), mtl.CompileOptions{}, kernel)
 	g.t.Cleanup(p.Release)
 	return p
 }
@@ -179,6 +155,7 @@ func failed(t testing.TB, err error, code int, want ...string) string {
 // Metal's command buffer error codes.
 const (
 	errorInternal  = 1 // MTLCommandBufferErrorInternal
+	errorTimeout   = 2 // MTLCommandBufferErrorTimeout
 	errorPageFault = 3 // MTLCommandBufferErrorPageFault
 )
 
@@ -196,6 +173,14 @@ func (g *gpu) compileError(src string) string {
 		g.t.Fatalf("error %v (%T) is not a *mtl.CompileError", err, err)
 	}
 	return ce.Log
+}
+
+// setScale sets up vector_add.metal's scale kernel, pipeline p, to
+// multiply x by s in place: the dispatch is the caller's.
+func setScale(enc *mtl.ComputeCommandEncoder, p *mtl.ComputePipelineState, x *mtl.Buffer, s float32) {
+	enc.SetComputePipelineState(p)
+	enc.SetBuffer(x, 0, 0)
+	enc.SetBytes(f32Bytes(s), 1)
 }
 
 func size1(n int) mtl.Size { return mtl.Size{Width: uint(n), Height: 1, Depth: 1} }

@@ -44,9 +44,10 @@ type encoder interface {
 }
 
 // numViews is the number of buffers bound with one setBuffers, at indices
-// 0 to 11: the eight views, a stand-in at 8 (the parameters, bound next
-// with setBytes), the capture buffer at 9, A_log and dt_bias at 10 and 11.
-const numViews = 12
+// 0 to 13: the eight views, a stand-in at 8 (the parameters, bound next
+// with setBytes), the capture buffer at 9, A_log and dt_bias at 10 and 11,
+// the slot index and cu_seqlens at 12 and 13.
+const numViews = 14
 
 // mtlEncoder is the encoder of a real dispatch.
 type mtlEncoder struct{ *mtl.ComputeCommandEncoder }
@@ -99,7 +100,8 @@ func (k *Kernels) Release() {
 // activation and state types: the blocked kernel
 // (gated_delta_net_prefill_blocked_{A}_{S}_{NSG}, [KernelPrefillBlocked])
 // where it applies (D_k 64 or 128, D_v a multiple of 32, Q, K, StateIn and
-// StateOut at offsets of 4 elements), the original one
+// StateOut at offsets of 4 elements, no state pool and no packed
+// sequences), the original one
 // (gated_delta_net_{A}_{S}, [KernelPrefill]) otherwise: any number of
 // tokens, D_k and D_v at most 128, D_v at most the pipeline's
 // maxTotalThreadsPerThreadgroup. b.Capture must be empty. Like every
@@ -114,11 +116,12 @@ func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) e
 
 // Decode encodes the decode family's best kernel for the window: where the
 // packed layout applies (D_k 64 or 128, D_v a multiple of 32, Q, K,
-// StateIn and StateOut at offsets of 4 elements) the packed decode kernel
-// at n_tokens == 1 and the packed seq kernel at n_tokens >= 2, otherwise
-// the decode and seq kernels of one row per SIMD-group. Each pair gives
-// bit-identical results. D_k must be 32, 64 or 128 and D_v a multiple of
-// D_k/32. b.Capture must be empty.
+// StateIn and StateOut at offsets of 4 elements, no state pool and no
+// packed sequences) the packed decode kernel at n_tokens == 1 and the
+// packed seq kernel at n_tokens >= 2, otherwise the decode and seq kernels
+// of one row per SIMD-group (seq for packed sequences, Shape.Varlen). Each
+// pair gives bit-identical results. D_k must be 32, 64 or 128 and D_v a
+// multiple of D_k/32. b.Capture must be empty.
 func (k *Kernels) Decode(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
 	return k.encode(enc, decodeKernel(p, b), p, b)
 }
@@ -169,18 +172,18 @@ func decodeKernel(p Params, b Buffers) Kernel {
 		return KernelDecodePackedSeq
 	case packed:
 		return KernelDecodePacked
-	case p.Shape.NTokens >= 2:
+	case p.Shape.NTokens >= 2 || p.Shape.Varlen: // of the two, only seq takes packed sequences
 		return KernelDecodeSeq
 	}
 	return KernelDecode
 }
 
-// packedFits reports whether the packed kernels take the shape and the
-// offsets of the views they access 4 elements at a time; the rest is
-// validated as for any kernel.
+// packedFits reports whether the packed kernels take the shape (no state
+// pool, no packed sequences) and the offsets of the views they access 4
+// elements at a time; the rest is validated as for any kernel.
 func packedFits(p Params, b Buffers) bool {
 	s := p.Shape
-	if (s.DK != 64 && s.DK != 128) || s.DV%packedRows != 0 {
+	if (s.DK != 64 && s.DK != 128) || s.DV%packedRows != 0 || s.NSlots != 0 || s.Varlen {
 		return false
 	}
 	a, st := packedAlign*p.Activation.Size(), packedAlign*p.State.Size()
@@ -220,11 +223,12 @@ var entryNames = [...]func(act, state ElemType, nsg int) string{
 
 // dispatch validates, then encodes one dispatch of kern onto enc: the
 // pipeline state (which the encoder sends only when it changes), buffers
-// 0-11 in one call (the views at 0-7, the capture buffer at 9, A_log and
-// dt_bias at 10 and 11), the parameters with setBytes at index 8, the
-// prefill kernels' threadgroup memory, and the threadgroups: four sends at
-// most, three when the pipeline state stays (the prefill kernels add one).
-// Nothing reaches enc when an argument is invalid. An error
+// 0-13 in one call (the views at 0-7, the capture buffer at 9, A_log and
+// dt_bias at 10 and 11, the slot index and cu_seqlens at 12 and 13), the
+// parameters with setBytes at index 8, the prefill kernels' threadgroup
+// memory, and the threadgroups: four sends at most, three when the
+// pipeline state stays (the prefill kernels add one). Nothing reaches enc
+// when an argument is invalid. An error
 // the encoder recorded (an earlier call on it failed, for one) is returned,
 // and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
@@ -256,7 +260,8 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if !p.Fused.Gate {
 		aLog, dtBias = b.G, b.G
 	}
-	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut, b.Q, capture, aLog, dtBias}
+	slots, cu := servingViews(s, b)
+	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut, b.Q, capture, aLog, dtBias, slots, cu}
 	var bufs [numViews]*mtl.Buffer
 	var offsets [numViews]int
 	for i, v := range views {

@@ -97,6 +97,49 @@
 // convolution's output (after its SiLU), not normalised; QScale is
 // 1/sqrt(D_k).
 //
+// # Serving: state slots and packed sequences
+//
+// A server batching sequences continuously keeps every layer's states in a
+// pool and runs each step as one dispatch over sequences that live in
+// arbitrary slots of it (vLLM's ssm_state_indices, flash-linear-attention's
+// cu_seqlens):
+//
+//   - Shape.NSlots > 0: StateIn and StateOut hold [D_k, D_v, n_v_heads,
+//     n_slots] and Buffers.Slots (int32 [n_seqs], [I32View]) names the
+//     state each sequence reads and writes; StateOut may be StateIn (the
+//     pool updated in place). A negative slot is padding: the sequence is
+//     skipped and nothing of it is written, not even its output. Every
+//     kernel takes a pool.
+//   - Shape.Varlen: the tokens of all sequences are packed along one
+//     axis, NTokens is their total, and Buffers.CuSeqlens (int32
+//     [n_seqs+1]) gives sequence s the tokens CuSeqlens[s] to
+//     CuSeqlens[s+1]-1; Capture holds the state after every packed token
+//     i at capture[..., i]. An empty sequence leaves its state as it is.
+//     The prefill, seq and capture kernels take packed sequences
+//     ([Kernels.Decode] picks seq for them).
+//
+// When the slot index or cu_seqlens is in shared storage, the dispatcher
+// reads it before encoding (the values it holds then) and rejects a slot
+// at or beyond n_slots, a slot two sequences name (they would race on one
+// state), and a cu_seqlens that does not start at 0, decreases, or does
+// not end at NTokens. In private (or managed) storage the CPU cannot see
+// what the GPU will, so the kernels guard themselves: a sequence whose
+// slot is not below n_slots, or whose cu_seqlens range decreases or passes
+// NTokens, is skipped like padding, and no index the host did not check is
+// ever dereferenced. Two sequences naming one slot there leave that state
+// undefined.
+//
+// Limits: the kernels index the states with 64-bit offsets, so a pool may
+// pass 2^32 elements (8192 Qwen3.5 states of 32 heads of 128 x 128 are
+// 2^32); n_slots is at most [spec.MaxSlots] = 2^31, as slots are int32.
+// Every other buffer (q, k, v, the output, the gates, capture) is indexed
+// with 32 bits and must stay below 2^32 elements, and packed tokens below
+// 2^31 (cu_seqlens is int32).
+//
+// [Rollback] ends a speculative window for a whole batch: one blit encoder
+// makes every sequence's state the state after its own last accepted
+// token.
+//
 // # Validation
 //
 // Every dispatcher checks its arguments before it encodes anything, and a

@@ -80,8 +80,19 @@ func words(p Params) [9]uint32 {
 	}
 }
 
-// paramsLen is the size of the parameter block: nine 32-bit words.
-const paramsLen = 36
+// paramsLen is the size of the parameter block: the nine words of
+// [words], then n_slots, varlen and a reserved word (servingWords).
+const paramsLen = 48
+
+// servingWords are parameter words 9 to 11: n_slots (0 without a state
+// pool), 1 when the tokens are packed (cu_seqlens), and a reserved 0.
+func servingWords(s Shape) [3]uint32 {
+	var varlen uint32
+	if s.Varlen {
+		varlen = 1
+	}
+	return [3]uint32{uint32(s.NSlots), varlen, 0}
+}
 
 // paramBytes returns the parameter words as the kernels read them,
 // little-endian.
@@ -89,6 +100,9 @@ func paramBytes(p Params) [paramsLen]byte {
 	var b [paramsLen]byte
 	for i, w := range words(p) {
 		binary.LittleEndian.PutUint32(b[4*i:], w)
+	}
+	for i, w := range servingWords(p.Shape) {
+		binary.LittleEndian.PutUint32(b[36+4*i:], w)
 	}
 	return b
 }

@@ -23,6 +23,20 @@ func I32View(b *mtl.Buffer, offset, n int) View {
 	return View{Buffer: b, Offset: offset, Type: I32, Len: n}
 }
 
+// servingViews returns the views bound at slotsIndex and cuSeqlensIndex:
+// the slot index and cu_seqlens, or G's buffer standing in for each the
+// shape does not use (every argument of the function has a binding).
+func servingViews(s Shape, b Buffers) (slots, cu View) {
+	slots, cu = b.Slots, b.CuSeqlens
+	if s.NSlots == 0 {
+		slots = b.G
+	}
+	if !s.Varlen {
+		cu = b.G
+	}
+	return slots, cu
+}
+
 // storageModeMask selects the storage mode bits of resource options
 // (MTLResourceStorageModeMask).
 const storageModeMask = 0xf0
@@ -117,38 +131,29 @@ func validateSlots(nSlots int, v View) error {
 	if b == nil {
 		return nil
 	}
-	for s := range v.Len {
-		if slot := int32At(b, s); int(slot) >= nSlots {
-			return invalid("Slots", "sequence %d names slot %d, beyond the pool's n_slots = %d", s, slot, nSlots)
-		}
+	var set *bitset // nil: few sequences, compared pairwise
+	if v.Len > fewSeqs {
+		set = slotSets.Get().(*bitset)
+		defer slotSets.Put(set)
+		set.reset(nSlots)
 	}
-	if v.Len <= fewSeqs {
-		for s := range v.Len {
-			slot := int32At(b, s)
-			for r := 0; r < s && slot >= 0; r++ {
-				if int32At(b, r) == slot {
-					return repeatedSlot(r, s, slot)
-				}
-			}
-		}
-		return nil
-	}
-	set := slotSets.Get().(*bitset)
-	defer slotSets.Put(set)
-	set.reset(nSlots)
 	for s := range v.Len {
 		slot := int32At(b, s)
+		if int(slot) >= nSlots {
+			return invalid("Slots", "sequence %d names slot %d, beyond the pool's n_slots = %d", s, slot, nSlots)
+		}
 		if slot < 0 {
+			continue // padding
+		}
+		if set != nil && !set.has(int(slot)) {
+			set.add(int(slot))
 			continue
 		}
-		if set.has(int(slot)) {
-			r := 0
-			for int32At(b, r) != slot {
-				r++
+		for r := range s {
+			if int32At(b, r) == slot {
+				return invalid("Slots", "sequences %d and %d both name slot %d: they would race on one state", r, s, slot)
 			}
-			return repeatedSlot(r, s, slot)
 		}
-		set.add(int(slot))
 	}
 	return nil
 }
@@ -156,10 +161,6 @@ func validateSlots(nSlots int, v View) error {
 // fewSeqs is the batch size up to which validateSlots compares every pair
 // of slots rather than marking them in a bitset of the pool.
 const fewSeqs = 32
-
-func repeatedSlot(first, second int, slot int32) error {
-	return invalid("Slots", "sequences %d and %d both name slot %d: they would race on one state", first, second, slot)
-}
 
 // validateCuSeqlens checks cu_seqlens, when the CPU can read it: 0 first,
 // non-decreasing, nTokens last.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -171,5 +172,148 @@ func TestValidateServingAllocatesNothing(t *testing.T) {
 		if a := testing.AllocsPerRun(50, func() { err = validateServing(KernelDecodeSeq, p, b) }); a != 0 || err != nil {
 			t.Errorf("%d sequences: %v allocations (%v)", n, a, err)
 		}
+	}
+}
+
+// TestStatePoolLimits checks the limits of SPEC section 7 with a state
+// pool and packed tokens, at the limit and one past it, on buffers that
+// are never allocated (fakeBuffers): the states, indexed with 64-bit
+// offsets, pass 2^32 elements (a pool of 8192 Qwen3.5 states is 2^32);
+// q, k, v, the output, the gates and capture, indexed with 32 bits, stop
+// below 2^32;
+// the pool stops at spec.MaxSlots.
+func TestStatePoolLimits(t *testing.T) {
+	fb := useFakeBuffers(t)
+	fc := useFakeContents(t)
+	qwen := Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}
+	args := func(k Kernel, s Shape) (Params, Buffers) {
+		p, b := fb.args(k, s)
+		if s.NSlots > 0 {
+			b.Slots = int32View(fb, fc, true, int32(s.NSlots-1))
+		}
+		if s.Varlen {
+			b.CuSeqlens = int32View(fb, fc, true, 0, int32(s.NTokens))
+		}
+		return p, b
+	}
+	pool := func(n int) Shape { s := qwen; s.NSlots = n; return s }
+	packed := func(tokens int) Shape { s := qwen; s.NTokens, s.Varlen = tokens, true; return s }
+	for _, c := range []struct {
+		name string
+		k    Kernel
+		s    Shape
+		want []string // nil: valid
+	}{
+		{"pool of 8191 Qwen3.5 states", KernelDecode, pool(8191), nil},
+		{"pool of 8192 Qwen3.5 states: 2^32 elements", KernelDecode, pool(8192), nil},
+		{"pool of 8193", KernelDecodeSeq, pool(8193), nil},
+		{"pool of spec.MaxSlots", KernelPrefill, pool(spec.MaxSlots), nil},
+		{"pool of spec.MaxSlots+1", KernelPrefill, pool(spec.MaxSlots + 1), []string{"Shape.NSlots", "2147483649"}},
+		{"packed v one token below 2^32", KernelPrefill, packed(1<<20 - 1), nil},
+		{"packed v at 2^32", KernelPrefill, packed(1 << 20), []string{"V", "D_v*n_v_heads*n_tokens (packed) = 4294967296", "2^32"}},
+		{"packed capture one token below 2^32", KernelDecodeCapture, packed(1<<13 - 1), nil},
+		{"packed capture at 2^32", KernelDecodeCapture, packed(1 << 13), []string{"Capture", "D_k*D_v*n_v_heads*n_tokens (packed) = 4294967296"}},
+	} {
+		var p Params
+		var b Buffers
+		if c.want != nil && c.s.NSlots > spec.MaxSlots {
+			p, b = fb.args(c.k, qwen) // the shape is refused before its buffers are looked at
+			p.Shape = c.s
+		} else {
+			p, b = args(c.k, c.s)
+		}
+		err := Validate(c.k, p, b)
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		checkInvalid(t, c.name, err, c.want)
+	}
+}
+
+// TestServingDispatchAllocatesNothing checks a whole dispatch with a
+// state pool and packed tokens, the host checks of the slots and
+// cu_seqlens included, on every kernel that takes them.
+func TestServingDispatchAllocatesNothing(t *testing.T) {
+	fb := useFakeBuffers(t)
+	fc := useFakeContents(t)
+	kk := &Kernels{pipelines: onePipeline{new(mtl.ComputePipelineState)}}
+	for _, k := range servingKernels {
+		p, b := servingArgs(fb, fc, k)
+		b.StateOut = b.StateIn
+		var err error
+		if n := testing.AllocsPerRun(100, func() { err = kk.dispatch(nopEncoder{}, k, p, b) }); n != 0 || err != nil {
+			t.Errorf("%v: %v allocations per dispatch (%v)", k, n, err)
+		}
+	}
+}
+
+// TestServingEncoding checks what a dispatch with a state pool and packed
+// tokens binds: the slot index at 12, cu_seqlens at 13, and n_slots and
+// varlen in parameter words 9 and 10.
+func TestServingEncoding(t *testing.T) {
+	fb := useFakeBuffers(t)
+	fc := useFakeContents(t)
+	for _, k := range servingKernels {
+		kk := &Kernels{pipelines: &fakePipelines{maxThreads: 1024}}
+		rec := &recorder{}
+		p, b := servingArgs(fb, fc, k)
+		if err := kk.dispatch(rec, k, p, b); err != nil {
+			t.Fatalf("%v: %v", k, err)
+		}
+		bound := map[int]*mtl.Buffer{}
+		var params []byte
+		for _, c := range rec.calls {
+			switch c.method {
+			case "SetBuffer":
+				bound[c.args[2].(int)] = c.args[0].(*mtl.Buffer)
+			case "SetBuffers":
+				for i, buf := range c.args[0].([]*mtl.Buffer) {
+					bound[c.args[2].(int)+i] = buf
+				}
+			case "SetBytes":
+				params = c.args[0].([]byte)
+			}
+		}
+		if bound[12] != b.Slots.Buffer || bound[13] != b.CuSeqlens.Buffer {
+			t.Errorf("%v: bound %p at 12 and %p at 13, want the slots %p and cu_seqlens %p", k, bound[12], bound[13], b.Slots.Buffer, b.CuSeqlens.Buffer)
+		}
+		if len(params) != 48 || binary.LittleEndian.Uint32(params[36:]) != 6 || binary.LittleEndian.Uint32(params[40:]) != 1 {
+			t.Errorf("%v: parameter bytes %v, want n_slots 6 and varlen 1 in words 9 and 10", k, params)
+		}
+	}
+}
+
+// BenchmarkServingDispatch measures the host cost of one decode dispatch
+// over a batch in a state pool (slots in shared storage, so validation
+// reads and checks them): 8 sequences (pairwise check) and 256 (bitset of
+// a 4096-slot pool), Qwen3.5's shape.
+func BenchmarkServingDispatch(b *testing.B) {
+	fb := fakeBuffers{}
+	fc := fakeContents{}
+	oldInfo, oldContents := bufferInfo, cpuContents
+	bufferInfo = func(buf *mtl.Buffer) (int, bool) { return fb[buf].length, true }
+	cpuContents = func(buf *mtl.Buffer) []byte { return fc[buf] }
+	defer func() { bufferInfo, cpuContents = oldInfo, oldContents }()
+	kk := &Kernels{pipelines: onePipeline{new(mtl.ComputePipelineState)}}
+	for _, n := range []int{8, 256} {
+		s := Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: n, NSlots: 4096}
+		p, bufs := fb.args(KernelDecode, s)
+		slots := make([]int32, n)
+		for i := range slots {
+			slots[i] = int32(4095 - 7*i)
+		}
+		bufs.Slots = int32View(fb, fc, true, slots...)
+		bufs.StateOut = bufs.StateIn
+		b.Run(fmt.Sprintf("seqs%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := kk.dispatch(nopEncoder{}, KernelDecode, p, bufs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

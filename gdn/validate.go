@@ -137,9 +137,6 @@ func Validate(k Kernel, p Params, b Buffers) error {
 	if err := validateServing(k, p, b); err != nil {
 		return err
 	}
-	if p.NSlots != 0 || p.Varlen {
-		return invalid("Shape", "n_slots %d, varlen %v: the kernels take neither a state pool nor packed tokens yet", p.NSlots, p.Varlen)
-	}
 	return nil
 }
 
@@ -161,6 +158,9 @@ func validateKernelShape(k Kernel, s Shape) error {
 		}
 		if s.DV%packedRows != 0 {
 			return invalid("Shape.DV", "%d is not a multiple of %d (the rows of one threadgroup), as the %s kernel needs", s.DV, packedRows, k)
+		}
+		if s.NSlots != 0 || s.Varlen {
+			return invalid("Shape", "n_slots %d, varlen %v: the %s kernel takes neither a state pool nor packed sequences (the kernels of one row per SIMD-group do)", s.NSlots, s.Varlen, k)
 		}
 		return nil
 	}
@@ -185,10 +185,18 @@ type viewCheck struct {
 	formula  string
 	maxLen   int // the most elements the view may have
 	written  bool
+	wide     bool // the kernels index it with 64-bit offsets: no 2^32 limit
 }
 
 func exact(name string, v View, elem ElemType, elemFrom string, want int, formula string, written bool) viewCheck {
 	return viewCheck{name: name, v: v, elem: elem, elemFrom: elemFrom, want: want, formula: formula, maxLen: want, written: written}
+}
+
+// wideIndex marks a view the kernels index with 64-bit offsets (the
+// states: a pool of states may pass 2^32 elements).
+func (c viewCheck) wideIndex() viewCheck {
+	c.wide = true
+	return c
 }
 
 func validateBuffers(k Kernel, p Params, b Buffers) error {
@@ -197,15 +205,15 @@ func validateBuffers(k Kernel, p Params, b Buffers) error {
 	a, st := p.Activation, p.State
 	// The views every kernel binds, then Capture, then ALog and DtBias.
 	checks := [...]viewCheck{
-		exact("Q", b.Q, a, act, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs", false),
-		exact("K", b.K, a, act, s.QKLen(), "D_k*n_k_heads*n_tokens*n_seqs", false),
-		exact("V", b.V, a, act, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs", false),
-		exact("G", b.G, a, act, s.GateLen(), "n_v_heads*n_tokens*n_seqs", false),
-		exact("Beta", b.Beta, a, act, s.GateLen(), "n_v_heads*n_tokens*n_seqs", false),
-		exact("StateIn", b.StateIn, st, state, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs", false),
-		exact("Output", b.Output, a, act, s.VLen(), "D_v*n_v_heads*n_tokens*n_seqs", true),
-		exact("StateOut", b.StateOut, st, state, s.StateLen(), "D_k*D_v*n_v_heads*n_seqs", true),
-		exact("Capture", b.Capture, st, state, s.CaptureLen(), "D_k*D_v*n_v_heads*n_tokens*n_seqs", true),
+		exact("Q", b.Q, a, act, s.QKLen(), formula(s, "D_k*n_k_heads*n_tokens*n_seqs", "D_k*n_k_heads*n_tokens (packed)"), false),
+		exact("K", b.K, a, act, s.QKLen(), formula(s, "D_k*n_k_heads*n_tokens*n_seqs", "D_k*n_k_heads*n_tokens (packed)"), false),
+		exact("V", b.V, a, act, s.VLen(), formula(s, "D_v*n_v_heads*n_tokens*n_seqs", "D_v*n_v_heads*n_tokens (packed)"), false),
+		exact("G", b.G, a, act, s.GateLen(), formula(s, "n_v_heads*n_tokens*n_seqs", "n_v_heads*n_tokens (packed)"), false),
+		exact("Beta", b.Beta, a, act, s.GateLen(), formula(s, "n_v_heads*n_tokens*n_seqs", "n_v_heads*n_tokens (packed)"), false),
+		exact("StateIn", b.StateIn, st, state, s.StateLen(), stateFormula(s), false).wideIndex(),
+		exact("Output", b.Output, a, act, s.VLen(), formula(s, "D_v*n_v_heads*n_tokens*n_seqs", "D_v*n_v_heads*n_tokens (packed)"), true),
+		exact("StateOut", b.StateOut, st, state, s.StateLen(), stateFormula(s), true).wideIndex(),
+		exact("Capture", b.Capture, st, state, s.CaptureLen(), formula(s, "D_k*D_v*n_v_heads*n_tokens*n_seqs", "D_k*D_v*n_v_heads*n_tokens (packed)"), true),
 		exact("ALog", b.ALog, F32, fixed, s.NVHeads, "n_v_heads", false),
 		exact("DtBias", b.DtBias, F32, fixed, s.NVHeads, "n_v_heads", false),
 	}
@@ -240,7 +248,7 @@ func validateBuffers(k Kernel, p Params, b Buffers) error {
 	// The shape's counts first: a count beyond the indices is the shape's
 	// fault, whatever the views hold.
 	for i := range views {
-		if c := &views[i]; uint64(c.want) >= maxElems {
+		if c := &views[i]; uint64(c.want) >= maxElems && !c.wide {
 			return tooLarge(c.name, c.formula, c.want)
 		}
 	}
@@ -275,6 +283,23 @@ func validatePackedAlignment(k Kernel, views []viewCheck) error {
 		}
 	}
 	return nil
+}
+
+// formula returns the element count's formula of a view for the shape's
+// token layout: per sequence, or packed.
+func formula(s Shape, perSeq, packed string) string {
+	if s.Varlen {
+		return packed
+	}
+	return perSeq
+}
+
+// stateFormula is the element count's formula of the state views.
+func stateFormula(s Shape) string {
+	if s.NSlots > 0 {
+		return "D_k*D_v*n_v_heads*n_slots"
+	}
+	return "D_k*D_v*n_v_heads*n_seqs"
 }
 
 // validateOverlaps checks that no written view shares a byte with another

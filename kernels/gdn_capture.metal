@@ -19,10 +19,12 @@ kernel void gated_delta_net_decode_capture(
     device S           *capture   [[buffer(9)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     gdn_decode_indexed<A, S, NSG, true>(q, k, v, g, beta, state_in, output, state_out,
-                                        p, capture, a_log, dt_bias, tg, tid);
+                                        p, capture, a_log, dt_bias, slots, cu_seqlens, tg, tid);
 }
 
 // Every combination of activation and state type (gdn_common.metal).

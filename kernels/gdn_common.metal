@@ -14,8 +14,16 @@
 //   capture             [D_k, D_v, n_v_heads, n_tokens, n_seqs]  S
 //   a_log, dt_bias      [n_v_heads]                              float (fused gate)
 //
+// State pools and packed sequences (SPEC section 11): with n_slots > 0,
+// state_in and state_out hold n_slots states and slots[n_seqs] (int32,
+// buffer 12) names the state of each sequence; with varlen, the tokens of
+// all sequences are packed along one axis (n_tokens in all, capture
+// likewise) and cu_seqlens[n_seqs+1] (int32, buffer 13) gives each
+// sequence its tokens. gdn_sequence finds both.
+//
 // Buffer indices: 0 q, 1 k, 2 v, 3 g (or a), 4 beta (or b), 5 state_in,
-// 6 output, 7 state_out, 8 parameters, 9 capture, 10 a_log, 11 dt_bias.
+// 6 output, 7 state_out, 8 parameters, 9 capture, 10 a_log, 11 dt_bias,
+// 12 slots, 13 cu_seqlens.
 //
 // Element types are template parameters: float, half, or gdn_bf16. Every
 // load widens to float exactly, the recurrence runs in float, and every
@@ -116,7 +124,42 @@ struct gdn_params {
     uint  head_map;  // 0: block (k_head = h / r), 1: tiled (k_head = h % n_k_heads)
     uint  fused;     // GDN_FUSED_* bits: what the kernel computes itself
     float q_scale;   // 0: q is already scaled, the output scale is 1
+    uint  n_slots;   // states in the state pool; 0: one per sequence, no slot index
+    uint  varlen;    // 1: tokens packed, cu_seqlens says which each sequence owns
+    uint  reserved2;
 };
+
+// Where one sequence of a dispatch lives (SPEC section 11): the index of
+// its state in state_in and state_out (64 bits: a pool may pass 2^32
+// elements), its first token along the token axis and its token count.
+// skip is set for padding (a negative slot), for a slot not below n_slots
+// and for a cu_seqlens range that is decreasing or passes n_tokens: such a
+// sequence reads and writes nothing, so no index the host did not check
+// is ever dereferenced.
+struct gdn_seq {
+    ulong state;
+    uint  tok0;
+    uint  n_tokens;
+    bool  skip;
+};
+
+inline gdn_seq gdn_sequence(constant gdn_params &p, device const int *slots,
+                            device const int *cu_seqlens, uint seq) {
+    gdn_seq sq = {seq, seq * p.n_tokens, p.n_tokens, false};
+    if (p.n_slots != 0u) {
+        const int slot = slots[seq];
+        sq.skip = slot < 0 || uint(slot) >= p.n_slots;
+        sq.state = ulong(uint(slot));
+    }
+    if (p.varlen != 0u) {
+        const int first = cu_seqlens[seq];
+        const int end = cu_seqlens[seq + 1];
+        sq.skip = sq.skip || first < 0 || end < first || uint(end) > p.n_tokens;
+        sq.tok0 = uint(first);
+        sq.n_tokens = uint(end - first);
+    }
+    return sq;
+}
 
 // Bits of gdn_params::fused. Each is a uniform branch.
 #define GDN_FUSED_L2NORM 1u  // q and k are raw: normalise them per key head and token
@@ -276,23 +319,28 @@ inline void gdn_decode_indexed(device const A *q, device const A *k,
                                constant gdn_params &p, device S *capture,
                                device const float *a_log,
                                device const float *dt_bias,
+                               device const int *slots,
+                               device const int *cu_seqlens,
                                uint3 tg, uint3 tid) {
     const uint lane = tid.x;
     const uint row = tg.x * NSG + tid.y;
     const uint h = tg.y;
-    const uint seq = tg.z;
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
+    if (sq.skip) {
+        return;  // the whole threadgroup: one sequence
+    }
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
-    const uint cell = ((seq * p.n_v_heads + h) * p.d_v + row) * p.d_k + lane * NSG;
+    const ulong cell = ((sq.state * p.n_v_heads + h) * p.d_v + row) * p.d_k + lane * NSG;
     float s[NSG];
     for (int c = 0; c < NSG; ++c) {
         s[c] = gdn_load(state_in + cell + c);
     }
 
-    for (uint t = 0; t < p.n_tokens; ++t) {
-        const uint tok = seq * p.n_tokens + t;
+    for (uint t = 0; t < sq.n_tokens; ++t) {
+        const uint tok = sq.tok0 + t;
         const uint qk = (tok * p.n_k_heads + kh) * p.d_k + lane * NSG;
         const uint vh = tok * p.n_v_heads + h;
         const float o = gdn_token<A, NSG>(p, gc, s, q + qk, k + qk,

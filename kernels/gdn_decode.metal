@@ -22,10 +22,12 @@ kernel void gated_delta_net_decode(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     gdn_decode_indexed<A, S, NSG, false>(q, k, v, g, beta, state_in, output, state_out,
-                                         p, nullptr, a_log, dt_bias, tg, tid);
+                                         p, nullptr, a_log, dt_bias, slots, cu_seqlens, tg, tid);
 }
 
 // The index kernel under another name, kept as the reference the other
@@ -43,10 +45,12 @@ kernel void gated_delta_net_decode_legacy(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     gdn_decode_indexed<A, S, NSG, false>(q, k, v, g, beta, state_in, output, state_out,
-                                         p, nullptr, a_log, dt_bias, tg, tid);
+                                         p, nullptr, a_log, dt_bias, slots, cu_seqlens, tg, tid);
 }
 
 // n_tokens >= 2: per-lane pointers advanced once per token.
@@ -63,24 +67,29 @@ kernel void gated_delta_net_decode_seq(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint DK = 32 * NSG;
     const uint lane = tid.x;
     const uint row = tg.x * NSG + tid.y;
     const uint h = tg.y;
-    const uint seq = tg.z;
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
+    if (sq.skip) {
+        return;  // the whole threadgroup: one sequence
+    }
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
-    const uint cell = ((seq * p.n_v_heads + h) * p.d_v + row) * DK + lane * NSG;
+    const ulong cell = ((sq.state * p.n_v_heads + h) * p.d_v + row) * DK + lane * NSG;
     float s[NSG];
     for (int c = 0; c < NSG; ++c) {
         s[c] = gdn_load(state_in + cell + c);
     }
 
-    const uint tok0 = seq * p.n_tokens;
+    const uint tok0 = sq.tok0;
     const uint qk_step = p.n_k_heads * DK;
     const uint v_step = p.n_v_heads * p.d_v;
     const uint gb_step = p.n_v_heads;
@@ -91,7 +100,7 @@ kernel void gated_delta_net_decode_seq(
     device const A *gp = g + tok0 * p.n_v_heads + h;
     device const A *bp = beta + tok0 * p.n_v_heads + h;
 
-    for (uint t = 0; t < p.n_tokens; ++t) {
+    for (uint t = 0; t < sq.n_tokens; ++t) {
         const float o = gdn_token<A, NSG>(p, gc, s, qp, kp, vp, gp, bp, scale);
         if (lane == 0) {
             gdn_store(op, o);

@@ -30,6 +30,8 @@ kernel void gated_delta_net(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     threadgroup float  *stage     [[threadgroup(0)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
@@ -37,7 +39,10 @@ kernel void gated_delta_net(
     const uint d_v = p.d_v;
     const uint i = tid.x;
     const uint h = tg.x;
-    const uint seq = tg.y;
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.y);
+    if (sq.skip) {
+        return;  // the whole threadgroup: one sequence
+    }
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
@@ -53,14 +58,14 @@ kernel void gated_delta_net(
     const uint lane = i % 32;
     const uint group = i / 32;
 
-    const uint row = ((seq * p.n_v_heads + h) * d_v + i) * d_k;
+    const ulong row = ((sq.state * p.n_v_heads + h) * d_v + i) * d_k;
     float s[GDN_MAX_DK];
     for (uint j = 0; j < d_k; ++j) {
         s[j] = gdn_load(state_in + row + j);
     }
 
-    for (uint t = 0; t < p.n_tokens; ++t) {
-        const uint tok = seq * p.n_tokens + t;
+    for (uint t = 0; t < sq.n_tokens; ++t) {
+        const uint tok = sq.tok0 + t;
         const uint qk = (tok * p.n_k_heads + kh) * d_k;
         const uint vh = tok * p.n_v_heads + h;
 

@@ -1,10 +1,6 @@
 package mtl
 
-import (
-	"fmt"
-
-	"github.com/puremetal/puremetal/objc"
-)
+import "github.com/puremetal/puremetal/objc"
 
 // BlitCommandEncoder is an MTLBlitCommandEncoder: it records copies between
 // buffers, and the synchronization of managed buffers, into a command
@@ -18,12 +14,7 @@ type BlitCommandEncoder struct{ commandEncoder }
 func (c *CommandBuffer) BlitCommandEncoder() (*BlitCommandEncoder, error) {
 	var id objc.ID
 	inPool(func() { id = c.ID().Send(sel.blitCommandEncoder).Retain() })
-	if id == 0 {
-		return nil, fmt.Errorf("mtl: blitCommandEncoder returned nil (is another encoder still open, or was the buffer committed?)")
-	}
-	e := &BlitCommandEncoder{}
-	e.set(id)
-	return e, nil
+	return owned[BlitCommandEncoder](id, "mtl: blitCommandEncoder returned nil"+noEncoderHint)
 }
 
 // SynchronizeResource makes the GPU's writes to a managed buffer visible

@@ -17,12 +17,7 @@ type CommandQueue struct{ object }
 func (q *CommandQueue) CommandBuffer() (*CommandBuffer, error) {
 	var id objc.ID
 	inPool(func() { id = q.ID().Send(sel.commandBuffer).Retain() })
-	if id == 0 {
-		return nil, fmt.Errorf("mtl: commandBuffer returned nil")
-	}
-	c := &CommandBuffer{}
-	c.set(id)
-	return c, nil
+	return owned[CommandBuffer](id, "mtl: commandBuffer returned nil")
 }
 
 // CommandBuffer is an MTLCommandBuffer: encoded work that the GPU runs
@@ -34,13 +29,11 @@ type CommandBuffer struct{ object }
 func (c *CommandBuffer) ComputeCommandEncoder() (*ComputeCommandEncoder, error) {
 	var id objc.ID
 	inPool(func() { id = c.ID().Send(sel.computeCommandEncoder).Retain() })
-	if id == 0 {
-		return nil, fmt.Errorf("mtl: computeCommandEncoder returned nil (is another encoder still open, or was the buffer committed?)")
-	}
-	e := &ComputeCommandEncoder{}
-	e.set(id)
-	return e, nil
+	return owned[ComputeCommandEncoder](id, "mtl: computeCommandEncoder returned nil"+noEncoderHint)
 }
+
+// noEncoderHint says why a command buffer may return no encoder.
+const noEncoderHint = " (is another encoder still open, or was the buffer committed?)"
 
 // Commit submits the command buffer to its queue to run.
 func (c *CommandBuffer) Commit() { inPool(func() { c.ID().Send(sel.commit) }) }

@@ -81,7 +81,7 @@ func (v *FunctionConstantValues) set(c constantValue, value any) error {
 }
 
 // newObject makes the MTLFunctionConstantValues object (owned by the
-// caller).
+// caller; call inside a pool).
 func (v *FunctionConstantValues) newObject() (objc.ID, error) {
 	cls := objc.GetClass("MTLFunctionConstantValues")
 	if cls == 0 {
@@ -124,13 +124,15 @@ func (l *Library) NewFunctionWithConstants(name string, values *FunctionConstant
 		return nil, fmt.Errorf("mtl: function name: %w", err)
 	}
 	defer s.Release()
-	cv, err := values.newObject()
-	if err != nil {
-		return nil, err
-	}
-	defer cv.Release()
 	var id objc.ID
 	inPool(func() {
+		// Making and filling the values object may autorelease too.
+		var cv objc.ID
+		cv, err = values.newObject()
+		if err != nil {
+			return
+		}
+		defer cv.Release()
 		nserr := new(objc.ID)
 		id = l.ID().Send(sel.newFunctionWithNameConstantValuesError, uintptr(s), uintptr(cv), objc.Pointer(nserr))
 		if id == 0 {

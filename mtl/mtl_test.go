@@ -35,23 +35,52 @@ kernel void add_into(device const float *a [[buffer(0)]],
 
 func size(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
 
+// newPipeline makes the pipeline of one of kernelsSource's kernels, the
+// caller's to release.
 func newPipeline(t testing.TB, d *mtl.Device, name string) *mtl.ComputePipelineState {
 	t.Helper()
-	lib, err := d.NewLibraryWithSource(kernelsSource, mtl.CompileOptions{LanguageVersion: mtl.LanguageVersion3_1})
+	return testdevice.Pipeline(t, d, kernelsSource, mtl.CompileOptions{LanguageVersion: mtl.LanguageVersion3_1}, name)
+}
+
+// gpu is an emulated device and a command queue on it, released when the
+// test ends; by then every emulated object the test made must have been
+// released too, or the test fails.
+type gpu struct {
+	t testing.TB
+	d *mtl.Device
+	q *mtl.CommandQueue
+}
+
+func newGPU(t testing.TB) *gpu {
+	t.Helper()
+	testdevice.CheckReleased(t)
+	d := testdevice.Emulated(t, emu.Options{})
+	q, err := d.NewCommandQueue()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lib.Release()
-	fn, err := lib.NewFunction(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fn.Release()
-	p, err := d.NewComputePipelineState(fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(q.Release)
+	return &gpu{t: t, d: d, q: q}
+}
+
+// pipeline makes the pipeline of one of kernelsSource's kernels, released
+// when the test ends.
+func (g *gpu) pipeline(name string) *mtl.ComputePipelineState {
+	g.t.Helper()
+	p := newPipeline(g.t, g.d, name)
+	g.t.Cleanup(p.Release)
 	return p
+}
+
+// buffer makes a buffer of length bytes, released when the test ends.
+func (g *gpu) buffer(length int, opts mtl.ResourceOptions) *mtl.Buffer {
+	g.t.Helper()
+	b, err := g.d.NewBuffer(length, opts)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(b.Release)
+	return b
 }
 
 func TestDeviceProperties(t *testing.T) {
@@ -68,8 +97,7 @@ func TestDeviceProperties(t *testing.T) {
 }
 
 func TestBuffers(t *testing.T) {
-	before := emu.LiveObjects()
-	d := testdevice.Emulated(t, emu.Options{})
+	d := newGPU(t).d
 	src := []byte("puremetal buffers hold bytes \x00\x01\x02")
 	b, err := d.NewBufferWithBytes(src, mtl.ResourceStorageModeShared)
 	if err != nil {
@@ -114,10 +142,6 @@ func TestBuffers(t *testing.T) {
 		x.Release()
 		x.Release()
 	}
-	d.Release()
-	if after := emu.LiveObjects(); after != before {
-		t.Errorf("live objects %d before, %d after", before, after)
-	}
 }
 
 func TestLibraryErrors(t *testing.T) {
@@ -150,13 +174,8 @@ func TestLibraryErrors(t *testing.T) {
 // TestEncoderRefusesBadArguments shows that a bad argument is recorded,
 // nothing after it is sent, and EndEncoding reports it.
 func TestEncoderRefusesBadArguments(t *testing.T) {
-	d := testdevice.Emulated(t, emu.Options{})
-	p := newPipeline(t, d, "fill")
-	defer p.Release()
-	x, _ := d.NewBuffer(4*64, 0)
-	defer x.Release()
-	q, _ := d.NewCommandQueue()
-	defer q.Release()
+	g := newGPU(t)
+	p, x, q := g.pipeline("fill"), g.buffer(4*64, 0), g.q
 	for _, tc := range []struct {
 		name string
 		bad  func(e *mtl.ComputeCommandEncoder)
@@ -195,18 +214,11 @@ func TestEncoderRefusesBadArguments(t *testing.T) {
 // the command buffer's own methods, the path of callers that keep several
 // command buffers in flight; CommandQueue.Run is that sequence in one call.
 func TestDispatchesRunInOrder(t *testing.T) {
-	d := testdevice.Emulated(t, emu.Options{})
-	fill, add := newPipeline(t, d, "fill"), newPipeline(t, d, "add_into")
-	defer fill.Release()
-	defer add.Release()
+	g := newGPU(t)
+	fill, add := g.pipeline("fill"), g.pipeline("add_into")
 	const n = 96
-	a, _ := d.NewBuffer(4*n, 0)
-	b, _ := d.NewBuffer(4*n, 0)
-	defer a.Release()
-	defer b.Release()
-	q, _ := d.NewCommandQueue()
-	defer q.Release()
-	cb, _ := q.CommandBuffer()
+	a, b := g.buffer(4*n, 0), g.buffer(4*n, 0)
+	cb, _ := g.q.CommandBuffer()
 	defer cb.Release()
 	if err := cb.SetLabel("token 0"); err != nil || cb.Label() != "token 0" {
 		t.Errorf("label %q, %v", cb.Label(), err)
@@ -248,19 +260,15 @@ func TestDispatchesRunInOrder(t *testing.T) {
 // emulated device each send also runs a Go method, so this is an upper
 // bound of the binding's own cost.
 func BenchmarkEncodeDispatch(b *testing.B) {
-	d := testdevice.Emulated(b, emu.Options{})
-	p := newPipeline(b, d, "fill")
-	defer p.Release()
+	g := newGPU(b)
+	p := g.pipeline("fill")
 	bufs := make([]*mtl.Buffer, 9)
 	offs := make([]int, 9)
 	for i := range bufs {
-		bufs[i], _ = d.NewBuffer(4096, 0)
-		defer bufs[i].Release()
+		bufs[i] = g.buffer(4096, 0)
 	}
 	params := make([]byte, 36)
-	q, _ := d.NewCommandQueue()
-	defer q.Release()
-	cb, _ := q.CommandBuffer()
+	cb, _ := g.q.CommandBuffer()
 	defer cb.Release()
 	e, _ := cb.ComputeCommandEncoder()
 	e.SetComputePipelineState(p)
@@ -279,21 +287,10 @@ func BenchmarkEncodeDispatch(b *testing.B) {
 }
 
 func TestQueueRun(t *testing.T) {
-	before := emu.LiveObjects()
-	d := testdevice.Emulated(t, emu.Options{})
-	fill := newPipeline(t, d, "fill")
-	defer fill.Release()
-	q, err := d.NewCommandQueue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Release()
+	g := newGPU(t)
+	d, q, fill := g.d, g.q, g.pipeline("fill")
 	const n = 64
-	x, err := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Release()
+	x := g.buffer(4*n, mtl.ResourceStorageModeShared)
 	xs := mtl.Slice[float32](x)
 	poison := func() {
 		for i := range xs {
@@ -329,7 +326,7 @@ func TestQueueRun(t *testing.T) {
 	// encode's own error is returned and nothing is committed.
 	poison()
 	mine := errors.New("caller's error")
-	err = q.Run(func(enc *mtl.ComputeCommandEncoder) error {
+	err := q.Run(func(enc *mtl.ComputeCommandEncoder) error {
 		if err := encodeFill(enc); err != nil {
 			return err
 		}
@@ -365,13 +362,6 @@ func TestQueueRun(t *testing.T) {
 	if err := released.Run(encodeFill); err == nil {
 		t.Error("Run on a released queue returned nil")
 	}
-	x.Release()
-	fill.Release()
-	q.Release()
-	d.Release()
-	if after := emu.LiveObjects(); after != before {
-		t.Errorf("live objects: %d before, %d after", before, after)
-	}
 }
 
 // TestEncoderRefusesAppleViolations covers arguments that Metal's rules
@@ -380,13 +370,8 @@ func TestQueueRun(t *testing.T) {
 // overflow 64 bits, and any encoding after EndEncoding. Each is an error
 // naming the numbers, and the command buffer runs nothing.
 func TestEncoderRefusesAppleViolations(t *testing.T) {
-	d := testdevice.Emulated(t, emu.Options{})
-	p := newPipeline(t, d, "fill")
-	defer p.Release()
-	x, _ := d.NewBuffer(4*64, 0)
-	defer x.Release()
-	q, _ := d.NewCommandQueue()
-	defer q.Release()
+	g := newGPU(t)
+	p, x, q := g.pipeline("fill"), g.buffer(4*64, 0), g.q
 	xs := mtl.Slice[float32](x)
 	one := []byte{0, 0, 0x80, 0x3f}
 	for _, tc := range []struct {
@@ -561,14 +546,10 @@ func mapped(t *testing.T, p unsafe.Pointer) bool {
 // its memory until the command buffer is done with it; the deallocator
 // block then unmaps it, exactly once.
 func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
-	before := emu.LiveObjects()
-	d := testdevice.Emulated(t, emu.Options{})
-	fill := newPipeline(t, d, "fill")
-	defer fill.Release()
-	q, _ := d.NewCommandQueue()
-	defer q.Release()
+	g := newGPU(t)
+	fill := g.pipeline("fill")
 	const n = 1024
-	b, err := d.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
+	b, err := g.d.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +559,7 @@ func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
 		xs[i] = -1
 	}
 	unmappedBefore := mtl.Unmapped()
-	cb, err := q.CommandBuffer()
+	cb, err := g.q.CommandBuffer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,12 +595,6 @@ func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
 	if got := mtl.Unmapped() - unmappedBefore; got != 1 {
 		t.Errorf("the deallocator unmapped %d times, want 1", got)
 	}
-	fill.Release()
-	q.Release()
-	d.Release()
-	if after := emu.LiveObjects(); after != before {
-		t.Errorf("live objects %d before, %d after", before, after)
-	}
 }
 
 // runEncoded commits cb, waits, and fails the test on a command buffer
@@ -638,21 +613,10 @@ func runEncoded(t *testing.T, cb *mtl.CommandBuffer) {
 // CPU's writes reach kernels through DidModifyRange, and the GPU's writes
 // reach Contents through a blit encoder's SynchronizeResource.
 func TestManagedBufferSynchronization(t *testing.T) {
-	before := emu.LiveObjects()
-	d := testdevice.Emulated(t, emu.Options{})
-	fill, add := newPipeline(t, d, "fill"), newPipeline(t, d, "add_into")
-	defer fill.Release()
-	defer add.Release()
-	q, _ := d.NewCommandQueue()
-	defer q.Release()
+	g := newGPU(t)
+	q, fill, add := g.q, g.pipeline("fill"), g.pipeline("add_into")
 	const n = 64
-	a, err := d.NewBuffer(4*n, mtl.ResourceStorageModeManaged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Release()
-	b, _ := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
-	defer b.Release()
+	a, b := g.buffer(4*n, mtl.ResourceStorageModeManaged), g.buffer(4*n, mtl.ResourceStorageModeShared)
 	as, bs := mtl.Slice[float32](a), mtl.Slice[float32](b)
 
 	// The CPU writes a; only the range told to Metal reaches the kernel.
@@ -662,7 +626,7 @@ func TestManagedBufferSynchronization(t *testing.T) {
 	if err := a.DidModifyRange(0, 4*n/2); err != nil {
 		t.Fatal(err)
 	}
-	err = q.Run(func(e *mtl.ComputeCommandEncoder) error {
+	err := q.Run(func(e *mtl.ComputeCommandEncoder) error {
 		e.SetComputePipelineState(add)
 		e.SetBuffers([]*mtl.Buffer{a, b}, []int{0, 0}, 0)
 		e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
@@ -714,34 +678,16 @@ func TestManagedBufferSynchronization(t *testing.T) {
 			t.Fatalf("a[%d] = %v after synchronizeResource:, want %v", i, x, 1+float32(i))
 		}
 	}
-	a.Release()
-	b.Release()
-	fill.Release()
-	add.Release()
-	q.Release()
-	d.Release()
-	if after := emu.LiveObjects(); after != before {
-		t.Errorf("live objects %d before, %d after", before, after)
-	}
 }
 
 // CopyFromBuffer copies exactly the bytes asked for, in command buffer
 // order with the dispatches; bad ranges and alignments are refused,
 // naming the numbers, and nothing runs.
 func TestBlitCopy(t *testing.T) {
-	before := emu.LiveObjects()
-	d := testdevice.Emulated(t, emu.Options{})
-	fill := newPipeline(t, d, "fill")
-	defer fill.Release()
-	q, _ := d.NewCommandQueue()
-	defer q.Release()
+	g := newGPU(t)
+	q := g.q
 	const n = 256
-	src, _ := d.NewBuffer(n, mtl.ResourceStorageModeShared)
-	dst, _ := d.NewBuffer(n, mtl.ResourceStorageModePrivate)
-	back, _ := d.NewBuffer(n, mtl.ResourceStorageModeShared)
-	defer src.Release()
-	defer dst.Release()
-	defer back.Release()
+	src, dst, back := g.buffer(n, mtl.ResourceStorageModeShared), g.buffer(n, mtl.ResourceStorageModePrivate), g.buffer(n, mtl.ResourceStorageModeShared)
 	ss := src.Contents()
 	for i := range ss {
 		ss[i] = byte(i*7 + 3)
@@ -823,29 +769,17 @@ func TestBlitCopy(t *testing.T) {
 			t.Errorf("%s: a copy ran", tc.name)
 		}
 	}
-	src.Release()
-	dst.Release()
-	back.Release()
-	fill.Release()
-	q.Release()
-	d.Release()
-	if after := emu.LiveObjects(); after != before {
-		t.Errorf("live objects %d before, %d after", before, after)
-	}
 }
 
 // Ranges whose ends overflow an int are refused, not wrapped into range.
 func TestRangesOverflowRefused(t *testing.T) {
-	d := testdevice.Emulated(t, emu.Options{})
-	x, _ := d.NewBuffer(4*64, mtl.ResourceStorageModeManaged)
-	defer x.Release()
+	g := newGPU(t)
+	x := g.buffer(4*64, mtl.ResourceStorageModeManaged)
 	const maxInt = int(^uint(0) >> 1)
 	if err := x.DidModifyRange(16, maxInt); err == nil || !strings.Contains(err.Error(), "[16, 9223372036854775823)") {
 		t.Errorf("DidModifyRange(16, MaxInt): %v, want an error naming the range", err)
 	}
-	q, _ := d.NewCommandQueue()
-	defer q.Release()
-	cb, _ := q.CommandBuffer()
+	cb, _ := g.q.CommandBuffer()
 	defer cb.Release()
 	e, _ := cb.ComputeCommandEncoder()
 	e.SetBuffer(x, 0, maxInt)

@@ -1,6 +1,7 @@
 package mtl
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"github.com/puremetal/puremetal/objc"
@@ -27,3 +28,18 @@ func (o *object) Release() {
 // getters that return autoreleased objects are called inside one, and their
 // results retained, so that nothing depends on a pool of the caller's.
 func inPool(f func()) { objc.WithAutoreleasePool(f) }
+
+// owned wraps id, an object retained for the caller (a getter's result,
+// retained inside a pool), in a new *T; an id of 0 (the getter returned
+// nil) is the error nilErr.
+func owned[T any, P interface {
+	*T
+	set(objc.ID)
+}](id objc.ID, nilErr string) (P, error) {
+	if id == 0 {
+		return nil, errors.New(nilErr)
+	}
+	o := P(new(T))
+	o.set(id)
+	return o, nil
+}

@@ -77,6 +77,31 @@ func poolChild(t *testing.T) {
 	if _, err := d.NewLibraryWithSource("not metal", mtl.CompileOptions{}); err == nil {
 		t.Error("bad source compiled")
 	}
+	// A library with macros and a function constant, specialized by index
+	// and by name.
+	spec, err := d.NewLibraryWithSource(`#include <metal_stdlib>
+using namespace metal;
+constant uint scale [[function_constant(0)]];
+kernel void scaled(device uint* x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] = scale * i + OFFSET; }
+`, mtl.CompileOptions{PreprocessorMacros: map[string]string{"OFFSET": "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spec.Release()
+	for _, set := range []func(*mtl.FunctionConstantValues) error{
+		func(v *mtl.FunctionConstantValues) error { return v.SetAtIndex(0, uint32(3)) },
+		func(v *mtl.FunctionConstantValues) error { return v.SetWithName("scale", uint32(3)) },
+	} {
+		var values mtl.FunctionConstantValues
+		if err := set(&values); err != nil {
+			t.Fatal(err)
+		}
+		fn, err := spec.NewFunctionWithConstants("scaled", &values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn.Release()
+	}
 	q, err := d.NewCommandQueue()
 	if err != nil {
 		t.Fatal(err)

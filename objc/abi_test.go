@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -144,60 +143,41 @@ type abiImpl struct {
 	seen func(t testing.TB) []uint64
 }
 
-var goABI struct {
-	sync.Mutex
-	cls Class
+var goABI, cABI onceClass
+
+// allABICases are abiCases and the methods of the size and bool checks.
+func allABICases() []abiCase {
+	return append(abiCases[:len(abiCases):len(abiCases)], sizeMethod, boolMethod)
 }
 
 // goABIClass is the class whose methods are the Go functions of abiCases.
 func goABIClass(t testing.TB) abiImpl {
 	t.Helper()
-	root := rootClass(t)
-	goABI.Lock()
-	defer goABI.Unlock()
-	if goABI.cls == 0 {
+	cls := goABI.get(t, "PMTestGoABI", rootClass(t), func() []Method {
 		var ms []Method
-		for _, c := range append(abiCases[:len(abiCases):len(abiCases)], sizeMethod, boolMethod) {
-			if goCallbackUnsupported(c) {
-				continue
+		for _, c := range allABICases() {
+			if !goCallbackUnsupported(c) {
+				ms = append(ms, Method{Sel: c.sel, Fn: c.goFn, Types: c.types})
 			}
-			ms = append(ms, Method{Sel: c.sel, Fn: c.goFn, Types: c.types})
 		}
-		cls, err := RegisterClass("PMTestGoABI", root, ms)
-		if err != nil {
-			t.Fatal(err)
-		}
-		goABI.cls = cls
-	}
-	return abiImpl{"Go", goABI.cls, func(testing.TB) []uint64 { return goLastSeen() }}
-}
-
-var cABI struct {
-	sync.Mutex
-	cls Class
+		return ms
+	})
+	return abiImpl{"Go", cls, func(testing.TB) []uint64 { return goLastSeen() }}
 }
 
 // cABIClass is the class whose methods are the C functions of
 // testdata/abi.c, compiled by clang for the test's architecture.
 func cABIClass(t testing.TB) abiImpl {
 	t.Helper()
-	root := rootClass(t)
 	loadCLib(t)
-	cABI.Lock()
-	defer cABI.Unlock()
-	if cABI.cls == 0 {
+	cls := cABI.get(t, "PMTestCABI", rootClass(t), func() []Method {
 		var ms []Method
-		for _, c := range append(abiCases[:len(abiCases):len(abiCases)], sizeMethod, boolMethod) {
+		for _, c := range allABICases() {
 			ms = append(ms, Method{Sel: c.sel, IMP: IMP(cSymbol(t, c.cFn)), Types: c.types})
 		}
-		ms = append(ms, Method{Sel: ratioSel, IMP: IMP(cSymbol(t, "pm_ratio")), Types: "d@:QQ"})
-		cls, err := RegisterClass("PMTestCABI", root, ms)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cABI.cls = cls
-	}
-	return abiImpl{"C", cABI.cls, cSeen}
+		return append(ms, Method{Sel: ratioSel, IMP: IMP(cSymbol(t, "pm_ratio")), Types: "d@:QQ"})
+	})
+	return abiImpl{"C", cls, cSeen}
 }
 
 func abiImpls(t *testing.T) []abiImpl {

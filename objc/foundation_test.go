@@ -89,32 +89,20 @@ func TestSendSuper(t *testing.T) {
 // deallocs counts the deallocations of PMTestCounted instances.
 var deallocs atomic.Int64
 
-var counted struct {
-	sync.Mutex
-	cls Class
-}
+var counted onceClass
 
 // countedClass is an NSObject subclass whose dealloc counts in deallocs and
 // then calls NSObject's dealloc.
 func countedClass(t *testing.T) Class {
 	t.Helper()
 	needFoundation(t)
-	counted.Lock()
-	defer counted.Unlock()
-	if counted.cls == 0 {
-		nsobject := GetClass("NSObject")
-		cls, err := RegisterClass("PMTestCounted", nsobject, []Method{
-			{Sel: "dealloc", Types: "v@:", Fn: func(self ID, sel SEL) {
-				deallocs.Add(1)
-				SendSuper(self, nsobject, sel)
-			}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		counted.cls = cls
-	}
-	return counted.cls
+	nsobject := GetClass("NSObject")
+	return counted.get(t, "PMTestCounted", nsobject, func() []Method {
+		return []Method{{Sel: "dealloc", Types: "v@:", Fn: func(self ID, sel SEL) {
+			deallocs.Add(1)
+			SendSuper(self, nsobject, sel)
+		}}}
+	})
 }
 
 // TestRetainRelease checks the reference count and that the last release

@@ -219,6 +219,28 @@ func cSeen(t testing.TB) []uint64 {
 	return append([]uint64(nil), seen[:min(n, 64)]...)
 }
 
+// onceClass is a test class registered the first time a test asks for it.
+type onceClass struct {
+	sync.Mutex
+	cls Class
+}
+
+// get returns the class, registering it as a subclass of super with the
+// methods of methods on the first call.
+func (c *onceClass) get(t testing.TB, name string, super Class, methods func() []Method) Class {
+	t.Helper()
+	c.Lock()
+	defer c.Unlock()
+	if c.cls == 0 {
+		cls, err := RegisterClass(name, super, methods())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.cls = cls
+	}
+	return c.cls
+}
+
 // goSeen holds the words the last Go method received.
 var goSeen struct {
 	sync.Mutex

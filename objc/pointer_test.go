@@ -1,15 +1,11 @@
 package objc
 
 import (
-	"sync"
 	"testing"
 	"unsafe"
 )
 
-var stackClass struct {
-	sync.Mutex
-	cls Class
-}
+var stackClass onceClass
 
 // fillLength is the Go method fill:length: of PMTestStack: it grows the
 // goroutine's stack far past its first size, which moves the caller's
@@ -36,17 +32,9 @@ func growStack(depth int) byte {
 
 func stackTestClass(t *testing.T) Class {
 	t.Helper()
-	root := rootClass(t)
-	stackClass.Lock()
-	defer stackClass.Unlock()
-	if stackClass.cls == 0 {
-		cls, err := RegisterClass("PMTestStack", root, []Method{{Sel: "fill:length:", Types: "Q@:^vQ", Fn: fillLength}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		stackClass.cls = cls
-	}
-	return stackClass.cls
+	return stackClass.get(t, "PMTestStack", rootClass(t), func() []Method {
+		return []Method{{Sel: "fill:length:", Types: "Q@:^vQ", Fn: fillLength}}
+	})
 }
 
 // TestPointerSurvivesStackGrowth passes the address of a small local

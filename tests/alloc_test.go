@@ -25,10 +25,11 @@ func TestEmulatedDispatchAllocatesNoMore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// buffers 0-11 as gdn binds them: Q's stands in at 8 (setBytes binds
-		// it next), G's at 9-11 (no capture, A_log and dt_bias unread)
+		// buffers 0-13 as gdn binds them: Q's stands in at 8 (setBytes binds
+		// it next), G's at 9-13 (no capture, A_log and dt_bias unread, no
+		// slot index, no cu_seqlens)
 		raw := []*mtl.Buffer{b.Q.Buffer, b.K.Buffer, b.V.Buffer, b.G.Buffer, b.Beta.Buffer, b.StateIn.Buffer, b.Output.Buffer, b.StateOut.Buffer,
-			b.Q.Buffer, b.G.Buffer, b.G.Buffer, b.G.Buffer}
+			b.Q.Buffer, b.G.Buffer, b.G.Buffer, b.G.Buffer, b.G.Buffer, b.G.Buffer}
 		offsets := make([]int, len(raw))
 		params := paramBytes(p)
 		grid, group := mtl.Size{Width: 1, Height: 4, Depth: 1}, mtl.Size{Width: 32, Height: 4, Depth: 1}

@@ -178,6 +178,17 @@ func (r *rig) decodeKernel() kernel {
 		}
 		enc.SetBuffer(aLog.Buffer, aLog.Offset, 10)
 		enc.SetBuffer(dtBias.Buffer, dtBias.Offset, 11)
+		// The slot index and cu_seqlens at 12 and 13, or G's buffer in
+		// their place, as gdn binds them.
+		slots, cu := b.Slots, b.CuSeqlens
+		if s.NSlots == 0 {
+			slots = b.G
+		}
+		if !s.Varlen {
+			cu = b.G
+		}
+		enc.SetBuffer(slots.Buffer, slots.Offset, 12)
+		enc.SetBuffer(cu.Buffer, cu.Offset, 13)
 		enc.DispatchThreadgroups(mtl.Size{Width: uint(s.DV / nsg), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
 			mtl.Size{Width: 32, Height: uint(nsg), Depth: 1})
 		return enc.Err()
@@ -185,10 +196,11 @@ func (r *rig) decodeKernel() kernel {
 	return kernel{name: "decode_kernel", call: call}
 }
 
-// paramBytes packs the nine parameter words of SPEC section 5,
-// little-endian: D_k, D_v, n_k_heads, n_v_heads, n_tokens, n_seqs, head
-// map, the fused parts (bit 0 L2 norm, bit 1 gate, bit 2 beta), and the
-// bits of q scale (0 for none).
+// paramBytes packs the parameter words, little-endian: the nine of SPEC
+// section 5 (D_k, D_v, n_k_heads, n_v_heads, n_tokens, n_seqs, head map,
+// the fused parts: bit 0 L2 norm, bit 1 gate, bit 2 beta; and the bits of
+// q scale, 0 for none), then n_slots (0 without a pool), 1 for packed
+// sequences, and a reserved 0.
 func paramBytes(p gdn.Params) []byte {
 	s := p.Shape
 	var scale uint32
@@ -202,7 +214,11 @@ func paramBytes(p gdn.Params) []byte {
 		}
 	}
 	words := []uint32{uint32(s.DK), uint32(s.DV), uint32(s.NKHeads), uint32(s.NVHeads),
-		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), fused, scale}
+		uint32(s.NTokens), uint32(s.NSeqs), uint32(p.HeadMap), fused, scale,
+		uint32(s.NSlots), 0, 0}
+	if s.Varlen {
+		words[10] = 1
+	}
 	b := make([]byte, 4*len(words))
 	for i, w := range words {
 		binary.LittleEndian.PutUint32(b[4*i:], w)

@@ -25,7 +25,7 @@ type decodeStep struct {
 	p      gdn.Params
 	layers []gdn.Buffers
 	// what gdn sends, for the direct encoding: the pipeline state, buffers
-	// 0-11, the parameters
+	// 0-13, the parameters
 	pso     *mtl.ComputePipelineState
 	bufs    [][]*mtl.Buffer
 	offsets []int
@@ -56,7 +56,7 @@ func newDecodeStep(tb testing.TB, act spec.ElemType) *decodeStep {
 		Q: r.poisonedTyped(tb, act, p.QKLen()), K: r.poisonedTyped(tb, act, p.QKLen()), V: r.poisonedTyped(tb, act, p.VLen()),
 		G: r.poisonedTyped(tb, act, p.GateLen()), Beta: r.poisonedTyped(tb, act, p.GateLen()), Output: r.poisonedTyped(tb, act, p.VLen()),
 	}
-	s := &decodeStep{r: r, p: p, offsets: make([]int, 12), params: paramBytes(p)}
+	s := &decodeStep{r: r, p: p, offsets: make([]int, 14), params: paramBytes(p)}
 	pso, err := reg.Pipeline(dev, kernels.DecodePackedOf(act, spec.F32, 4))
 	if err != nil {
 		tb.Fatal(err)
@@ -69,7 +69,8 @@ func newDecodeStep(tb testing.TB, act spec.ElemType) *decodeStep {
 		b.ALog, b.DtBias = r.poisonedTyped(tb, spec.F32, p.NVHeads), r.poisonedTyped(tb, spec.F32, p.NVHeads)
 		s.layers = append(s.layers, b)
 		s.bufs = append(s.bufs, []*mtl.Buffer{b.Q.Buffer, b.K.Buffer, b.V.Buffer, b.G.Buffer, b.Beta.Buffer,
-			b.StateIn.Buffer, b.Output.Buffer, b.StateOut.Buffer, b.Q.Buffer, b.G.Buffer, b.ALog.Buffer, b.DtBias.Buffer})
+			b.StateIn.Buffer, b.Output.Buffer, b.StateOut.Buffer, b.Q.Buffer, b.G.Buffer, b.ALog.Buffer, b.DtBias.Buffer,
+			b.G.Buffer, b.G.Buffer})
 	}
 	return s
 }

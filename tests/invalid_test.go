@@ -83,7 +83,8 @@ func invalidEncodesNothing(t *testing.T, r *rig) {
 		{"capture over state_out", kCapture, func(_ *gdn.Params, b *gdn.Buffers) {
 			b.StateOut = gdn.F32View(b.Capture.Buffer, 4*(b.Capture.Len-st), st)
 		}, []string{"StateOut", "Capture's bytes"}},
-		{"count at 2^32", kDecode, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.NSeqs = 1 << 22 }, []string{"2^32"}},
+		// (A count the kernels index with 32 bits; the states have 64-bit offsets.)
+		{"count at 2^32", kDecode, func(p *gdn.Params, _ *gdn.Buffers) { p.Shape.NTokens = 1 << 31 }, []string{"2^32"}},
 	}
 
 	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error {

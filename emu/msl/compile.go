@@ -158,7 +158,7 @@ func loadRuntime(root string) error {
 	}
 	so := filepath.Join(dir, rtLibName)
 	if _, log, err := cc.BuildShared("", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
-		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror",
+		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror=implicit-function-declaration",
 		"-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread"); err != nil {
 		return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log)
 	}
@@ -205,8 +205,11 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 	flags := []string{
 		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
 		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
-		"-fno-math-errno", "-nostdlib++", "-mllvm", "-inline-threshold=2000",
-		"-ffp-contract=off", "-fno-color-diagnostics",
+		"-fno-math-errno", "-nostdlib++", "-ffp-contract=off", "-fno-color-diagnostics",
+		// inline helper functions, as Apple's compiler does, so that the
+		// arrays they take stay in registers instead of going through the
+		// access hooks on the stack
+		"-mllvm", "-inline-threshold=500",
 		// keep copy loops as loads and stores (instrumented), not memcpy calls
 		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",
 		"-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns",

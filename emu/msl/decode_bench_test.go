@@ -21,22 +21,21 @@ const qwenDk, qwenDv, qwenNkh, qwenNvh = 128, 128, 16, 32
 
 var benchCache = filepath.Join(os.TempDir(), "puremetal-msl-bench")
 
-// qwenDecode prepares one dispatch of the library's decode kernel on that
-// shape, with random inputs.
-func qwenDecode(tb testing.TB) (*msl.Function, *msl.Dispatch) {
+// qwenDispatch prepares one dispatch of a kernel of the library on that
+// shape for n tokens of one sequence, with random inputs.
+func qwenDispatch(tb testing.TB, file, entry string, tokens int, grid msl.Grid) (*msl.Function, *msl.Dispatch) {
 	tb.Helper()
-	lib, err := msl.Compile(kernels.Source(kernels.DecodeFile), msl.CompileOptions{FileName: kernels.DecodeFile, CacheDir: benchCache})
+	lib, err := msl.Compile(kernels.Source(file), msl.CompileOptions{FileName: file, CacheDir: benchCache})
 	if err != nil {
 		testenv.SkipOrFail(tb, err.Error())
 	}
-	const nsg = qwenDk / 32
-	f, err := lib.Function(kernels.Decode(nsg))
+	f, err := lib.Function(entry)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	lengths := []int{qwenDk * qwenNkh, qwenDk * qwenNkh, qwenDv * qwenNvh, qwenNvh, qwenNvh,
-		qwenDk * qwenDv * qwenNvh, qwenDv * qwenNvh, qwenDk * qwenDv * qwenNvh}
-	d := &msl.Dispatch{Grid: msl.ThreadgroupsGrid([3]int{qwenDv / nsg, qwenNvh, 1}, [3]int{32, nsg, 1})}
+	lengths := []int{qwenDk * qwenNkh * tokens, qwenDk * qwenNkh * tokens, qwenDv * qwenNvh * tokens, qwenNvh * tokens, qwenNvh * tokens,
+		qwenDk * qwenDv * qwenNvh, qwenDv * qwenNvh * tokens, qwenDk * qwenDv * qwenNvh}
+	d := &msl.Dispatch{Grid: grid}
 	r := rand.New(rand.NewSource(1))
 	for i, n := range lengths {
 		b, err := unix.Mmap(-1, 0, 4*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
@@ -50,18 +49,14 @@ func qwenDecode(tb testing.TB) (*msl.Function, *msl.Dispatch) {
 		}
 		d.Buffers[i] = msl.Binding{Ptr: uintptr(unsafe.Pointer(&b[0])), Len: len(b)}
 	}
-	params := []uint32{qwenDk, qwenDv, qwenNkh, qwenNvh, 1, 1, 0, 0, math.Float32bits(0)}
+	params := []uint32{qwenDk, qwenDv, qwenNkh, qwenNvh, uint32(tokens), 1, 0, 0, math.Float32bits(0)}
 	d.Buffers[8] = msl.Binding{Ptr: uintptr(unsafe.Pointer(&params[0])), Len: 4 * len(params)}
 	tb.Cleanup(func() { _ = params[0] })
 	return f, d
 }
 
-// BenchmarkQwenDecode times the emulator on one full decode dispatch of a
-// Qwen3.5 layer (1024 threadgroups of 128 threads).
-//
-//	go test ./emu/msl -run '^$' -bench QwenDecode -count 5
-func BenchmarkQwenDecode(b *testing.B) {
-	f, d := qwenDecode(b)
+// benchDispatch times f on d with one worker and with one per CPU.
+func benchDispatch(b *testing.B, f *msl.Function, d *msl.Dispatch) {
 	for _, workers := range []int{1, 0} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			d.Workers = workers
@@ -75,6 +70,25 @@ func BenchmarkQwenDecode(b *testing.B) {
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// BenchmarkQwenDecode times the emulator on one full decode dispatch of a
+// Qwen3.5 layer, one token (1024 threadgroups of 128 threads).
+//
+//	go test ./emu/msl -run '^$' -bench Qwen -count 5
+func BenchmarkQwenDecode(b *testing.B) {
+	const nsg = qwenDk / 32
+	f, d := qwenDispatch(b, kernels.DecodeFile, kernels.Decode(nsg), 1, msl.ThreadgroupsGrid([3]int{qwenDv / nsg, qwenNvh, 1}, [3]int{32, nsg, 1}))
+	benchDispatch(b, f, d)
+}
+
+// BenchmarkQwenPrefill times the prefill kernel on 8 tokens of the same
+// layer (32 threadgroups of 128 threads staging each token in threadgroup
+// memory), the emulator's threadgroup memory checks at work.
+func BenchmarkQwenPrefill(b *testing.B) {
+	f, d := qwenDispatch(b, kernels.PrefillFile, kernels.Prefill, 8, msl.ThreadgroupsGrid([3]int{qwenNvh, 1, 1}, [3]int{qwenDv, 1, 1}))
+	d.ThreadgroupMemoryLength[0] = (2*qwenDk + qwenDv) * 4
+	benchDispatch(b, f, d)
 }
 
 // cpuTime is the CPU time the process used, user and system, in ns.

@@ -180,15 +180,17 @@
 //     call's return address) is not caught before that.
 //   - Races on threadgroup memory: two threads of a threadgroup accessing
 //     the same bytes, at least one storing, with no threadgroup_barrier
-//     between them (any mem_flags) is a fault naming both accesses. Lanes
+//     between them (any mem_flags) is a fault naming both accesses, even
+//     when two threads store the same value. Lanes
 //     of one SIMD-group are also ordered by the SIMD-group functions and
 //     simdgroup_barrier calls they make together, since the emulator
 //     switches between the lanes there, as they step together on the GPU;
 //     without one, lanes exchanging values through threadgroup memory race
 //     here (the GPU's lockstep is not guaranteed by Metal). Atomic
 //     operations are not races, and are not checked against other
-//     accesses. Each byte remembers its last store and loads by two
-//     threads, so a race with a third reader can be missed. Races between
+//     accesses. Each byte remembers its last store and the first load
+//     since, so a race with one of several loading threads names the
+//     first of them. Races between
 //     threadgroups on device memory are not detected, and threads of a
 //     threadgroup only interleave at barriers and SIMD-group functions.
 package msl

@@ -34,6 +34,29 @@ func TestGridProductsDoNotOverflow(t *testing.T) {
 	}
 }
 
+// Threadgroup memory lengths whose sum overflows, and bindings whose end
+// does, are refused too.
+func TestThreadgroupMemoryLengthsDoNotOverflow(t *testing.T) {
+	lib := compileT(t, vecAddSrc, CompileOptions{})
+	f := functionT(t, lib, "vec_add")
+	a := newF32(t, 16)
+	d := &Dispatch{Grid: ThreadsGrid([3]int{16, 1, 1}, [3]int{16, 1, 1})}
+	d.Buffers[0], d.Buffers[1], d.Buffers[2] = a.binding(), a.binding(), a.binding()
+	for i := 0; i < 4; i++ {
+		d.ThreadgroupMemoryLength[i] = 1 << 62
+	}
+	_, err := f.Run(d)
+	if err == nil || !strings.Contains(err.Error(), "ThreadgroupMemoryLength[0] is 4611686018427387904 bytes, more than 32768") {
+		t.Fatalf("four lengths of 2^62 bytes (adding up to 0 in 64 bits): %v", err)
+	}
+	d.ThreadgroupMemoryLength = [MaxBindings]int{}
+	d.Buffers[1].Len = 1 << 62
+	d.Buffers[1].Ptr = 3 << 62
+	if _, err := f.Run(d); err == nil || !strings.Contains(err.Error(), "Dispatch.Buffers[1] at 0xc000000000000000 with length 4611686018427387904 wraps around the address space") {
+		t.Fatalf("a binding past the end of the address space: %v", err)
+	}
+}
+
 func TestEnvironmentKnobs(t *testing.T) {
 	for v, want := range map[string]time.Duration{"": DefaultTimeout, "5m": 5 * time.Minute, "0": -1, "-3s": DefaultTimeout, "soon": DefaultTimeout, "250ms": 250 * time.Millisecond} {
 		if got := parseTimeout(v); got != want {

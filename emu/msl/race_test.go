@@ -133,3 +133,45 @@ kernel void reduce(device float* out [[buffer(0)]],
 		t.Fatalf("atomic count %v, want 256", got)
 	}
 }
+
+// A store after loads by many threads: ordered if every loader is a lane
+// of the storer's SIMD-group and they synchronised since; a race if any
+// loader is in another SIMD-group (a SIMD-group barrier orders only its
+// own lanes) or if nothing synchronised them.
+func TestStoreAfterManyLoads(t *testing.T) {
+	const src = `#include <metal_stdlib>
+using namespace metal;
+kernel void broadcast(device float* out [[buffer(0)]],
+                      constant uint& mode [[buffer(1)]],
+                      uint tid [[thread_index_in_threadgroup]],
+                      uint lane [[thread_index_in_simdgroup]]) {
+    threadgroup float slot[2];
+    if (tid < 2) slot[tid] = out[tid];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float x = (mode == 2 || tid < 32) ? slot[0] : 0.0;
+    if (mode != 0) simdgroup_barrier(mem_flags::mem_threadgroup);
+    if (tid == 5) slot[0] = x + 1.0;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[tid] = x + slot[0];
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "broadcast")
+	out, mode := newF32(t, 64), newMem(t, 4)
+	run := func(m uint32) error {
+		mode.u32()[0] = m
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{64, 1, 1})}
+		d.Buffers[0], d.Buffers[1] = out.binding(), mode.binding()
+		_, err := f.Run(d)
+		return err
+	}
+	// 32 lanes of SIMD-group 0 load slot[0], simdgroup_barrier, lane 5 stores
+	if err := run(1); err != nil {
+		t.Fatalf("loads by one SIMD-group then its barrier: %v", err)
+	}
+	for _, m := range []uint32{0, 2} {
+		ke := kernelErrorT(t, run(m))
+		if ke.Line != 12 || ke.Thread != [3]int{5, 0, 0} || !strings.Contains(ke.Msg, "this thread's store of 4 bytes at offset 0") || !strings.Contains(ke.Msg, "program_source:10") {
+			t.Fatalf("mode %d: %v, want thread 5's store at line 12 racing with the loads at line 10", m, ke)
+		}
+	}
+}

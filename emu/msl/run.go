@@ -178,6 +178,9 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 		if b.Ptr == 0 && b.Len != 0 {
 			return fmt.Errorf("msl: %s: Dispatch.Buffers[%d] has length %d but a nil pointer", f.Name, i, b.Len)
 		}
+		if end := uint64(b.Ptr) + uint64(b.Len); end < uint64(b.Ptr) {
+			return fmt.Errorf("msl: %s: Dispatch.Buffers[%d] at %#x with length %d wraps around the address space", f.Name, i, b.Ptr, b.Len)
+		}
 		desc.bufPtr[i] = uint64(b.Ptr)
 		desc.bufLen[i] = uint64(b.Len)
 	}
@@ -185,6 +188,10 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	for i, n := range d.ThreadgroupMemoryLength {
 		if n < 0 || n%16 != 0 {
 			return fmt.Errorf("msl: %s: Dispatch.ThreadgroupMemoryLength[%d] is %d, must be a non-negative multiple of 16", f.Name, i, n)
+		}
+		if n > MaxThreadgroupMemoryLength {
+			// checked one by one, so that the sum cannot overflow
+			return fmt.Errorf("msl: %s: Dispatch.ThreadgroupMemoryLength[%d] is %d bytes, more than %d", f.Name, i, n, MaxThreadgroupMemoryLength)
 		}
 		tgTotal += n
 		desc.tgLen[i] = uint64(n)

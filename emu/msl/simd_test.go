@@ -1,34 +1,59 @@
 package msl
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 const simdDivergenceSrc = `#include <metal_stdlib>
+#include <metal_simdgroup_matrix>
 using namespace metal;
-
 kernel void diverge(device float* out [[buffer(0)]],
+                    constant uint& mode [[buffer(1)]],
                     uint lane [[thread_index_in_simdgroup]]) {
     float v = float(lane);
-    if (lane < 16) {
+    simdgroup_float8x8 a = make_filled_simdgroup_matrix<float, 8, 8>(1.0f);
+    if (mode == 0 && lane < 16) {
         v = simd_sum(v);
-    } else {
+    } else if (mode == 0) {
         v = simd_max(v);
+    } else if (mode == 1 && lane < 16) {
+        simdgroup_load(a, out);
+    } else if (mode == 1) {
+        simdgroup_multiply(a, a, a);
+    } else if (lane < 16) {
+        simdgroup_store(a, out);
+    } else {
+        simdgroup_multiply_accumulate(a, a, a, a);
     }
     out[lane] = v;
 }
 `
 
+// Lanes of a SIMD-group calling different SIMD-group functions is a fault
+// naming both functions and their lines.
 func TestSIMDDivergenceReported(t *testing.T) {
 	lib := compileT(t, simdDivergenceSrc, CompileOptions{})
 	f := functionT(t, lib, "diverge")
-	out := newF32(t, 32)
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0] = out.binding()
-	_, err := f.Run(d)
-	ke := kernelErrorT(t, err)
-	if ke.Line != 8 && ke.Line != 10 {
-		t.Fatalf("error at line %d, want 8 or 10: %v", ke.Line, err)
-	}
-	if !contains(ke.Msg, "simd_sum at line 8") || !contains(ke.Msg, "simd_max at line 10") {
-		t.Fatalf("message %q does not name both call sites", ke.Msg)
+	for mode, c := range []struct {
+		line1, op1 string
+		line2, op2 string
+	}{
+		{"10", "simd_sum", "12", "simd_max"},
+		{"14", "simdgroup_load", "16", "simdgroup_multiply"},
+		{"18", "simdgroup_store", "20", "simdgroup_multiply_accumulate"},
+	} {
+		out, m := newF32(t, 64), newMem(t, 4)
+		m.u32()[0] = uint32(mode)
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+		d.Buffers[0], d.Buffers[1] = out.binding(), m.binding()
+		_, err := f.Run(d)
+		ke := kernelErrorT(t, err)
+		if l := strconv.Itoa(ke.Line); l != c.line1 && l != c.line2 {
+			t.Fatalf("mode %d: error at line %d, want %s or %s: %v", mode, ke.Line, c.line1, c.line2, err)
+		}
+		if !contains(ke.Msg, c.op1+" at line "+c.line1) || !contains(ke.Msg, c.op2+" at line "+c.line2) {
+			t.Fatalf("mode %d: message %q does not name both call sites (%s at line %s, %s at line %s)", mode, ke.Msg, c.op1, c.line1, c.op2, c.line2)
+		}
 	}
 }

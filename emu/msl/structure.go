@@ -31,10 +31,14 @@ const (
 	SIMDIsFirst
 	SIMDBallot
 	SIMDActiveThreadsMask
+	SIMDGroupLoad               // simdgroup_load (simdgroup_matrix)
+	SIMDGroupStore              // simdgroup_store
+	SIMDGroupMultiply           // simdgroup_multiply
+	SIMDGroupMultiplyAccumulate // simdgroup_multiply_accumulate
 )
 
 // NumSIMDOps is the length of Counters.SIMDOps; index 0 is unused.
-const NumSIMDOps = int(SIMDActiveThreadsMask) + 1
+const NumSIMDOps = int(SIMDGroupMultiplyAccumulate) + 1
 
 var simdOpNames = [NumSIMDOps]string{
 	"", "simdgroup_barrier", "simd_sum", "simd_product", "simd_min", "simd_max",
@@ -44,6 +48,7 @@ var simdOpNames = [NumSIMDOps]string{
 	"simd_shuffle_up", "simd_shuffle_down", "simd_shuffle_rotate_up",
 	"simd_shuffle_rotate_down", "simd_broadcast", "simd_broadcast_first",
 	"simd_all", "simd_any", "simd_is_first", "simd_ballot", "simd_active_threads_mask",
+	"simdgroup_load", "simdgroup_store", "simdgroup_multiply", "simdgroup_multiply_accumulate",
 }
 
 // String returns the function's MSL name.
@@ -57,15 +62,14 @@ func (op SIMDOp) String() string {
 // ShuffleSteps is the number of dependent lane-exchange steps one call of
 // op takes on a 32-lane SIMD-group: log2(32) = 5 for a reduction or prefix
 // operation over all lanes (a butterfly of shuffles), 1 for a single
-// shuffle, broadcast, vote or ballot, 0 for simdgroup_barrier and
-// simd_is_first.
+// shuffle, broadcast, vote or ballot, 0 for simdgroup_barrier,
+// simd_is_first and the simdgroup_matrix functions (not lane exchanges of
+// this kind).
 func (op SIMDOp) ShuffleSteps() uint64 {
 	switch {
 	case op >= SIMDSum && op <= SIMDPrefixExclusiveProduct:
 		return 5
-	case op == SIMDGroupBarrier || op == SIMDIsFirst:
-		return 0
-	case op > 0 && int(op) < NumSIMDOps:
+	case op >= SIMDShuffle && op <= SIMDActiveThreadsMask && op != SIMDIsFirst:
 		return 1
 	}
 	return 0

@@ -922,18 +922,20 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			}
 			implicit = append(implicit, len(out))
 		}
-		switch {
-		case it.name == "buffer":
+		if it.name == "buffer" || it.name == "threadgroup" {
 			idx, ok := attrIndex(it)
 			if it.args == nil {
 				idx, ok = 0, true // numbered below
 			}
 			if !ok {
-				tr.errorf(it.line, it.col, "buffer index of parameter %s must be a literal between 0 and 30", nameTok.text)
+				tr.errorf(it.line, it.col, "%s index of parameter %s must be a literal between 0 and 30", it.name, nameTok.text)
 				continue
 			}
-			p.Kind = Buffer
 			p.Index = idx
+		}
+		switch {
+		case it.name == "buffer":
+			p.Kind = Buffer
 			p.ReadOnly = constant || dataConst
 			switch {
 			case isRef:
@@ -944,20 +946,11 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 				continue
 			}
 		case it.name == "threadgroup":
-			idx, ok := attrIndex(it)
-			if it.args == nil {
-				idx, ok = 0, true // numbered below
-			}
-			if !ok {
-				tr.errorf(it.line, it.col, "threadgroup index of parameter %s must be a literal between 0 and 30", nameTok.text)
-				continue
-			}
 			if !isPtr {
 				tr.errorf(nameTok.line, nameTok.col, "threadgroup parameter %s must be a pointer", nameTok.text)
 				continue
 			}
 			p.Kind = ThreadgroupMemory
-			p.Index = idx
 		default:
 			expr, ok := builtins[it.name]
 			if !ok {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 )
 
@@ -26,26 +28,80 @@ func tinyConfig(t *testing.T, extra ...string) config {
 	return cfg
 }
 
-// The program on the cpu backend: exit status 0, the oracle's parity lines
-// for two heads of every layer, PASS.
+// typeFlags are the flags of one combination of types and fused step.
+func typeFlags(act, state string, fused bool) []string {
+	return []string{"-dtype", act, "-state", state, fmt.Sprintf("-fused=%v", fused)}
+}
+
+// The defaults are what a Qwen3.5 model runs: bf16 activations, an f32
+// state, the fused step.
+func TestDefaults(t *testing.T) {
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.params()
+	if p.Activation != spec.BF16 || p.State != spec.F32 || p.Fused != spec.FusedAll {
+		t.Errorf("defaults: %v activations, %v state, fused %+v; want bf16, f32, all", p.Activation, p.State, p.Fused)
+	}
+}
+
+// The program on the cpu backend, every combination of activation type,
+// state type and fused step: exit status 0, the types in the report, the
+// oracle's checks of every token, a drift line exactly for a 16-bit
+// state, PASS.
 func TestCPUBackend(t *testing.T) {
+	names := []string{"f32", "f16", "bf16"}
+	for _, act := range names {
+		for _, st := range names {
+			for _, fused := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s-%s-fused=%v", act, st, fused), func(t *testing.T) {
+					var out, errs bytes.Buffer
+					args := append(append([]string{"-backend", "cpu"}, tiny...), typeFlags(act, st, fused)...)
+					if code := cli(args, &out, &errs); code != 0 {
+						t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errs)
+					}
+					s := out.String()
+					want := []string{
+						fmt.Sprintf("%s activations", act), fmt.Sprintf("%s state;", st),
+						"cpuref.Oracle64", "value heads [0 3]", st + " state, after ", act + " output, every token",
+						"dispatches: none", "latency per token", st + " state per token", "parity: PASS",
+					}
+					if fused {
+						want = append(want, "fused step: raw q, k, a and b", "(q, k, v, a, b, output)")
+					} else {
+						want = append(want, "unfused: q and k normalised", "(q, k, v, g, beta, output)")
+					}
+					if st != "f32" {
+						want = append(want, "drift:  the "+st+" state against the float64 oracle after tokens 1: ", ", 4: ", ", 5: ", "cpuref.DecodeDrift", "half an f32 state's")
+					} else if strings.Contains(s, "drift:") {
+						t.Errorf("a drift line for an f32 state:\n%s", s)
+					}
+					for _, w := range want {
+						if !strings.Contains(s, w) {
+							t.Errorf("stdout lacks %q:\n%s", w, s)
+						}
+					}
+					if strings.Contains(s, "FAIL") {
+						t.Errorf("a check failed:\n%s", s)
+					}
+					if !strings.Contains(errs.String(), "token 5/5") {
+						t.Errorf("no progress line for the last token on stderr:\n%s", &errs)
+					}
+				})
+			}
+		}
+	}
+}
+
+// Both head maps on the cpu backend.
+func TestCPUBackendHeadMaps(t *testing.T) {
 	for _, m := range []string{"block", "tiled"} {
-		t.Run(m, func(t *testing.T) {
-			var out, errs bytes.Buffer
-			args := append([]string{"-backend", "cpu", "-headmap", m}, tiny...)
-			if code := cli(args, &out, &errs); code != 0 {
-				t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errs)
-			}
-			s := out.String()
-			for _, want := range []string{"cpuref.Oracle64", "layer 2, value head 3", m + " head map", "latency per token", "bound 1e-05: PASS"} {
-				if !strings.Contains(s, want) {
-					t.Errorf("stdout lacks %q:\n%s", want, s)
-				}
-			}
-			if !strings.Contains(errs.String(), "token 5/5") {
-				t.Errorf("no progress line for the last token on stderr:\n%s", &errs)
-			}
-		})
+		var out bytes.Buffer
+		args := append([]string{"-backend", "cpu", "-headmap", m}, tiny...)
+		if code := cli(args, &out, io.Discard); code != 0 || !strings.Contains(out.String(), m+" head map") || !strings.Contains(out.String(), "parity: PASS") {
+			t.Errorf("-headmap %s: exit status %d\n%s", m, code, &out)
+		}
 	}
 }
 
@@ -54,7 +110,7 @@ func TestCPUBackend(t *testing.T) {
 func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	t.Helper()
 	for l, s := range states {
-		in, err := cpuref.RandomInputs(cfg.Params(1), layerstack.Seed(cfg.Seed, l, -1))
+		in, err := cpuref.RandomInputs(cfg.params(), layerstack.Seed(cfg.Seed, l, -1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,11 +125,21 @@ func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	}
 }
 
-// The real decode kernel on the emulated device, both head maps: the
-// parity check passes and the states moved.
+// The real decode kernels on the emulated device: the defaults (bf16
+// activations, f32 state, fused), a bf16 state with the tiled head map,
+// and f16 activations and state unfused; every check passes, one dispatch
+// per layer and token, and the states moved.
 func TestEmulatedBackend(t *testing.T) {
-	for _, m := range []string{"block", "tiled"} {
-		t.Run(m, func(t *testing.T) {
+	for _, c := range [][]string{
+		nil,
+		append(typeFlags("bf16", "bf16", true), "-headmap", "tiled"),
+		typeFlags("f16", "f16", false),
+	} {
+		name := strings.Join(c, " ")
+		if c == nil {
+			name = "defaults"
+		}
+		t.Run(name, func(t *testing.T) {
 			dev := testdevice.Emulated(t, emu.Options{})
 			d, err := layerstack.NewDevice(dev, "emu (test)", false)
 			if err != nil {
@@ -81,20 +147,34 @@ func TestEmulatedBackend(t *testing.T) {
 			}
 			be := &deviceBackend{d: d}
 			defer be.Close()
-			cfg := tinyConfig(t, "-backend", "emu", "-headmap", m)
+			cfg := tinyConfig(t, append([]string{"-backend", "emu"}, c...)...)
 			var out bytes.Buffer
 			res, err := run(cfg, be, &out, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.Pass || !(res.MaxRelErr <= Bound) {
-				t.Fatalf("parity failed: max rel err %g\n%s", res.MaxRelErr, &out)
+			if !res.Pass || !(res.Worst() <= 1) || len(res.Checks) != 4 {
+				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), &out)
 			}
 			if len(res.Latency) != cfg.tokens {
 				t.Errorf("%d latencies for %d tokens", len(res.Latency), cfg.tokens)
 			}
-			if !strings.Contains(out.String(), "against cpuref.Reference32") {
-				t.Errorf("the report does not say what it compared with:\n%s", &out)
+			if res.Dispatches != cfg.Layers*cfg.tokens {
+				t.Errorf("%d dispatches for %d layers x %d tokens", res.Dispatches, cfg.Layers, cfg.tokens)
+			}
+			p := cfg.params()
+			for _, w := range []string{"against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", fmt.Sprintf("_%v_%v_1", p.Activation, p.State)} {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("the report lacks %q:\n%s", w, &out)
+				}
+			}
+			// The device's state is rounded to its type once per token:
+			// a 16-bit state is off the float64 truth by a rounding
+			// after the first token already, an f32 one is not.
+			if d := res.Drift.State; len(d) != 4 || res.Drift.Tokens[0] != 1 || len(res.Drift.Output) != cfg.tokens {
+				t.Errorf("drift after tokens %v (%d errors), outputs of %d tokens; want 1, 2, 4, 5 and 5", res.Drift.Tokens, len(d), len(res.Drift.Output))
+			} else if p.State != spec.F32 && !(d[0] > bound(p.State, 0)/16) || p.State == spec.F32 && !(d[0] < Bound) {
+				t.Errorf("%v state: error %.3g after one token, bound %.3g", p.State, d[0], bound(p.State, Bound))
 			}
 			checkMoved(t, cfg, res.FinalState)
 		})
@@ -102,48 +182,72 @@ func TestEmulatedBackend(t *testing.T) {
 }
 
 // asDevice is the cpu backend presented as a device backend, so the
-// parity check compares it with cpuref.Reference32 over the whole window;
-// bad corrupts one element of the final state it reports.
+// parity check also compares it with cpuref.Reference32 one token per
+// call; badState and badOutput corrupt one element of the final state or
+// the last output it reports, badHead one element of a head's state
+// after every token, each by far more than the bounds of any type.
 type asDevice struct {
 	cpuBackend
-	bad bool
+	badState, badOutput, badHead bool
 }
 
 func (a *asDevice) Oracle() bool { return false }
 
 func (a *asDevice) States() ([][]float32, error) {
 	s, err := a.cpuBackend.States()
-	if a.bad {
-		s[len(s)-1][17] += 1e-3
+	if a.badState {
+		s[len(s)-1][17] += 0.05
 	}
 	return s, err
 }
 
-// Token-by-token Reference32 and one Reference32 call over the whole
-// window do the same float32 operations in the same order: the parity
-// check must find them bit-identical, and must fail on one corrupted
-// element.
-func TestParityCheck(t *testing.T) {
-	cfg := tinyConfig(t)
-	res, err := run(cfg, &asDevice{}, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
+func (a *asDevice) Outputs() ([][]float32, error) {
+	o, err := a.cpuBackend.Outputs()
+	if a.badOutput {
+		o[0][5] += 0.1
 	}
-	if res.MaxRelErr != 0 || !res.Pass {
-		t.Errorf("step-by-step against whole-window Reference32: max rel err %g, pass %v; want 0, true", res.MaxRelErr, res.Pass)
-	}
-	checkMoved(t, cfg, res.FinalState)
+	return o, err
+}
 
-	var out bytes.Buffer
-	res, err = run(cfg, &asDevice{bad: true}, &out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
+func (a *asDevice) Heads(h int, state bool) (states, outputs [][]float32, err error) {
+	states, outputs, err = a.cpuBackend.Heads(h, state)
+	if a.badHead && state {
+		states[1][3] += 0.05
 	}
-	if res.Pass || !(res.MaxRelErr > Bound) {
-		t.Errorf("a corrupted state passed: max rel err %g, pass %v", res.MaxRelErr, res.Pass)
-	}
-	if !strings.Contains(out.String(), "FAIL") {
-		t.Errorf("the report does not say FAIL:\n%s", &out)
+	return states, outputs, err
+}
+
+// Token-by-token Reference32 and the parity check's own token-by-token
+// Reference32 do the same float32 operations in the same order: the check
+// must find them bit-identical, whatever the types, and must fail on one
+// corrupted element of a state or an output.
+func TestParityCheck(t *testing.T) {
+	for _, types := range [][]string{nil, typeFlags("f32", "f32", false), typeFlags("bf16", "bf16", true), typeFlags("f16", "f16", true)} {
+		cfg := tinyConfig(t, types...)
+		res, err := run(cfg, &asDevice{}, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Checks) != 4 || res.Checks[0].Err != 0 || res.Checks[1].Err != 0 || !res.Pass {
+			t.Errorf("%q: step-by-step Reference32 against itself: %+v; want 4 checks, the first two 0, pass", types, res.Checks)
+		}
+		checkMoved(t, cfg, res.FinalState)
+		for _, bad := range []struct {
+			name string
+			be   asDevice
+		}{{"final state", asDevice{badState: true}}, {"last output", asDevice{badOutput: true}}, {"a head's state", asDevice{badHead: true}}} {
+			var out bytes.Buffer
+			res, err = run(cfg, &bad.be, &out, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Pass || !(res.Worst() > 1) {
+				t.Errorf("%q: a corrupted %s passed: worst %.3g of its bound", types, bad.name, res.Worst())
+			}
+			if !strings.Contains(out.String(), "parity: FAIL") {
+				t.Errorf("%q: the report does not say FAIL:\n%s", types, &out)
+			}
+		}
 	}
 }
 
@@ -158,6 +262,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-backend", "gpu"}, 2, `-backend "gpu"`},
 		{[]string{"-tokens", "0"}, 2, "-tokens 0"},
 		{[]string{"-headmap", "diagonal"}, 2, "-headmap"},
+		{[]string{"-dtype", "fp8"}, 2, `-dtype "fp8": want f32, f16 or bf16`},
+		{[]string{"-state", "f64"}, 2, `-state "f64": want f32, f16 or bf16`},
+		{[]string{"-fused=maybe"}, 2, "-fused"},
 		{[]string{"-backend", "emu", "-dk", "48"}, 1, "-dk 48"},
 		{[]string{"-backend", "cpu", "-kheads", "3", "-vheads", "4", "-tokens", "1"}, 1, "Shape.NVHeads: 4 is not a multiple of Shape.NKHeads = 3"},
 	} {

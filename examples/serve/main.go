@@ -59,7 +59,6 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
-	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/floats"
 )
 
@@ -174,14 +173,10 @@ func openBackend(cfg *config, stdout io.Writer) (backend, error) {
 	return &deviceBackend{d: d}, nil
 }
 
-// layerParams returns the parameters of one layer's state and tokens:
-// one sequence of n tokens.
-func layerParams(cfg config, n int) spec.Params { return cfg.Params(n) }
-
 // inputs draws request r's inputs of layer l for tokens [t0, t0+n), as one
 // call (its StateIn unset).
 func inputs(cfg config, r *request, l, t0, n int) (cpuref.Inputs, error) {
-	in, err := cpuref.RandomInputs(layerParams(cfg, n), layerstack.Seed(cfg.Seed, l, r.id*(cfg.prompt+cfg.gen)+t0))
+	in, err := cpuref.RandomInputs(cfg.Params(n), layerstack.Seed(cfg.Seed, l, r.id*(cfg.prompt+cfg.gen)+t0))
 	in.StateIn = nil
 	return in, err
 }
@@ -189,7 +184,7 @@ func inputs(cfg config, r *request, l, t0, n int) (cpuref.Inputs, error) {
 // run serves cfg.requests requests on be and checks them, a line per
 // step on stderr and the report on stdout.
 func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
-	one := layerParams(cfg, 1)
+	one := cfg.Params(1)
 	if err := one.Validate(); err != nil {
 		return result{}, err
 	}
@@ -299,7 +294,7 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 // prefill runs the admitted requests' prompts: one prefill dispatch per
 // layer over the prompts packed with cu_seqlens, in their slots.
 func prefill(cfg config, be backend, admitted []*request, res *result) error {
-	p := layerParams(cfg, 0)
+	p := cfg.Params(0)
 	p.NSeqs, p.NSlots, p.Varlen = len(admitted), cfg.slots, true
 	batch := make([]cpuref.Inputs, cfg.Layers)
 	for _, r := range admitted {
@@ -338,14 +333,14 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 // decode runs one token of every request in decoding: one decode dispatch
 // per layer over a batch of the pool's width, padded with slot -1.
 func decode(cfg config, be backend, decoding []*request, res *result) error {
-	p := layerParams(cfg, 1)
+	p := cfg.Params(1)
 	p.NSeqs, p.NSlots = cfg.slots, cfg.slots
 	batch := make([]cpuref.Inputs, cfg.Layers)
 	for l := range batch {
 		b := &batch[l]
 		for s := range p.NSeqs {
 			if s >= len(decoding) {
-				pad, err := cpuref.RandomInputs(layerParams(cfg, 1), 0) // any values: the kernel reads none
+				pad, err := cpuref.RandomInputs(cfg.Params(1), 0) // any values: the kernel reads none
 				if err != nil {
 					return err
 				}
@@ -432,7 +427,7 @@ func check(cfg config, be backend, finished []*request, stdout io.Writer) (bits 
 // checkRequest runs r alone, layer by layer, and compares.
 func checkRequest(cfg config, be backend, r *request) (same bool, refErr float64, err error) {
 	same = true
-	sw := layerParams(cfg, 1).StateLen()
+	sw := cfg.Params(1).StateLen()
 	for l := range cfg.Layers {
 		var all cpuref.Inputs // every token at once, for the reference
 		var outs []float32
@@ -448,7 +443,7 @@ func checkRequest(cfg config, be backend, r *request) (same bool, refErr float64
 			}
 			appendTokens(&all, in)
 			in.StateIn = state
-			out, newState, err := be.Alone(kern, layerParams(cfg, n), in)
+			out, newState, err := be.Alone(kern, cfg.Params(n), in)
 			if err != nil {
 				return false, 0, err
 			}
@@ -457,7 +452,7 @@ func checkRequest(cfg config, be backend, r *request) (same bool, refErr float64
 		}
 		same = same && floats.Equal(outs, r.outputs[l]) && floats.Equal(state, r.final[l])
 		all.StateIn = make([]float32, sw)
-		want, err := cpuref.Reference32(layerParams(cfg, r.tokens()), all, false)
+		want, err := cpuref.Reference32(cfg.Params(r.tokens()), all, false)
 		if err != nil {
 			return false, 0, err
 		}

@@ -5,6 +5,10 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/examples/internal/layerstack"
+	"github.com/puremetal/puremetal/internal/testdevice"
 )
 
 // tiny is a shape the tests run quickly: D_k = D_v = 32, two key heads,
@@ -76,5 +80,27 @@ func TestFlags(t *testing.T) {
 	}
 	if code := cli([]string{"-slots", "0"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("bad flag: exit status %d, want 2", code)
+	}
+}
+
+// The real kernels on the emulated device, both head maps: every request
+// bit-identical to its run alone, within the bound of Reference32.
+func TestEmulatedBackend(t *testing.T) {
+	for _, m := range []string{"block", "tiled"} {
+		t.Run(m, func(t *testing.T) {
+			cfg := tinyConfig(t, "-backend", "emu", "-headmap", m)
+			d, err := layerstack.NewDevice(testdevice.Emulated(t, emu.Options{}), "emu (test)", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be := &deviceBackend{d: d}
+			defer be.Close()
+			var out bytes.Buffer
+			res, err := run(cfg, be, &out, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkReport(t, cfg, res, out.String())
+		})
 	}
 }

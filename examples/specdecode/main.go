@@ -1,6 +1,8 @@
-// Command specdecode runs speculative decoding through a stack of Gated
-// DeltaNet layers with the capture kernel, and checks that rolling the
-// recurrent state back to the last accepted token loses nothing.
+// Command specdecode runs speculative decoding for a batch of sequences
+// through a stack of Gated DeltaNet layers with the capture kernel, the
+// sequences' states living in arbitrary slots of a pool, and checks that
+// rolling every sequence back to its own last accepted token loses
+// nothing.
 //
 // A recurrent layer cannot undo a token the way attention drops entries
 // from its KV cache: once a draft token has gone into the state, the state
@@ -8,40 +10,37 @@
 // therefore writes the state after every token of the draft window into a
 // capture buffer. Each step of this program
 //
-//  1. drafts k tokens (fresh random q, k, v, g, beta per layer, as a real
-//     model's, from cpuref.RandomInputs),
-//  2. runs them through every layer in one command buffer, one capture
-//     dispatch per layer, the capture buffer allocated once for k tokens,
-//  3. accepts a prefix of a tokens, 0 <= a <= k (simulated: a is drawn
-//     uniformly, deterministically from -seed),
-//  4. makes the state after the a-th token the state the next window
-//     starts from, on the device, without copying a byte (see below).
+//  1. drafts k tokens for every sequence of the batch (fresh random q, k,
+//     v, g, beta per layer, as a real model's, from cpuref.RandomInputs),
+//  2. runs the batch through every layer in one command buffer, one
+//     capture dispatch per layer over all sequences, each reading its
+//     state from its slot of the pool,
+//  3. accepts a prefix of a_s tokens of each sequence s, 0 <= a_s <= k,
+//     different per sequence (simulated: drawn uniformly, deterministically
+//     from -seed),
+//  4. makes every sequence's state after its a_s-th token its state in
+//     the pool: one blit encoder for the whole batch and every layer
+//     (gdn.Rollback), no host round trip per sequence.
 //
-// At the end it decodes the accepted tokens alone, one token at a time with
-// the plain decode kernel on the same device, from the same initial
-// states, and compares: the specification makes the capture and decode
-// kernels bit-identical, so every layer's final state and every accepted
-// token's output must match byte for byte. It also compares both with
-// cpuref.Reference32 over the accepted tokens, within a relative error of
-// 1e-5. It exits with status 1 when a check fails.
+// Each layer keeps two pools and a window reads one and writes the other
+// (state_out), so that a sequence that accepts nothing still has its state
+// from before the window: gdn.Rollback copies it across. A sequence that
+// accepts its whole draft needs no copy, its state_out is the state after
+// its last token; the others get the capture slot of their last accepted
+// token. The next window reads the pool this one wrote.
 //
-// # Restoring the state without a copy
-//
-// Metal's blit encoder is not part of this library's subset, and a copy
-// kernel would move a whole state per layer and window. Instead each layer
-// keeps the view it will read its state from: at first its own state
-// buffer; after a window with a > 0 accepted tokens, slot a-1 of that
-// window's capture buffer, a gdn.View with an offset of (a-1) state sizes.
-// The next window reads state_in through that view. So that it never
-// writes the capture buffer it reads from, each layer has two capture
-// buffers and a window writes the one that does not hold its state. With
-// a = 0 the view stays where it was. The window's state_out (the state
-// after all k tokens, rarely the one kept) goes to a scratch buffer.
+// At the end it decodes every sequence's accepted tokens alone, one token
+// at a time with the plain decode kernel on the same device, from the same
+// initial states, with no pool: the specification makes the capture and
+// decode kernels bit-identical, so every layer's final state and every
+// accepted token's output must match byte for byte. It also compares both
+// with cpuref.Reference32 over the accepted tokens, within a relative
+// error of 1e-5. It exits with status 1 when a check fails.
 //
 // Run it from the repository root:
 //
 //	go run ./examples/specdecode               # Metal on a Mac, the emulated device elsewhere
-//	go run ./examples/specdecode -k 8 -steps 32
+//	go run ./examples/specdecode -k 8 -steps 32 -batch 8 -slots 16
 //	go run ./examples/specdecode -backend emu -kheads 16 -vheads 32
 //
 // The emulated device (package emu) runs the kernels on the CPU and needs
@@ -83,10 +82,11 @@ func main() {
 // config is what the flags say.
 type config struct {
 	*layerstack.Flags
-	k, steps int
-	// keepLastDraft makes every window keep the state after its last
-	// draft token whatever was accepted: the wrong restore, which the
-	// checks must catch (tests only).
+	k, steps     int
+	batch, slots int // sequences, and states in each layer's pool
+	// keepLastDraft skips the rollback, so that every sequence keeps the
+	// state after its last draft token whatever it accepted: the wrong
+	// restore, which the checks must catch (tests only).
 	keepLastDraft bool
 }
 
@@ -111,15 +111,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu"}, "auto (metal on a Mac, emu elsewhere), metal or emu", 2)}
 	fs.IntVar(&cfg.k, "k", 4, "draft length: tokens per speculative window")
 	fs.IntVar(&cfg.steps, "steps", 12, "speculative windows")
+	fs.IntVar(&cfg.batch, "batch", 3, "sequences drafting together")
+	fs.IntVar(&cfg.slots, "slots", 5, "states in each layer's pool (at least -batch)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: specdecode [flags]\n\nSpeculative decoding through Gated DeltaNet layers with the capture kernel, checked against a plain decode of the accepted tokens.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: specdecode [flags]\n\nSpeculative decoding for a batch of sequences in slots of a state pool through Gated DeltaNet layers with the capture kernel, checked against a plain decode of each sequence's accepted tokens.\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
-	if cfg.k <= 0 || cfg.steps <= 0 {
-		return config{}, fmt.Errorf("-k %d, -steps %d: both must be > 0", cfg.k, cfg.steps)
+	if cfg.k <= 0 || cfg.steps <= 0 || cfg.batch <= 0 {
+		return config{}, fmt.Errorf("-k %d, -steps %d, -batch %d: all must be > 0", cfg.k, cfg.steps, cfg.batch)
+	}
+	if cfg.slots < cfg.batch {
+		return config{}, fmt.Errorf("-slots %d: fewer than the -batch %d sequences", cfg.slots, cfg.batch)
 	}
 	if err := cfg.CheckDecodeDK(); err != nil {
 		return config{}, err
@@ -129,13 +134,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 // result is what a run found.
 type result struct {
-	Accepted   []int           // accepted length of every window
-	Window     []time.Duration // wall clock of every window
+	Accepted   [][]int         // accepted length of every window, per sequence
+	Window     []time.Duration // wall clock of every window and its rollback
+	Copied     int             // state bytes the rollbacks copied
 	StateBits  bool            // final states byte-identical to the plain decode's
 	OutputBits bool            // accepted outputs byte-identical to the plain decode's
 	StateErr   float64         // against cpuref.Reference32
 	OutputErr  float64
-	FinalState [][]float32
+	FinalState [][][]float32 // [sequence][layer]
 }
 
 // Pass reports whether every check passed.
@@ -143,11 +149,16 @@ func (r result) Pass() bool {
 	return r.StateBits && r.OutputBits && r.StateErr <= Bound && r.OutputErr <= Bound
 }
 
-// run drafts, verifies and restores cfg.steps windows of cfg.k tokens on
-// d, then checks the result; progress goes to stderr, the report to
-// stdout.
+// run drafts, verifies and restores cfg.steps windows of cfg.k tokens for
+// cfg.batch sequences on d, then checks the result; progress goes to
+// stderr, the report to stdout.
 func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, error) {
-	pw := cfg.Params(cfg.k) // one draft window
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0xa11ce))
+	slots := make([]int32, cfg.batch)
+	for s, slot := range rng.Perm(cfg.slots)[:cfg.batch] {
+		slots[s] = int32(slot)
+	}
+	pw := windowParams(cfg)
 	if err := pw.Validate(); err != nil {
 		return result{}, err
 	}
@@ -155,57 +166,67 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	fmt.Fprintf(stdout, "backend: %s\n", d.Desc)
 	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map; layers %d, draft length k=%d, %d windows, seed %d\n",
 		pw.DK, pw.DV, pw.NKHeads, pw.NVHeads, pw.HeadMap, cfg.Layers, cfg.k, cfg.steps, cfg.Seed)
-	fmt.Fprintf(stdout, "restore: zero-copy: the next window reads state_in through a view of the last accepted token's capture slot (two capture buffers of %d states per layer, used in turn)\n", cfg.k)
+	fmt.Fprintf(stdout, "batch:   %d sequences in slots %v of a pool of %d per layer; one capture dispatch per layer per window, one blit encoder per rollback\n",
+		cfg.batch, slots, cfg.slots)
 	compile, err := d.Compile(kernels.DecodeCapture(nsg), kernels.Decode(nsg))
 	if err != nil {
 		return result{}, err
 	}
 	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", kernels.DecodeCapture(nsg), kernels.Decode(nsg), layerstack.Duration(compile))
 
-	sp, err := newSpeculation(cfg, d)
+	sp, err := newSpeculation(cfg, d, slots)
 	if err != nil {
 		return result{}, err
 	}
 	defer sp.release()
-	var res result
-	accept := rand.New(rand.NewPCG(cfg.Seed, 0xa11ce))
+	res := result{Accepted: make([][]int, cfg.batch)}
 	total := 0
 	for step := range cfg.steps {
-		a := accept.IntN(cfg.k + 1)
-		wall, gpu, err := sp.window(step, a)
+		accepted := make([]int32, cfg.batch)
+		for s := range accepted {
+			accepted[s] = int32(rng.IntN(cfg.k + 1))
+			res.Accepted[s] = append(res.Accepted[s], int(accepted[s]))
+			total += int(accepted[s])
+		}
+		wall, copied, err := sp.window(step, accepted)
 		if err != nil {
 			return result{}, err
 		}
-		res.Window, res.Accepted = append(res.Window, wall), append(res.Accepted, a)
-		total += a
-		line := fmt.Sprintf("window %*d/%d: drafted %d, accepted %d (%d in all)  %s", len(fmt.Sprint(cfg.steps)), step+1, cfg.steps, cfg.k, a, total, layerstack.Duration(wall))
-		if d.GPU {
-			line += "  gpu " + layerstack.Duration(gpu)
-		}
-		fmt.Fprintln(stderr, line)
+		res.Window = append(res.Window, wall)
+		res.Copied += copied
+		fmt.Fprintf(stderr, "window %*d/%d: drafted %d per sequence, accepted %v (%d in all)  %s\n",
+			len(fmt.Sprint(cfg.steps)), step+1, cfg.steps, cfg.k, accepted, total, layerstack.Duration(wall))
 	}
-	fmt.Fprintf(stdout, "accepted %d of %d drafted tokens (%.0f%%); window latency median %s, p90 %s (%d layers, wall clock); state bytes copied to restore: 0\n",
-		total, cfg.k*cfg.steps, 100*float64(total)/float64(cfg.k*cfg.steps), layerstack.Duration(layerstack.Percentile(res.Window, 50)), layerstack.Duration(layerstack.Percentile(res.Window, 90)), cfg.Layers)
-	for _, ly := range sp.layers {
-		res.FinalState = append(res.FinalState, slices.Clone(viewFloats(ly.state)))
+	fmt.Fprintf(stdout, "accepted %d of %d drafted tokens (%.0f%%); window latency median %s, p90 %s (%d layers, the window and its rollback, wall clock); state bytes copied to restore: %d (%d states)\n",
+		total, cfg.k*cfg.steps*cfg.batch, 100*float64(total)/float64(cfg.k*cfg.steps*cfg.batch),
+		layerstack.Duration(layerstack.Percentile(res.Window, 50)), layerstack.Duration(layerstack.Percentile(res.Window, 90)), cfg.Layers,
+		res.Copied, res.Copied/(4*pw.DK*pw.DV*pw.NVHeads))
+	for s := range cfg.batch {
+		var states [][]float32
+		for l := range sp.layers {
+			states = append(states, sp.state(l, s))
+		}
+		res.FinalState = append(res.FinalState, states)
 	}
 
-	// Check 1: a plain decode of the accepted tokens alone on the same
-	// device, one token at a time, from the same initial states.
-	plainStates, plainOutputs, err := plainDecode(sp, total)
-	if err != nil {
-		return result{}, err
-	}
+	// Check 1: a plain decode of each sequence's accepted tokens alone on
+	// the same device, one token at a time, from the same initial states.
 	res.StateBits, res.OutputBits = true, true
-	for l, ly := range sp.layers {
-		res.StateBits = res.StateBits && floats.Equal(res.FinalState[l], plainStates[l])
-		res.OutputBits = res.OutputBits && floats.Equal(ly.outputs, plainOutputs[l])
+	for s := range cfg.batch {
+		plainStates, plainOutputs, err := plainDecode(sp, s)
+		if err != nil {
+			return result{}, err
+		}
+		for l, ly := range sp.layers {
+			res.StateBits = res.StateBits && floats.Equal(res.FinalState[s][l], plainStates[l])
+			res.OutputBits = res.OutputBits && floats.Equal(ly.seqs[s].outputs, plainOutputs[l])
+		}
 	}
-	fmt.Fprintf(stdout, "check 1: against a plain decode of the %d accepted tokens on the same device (%s, one token at a time): final state of every layer %s; output of every accepted token %s\n",
-		total, kernels.Decode(nsg), same(res.StateBits), same(res.OutputBits))
+	fmt.Fprintf(stdout, "check 1: every sequence against a plain decode of its accepted tokens alone on the same device (%s, one token at a time, no pool): final state of every layer %s; output of every accepted token %s\n",
+		kernels.Decode(nsg), same(res.StateBits), same(res.OutputBits))
 
 	// Check 2: cpuref.Reference32 over the accepted tokens.
-	if err := checkReference(cfg, sp.layers, total, &res); err != nil {
+	if err := checkReference(cfg, sp.layers, &res); err != nil {
 		return result{}, err
 	}
 	verdict := "PASS"
@@ -217,60 +238,77 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	return res, nil
 }
 
-// layer holds one layer's device memory.
-type layer struct {
-	initial []float32
-	base    *mtl.Buffer    // the state before the first window
-	capture [2]*mtl.Buffer // k states each, used in turn
-	scratch *mtl.Buffer    // the windows' state_out
-	state   gdn.View       // where the state the next window starts from is
+// windowParams returns the parameters of one draft window of one layer:
+// cfg.k tokens of each of cfg.batch sequences, in a pool of cfg.slots.
+func windowParams(cfg config) spec.Params {
+	p := cfg.Params(cfg.k)
+	p.NSeqs, p.NSlots = cfg.batch, cfg.slots
+	return p
+}
 
-	// The accepted tokens' inputs (StateIn: initial) and outputs.
+// sequence is what one layer keeps of one sequence for the checks: its
+// initial state and accepted tokens (StateIn: initial), and their outputs.
+type sequence struct {
 	accepted cpuref.Inputs
 	outputs  []float32
 }
 
-// speculation is the device memory of a run: every layer's state and
-// capture buffers, and the activations of a draft window.
+// layer holds one layer's device memory.
+type layer struct {
+	pools   [2]*mtl.Buffer // a window reads pools[cur] and writes the other
+	capture *mtl.Buffer    // k states per sequence
+	seqs    []sequence
+}
+
+// speculation is the device memory of a run: every layer's pools and
+// capture buffer, the slots, and the activations of a draft window.
 type speculation struct {
 	cfg    config
 	d      *layerstack.Device
 	pw     spec.Params // one window of one layer
+	slots  []int32
+	index  *mtl.Buffer // the slots, shared: gdn.Rollback reads them
+	cur    int         // the pool the next window reads
 	layers []*layer
 	acts   *layerstack.Activations
 	bufs   []*mtl.Buffer // every buffer it made, for release
 }
 
-// newSpeculation allocates every layer's memory, each with its initial
-// state, and one shared buffer per activation with every layer's window at
-// offset l * (one layer's window).
-func newSpeculation(cfg config, d *layerstack.Device) (*speculation, error) {
-	sp := &speculation{cfg: cfg, d: d, pw: cfg.Params(cfg.k)}
-	state := sp.pw.StateLen()
+// newSpeculation allocates every layer's memory, each sequence's initial
+// state in its slot of pool 0, and one shared buffer per activation with
+// every layer's window at offset l * (one layer's window).
+func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculation, error) {
+	sp := &speculation{cfg: cfg, d: d, pw: windowParams(cfg), slots: slots}
+	one := cfg.Params(1)
+	state := one.StateLen()
+	var err error
+	if sp.index, err = sp.buffer(len(slots)); err != nil {
+		return nil, err
+	}
+	copy(mtl.Slice[int32](sp.index), slots)
 	for l := range cfg.Layers {
-		in, err := cpuref.RandomInputs(cfg.Params(1), layerstack.Seed(cfg.Seed, l, -1))
-		if err != nil {
-			sp.release()
-			return nil, err
-		}
-		ly := &layer{initial: in.StateIn, accepted: cpuref.Inputs{StateIn: in.StateIn}}
-		bufs := []**mtl.Buffer{&ly.capture[0], &ly.capture[1], &ly.scratch}
-		sizes := []int{cfg.k * state, cfg.k * state, state}
-		if ly.base, err = sp.bufferWith(in.StateIn); err == nil {
-			for i, b := range bufs {
-				if *b, err = sp.buffer(sizes[i]); err != nil {
-					break
-				}
+		ly := &layer{seqs: make([]sequence, cfg.batch)}
+		for _, b := range []**mtl.Buffer{&ly.pools[0], &ly.pools[1], &ly.capture} {
+			n := cfg.slots * state
+			if b == &ly.capture {
+				n = cfg.batch * cfg.k * state
+			}
+			if *b, err = sp.buffer(n); err != nil {
+				sp.release()
+				return nil, err
 			}
 		}
-		if err != nil {
-			sp.release()
-			return nil, err
+		for s, slot := range slots {
+			in, err := cpuref.RandomInputs(one, layerstack.Seed(cfg.Seed, l*cfg.batch+s, -1))
+			if err != nil {
+				sp.release()
+				return nil, err
+			}
+			ly.seqs[s].accepted.StateIn = in.StateIn
+			copy(mtl.Slice[float32](ly.pools[0])[int(slot)*state:], in.StateIn)
 		}
-		ly.state = gdn.F32View(ly.base, 0, state)
 		sp.layers = append(sp.layers, ly)
 	}
-	var err error
 	if sp.acts, err = layerstack.NewActivations(d.Dev, sp.pw, cfg.Layers); err != nil {
 		sp.release()
 		return nil, err
@@ -278,18 +316,10 @@ func newSpeculation(cfg config, d *layerstack.Device) (*speculation, error) {
 	return sp, nil
 }
 
-func (sp *speculation) buffer(floats int) (*mtl.Buffer, error) {
-	b, err := sp.d.Dev.NewBuffer(4*floats, mtl.ResourceStorageModeShared)
+func (sp *speculation) buffer(elems int) (*mtl.Buffer, error) {
+	b, err := sp.d.Dev.NewBuffer(4*max(elems, 1), mtl.ResourceStorageModeShared)
 	if err == nil {
 		sp.bufs = append(sp.bufs, b)
-	}
-	return b, err
-}
-
-func (sp *speculation) bufferWith(x []float32) (*mtl.Buffer, error) {
-	b, err := sp.buffer(max(len(x), 1))
-	if err == nil {
-		copy(mtl.Slice[float32](b), x)
 	}
 	return b, err
 }
@@ -303,10 +333,24 @@ func (sp *speculation) release() {
 	}
 }
 
-// window runs steps 1, 2 and 4 of draft window step, a tokens of which
-// the caller accepted (step 3), and returns its wall clock and GPU time.
-func (sp *speculation) window(step, a int) (wall, gpu time.Duration, err error) {
-	// 1. Draft k tokens: every layer's inputs for the window.
+// buffers returns layer l's views of a window: the activations, the pool
+// it reads, the pool it writes, the capture buffer and the slots.
+func (sp *speculation) buffers(l int) gdn.Buffers {
+	ly := sp.layers[l]
+	pool := sp.pw.StateLen()
+	b := sp.acts.Buffers(l)
+	b.StateIn = gdn.F32View(ly.pools[sp.cur], 0, pool)
+	b.StateOut = gdn.F32View(ly.pools[1-sp.cur], 0, pool)
+	b.Capture = gdn.F32View(ly.capture, 0, sp.pw.CaptureLen())
+	b.Slots = gdn.I32View(sp.index, 0, len(sp.slots))
+	return b
+}
+
+// window runs steps 1, 2 and 4 of draft window step, of which sequence s
+// accepted accepted[s] tokens (step 3, the caller's), and returns its wall
+// clock and the state bytes the rollback copied.
+func (sp *speculation) window(step int, accepted []int32) (wall time.Duration, copied int, err error) {
+	// 1. Draft k tokens of every sequence: every layer's inputs.
 	drafts := make([]cpuref.Inputs, len(sp.layers))
 	for l := range sp.layers {
 		if drafts[l], err = cpuref.RandomInputs(sp.pw, layerstack.Seed(sp.cfg.Seed, l, step)); err != nil {
@@ -316,87 +360,119 @@ func (sp *speculation) window(step, a int) (wall, gpu time.Duration, err error) 
 	}
 
 	// 2. Run the window through every layer, capturing the state after
-	// every token into the capture buffer that does not hold the layer's
-	// current state.
-	state := sp.pw.StateLen()
-	targets := make([]*mtl.Buffer, len(sp.layers))
-	for l, ly := range sp.layers {
-		targets[l] = ly.capture[0]
-		if ly.state.Buffer == ly.capture[0] {
-			targets[l] = ly.capture[1]
-		}
-	}
+	// every token of every sequence.
 	start := time.Now()
-	seconds, err := sp.d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
-		for l, ly := range sp.layers {
-			b := sp.acts.Buffers(l)
-			b.StateIn = ly.state
-			b.StateOut = gdn.F32View(ly.scratch, 0, state)
-			b.Capture = gdn.F32View(targets[l], 0, sp.cfg.k*state)
-			if err := sp.d.Kernels.DecodeWithCapture(enc, sp.pw, b); err != nil {
+	err = sp.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
+		for l := range sp.layers {
+			if err := sp.d.Kernels.DecodeWithCapture(enc, sp.pw, sp.buffers(l)); err != nil {
 				return fmt.Errorf("layer %d: %w", l, err)
 			}
 		}
 		return nil
 	})
-	wall = time.Since(start)
 	if err != nil {
 		return 0, 0, fmt.Errorf("window %d: %w", step, err)
 	}
 
-	// 3. (The caller drew a, the accepted prefix.) 4. Keep the accepted
-	// tokens and restore the state after the a-th.
+	// 4. Every sequence's state after its accepted prefix, in the pool the
+	// window wrote: one blit encoder for the batch and every layer.
+	if !sp.cfg.keepLastDraft {
+		if copied, err = sp.rollback(accepted); err != nil {
+			return 0, 0, fmt.Errorf("window %d: rollback: %w", step, err)
+		}
+	}
+	wall = time.Since(start)
 	for l, ly := range sp.layers {
-		ly.keep(sp.cfg, drafts[l], sp.acts.Output(l), a, targets[l])
+		out := sp.acts.Output(l)
+		for s := range ly.seqs {
+			ly.seqs[s].keep(sp.cfg, drafts[l], out, s, int(accepted[s]))
+		}
 	}
-	return wall, time.Duration(seconds * 1e9), nil
+	sp.cur = 1 - sp.cur
+	return wall, copied, nil
 }
 
-// keep appends the first a tokens of a window (its inputs d and outputs
-// out) to the accepted ones, and points the layer's state view at the
-// capture slot of the a-th token in target. No bytes move; with a = 0 the
-// view stays.
-func (ly *layer) keep(cfg config, d cpuref.Inputs, out []float32, a int, target *mtl.Buffer) {
+// rollback encodes and runs gdn.Rollback for every layer on one blit
+// encoder, and returns the state bytes it copied.
+func (sp *speculation) rollback(accepted []int32) (int, error) {
+	cb, err := sp.d.Queue.CommandBuffer()
+	if err != nil {
+		return 0, err
+	}
+	defer cb.Release()
+	blit, err := cb.BlitCommandEncoder()
+	if err != nil {
+		return 0, err
+	}
+	for l := range sp.layers {
+		if err := gdn.Rollback(blit, sp.pw, sp.buffers(l), accepted); err != nil {
+			blit.EndEncoding()
+			return 0, fmt.Errorf("layer %d: %w", l, err)
+		}
+	}
+	if err := blit.EndEncoding(); err != nil {
+		return 0, err
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		return 0, err
+	}
+	copies := 0
+	for _, a := range accepted {
+		if int(a) < sp.cfg.k {
+			copies++
+		}
+	}
+	return copies * len(sp.layers) * 4 * sp.cfg.Params(1).StateLen(), nil
+}
+
+// keep appends the first a tokens of sequence s of a window (its inputs d
+// and outputs out) to the accepted ones.
+func (q *sequence) keep(cfg config, d cpuref.Inputs, out []float32, s, a int) {
 	one := cfg.Params(1)
-	qk, v, gate, state := one.QKLen(), one.VLen(), one.GateLen(), one.StateLen()
-	ly.accepted.Q = append(ly.accepted.Q, d.Q[:a*qk]...)
-	ly.accepted.K = append(ly.accepted.K, d.K[:a*qk]...)
-	ly.accepted.V = append(ly.accepted.V, d.V[:a*v]...)
-	ly.accepted.G = append(ly.accepted.G, d.G[:a*gate]...)
-	ly.accepted.Beta = append(ly.accepted.Beta, d.Beta[:a*gate]...)
-	ly.outputs = append(ly.outputs, out[:a*v]...)
-	if cfg.keepLastDraft {
-		a = cfg.k
-	}
-	if a > 0 {
-		ly.state = gdn.F32View(target, 4*(a-1)*state, state)
-	}
+	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
+	t0 := s * cfg.k // the sequence's first token in the window
+	q.accepted.Q = append(q.accepted.Q, d.Q[t0*qk:(t0+a)*qk]...)
+	q.accepted.K = append(q.accepted.K, d.K[t0*qk:(t0+a)*qk]...)
+	q.accepted.V = append(q.accepted.V, d.V[t0*v:(t0+a)*v]...)
+	q.accepted.G = append(q.accepted.G, d.G[t0*gate:(t0+a)*gate]...)
+	q.accepted.Beta = append(q.accepted.Beta, d.Beta[t0*gate:(t0+a)*gate]...)
+	q.outputs = append(q.outputs, out[t0*v:(t0+a)*v]...)
 }
 
-// viewFloats returns the elements a view covers.
-func viewFloats(v gdn.View) []float32 {
-	return mtl.Slice[float32](v.Buffer)[v.Offset/4 : v.Offset/4+v.Len]
+// state returns sequence s's state in layer l: its slot of the pool the
+// next window reads.
+func (sp *speculation) state(l, s int) []float32 {
+	n := sp.cfg.Params(1).StateLen()
+	slot := int(sp.slots[s])
+	return slices.Clone(mtl.Slice[float32](sp.layers[l].pools[sp.cur])[slot*n : (slot+1)*n])
 }
 
-// plainDecode decodes the accepted tokens of every layer from its initial
-// state with the decode kernel, one dispatch per token and layer in one
-// command buffer, and returns the final states and the outputs.
-func plainDecode(sp *speculation, total int) (states, outputs [][]float32, err error) {
+// plainDecode decodes sequence s's accepted tokens of every layer from its
+// initial state with the decode kernel, one dispatch per token and layer
+// in one command buffer, with no pool, and returns the final states and
+// the outputs.
+func plainDecode(sp *speculation, s int) (states, outputs [][]float32, err error) {
 	p1 := sp.cfg.Params(1)
 	qk, v, gate, state := p1.QKLen(), p1.VLen(), p1.GateLen(), p1.StateLen()
 	type mem1 struct{ q, k, v, g, beta, out, state *mtl.Buffer }
 	bufs := make([]mem1, len(sp.layers))
+	total := 0
 	for l, ly := range sp.layers {
+		acc := ly.seqs[s].accepted
+		total = len(acc.G) / gate
 		b := &bufs[l]
 		for _, x := range []struct {
 			b    **mtl.Buffer
 			data []float32
-		}{{&b.q, ly.accepted.Q}, {&b.k, ly.accepted.K}, {&b.v, ly.accepted.V}, {&b.g, ly.accepted.G}, {&b.beta, ly.accepted.Beta}, {&b.state, ly.initial}} {
-			if *x.b, err = sp.bufferWith(x.data); err != nil {
+		}{{&b.q, acc.Q}, {&b.k, acc.K}, {&b.v, acc.V}, {&b.g, acc.G}, {&b.beta, acc.Beta}, {&b.state, acc.StateIn}} {
+			if *x.b, err = sp.buffer(len(x.data)); err != nil {
 				return nil, nil, err
 			}
+			copy(mtl.Slice[float32](*x.b), x.data)
 		}
-		if b.out, err = sp.buffer(max(total*v, 1)); err != nil {
+		if b.out, err = sp.buffer(total * v); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -423,7 +499,7 @@ func plainDecode(sp *speculation, total int) (states, outputs [][]float32, err e
 			return nil
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("plain decode: %w", err)
+			return nil, nil, fmt.Errorf("plain decode of sequence %d: %w", s, err)
 		}
 	}
 	for _, b := range bufs {
@@ -433,20 +509,24 @@ func plainDecode(sp *speculation, total int) (states, outputs [][]float32, err e
 	return states, outputs, nil
 }
 
-// checkReference compares every layer's final state and accepted outputs
-// with cpuref.Reference32 over the accepted tokens, into res.
-func checkReference(cfg config, layers []*layer, total int, res *result) error {
+// checkReference compares every sequence's final state and accepted
+// outputs in every layer with cpuref.Reference32 over its accepted tokens,
+// into res.
+func checkReference(cfg config, layers []*layer, res *result) error {
 	for l, ly := range layers {
-		if total == 0 {
-			res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[l], ly.initial))
-			continue
+		for s, q := range ly.seqs {
+			total := len(q.accepted.G) / cfg.NV
+			if total == 0 {
+				res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[s][l], q.accepted.StateIn))
+				continue
+			}
+			ref, err := cpuref.Reference32(cfg.Params(total), q.accepted, false)
+			if err != nil {
+				return err
+			}
+			res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[s][l], ref.StateOut))
+			res.OutputErr = max(res.OutputErr, cpuref.MaxRelErr(q.outputs, ref.Output))
 		}
-		ref, err := cpuref.Reference32(cfg.Params(total), ly.accepted, false)
-		if err != nil {
-			return err
-		}
-		res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[l], ref.StateOut))
-		res.OutputErr = max(res.OutputErr, cpuref.MaxRelErr(ly.outputs, ref.Output))
 	}
 	return nil
 }

@@ -53,5 +53,43 @@ func Metal(t testing.TB) *mtl.Device {
 }
 
 // Orders are the two scheduling orders parity tests run the emulated device
-// in, to expose races: forward, and shuffled with a fixed seed.
+// in: forward, and shuffled with a fixed seed. A race on threadgroup memory
+// is a fault in either; results that depend on the schedule in ways the
+// emulator does not check (threadgroups racing on device memory) differ
+// between them.
 var Orders = []emu.Options{{Order: msl.Forward}, {Order: msl.Shuffled, Seed: 0x9e3779b97f4a7c15}}
+
+// CheckReleased checks, once the test's cleanups registered after this
+// call have run, that as many emulated objects are alive as when it was
+// called: call it before making anything the test must release.
+func CheckReleased(t testing.TB) {
+	before := emu.LiveObjects()
+	t.Cleanup(func() {
+		if after := emu.LiveObjects(); after != before {
+			t.Errorf("live emulated objects: %d before the test, %d after releasing everything", before, after)
+		}
+	})
+}
+
+// Pipeline compiles src on d and makes the compute pipeline of its
+// function kernel, failing the test on any error; the library and the
+// function are released once the pipeline exists, and the pipeline is
+// the caller's to release.
+func Pipeline(t testing.TB, d *mtl.Device, src string, opts mtl.CompileOptions, kernel string) *mtl.ComputePipelineState {
+	t.Helper()
+	lib, err := d.NewLibraryWithSource(src, opts)
+	if err != nil {
+		t.Fatalf("compiling the library of %s: %v", kernel, err)
+	}
+	defer lib.Release()
+	fn, err := lib.NewFunction(kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fn.Release()
+	p, err := d.NewComputePipelineState(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

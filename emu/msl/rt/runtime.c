@@ -4,7 +4,11 @@
  * compiled with -fsanitize-coverage=trace-loads,trace-stores, so every
  * memory access calls one of the __sanitizer_cov_* hooks below, which count
  * bytes per buffer binding and stop the dispatch before an access outside
- * the bound buffers happens.
+ * the bound buffers, outside its threadgroup memory allocation or into
+ * another thread's stack happens, or one racing with another thread's
+ * access to the same threadgroup memory; they also enforce the dispatch's
+ * time limit. The handlers of clang's integer division and array bounds
+ * checks (-fsanitize=...) stop the faulting thread the same way.
  *
  * Built once into libpuremetal_msl_rt.so and loaded RTLD_GLOBAL, so kernel
  * libraries resolve the hooks and the pm_* / __pm_* functions against it. */
@@ -140,19 +144,27 @@ enum { F_READY = 1, F_RUNNING, F_AT_SIMD, F_AT_BARRIER, F_DONE, F_FAULTED };
  * barriers and SIMD-group functions of a worker. */
 #define PM_WATCH_EVERY 4096
 
-/* Shadow of one byte of threadgroup memory: the last store and the last
- * two loads by different threads, with the barrier epochs they happened in. */
-typedef struct pm_acc {
-	uint64_t pc;
-	uint32_t ep;   /* threadgroup barrier epoch, 0 for none */
-	uint32_t sgep; /* SIMD-group epoch of the accessing thread's SIMD-group */
-	uint32_t tid;
-	uint32_t pad;
-} pm_acc;
-
+/* Shadow of one byte of threadgroup memory: the last store, and the loads
+ * since (the first loading thread; whether others loaded it too, and from
+ * other SIMD-groups), with the barrier epochs they happened in. SIMD-group
+ * epochs are kept modulo 2^16, which is enough to tell "a SIMD-group
+ * function since" from "none". The program counters of the last store and
+ * the first load, for messages, are kept apart (pm_shadow_pc). */
 typedef struct pm_shadow {
-	pm_acc st, ld[2];
+	uint32_t st_ep; /* threadgroup barrier epoch, 0 for none */
+	uint16_t st_tid, st_sgep;
+	uint32_t ld_ep;
+	uint16_t ld_tid; /* | PM_LD_MULTI | PM_LD_MIXED */
+	uint16_t ld_sgep; /* of the latest load, unless PM_LD_MIXED */
 } pm_shadow;
+
+typedef struct pm_shadow_pc {
+	uint64_t st, ld;
+} pm_shadow_pc;
+
+#define PM_LD_MULTI 0x8000 /* another thread loaded the byte too */
+#define PM_LD_MIXED 0x4000 /* threads of different SIMD-groups loaded it */
+#define PM_LD_TID 0x3fff
 
 /* A threadgroup memory allocation: one set by the encoder (binding >= 0) or
  * a threadgroup variable of the kernel (binding < 0). */
@@ -199,7 +211,7 @@ typedef struct pm_worker {
 	int nb, last, overlap;
 	int bidx[PM_MAX_BINDINGS];
 	uint64_t blo[PM_MAX_BINDINGS], blen[PM_MAX_BINDINGS];
-	uint64_t arena_lo, arena_len, mod_lo, mod_len;
+	uint64_t mod_lo, mod_len;
 	uint64_t state_lo, state_len;   /* built-ins the kernel may read */
 	uint64_t tg_lo, tg_len;         /* threadgroup memory and its shadow */
 	uint64_t stacks_lo, stacks_len; /* every fiber stack */
@@ -255,6 +267,10 @@ typedef struct pm_worker {
 	pm_shared *shared;
 	char *tg_mem;
 	pm_shadow *shadow;
+	pm_shadow_pc *shadow_pc;
+	/* per 4-byte word: the epoch in which it is read by threads of
+	 * several SIMD-groups and not stored, so a further load cannot race */
+	uint32_t *shadow_ro;
 	char *stacks;
 } pm_worker;
 
@@ -288,9 +304,10 @@ static pm_worker *arena_new(void) {
 	off = align_up(off + sizeof(uint32_t) * PM_MAX_THREADS, 64);
 	size_t o_sg = off;
 	off = align_up(off + sizeof(pm_sg) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
+	/* what kernel code may read: SIMD-group exchange records, built-ins
+	 * and shared values */
 	size_t o_sgx = off;
 	off = align_up(off + sizeof(pm_simd_x) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
-	/* what kernel code may read: built-ins and shared values */
 	size_t o_fibers = off;
 	off = align_up(off + sizeof(pm_fiber) * PM_MAX_THREADS, 64);
 	size_t o_shared = off;
@@ -302,7 +319,11 @@ static pm_worker *arena_new(void) {
 	size_t o_tg = off;
 	off = align_up(off + PM_TG_MEMORY_MAX, 64);
 	size_t o_shadow = off;
-	off = align_up(off + sizeof(pm_shadow) * PM_TG_MEMORY_MAX, page);
+	off = align_up(off + sizeof(pm_shadow) * PM_TG_MEMORY_MAX, 64);
+	size_t o_shadow_pc = off;
+	off = align_up(off + sizeof(pm_shadow_pc) * PM_TG_MEMORY_MAX, 64);
+	size_t o_shadow_ro = off;
+	off = align_up(off + sizeof(uint32_t) * (PM_TG_MEMORY_MAX / 4), page);
 	off = align_up(off + page, PM_STACK_SIZE);
 	/* the stacks, above a spare one that catches an overflow of the lowest
 	 * (a hook sees the access there) and the guard page */
@@ -324,11 +345,11 @@ static pm_worker *arena_new(void) {
 	w->shared = (pm_shared *)(base + o_shared);
 	w->tg_mem = base + o_tg;
 	w->shadow = (pm_shadow *)(base + o_shadow);
+	w->shadow_pc = (pm_shadow_pc *)(base + o_shadow_pc);
+	w->shadow_ro = (uint32_t *)(base + o_shadow_ro);
 	w->stacks = base + o_stacks;
-	w->arena_lo = (uint64_t)(uintptr_t)base;
-	w->arena_len = size;
-	w->state_lo = (uint64_t)(uintptr_t)(base + o_fibers);
-	w->state_len = o_tg_lo - o_fibers;
+	w->state_lo = (uint64_t)(uintptr_t)(base + o_sgx);
+	w->state_len = o_tg_lo - o_sgx;
 	w->tg_lo = (uint64_t)(uintptr_t)(base + o_tg_lo);
 	w->tg_len = o_guard - o_tg_lo;
 	w->stacks_lo = (uint64_t)(uintptr_t)(base + o_stacks);
@@ -405,7 +426,7 @@ EXPORT void pm_arena_stats(uint64_t *arenas, uint64_t *idle) {
 }
 
 static const char *op_name(uint32_t op) {
-	static const char *names[PM_OP_COUNT] = {
+	static const char *const names[] = {
 		"?", "simdgroup_barrier", "simd_sum", "simd_product", "simd_min", "simd_max",
 		"simd_and", "simd_or", "simd_xor", "simd_prefix_inclusive_sum",
 		"simd_prefix_exclusive_sum", "simd_prefix_inclusive_product",
@@ -413,7 +434,10 @@ static const char *op_name(uint32_t op) {
 		"simd_shuffle_up", "simd_shuffle_down", "simd_shuffle_rotate_up",
 		"simd_shuffle_rotate_down", "simd_broadcast", "simd_broadcast_first",
 		"simd_all", "simd_any", "simd_is_first", "simd_ballot", "simd_active_threads_mask",
+		"simdgroup_load", "simdgroup_store", "simdgroup_multiply",
+		"simdgroup_multiply_accumulate",
 	};
+	_Static_assert(sizeof names / sizeof names[0] == PM_OP_COUNT, "a name for every PM_OP_ code");
 	return op < PM_OP_COUNT ? names[op] : "?";
 }
 
@@ -473,6 +497,7 @@ static void pm_yield(pm_worker *w, pm_fiber *f) {
 static void next_epoch(pm_worker *w) {
 	if (++w->tg_ep == 0) {
 		memset(w->shadow, 0, sizeof(pm_shadow) * PM_TG_MEMORY_MAX);
+		memset(w->shadow_ro, 0, sizeof(uint32_t) * (PM_TG_MEMORY_MAX / 4));
 		w->tg_ep = 1;
 	}
 }
@@ -779,39 +804,39 @@ __attribute__((noinline)) static void tg_bounds_fault(pm_worker *w, int64_t off,
 	fiber_abort(w);
 }
 
-__attribute__((noinline)) static void race_fault(pm_worker *w, uint32_t off, uint64_t size, int store,
-                                                 const pm_acc *other, int other_store, void *pc) {
-	char name[96] = "threadgroup memory";
+/* Reports a race of this thread's access with another thread's (other, or
+ * -1 when only "some other thread" is known) at program counter opc. */
+__attribute__((noinline)) static void race_fault(pm_worker *w, uint32_t off, uint64_t size, int store, int other,
+                                                 int other_store, uint64_t opc, void *pc) {
+	char name[96], by[64] = "by another thread";
 	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
 	alloc_name(al, name, sizeof name);
-	uint64_t pos[3];
-	thread_pos(w, other->tid, pos);
+	uint64_t pos[3] = {0, 0, 0};
+	if (other >= 0) {
+		thread_pos(w, (uint32_t)other, pos);
+		snprintf(by, sizeof by, "by thread (%llu, %llu, %llu)", (unsigned long long)pos[0],
+		         (unsigned long long)pos[1], (unsigned long long)pos[2]);
+	} else {
+		opc = 0;
+	}
 	record_fault(w, w->cur, PM_FAULT_RACE, 0, "", (uint64_t)(uintptr_t)pc,
 	             "threadgroup memory race: this thread's %s of %llu bytes at offset %u of %s and a %s "
-	             "of the same bytes by thread (%llu, %llu, %llu), with no barrier between them",
+	             "of the same bytes %s, with no barrier between them",
 	             store ? "store" : "load", (unsigned long long)size, off - al->off, name,
-	             other_store ? "store" : "load", (unsigned long long)pos[0], (unsigned long long)pos[1],
-	             (unsigned long long)pos[2]);
-	w->fault_pc2 = other->pc;
+	             other_store ? "store" : "load", by);
+	w->fault_pc2 = opc;
 	for (int k = 0; k < 3; k++) w->fault_thread2[k] = pos[k];
 	fiber_abort(w);
 }
 
-/* Whether an earlier access p is ordered before one by thread tid now: a
- * threadgroup barrier lies between them, they are the same thread's, or
- * they are lanes of one SIMD-group and a SIMD-group function (or
- * simdgroup_barrier) of that SIMD-group lies between them. */
-static inline int ordered(const pm_worker *w, const pm_acc *p, uint32_t tid) {
-	if (p->ep != w->tg_ep || p->tid == tid) return 1;
-	uint32_t sg = tid / PM_SIMD_WIDTH;
-	return p->tid / PM_SIMD_WIDTH == sg && p->sgep != w->sg_ep[sg];
-}
-
 /* An access to threadgroup memory: it must lie inside one allocation, and
  * (unless atomic) must not race with another thread's access since the
- * last barrier. */
-__attribute__((noinline)) static void tg_access(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
-                                                void *pc) {
+ * last barrier. An earlier access is ordered before one by thread tid now
+ * if a threadgroup barrier lies between them, if they are the same
+ * thread's, or if they are lanes of one SIMD-group and a SIMD-group
+ * function (or simdgroup_barrier) of that SIMD-group lies between them. */
+static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64_t a, uint64_t size, int store,
+                                                            int atomic, void *pc) {
 	int64_t off = (int64_t)(a - (uint64_t)(uintptr_t)w->tg_mem);
 	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
 	if (!(w->alloc_last < w->n_alloc && off >= al->off && off + (int64_t)size <= (int64_t)al->off + al->len)) {
@@ -827,25 +852,53 @@ __attribute__((noinline)) static void tg_access(pm_worker *w, uint64_t a, uint64
 		w->atomic_addr = 0;
 		return;
 	}
-	uint32_t tid = w->cur->index, sg = tid / PM_SIMD_WIDTH;
-	pm_acc now = {(uint64_t)(uintptr_t)pc, w->tg_ep, w->sg_ep[sg], tid, 0};
+	const uint32_t ep = w->tg_ep;
+	const int word = ((off ^ (off + (int64_t)size - 1)) >> 2) == 0; /* inside one 4-byte word */
+	if (!store && word && w->shadow_ro[off >> 2] == ep) return;
+	const uint32_t tid = w->cur->index, sg = tid / PM_SIMD_WIDTH;
+	const uint16_t sgep = (uint16_t)w->sg_ep[sg];
+	if (store && word) w->shadow_ro[off >> 2] = 0;
+	int ro = !store && size == 4 && word;
 	for (uint64_t i = 0; i < size; i++) {
 		pm_shadow *sh = &w->shadow[off + i];
-		if (!ordered(w, &sh->st, tid)) race_fault(w, (uint32_t)off, size, store, &sh->st, 1, pc);
+		if (sh->st_ep == ep && sh->st_tid != tid && !(sh->st_tid / PM_SIMD_WIDTH == sg && sh->st_sgep != sgep))
+			race_fault(w, (uint32_t)off, size, store, sh->st_tid, 1, w->shadow_pc[off + i].st, pc);
 		if (store) {
-			for (int r = 0; r < 2; r++)
-				if (!ordered(w, &sh->ld[r], tid)) race_fault(w, (uint32_t)off, size, store, &sh->ld[r], 0, pc);
-			sh->st = now;
-			sh->ld[0].ep = sh->ld[1].ep = 0;
+			if (sh->ld_ep == ep) {
+				uint32_t first = sh->ld_tid & PM_LD_TID;
+				int ok;
+				if (!(sh->ld_tid & PM_LD_MULTI))
+					ok = first == tid || (first / PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep);
+				else
+					ok = !(sh->ld_tid & PM_LD_MIXED) && first / PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep;
+				if (!ok)
+					race_fault(w, (uint32_t)off, size, store, first != tid ? (int)first : -1, 0,
+					           w->shadow_pc[off + i].ld, pc);
+				sh->ld_ep = 0;
+			}
+			sh->st_ep = ep;
+			sh->st_tid = (uint16_t)tid;
+			sh->st_sgep = sgep;
+			w->shadow_pc[off + i].st = (uint64_t)(uintptr_t)pc;
+		} else if (sh->ld_ep != ep) {
+			sh->ld_ep = ep;
+			sh->ld_tid = (uint16_t)tid;
+			sh->ld_sgep = sgep;
+			w->shadow_pc[off + i].ld = (uint64_t)(uintptr_t)pc;
+			ro = 0;
+		} else if (!(sh->ld_tid & PM_LD_MIXED)) {
+			uint32_t first = sh->ld_tid & PM_LD_TID;
+			if (first != tid) {
+				sh->ld_tid |= PM_LD_MULTI;
+				if (first / PM_SIMD_WIDTH != sg) sh->ld_tid |= PM_LD_MIXED;
+			}
+			sh->ld_sgep = sgep;
+			ro = ro && (sh->ld_tid & PM_LD_MIXED) && sh->st_ep != ep;
 		} else {
-			/* keep loads by two different threads: a later store by a
-			 * third thread races with at least one of them */
-			int r = (sh->ld[0].ep != w->tg_ep || sh->ld[0].tid == tid) ? 0
-			        : (sh->ld[1].ep != w->tg_ep || sh->ld[1].tid == tid || ordered(w, &sh->ld[1], tid)) ? 1
-			        : -1;
-			if (r >= 0) sh->ld[r] = now;
+			ro = ro && sh->st_ep != ep;
 		}
 	}
+	if (ro) w->shadow_ro[off >> 2] = ep;
 }
 
 /* An access outside the bound buffers, threadgroup memory, the built-ins
@@ -889,11 +942,15 @@ static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, u
 
 /* Every access the fast path does not settle: the time limit check, the
  * search of the bindings, threadgroup memory, and faults. */
-__attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
-                                                  void *pc) {
+__attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
+                                                    void *pc) {
 	if (w->tick <= 0) {
 		watch(w, 0, "", pc);
 		if (a - w->stack_lo < PM_STACK_SIZE) return;
+	}
+	if (a - w->tg_lo < w->tg_len) {
+		tg_access(w, a, size, store, atomic, pc);
+		return;
 	}
 	/* the binding hit last time, unless bindings overlap (then the lowest
 	 * index holding the access is charged) */
@@ -906,9 +963,7 @@ __attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint
 		}
 		if (k == w->nb) {
 			uint64_t page = a >> PM_PAGE_SHIFT;
-			if (a - w->tg_lo < w->tg_len) {
-				tg_access(w, a, size, store, atomic, pc);
-			} else if (a - w->state_lo < w->state_len) {
+			if (a - w->state_lo < w->state_len) {
 				/* built-ins */
 				if (page_outside_bindings(w, page)) cache_page(w, page, w->state_lo, w->state_len, PM_UNCOUNTED);
 			} else if (a - w->mod_lo < w->mod_len) {
@@ -924,6 +979,20 @@ __attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint
 	if (!w->overlap) cache_page(w, a >> PM_PAGE_SHIFT, w->blo[k], w->blen[k], (uint64_t)w->bidx[k]);
 	w->count[store][w->bidx[k]] += size;
 	if (w->seg_rec) seg_record(w, w->bidx[k], a, size, store, pc);
+}
+
+/* The next fast path, for accesses the hooks' misses: a load of a word of
+ * threadgroup memory that threads of several SIMD-groups read since the
+ * last barrier and none stored. */
+__attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
+                                                  void *pc) {
+	int64_t off = (int64_t)(a - (uint64_t)(uintptr_t)w->tg_mem);
+	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
+	if (!store && !atomic && w->tick > 0 && a - w->tg_lo < w->tg_len && ((off ^ (off + (int64_t)size - 1)) >> 2) == 0 &&
+	    off >= al->off && off + (int64_t)size <= (int64_t)al->off + al->len && w->shadow_ro[off >> 2] == w->tg_ep &&
+	    a != w->atomic_addr)
+		return;
+	access_slower(w, a, size, store, atomic, pc);
 }
 
 /* The hooks' fast path: the thread's own stack, and pages known to be

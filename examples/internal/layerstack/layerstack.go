@@ -28,23 +28,34 @@ func Seed(run uint64, l, t int) uint64 {
 
 // Activations are the per-token buffers of a stack of layers: one shared
 // buffer each for q, k, v, g, beta and the output, with layer l's window
-// of tokens at offset l * (one window). In an engine the layers'
-// projections write q, k, v, g and beta on the device; the examples write
-// them from the CPU before each commit.
+// of tokens at offset l * (one window), in the activation type of the
+// window's parameters. With the fused gate (Params.Fused.Gate) g and beta
+// hold the raw projections a and b, and two more buffers hold every
+// layer's A_log and dt_bias ([n_v_heads] f32 each, layer l at offset l *
+// n_v_heads). In an engine the layers' projections write q, k, v, g and
+// beta on the device; the examples write them from the CPU before each
+// commit.
 type Activations struct {
 	p                        spec.Params // one layer's window
 	q, k, v, g, beta, output *mtl.Buffer
+	aLog, dtBias             *mtl.Buffer // with p.Fused.Gate only
 }
 
 // NewActivations allocates the activations of layers layers, each a window
-// of the shape p.
+// of the shape, activation type and fused parts of p.
 func NewActivations(dev *mtl.Device, p spec.Params, layers int) (*Activations, error) {
 	a := &Activations{p: p}
-	for _, b := range []struct {
-		buf **mtl.Buffer
-		len int
-	}{{&a.q, p.QKLen()}, {&a.k, p.QKLen()}, {&a.v, p.VLen()}, {&a.g, p.GateLen()}, {&a.beta, p.GateLen()}, {&a.output, p.VLen()}} {
-		buf, err := dev.NewBuffer(4*layers*b.len, mtl.ResourceStorageModeShared)
+	type alloc struct {
+		buf   **mtl.Buffer
+		bytes int // per layer
+	}
+	size := p.Activation.Size()
+	bufs := []alloc{{&a.q, size * p.QKLen()}, {&a.k, size * p.QKLen()}, {&a.v, size * p.VLen()}, {&a.g, size * p.GateLen()}, {&a.beta, size * p.GateLen()}, {&a.output, size * p.VLen()}}
+	if p.Fused.Gate {
+		bufs = append(bufs, alloc{&a.aLog, 4 * p.NVHeads}, alloc{&a.dtBias, 4 * p.NVHeads})
+	}
+	for _, b := range bufs {
+		buf, err := dev.NewBuffer(layers*b.bytes, mtl.ResourceStorageModeShared)
 		if err != nil {
 			a.Release()
 			return nil, err
@@ -54,39 +65,60 @@ func NewActivations(dev *mtl.Device, p spec.Params, layers int) (*Activations, e
 	return a, nil
 }
 
-// Write copies in's q, k, v, g and beta into layer l's window.
+// Write stores in's q, k, v, g and beta (a and b with the fused gate and
+// beta) into layer l's window, rounded to the activation type, and with
+// the fused gate in.ALog and in.DtBias as layer l's constants.
 func (a *Activations) Write(l int, in cpuref.Inputs) {
-	qk, v, gate := a.p.QKLen(), a.p.VLen(), a.p.GateLen()
-	copy(mtl.Slice[float32](a.q)[l*qk:], in.Q)
-	copy(mtl.Slice[float32](a.k)[l*qk:], in.K)
-	copy(mtl.Slice[float32](a.v)[l*v:], in.V)
-	copy(mtl.Slice[float32](a.g)[l*gate:], in.G)
-	copy(mtl.Slice[float32](a.beta)[l*gate:], in.Beta)
-}
-
-// Buffers returns the views of layer l's window: q, k, v, g, beta and the
-// output. The state views are the caller's to set.
-func (a *Activations) Buffers(l int) gdn.Buffers {
-	qk, v, gate := a.p.QKLen(), a.p.VLen(), a.p.GateLen()
-	return gdn.Buffers{
-		Q:      gdn.F32View(a.q, 4*l*qk, qk),
-		K:      gdn.F32View(a.k, 4*l*qk, qk),
-		V:      gdn.F32View(a.v, 4*l*v, v),
-		G:      gdn.F32View(a.g, 4*l*gate, gate),
-		Beta:   gdn.F32View(a.beta, 4*l*gate, gate),
-		Output: gdn.F32View(a.output, 4*l*v, v),
+	b := a.Buffers(l)
+	Store(b.Q, in.Q)
+	Store(b.K, in.K)
+	Store(b.V, in.V)
+	Store(b.G, in.G)
+	Store(b.Beta, in.Beta)
+	if a.p.Fused.Gate {
+		Store(b.ALog, in.ALog)
+		Store(b.DtBias, in.DtBias)
 	}
 }
 
-// Output returns layer l's output window, in the buffer's memory.
+// Buffers returns the views of layer l's window: q, k, v, g, beta and the
+// output, and A_log and dt_bias with the fused gate. The state views are
+// the caller's to set.
+func (a *Activations) Buffers(l int) gdn.Buffers {
+	qk, v, gate := a.p.QKLen(), a.p.VLen(), a.p.GateLen()
+	t := a.p.Activation
+	view := func(b *mtl.Buffer, n int) gdn.View { return gdn.NewView(b, t.Size()*l*n, t, n) }
+	b := gdn.Buffers{
+		Q:      view(a.q, qk),
+		K:      view(a.k, qk),
+		V:      view(a.v, v),
+		G:      view(a.g, gate),
+		Beta:   view(a.beta, gate),
+		Output: view(a.output, v),
+	}
+	if a.p.Fused.Gate {
+		h := a.p.NVHeads
+		b.ALog, b.DtBias = gdn.F32View(a.aLog, 4*l*h, h), gdn.F32View(a.dtBias, 4*l*h, h)
+	}
+	return b
+}
+
+// Output returns layer l's output window, in the buffer's memory; the
+// activation type must be f32 (see [Activations.ReadOutput] for any).
 func (a *Activations) Output(l int) []float32 {
 	v := a.p.VLen()
 	return mtl.Slice[float32](a.output)[l*v : (l+1)*v]
 }
 
+// ReadOutput widens layer l's output window into dst, whatever the
+// activation type, and returns it.
+func (a *Activations) ReadOutput(l int, dst []float32) []float32 {
+	return Load(a.Buffers(l).Output, dst)
+}
+
 // Release releases the buffers.
 func (a *Activations) Release() {
-	for _, b := range []*mtl.Buffer{a.q, a.k, a.v, a.g, a.beta, a.output} {
+	for _, b := range []*mtl.Buffer{a.q, a.k, a.v, a.g, a.beta, a.output, a.aLog, a.dtBias} {
 		if b != nil {
 			b.Release()
 		}

@@ -62,24 +62,32 @@ func TestSeed(t *testing.T) {
 	}
 }
 
+// written returns the activations of three layers of windows p, each
+// written with inputs of its own drawn from seed, and the inputs.
+func written(t *testing.T, dev *mtl.Device, p spec.Params, seed uint64) (*Activations, []cpuref.Inputs) {
+	t.Helper()
+	a, err := NewActivations(dev, p, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := make([]cpuref.Inputs, 3)
+	for l := range ins {
+		if ins[l], err = cpuref.RandomInputs(p, Seed(seed, l, 0)); err != nil {
+			a.Release()
+			t.Fatal(err)
+		}
+		a.Write(l, ins[l])
+	}
+	return a, ins
+}
+
 // Layer l's inputs land in its window, and its views cover exactly that
 // window.
 func TestActivations(t *testing.T) {
 	dev := testdevice.Emulated(t, emu.Options{})
 	p := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 1}}
-	const layers = 3
-	a, err := NewActivations(dev, p, layers)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, ins := written(t, dev, p, 9)
 	defer a.Release()
-	ins := make([]cpuref.Inputs, layers)
-	for l := range ins {
-		if ins[l], err = cpuref.RandomInputs(p, Seed(9, l, 0)); err != nil {
-			t.Fatal(err)
-		}
-		a.Write(l, ins[l])
-	}
 	for l, in := range ins {
 		b := a.Buffers(l)
 		for _, c := range []struct {
@@ -202,5 +210,43 @@ func TestOpen(t *testing.T) {
 		}
 	} else if err != nil || f.Backend != "cpu" || !strings.Contains(w.String(), "no Metal on") || !strings.Contains(w.String(), "the CPU instead") {
 		t.Errorf("auto without Metal: backend %q, %v, said %q", f.Backend, err, w.String())
+	}
+}
+
+// With 16-bit activations and the fused gate, layer l's window holds its
+// inputs in the activation type, A_log and dt_bias hold the layer's
+// constants in f32, and the views say so.
+func TestTypedActivations(t *testing.T) {
+	dev := testdevice.Emulated(t, emu.Options{})
+	for _, ty := range []spec.ElemType{spec.F16, spec.BF16} {
+		p := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 1, NSeqs: 1}, Activation: ty, Fused: spec.FusedAll}
+		a, ins := written(t, dev, p, 5)
+		for l, in := range ins {
+			b := a.Buffers(l)
+			for _, c := range []struct {
+				name string
+				view gdn.View
+				ty   spec.ElemType
+				want []float32
+			}{{"q", b.Q, ty, in.Q}, {"k", b.K, ty, in.K}, {"v", b.V, ty, in.V}, {"a", b.G, ty, in.G}, {"b", b.Beta, ty, in.Beta}, {"A_log", b.ALog, spec.F32, in.ALog}, {"dt_bias", b.DtBias, spec.F32, in.DtBias}} {
+				if c.view.Type != c.ty || c.view.Len != len(c.want) || c.view.Offset != l*len(c.want)*c.ty.Size() {
+					t.Fatalf("%v, layer %d: %s view %v of %d at %d; want %v of %d at %d", ty, l, c.name, c.view.Type, c.view.Len, c.view.Offset, c.ty, len(c.want), l*len(c.want)*c.ty.Size())
+				}
+				got := Load(c.view, make([]float32, c.view.Len))
+				if i := floats.FirstDiff(got, c.want); i >= 0 {
+					t.Fatalf("%v, layer %d: %s[%d] = %g, want %g", ty, l, c.name, i, got[i], c.want[i])
+				}
+			}
+			out := make([]float32, p.VLen())
+			for i := range out {
+				out[i] = float32(l) + float32(i)/3
+			}
+			Store(b.Output, out)
+			cpuref.Round(ty, out)
+			if got := a.ReadOutput(l, make([]float32, p.VLen())); floats.FirstDiff(got, out) >= 0 {
+				t.Errorf("%v, layer %d: ReadOutput = %v, want %v", ty, l, got, out)
+			}
+		}
+		a.Release()
 	}
 }

@@ -11,11 +11,10 @@
 #define PM_MAX_THREADS 1024
 #define PM_SIMD_WIDTH 32
 #define PM_TG_MEMORY_MAX 32768
-/* Stack of one GPU thread (fiber), and the part of it a kernel's own frames
- * may use: the rest is kept for the runtime and C library functions the
- * kernel calls. */
+/* Stack of one GPU thread (fiber); a kernel's frames may use
+ * MaxPrivateBytes of it (see frames.go), the rest is kept for the runtime
+ * and the C library functions the kernel calls. */
 #define PM_STACK_SIZE (64 * 1024)
-#define PM_PRIVATE_MAX (48 * 1024)
 
 /* SIMD-group operation codes, used to tell call sites apart. */
 enum {
@@ -27,6 +26,8 @@ enum {
 	PM_OP_SHUFFLE_ROTATE_UP, PM_OP_SHUFFLE_ROTATE_DOWN,
 	PM_OP_BROADCAST, PM_OP_BROADCAST_FIRST, PM_OP_ALL, PM_OP_ANY, PM_OP_IS_FIRST,
 	PM_OP_BALLOT, PM_OP_ACTIVE_THREADS_MASK,
+	PM_OP_SIMDGROUP_LOAD, PM_OP_SIMDGROUP_STORE, PM_OP_SIMDGROUP_MULTIPLY,
+	PM_OP_SIMDGROUP_MULTIPLY_ACCUMULATE,
 	PM_OP_COUNT
 };
 

@@ -1,0 +1,366 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// servingCase is a batch of sequences in slots of a state pool, with
+// packed tokens for the kernels that take them (SPEC section 11).
+type servingCase struct {
+	name    string
+	kern    kernel
+	p       spec.Params
+	in      cpuref.Inputs
+	inPlace bool // StateOut is StateIn: the pool updated in place
+}
+
+// packs reports whether the kernel takes packed sequences (cu_seqlens).
+func packs(k kernel) bool { return k.name == "prefill" || k.name == "seq" || k.name == "capture" }
+
+// servingCases draws, for every kernel, batches with random slot
+// permutations of a larger pool with padding among them, and for the
+// kernels that take them packed sequences of random lengths (and of
+// lengths 0, 1 and more); the pool updated in place and into another
+// pool.
+func servingCases(t *testing.T) []servingCase {
+	var cases []servingCase
+	rng := rand.New(rand.NewPCG(0x5e7e, 11))
+	for _, k := range allKernels {
+		for i, dk := range []int{32, 64} {
+			for _, varlen := range []bool{false, true} {
+				if varlen && !packs(k) {
+					continue
+				}
+				hm := []spec.HeadMap{spec.Block, spec.Tiled}[i]
+				p := spec.Params{
+					Shape:   spec.Shape{DK: dk, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1 + rng.IntN(3), NSeqs: 5, NSlots: 7, Varlen: varlen},
+					HeadMap: hm, QScale: float32(1 / math.Sqrt(float64(dk))),
+				}
+				if k.name == "decode" || k.name == "legacy" {
+					p.NTokens = 1 // the decode kernel's one token (legacy: any)
+				}
+				if varlen {
+					p.NTokens = 9
+				}
+				in, err := cpuref.RandomInputs(p, rng.Uint64())
+				if err != nil {
+					t.Fatal(err)
+				}
+				in.Slots[rng.IntN(p.NSeqs)] = -1 // padding
+				name := fmt.Sprintf("%s_dk%d_%v_t%d_pool", k.name, dk, hm, p.NTokens)
+				if varlen {
+					name += "_varlen"
+				}
+				// Into another pool with the lengths RandomInputs drew;
+				// in place with lengths 2, 0, 1, 4 and 2.
+				cases = append(cases, servingCase{name + "_twopools", k, p, in, false})
+				if varlen {
+					in.CuSeqlens = []int32{0, 2, 2, 3, 7, 9}
+				}
+				cases = append(cases, servingCase{name + "_inplace", k, p, in, true})
+			}
+		}
+		// Every type combination with the whole fused step: packed where
+		// the kernel takes it, in place.
+		for _, a := range kernels.ElemTypes {
+			for _, st := range kernels.ElemTypes {
+				p := spec.Params{
+					Shape:   spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 2, NSeqs: 4, NSlots: 6, Varlen: packs(k)},
+					HeadMap: spec.Tiled, QScale: 0.25,
+					Activation: a, State: st, Fused: spec.FusedAll,
+				}
+				if k.name == "decode" {
+					p.NTokens = 1
+				}
+				if packs(k) {
+					p.NTokens = 6
+				}
+				in := typedInputs(t, p, rng.Uint64(), false)
+				in.Slots[rng.IntN(p.NSeqs)] = -1
+				if packs(k) {
+					in.CuSeqlens = []int32{0, 1, 1, 4, 6} // lengths 1, 0, 3, 2
+				}
+				cases = append(cases, servingCase{fmt.Sprintf("%s_%v_%v_fused_pool", k.name, a, st), k, p, in, true})
+			}
+		}
+	}
+	return cases
+}
+
+// servingOutcome is what a serving dispatch wrote: the whole output, the
+// state pool written, and the capture buffer, as bytes and widened to
+// float32.
+type servingOutcome struct {
+	output, stateOut, capture []byte
+	Output, StateOut, Capture []float32
+}
+
+// runServing runs c's dispatch on r, with the slot index and cu_seqlens
+// in shared buffers (or copied to private ones, which validation cannot
+// read, when private is set), and returns what it wrote.
+func (r *rig) runServing(t *testing.T, c servingCase, private bool) (servingOutcome, error) {
+	t.Helper()
+	p, in := c.p, c.in
+	a, st := p.Activation, p.State
+	b := gdn.Buffers{
+		Q: r.uploadTyped(t, a, in.Q), K: r.uploadTyped(t, a, in.K), V: r.uploadTyped(t, a, in.V),
+		G: r.uploadTyped(t, a, in.G), Beta: r.uploadTyped(t, a, in.Beta), StateIn: r.uploadTyped(t, st, in.StateIn),
+		Output: r.poisonedTyped(t, a, p.VLen()),
+	}
+	b.StateOut = b.StateIn
+	if !c.inPlace {
+		b.StateOut = r.poisonedTyped(t, st, p.StateLen())
+	}
+	if c.kern.capture {
+		b.Capture = r.poisonedTyped(t, st, p.CaptureLen())
+	}
+	if p.Fused.Gate {
+		b.ALog, b.DtBias = r.uploadTyped(t, spec.F32, in.ALog), r.uploadTyped(t, spec.F32, in.DtBias)
+	}
+	if p.NSlots > 0 {
+		b.Slots = r.uploadInt32(t, in.Slots, private)
+	}
+	if p.Varlen {
+		b.CuSeqlens = r.uploadInt32(t, in.CuSeqlens, private)
+	}
+	if _, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return c.kern.call(r.k, enc, p, b) }); err != nil {
+		return servingOutcome{}, err
+	}
+	read := func(v gdn.View) []byte {
+		all := mtl.Slice[byte](v.Buffer)
+		return append([]byte(nil), all[v.Offset:v.Offset+v.Len*v.Type.Size()]...)
+	}
+	o := servingOutcome{output: read(b.Output), stateOut: read(b.StateOut)}
+	o.Output, o.StateOut = decode(a, o.output), decode(st, o.stateOut)
+	if c.kern.capture {
+		o.capture = read(b.Capture)
+		o.Capture = decode(st, o.capture)
+	}
+	return o, nil
+}
+
+// untouched reports whether b still holds the poison of type t
+// (poisonBytes).
+func untouched(t spec.ElemType, b []byte) bool {
+	want := make([]byte, len(b))
+	poisonBytes(t, want)
+	return bytes.Equal(b, want)
+}
+
+// uploadInt32 returns an int32 view of x in a new buffer, released when the
+// test ends: shared storage, or private storage filled by a blit copy.
+func (r *rig) uploadInt32(t *testing.T, x []int32, private bool) gdn.View {
+	t.Helper()
+	raw := make([]byte, 4*len(x))
+	for i, v := range x {
+		u := uint32(v)
+		raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+	}
+	shared, err := r.dev.NewBufferWithBytes(raw, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(shared.Release)
+	if !private {
+		return gdn.I32View(shared, 0, len(x))
+	}
+	priv, err := r.dev.NewBuffer(len(raw), mtl.ResourceStorageModePrivate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(priv.Release)
+	cb, err := r.queue.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Release()
+	blit, err := cb.BlitCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blit.CopyFromBuffer(shared, 0, priv, 0, len(raw))
+	if err := blit.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		t.Fatal(err)
+	}
+	return gdn.I32View(priv, 0, len(x))
+}
+
+func TestEmulatedServing(t *testing.T) { onEmulated(t, servingSuite) }
+func TestMetalServing(t *testing.T)    { onMetal(t, servingSuite) }
+
+// servingSuite runs every serving case on r and checks it against both
+// references, against each of its sequences run alone in a dispatch of
+// its own (bit-identical), and that padding and unnamed slots are left
+// alone.
+func servingSuite(t *testing.T, r *rig) {
+	for _, c := range servingCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := r.runServing(t, c, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkServing(t, r, c, o)
+		})
+	}
+}
+
+func checkServing(t *testing.T, r *rig, c servingCase, o servingOutcome) {
+	t.Helper()
+	p, in := c.p, c.in
+	r32, err := cpuref.Reference32(p, in, c.kern.capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o64, err := cpuref.Oracle64(p, in, c.kern.capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := cpuref.Split(p, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, st := p.Activation, p.State
+	outBound, stateBound := typeBound(a, boundOracle64), typeBound(st, boundRef32)
+	outBound32, stateBound32 := typeBound(a, boundRef32), typeBound(st, boundRef32)
+	sw, vw := p.DK*p.DV*p.NVHeads, p.DV*p.NVHeads
+	named := make([]bool, p.NSlots)
+	for s, pt := range parts {
+		what := fmt.Sprintf("sequence %d (slot %d, tokens [%d, %d))", s, pt.State, pt.Tok0, pt.Tok0+pt.N)
+		out := o.Output[pt.Tok0*vw : (pt.Tok0+pt.N)*vw]
+		outBytes := o.output[pt.Tok0*vw*a.Size() : (pt.Tok0+pt.N)*vw*a.Size()]
+		var capt []float32
+		var captBytes []byte
+		if c.kern.capture {
+			capt = o.Capture[pt.Tok0*sw : (pt.Tok0+pt.N)*sw]
+			captBytes = o.capture[pt.Tok0*sw*st.Size() : (pt.Tok0+pt.N)*sw*st.Size()]
+		}
+		if pt.Skip {
+			if !untouched(a, outBytes) || !untouched(st, captBytes) {
+				t.Errorf("%s, padding: the kernel wrote its output or capture slots", what)
+			}
+			continue
+		}
+		named[pt.State] = true
+		got := o.StateOut[pt.State*sw : (pt.State+1)*sw]
+		gotBytes := o.stateOut[pt.State*sw*st.Size() : (pt.State+1)*sw*st.Size()]
+		if pt.N == 0 {
+			checkSameBytes(t, what+", empty: its state", gotBytes, encode(st, in.StateIn[pt.State*sw:(pt.State+1)*sw]))
+			continue
+		}
+		checkWritten(t, what+": output", out)
+		checkWritten(t, what+": state", got)
+		checkBound(t, what+": output against Reference32", cpuref.MaxRelErr(out, r32.Output[pt.Tok0*vw:(pt.Tok0+pt.N)*vw]), outBound32)
+		checkBound(t, what+": state against Reference32", cpuref.MaxRelErr(got, r32.StateOut[pt.State*sw:(pt.State+1)*sw]), stateBound32)
+		checkBound(t, what+": output against Oracle64", cpuref.MaxRelErr64(out, o64.Output[pt.Tok0*vw:(pt.Tok0+pt.N)*vw]), outBound)
+		checkBound(t, what+": state against Oracle64", cpuref.MaxRelErr64(got, o64.StateOut[pt.State*sw:(pt.State+1)*sw]), stateBound)
+		if c.kern.capture {
+			checkWritten(t, what+": capture", capt)
+			checkBound(t, what+": capture against Reference32", cpuref.MaxRelErr(capt, r32.Capture[pt.Tok0*sw:(pt.Tok0+pt.N)*sw]), stateBound32)
+			checkSameBytes(t, what+": last capture slot and state", captBytes[(pt.N-1)*sw*st.Size():], gotBytes)
+		}
+		// The sequence alone, in a dispatch of its own: the same bytes.
+		alone, err := r.runServing(t, servingCase{kern: c.kern, p: pt.Params, in: pt.Inputs, inPlace: c.inPlace}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSameBytes(t, what+": output against the sequence alone", outBytes, alone.output)
+		checkSameBytes(t, what+": state against the sequence alone", gotBytes, alone.stateOut)
+		if c.kern.capture {
+			checkSameBytes(t, what+": capture against the sequence alone", captBytes, alone.capture)
+		}
+	}
+	for slot, n := range named {
+		if n {
+			continue
+		}
+		gotBytes := o.stateOut[slot*sw*st.Size() : (slot+1)*sw*st.Size()]
+		if c.inPlace {
+			checkSameBytes(t, fmt.Sprintf("slot %d, which no sequence names", slot), gotBytes, encode(st, in.StateIn[slot*sw:(slot+1)*sw]))
+		} else if !untouched(st, gotBytes) {
+			t.Errorf("slot %d, which no sequence names: written", slot)
+		}
+	}
+}
+
+// TestEmulatedServingPrivateIndices checks what the kernels guarantee when
+// validation cannot read the slot index and cu_seqlens (private storage):
+// a slot beyond the pool and a broken cu_seqlens range are skipped, never
+// dereferenced, and the other sequences are unaffected. The emulated
+// device fails the command buffer on any access outside a buffer.
+func TestEmulatedServingPrivateIndices(t *testing.T) {
+	onEmulated(t, func(t *testing.T, r *rig) {
+		for _, c := range servingCases(t) {
+			if !c.inPlace || c.p.NSeqs != 5 { // the f32 cases, whose lengths it edits
+				continue
+			}
+			c.in.Slots = append([]int32(nil), c.in.Slots...)
+			bad := 0
+			for c.in.Slots[bad] < 0 {
+				bad++
+			}
+			c.in.Slots[bad] = int32(c.p.NSlots) + 1000 // beyond the pool
+			want := c.in
+			if c.p.Varlen {
+				// Sequence 4 ends past the tokens: skipped. What the
+				// references see: sequence 4 padded.
+				c.in.CuSeqlens = []int32{0, 2, 2, 3, 7, 1 << 30}
+				want.Slots = append([]int32(nil), c.in.Slots...)
+				want.Slots[4] = -1
+			}
+			t.Run(c.name, func(t *testing.T) {
+				o, err := r.runServing(t, c, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkServing(t, r, servingCase{c.name, c.kern, c.p, want, c.inPlace}, o)
+			})
+		}
+	})
+}
+
+// TestEmulatedServingRejects checks, through the dispatchers on a device,
+// that shared slot indices naming one state twice or a slot beyond the
+// pool, and a cu_seqlens that does not end at n_tokens, are errors that
+// name them, and that nothing runs.
+func TestEmulatedServingRejects(t *testing.T) {
+	onEmulated(t, func(t *testing.T, r *rig) {
+		for _, c := range servingCases(t)[:6] { // prefill: per sequence and packed
+			for _, e := range []struct {
+				name string
+				edit func(in *cpuref.Inputs)
+				want string
+			}{
+				{"repeated slot", func(in *cpuref.Inputs) { in.Slots = []int32{3, 1, 4, 1, 5} }, "sequences 1 and 3 both name slot 1"},
+				{"slot beyond the pool", func(in *cpuref.Inputs) { in.Slots = []int32{3, 1, 7, 2, 5} }, "sequence 2 names slot 7"},
+				{"cu_seqlens short of the tokens", func(in *cpuref.Inputs) { in.CuSeqlens = []int32{0, 2, 2, 3, 7, 8} }, "cu_seqlens[5] = 8, must be Shape.NTokens = 9"},
+			} {
+				if strings.HasPrefix(e.name, "cu_seqlens") && !c.p.Varlen {
+					continue
+				}
+				in := c.in
+				e.edit(&in)
+				_, err := r.runServing(t, servingCase{c.name, c.kern, c.p, in, c.inPlace}, false)
+				if !errors.Is(err, gdn.ErrInvalidArgument) || !strings.Contains(err.Error(), e.want) {
+					t.Errorf("%s, %s: error %v, want one wrapping gdn.ErrInvalidArgument that says %q", c.name, e.name, err, e.want)
+				}
+			}
+		}
+	})
+}
