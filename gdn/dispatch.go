@@ -100,8 +100,7 @@ func (k *Kernels) Release() {
 // activation and state types: the blocked kernel
 // (gated_delta_net_prefill_blocked_{A}_{S}_{NSG}, [KernelPrefillBlocked])
 // where it applies (D_k 64 or 128, D_v a multiple of 32, Q, K, StateIn and
-// StateOut at offsets of 4 elements, no state pool and no packed
-// sequences), the original one
+// StateOut at offsets of 4 elements), the original one
 // (gated_delta_net_{A}_{S}, [KernelPrefill]) otherwise: any number of
 // tokens, D_k and D_v at most 128, D_v at most the pipeline's
 // maxTotalThreadsPerThreadgroup. b.Capture must be empty. Like every
@@ -116,10 +115,10 @@ func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) e
 
 // Decode encodes the decode family's best kernel for the window: where the
 // packed layout applies (D_k 64 or 128, D_v a multiple of 32, Q, K,
-// StateIn and StateOut at offsets of 4 elements, no state pool and no
-// packed sequences) the packed decode kernel at n_tokens == 1 and the
-// packed seq kernel at n_tokens >= 2, otherwise the decode and seq kernels
-// of one row per SIMD-group (seq for packed sequences, Shape.Varlen). Each
+// StateIn and StateOut at offsets of 4 elements) the packed decode kernel
+// at n_tokens == 1 and the packed seq kernel at n_tokens >= 2, otherwise
+// the decode and seq kernels of one row per SIMD-group; seq (of either
+// layout) for packed sequences (Shape.Varlen). Each
 // pair gives bit-identical results. D_k must be 32, 64 or 128 and D_v a
 // multiple of D_k/32. b.Capture must be empty.
 func (k *Kernels) Decode(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
@@ -168,7 +167,7 @@ func (k *Kernels) DecodeWithCapture(enc *mtl.ComputeCommandEncoder, p Params, b 
 func decodeKernel(p Params, b Buffers) Kernel {
 	packed := packedFits(p, b)
 	switch {
-	case packed && p.Shape.NTokens >= 2:
+	case packed && (p.Shape.NTokens >= 2 || p.Shape.Varlen): // packed_seq takes packed sequences
 		return KernelDecodePackedSeq
 	case packed:
 		return KernelDecodePacked
@@ -178,12 +177,12 @@ func decodeKernel(p Params, b Buffers) Kernel {
 	return KernelDecode
 }
 
-// packedFits reports whether the packed kernels take the shape (no state
-// pool, no packed sequences) and the offsets of the views they access 4
+// packedFits reports whether the packed kernels take the shape and the
+// offsets of the views they access 4
 // elements at a time; the rest is validated as for any kernel.
 func packedFits(p Params, b Buffers) bool {
 	s := p.Shape
-	if (s.DK != 64 && s.DK != 128) || s.DV%packedRows != 0 || s.NSlots != 0 || s.Varlen {
+	if (s.DK != 64 && s.DK != 128) || s.DV%packedRows != 0 {
 		return false
 	}
 	a, st := packedAlign*p.Activation.Size(), packedAlign*p.State.Size()

@@ -677,6 +677,14 @@ func TestDecodeChoice(t *testing.T) {
 			t.Errorf("%+v: %v, want %v", c, got, c.want)
 		}
 	}
+	// Packed sequences: seq of either layout, whatever n_tokens is.
+	for dv, want := range map[int]Kernel{32: KernelDecodePackedSeq, 8: KernelDecodeSeq} {
+		s := Shape{DK: 64, DV: dv, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 2, Varlen: true}
+		p, b := fb.typedArgs(KernelDecode, s, F32, F32, spec.Fused{})
+		if got := decodeKernel(p, b); got != want {
+			t.Errorf("varlen, D_v %d: %v, want %v", dv, got, want)
+		}
+	}
 }
 
 // TestEncoding checks the exact call sequence of every dispatcher.

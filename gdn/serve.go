@@ -61,7 +61,7 @@ var cpuContents = func(b *mtl.Buffer) []byte {
 // cu_seqlens 0 first, non-decreasing and n_tokens last.
 func validateServing(k Kernel, p Params, b Buffers) error {
 	s := p.Shape
-	if s.Varlen && (k == KernelDecode || k == KernelDecodeLegacy) {
+	if s.Varlen && (k == KernelDecode || k == KernelDecodeLegacy || k == KernelDecodePacked) {
 		return invalid("Shape.Varlen", "the %s kernel takes n_tokens tokens per sequence; packed sequences go to the seq, capture or prefill kernel", k)
 	}
 	checks := [...]struct {

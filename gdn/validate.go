@@ -159,9 +159,6 @@ func validateKernelShape(k Kernel, s Shape) error {
 		if s.DV%packedRows != 0 {
 			return invalid("Shape.DV", "%d is not a multiple of %d (the rows of one threadgroup), as the %s kernel needs", s.DV, packedRows, k)
 		}
-		if s.NSlots != 0 || s.Varlen {
-			return invalid("Shape", "n_slots %d, varlen %v: the %s kernel takes neither a state pool nor packed sequences (the kernels of one row per SIMD-group do)", s.NSlots, s.Varlen, k)
-		}
 		return nil
 	}
 	if s.DK > 128 {

@@ -1,6 +1,8 @@
 // Gated DeltaNet packed decode kernels: decode, seq and capture in the
 // packed layout of gdn_packed_common.metal (8 rows per SIMD-group, 4 lanes
 // per row), for D_k = 64 (NSG = 2) and 128 (NSG = 4), D_v a multiple of 32.
+// Each threadgroup finds its sequence's state slot, first token and token
+// count (gdn_sequence: state pools, packed sequences) and skips padding.
 //
 // All three load the lane's cells of S once before the token loop, run the
 // same per-token arithmetic (gdn_packed_token) and store the cells once
@@ -35,21 +37,25 @@ inline void gdn_packed_indexed(device const A *q, device const A *k, device cons
                                device const S *state_in, device A *output,
                                device S *state_out, constant gdn_params &p,
                                device S *capture, device const float *a_log,
-                               device const float *dt_bias, uint3 tg, uint3 tid) {
+                               device const float *dt_bias, device const int *slots,
+                               device const int *cu_seqlens, uint3 tg, uint3 tid) {
     const uint DK = 32 * NSG;
     const gdn_packed_lane l = gdn_packed_position(tg, tid);
     const uint h = tg.y;
-    const uint seq = tg.z;
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
+    if (sq.skip) {
+        return;  // the whole threadgroup: one sequence
+    }
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
-    const uint row = ((seq * p.n_v_heads + h) * p.d_v + l.row) * DK;
+    const ulong row = ((sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
-    for (uint t = 0; t < p.n_tokens; ++t) {
-        const uint tok = seq * p.n_tokens + t;
+    for (uint t = 0; t < sq.n_tokens; ++t) {
+        const uint tok = sq.tok0 + t;
         const uint qk = (tok * p.n_k_heads + kh) * DK;
         const uint vh = tok * p.n_v_heads + h;
         const float o = gdn_packed_token<A, NSG>(p, gc, s, q + qk, k + qk, v + vh * p.d_v + l.row,
@@ -79,10 +85,12 @@ kernel void gated_delta_net_decode_packed(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     gdn_packed_indexed<A, S, NSG, false>(q, k, v, g, beta, state_in, output, state_out, p,
-                                         nullptr, a_log, dt_bias, tg, tid);
+                                         nullptr, a_log, dt_bias, slots, cu_seqlens, tg, tid);
 }
 
 // Speculative decoding: S after every token t to capture[..., t, s].
@@ -100,10 +108,12 @@ kernel void gated_delta_net_decode_packed_capture(
     device S           *capture   [[buffer(9)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     gdn_packed_indexed<A, S, NSG, true>(q, k, v, g, beta, state_in, output, state_out, p,
-                                        capture, a_log, dt_bias, tg, tid);
+                                        capture, a_log, dt_bias, slots, cu_seqlens, tg, tid);
 }
 
 // n_tokens >= 2: pointers advanced once per token.
@@ -120,21 +130,26 @@ kernel void gated_delta_net_decode_packed_seq(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint DK = 32 * NSG;
     const gdn_packed_lane l = gdn_packed_position(tg, tid);
     const uint h = tg.y;
-    const uint seq = tg.z;
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
+    if (sq.skip) {
+        return;  // the whole threadgroup: one sequence
+    }
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
-    const uint row = ((seq * p.n_v_heads + h) * p.d_v + l.row) * DK;
+    const ulong row = ((sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
-    const uint tok0 = seq * p.n_tokens;
+    const uint tok0 = sq.tok0;
     const uint qk_step = p.n_k_heads * DK;
     const uint v_step = p.n_v_heads * p.d_v;
     const uint gb_step = p.n_v_heads;
@@ -145,7 +160,7 @@ kernel void gated_delta_net_decode_packed_seq(
     device const A *gp = g + tok0 * p.n_v_heads + h;
     device const A *bp = beta + tok0 * p.n_v_heads + h;
 
-    for (uint t = 0; t < p.n_tokens; ++t) {
+    for (uint t = 0; t < sq.n_tokens; ++t) {
         const float o = gdn_packed_token<A, NSG>(p, gc, s, qp, kp, vp, gp, bp, scale, l.u);
         if (l.u == 0) {
             gdn_store(op, o);

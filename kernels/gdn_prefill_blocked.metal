@@ -1,7 +1,9 @@
 // Gated DeltaNet blocked prefill: any number of tokens, D_k = 64 (NSG = 2)
 // or 128 (NSG = 4), D_v a multiple of 32; the packed layout of
 // gdn_packed_common.metal, threadgroup (32, GDN_PACKED_SIMDGROUPS, 1),
-// grid (D_v / 32, n_v_heads, n_seqs).
+// grid (D_v / 32, n_v_heads, n_seqs). Each threadgroup finds its
+// sequence's state slot, first token and token count (gdn_sequence: state
+// pools, packed sequences) and skips padding.
 //
 // The lanes keep their cells of S in registers for the whole window. The
 // tokens go through in blocks of BT = GDN_BLOCK_BYTES / sizeof(A) tokens
@@ -81,6 +83,8 @@ kernel void gated_delta_net_prefill_blocked(
     constant gdn_params &p        [[buffer(8)]],
     device const float *a_log     [[buffer(10)]],
     device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
     threadgroup float  *stage     [[threadgroup(0)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
@@ -91,7 +95,10 @@ kernel void gated_delta_net_prefill_blocked(
     const gdn_packed_lane l = gdn_packed_position(tg, tid);
     const uint ti = tid.y * 32 + tid.x;
     const uint h = tg.y;
-    const uint seq = tg.z;
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
+    if (sq.skip) {
+        return;  // the whole threadgroup, before any barrier: one sequence
+    }
     const uint row0 = tg.x * ROWS;
     const uint kh = gdn_key_head(p, h);
     const float scale = gdn_out_scale(p);
@@ -106,13 +113,13 @@ kernel void gated_delta_net_prefill_blocked(
     threadgroup float *gs = (threadgroup float *)(vs + BT * ROWS);
     threadgroup float *bs = gs + BT;
 
-    const uint row = ((seq * p.n_v_heads + h) * p.d_v + l.row) * DK;
+    const ulong row = ((sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
-    for (uint t0 = 0; t0 < p.n_tokens; t0 += BT) {
-        const uint nb = min(BT, p.n_tokens - t0);
-        const uint tok0 = seq * p.n_tokens + t0;
+    for (uint t0 = 0; t0 < sq.n_tokens; t0 += BT) {
+        const uint nb = min(BT, sq.n_tokens - t0);
+        const uint tok0 = sq.tok0 + t0;
         for (uint i = ti; i < nb * DK; i += THREADS) {
             const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
             ks[i] = staging::bits(k[src]);
