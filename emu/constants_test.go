@@ -28,7 +28,7 @@ kernel void specialized(device uint* out [[buffer(0)]], uint i [[thread_position
 
 func TestFunctionConstantsThroughMTL(t *testing.T) {
 	g := newGPU(t, orders[2])
-	lib, err := g.d.NewLibraryWithSource(specializeSrc, mtl.CompileOptions{PreprocessorMacros: map[string]string{"OFFSET": "1000u"}})
+	lib, err := g.D.NewLibraryWithSource(specializeSrc, mtl.CompileOptions{PreprocessorMacros: map[string]string{"OFFSET": "1000u"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestFunctionConstantsThroughMTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer fn.Release()
-		p, err := g.d.NewComputePipelineState(fn)
+		p, err := g.D.NewComputePipelineState(fn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestFunctionConstantsThroughMTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fn.Release()
-	if p, err := g.d.NewComputePipelineState(fn); err == nil || !strings.Contains(err.Error(), "FC_mult (index 0), FC_add (index 1)") {
+	if p, err := g.D.NewComputePipelineState(fn); err == nil || !strings.Contains(err.Error(), "FC_mult (index 0), FC_add (index 1)") {
 		if p != nil {
 			p.Release()
 		}
@@ -145,7 +145,7 @@ func TestPreprocessorMacroNumbers(t *testing.T) {
 		}
 		defer src.Release()
 		nserr := new(objc.ID)
-		lib := g.d.ID().Send(sels("newLibraryWithSource:options:error:"), uintptr(src), uintptr(opts), objc.Pointer(nserr))
+		lib := g.D.ID().Send(sels("newLibraryWithSource:options:error:"), uintptr(src), uintptr(opts), objc.Pointer(nserr))
 		if lib == 0 {
 			t.Fatalf("newLibraryWithSource:options:error: failed: %v", objc.ErrorFromNSError(*nserr))
 		}

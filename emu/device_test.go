@@ -12,13 +12,13 @@ import (
 
 func TestDeviceProperties(t *testing.T) {
 	g := newGPU(t, emu.Options{})
-	if !strings.Contains(g.d.Name(), "emulated") {
-		t.Errorf("device name %q does not say it is emulated", g.d.Name())
+	if !strings.Contains(g.D.Name(), "emulated") {
+		t.Errorf("device name %q does not say it is emulated", g.D.Name())
 	}
-	if got := g.d.MaxThreadsPerThreadgroup(); got != (mtl.Size{Width: 1024, Height: 1024, Depth: 1024}) {
+	if got := g.D.MaxThreadsPerThreadgroup(); got != (mtl.Size{Width: 1024, Height: 1024, Depth: 1024}) {
 		t.Errorf("MaxThreadsPerThreadgroup = %v", got)
 	}
-	if !g.d.HasUnifiedMemory() {
+	if !g.D.HasUnifiedMemory() {
 		t.Errorf("HasUnifiedMemory = false")
 	}
 	p := g.pipeline("vector_add.metal", "vector_add")
@@ -37,7 +37,7 @@ func TestVectorAdd(t *testing.T) {
 			p := g.pipeline("vector_add.metal", "vector_add")
 			r := rand.New(rand.NewPCG(1, 2))
 			a, av := buffer[float32](g, n)
-			bb, err := g.d.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
+			bb, err := g.D.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,14 +46,14 @@ func TestVectorAdd(t *testing.T) {
 			for i := range n {
 				av[i], bv[i] = r.Float32()*2-1, r.Float32()*2-1
 			}
-			out, err := g.d.NewBufferWithBytes(make([]byte, 4*(n+24)), mtl.ResourceStorageModeShared)
+			out, err := g.D.NewBufferWithBytes(make([]byte, 4*(n+24)), mtl.ResourceStorageModeShared)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(out.Release)
 			ov := mtl.Slice[float32](out)
 			poison(ov)
-			secs, err := g.q.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
+			secs, err := g.Q.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
 				enc.SetComputePipelineState(p)
 				enc.SetBuffers([]*mtl.Buffer{a, bb}, []int{0, 0}, 0)
 				enc.SetBuffer(out, 4*24, 2) // an offset: out[24:] is the result
@@ -94,7 +94,7 @@ func TestDispatchCounters(t *testing.T) {
 		av[i], bv[i] = r.Float32(), r.Float32()
 	}
 	poison(ov)
-	cb, err := g.q.CommandBuffer()
+	cb, err := g.Q.CommandBuffer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestLiveObjectsBackToZero(t *testing.T) {
 	if got := emu.LiveObjects() - before; got != 2 {
 		t.Errorf("%d live objects after making a device and a queue, want 2", got)
 	}
-	lib, err := g.d.NewLibraryWithSource(source(t, "vector_add.metal"), mtl.CompileOptions{})
+	lib, err := g.D.NewLibraryWithSource(source(t, "vector_add.metal"), mtl.CompileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,19 +159,19 @@ func TestLiveObjectsBackToZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := g.d.NewComputePipelineState(fn)
+	p, err := g.D.NewComputePipelineState(fn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := g.d.NewBuffer(4*64, mtl.ResourceStorageModeShared)
+	x, err := g.D.NewBuffer(4*64, mtl.ResourceStorageModeShared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x2, err := g.d.NewBufferNoCopy(4*64, mtl.ResourceStorageModeShared)
+	x2, err := g.D.NewBufferNoCopy(4*64, mtl.ResourceStorageModeShared)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, enc := g.encoder()
+	cb, enc := g.Encoder()
 	if got := emu.LiveObjects() - before; got != 9 {
 		t.Errorf("%d live objects with a library, function, pipeline, two buffers, command buffer and encoder, want 9", got)
 	}
@@ -205,7 +205,7 @@ func TestReleasedAfterCommit(t *testing.T) {
 	const n = 1 << 16
 	keep, kv := buffer[float32](g, n)
 	for round := 0; round < 8; round++ {
-		x, err := g.d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+		x, err := g.D.NewBuffer(4*n, mtl.ResourceStorageModeShared)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestReleasedAfterCommit(t *testing.T) {
 		for i := range xv {
 			xv[i] = float32(i)
 		}
-		cb, enc := g.encoder()
+		cb, enc := g.Encoder()
 		setScale(enc, p, x, 2)
 		enc.DispatchThreads(size1(n), size1(256))
 		if err := enc.EndEncoding(); err != nil {
@@ -271,13 +271,11 @@ func TestOptionsChecked(t *testing.T) {
 // Committing a command buffer whose encoder was not ended fails it
 // without running anything, instead of running part of the encoding.
 func TestCommitWithOpenEncoder(t *testing.T) {
-	g := newGPU(t, emu.Options{})
-	p := g.pipeline("vector_add.metal", "scale")
-	x, xv := buffer[float32](g, 64)
+	g, p, x, xv := newScaleGPU(t)
 	for i := range xv {
 		xv[i] = float32(i)
 	}
-	cb, enc := g.encoder()
+	cb, enc := g.Encoder()
 	setScale(enc, p, x, 2)
 	enc.DispatchThreads(size1(64), size1(64))
 	cb.Commit()

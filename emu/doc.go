@@ -9,15 +9,17 @@
 // Apple's argument types and ownership rules: MTLDevice, MTLBuffer,
 // MTLLibrary, MTLFunction, MTLComputePipelineState, MTLCommandQueue,
 // MTLCommandBuffer, MTLComputeCommandEncoder, MTLBlitCommandEncoder and,
-// where the system has none, MTLCompileOptions. Every method but the
+// where the system has none, MTLCompileOptions and
+// MTLFunctionConstantValues. Every method but the
 // encoders' autoreleases an object first, as Metal's implementations may,
 // so that a program sending them with no autorelease pool open gets
 // GNUstep's "autorelease called without pool" warning on stderr (and the
 // leak it would have on a Mac). A managed buffer has a CPU copy and a GPU
 // copy, as on a Mac whose GPU has memory of its own: didModifyRange: and a
 // blit encoder's synchronizeResource: move bytes between them. A no-copy
-// buffer's deallocator block runs when the buffer is deallocated. Libraries are compiled from source by package msl
-// (clang++, cached in the user cache directory by a hash of the source);
+// buffer's deallocator block runs when the buffer is deallocated. Libraries
+// are compiled from source by package msl (clang++, cached in the user
+// cache directory by a hash of the source);
 // a compilation failure is an *mtl.CompileError whose log names the
 // original line, as Apple's compiler's does (program_source:LINE:COL).
 //
@@ -48,6 +50,5 @@
 // Where the emulator knowingly differs from Apple's compiler and GPUs
 // (fast-math defaults, address spaces, SIMD-group reduction order,
 // unsupported features such as textures and simdgroup_matrix shapes other
-// than 8x8) is listed in
-// the documentation of package msl.
+// than 8x8) is listed in the documentation of package msl.
 package emu

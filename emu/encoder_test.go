@@ -12,9 +12,7 @@ import (
 // directly (package mtl refuses it before sending), fails the command
 // buffer, naming the sizes, instead of completing without running.
 func TestDispatchOverflowFailsCommandBuffer(t *testing.T) {
-	g := newGPU(t, emu.Options{})
-	p := g.pipeline("vector_add.metal", "scale")
-	x, xv := buffer[float32](g, 64)
+	g, p, x, xv := newScaleGPU(t)
 	dispatchThreads := objc.RegisterName("dispatchThreads:threadsPerThreadgroup:")
 	dispatchThreadgroups := objc.RegisterName("dispatchThreadgroups:threadsPerThreadgroup:")
 	for _, tc := range []struct {
@@ -32,7 +30,7 @@ func TestDispatchOverflowFailsCommandBuffer(t *testing.T) {
 		for i := range xv {
 			xv[i] = float32(i)
 		}
-		cb, enc := g.encoder()
+		cb, enc := g.Encoder()
 		setScale(enc, p, x, 2)
 		a, b := tc.grid, tc.group
 		objc.SendArgs(enc.ID(), tc.sel, objc.Struct24(a[0], a[1], a[2]), objc.Struct24(b[0], b[1], b[2]))
@@ -73,9 +71,9 @@ func TestBlitCopyRefused(t *testing.T) {
 		{"destination range", src.ID(), dst.ID(), 0, 256, 4, "destination range [256, 256+4)"},
 		{"wrapping size", src.ID(), dst.ID(), 4, 0, ^uintptr(0) - 2, "source range"},
 		{"alignment", src.ID(), dst.ID(), 0, 0, 6, "size 6 must be multiples of 4"},
-		{"not a buffer", g.q.ID(), dst.ID(), 0, 0, 4, "not a buffer of the emulated device"},
+		{"not a buffer", g.Q.ID(), dst.ID(), 0, 0, 4, "not a buffer of the emulated device"},
 	} {
-		cb, err := g.q.CommandBuffer()
+		cb, err := g.Q.CommandBuffer()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,9 +104,7 @@ func TestBlitCopyRefused(t *testing.T) {
 // directly (package mtl refuses them before sending), fail the command
 // buffer, naming them, and the dispatch after them does not run.
 func TestBadArgumentsFailCommandBuffer(t *testing.T) {
-	g := newGPU(t, emu.Options{})
-	p := g.pipeline("vector_add.metal", "scale")
-	x, xv := buffer[float32](g, 64)
+	g, p, x, xv := newScaleGPU(t)
 	setBuffer := objc.RegisterName("setBuffer:offset:atIndex:")
 	setBytes := objc.RegisterName("setBytes:length:atIndex:")
 	setBuffers := objc.RegisterName("setBuffers:offsets:withRange:")
@@ -143,7 +139,7 @@ func TestBadArgumentsFailCommandBuffer(t *testing.T) {
 		for i := range xv {
 			xv[i] = float32(i)
 		}
-		cb, enc := g.encoder()
+		cb, enc := g.Encoder()
 		tc.send(enc.ID()) // first, before the pipeline is set
 		setScale(enc, p, x, 2)
 		enc.DispatchThreads(size1(64), size1(64))

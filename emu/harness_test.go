@@ -38,49 +38,31 @@ func source(t testing.TB, file string) string {
 	return string(b)
 }
 
-// gpu is an emulated device and a command queue, released when the test
-// ends.
-type gpu struct {
-	t *testing.T
-	d *mtl.Device
-	q *mtl.CommandQueue
-}
+// gpu is an emulated device and a command queue (testdevice.GPU), with
+// the kernels of testdata.
+type gpu struct{ *testdevice.GPU }
 
-// newGPU returns an emulated device with opts and a queue on it. It also
-// checks, when the test ends, that every emulated object the test made was
-// released: call it before anything else in the test.
+// newGPU returns an emulated device with opts and a queue on it, and
+// checks when the test ends that everything the test made was released
+// (testdevice.NewEmulated): call it before anything else in the test.
 func newGPU(t *testing.T, opts emu.Options) *gpu {
 	t.Helper()
-	testdevice.CheckReleased(t)
-	d := testdevice.Emulated(t, opts)
-	q, err := d.NewCommandQueue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Release)
-	return &gpu{t: t, d: d, q: q}
+	return &gpu{testdevice.NewEmulated(t, opts)}
 }
 
 // pipeline compiles a testdata file and makes the pipeline of one of its
-// kernels; the library and the function are released once the pipeline
-// exists, the pipeline when the test ends.
+// kernels, released when the test ends.
 func (g *gpu) pipeline(file, kernel string) *mtl.ComputePipelineState {
-	g.t.Helper()
-	p := testdevice.Pipeline(g.t, g.d, source(g.t, file), mtl.CompileOptions{}, kernel)
-	g.t.Cleanup(p.Release)
-	return p
+	g.T.Helper()
+	return g.Pipeline(source(g.T, file), mtl.CompileOptions{}, kernel)
 }
 
 // buffer makes a shared buffer of n elements of T, released when the test
 // ends, and returns it with its contents.
 func buffer[T any](g *gpu, n int) (*mtl.Buffer, []T) {
-	g.t.Helper()
+	g.T.Helper()
 	var zero T
-	b, err := g.d.NewBuffer(n*int(unsafe.Sizeof(zero)), mtl.ResourceStorageModeShared)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	g.t.Cleanup(b.Release)
+	b := g.Buffer(n*int(unsafe.Sizeof(zero)), mtl.ResourceStorageModeShared)
 	return b, mtl.Slice[T](b)
 }
 
@@ -88,27 +70,10 @@ func buffer[T any](g *gpu, n int) (*mtl.Buffer, []T) {
 // mtl.CommandQueue.Run and returns Run's error: the encoder's refusal or
 // the command buffer's error.
 func (g *gpu) run(encode func(enc *mtl.ComputeCommandEncoder)) error {
-	return g.q.Run(func(enc *mtl.ComputeCommandEncoder) error {
+	return g.Q.Run(func(enc *mtl.ComputeCommandEncoder) error {
 		encode(enc)
 		return nil
 	})
-}
-
-// encoder makes a command buffer and a compute command encoder on it. The
-// command buffer is released when the test ends, or before by the test
-// (a second Release does nothing).
-func (g *gpu) encoder() (*mtl.CommandBuffer, *mtl.ComputeCommandEncoder) {
-	g.t.Helper()
-	cb, err := g.q.CommandBuffer()
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	g.t.Cleanup(cb.Release)
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	return cb, enc
 }
 
 // ended returns the error of a command buffer that was committed and
@@ -162,17 +127,27 @@ const (
 // compileError compiles src and returns the compiler's log, failing the
 // test unless compilation failed with a *mtl.CompileError.
 func (g *gpu) compileError(src string) string {
-	g.t.Helper()
-	lib, err := g.d.NewLibraryWithSource(src, mtl.CompileOptions{})
+	g.T.Helper()
+	lib, err := g.D.NewLibraryWithSource(src, mtl.CompileOptions{})
 	if err == nil {
 		lib.Release()
-		g.t.Fatalf("the source compiled; want a compile error")
+		g.T.Fatalf("the source compiled; want a compile error")
 	}
 	var ce *mtl.CompileError
 	if !errors.As(err, &ce) {
-		g.t.Fatalf("error %v (%T) is not a *mtl.CompileError", err, err)
+		g.T.Fatalf("error %v (%T) is not a *mtl.CompileError", err, err)
 	}
 	return ce.Log
+}
+
+// newScaleGPU is newGPU with the default options, the pipeline of
+// vector_add.metal's scale kernel and a buffer of 64 floats.
+func newScaleGPU(t *testing.T) (g *gpu, scale *mtl.ComputePipelineState, x *mtl.Buffer, xv []float32) {
+	t.Helper()
+	g = newGPU(t, emu.Options{})
+	scale = g.pipeline("vector_add.metal", "scale")
+	x, xv = buffer[float32](g, 64)
+	return g, scale, x, xv
 }
 
 // setScale sets up vector_add.metal's scale kernel, pipeline p, to

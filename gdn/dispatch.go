@@ -96,21 +96,57 @@ func (k *Kernels) Release() {
 	}
 }
 
-// Prefill encodes the best prefill kernel for the shape and p's
-// activation and state types: the blocked kernel
-// (gated_delta_net_prefill_blocked_{A}_{S}_{NSG}, [KernelPrefillBlocked])
-// where it applies (D_k 64 or 128, D_v a multiple of 32, Q, K, StateIn and
-// StateOut at offsets of 4 elements), the original one
-// (gated_delta_net_{A}_{S}, [KernelPrefill]) otherwise: any number of
-// tokens, D_k and D_v at most 128, D_v at most the pipeline's
-// maxTotalThreadsPerThreadgroup. b.Capture must be empty. Like every
-// dispatcher it takes p's types and fused parts (see [Buffers]).
+// Prefill encodes a prefill kernel for any number of tokens, for the
+// activation and state types of p: the chunked kernel
+// ([KernelPrefillChunked], gated_delta_net_chunked_{A}_{S}) from
+// [ChunkedMinTokens] tokens on (n_tokens: all the packed tokens with
+// Shape.Varlen); below, the blocked kernel ([KernelPrefillBlocked],
+// gated_delta_net_prefill_blocked_{A}_{S}_{NSG}: the packed layout, tokens
+// staged in blocks) where it applies (D_k 64 or 128, D_v a multiple of 32,
+// Q, K, StateIn and StateOut at offsets of 4 elements), and the
+// token-by-token kernel ([KernelPrefill], gated_delta_net_{A}_{S})
+// otherwise. All take state slots and packed sequences. The chunked and
+// token-by-token kernels take D_k and D_v at most 128; the token-by-token
+// kernel runs D_v threads per threadgroup, the chunked one 4 D_v, at most
+// the pipeline's maxTotalThreadsPerThreadgroup. b.Capture must be empty.
+// Like every dispatcher it takes p's types and fused parts (see
+// [Buffers]).
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	kern := KernelPrefill
-	if packedFits(p, b) {
-		kern = KernelPrefillBlocked
+	return k.encode(enc, prefillKernel(p, b), p, b)
+}
+
+// PrefillChunked encodes the chunked prefill kernel whatever n_tokens is.
+// Same rules as [Kernels.Prefill].
+func (k *Kernels) PrefillChunked(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
+	return k.encode(enc, KernelPrefillChunked, p, b)
+}
+
+// ChunkedMinTokens is the n_tokens from which [Kernels.Prefill] picks the
+// chunked kernel. Per row of S and token, the token-by-token kernel does
+// 4 D_k multiply-adds (decay, S k, update, S q) in one thread, in two sums
+// whose every step waits for the one before, with two threadgroup
+// barriers. The chunked kernel does D_k (3 + 1/C + (C+1)/D_v) + 2(C-1) +
+// (C+1)/2 with C = 16 (0.87x at D_k = D_v = 128, 0.98x at 64) spread over
+// four threads, its S_0 k and S_0 q sums independent across a chunk's
+// tokens, with 3 barriers per chunk (3/16 per token) and 4 shuffle steps
+// per token. Both read and write the state once per dispatch and read q,
+// k and v once per token; the chunked kernel reads g and beta once per
+// token where the other reads them once per row. These counts favour the
+// chunked kernel from a few tokens on; what they leave out is the cost of
+// filling and draining a chunk on a real GPU, so Prefill switches at 64
+// tokens, four full chunks, where the barriers are over ten times fewer;
+// BenchmarkMetalPrefill in package tests measures the ratio on a Mac.
+const ChunkedMinTokens = 64
+
+// prefillKernel is the automatic choice of [Kernels.Prefill].
+func prefillKernel(p Params, b Buffers) Kernel {
+	switch {
+	case p.Shape.NTokens >= ChunkedMinTokens:
+		return KernelPrefillChunked
+	case packedFits(p, b):
+		return KernelPrefillBlocked
 	}
-	return k.encode(enc, kern, p, b)
+	return KernelPrefill
 }
 
 // Decode encodes the decode family's best kernel for the window: where the
@@ -214,6 +250,7 @@ var entryNames = [...]func(act, state ElemType, nsg int) string{
 	KernelDecodeSeq:           kernels.DecodeSeqOf,
 	KernelDecodeLegacy:        kernels.DecodeLegacyOf,
 	KernelDecodeCapture:       kernels.DecodeCaptureOf,
+	KernelPrefillChunked:      func(act, state ElemType, _ int) string { return kernels.PrefillChunkedOf(act, state) },
 	KernelDecodePacked:        kernels.DecodePackedOf,
 	KernelDecodePackedSeq:     kernels.DecodePackedSeqOf,
 	KernelDecodePackedCapture: kernels.DecodePackedCaptureOf,
@@ -240,8 +277,12 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if err != nil {
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
 	}
-	if kern == KernelPrefill && s.DV > maxThreads {
+	switch {
+	case kern == KernelPrefill && s.DV > maxThreads:
 		return invalid("Shape.DV", "%d, more than the %d threads per threadgroup the %s pipeline allows", s.DV, maxThreads, entry)
+	case kern == KernelPrefillChunked && kernels.ChunkLanes*s.DV > maxThreads:
+		return invalid("Shape.DV", "%d: %d threads per row make %d, more than the %d threads per threadgroup the %s pipeline allows",
+			s.DV, kernels.ChunkLanes, kernels.ChunkLanes*s.DV, maxThreads, entry)
 	}
 	if kern.packed() && packedThreads > maxThreads {
 		return invalid("kernel", "%s: %d threads per threadgroup, more than the %d its pipeline allows", entry, packedThreads, maxThreads)
@@ -278,6 +319,9 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		grid, group = packedGeometry(s)
 	case kern.packed():
 		grid, group = packedGeometry(s)
+	case kern == KernelPrefillChunked:
+		enc.SetThreadgroupMemoryLength(kernels.ChunkedThreadgroupMemory(s.DK, s.DV), 0)
+		grid, group = chunkedGeometry(s)
 	default:
 		grid, group = decodeGeometry(s)
 	}

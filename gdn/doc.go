@@ -1,7 +1,8 @@
 // Package gdn dispatches puremetal's Gated DeltaNet kernels on a Metal
-// compute encoder: prefill, decode (with the automatic choice between the
-// decode and seq kernels), seq, legacy and decode with per-token state
-// capture for speculative decoding.
+// compute encoder: prefill (with the automatic choice between the
+// token-by-token and the chunked kernel), decode (with the automatic
+// choice between the decode and seq kernels), seq, legacy and decode with
+// per-token state capture for speculative decoding.
 //
 // # Kernel choice
 //
@@ -30,6 +31,21 @@
 //
 // that is S_t = alpha_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T
 // (Yang, Kautz, Hatamizadeh, "Gated Delta Networks", ICLR 2025).
+//
+// # Chunked prefill
+//
+// [Kernels.PrefillChunked] (and [Kernels.Prefill] from [ChunkedMinTokens]
+// tokens on) computes the same recurrence in its WY, or UT transform,
+// form: a chunk of n tokens at a time, with S_0 the state before it,
+// Gamma[r][s] = exp(-(g_{s+1} + ... + g_r)) and e_r = exp(-(g_0 + ... + g_r)),
+//
+//	(I + A) U = diag(beta) (V - diag(e) K S_0^T),  A[r][s] = beta_r Gamma[r][s] k_r.k_s, s < r
+//	O   = scale (diag(e) Q S_0^T + (Gamma o Q K^T) U)
+//	S_n = e_{n-1} S_0 + U^T diag(Gamma[n-1][.]) K
+//
+// so the state is carried from chunk to chunk and a chunk's tokens meet
+// only in n x n matrices. Its results agree with the token-by-token
+// kernels within the float32 bound, not bit for bit.
 //
 // # Gate convention
 //
@@ -114,7 +130,9 @@
 //     axis, NTokens is their total, and Buffers.CuSeqlens (int32
 //     [n_seqs+1]) gives sequence s the tokens CuSeqlens[s] to
 //     CuSeqlens[s+1]-1; Capture holds the state after every packed token
-//     i at capture[..., i]. An empty sequence leaves its state as it is.
+//     i at capture[..., i]. An empty sequence is skipped like padding:
+//     its state stays as it is (into a StateOut apart from StateIn,
+//     nothing of it is written).
 //     The prefill, seq and capture kernels take packed sequences
 //     ([Kernels.Decode] picks seq for them).
 //

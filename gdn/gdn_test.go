@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,12 +110,18 @@ func fusedOptions() []spec.Fused {
 var (
 	decodeShape  = Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3}
 	prefillShape = Shape{DK: 48, DV: 24, NKHeads: 2, NVHeads: 6, NTokens: 5, NSeqs: 3}
-	allKernels   = []Kernel{KernelPrefill, KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture,
-		KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture, KernelPrefillBlocked}
+	// The kernels of one threadgroup per head and sequence, then the
+	// SIMD-group decode family, then the kernels of the packed layout.
+	prefillKernels = []Kernel{KernelPrefill, KernelPrefillChunked}
+	decodeKernels  = []Kernel{KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture}
+	packedKernels  = []Kernel{KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture, KernelPrefillBlocked}
+	allKernels     = slices.Concat(prefillKernels, decodeKernels, packedKernels)
+	// Every kernel but the capture kernels.
+	noCapture = slices.Concat(prefillKernels, decodeKernels[:3], []Kernel{KernelDecodePacked, KernelDecodePackedSeq, KernelPrefillBlocked})
 )
 
 func shapeFor(k Kernel) Shape {
-	if k == KernelPrefill {
+	if k.prefillFamily() {
 		return prefillShape
 	}
 	return decodeShape
@@ -173,15 +180,16 @@ func (f *fakePipelines) pipeline(entry string) (*mtl.ComputePipelineState, int, 
 
 func TestValidateAcceptsValidArguments(t *testing.T) {
 	fb := useFakeBuffers(t)
-	shapes := map[Kernel][]Shape{
-		KernelPrefill: {prefillShape, {DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, {DK: 1, DV: 1, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1}},
+	shapes := map[Kernel][]Shape{}
+	for _, k := range prefillKernels {
+		shapes[k] = []Shape{prefillShape, {DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, {DK: 1, DV: 1, NKHeads: 1, NVHeads: 1, NTokens: 1, NSeqs: 1}}
 	}
-	for _, k := range allKernels[1:5] {
+	for _, k := range decodeKernels {
 		shapes[k] = []Shape{decodeShape,
 			{DK: 32, DV: 7, NKHeads: 1, NVHeads: 3, NTokens: 1, NSeqs: 1},
 			{DK: 128, DV: 128, NKHeads: 16, NVHeads: 48, NTokens: 2, NSeqs: 2}}
 	}
-	for _, k := range allKernels[5:] {
+	for _, k := range packedKernels {
 		shapes[k] = []Shape{decodeShape,
 			{DK: 64, DV: 96, NKHeads: 1, NVHeads: 3, NTokens: 1, NSeqs: 1},
 			{DK: 128, DV: 128, NKHeads: 16, NVHeads: 48, NTokens: 2, NSeqs: 2}}
@@ -220,9 +228,9 @@ type invalidCase struct {
 }
 
 func invalidCases() []invalidCase {
-	decode := allKernels[1:5]
-	packed := allKernels[5:]
-	prefill := allKernels[:1]
+	decode := decodeKernels
+	packed := packedKernels
+	prefill := prefillKernels
 	cases := []invalidCase{
 		{"DK zero", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 0 }, []string{"Shape.DK", "0"}},
 		{"DV negative", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = -3 }, []string{"Shape.DV", "-3"}},
@@ -297,7 +305,7 @@ func invalidCases() []invalidCase {
 			b.ALog.Len = p.NVHeads
 			fb.pack(at{&b.ALog, 0}, at{&b.Output, 0})
 		}, []string{"Output", "overlap ALog's bytes [0, "}},
-		{"capture set on another kernel", append(allKernels[:4:4], KernelDecodePacked, KernelDecodePackedSeq, KernelPrefillBlocked), func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
+		{"capture set on another kernel", noCapture, func(fb fakeBuffers, p *Params, b *Buffers) { b.Capture = fb.view(1) }, []string{"Capture", "set"}},
 		{"capture missing", []Kernel{KernelDecodeCapture}, func(_ fakeBuffers, _ *Params, b *Buffers) { b.Capture = View{} }, []string{"Capture", "no buffer"}},
 		{"capture too long for several sequences", []Kernel{KernelDecodeCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
 			b.Capture = fb.view(b.Capture.Len + 64*32)
@@ -546,17 +554,25 @@ func TestPrefillThreadLimit(t *testing.T) {
 	fb := useFakeBuffers(t)
 	s := prefillShape
 	s.DV = 96
-	p, b := fb.args(KernelPrefill, s)
-	kk := &Kernels{pipelines: &fakePipelines{maxThreads: 64}}
-	rec := &recorder{}
-	err := kk.dispatch(rec, KernelPrefill, p, b)
-	checkInvalid(t, "D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", "64", "gated_delta_net_f32"})
-	if len(rec.calls) != 0 {
-		t.Errorf("%d encoder calls after a failed check", len(rec.calls))
-	}
-	kk = &Kernels{pipelines: &fakePipelines{maxThreads: 96}}
-	if err := kk.dispatch(rec, KernelPrefill, p, b); err != nil {
-		t.Errorf("D_v equal to the limit: %v", err)
+	// The chunked kernel runs 4 threads per row of S.
+	for _, c := range []struct {
+		k       Kernel
+		entry   string
+		threads int
+	}{{KernelPrefill, kernels.Prefill, 96}, {KernelPrefillChunked, kernels.PrefillChunked, 384}} {
+		k := c.k
+		p, b := fb.args(k, s)
+		kk := &Kernels{pipelines: &fakePipelines{maxThreads: c.threads - 1}}
+		rec := &recorder{}
+		err := kk.dispatch(rec, k, p, b)
+		checkInvalid(t, k.String()+": D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", fmt.Sprint(c.threads - 1), c.entry})
+		if len(rec.calls) != 0 {
+			t.Errorf("%v: %d encoder calls after a failed check", k, len(rec.calls))
+		}
+		kk = &Kernels{pipelines: &fakePipelines{maxThreads: c.threads}}
+		if err := kk.dispatch(rec, k, p, b); err != nil {
+			t.Errorf("%v: D_v equal to the limit: %v", k, err)
+		}
 	}
 }
 
@@ -650,6 +666,28 @@ func TestGeometry(t *testing.T) {
 	}
 }
 
+func TestPrefillChoice(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, c := range []struct {
+		dk, dv, n int
+		want      Kernel
+	}{
+		{128, 128, 1, KernelPrefillBlocked},
+		{128, 128, ChunkedMinTokens - 1, KernelPrefillBlocked},
+		{128, 128, ChunkedMinTokens, KernelPrefillChunked},
+		{64, 32, 8192, KernelPrefillChunked},
+		{48, 24, 1, KernelPrefill},
+		{128, 20, ChunkedMinTokens - 1, KernelPrefill},
+		{48, 24, ChunkedMinTokens, KernelPrefillChunked},
+	} {
+		s := Shape{DK: c.dk, DV: c.dv, NKHeads: 2, NVHeads: 4, NTokens: c.n, NSeqs: 1}
+		p, b := fb.typedArgs(KernelPrefill, s, F32, F32, spec.Fused{})
+		if got := prefillKernel(p, b); got != c.want {
+			t.Errorf("%+v: %v, want %v", c, got, c.want)
+		}
+	}
+}
+
 // The automatic choice: the packed layout where it applies (D_k 64 or
 // 128, D_v a multiple of 32, Q, K and the states at offsets of 4
 // elements), decode at one token and seq from two.
@@ -697,6 +735,9 @@ func TestEncoding(t *testing.T) {
 	auto := func(kk *Kernels, e encoder, p Params, b Buffers) error {
 		return kk.dispatch(e, decodeKernel(p, b), p, b)
 	}
+	autoPrefill := func(kk *Kernels, e encoder, p Params, b Buffers) error {
+		return kk.dispatch(e, prefillKernel(p, b), p, b)
+	}
 	cases := []struct {
 		name  string
 		m     method
@@ -708,6 +749,11 @@ func TestEncoding(t *testing.T) {
 	}{
 		{"prefill", byKernel(KernelPrefill), KernelPrefill, prefillShape, kernels.Prefill, F32, F32, spec.Fused{}},
 		{"prefill bf16/f16 fused", byKernel(KernelPrefill), KernelPrefill, prefillShape, "gated_delta_net_bf16_f16", BF16, F16, spec.FusedAll},
+		{"chunked", byKernel(KernelPrefillChunked), KernelPrefillChunked, prefillShape, kernels.PrefillChunked, F32, F32, spec.Fused{}},
+		{"chunked f16/bf16 fused, D_k 128", byKernel(KernelPrefillChunked), KernelPrefillChunked, Shape{DK: 128, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}, "gated_delta_net_chunked_f16_bf16", F16, BF16, spec.FusedAll},
+		{"prefill auto, 63 tokens", autoPrefill, KernelPrefill, Shape{DK: 48, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens - 1, NSeqs: 1}, kernels.Prefill, F32, F32, spec.Fused{}},
+		{"prefill auto, 63 tokens, packed layout", autoPrefill, KernelPrefillBlocked, Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens - 1, NSeqs: 1}, "gated_delta_net_prefill_blocked_f32_2", F32, F32, spec.Fused{}},
+		{"prefill auto, 64 tokens", autoPrefill, KernelPrefillChunked, Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens, NSeqs: 1}, kernels.PrefillChunked, F32, F32, spec.Fused{}},
 		{"decode f16/bf16, fused gate", auto, KernelDecode, Shape{DK: 64, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f16_bf16_2", F16, BF16, spec.Fused{Gate: true}},
 		{"capture f32/bf16, fused", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_bf16_1", F32, BF16, spec.FusedAll},
 		{"decode auto, 1 token", auto, KernelDecode, Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f32_1", F32, F32, spec.Fused{}},
@@ -759,11 +805,17 @@ func TestEncoding(t *testing.T) {
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
 		case KernelPrefillBlocked:
-			// 32 tokens of f16 k and q (D_k each), v (32 rows), f32 g and beta
-			want = append(want, call{"SetThreadgroupMemoryLength", []any{32*(2*c.s.DK+32)*2 + 32*2*4, 0}})
+			// 64 bytes of tokens (16 of f32, 32 of f16): k and q (D_k each)
+			// and v (32 rows) in the activation type, f32 g and beta
+			a := c.a.Size()
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{64/a*(2*c.s.DK+32)*a + 64/a*2*4, 0}})
 			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
 		case KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture:
 			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
+		case KernelPrefillChunked:
+			// k, q and v of C = 16 tokens, A and M (C x C), 6C floats; 4 threads per row.
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*16*c.s.DK + 16*c.s.DV + 2*16*16 + 6*16) * 4, 0}})
+			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(4*uint(c.s.DV), 1, 1)
 		default:
 			nsg := uint(c.s.DK / 32)
 			grid, group = size(uint(c.s.DV)/nsg, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, nsg, 1)
@@ -789,7 +841,7 @@ func TestKernelNames(t *testing.T) {
 			}
 		}
 	}
-	if got := Kernel(9).String(); got != "Kernel(9)" {
+	if got := Kernel(99).String(); got != "Kernel(99)" {
 		t.Errorf("unknown kernel prints %q", got)
 	}
 	if Block.String() != "block" || Tiled.String() != "tiled" || HeadMap(5).String() != "HeadMap(5)" {

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -116,6 +117,14 @@ func nsg(s Shape) int { return s.DK / 32 }
 func prefillGeometry(s Shape) (grid, group mtl.Size) {
 	return mtl.Size{Width: uint(s.NVHeads), Height: uint(s.NSeqs), Depth: 1},
 		mtl.Size{Width: uint(s.DV), Height: 1, Depth: 1}
+}
+
+// chunkedGeometry returns the grid (in threadgroups) and threadgroup size
+// of the chunked prefill kernel: (n_v_heads, n_seqs, 1) threadgroups of
+// (kernels.ChunkLanes * D_v, 1, 1).
+func chunkedGeometry(s Shape) (grid, group mtl.Size) {
+	return mtl.Size{Width: uint(s.NVHeads), Height: uint(s.NSeqs), Depth: 1},
+		mtl.Size{Width: uint(kernels.ChunkLanes * s.DV), Height: 1, Depth: 1}
 }
 
 // decodeGeometry returns the grid (in threadgroups) and threadgroup size of

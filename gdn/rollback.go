@@ -19,11 +19,13 @@ type blitEncoder interface {
 // (its slot of StateOut with a state pool) the state after token
 // accepted[s]:
 //
-//   - accepted[s] == n_s: nothing to copy, StateOut already holds it;
+//   - accepted[s] == n_s > 0: nothing to copy, StateOut already holds it;
 //   - 0 < accepted[s] < n_s: capture[..., accepted[s]-1, s] is copied to
 //     it (capture[..., cu_seqlens[s] + accepted[s]-1] with packed tokens);
 //   - accepted[s] == 0: the state before the window, which only a
-//     StateIn distinct from StateOut still holds, is copied from StateIn.
+//     StateIn distinct from StateOut still holds, is copied from StateIn
+//     (nothing to copy in place for an empty sequence, which the kernel
+//     left alone).
 //
 // One copy per sequence that needs one, a whole state each, in one
 // encoder: no host round trip per sequence, and nothing of a sequence
@@ -78,13 +80,14 @@ func rollback(blit blitEncoder, p Params, b Buffers, accepted []int32) error {
 				tok0 = int(int32At(cu, seq))
 				n = int(int32At(cu, seq+1)) - tok0
 			}
+			inPlace := b.StateIn == b.StateOut
 			switch {
 			case a < 0 || int(a) > n:
 				return invalid("accepted", "sequence %d accepted %d tokens of the %d it drafted", seq, a, n)
-			case a == 0 && b.StateIn == b.StateOut && n > 0:
+			case a == 0 && inPlace && n > 0:
 				return invalid("accepted", "sequence %d accepted no token, but the window updated its state in place: the state before the window is gone (make the window's first token an accepted one)", seq)
-			case int(a) == n || pass == 0:
-				continue
+			case pass == 0, a == 0 && inPlace, int(a) == n && n > 0:
+				continue // checked; or the state is where it belongs
 			}
 			size := s.DK * s.DV * s.NVHeads * b.StateOut.Type.Size()
 			dst := b.StateOut.Offset + state*size

@@ -43,6 +43,15 @@ func TestRollbackCopies(t *testing.T) {
 					{b.Capture.Buffer, 7 * state, b.StateOut.Buffer, 3 * state, state}, // sequence 3: token 6+1, into slot 3
 				} // sequence 1 is padding, sequence 2 is empty
 			}},
+		{"two pools, packed", Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3, NSlots: 4, Varlen: true},
+			[]int32{2, 0, 1}, []int32{0, 0, 3, 5}, false, []int32{0, 0, 1},
+			func(b Buffers) [][5]any {
+				return [][5]any{
+					{b.StateIn.Buffer, 2 * state, b.StateOut.Buffer, 2 * state, state}, // sequence 0, empty: its state from state_in
+					{b.StateIn.Buffer, 0, b.StateOut.Buffer, 0, state},                 // sequence 1: none of 3 accepted
+					{b.Capture.Buffer, 3 * state, b.StateOut.Buffer, 1 * state, state}, // sequence 2: token 3+0, into slot 1
+				}
+			}},
 	} {
 		p, b := fb.args(KernelDecodeCapture, c.shape)
 		if c.slots != nil {

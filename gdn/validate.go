@@ -45,6 +45,11 @@ const (
 	// KernelDecodeCapture is gated_delta_net_decode_capture_{A}_{S}_{NSG},
 	// which also writes the state after every token to the capture buffer.
 	KernelDecodeCapture
+	// KernelPrefillChunked is gated_delta_net_chunked_f32, the chunked (WY
+	// form) prefill: same limits as KernelPrefill, tokens taken
+	// kernels.ChunkLen at a time; [Kernels.Prefill] picks it from
+	// [ChunkedMinTokens] tokens on.
+	KernelPrefillChunked
 	// KernelDecodePacked is gated_delta_net_decode_packed_f32_{NSG}: 8
 	// rows of the state per SIMD-group, 4 lanes per row, indices rebuilt
 	// every token; D_k 64 or 128, D_v a multiple of 32. [Kernels.Decode]
@@ -67,8 +72,8 @@ const (
 )
 
 // String returns the kernel's short name: "prefill", "decode", "seq",
-// "legacy", "capture", "packed", "packed_seq", "packed_capture" or
-// "blocked".
+// "legacy", "capture", "chunked", "packed", "packed_seq", "packed_capture"
+// or "blocked".
 func (k Kernel) String() string {
 	if k.known() {
 		return kernelNames[k]
@@ -78,12 +83,17 @@ func (k Kernel) String() string {
 
 var kernelNames = [...]string{
 	KernelPrefill: "prefill", KernelDecode: "decode", KernelDecodeSeq: "seq",
-	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture",
+	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture", KernelPrefillChunked: "chunked",
 	KernelDecodePacked: "packed", KernelDecodePackedSeq: "packed_seq",
 	KernelDecodePackedCapture: "packed_capture", KernelPrefillBlocked: "blocked",
 }
 
 func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelPrefillBlocked }
+
+// prefillFamily reports whether k is one of the kernels of one
+// threadgroup per value head and sequence: the prefill and chunked
+// prefill kernels.
+func (k Kernel) prefillFamily() bool { return k == KernelPrefill || k == KernelPrefillChunked }
 
 // decodeFamily reports whether k is one of the one-row-per-SIMD-group
 // decode kernels.
@@ -162,10 +172,10 @@ func validateKernelShape(k Kernel, s Shape) error {
 		return nil
 	}
 	if s.DK > 128 {
-		return invalid("Shape.DK", "%d, the prefill kernel takes at most 128", s.DK)
+		return invalid("Shape.DK", "%d, the %s kernel takes at most 128", s.DK, k)
 	}
 	if s.DV > 128 {
-		return invalid("Shape.DV", "%d, the prefill kernel takes at most 128", s.DV)
+		return invalid("Shape.DV", "%d, the %s kernel takes at most 128", s.DV, k)
 	}
 	return nil
 }

@@ -132,10 +132,10 @@ struct gdn_params {
 // Where one sequence of a dispatch lives (SPEC section 11): the index of
 // its state in state_in and state_out (64 bits: a pool may pass 2^32
 // elements), its first token along the token axis and its token count.
-// skip is set for padding (a negative slot), for a slot not below n_slots
-// and for a cu_seqlens range that is decreasing or passes n_tokens: such a
-// sequence reads and writes nothing, so no index the host did not check
-// is ever dereferenced.
+// skip is set for padding (a negative slot), for a slot not below
+// n_slots, for an empty sequence and for a cu_seqlens range that is
+// decreasing or passes n_tokens: such a sequence reads and writes nothing,
+// so no index the host did not check is ever dereferenced.
 struct gdn_seq {
     ulong state;
     uint  tok0;
@@ -154,7 +154,9 @@ inline gdn_seq gdn_sequence(constant gdn_params &p, device const int *slots,
     if (p.varlen != 0u) {
         const int first = cu_seqlens[seq];
         const int end = cu_seqlens[seq + 1];
-        sq.skip = sq.skip || first < 0 || end < first || uint(end) > p.n_tokens;
+        // An empty sequence is skipped too: its state is left as it is,
+        // not read and written back.
+        sq.skip = sq.skip || first < 0 || end <= first || uint(end) > p.n_tokens;
         sq.tok0 = uint(first);
         sq.n_tokens = uint(end - first);
     }

@@ -9,6 +9,7 @@
 //	                    gated_delta_net_decode_seq_{A}_{S}_{NSG}
 //	                    gated_delta_net_decode_legacy_{A}_{S}_{NSG}
 //	gdn_capture.metal   gated_delta_net_decode_capture_{A}_{S}_{NSG}
+//	gdn_chunked.metal   gated_delta_net_chunked_{A}_{S}
 //	gdn_packed.metal    gated_delta_net_decode_packed_{A}_{S}_{NSG}
 //	                    gated_delta_net_decode_packed_seq_{A}_{S}_{NSG}
 //	                    gated_delta_net_decode_packed_capture_{A}_{S}_{NSG}
@@ -19,9 +20,10 @@
 // state type (state_in, state_out, capture), each f32, f16 or bf16, and NSG
 // = D_k / 32 is 1, 2 or 4. With both types f32 the name carries one "f32"
 // (gated_delta_net_f32, gated_delta_net_decode_f32_4): the names of the
-// f32 kernels are unchanged. [Prefill], [Decode], [DecodeSeq],
-// [DecodeLegacy] and [DecodeCapture] name the f32 kernels; [PrefillOf],
-// [DecodeOf], [DecodeSeqOf], [DecodeLegacyOf] and [DecodeCaptureOf] any.
+// f32 kernels are unchanged. [Prefill], [PrefillChunked], [Decode],
+// [DecodeSeq], [DecodeLegacy] and [DecodeCapture] name the f32 kernels;
+// [PrefillOf], [PrefillChunkedOf], [DecodeOf], [DecodeSeqOf],
+// [DecodeLegacyOf] and [DecodeCaptureOf] any.
 //
 // Every kernel binds q, k, v, g (or a), beta (or b), state_in, output and
 // state_out at buffer indices 0-7, the nine parameter words at 8 (word 7:
@@ -67,6 +69,7 @@ const (
 	PrefillFile = "gdn_prefill.metal" // the prefill kernel
 	DecodeFile  = "gdn_decode.metal"  // decode, seq and legacy kernels
 	CaptureFile = "gdn_capture.metal" // decode with per-token state capture
+	ChunkedFile = "gdn_chunked.metal" // the chunked (WY form) prefill kernel
 
 	PackedCommonFile = "gdn_packed_common.metal"   // the packed layout, after CommonFile in front of PackedFile and BlockedFile
 	PackedFile       = "gdn_packed.metal"          // packed decode, seq and capture kernels
@@ -78,6 +81,10 @@ const (
 	// Prefill is the f32 prefill kernel: threadgroup (D_v, 1, 1), grid
 	// (n_v_heads, n_seqs, 1), D_k and D_v at most 128.
 	Prefill = "gated_delta_net_f32"
+	// PrefillChunked is the f32 chunked prefill kernel: threadgroup
+	// ([ChunkLanes] * D_v, 1, 1), grid (n_v_heads, n_seqs, 1), D_k and D_v
+	// at most 128, the tokens taken [ChunkLen] at a time.
+	PrefillChunked = "gated_delta_net_chunked_f32"
 )
 
 // ElemTypes lists the element types the kernels take, for activations and
@@ -96,6 +103,31 @@ var PackedNSGs = [...]int{2, 4}
 // and state type state: gated_delta_net_{act}_{state}, gated_delta_net_f32
 // for f32/f32.
 func PrefillOf(act, state spec.ElemType) string { return prefillNames.name(act, state, 0) }
+
+// PrefillChunkedOf returns the name of the chunked prefill kernel for
+// activation type act and state type state: gated_delta_net_chunked_{act}_{state},
+// gated_delta_net_chunked_f32 for f32/f32.
+func PrefillChunkedOf(act, state spec.ElemType) string { return chunkedNames.name(act, state, 0) }
+
+// ChunkLen is the number of tokens the chunked prefill kernel takes at a
+// time (GDN_CHUNK in gdn_chunked.metal, which says why 16).
+const ChunkLen = 16
+
+// ChunkLanes is the number of threads of the chunked prefill kernel that
+// share a row of the state (GDN_CHUNK_LANES in gdn_chunked.metal).
+const ChunkLanes = 4
+
+// ChunkedThreadgroupMemory returns the threadgroup memory, in bytes, the
+// chunked prefill kernel needs at index 0 for key size dk and value size
+// dv: the staged k and q (C x dk each) and v (C x dv), the C x C matrices
+// A and M, and 6C floats of decays, gates and norms, C = [ChunkLen],
+// rounded up to the multiple of 16 bytes Metal requires of
+// setThreadgroupMemoryLength.
+func ChunkedThreadgroupMemory(dk, dv int) int {
+	const c = ChunkLen
+	n := (2*c*dk + c*dv + 2*c*c + 6*c) * 4
+	return (n + 15) &^ 15
+}
 
 // Decode returns the name of the f32 decode kernel (indices rebuilt every
 // token, the choice at n_tokens == 1) for nsg = D_k / 32 in {1, 2, 4}.
@@ -210,6 +242,7 @@ func (v *variants) name(act, state spec.ElemType, nsg int) string {
 
 var (
 	prefillNames = newVariants("gated_delta_net", false)
+	chunkedNames = newVariants("gated_delta_net_chunked", false)
 	decodeNames  = newVariants("gated_delta_net_decode", true)
 	seqNames     = newVariants("gated_delta_net_decode_seq", true)
 	legacyNames  = newVariants("gated_delta_net_decode_legacy", true)
@@ -227,6 +260,7 @@ var entryFile = func() map[string]string {
 	for _, a := range ElemTypes {
 		for _, s := range ElemTypes {
 			m[PrefillOf(a, s)] = PrefillFile
+			m[PrefillChunkedOf(a, s)] = ChunkedFile
 			for _, nsg := range NSGs {
 				m[DecodeOf(a, s, nsg)] = DecodeFile
 				m[DecodeSeqOf(a, s, nsg)] = DecodeFile
@@ -256,7 +290,7 @@ func SourceFile(entry string) (string, bool) {
 
 // SourceFiles returns the names of the kernel sources, prelude excluded.
 func SourceFiles() []string {
-	return []string{PrefillFile, DecodeFile, CaptureFile, PackedFile, BlockedFile}
+	return []string{PrefillFile, DecodeFile, CaptureFile, ChunkedFile, PackedFile, BlockedFile}
 }
 
 // Source returns the compilable text of a kernel source file: the shared

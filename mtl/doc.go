@@ -1,16 +1,18 @@
 // Package mtl is a thin, faithful binding of the compute subset of Apple's
 // Metal API, called through the Objective-C runtime without cgo.
 //
-// Each Go type wraps one Metal protocol (MTLDevice, MTLBuffer, MTLLibrary,
-// MTLFunction, MTLComputePipelineState, MTLCommandQueue, MTLCommandBuffer,
-// MTLComputeCommandEncoder, MTLBlitCommandEncoder) and each method sends one
-// Metal selector, named after it. Nothing is hidden: a command buffer runs what was encoded, when
-// it is committed.
+// Each object type wraps one Metal protocol (MTLDevice, MTLBuffer,
+// MTLLibrary, MTLFunction, MTLComputePipelineState, MTLCommandQueue,
+// MTLCommandBuffer, MTLComputeCommandEncoder, MTLBlitCommandEncoder) and each
+// method sends one Metal selector, named after it; CompileOptions and
+// FunctionConstantValues are Go values, sent as MTLCompileOptions and
+// MTLFunctionConstantValues when a library or a function is made. Nothing is
+// hidden: a command buffer runs what was encoded, when it is committed.
 //
 // # Ownership
 //
-// Objects returned by New*, Create* and CommandBuffer/ComputeCommandEncoder
-// are owned by the caller and released with Release. Release is idempotent:
+// Objects returned by New*, Create*, CommandBuffer, ComputeCommandEncoder
+// and BlitCommandEncoder are owned by the caller and released with Release. Release is idempotent:
 // a second call does nothing. Objects that Metal returns autoreleased (a
 // command buffer, an encoder, an NSError) are retained inside a private
 // autorelease pool, so the caller needs no pool of its own and nothing

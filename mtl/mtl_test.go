@@ -35,6 +35,21 @@ kernel void add_into(device const float *a [[buffer(0)]],
 
 func size(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
 
+// one is 1.0 as a float's bytes, for SetBytes.
+var one = []byte{0, 0, 0x80, 0x3f}
+
+// encodeFill returns an encode function, for CommandQueue.Run, that runs
+// the fill kernel over the first n floats of x: x[i] = 1 + i.
+func encodeFill(fill *mtl.ComputePipelineState, x *mtl.Buffer, n int) func(*mtl.ComputeCommandEncoder) error {
+	return func(e *mtl.ComputeCommandEncoder) error {
+		e.SetComputePipelineState(fill)
+		e.SetBuffer(x, 0, 0)
+		e.SetBytes(one, 1)
+		e.DispatchThreads(size(uint(n), 1, 1), size(32, 1, 1))
+		return nil
+	}
+}
+
 // newPipeline makes the pipeline of one of kernelsSource's kernels, the
 // caller's to release.
 func newPipeline(t testing.TB, d *mtl.Device, name string) *mtl.ComputePipelineState {
@@ -42,45 +57,22 @@ func newPipeline(t testing.TB, d *mtl.Device, name string) *mtl.ComputePipelineS
 	return testdevice.Pipeline(t, d, kernelsSource, mtl.CompileOptions{LanguageVersion: mtl.LanguageVersion3_1}, name)
 }
 
-// gpu is an emulated device and a command queue on it, released when the
-// test ends; by then every emulated object the test made must have been
-// released too, or the test fails.
-type gpu struct {
-	t testing.TB
-	d *mtl.Device
-	q *mtl.CommandQueue
-}
+// gpu is an emulated device and a command queue on it (testdevice.GPU),
+// with the kernels of kernelsSource.
+type gpu struct{ *testdevice.GPU }
 
+// newGPU returns an emulated device and a queue, and checks when the test
+// ends that everything the test made was released.
 func newGPU(t testing.TB) *gpu {
 	t.Helper()
-	testdevice.CheckReleased(t)
-	d := testdevice.Emulated(t, emu.Options{})
-	q, err := d.NewCommandQueue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(q.Release)
-	return &gpu{t: t, d: d, q: q}
+	return &gpu{testdevice.NewEmulated(t, emu.Options{})}
 }
 
 // pipeline makes the pipeline of one of kernelsSource's kernels, released
 // when the test ends.
 func (g *gpu) pipeline(name string) *mtl.ComputePipelineState {
-	g.t.Helper()
-	p := newPipeline(g.t, g.d, name)
-	g.t.Cleanup(p.Release)
-	return p
-}
-
-// buffer makes a buffer of length bytes, released when the test ends.
-func (g *gpu) buffer(length int, opts mtl.ResourceOptions) *mtl.Buffer {
-	g.t.Helper()
-	b, err := g.d.NewBuffer(length, opts)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	g.t.Cleanup(b.Release)
-	return b
+	g.T.Helper()
+	return g.Pipeline(kernelsSource, mtl.CompileOptions{LanguageVersion: mtl.LanguageVersion3_1}, name)
 }
 
 func TestDeviceProperties(t *testing.T) {
@@ -97,7 +89,7 @@ func TestDeviceProperties(t *testing.T) {
 }
 
 func TestBuffers(t *testing.T) {
-	d := newGPU(t).d
+	d := newGPU(t).D
 	src := []byte("puremetal buffers hold bytes \x00\x01\x02")
 	b, err := d.NewBufferWithBytes(src, mtl.ResourceStorageModeShared)
 	if err != nil {
@@ -175,7 +167,7 @@ func TestLibraryErrors(t *testing.T) {
 // nothing after it is sent, and EndEncoding reports it.
 func TestEncoderRefusesBadArguments(t *testing.T) {
 	g := newGPU(t)
-	p, x, q := g.pipeline("fill"), g.buffer(4*64, 0), g.q
+	p, x, q := g.pipeline("fill"), g.Buffer(4*64, 0), g.Q
 	for _, tc := range []struct {
 		name string
 		bad  func(e *mtl.ComputeCommandEncoder)
@@ -217,8 +209,8 @@ func TestDispatchesRunInOrder(t *testing.T) {
 	g := newGPU(t)
 	fill, add := g.pipeline("fill"), g.pipeline("add_into")
 	const n = 96
-	a, b := g.buffer(4*n, 0), g.buffer(4*n, 0)
-	cb, _ := g.q.CommandBuffer()
+	a, b := g.Buffer(4*n, 0), g.Buffer(4*n, 0)
+	cb, _ := g.Q.CommandBuffer()
 	defer cb.Release()
 	if err := cb.SetLabel("token 0"); err != nil || cb.Label() != "token 0" {
 		t.Errorf("label %q, %v", cb.Label(), err)
@@ -226,7 +218,7 @@ func TestDispatchesRunInOrder(t *testing.T) {
 	e, _ := cb.ComputeCommandEncoder()
 	e.SetComputePipelineState(fill)
 	e.SetBuffer(a, 0, 0)
-	e.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
+	e.SetBytes(one, 1)
 	e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
 	e.SetBuffer(b, 0, 0)
 	e.SetBytes([]byte{0, 0, 0, 0x40}, 1) // 2.0f
@@ -265,10 +257,10 @@ func BenchmarkEncodeDispatch(b *testing.B) {
 	bufs := make([]*mtl.Buffer, 9)
 	offs := make([]int, 9)
 	for i := range bufs {
-		bufs[i] = g.buffer(4096, 0)
+		bufs[i] = g.Buffer(4096, 0)
 	}
 	params := make([]byte, 36)
-	cb, _ := g.q.CommandBuffer()
+	cb, _ := g.Q.CommandBuffer()
 	defer cb.Release()
 	e, _ := cb.ComputeCommandEncoder()
 	e.SetComputePipelineState(p)
@@ -288,23 +280,16 @@ func BenchmarkEncodeDispatch(b *testing.B) {
 
 func TestQueueRun(t *testing.T) {
 	g := newGPU(t)
-	d, q, fill := g.d, g.q, g.pipeline("fill")
+	d, q, fill := g.D, g.Q, g.pipeline("fill")
 	const n = 64
-	x := g.buffer(4*n, mtl.ResourceStorageModeShared)
+	x := g.Buffer(4*n, mtl.ResourceStorageModeShared)
 	xs := mtl.Slice[float32](x)
 	poison := func() {
 		for i := range xs {
 			xs[i] = -1
 		}
 	}
-	v := []byte{0, 0, 0x80, 0x3f} // 1.0f
-	encodeFill := func(enc *mtl.ComputeCommandEncoder) error {
-		enc.SetComputePipelineState(fill)
-		enc.SetBuffer(x, 0, 0)
-		enc.SetBytes(v, 1)
-		enc.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
-		return nil
-	}
+	encodeFill := encodeFill(fill, x, n)
 
 	poison()
 	if err := q.Run(encodeFill); err != nil {
@@ -371,9 +356,8 @@ func TestQueueRun(t *testing.T) {
 // naming the numbers, and the command buffer runs nothing.
 func TestEncoderRefusesAppleViolations(t *testing.T) {
 	g := newGPU(t)
-	p, x, q := g.pipeline("fill"), g.buffer(4*64, 0), g.q
+	p, x, q := g.pipeline("fill"), g.Buffer(4*64, 0), g.Q
 	xs := mtl.Slice[float32](x)
-	one := []byte{0, 0, 0x80, 0x3f}
 	for _, tc := range []struct {
 		name string
 		bad  func(e *mtl.ComputeCommandEncoder)
@@ -549,7 +533,7 @@ func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
 	g := newGPU(t)
 	fill := g.pipeline("fill")
 	const n = 1024
-	b, err := g.d.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
+	b, err := g.D.NewBufferNoCopy(4*n, mtl.ResourceStorageModeShared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,15 +543,12 @@ func TestNoCopyBufferUnmappedAfterLastUse(t *testing.T) {
 		xs[i] = -1
 	}
 	unmappedBefore := mtl.Unmapped()
-	cb, err := g.q.CommandBuffer()
+	cb, err := g.Q.CommandBuffer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	enc, _ := cb.ComputeCommandEncoder()
-	enc.SetComputePipelineState(fill)
-	enc.SetBuffer(b, 0, 0)
-	enc.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
-	enc.DispatchThreads(size(n, 1, 1), size(64, 1, 1))
+	encodeFill(fill, b, n)(enc)
 	if err := enc.EndEncoding(); err != nil {
 		t.Fatal(err)
 	}
@@ -614,9 +595,9 @@ func runEncoded(t *testing.T, cb *mtl.CommandBuffer) {
 // reach Contents through a blit encoder's SynchronizeResource.
 func TestManagedBufferSynchronization(t *testing.T) {
 	g := newGPU(t)
-	q, fill, add := g.q, g.pipeline("fill"), g.pipeline("add_into")
+	q, fill, add := g.Q, g.pipeline("fill"), g.pipeline("add_into")
 	const n = 64
-	a, b := g.buffer(4*n, mtl.ResourceStorageModeManaged), g.buffer(4*n, mtl.ResourceStorageModeShared)
+	a, b := g.Buffer(4*n, mtl.ResourceStorageModeManaged), g.Buffer(4*n, mtl.ResourceStorageModeShared)
 	as, bs := mtl.Slice[float32](a), mtl.Slice[float32](b)
 
 	// The CPU writes a; only the range told to Metal reaches the kernel.
@@ -646,24 +627,13 @@ func TestManagedBufferSynchronization(t *testing.T) {
 	}
 
 	// The GPU writes a; Contents sees it only after SynchronizeResource.
-	fillA := func(e *mtl.ComputeCommandEncoder) error {
-		e.SetComputePipelineState(fill)
-		e.SetBuffer(a, 0, 0)
-		e.SetBytes([]byte{0, 0, 0x80, 0x3f}, 1) // 1.0f
-		e.DispatchThreads(size(n, 1, 1), size(32, 1, 1))
-		return nil
-	}
-	if err := q.Run(fillA); err != nil {
+	if err := q.Run(encodeFill(fill, a, n)); err != nil {
 		t.Fatal(err)
 	}
 	if as[5] != 10 {
 		t.Fatalf("a[5] = %v before synchronizeResource:, want the CPU copy's 10", as[5])
 	}
-	cb, _ := q.CommandBuffer()
-	blit, err := cb.BlitCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, blit := g.Blit()
 	blit.SynchronizeResource(a)
 	blit.SynchronizeResource(b) // shared: nothing to send
 	if blit.Sends() != 1 {
@@ -685,9 +655,8 @@ func TestManagedBufferSynchronization(t *testing.T) {
 // naming the numbers, and nothing runs.
 func TestBlitCopy(t *testing.T) {
 	g := newGPU(t)
-	q := g.q
 	const n = 256
-	src, dst, back := g.buffer(n, mtl.ResourceStorageModeShared), g.buffer(n, mtl.ResourceStorageModePrivate), g.buffer(n, mtl.ResourceStorageModeShared)
+	src, dst, back := g.Buffer(n, mtl.ResourceStorageModeShared), g.Buffer(n, mtl.ResourceStorageModePrivate), g.Buffer(n, mtl.ResourceStorageModeShared)
 	ss := src.Contents()
 	for i := range ss {
 		ss[i] = byte(i*7 + 3)
@@ -698,11 +667,7 @@ func TestBlitCopy(t *testing.T) {
 	}
 	// src[16:80) to the private dst[100:164), back to back[0:64) and, within
 	// back itself, back[0:64) to back[192:256).
-	cb, _ := q.CommandBuffer()
-	blit, err := cb.BlitCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cb, blit := g.Blit()
 	if _, err := cb.ComputeCommandEncoder(); err == nil {
 		t.Error("a compute encoder was made while a blit encoder is open")
 	}
@@ -747,18 +712,14 @@ func TestBlitCopy(t *testing.T) {
 		for i := range bs {
 			bs[i] = 0xEE
 		}
-		cb, _ := q.CommandBuffer()
-		e, err := cb.BlitCommandEncoder()
-		if err != nil {
-			t.Fatal(err)
-		}
+		cb, e := g.Blit()
 		tc.bad(e)
 		sends := e.Sends()
 		e.CopyFromBuffer(src, 0, back, 0, 64)
 		if e.Sends() != sends {
 			t.Errorf("%s: a copy was sent after the bad argument", tc.name)
 		}
-		err = e.EndEncoding()
+		err := e.EndEncoding()
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: EndEncoding error %v, want one mentioning %q", tc.name, err, w)
@@ -774,12 +735,12 @@ func TestBlitCopy(t *testing.T) {
 // Ranges whose ends overflow an int are refused, not wrapped into range.
 func TestRangesOverflowRefused(t *testing.T) {
 	g := newGPU(t)
-	x := g.buffer(4*64, mtl.ResourceStorageModeManaged)
+	x := g.Buffer(4*64, mtl.ResourceStorageModeManaged)
 	const maxInt = int(^uint(0) >> 1)
 	if err := x.DidModifyRange(16, maxInt); err == nil || !strings.Contains(err.Error(), "[16, 9223372036854775823)") {
 		t.Errorf("DidModifyRange(16, MaxInt): %v, want an error naming the range", err)
 	}
-	cb, _ := g.q.CommandBuffer()
+	cb, _ := g.Q.CommandBuffer()
 	defer cb.Release()
 	e, _ := cb.ComputeCommandEncoder()
 	e.SetBuffer(x, 0, maxInt)

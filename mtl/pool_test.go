@@ -120,14 +120,7 @@ kernel void scaled(device uint* x [[buffer(0)]], uint i [[thread_position_in_gri
 	x.SetLabel("x")
 	_ = x.Label()
 	x.DidModifyRange(0, 16)
-	one := []byte{0, 0, 0x80, 0x3f}
-	encode := func(e *mtl.ComputeCommandEncoder) error {
-		e.SetComputePipelineState(fill)
-		e.SetBuffer(x, 0, 0)
-		e.SetBytes(one, 1)
-		e.DispatchThreads(size(n, 1, 1), size(64, 1, 1))
-		return nil
-	}
+	encode := encodeFill(fill, x, n)
 	explicit := func() {
 		objc.WithAutoreleasePool(func() {
 			cb, err := q.CommandBuffer()

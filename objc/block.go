@@ -47,18 +47,11 @@ func loadBlocks() error {
 		}
 		// Apple's libSystem and GNUstep Base (loaded by Load, with its
 		// symbols global) export the blocks runtime.
-		for _, s := range []struct {
-			name string
-			dst  *uintptr
-		}{
+		blocks.err = resolve(purego.RTLD_DEFAULT, "the process (libSystem, GNUstep Base)", []symbol{
 			{"_NSConcreteStackBlock", &blocks.stackBlock},
 			{"_Block_copy", &blocks.copy},
 			{"_Block_release", &blocks.relse},
-		} {
-			if *s.dst, blocks.err = dlsym(purego.RTLD_DEFAULT, "the process (libSystem, GNUstep Base)", s.name); blocks.err != nil {
-				return
-			}
-		}
+		})
 	})
 	return blocks.err
 }

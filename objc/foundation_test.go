@@ -105,6 +105,15 @@ func countedClass(t *testing.T) Class {
 	})
 }
 
+// wantDeallocs checks that want PMTestCounted instances were deallocated
+// since the count was before; when says at what point.
+func wantDeallocs(t *testing.T, before, want int64, when string) {
+	t.Helper()
+	if d := deallocs.Load() - before; d != want {
+		t.Errorf("%d deallocations %s, want %d", d, when, want)
+	}
+}
+
 // TestRetainRelease checks the reference count and that the last release
 // deallocates.
 func TestRetainRelease(t *testing.T) {
@@ -124,13 +133,9 @@ func TestRetainRelease(t *testing.T) {
 		t.Errorf("retain count after Retain = %d, want 2", n)
 	}
 	obj.Release()
-	if d := deallocs.Load() - before; d != 0 {
-		t.Errorf("%d deallocations after releasing one of two references, want 0", d)
-	}
+	wantDeallocs(t, before, 0, "after releasing one of two references")
 	obj.Release()
-	if d := deallocs.Load() - before; d != 1 {
-		t.Errorf("%d deallocations after the last release, want 1", d)
-	}
+	wantDeallocs(t, before, 1, "after the last release")
 	ID(0).Release() // harmless
 	if ID(0).Retain() != 0 || ID(0).Autorelease() != 0 {
 		t.Error("Retain or Autorelease of nil returned non-nil")
@@ -149,13 +154,9 @@ func TestAutoreleasePoolDrain(t *testing.T) {
 				t.Fatal("autorelease returned nil")
 			}
 		}
-		if d := deallocs.Load() - before; d != 0 {
-			t.Errorf("%d deallocations before the pool drained, want 0", d)
-		}
+		wantDeallocs(t, before, 0, "before the pool drained")
 	})
-	if d := deallocs.Load() - before; d != n {
-		t.Errorf("%d deallocations after the pool drained, want %d", d, n)
-	}
+	wantDeallocs(t, before, n, "after the pool drained")
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -167,13 +168,9 @@ func TestAutoreleasePoolDrain(t *testing.T) {
 		cls.New().Autorelease()
 	}
 	inner.Drain()
-	if d := deallocs.Load() - before; d != 3 {
-		t.Errorf("%d deallocations after the inner pool drained, want 3", d)
-	}
+	wantDeallocs(t, before, 3, "after the inner pool drained")
 	outer.Drain()
-	if d := deallocs.Load() - before; d != 4 {
-		t.Errorf("%d deallocations after the outer pool drained, want 4", d)
-	}
+	wantDeallocs(t, before, 4, "after the outer pool drained")
 }
 
 // TestRespondsToSelector asks an object about a selector it has and one it

@@ -266,16 +266,23 @@ var (
 	arm64Regs = regexp.MustCompile(`^([xwbhsdq])(\d+)$`)
 )
 
+// argumentRegisters are the registers at a function's entry: the first n,
+// by number, hold the arguments.
+func argumentRegisters(n int) map[int]origin {
+	regs := map[int]origin{}
+	for i := range n {
+		regs[i] = origin{kind: "reg", n: i}
+	}
+	return regs
+}
+
 // parseArm64 follows the function's data flow: registers start as the
 // argument registers, loads from the stack or through a pointer give
 // their values an origin, and stores to the globals record it.
 func parseArm64(t *testing.T, body []string) observed {
 	t.Helper()
 	obs := newObserved()
-	regs := map[int]origin{}
-	for i := range 9 {
-		regs[i] = origin{kind: "reg", n: i}
-	}
+	regs := argumentRegisters(9)
 	spDelta := 0
 	regOf := func(s string) (n int, width string, ok bool) {
 		if s == "sp" {
@@ -456,10 +463,7 @@ var amd64Mem = regexp.MustCompile(`^(?:_?([A-Za-z_]\w*)(?:\+(\d+))?|(-?\d+))?\(%
 func parseAmd64(t *testing.T, body []string) observed {
 	t.Helper()
 	obs := newObserved()
-	regs := map[int]origin{}
-	for i := range 6 {
-		regs[i] = origin{kind: "reg", n: i}
-	}
+	regs := argumentRegisters(6)
 	for i := 6; i < 15; i++ {
 		regs[i] = origin{kind: "const"}
 	}

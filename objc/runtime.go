@@ -73,12 +73,30 @@ func dlsym(h uintptr, lib, name string) (uintptr, error) {
 	return p, nil
 }
 
-// symbols resolves the runtime functions common to both runtimes.
-func symbols(h uintptr, lib string) error {
-	for _, s := range []struct {
-		name string
-		dst  *uintptr
-	}{
+// A symbol is a C function or variable to look up, and where its address
+// goes.
+type symbol struct {
+	name string
+	dst  *uintptr
+}
+
+// resolve looks up every symbol in the library h (named lib in errors),
+// stopping at the first that is missing.
+func resolve(h uintptr, lib string, syms []symbol) error {
+	for _, s := range syms {
+		p, err := dlsym(h, lib, s.name)
+		if err != nil {
+			return err
+		}
+		*s.dst = p
+	}
+	return nil
+}
+
+// runtimeSymbols are the runtime functions common to both runtimes, and
+// then more.
+func runtimeSymbols(more ...symbol) []symbol {
+	return append([]symbol{
 		{"objc_getClass", &rt.getClass},
 		{"sel_registerName", &rt.registerName},
 		{"objc_allocateClassPair", &rt.allocateClassPair},
@@ -88,14 +106,7 @@ func symbols(h uintptr, lib string) error {
 		{"class_getSuperclass", &rt.classGetSuperclass},
 		{"class_respondsToSelector", &rt.classRespondsToSel},
 		{"class_getInstanceSize", &rt.classGetInstanceSize},
-	} {
-		p, err := dlsym(h, lib, s.name)
-		if err != nil {
-			return err
-		}
-		*s.dst = p
-	}
-	return nil
+	}, more...)
 }
 
 // GetClass returns the class with the given name, or 0 when the runtime

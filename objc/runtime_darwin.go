@@ -30,24 +30,15 @@ func load() error {
 	if err != nil {
 		return err
 	}
-	if err := symbols(h, lib); err != nil {
-		return err
-	}
-	if rt.msgSend, err = dlsym(h, lib, "objc_msgSend"); err != nil {
-		return err
-	}
-	if rt.msgSendSuper, err = dlsym(h, lib, "objc_msgSendSuper"); err != nil {
-		return err
-	}
-	if rt.objectGetClass, err = dlsym(h, lib, "object_getClass"); err != nil {
-		return err
-	}
+	syms := runtimeSymbols(
+		symbol{"objc_msgSend", &rt.msgSend},
+		symbol{"objc_msgSendSuper", &rt.msgSendSuper},
+		symbol{"object_getClass", &rt.objectGetClass},
+	)
 	if runtime.GOARCH == "amd64" {
-		if rt.msgSendStret, err = dlsym(h, lib, "objc_msgSend_stret"); err != nil {
-			return err
-		}
+		syms = append(syms, symbol{"objc_msgSend_stret", &rt.msgSendStret})
 	}
-	return nil
+	return resolve(h, lib, syms)
 }
 
 // lookup returns the function to call for a send: always objc_msgSend.

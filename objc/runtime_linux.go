@@ -30,13 +30,11 @@ func load() error {
 	if err != nil {
 		return err
 	}
-	if err := symbols(h, lib); err != nil {
-		return err
-	}
-	if rt.msgLookup, err = dlsym(h, lib, "objc_msg_lookup"); err != nil {
-		return err
-	}
-	if rt.msgLookupSuper, err = dlsym(h, lib, "objc_msg_lookup_super"); err != nil {
+	err = resolve(h, lib, runtimeSymbols(
+		symbol{"objc_msg_lookup", &rt.msgLookup},
+		symbol{"objc_msg_lookup_super", &rt.msgLookupSuper},
+	))
+	if err != nil {
 		return err
 	}
 	// GNUstep Base registers NSObject, NSString and the other Foundation

@@ -13,7 +13,9 @@
 //	go test ./tests/ -run Metal -v
 //
 // Every kernel is compared with both CPU references of package cpuref and
-// with the golden vectors of HF transformers' Qwen3-Next implementation;
+// with the golden vectors of HF transformers' Qwen3-Next implementation
+// (the chunked prefill also with cpuref.Chunked64, the float64 chunked
+// form, over 2048 tokens too);
 // the decode family's variants are compared with each other byte for
 // byte (the decode kernel itself at two tokens or more too, which
 // gdn.Kernels.Decode leaves to the seq kernel, encoded through mtl

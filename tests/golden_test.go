@@ -29,7 +29,9 @@ func TestMetalGolden(t *testing.T) {
 // kernel, the state after every token with HF's float32 results and with
 // the producer's float64 loop, within 1e-6 of the largest magnitude.
 //
-// Prefill takes every case. The decode family takes D_k = 32, 64, 128, which
+// Prefill (the automatic choice) and the chunked kernel take every case,
+// and so does the token-by-token prefill kernel (recurrent) where Prefill
+// picks the chunked one. The decode family takes D_k = 32, 64, 128, which
 // all six cases have; decode (the automatic choice) is the decode kernel at
 // one token and the seq kernel at a window of two or more, and seq, legacy
 // and capture are also run at every n_tokens, since each takes any window;
@@ -74,8 +76,8 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 			}
 		})
 	}
-	for _, k := range []string{"prefill", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_kernel",
-		kPacked.name, kPackedSeq.name, kBlocked.name, kOneRowPrefill.name, kOneRowDecode.name, kOneRowCapture.name} {
+	for _, k := range []string{"prefill", "chunked", "recurrent", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_kernel",
+		kPacked.name, kPackedSeq.name, kBlocked.name, kRecurrent.name, kOneRowDecode.name, kOneRowCapture.name} {
 		if e, ok := worst[k]; ok {
 			t.Logf("largest error relative to the largest magnitude, %-22s %.3g (bound %g)", k+":", e, boundGolden)
 		}

@@ -139,8 +139,15 @@ var (
 	kSeq     = kernel{"seq", (*gdn.Kernels).DecodeSeq, false}
 	kLegacy  = kernel{"legacy", (*gdn.Kernels).DecodeLegacy, false}
 	kCapture = kernel{"capture", (*gdn.Kernels).DecodeWithCapture, true}
+	kChunked = kernel{"chunked", (*gdn.Kernels).PrefillChunked, false}
+	// kRecurrent is the token-by-token prefill kernel at any n_tokens,
+	// which gdn.Kernels.Prefill leaves to the chunked kernel from
+	// gdn.ChunkedMinTokens on.
+	kRecurrent = kernel{"recurrent", func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
+		return k.Encode(enc, gdn.KernelPrefill, p, b)
+	}, false}
 
-	allKernels    = []kernel{kPrefill, kDecode, kSeq, kLegacy, kCapture}
+	allKernels    = []kernel{kPrefill, kChunked, kDecode, kSeq, kLegacy, kCapture}
 	decodeFamily  = []kernel{kDecode, kSeq, kLegacy, kCapture}
 	decodeKernels = map[int]bool{32: true, 64: true, 128: true} // D_k the decode family takes
 )
@@ -378,15 +385,20 @@ func (f *firstResults[T]) first(key string, o T) (T, bool) {
 	return zero, false
 }
 
-// kernelsFor returns the kernels a case runs on: prefill, and for D_k of
-// 32, 64 or 128 the decode family, with the decode kernel itself at two
-// tokens or more (where the automatic choice is seq). Where the packed
-// layout applies (D_k 64 or 128, D_v a multiple of 32) the automatic
-// choices run the packed kernels, so the packed decode and seq kernels,
-// the blocked prefill and the kernels of one row per SIMD-group (or
-// thread) are run by name as well.
+// kernelsFor returns the kernels a case runs on: prefill (the automatic
+// choice), the chunked prefill, the token-by-token prefill kernel where
+// the automatic choice is another, and for D_k of 32, 64 or 128 the
+// decode family, with the decode kernel itself at two tokens or more
+// (where the automatic choice is seq). Where the packed layout applies
+// (D_k 64 or 128, D_v a multiple of 32) the automatic choices run the
+// packed kernels, so the packed decode and seq kernels, the blocked
+// prefill and the decode kernels of one row per SIMD-group are run by
+// name as well.
 func (r *rig) kernelsFor(p spec.Params) []kernel {
-	kerns := []kernel{kPrefill}
+	kerns := []kernel{kPrefill, kChunked}
+	if p.NTokens >= gdn.ChunkedMinTokens || packedShape(p.Shape) {
+		kerns = append(kerns, kRecurrent)
+	}
 	if decodeKernels[p.DK] {
 		kerns = append(kerns, decodeFamily...)
 		if p.NTokens >= 2 {
@@ -394,7 +406,7 @@ func (r *rig) kernelsFor(p spec.Params) []kernel {
 		}
 	}
 	if packedShape(p.Shape) {
-		kerns = append(kerns, kPacked, kPackedSeq, kBlocked, kOneRowPrefill, kOneRowDecode, kOneRowCapture)
+		kerns = append(kerns, kPacked, kPackedSeq, kBlocked, kOneRowDecode, kOneRowCapture)
 	}
 	return kerns
 }

@@ -32,7 +32,6 @@ var (
 	kOneRowDecode  = kernel{"decode (one row per SIMD-group)", forced(gdn.KernelDecode), false}
 	kOneRowSeq     = kernel{"seq (one row per SIMD-group)", forced(gdn.KernelDecodeSeq), false}
 	kOneRowCapture = kernel{"capture (one row per SIMD-group)", forced(gdn.KernelDecodeCapture), true}
-	kOneRowPrefill = kernel{"prefill (one row per thread)", forced(gdn.KernelPrefill), false}
 
 	packedFamily = []kernel{kPacked, kPackedSeq, kPackedCapture}
 )
@@ -178,7 +177,7 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 		outBound = bound16[p.Activation]
 	}
 	for _, c := range []struct{ mine, theirs kernel }{
-		{kPacked, kOneRowDecode}, {kPackedSeq, kOneRowSeq}, {kPackedCapture, kOneRowCapture}, {kBlocked, kOneRowPrefill},
+		{kPacked, kOneRowDecode}, {kPackedSeq, kOneRowSeq}, {kPackedCapture, kOneRowCapture}, {kBlocked, kRecurrent},
 	} {
 		o := r.runTyped(t, c.theirs, p, ref.in, false)
 		m := res[c.mine.name]

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
@@ -29,7 +30,7 @@ type servingCase struct {
 // packs reports whether the kernel takes packed sequences (cu_seqlens).
 func packs(k kernel) bool {
 	switch k.name {
-	case "prefill", "seq", "capture", kPackedSeq.name, kPackedCapture.name, kBlocked.name:
+	case "prefill", "chunked", "seq", "capture", kPackedSeq.name, kPackedCapture.name, kBlocked.name:
 		return true
 	}
 	return false
@@ -128,6 +129,7 @@ func servingCasesOf(t *testing.T, rng *rand.Rand, k kernel, dks [2]int, dv int) 
 type servingOutcome struct {
 	output, stateOut, capture []byte
 	Output, StateOut, Capture []float32
+	Counters                  *msl.Counters // emulated device only
 }
 
 // runServing runs c's dispatch on r, with the slot index and cu_seqlens
@@ -158,7 +160,8 @@ func (r *rig) runServing(t *testing.T, c servingCase, private bool) (servingOutc
 	if p.Varlen {
 		b.CuSeqlens = r.uploadInt32(t, in.CuSeqlens, private)
 	}
-	if _, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return c.kern.call(r.k, enc, p, b) }); err != nil {
+	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return c.kern.call(r.k, enc, p, b) })
+	if err != nil {
 		return servingOutcome{}, err
 	}
 	read := func(v gdn.View) []byte {
@@ -170,6 +173,9 @@ func (r *rig) runServing(t *testing.T, c servingCase, private bool) (servingOutc
 	if c.kern.capture {
 		o.capture = read(b.Capture)
 		o.Capture = decode(st, o.capture)
+	}
+	if r.emulated && len(cs) == 1 {
+		o.Counters = &cs[0]
 	}
 	return o, nil
 }
@@ -283,8 +289,12 @@ func checkServing(t *testing.T, r *rig, c servingCase, o servingOutcome) {
 		named[pt.State] = true
 		got := o.StateOut[pt.State*sw : (pt.State+1)*sw]
 		gotBytes := o.stateOut[pt.State*sw*st.Size() : (pt.State+1)*sw*st.Size()]
-		if pt.N == 0 {
-			checkSameBytes(t, what+", empty: its state", gotBytes, encode(st, in.StateIn[pt.State*sw:(pt.State+1)*sw]))
+		if pt.N == 0 { // skipped too: in place its state stays, into another pool nothing is written
+			if c.inPlace {
+				checkSameBytes(t, what+", empty: its state", gotBytes, encode(st, in.StateIn[pt.State*sw:(pt.State+1)*sw]))
+			} else if !untouched(st, gotBytes) {
+				t.Errorf("%s, empty: its slot of state_out written", what)
+			}
 			continue
 		}
 		checkWritten(t, what+": output", out)
@@ -320,6 +330,44 @@ func checkServing(t *testing.T, r *rig, c servingCase, o servingOutcome) {
 			t.Errorf("slot %d, which no sequence names: written", slot)
 		}
 	}
+}
+
+// TestEmulatedServingStateTraffic checks, from the emulator's counters,
+// that a dispatch over a pool reads and writes the state of every
+// sequence it runs exactly once, and nothing of padding, of empty
+// sequences or of the slots no sequence names: state_in loads and
+// state_out stores are one state per running sequence.
+func TestEmulatedServingStateTraffic(t *testing.T) {
+	onEmulated(t, func(t *testing.T, r *rig) {
+		for _, c := range servingCases(t) {
+			if c.inPlace { // in place, the stores are charged to state_in's binding
+				continue
+			}
+			t.Run(c.name, func(t *testing.T) {
+				o, err := r.runServing(t, c, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				parts, err := cpuref.Split(c.p, c.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				running := 0
+				for _, pt := range parts {
+					if !pt.Skip && pt.N > 0 {
+						running++
+					}
+				}
+				want := uint64(running * c.p.DK * c.p.DV * c.p.NVHeads * c.p.State.Size())
+				if got := o.Counters.Loaded[bindStateIn]; got != want {
+					t.Errorf("state_in loaded %d bytes, want %d: one state for each of the %d running sequences", got, want, running)
+				}
+				if got := o.Counters.Stored[bindStateOut]; got != want {
+					t.Errorf("state_out stored %d bytes, want %d: one state for each of the %d running sequences", got, want, running)
+				}
+			})
+		}
+	})
 }
 
 // TestEmulatedServingPrivateIndices checks what the kernels guarantee when

@@ -19,7 +19,7 @@ import (
 const speedBudget = 4 << 30
 
 // speedPair is a kernel of one row per SIMD-group (or thread) and its
-// packed counterpart, measured side by side.
+// packed counterpart (or two prefill kernels), measured side by side.
 type speedPair struct {
 	name     string
 	old, new kernel
@@ -68,7 +68,10 @@ func BenchmarkMetalKernels(b *testing.B) {
 				if tokens == 1 {
 					pairs = append(pairs, speedPair{"decode", kOneRowDecode, kPacked})
 				} else {
-					pairs = append(pairs, speedPair{"seq", kOneRowSeq, kPackedSeq}, speedPair{"prefill", kOneRowPrefill, kBlocked})
+					// and the blocked prefill against the chunked one, which
+					// Prefill picks from gdn.ChunkedMinTokens tokens on
+					pairs = append(pairs, speedPair{"seq", kOneRowSeq, kPackedSeq}, speedPair{"prefill", kRecurrent, kBlocked},
+						speedPair{"blocked-vs-chunked", kBlocked, kChunked})
 				}
 				if tokens <= 4 {
 					pairs = append(pairs, speedPair{"capture", kOneRowCapture, kPackedCapture})

@@ -144,7 +144,7 @@ func TestEmulatedStructure(t *testing.T) {
 					kerns = []structureKernel{
 						{kLegacy, 1, kernels.DecodeFile, false}, {kOneRowSeq, 1, kernels.DecodeFile, false},
 						{kPackedSeq, 8, kernels.PackedFile, true},
-						{kOneRowPrefill, 32, kernels.PrefillFile, false}, {kBlocked, 8, kernels.BlockedFile, true},
+						{kRecurrent, 32, kernels.PrefillFile, false}, {kBlocked, 8, kernels.BlockedFile, true},
 					}
 				}
 				for _, sk := range kerns {

@@ -10,14 +10,7 @@ func compileErrorT(t *testing.T, src string) *CompileError {
 	t.Helper()
 	needClang(t)
 	_, err := Compile(src, CompileOptions{CacheDir: testCacheDir})
-	if err == nil {
-		t.Fatalf("the source compiled; want a compile error")
-	}
-	var ce *CompileError
-	if !errors.As(err, &ce) {
-		t.Fatalf("error %v (%T) is not a *CompileError", err, err)
-	}
-	return ce
+	return errorAs[*CompileError](t, err, "the source compiled; want a compile error")
 }
 
 func TestDoubleRejected(t *testing.T) {

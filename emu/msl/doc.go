@@ -18,7 +18,9 @@
 // threadgroup address space, namespace metal (math, geometric, relational
 // and integer functions, with fast:: and precise::; type traits;
 // numeric_limits; as_type), barriers, the SIMD-group functions,
-// simdgroup_matrix and atomics. The translator, written in Go, reads every
+// simdgroup_matrix and atomics, and <metal_logging>'s os_log (its log calls
+// print nothing, as in a library compiled without
+// MTLCompileOptions.enableLogging). The translator, written in Go, reads every
 // kernel (kernel or [[kernel]]) and every template [[host_name("...")]]
 // instantiation, records their parameters (buffer and threadgroup indices,
 // built-ins, read-only buffers) and emits a launcher per entry point. It

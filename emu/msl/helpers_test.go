@@ -115,14 +115,21 @@ func functionT(t testing.TB, lib *Library, name string) *Function {
 
 func kernelErrorT(t testing.TB, err error) *KernelError {
 	t.Helper()
+	return errorAs[*KernelError](t, err, "the dispatch succeeded; want a kernel error")
+}
+
+// errorAs returns the E in err's chain, failing the test with ifNil when
+// err is nil, or naming err when it holds no E.
+func errorAs[E error](t testing.TB, err error, ifNil string) E {
+	t.Helper()
 	if err == nil {
-		t.Fatalf("the dispatch succeeded; want a kernel error")
+		t.Fatal(ifNil)
 	}
-	var ke *KernelError
-	if !errors.As(err, &ke) {
-		t.Fatalf("error %v (%T) is not a *KernelError", err, err)
+	var e E
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) is not a %T", err, err, e)
 	}
-	return ke
+	return e
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }

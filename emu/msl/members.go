@@ -12,6 +12,14 @@ import "strings"
 // one, else device, constant, threadgroup), drops its qualifier, and blanks
 // the others.
 
+// Free functions overloaded by the address space of a parameter or of
+// their result (MLX's complex.h defines operator+= for thread, threadgroup
+// and device references) are alike: the thread and device overloads would
+// be one function defined twice. Of functions at namespace scope whose
+// declarations differ only in thread and device qualifiers, the translator
+// keeps the first without device and blanks the others; threadgroup and
+// constant overloads are different functions here too, and stay.
+
 // spaceRank orders the qualifiers by which overload is kept.
 var spaceRank = map[string]int{"": 0, "thread": 0, "device": 1, "constant": 2, "threadgroup": 3}
 
@@ -27,11 +35,15 @@ type scopeFrame struct {
 	class   bool
 	members []member
 	start   int // first token of the current member declaration
+
+	namespace bool     // the file scope or a namespace body
+	decl      int      // first token of the declaration this scope's brace opens
+	funcs     []member // function definitions of a namespace scope
 }
 
 func (tr *translator) memberQualifiers() {
 	t := tr.toks
-	stack := []scopeFrame{{}}
+	stack := []scopeFrame{{namespace: true}}
 	stmt := 0 // first token of the current statement
 	for i := 0; i < len(t); i++ {
 		if t[i].attr >= 0 {
@@ -40,7 +52,8 @@ func (tr *translator) memberQualifiers() {
 		top := &stack[len(stack)-1]
 		switch t[i].text {
 		case "{":
-			stack = append(stack, scopeFrame{class: tr.isClassHead(stmt, i), start: i + 1})
+			stack = append(stack, scopeFrame{class: tr.isClassHead(stmt, i), start: i + 1,
+				namespace: top.namespace && tr.isNamespaceHead(stmt, i), decl: stmt})
 			stmt = i + 1
 		case "}":
 			stmt = i + 1
@@ -52,7 +65,15 @@ func (tr *translator) memberQualifiers() {
 			if closed.class {
 				tr.resolveMembers(closed.members)
 			}
+			if closed.namespace {
+				tr.resolveFunctions(closed.funcs)
+			}
 			parent := &stack[len(stack)-1]
+			if parent.namespace && !closed.class && !closed.namespace {
+				if f, ok := tr.function(closed.decl, i); ok {
+					parent.funcs = append(parent.funcs, f)
+				}
+			}
 			if !parent.class {
 				continue
 			}
@@ -72,6 +93,107 @@ func (tr *translator) memberQualifiers() {
 				top.start = i + 1
 				stmt = i + 1
 			}
+		}
+	}
+	tr.resolveFunctions(stack[0].funcs)
+}
+
+// isNamespaceHead reports whether the tokens from first to the brace at
+// open begin a namespace body (or an extern "C" block).
+func (tr *translator) isNamespaceHead(first, open int) bool {
+	for k := first; k < open; k++ {
+		if tr.toks[k].attr < 0 && (tr.toks[k].text == "namespace" || tr.toks[k].text == "extern") {
+			return true
+		}
+	}
+	return false
+}
+
+// function returns the function definition from token first to the brace
+// at last that closes its body, keyed by its declaration without thread
+// and device qualifiers.
+func (tr *translator) function(first, last int) (member, bool) {
+	t := tr.toks
+	k0 := tr.next(first)
+	if k0 < last && t[k0].text == "template" {
+		if n := tr.next(k0 + 1); n < last && t[n].text == "<" {
+			if m := tr.match(n); m > 0 && m < last {
+				k0 = m + 1
+			}
+		}
+	}
+	open := -1
+	operator := false // the = of operator= and operator+= is no initializer
+	for k := k0; k < last; k++ {
+		if t[k].attr >= 0 {
+			continue
+		}
+		if t[k].text == "(" && !(operator && tr.prev(k) >= 0 && t[tr.prev(k)].text == "operator") {
+			open = k
+			break
+		}
+		operator = operator || t[k].text == "operator"
+		if t[k].text == "=" && !operator || t[k].text == "{" || t[k].text == "struct" || t[k].text == "class" || t[k].text == "union" || t[k].text == "enum" {
+			return member{}, false
+		}
+	}
+	if open < 0 {
+		return member{}, false
+	}
+	closeIdx := tr.match(open)
+	if closeIdx < 0 || closeIdx > last {
+		return member{}, false
+	}
+	f := member{first: first, last: last, qual: -1}
+	var key []string
+	for k := first; k <= closeIdx; k++ {
+		if t[k].attr >= 0 {
+			continue
+		}
+		switch t[k].text {
+		case "device":
+			f.qual = k
+			continue
+		case "thread":
+			continue
+		}
+		key = append(key, t[k].text)
+	}
+	f.key = strings.Join(key, " ")
+	return f, true
+}
+
+// resolveFunctions keeps the first of each set of function definitions
+// that differ only in thread and device qualifiers, preferring one without
+// device, and blanks the others.
+func (tr *translator) resolveFunctions(funcs []member) {
+	groups := map[string][]member{}
+	var keys []string
+	for _, f := range funcs {
+		if groups[f.key] == nil {
+			keys = append(keys, f.key)
+		}
+		groups[f.key] = append(groups[f.key], f)
+	}
+	for _, k := range keys {
+		g := groups[k]
+		if len(g) < 2 {
+			continue
+		}
+		keep := 0
+		for i, f := range g {
+			if f.qual < 0 {
+				keep = i
+				break
+			}
+		}
+		for i, f := range g {
+			if i == keep || f.qual < 0 {
+				continue // a true redefinition: left for the compiler to report
+			}
+			start, end := tr.toks[f.first].start, tr.toks[f.last].end
+			tr.dropInside(start, end)
+			tr.repls = append(tr.repls, replacement{start: start, end: end, text: strings.Repeat("\n", strings.Count(tr.src[start:end], "\n"))})
 		}
 	}
 }

@@ -99,14 +99,11 @@ const (
 	BuiltIn
 )
 
+var paramKindNames = [...]string{Buffer: "buffer", ThreadgroupMemory: "threadgroup", BuiltIn: "built-in"}
+
 func (k ParamKind) String() string {
-	switch k {
-	case Buffer:
-		return "buffer"
-	case ThreadgroupMemory:
-		return "threadgroup"
-	case BuiltIn:
-		return "built-in"
+	if k >= 0 && int(k) < len(paramKindNames) {
+		return paramKindNames[k]
 	}
 	return fmt.Sprintf("ParamKind(%d)", int(k))
 }
@@ -152,7 +149,9 @@ func ThreadsGrid(threads, threadsPerThreadgroup [3]int) Grid {
 
 // Order is the order in which threadgroups, and the threads of a
 // threadgroup, get the CPU. Correct kernels give the same results in every
-// order; running two orders exposes missing barriers.
+// order. A race on threadgroup memory is a fault in any order; results
+// that differ between orders show the races the emulator does not check,
+// such as threadgroups sharing device memory.
 type Order int
 
 const (
@@ -164,14 +163,11 @@ const (
 	Shuffled
 )
 
+var orderNames = [...]string{Forward: "forward", Reverse: "reverse", Shuffled: "shuffled"}
+
 func (o Order) String() string {
-	switch o {
-	case Forward:
-		return "forward"
-	case Reverse:
-		return "reverse"
-	case Shuffled:
-		return "shuffled"
+	if o >= 0 && int(o) < len(orderNames) {
+		return orderNames[o]
 	}
 	return fmt.Sprintf("Order(%d)", int(o))
 }

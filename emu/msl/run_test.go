@@ -376,3 +376,14 @@ template [[host_name("copy_rows_16")]] kernel decltype(copy_rows<16>) copy_rows<
 		}
 	}
 }
+
+func TestKindAndOrderNames(t *testing.T) {
+	for v, want := range map[fmt.Stringer]string{
+		Buffer: "buffer", ThreadgroupMemory: "threadgroup", BuiltIn: "built-in", ParamKind(3): "ParamKind(3)", ParamKind(-1): "ParamKind(-1)",
+		Forward: "forward", Reverse: "reverse", Shuffled: "shuffled", Order(3): "Order(3)", Order(-2): "Order(-2)",
+	} {
+		if got := v.String(); got != want {
+			t.Errorf("%#v.String() = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -35,10 +35,12 @@ const (
 	SIMDGroupStore              // simdgroup_store
 	SIMDGroupMultiply           // simdgroup_multiply
 	SIMDGroupMultiplyAccumulate // simdgroup_multiply_accumulate
+	SIMDShuffleAndFillUp
+	SIMDShuffleAndFillDown
 )
 
 // NumSIMDOps is the length of Counters.SIMDOps; index 0 is unused.
-const NumSIMDOps = int(SIMDGroupMultiplyAccumulate) + 1
+const NumSIMDOps = int(SIMDShuffleAndFillDown) + 1
 
 var simdOpNames = [NumSIMDOps]string{
 	"", "simdgroup_barrier", "simd_sum", "simd_product", "simd_min", "simd_max",
@@ -49,6 +51,7 @@ var simdOpNames = [NumSIMDOps]string{
 	"simd_shuffle_rotate_down", "simd_broadcast", "simd_broadcast_first",
 	"simd_all", "simd_any", "simd_is_first", "simd_ballot", "simd_active_threads_mask",
 	"simdgroup_load", "simdgroup_store", "simdgroup_multiply", "simdgroup_multiply_accumulate",
+	"simd_shuffle_and_fill_up", "simd_shuffle_and_fill_down",
 }
 
 // String returns the function's MSL name.
@@ -69,7 +72,8 @@ func (op SIMDOp) ShuffleSteps() uint64 {
 	switch {
 	case op >= SIMDSum && op <= SIMDPrefixExclusiveProduct:
 		return 5
-	case op >= SIMDShuffle && op <= SIMDActiveThreadsMask && op != SIMDIsFirst:
+	case op >= SIMDShuffle && op <= SIMDActiveThreadsMask && op != SIMDIsFirst,
+		op == SIMDShuffleAndFillUp || op == SIMDShuffleAndFillDown:
 		return 1
 	}
 	return 0

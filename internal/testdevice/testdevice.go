@@ -93,3 +93,81 @@ func Pipeline(t testing.TB, d *mtl.Device, src string, opts mtl.CompileOptions, 
 	}
 	return p
 }
+
+// A GPU is a Metal device and a command queue on it, for tests that encode
+// through package mtl. What it makes is released when the test ends.
+type GPU struct {
+	T testing.TB
+	D *mtl.Device
+	Q *mtl.CommandQueue
+}
+
+// NewEmulated returns an emulated device with opts and a queue on it. It
+// also checks, when the test ends, that every emulated object the test
+// made was released (CheckReleased): call it before making anything else.
+func NewEmulated(t testing.TB, opts emu.Options) *GPU {
+	t.Helper()
+	CheckReleased(t)
+	d := Emulated(t, opts)
+	q, err := d.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Release)
+	return &GPU{T: t, D: d, Q: q}
+}
+
+// Pipeline is the package's Pipeline on the GPU's device, the pipeline
+// released when the test ends.
+func (g *GPU) Pipeline(src string, opts mtl.CompileOptions, kernel string) *mtl.ComputePipelineState {
+	g.T.Helper()
+	p := Pipeline(g.T, g.D, src, opts, kernel)
+	g.T.Cleanup(p.Release)
+	return p
+}
+
+// Buffer makes a buffer of length bytes.
+func (g *GPU) Buffer(length int, opts mtl.ResourceOptions) *mtl.Buffer {
+	g.T.Helper()
+	b, err := g.D.NewBuffer(length, opts)
+	if err != nil {
+		g.T.Fatal(err)
+	}
+	g.T.Cleanup(b.Release)
+	return b
+}
+
+// CommandBuffer makes a command buffer on the queue; the test may release
+// it before it ends (a second Release does nothing).
+func (g *GPU) CommandBuffer() *mtl.CommandBuffer {
+	g.T.Helper()
+	cb, err := g.Q.CommandBuffer()
+	if err != nil {
+		g.T.Fatal(err)
+	}
+	g.T.Cleanup(cb.Release)
+	return cb
+}
+
+// Encoder makes a command buffer and a compute command encoder on it.
+func (g *GPU) Encoder() (*mtl.CommandBuffer, *mtl.ComputeCommandEncoder) {
+	g.T.Helper()
+	return encoderOn(g, (*mtl.CommandBuffer).ComputeCommandEncoder)
+}
+
+// Blit makes a command buffer and a blit command encoder on it.
+func (g *GPU) Blit() (*mtl.CommandBuffer, *mtl.BlitCommandEncoder) {
+	g.T.Helper()
+	return encoderOn(g, (*mtl.CommandBuffer).BlitCommandEncoder)
+}
+
+// encoderOn makes a command buffer and, with start, an encoder on it.
+func encoderOn[E any](g *GPU, start func(*mtl.CommandBuffer) (E, error)) (*mtl.CommandBuffer, E) {
+	g.T.Helper()
+	cb := g.CommandBuffer()
+	e, err := start(cb)
+	if err != nil {
+		g.T.Fatal(err)
+	}
+	return cb, e
+}

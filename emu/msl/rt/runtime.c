@@ -436,6 +436,7 @@ static const char *op_name(uint32_t op) {
 		"simd_all", "simd_any", "simd_is_first", "simd_ballot", "simd_active_threads_mask",
 		"simdgroup_load", "simdgroup_store", "simdgroup_multiply",
 		"simdgroup_multiply_accumulate",
+		"simd_shuffle_and_fill_up", "simd_shuffle_and_fill_down",
 	};
 	_Static_assert(sizeof names / sizeof names[0] == PM_OP_COUNT, "a name for every PM_OP_ code");
 	return op < PM_OP_COUNT ? names[op] : "?";
@@ -566,6 +567,20 @@ __attribute__((used)) void pm_fiber_main(pm_fiber *f) {
 	__builtin_trap();
 }
 
+/* Where a fiber waits: a barrier (op 0) or a SIMD-group function, and its
+ * call site. at_site says whether h waits at that site, set_site records
+ * f's. */
+static inline int at_site(const pm_fiber *h, uint32_t op, uint32_t line, uint32_t col, const char *file) {
+	return h->op == op && h->line == line && h->col == col && h->file == file;
+}
+
+static inline void set_site(pm_fiber *f, uint32_t op, uint32_t line, uint32_t col, const char *file) {
+	f->op = op;
+	f->line = line;
+	f->col = col;
+	f->file = file;
+}
+
 /* ---------------------------------------------------------------------------
  * Functions called by kernel code. */
 
@@ -583,7 +598,7 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 	}
 	if (w->at_barrier > 0) {
 		pm_fiber *b = &w->fibers[w->first_barrier];
-		if (b->line != line || b->col != col || b->file != file) {
+		if (!at_site(b, 0, line, col, file)) {
 			record_fault(w, f, PM_FAULT_BARRIER_DIVERGENCE, b->line, b->file, 0,
 			             "threads wait at different barriers: thread %u at line %u, thread %u at line %u",
 			             b->index, b->line, f->index, line);
@@ -592,10 +607,7 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 	} else {
 		w->first_barrier = f->index;
 	}
-	f->line = line;
-	f->col = col;
-	f->file = file;
-	f->op = 0;
+	set_site(f, 0, line, col, file);
 	w->at_barrier++;
 	if (w->at_barrier == w->n) {
 		release_barrier(w);
@@ -639,7 +651,7 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 	tick(w, line, file, NULL);
 	if (g->waiting > 0) {
 		pm_fiber *h = &w->fibers[g->first];
-		if (h->op != op || h->line != line || h->col != col || h->file != file) {
+		if (!at_site(h, op, line, col, file)) {
 			record_fault(w, f, PM_FAULT_SIMD_DIVERGENCE, h->line, h->file, 0,
 			             "SIMD-group functions called at different sites in SIMD-group %u: "
 			             "%s at line %u (lane %u) and %s at line %u (lane %u)",
@@ -649,10 +661,7 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 	} else {
 		g->first = f->index;
 	}
-	f->op = op;
-	f->line = line;
-	f->col = col;
-	f->file = file;
+	set_site(f, op, line, col, file);
 	f->sin = in;
 	f->sout = out;
 	g->waiting++;
