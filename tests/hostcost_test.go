@@ -33,20 +33,7 @@ type decodeStep struct {
 }
 
 func newDecodeStep(tb testing.TB, act spec.ElemType) *decodeStep {
-	dev := testdevice.Emulated(tb, emu.Options{})
-	reg := kernels.NewRegistry()
-	tb.Cleanup(reg.Release)
-	k, err := gdn.New(dev, reg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(k.Release)
-	queue, err := dev.NewCommandQueue()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(queue.Release)
-	r := &rig{dev: dev, reg: reg, k: k, queue: queue, emulated: true}
+	r := newRig(tb, testdevice.Emulated(tb, emu.Options{}), true)
 	p := spec.Params{
 		Shape:      spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1},
 		QScale:     0.0883883476,
@@ -57,7 +44,7 @@ func newDecodeStep(tb testing.TB, act spec.ElemType) *decodeStep {
 		G: r.poisonedTyped(tb, act, p.GateLen()), Beta: r.poisonedTyped(tb, act, p.GateLen()), Output: r.poisonedTyped(tb, act, p.VLen()),
 	}
 	s := &decodeStep{r: r, p: p, offsets: make([]int, 14), params: paramBytes(p)}
-	pso, err := reg.Pipeline(dev, kernels.DecodePackedOf(act, spec.F32, 4))
+	pso, err := r.reg.Pipeline(r.dev, kernels.DecodePackedOf(act, spec.F32, 4))
 	if err != nil {
 		tb.Fatal(err)
 	}

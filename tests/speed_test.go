@@ -10,7 +10,6 @@ import (
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
-	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -41,20 +40,7 @@ type speedPair struct {
 //
 //	go test ./tests -run '^$' -bench Metal -benchtime 20x
 func BenchmarkMetalKernels(b *testing.B) {
-	dev := testdevice.Metal(b)
-	reg := kernels.NewRegistry()
-	b.Cleanup(reg.Release)
-	k, err := gdn.New(dev, reg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(k.Release)
-	queue, err := dev.NewCommandQueue()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(queue.Release)
-	r := &rig{dev: dev, reg: reg, k: k, queue: queue}
+	r := newRig(b, testdevice.Metal(b), false)
 
 	for _, act := range []spec.ElemType{spec.BF16, spec.F32} {
 		for _, seqs := range []int{1, 8, 32} {
