@@ -72,27 +72,29 @@ type structureKernel struct {
 
 // largestPrivateArray returns the bytes of the largest float array a
 // kernel source (with its preludes) declares in private memory at D_k =
-// 128: NSG = 4, GDN_MAX_DK = 128.
+// 128: NSG = 4, and the numbers the source #defines.
 func largestPrivateArray(t *testing.T, file string) int {
 	t.Helper()
 	src := regexp.MustCompile(`//[^\n]*`).ReplaceAllString(kernels.Source(file), "")
+	defined := map[string]int{"NSG": 4}
+	for _, m := range regexp.MustCompile(`(?m)^#define\s+(\w+)\s+(\d+)\s*$`).FindAllStringSubmatch(src, -1) {
+		defined[m[1]], _ = strconv.Atoi(m[2])
+	}
 	decl := regexp.MustCompile(`\bfloat\s+\w+\s*\[([^\]]+)\]\s*;`)
 	largest := 0
 	for _, m := range decl.FindAllStringSubmatch(src, -1) {
 		n := 1
 		for _, f := range strings.Split(m[1], "*") {
-			switch f = strings.TrimSpace(f); f {
-			case "NSG":
-				n *= 4
-			case "GDN_MAX_DK":
-				n *= 128
-			default:
-				v, err := strconv.Atoi(f)
-				if err != nil {
-					t.Fatalf("%s: private array [%s]: cannot evaluate %q", file, m[1], f)
-				}
+			f = strings.TrimSpace(f)
+			if v, ok := defined[f]; ok {
 				n *= v
+				continue
 			}
+			v, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("%s: private array [%s]: cannot evaluate %q", file, m[1], f)
+			}
+			n *= v
 		}
 		largest = max(largest, 4*n)
 	}
@@ -106,7 +108,8 @@ func largestPrivateArray(t *testing.T, file string) int {
 // counting, every kernel at Qwen3.5's shape (16 key heads, 32 value heads,
 // D_k = D_v = 128, bf16 activations, f32 state): a decode step (one token)
 // of the decode and capture kernels with the step given and fused, and a
-// window of 32 tokens (fused) of the seq and prefill kernels. It logs the side-by-side
+// window of 32 tokens (fused) of the seq and prefill kernels (the chunked
+// prefill included: 4 lanes per row, 8 rows per SIMD-group). It logs the side-by-side
 // table (go test ./tests -run TestEmulatedStructure -v) and asserts the
 // packed layout's targets:
 //
@@ -144,7 +147,8 @@ func TestEmulatedStructure(t *testing.T) {
 					kerns = []structureKernel{
 						{kLegacy, 1, kernels.DecodeFile, false}, {kOneRowSeq, 1, kernels.DecodeFile, false},
 						{kPackedSeq, 8, kernels.PackedFile, true},
-						{kRecurrent, 32, kernels.PrefillFile, false}, {kBlocked, 8, kernels.BlockedFile, true},
+						{kRecurrent, 32, kernels.PrefillFile, false}, {kChunked, 8, kernels.ChunkedFile, false},
+						{kBlocked, 8, kernels.BlockedFile, true},
 					}
 				}
 				for _, sk := range kerns {
