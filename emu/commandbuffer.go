@@ -109,7 +109,7 @@ func (cb *commandBuffer) run() {
 		if c.pipeline == nil {
 			continue // a memory barrier: dispatches already run in order
 		}
-		d := msl.Dispatch{Grid: c.grid, Order: opts.Order, Seed: opts.Seed, Timeout: opts.Timeout}
+		d := msl.Dispatch{Grid: c.grid, Order: opts.Order, Seed: opts.Seed, Timeout: opts.Timeout, CountSegments: opts.CountSegments}
 		for j, b := range c.buffers {
 			switch {
 			case b.buf != nil:
@@ -242,8 +242,10 @@ func gpuTime(cb *commandBuffer, t func(*commandBuffer) float64) uint64 {
 
 // DispatchCounters returns the emulator's counters for each dispatch that
 // a completed command buffer ran, in order: bytes loaded and stored per
-// buffer binding, SIMD-group operations and barriers. It is how tests
-// measure a kernel's memory traffic. The command buffer must come from an
+// buffer binding, SIMD-group operations (by kind) and barriers, the grid,
+// threadgroup and private memory, and with Options.CountSegments how the
+// accesses coalesce. It is how tests measure a kernel's memory traffic and
+// structure. The command buffer must come from an
 // emulated device and have completed.
 func DispatchCounters(cb *mtl.CommandBuffer) ([]msl.Counters, error) {
 	s := stateOf[commandBuffer](cb.ID())

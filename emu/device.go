@@ -28,6 +28,10 @@ type Options struct {
 	// buffer that runs too long. 0 means msl.DefaultTimeout (or the
 	// duration in PUREMETAL_EMU_TIMEOUT); negative means no limit.
 	Timeout time.Duration
+	// CountSegments makes every dispatch count the device-memory segments
+	// its SIMD-group accesses touch (msl.Counters.Loads and Stores, read
+	// with DispatchCounters), which slows dispatches down.
+	CountSegments bool
 }
 
 // Name is the name the emulated device reports.

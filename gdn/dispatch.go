@@ -10,9 +10,7 @@ import (
 
 // Buffer binding indices of the kernels.
 const (
-	paramsIndex  = 8  // the nine parameter words, bound with setBytes
-	captureIndex = 9  // the capture buffer (capture kernel only)
-	aLogIndex    = 10 // A_log (fused gate), then dt_bias at 11
+	paramsIndex = 8 // the nine parameter words, bound with setBytes
 )
 
 // Kernels dispatches the Gated DeltaNet kernels of one device. Its methods
@@ -39,16 +37,17 @@ type pipelineSource interface {
 type encoder interface {
 	SetComputePipelineState(p *mtl.ComputePipelineState)
 	setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, start int)
-	SetBuffer(b *mtl.Buffer, offset int, index int)
 	setParams(b [paramsLen]byte, index int)
 	SetThreadgroupMemoryLength(length, index int)
 	DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup mtl.Size)
 	Err() error
 }
 
-// numViews is the number of views bound with one setBuffers, at indices 0
-// to 7.
-const numViews = 8
+// numViews is the number of buffers bound with one setBuffers, at indices
+// 0 to 13: the eight views, a stand-in at 8 (the parameters, bound next
+// with setBytes), the capture buffer at 9, A_log and dt_bias at 10 and 11,
+// the slot index and cu_seqlens at 12 and 13.
+const numViews = 14
 
 // mtlEncoder is the encoder of a real dispatch.
 type mtlEncoder struct{ *mtl.ComputeCommandEncoder }
@@ -101,28 +100,25 @@ func (k *Kernels) Release() {
 // activation and state types of p: the chunked kernel
 // ([KernelPrefillChunked], gated_delta_net_chunked_{A}_{S}) from
 // [ChunkedMinTokens] tokens on (n_tokens: all the packed tokens with
-// Shape.Varlen), the token-by-token kernel ([KernelPrefill],
-// gated_delta_net_{A}_{S}) below. Both take state slots and packed
-// sequences. Both take D_k and D_v at most 128; the
-// token-by-token kernel runs D_v threads per threadgroup, the chunked one
-// 4 D_v, at most the pipeline's maxTotalThreadsPerThreadgroup. b.Capture
-// must be empty. Like every dispatcher it takes p's types and fused parts (see
+// Shape.Varlen); below, the blocked kernel ([KernelPrefillBlocked],
+// gated_delta_net_prefill_blocked_{A}_{S}_{NSG}: the packed layout, tokens
+// staged in blocks) where it applies (D_k 64 or 128, D_v a multiple of 32,
+// Q, K, StateIn and StateOut at offsets of 4 elements), and the
+// token-by-token kernel ([KernelPrefill], gated_delta_net_{A}_{S})
+// otherwise. All take state slots and packed sequences. The chunked and
+// token-by-token kernels take D_k and D_v at most 128; the token-by-token
+// kernel runs D_v threads per threadgroup, the chunked one 4 D_v, at most
+// the pipeline's maxTotalThreadsPerThreadgroup. b.Capture must be empty.
+// Like every dispatcher it takes p's types and fused parts (see
 // [Buffers]).
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, prefillKernel(p.Shape.NTokens), p, b)
+	return k.encode(enc, prefillKernel(p, b), p, b)
 }
 
 // PrefillChunked encodes the chunked prefill kernel whatever n_tokens is.
 // Same rules as [Kernels.Prefill].
 func (k *Kernels) PrefillChunked(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
 	return k.encode(enc, KernelPrefillChunked, p, b)
-}
-
-// Encode encodes the kernel kern, whichever the shape would get from
-// [Kernels.Prefill] or [Kernels.Decode]: for benchmarks, tests and the
-// reference kernels. The rules of the kernel's dispatcher apply.
-func (k *Kernels) Encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
-	return k.encode(enc, kern, p, b)
 }
 
 // ChunkedMinTokens is the n_tokens from which [Kernels.Prefill] picks the
@@ -143,22 +139,33 @@ func (k *Kernels) Encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 const ChunkedMinTokens = 64
 
 // prefillKernel is the automatic choice of [Kernels.Prefill].
-func prefillKernel(nTokens int) Kernel {
-	if nTokens >= ChunkedMinTokens {
+func prefillKernel(p Params, b Buffers) Kernel {
+	switch {
+	case p.Shape.NTokens >= ChunkedMinTokens:
 		return KernelPrefillChunked
+	case packedFits(p, b):
+		return KernelPrefillBlocked
 	}
 	return KernelPrefill
 }
 
-// Decode encodes the decode family's best kernel for the window: the decode
-// kernel at n_tokens == 1, the seq kernel at n_tokens >= 2 and for packed
-// sequences (Shape.Varlen). Both give bit-identical results. D_k must be 32, 64 or 128 and D_v a multiple of
-// D_k/32. b.Capture must be empty.
+// Decode encodes the decode family's best kernel for the window: where the
+// packed layout applies (D_k 64 or 128, D_v a multiple of 32, Q, K,
+// StateIn and StateOut at offsets of 4 elements) the packed decode kernel
+// at n_tokens == 1 and the packed seq kernel at n_tokens >= 2, otherwise
+// the decode and seq kernels of one row per SIMD-group; seq (of either
+// layout) for packed sequences (Shape.Varlen). Each
+// pair gives bit-identical results. D_k must be 32, 64 or 128 and D_v a
+// multiple of D_k/32. b.Capture must be empty.
 func (k *Kernels) Decode(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	kern := decodeKernel(p.Shape.NTokens)
-	if p.Shape.Varlen {
-		kern = KernelDecodeSeq // of the two, only seq takes packed sequences
-	}
+	return k.encode(enc, decodeKernel(p, b), p, b)
+}
+
+// Encode encodes the kernel kern, whichever the shape would get from
+// [Kernels.Prefill], [Kernels.Decode] or [Kernels.DecodeWithCapture]:
+// for benchmarks, tests and the reference kernels. The rules of the
+// kernel's dispatcher apply, and those of its layout ([KernelDecodePacked]).
+func (k *Kernels) Encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
 	return k.encode(enc, kern, p, b)
 }
 
@@ -174,23 +181,49 @@ func (k *Kernels) DecodeLegacy(enc *mtl.ComputeCommandEncoder, p Params, b Buffe
 	return k.encode(enc, KernelDecodeLegacy, p, b)
 }
 
-// DecodeWithCapture encodes the capture kernel, which also writes S after
+// DecodeWithCapture encodes a capture kernel, which also writes S after
 // every token t to b.Capture[..., t, s] (layout [D_k, D_v, n_v_heads,
 // n_tokens, n_seqs]); the last token's slot is byte-identical to StateOut.
 // For several sequences b.Capture holds exactly n_tokens states per
 // sequence; for one sequence it may be longer (allocated once for the
-// longest draft). Otherwise the rules of [Kernels.Decode] apply.
+// longest draft). It is the packed capture kernel where [Kernels.Decode]
+// would pick the packed layout (and Capture's offset is a multiple of 4
+// elements too), bit-identical to it, and the capture kernel of one row
+// per SIMD-group otherwise, bit-identical to that. Otherwise the rules of
+// [Kernels.Decode] apply.
 func (k *Kernels) DecodeWithCapture(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, KernelDecodeCapture, p, b)
+	kern := KernelDecodeCapture
+	if packedFits(p, b) && b.Capture.Offset%(packedAlign*p.State.Size()) == 0 {
+		kern = KernelDecodePackedCapture
+	}
+	return k.encode(enc, kern, p, b)
 }
 
-// decodeKernel is the automatic choice of [Kernels.Decode] for n_tokens
-// tokens per sequence.
-func decodeKernel(nTokens int) Kernel {
-	if nTokens >= 2 {
+// decodeKernel is the automatic choice of [Kernels.Decode].
+func decodeKernel(p Params, b Buffers) Kernel {
+	packed := packedFits(p, b)
+	switch {
+	case packed && (p.Shape.NTokens >= 2 || p.Shape.Varlen): // packed_seq takes packed sequences
+		return KernelDecodePackedSeq
+	case packed:
+		return KernelDecodePacked
+	case p.Shape.NTokens >= 2 || p.Shape.Varlen: // of the two, only seq takes packed sequences
 		return KernelDecodeSeq
 	}
 	return KernelDecode
+}
+
+// packedFits reports whether the packed kernels take the shape and the
+// offsets of the views they access 4
+// elements at a time; the rest is validated as for any kernel.
+func packedFits(p Params, b Buffers) bool {
+	s := p.Shape
+	if (s.DK != 64 && s.DK != 128) || s.DV%packedRows != 0 {
+		return false
+	}
+	a, st := packedAlign*p.Activation.Size(), packedAlign*p.State.Size()
+	return a > 0 && st > 0 && b.Q.Offset%a == 0 && b.K.Offset%a == 0 &&
+		b.StateIn.Offset%st == 0 && b.StateOut.Offset%st == 0
 }
 
 func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
@@ -205,31 +238,35 @@ func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 
 // entryPoint returns the MSL entry point of kern for valid parameters: the
 // variant of the activation and state types, and of NSG for the decode
-// family.
+// family and the packed kernels.
 func entryPoint(kern Kernel, p Params) string {
-	a, st, n := p.Activation, p.State, nsg(p.Shape)
-	switch kern {
-	case KernelDecode:
-		return kernels.DecodeOf(a, st, n)
-	case KernelDecodeSeq:
-		return kernels.DecodeSeqOf(a, st, n)
-	case KernelDecodeLegacy:
-		return kernels.DecodeLegacyOf(a, st, n)
-	case KernelDecodeCapture:
-		return kernels.DecodeCaptureOf(a, st, n)
-	case KernelPrefillChunked:
-		return kernels.PrefillChunkedOf(a, st)
-	}
-	return kernels.PrefillOf(a, st)
+	return entryNames[kern](p.Activation, p.State, nsg(p.Shape))
+}
+
+// entryNames names each kernel's entry points in package kernels.
+var entryNames = [...]func(act, state ElemType, nsg int) string{
+	KernelPrefill:             func(act, state ElemType, _ int) string { return kernels.PrefillOf(act, state) },
+	KernelDecode:              kernels.DecodeOf,
+	KernelDecodeSeq:           kernels.DecodeSeqOf,
+	KernelDecodeLegacy:        kernels.DecodeLegacyOf,
+	KernelDecodeCapture:       kernels.DecodeCaptureOf,
+	KernelPrefillChunked:      func(act, state ElemType, _ int) string { return kernels.PrefillChunkedOf(act, state) },
+	KernelDecodePacked:        kernels.DecodePackedOf,
+	KernelDecodePackedSeq:     kernels.DecodePackedSeqOf,
+	KernelDecodePackedCapture: kernels.DecodePackedCaptureOf,
+	KernelPrefillBlocked:      kernels.PrefillBlockedOf,
 }
 
 // dispatch validates, then encodes one dispatch of kern onto enc: the
-// pipeline state, buffers 0-7 in one call, the parameters with setBytes at
-// index 8, the capture buffer at 9, A_log and dt_bias at 10 and 11, the
-// slot index and cu_seqlens at 12 and 13, the prefill kernels' threadgroup
-// memory, and the threadgroups. Nothing reaches enc when an argument is
-// invalid. An error the encoder recorded (an earlier call on it failed,
-// for one) is returned, and does not wrap ErrInvalidArgument.
+// pipeline state (which the encoder sends only when it changes), buffers
+// 0-13 in one call (the views at 0-7, the capture buffer at 9, A_log and
+// dt_bias at 10 and 11, the slot index and cu_seqlens at 12 and 13), the
+// parameters with setBytes at index 8, the prefill kernels' threadgroup
+// memory, and the threadgroups: four sends at most, three when the
+// pipeline state stays (the prefill kernels add one). Nothing reaches enc
+// when an argument is invalid. An error
+// the encoder recorded (an earlier call on it failed, for one) is returned,
+// and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
 	if err := Validate(kern, p, b); err != nil {
 		return err
@@ -247,9 +284,24 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		return invalid("Shape.DV", "%d: %d threads per row make %d, more than the %d threads per threadgroup the %s pipeline allows",
 			s.DV, kernels.ChunkLanes, kernels.ChunkLanes*s.DV, maxThreads, entry)
 	}
+	if kern.packed() && packedThreads > maxThreads {
+		return invalid("kernel", "%s: %d threads per threadgroup, more than the %d its pipeline allows", entry, packedThreads, maxThreads)
+	}
 
 	enc.SetComputePipelineState(pso)
-	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut}
+	// G's buffer stands in where the kernel reads nothing: index 9 but for
+	// the capture kernels, A_log and dt_bias without the fused gate (so
+	// that every argument of the function has a binding); Q's at 8, which
+	// setBytes then binds.
+	capture, aLog, dtBias := b.G, b.ALog, b.DtBias
+	if kern.captures() {
+		capture = b.Capture
+	}
+	if !p.Fused.Gate {
+		aLog, dtBias = b.G, b.G
+	}
+	slots, cu := servingViews(s, b)
+	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut, b.Q, capture, aLog, dtBias, slots, cu}
 	var bufs [numViews]*mtl.Buffer
 	var offsets [numViews]int
 	for i, v := range views {
@@ -257,24 +309,17 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 	enc.setViews(bufs, offsets, 0)
 	enc.setParams(paramBytes(p), paramsIndex)
-	if kern == KernelDecodeCapture {
-		enc.SetBuffer(b.Capture.Buffer, b.Capture.Offset, captureIndex)
-	}
-	// Without the fused gate the kernel reads neither; G's buffer stands in,
-	// so that every argument of the function has a binding.
-	aLog, dtBias := b.ALog, b.DtBias
-	if !p.Fused.Gate {
-		aLog, dtBias = b.G, b.G
-	}
-	enc.SetBuffer(aLog.Buffer, aLog.Offset, aLogIndex)
-	enc.SetBuffer(dtBias.Buffer, dtBias.Offset, aLogIndex+1)
-	bindServing(enc, p.Shape, b)
 	var grid, group mtl.Size
-	switch kern {
-	case KernelPrefill:
+	switch {
+	case kern == KernelPrefill:
 		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
 		grid, group = prefillGeometry(s)
-	case KernelPrefillChunked:
+	case kern == KernelPrefillBlocked:
+		enc.SetThreadgroupMemoryLength(blockedThreadgroupMemory(p), 0)
+		grid, group = packedGeometry(s)
+	case kern.packed():
+		grid, group = packedGeometry(s)
+	case kern == KernelPrefillChunked:
 		enc.SetThreadgroupMemoryLength(kernels.ChunkedThreadgroupMemory(s.DK, s.DV), 0)
 		grid, group = chunkedGeometry(s)
 	default:

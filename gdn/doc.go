@@ -4,6 +4,20 @@
 // choice between the decode and seq kernels), seq, legacy and decode with
 // per-token state capture for speculative decoding.
 //
+// # Kernel choice
+//
+// Two layouts of the state exist. One row of S per SIMD-group (each lane 4
+// cells at D_k = 128, two 32-lane simd_sum per row and token; prefill: one
+// row per thread) takes every D_k of 32, 64 and 128. The packed layout
+// holds 8 rows per SIMD-group, 4 lanes per row, 32 cells per lane at D_k =
+// 128, and sums a row with two simd_shuffle_xor steps; it takes D_k 64 and
+// 128 with D_v a multiple of 32. [Kernels.Decode], [Kernels.DecodeWithCapture]
+// and [Kernels.Prefill] pick the packed kernels where they apply (the
+// blocked prefill stages 16 tokens at a time in threadgroup memory) and the
+// one-row kernels otherwise; [Kernels.Encode] runs any [Kernel] by name.
+// Within a layout decode, seq and capture give the same bytes; across
+// layouts the summation order differs, within the float32 bounds.
+//
 // # The recurrence
 //
 // One state S (D_v rows, D_k columns) per sequence and value head. For each

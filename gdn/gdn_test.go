@@ -89,7 +89,7 @@ func (fb fakeBuffers) typedArgs(kern Kernel, s Shape, a, st ElemType, f spec.Fus
 		G: fb.typedView(a, s.GateLen()), Beta: fb.typedView(a, s.GateLen()), StateIn: fb.typedView(st, s.StateLen()),
 		Output: fb.typedView(a, s.VLen()), StateOut: fb.typedView(st, s.StateLen()),
 	}
-	if kern == KernelDecodeCapture {
+	if kern.captures() {
 		b.Capture = fb.typedView(st, s.CaptureLen())
 	}
 	if f.Gate {
@@ -111,12 +111,13 @@ var (
 	decodeShape  = Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3}
 	prefillShape = Shape{DK: 48, DV: 24, NKHeads: 2, NVHeads: 6, NTokens: 5, NSeqs: 3}
 	// The kernels of one threadgroup per head and sequence, then the
-	// SIMD-group decode family.
+	// SIMD-group decode family, then the kernels of the packed layout.
 	prefillKernels = []Kernel{KernelPrefill, KernelPrefillChunked}
 	decodeKernels  = []Kernel{KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture}
-	allKernels     = append(slices.Clone(prefillKernels), decodeKernels...)
-	// Every kernel but capture.
-	noCapture = append(slices.Clone(prefillKernels), decodeKernels[:3]...)
+	packedKernels  = []Kernel{KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture, KernelPrefillBlocked}
+	allKernels     = slices.Concat(prefillKernels, decodeKernels, packedKernels)
+	// Every kernel but the capture kernels.
+	noCapture = slices.Concat(prefillKernels, decodeKernels[:3], []Kernel{KernelDecodePacked, KernelDecodePackedSeq, KernelPrefillBlocked})
 )
 
 func shapeFor(k Kernel) Shape {
@@ -188,6 +189,11 @@ func TestValidateAcceptsValidArguments(t *testing.T) {
 			{DK: 32, DV: 7, NKHeads: 1, NVHeads: 3, NTokens: 1, NSeqs: 1},
 			{DK: 128, DV: 128, NKHeads: 16, NVHeads: 48, NTokens: 2, NSeqs: 2}}
 	}
+	for _, k := range packedKernels {
+		shapes[k] = []Shape{decodeShape,
+			{DK: 64, DV: 96, NKHeads: 1, NVHeads: 3, NTokens: 1, NSeqs: 1},
+			{DK: 128, DV: 128, NKHeads: 16, NVHeads: 48, NTokens: 2, NSeqs: 2}}
+	}
 	for _, k := range allKernels {
 		for _, s := range shapes[k] {
 			p, b := fb.args(k, s)
@@ -223,6 +229,7 @@ type invalidCase struct {
 
 func invalidCases() []invalidCase {
 	decode := decodeKernels
+	packed := packedKernels
 	prefill := prefillKernels
 	cases := []invalidCase{
 		{"DK zero", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 0 }, []string{"Shape.DK", "0"}},
@@ -238,6 +245,21 @@ func invalidCases() []invalidCase {
 		{"decode DK 16", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 16 }, []string{"Shape.DK", "16"}},
 		{"decode DV not a multiple of NSG 2", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = 33 }, []string{"Shape.DV", "33", "NSG", "2"}},
 		{"decode DV not a multiple of NSG 4", decode, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK, p.Shape.DV = 128, 66 }, []string{"Shape.DV", "66", "NSG", "4"}},
+		{"packed DK 32", packed, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 32 }, []string{"Shape.DK", "32", "needs 64 or 128"}},
+		{"packed DK 48", packed, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 48 }, []string{"Shape.DK", "48", "needs 64 or 128"}},
+		{"packed DV 48", packed, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = 48 }, []string{"Shape.DV", "48", "multiple of 32"}},
+		{"packed K two floats in", packed, func(fb fakeBuffers, p *Params, b *Buffers) {
+			kb := fb.buffer(4*b.K.Len + 8)
+			b.K = NewView(kb, 8, F32, b.K.Len)
+		}, []string{"K", "offset 8 bytes", "4 elements at a time", "multiple of 16"}},
+		{"packed StateIn two floats in", packed, func(fb fakeBuffers, p *Params, b *Buffers) {
+			sb := fb.buffer(4*b.StateIn.Len + 8)
+			b.StateIn = NewView(sb, 8, F32, b.StateIn.Len)
+		}, []string{"StateIn", "offset 8 bytes", "multiple of 16"}},
+		{"packed capture two floats in", []Kernel{KernelDecodePackedCapture}, func(fb fakeBuffers, p *Params, b *Buffers) {
+			cb := fb.buffer(4*b.Capture.Len + 8)
+			b.Capture = NewView(cb, 8, F32, b.Capture.Len)
+		}, []string{"Capture", "offset 8 bytes", "multiple of 16"}},
 		{"prefill DK 129", prefill, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DK = 129 }, []string{"Shape.DK", "129", "128"}},
 		{"prefill DV 129", prefill, func(_ fakeBuffers, p *Params, _ *Buffers) { p.Shape.DV = 129 }, []string{"Shape.DV", "129", "128"}},
 		{"head map unknown", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) { p.HeadMap = 2 }, []string{"HeadMap", "2"}},
@@ -298,14 +320,14 @@ func invalidCases() []invalidCase {
 			*b = fb.mustArgs(KernelDecodeCapture, p.Shape)
 			b.Capture.Len = 1 << 32
 		}, []string{"Capture", "4294967296", "2^32"}},
-		{"kernel unknown", nil, nil, []string{"kernel", "7"}},
+		{"kernel unknown", nil, nil, []string{"kernel", "99"}},
 		// Counts at 2^32: 2^20 tokens of 64 heads of 64 q values. (The
 		// states have 64-bit offsets: see TestStatePoolLimits.)
 		{"q count at 2^32", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) {
 			p.Shape = Shape{DK: 64, DV: 32, NKHeads: 64, NVHeads: 64, NTokens: 1 << 20, NSeqs: 1}
 		}, []string{"Q", "4294967296", "2^32"}},
 		{"gate count beyond 2^32, no wrap", allKernels, func(_ fakeBuffers, p *Params, _ *Buffers) {
-			p.Shape = Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 1, NTokens: 1 << 40, NSeqs: 1 << 40}
+			p.Shape = Shape{DK: 64, DV: 32, NKHeads: 1, NVHeads: 1, NTokens: 1 << 40, NSeqs: 1 << 40}
 		}, []string{"Q", "2^32"}},
 	}
 	// Overlaps of a written view with another view of the same buffer.
@@ -395,7 +417,7 @@ func TestValidateRejects(t *testing.T) {
 		kerns := c.kerns
 		if kerns == nil { // the unknown kernel
 			p, b := fb.args(KernelDecode, decodeShape)
-			checkInvalid(t, c.name, Validate(Kernel(7), p, b), c.want)
+			checkInvalid(t, c.name, Validate(Kernel(99), p, b), c.want)
 			continue
 		}
 		for _, k := range kerns {
@@ -464,7 +486,7 @@ func TestSharedBufferWithoutOverlap(t *testing.T) {
 		b.K = b.Q // read twice
 		st, out := 4*b.StateIn.Len, 4*b.Output.Len
 		views := []at{{&b.StateIn, 0}, {&b.StateOut, st}, {&b.Output, 2 * st}, {&b.V, 2*st + out}}
-		if k == KernelDecodeCapture {
+		if k.captures() {
 			views = append(views, at{&b.Capture, 2*st + 2*out})
 		}
 		fb.pack(views...)
@@ -645,17 +667,60 @@ func TestGeometry(t *testing.T) {
 }
 
 func TestPrefillChoice(t *testing.T) {
-	for n, want := range map[int]Kernel{1: KernelPrefill, ChunkedMinTokens - 1: KernelPrefill, ChunkedMinTokens: KernelPrefillChunked, 8192: KernelPrefillChunked} {
-		if got := prefillKernel(n); got != want {
-			t.Errorf("n_tokens %d: %v, want %v", n, got, want)
+	fb := useFakeBuffers(t)
+	for _, c := range []struct {
+		dk, dv, n int
+		want      Kernel
+	}{
+		{128, 128, 1, KernelPrefillBlocked},
+		{128, 128, ChunkedMinTokens - 1, KernelPrefillBlocked},
+		{128, 128, ChunkedMinTokens, KernelPrefillChunked},
+		{64, 32, 8192, KernelPrefillChunked},
+		{48, 24, 1, KernelPrefill},
+		{128, 20, ChunkedMinTokens - 1, KernelPrefill},
+		{48, 24, ChunkedMinTokens, KernelPrefillChunked},
+	} {
+		s := Shape{DK: c.dk, DV: c.dv, NKHeads: 2, NVHeads: 4, NTokens: c.n, NSeqs: 1}
+		p, b := fb.typedArgs(KernelPrefill, s, F32, F32, spec.Fused{})
+		if got := prefillKernel(p, b); got != c.want {
+			t.Errorf("%+v: %v, want %v", c, got, c.want)
 		}
 	}
 }
 
+// The automatic choice: the packed layout where it applies (D_k 64 or
+// 128, D_v a multiple of 32, Q, K and the states at offsets of 4
+// elements), decode at one token and seq from two.
 func TestDecodeChoice(t *testing.T) {
-	for n, want := range map[int]Kernel{1: KernelDecode, 2: KernelDecodeSeq, 5: KernelDecodeSeq, 512: KernelDecodeSeq} {
-		if got := decodeKernel(n); got != want {
-			t.Errorf("n_tokens %d: %v, want %v", n, got, want)
+	fb := useFakeBuffers(t)
+	for _, c := range []struct {
+		dk, dv, n int
+		kOffset   int // bytes
+		a         ElemType
+		want      Kernel
+	}{
+		{128, 128, 1, 0, F32, KernelDecodePacked},
+		{128, 128, 2, 0, BF16, KernelDecodePackedSeq},
+		{64, 32, 512, 0, F16, KernelDecodePackedSeq},
+		{64, 32, 1, 8, BF16, KernelDecodePacked}, // 4 bf16 elements
+		{64, 32, 1, 8, F32, KernelDecode},        // 2 f32 elements: not a vector's
+		{32, 32, 1, 0, F32, KernelDecode},        // D_k 32
+		{128, 20, 5, 0, F32, KernelDecodeSeq},    // D_v not a multiple of 32
+		{128, 96, 5, 0, F32, KernelDecodePackedSeq},
+	} {
+		s := Shape{DK: c.dk, DV: c.dv, NKHeads: 2, NVHeads: 4, NTokens: c.n, NSeqs: 1}
+		p, b := fb.typedArgs(KernelDecode, s, c.a, F32, spec.Fused{})
+		b.K.Offset = c.kOffset
+		if got := decodeKernel(p, b); got != c.want {
+			t.Errorf("%+v: %v, want %v", c, got, c.want)
+		}
+	}
+	// Packed sequences: seq of either layout, whatever n_tokens is.
+	for dv, want := range map[int]Kernel{32: KernelDecodePackedSeq, 8: KernelDecodeSeq} {
+		s := Shape{DK: 64, DV: dv, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 2, Varlen: true}
+		p, b := fb.typedArgs(KernelDecode, s, F32, F32, spec.Fused{})
+		if got := decodeKernel(p, b); got != want {
+			t.Errorf("varlen, D_v %d: %v, want %v", dv, got, want)
 		}
 	}
 }
@@ -668,10 +733,10 @@ func TestEncoding(t *testing.T) {
 		return func(kk *Kernels, e encoder, p Params, b Buffers) error { return kk.dispatch(e, k, p, b) }
 	}
 	auto := func(kk *Kernels, e encoder, p Params, b Buffers) error {
-		return kk.dispatch(e, decodeKernel(p.Shape.NTokens), p, b)
+		return kk.dispatch(e, decodeKernel(p, b), p, b)
 	}
 	autoPrefill := func(kk *Kernels, e encoder, p Params, b Buffers) error {
-		return kk.dispatch(e, prefillKernel(p.Shape.NTokens), p, b)
+		return kk.dispatch(e, prefillKernel(p, b), p, b)
 	}
 	cases := []struct {
 		name  string
@@ -686,12 +751,17 @@ func TestEncoding(t *testing.T) {
 		{"prefill bf16/f16 fused", byKernel(KernelPrefill), KernelPrefill, prefillShape, "gated_delta_net_bf16_f16", BF16, F16, spec.FusedAll},
 		{"chunked", byKernel(KernelPrefillChunked), KernelPrefillChunked, prefillShape, kernels.PrefillChunked, F32, F32, spec.Fused{}},
 		{"chunked f16/bf16 fused, D_k 128", byKernel(KernelPrefillChunked), KernelPrefillChunked, Shape{DK: 128, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}, "gated_delta_net_chunked_f16_bf16", F16, BF16, spec.FusedAll},
-		{"prefill auto, 63 tokens", autoPrefill, KernelPrefill, Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens - 1, NSeqs: 1}, kernels.Prefill, F32, F32, spec.Fused{}},
+		{"prefill auto, 63 tokens", autoPrefill, KernelPrefill, Shape{DK: 48, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens - 1, NSeqs: 1}, kernels.Prefill, F32, F32, spec.Fused{}},
+		{"prefill auto, 63 tokens, packed layout", autoPrefill, KernelPrefillBlocked, Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens - 1, NSeqs: 1}, "gated_delta_net_prefill_blocked_f32_2", F32, F32, spec.Fused{}},
 		{"prefill auto, 64 tokens", autoPrefill, KernelPrefillChunked, Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: ChunkedMinTokens, NSeqs: 1}, kernels.PrefillChunked, F32, F32, spec.Fused{}},
 		{"decode f16/bf16, fused gate", auto, KernelDecode, Shape{DK: 64, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f16_bf16_2", F16, BF16, spec.Fused{Gate: true}},
 		{"capture f32/bf16, fused", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 32, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_bf16_1", F32, BF16, spec.FusedAll},
 		{"decode auto, 1 token", auto, KernelDecode, Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_f32_1", F32, F32, spec.Fused{}},
-		{"decode auto, 5 tokens", auto, KernelDecodeSeq, decodeShape, "gated_delta_net_decode_seq_f32_2", F32, F32, spec.Fused{}},
+		{"decode auto, 5 tokens", auto, KernelDecodePackedSeq, decodeShape, "gated_delta_net_decode_packed_seq_f32_2", F32, F32, spec.Fused{}},
+		{"decode auto, 5 tokens, D_v 24", auto, KernelDecodeSeq, Shape{DK: 64, DV: 24, NKHeads: 2, NVHeads: 4, NTokens: 5, NSeqs: 3}, "gated_delta_net_decode_seq_f32_2", F32, F32, spec.Fused{}},
+		{"packed bf16/f32, fused", byKernel(KernelDecodePacked), KernelDecodePacked, Shape{DK: 128, DV: 64, NKHeads: 2, NVHeads: 4, NTokens: 1, NSeqs: 2}, "gated_delta_net_decode_packed_bf16_f32_4", BF16, F32, spec.FusedAll},
+		{"packed capture", byKernel(KernelDecodePackedCapture), KernelDecodePackedCapture, Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_packed_capture_f32_2", F32, F32, spec.Fused{}},
+		{"blocked f16/bf16", byKernel(KernelPrefillBlocked), KernelPrefillBlocked, Shape{DK: 128, DV: 32, NKHeads: 2, NVHeads: 2, NTokens: 40, NSeqs: 2}, "gated_delta_net_prefill_blocked_f16_bf16_4", F16, BF16, spec.Fused{}},
 		{"seq", byKernel(KernelDecodeSeq), KernelDecodeSeq, Shape{DK: 128, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, "gated_delta_net_decode_seq_f32_4", F32, F32, spec.Fused{}},
 		{"legacy", byKernel(KernelDecodeLegacy), KernelDecodeLegacy, decodeShape, "gated_delta_net_decode_legacy_f32_2", F32, F32, spec.Fused{}},
 		{"capture", byKernel(KernelDecodeCapture), KernelDecodeCapture, Shape{DK: 128, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 3, NSeqs: 2}, "gated_delta_net_decode_capture_f32_4", F32, F32, spec.Fused{}},
@@ -712,28 +782,36 @@ func TestEncoding(t *testing.T) {
 			t.Errorf("%s: pipelines asked for %v, want [%s]", c.name, pipes.asked, c.entry)
 		}
 		params := paramBytes(p)
+		// Q's buffer stands in at 8 (setBytes binds it next), G's at 9
+		// but for capture, and at 10 and 11 without the fused gate.
+		capture, aLog, dtBias := b.G.Buffer, b.G.Buffer, b.G.Buffer
+		if c.kern == KernelDecodeCapture || c.kern == KernelDecodePackedCapture {
+			capture = b.Capture.Buffer
+		}
+		if c.fused.Gate {
+			aLog, dtBias = b.ALog.Buffer, b.DtBias.Buffer
+		}
 		want := []call{
 			{"SetComputePipelineState", []any{pipes.psos[c.entry]}},
 			{"SetBuffers", []any{
-				[]*mtl.Buffer{b.Q.Buffer, b.K.Buffer, b.V.Buffer, b.G.Buffer, b.Beta.Buffer, b.StateIn.Buffer, b.Output.Buffer, b.StateOut.Buffer},
-				[]int{0, 64, 0, 0, 0, 0, 0, 0}, 0}},
+				[]*mtl.Buffer{b.Q.Buffer, b.K.Buffer, b.V.Buffer, b.G.Buffer, b.Beta.Buffer, b.StateIn.Buffer, b.Output.Buffer, b.StateOut.Buffer,
+					b.Q.Buffer, capture, aLog, dtBias, b.G.Buffer, b.G.Buffer}, // no slot index, no cu_seqlens
+				[]int{0, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0}},
 			{"SetBytes", []any{params[:], 8}},
 		}
-		if c.kern == KernelDecodeCapture {
-			want = append(want, call{"SetBuffer", []any{b.Capture.Buffer, 0, 9}})
-		}
-		if c.fused.Gate {
-			want = append(want, call{"SetBuffer", []any{b.ALog.Buffer, 0, 10}}, call{"SetBuffer", []any{b.DtBias.Buffer, 0, 11}})
-		} else { // G's buffer stands in
-			want = append(want, call{"SetBuffer", []any{b.G.Buffer, 0, 10}}, call{"SetBuffer", []any{b.G.Buffer, 0, 11}})
-		}
-		// No slot index, no cu_seqlens: G's buffer stands in for both.
-		want = append(want, call{"SetBuffer", []any{b.G.Buffer, 0, 12}}, call{"SetBuffer", []any{b.G.Buffer, 0, 13}})
 		var grid, group mtl.Size
 		switch c.kern {
 		case KernelPrefill:
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
 			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
+		case KernelPrefillBlocked:
+			// 64 bytes of tokens (16 of f32, 32 of f16): k and q (D_k each)
+			// and v (32 rows) in the activation type, f32 g and beta
+			a := c.a.Size()
+			want = append(want, call{"SetThreadgroupMemoryLength", []any{64/a*(2*c.s.DK+32)*a + 64/a*2*4, 0}})
+			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
+		case KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture:
+			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
 		case KernelPrefillChunked:
 			// k, q and v of C = 16 tokens, A and M (C x C), 6C floats; 4 threads per row.
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*16*c.s.DK + 16*c.s.DV + 2*16*16 + 6*16) * 4, 0}})
@@ -763,7 +841,7 @@ func TestKernelNames(t *testing.T) {
 			}
 		}
 	}
-	if got := Kernel(9).String(); got != "Kernel(9)" {
+	if got := Kernel(99).String(); got != "Kernel(99)" {
 		t.Errorf("unknown kernel prints %q", got)
 	}
 	if Block.String() != "block" || Tiled.String() != "tiled" || HeadMap(5).String() != "HeadMap(5)" {
@@ -787,7 +865,6 @@ type nopEncoder struct{}
 
 func (nopEncoder) SetComputePipelineState(*mtl.ComputePipelineState)  {}
 func (nopEncoder) setViews([numViews]*mtl.Buffer, [numViews]int, int) {}
-func (nopEncoder) SetBuffer(*mtl.Buffer, int, int)                    {}
 func (nopEncoder) setParams([paramsLen]byte, int)                     {}
 func (nopEncoder) SetThreadgroupMemoryLength(int, int)                {}
 func (nopEncoder) DispatchThreadgroups(mtl.Size, mtl.Size)            {}

@@ -143,3 +143,30 @@ func prefillThreadgroupMemory(s Shape) int {
 	n := (2*s.DK + 2*s.DV) * 4
 	return (n + 15) &^ 15
 }
+
+// The packed layout (kernels/gdn_packed_common.metal): 8 rows of S per
+// SIMD-group, GDN_PACKED_SIMDGROUPS = 4 SIMD-groups per threadgroup.
+const (
+	packedRows    = 32     // rows of S per threadgroup
+	packedThreads = 32 * 4 // threads per threadgroup
+	blockBytes    = 64     // GDN_BLOCK_BYTES of the blocked prefill
+)
+
+// packedGeometry returns the grid (in threadgroups) and threadgroup size of
+// the packed kernels: (D_v / 32, n_v_heads, n_seqs) threadgroups of
+// (32, 4, 1).
+func packedGeometry(s Shape) (grid, group mtl.Size) {
+	return mtl.Size{Width: uint(s.DV / packedRows), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
+		mtl.Size{Width: 32, Height: packedThreads / 32, Depth: 1}
+}
+
+// blockedThreadgroupMemory returns the threadgroup memory the blocked
+// prefill stages a block of tokens in: 64 / (activation size) tokens
+// (16 of f32, 32 of f16 or bf16), each with k and q (D_k elements each)
+// and the v of the threadgroup's 32 rows in the activation type, and g
+// and beta as f32; a multiple of 16 bytes.
+func blockedThreadgroupMemory(p Params) int {
+	a := p.Activation.Size()
+	tokens := blockBytes / a
+	return tokens*(2*p.Shape.DK+packedRows)*a + tokens*2*4
+}

@@ -23,21 +23,18 @@ func I32View(b *mtl.Buffer, offset, n int) View {
 	return View{Buffer: b, Offset: offset, Type: I32, Len: n}
 }
 
-// bindServing binds the slot index and cu_seqlens at indices 12 and 13.
-// A dispatch without a state pool, or without packed tokens, binds G's
-// buffer in that place, which the kernel then does not read (parameter
-// word n_slots or varlen is 0), so that every argument of the kernel has a
-// binding.
-func bindServing(enc encoder, s Shape, b Buffers) {
-	slots, cu := b.Slots, b.CuSeqlens
+// servingViews returns the views bound at slotsIndex and cuSeqlensIndex:
+// the slot index and cu_seqlens, or G's buffer standing in for each the
+// shape does not use (every argument of the function has a binding).
+func servingViews(s Shape, b Buffers) (slots, cu View) {
+	slots, cu = b.Slots, b.CuSeqlens
 	if s.NSlots == 0 {
 		slots = b.G
 	}
 	if !s.Varlen {
 		cu = b.G
 	}
-	enc.SetBuffer(slots.Buffer, slots.Offset, slotsIndex)
-	enc.SetBuffer(cu.Buffer, cu.Offset, cuSeqlensIndex)
+	return slots, cu
 }
 
 // storageModeMask selects the storage mode bits of resource options
@@ -64,7 +61,7 @@ var cpuContents = func(b *mtl.Buffer) []byte {
 // cu_seqlens 0 first, non-decreasing and n_tokens last.
 func validateServing(k Kernel, p Params, b Buffers) error {
 	s := p.Shape
-	if s.Varlen && (k == KernelDecode || k == KernelDecodeLegacy) {
+	if s.Varlen && (k == KernelDecode || k == KernelDecodeLegacy || k == KernelDecodePacked) {
 		return invalid("Shape.Varlen", "the %s kernel takes n_tokens tokens per sequence; packed sequences go to the seq, capture or prefill kernel", k)
 	}
 	checks := [...]struct {

@@ -40,7 +40,8 @@ func int32View(fb fakeBuffers, fc fakeContents, shared bool, vals ...int32) View
 var servingShape = Shape{DK: 64, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 7, NSeqs: 4, NSlots: 6, Varlen: true}
 
 // servingKernels take both a state pool and packed tokens.
-var servingKernels = []Kernel{KernelPrefill, KernelDecodeSeq, KernelDecodeCapture}
+var servingKernels = []Kernel{KernelPrefill, KernelDecodeSeq, KernelDecodeCapture,
+	KernelDecodePackedSeq, KernelDecodePackedCapture, KernelPrefillBlocked}
 
 // servingArgs returns valid arguments for k with a pool and packed tokens
 // (the slots and cu_seqlens shared, so that validation reads them).
@@ -142,7 +143,7 @@ func TestValidateServingRejects(t *testing.T) {
 			b.CuSeqlens = int32View(fb, fc, true, 0, 1, 2, 3, 4)
 		}, []string{"CuSeqlens", "set, but not Shape.Varlen"}},
 		{"cu_seqlens n_seqs long", servingKernels, func(p *Params, b *Buffers) { b.CuSeqlens.Len = 4 }, []string{"CuSeqlens", "4 elements", "n_seqs+1 = 5"}},
-		{"varlen on the decode kernel", []Kernel{KernelDecode, KernelDecodeLegacy}, func(p *Params, b *Buffers) {},
+		{"varlen on the decode kernel", []Kernel{KernelDecode, KernelDecodeLegacy, KernelDecodePacked}, func(p *Params, b *Buffers) {},
 			[]string{"Shape.Varlen", "takes n_tokens tokens per sequence"}},
 	}
 	for _, c := range cases {
@@ -269,6 +270,10 @@ func TestServingEncoding(t *testing.T) {
 			switch c.method {
 			case "SetBuffer":
 				bound[c.args[2].(int)] = c.args[0].(*mtl.Buffer)
+			case "SetBuffers":
+				for i, buf := range c.args[0].([]*mtl.Buffer) {
+					bound[c.args[2].(int)+i] = buf
+				}
 			case "SetBytes":
 				params = c.args[0].([]byte)
 			}

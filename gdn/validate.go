@@ -50,10 +50,30 @@ const (
 	// kernels.ChunkLen at a time; [Kernels.Prefill] picks it from
 	// [ChunkedMinTokens] tokens on.
 	KernelPrefillChunked
+	// KernelDecodePacked is gated_delta_net_decode_packed_f32_{NSG}: 8
+	// rows of the state per SIMD-group, 4 lanes per row, indices rebuilt
+	// every token; D_k 64 or 128, D_v a multiple of 32. [Kernels.Decode]
+	// picks it at n_tokens == 1 where it applies.
+	KernelDecodePacked
+	// KernelDecodePackedSeq is gated_delta_net_decode_packed_seq_f32_{NSG},
+	// the packed layout with pointers advanced once per token;
+	// [Kernels.Decode] picks it at n_tokens >= 2 where it applies.
+	KernelDecodePackedSeq
+	// KernelDecodePackedCapture is
+	// gated_delta_net_decode_packed_capture_f32_{NSG}, the packed layout
+	// writing the state after every token; [Kernels.DecodeWithCapture]
+	// picks it where it applies.
+	KernelDecodePackedCapture
+	// KernelPrefillBlocked is gated_delta_net_prefill_blocked_f32_{NSG}:
+	// the packed layout, tokens staged in threadgroup memory in blocks;
+	// D_k 64 or 128, D_v a multiple of 32. [Kernels.Prefill] picks it
+	// where it applies.
+	KernelPrefillBlocked
 )
 
 // String returns the kernel's short name: "prefill", "decode", "seq",
-// "legacy" or "capture".
+// "legacy", "capture", "chunked", "packed", "packed_seq", "packed_capture"
+// or "blocked".
 func (k Kernel) String() string {
 	if k.known() {
 		return kernelNames[k]
@@ -64,17 +84,31 @@ func (k Kernel) String() string {
 var kernelNames = [...]string{
 	KernelPrefill: "prefill", KernelDecode: "decode", KernelDecodeSeq: "seq",
 	KernelDecodeLegacy: "legacy", KernelDecodeCapture: "capture", KernelPrefillChunked: "chunked",
+	KernelDecodePacked: "packed", KernelDecodePackedSeq: "packed_seq",
+	KernelDecodePackedCapture: "packed_capture", KernelPrefillBlocked: "blocked",
 }
 
-func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelPrefillChunked }
+func (k Kernel) known() bool { return k >= KernelPrefill && k <= KernelPrefillBlocked }
 
 // prefillFamily reports whether k is one of the kernels of one
 // threadgroup per value head and sequence: the prefill and chunked
 // prefill kernels.
 func (k Kernel) prefillFamily() bool { return k == KernelPrefill || k == KernelPrefillChunked }
 
-// decodeFamily reports whether k is one of the SIMD-group decode kernels.
-func (k Kernel) decodeFamily() bool { return k.known() && !k.prefillFamily() }
+// decodeFamily reports whether k is one of the one-row-per-SIMD-group
+// decode kernels.
+func (k Kernel) decodeFamily() bool { return k >= KernelDecode && k <= KernelDecodeCapture }
+
+// packed reports whether k is one of the kernels of the packed layout.
+func (k Kernel) packed() bool { return k >= KernelDecodePacked && k <= KernelPrefillBlocked }
+
+// captures reports whether k writes the capture buffer.
+func (k Kernel) captures() bool { return k == KernelDecodeCapture || k == KernelDecodePackedCapture }
+
+// packedAlign is the alignment, in elements, of the views the packed
+// kernels read and write 4 elements at a time: Q, K, StateIn, StateOut and
+// Capture.
+const packedAlign = 4
 
 // bufferInfo returns a buffer's length in bytes and whether it is still
 // live (not released: its object ID is not 0); tests replace it so that
@@ -128,6 +162,15 @@ func validateKernelShape(k Kernel, s Shape) error {
 		}
 		if nsg := nsg(s); s.DV%nsg != 0 {
 			return invalid("Shape.DV", "%d is not a multiple of NSG = D_k/32 = %d, as the %s kernel needs", s.DV, nsg, k)
+		}
+		return nil
+	}
+	if k.packed() {
+		if s.DK != 64 && s.DK != 128 {
+			return invalid("Shape.DK", "%d, the %s kernel needs 64 or 128", s.DK, k)
+		}
+		if s.DV%packedRows != 0 {
+			return invalid("Shape.DV", "%d is not a multiple of %d (the rows of one threadgroup), as the %s kernel needs", s.DV, packedRows, k)
 		}
 		return nil
 	}
@@ -190,7 +233,7 @@ func validateBuffers(k Kernel, p Params, b Buffers) error {
 	}
 	// Gather the views this dispatch binds at the front of checks.
 	n := capture
-	if k == KernelDecodeCapture {
+	if k.captures() {
 		// For several sequences the kernel's per-sequence stride is
 		// n_tokens states, so the view must match exactly; for one it may
 		// be longer (allocated once for the longest draft).
@@ -225,7 +268,31 @@ func validateBuffers(k Kernel, p Params, b Buffers) error {
 			return err
 		}
 	}
+	if k.packed() {
+		if err := validatePackedAlignment(k, views); err != nil {
+			return err
+		}
+	}
 	return validateOverlaps(views)
+}
+
+// validatePackedAlignment checks the views the packed kernels access 4 elements
+// at a time (vector loads and stores): Q, K, StateIn, StateOut and, for
+// the capture kernel, Capture (views[8]). The views have passed
+// validateView.
+func validatePackedAlignment(k Kernel, views []viewCheck) error {
+	vector := [...]int{0, 1, 5, 7, 8}
+	n := len(vector)
+	if !k.captures() {
+		n-- // views[8] is ALog, read one element at a time
+	}
+	for _, i := range vector[:n] {
+		c := &views[i]
+		if align := packedAlign * c.elem.Size(); c.v.Offset%align != 0 {
+			return invalid(c.name, "offset %d bytes, the %s kernel reads and writes it %d elements at a time: it must be a multiple of %d", c.v.Offset, k, packedAlign, align)
+		}
+	}
+	return nil
 }
 
 // formula returns the element count's formula of a view for the shape's

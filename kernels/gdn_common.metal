@@ -58,6 +58,18 @@ struct gdn_elem<half> {
     static inline void store(device half *p, float x) { *p = half(x); }
 };
 
+// The bfloat16 bits of x, rounded to nearest even.
+inline ushort gdn_bf16_bits(float x) {
+    const uint u = as_type<uint>(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return ushort((u >> 16) | 0x40u);  // NaN: keep the sign, set the quiet bit
+    }
+    return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// The float a bfloat16 holds: its bits in the upper half.
+inline float gdn_bf16_float(ushort b) { return as_type<float>(uint(b) << 16); }
+
 #if __METAL_VERSION__ >= 310
 template <>
 struct gdn_elem<bfloat> {
@@ -67,15 +79,8 @@ struct gdn_elem<bfloat> {
 #else
 template <>
 struct gdn_elem<ushort> {
-    static inline float load(device const ushort *p) { return as_type<float>(uint(*p) << 16); }
-    static inline void store(device ushort *p, float x) {
-        const uint u = as_type<uint>(x);
-        if ((u & 0x7fffffffu) > 0x7f800000u) {
-            *p = ushort((u >> 16) | 0x40u);  // NaN: keep the sign, set the quiet bit
-            return;
-        }
-        *p = ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-    }
+    static inline float load(device const ushort *p) { return gdn_bf16_float(*p); }
+    static inline void store(device ushort *p, float x) { *p = gdn_bf16_bits(x); }
 };
 #endif
 

@@ -10,6 +10,11 @@
 //	                    gated_delta_net_decode_legacy_{A}_{S}_{NSG}
 //	gdn_capture.metal   gated_delta_net_decode_capture_{A}_{S}_{NSG}
 //	gdn_chunked.metal   gated_delta_net_chunked_{A}_{S}
+//	gdn_packed.metal    gated_delta_net_decode_packed_{A}_{S}_{NSG}
+//	                    gated_delta_net_decode_packed_seq_{A}_{S}_{NSG}
+//	                    gated_delta_net_decode_packed_capture_{A}_{S}_{NSG}
+//	gdn_prefill_blocked.metal
+//	                    gated_delta_net_prefill_blocked_{A}_{S}_{NSG}
 //
 // A is the activation type (q, k, v, output and the gate inputs), S the
 // state type (state_in, state_out, capture), each f32, f16 or bf16, and NSG
@@ -23,8 +28,15 @@
 // Every kernel binds q, k, v, g (or a), beta (or b), state_in, output and
 // state_out at buffer indices 0-7, the nine parameter words at 8 (word 7:
 // the fused parts, bit 0 L2 norm, bit 1 gate, bit 2 beta), capture at 9
-// (capture kernel only) and A_log and dt_bias ([n_v_heads] f32, read with
+// (capture kernels only) and A_log and dt_bias ([n_v_heads] f32, read with
 // the fused gate only) at 10 and 11.
+//
+// The packed kernels (gdn_packed.metal, gdn_prefill_blocked.metal) hold 8
+// rows of the state per SIMD-group, 4 lanes per row, and exist for NSG 2
+// and 4 (D_k = 64, 128; [PackedNSGs]): [DecodePackedOf],
+// [DecodePackedSeqOf], [DecodePackedCaptureOf] and [PrefillBlockedOf] name
+// them. They are compiled behind gdn_packed_common.metal as well, which
+// holds their layout and per-token step.
 //
 // Each source is compiled behind gdn_common.metal, which holds the parameter
 // block, the element conversions, the fused gates and norm, and the
@@ -43,6 +55,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/puremetal/puremetal/gdn/spec"
 )
@@ -57,6 +70,10 @@ const (
 	DecodeFile  = "gdn_decode.metal"  // decode, seq and legacy kernels
 	CaptureFile = "gdn_capture.metal" // decode with per-token state capture
 	ChunkedFile = "gdn_chunked.metal" // the chunked (WY form) prefill kernel
+
+	PackedCommonFile = "gdn_packed_common.metal"   // the packed layout, after CommonFile in front of PackedFile and BlockedFile
+	PackedFile       = "gdn_packed.metal"          // packed decode, seq and capture kernels
+	BlockedFile      = "gdn_prefill_blocked.metal" // the blocked prefill kernel
 )
 
 // Entry-point names of the kernels.
@@ -77,6 +94,10 @@ var ElemTypes = [...]spec.ElemType{spec.F32, spec.F16, spec.BF16}
 // NSGs lists the SIMD groups per threadgroup of the decode family: D_k / 32
 // for D_k = 32, 64, 128.
 var NSGs = [...]int{1, 2, 4}
+
+// PackedNSGs lists the NSG = D_k / 32 of the packed kernels: D_k = 64 and
+// 128.
+var PackedNSGs = [...]int{2, 4}
 
 // PrefillOf returns the name of the prefill kernel for activation type act
 // and state type state: gated_delta_net_{act}_{state}, gated_delta_net_f32
@@ -144,6 +165,31 @@ func DecodeCaptureOf(act, state spec.ElemType, nsg int) string {
 	return captureNames.name(act, state, nsg)
 }
 
+// DecodePackedOf returns the name of the packed decode kernel (indices
+// rebuilt every token) for activation type act, state type state and nsg
+// in [PackedNSGs]: gated_delta_net_decode_packed_{act}_{state}_{nsg}.
+func DecodePackedOf(act, state spec.ElemType, nsg int) string {
+	return packedNames.name(act, state, nsg)
+}
+
+// DecodePackedSeqOf returns the name of the packed seq kernel (pointers
+// advanced once per token).
+func DecodePackedSeqOf(act, state spec.ElemType, nsg int) string {
+	return packedSeqNames.name(act, state, nsg)
+}
+
+// DecodePackedCaptureOf returns the name of the packed decode kernel that
+// also writes the state after every token.
+func DecodePackedCaptureOf(act, state spec.ElemType, nsg int) string {
+	return packedCaptureNames.name(act, state, nsg)
+}
+
+// PrefillBlockedOf returns the name of the blocked prefill kernel (packed
+// layout, tokens staged in blocks) for nsg in [PackedNSGs].
+func PrefillBlockedOf(act, state spec.ElemType, nsg int) string {
+	return blockedNames.name(act, state, nsg)
+}
+
 // variants are the names of one kernel family's entry points, by activation
 // type, state type and NSG (0 for prefill), made once so that looking one
 // up, on every dispatch, allocates nothing.
@@ -201,6 +247,11 @@ var (
 	seqNames     = newVariants("gated_delta_net_decode_seq", true)
 	legacyNames  = newVariants("gated_delta_net_decode_legacy", true)
 	captureNames = newVariants("gated_delta_net_decode_capture", true)
+
+	packedNames        = newVariants("gated_delta_net_decode_packed", true)
+	packedSeqNames     = newVariants("gated_delta_net_decode_packed_seq", true)
+	packedCaptureNames = newVariants("gated_delta_net_decode_packed_capture", true)
+	blockedNames       = newVariants("gated_delta_net_prefill_blocked", true)
 )
 
 // entryFile maps every entry point to the source file that defines it.
@@ -215,6 +266,12 @@ var entryFile = func() map[string]string {
 				m[DecodeSeqOf(a, s, nsg)] = DecodeFile
 				m[DecodeLegacyOf(a, s, nsg)] = DecodeFile
 				m[DecodeCaptureOf(a, s, nsg)] = CaptureFile
+			}
+			for _, nsg := range PackedNSGs {
+				m[DecodePackedOf(a, s, nsg)] = PackedFile
+				m[DecodePackedSeqOf(a, s, nsg)] = PackedFile
+				m[DecodePackedCaptureOf(a, s, nsg)] = PackedFile
+				m[PrefillBlockedOf(a, s, nsg)] = BlockedFile
 			}
 		}
 	}
@@ -233,24 +290,32 @@ func SourceFile(entry string) (string, bool) {
 
 // SourceFiles returns the names of the kernel sources, prelude excluded.
 func SourceFiles() []string {
-	return []string{PrefillFile, DecodeFile, CaptureFile, ChunkedFile}
+	return []string{PrefillFile, DecodeFile, CaptureFile, ChunkedFile, PackedFile, BlockedFile}
 }
 
 // Source returns the compilable text of a kernel source file: the shared
-// prelude followed by the file, each behind a #line directive so that
-// compiler messages name the right file and line. It returns "" for a name
-// that is not one of [SourceFiles].
+// prelude (and for the packed kernels [PackedCommonFile]) followed by the
+// file, each behind a #line directive so that compiler messages name the
+// right file and line. It returns "" for a name that is not one of
+// [SourceFiles].
 func Source(name string) string {
-	if name == CommonFile {
+	if name == CommonFile || name == PackedCommonFile {
 		return ""
 	}
-	body, err := files.ReadFile(name)
-	if err != nil {
-		return ""
+	parts := []string{CommonFile, name}
+	if name == PackedFile || name == BlockedFile {
+		parts = []string{CommonFile, PackedCommonFile, name}
 	}
-	common, err := files.ReadFile(CommonFile)
-	if err != nil {
-		return ""
+	var src strings.Builder
+	for i, part := range parts {
+		text, err := files.ReadFile(part)
+		if err != nil {
+			return ""
+		}
+		if i > 0 {
+			src.WriteString("\n")
+		}
+		fmt.Fprintf(&src, "#line 1 %q\n%s", part, text)
 	}
-	return fmt.Sprintf("#line 1 %q\n%s\n#line 1 %q\n%s", CommonFile, common, name, body)
+	return src.String()
 }

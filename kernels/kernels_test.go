@@ -23,8 +23,8 @@ import (
 // defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if want := 9 * 14; len(names) != want {
-		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill and 4 decode kernels * NSG 1, 2, 4)): %v", len(names), want, names)
+	if want := 9 * (14 + 8); len(names) != want {
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill and 4 decode kernels * NSG 1, 2, 4, and 4 packed kernels * NSG 2, 4)): %v", len(names), want, names)
 	}
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {
@@ -67,7 +67,13 @@ func TestSourceHasPreludeAndLineDirectives(t *testing.T) {
 			t.Errorf("Source(%q): the prelude is not in front", f)
 		}
 	}
-	for _, bad := range []string{"", CommonFile, "nope.metal", "kernels.go"} {
+	for _, f := range []string{PackedFile, BlockedFile} {
+		src := Source(f)
+		if i, j := strings.Index(src, `#line 1 "`+PackedCommonFile+`"`), strings.Index(src, `#line 1 "`+f+`"`); i < 0 || i > j {
+			t.Errorf("Source(%q): %s is not in front", f, PackedCommonFile)
+		}
+	}
+	for _, bad := range []string{"", CommonFile, PackedCommonFile, "nope.metal", "kernels.go"} {
 		if got := Source(bad); got != "" {
 			t.Errorf("Source(%q) = %d bytes, want empty", bad, len(got))
 		}
@@ -80,6 +86,10 @@ func TestNames(t *testing.T) {
 		{DecodeSeq(2), "gated_delta_net_decode_seq_f32_2"},
 		{DecodeLegacy(4), "gated_delta_net_decode_legacy_f32_4"},
 		{DecodeCapture(2), "gated_delta_net_decode_capture_f32_2"},
+		{DecodePackedOf(spec.BF16, spec.F32, 4), "gated_delta_net_decode_packed_bf16_f32_4"},
+		{DecodePackedSeqOf(spec.F32, spec.F32, 2), "gated_delta_net_decode_packed_seq_f32_2"},
+		{DecodePackedCaptureOf(spec.F16, spec.BF16, 4), "gated_delta_net_decode_packed_capture_f16_bf16_4"},
+		{PrefillBlockedOf(spec.F32, spec.F32, 4), "gated_delta_net_prefill_blocked_f32_4"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%q, want %q", c.got, c.want)
@@ -88,13 +98,16 @@ func TestNames(t *testing.T) {
 	if _, ok := SourceFile("gated_delta_net_decode_f32_3"); ok {
 		t.Errorf("NSG 3 is not a kernel")
 	}
+	if _, ok := SourceFile(DecodePackedOf(spec.F32, spec.F32, 1)); ok {
+		t.Errorf("the packed kernels do not take D_k = 32")
+	}
 }
 
 // The decode family shares one per-token step, and every variant uses the
 // same exp; the prefill kernel uses metal::exp too.
 func TestOneExpEverywhere(t *testing.T) {
 	expCall := regexp.MustCompile(`\b(fast::|precise::|metal::)?exp2?\(`)
-	for _, f := range append(SourceFiles(), CommonFile) {
+	for _, f := range append(SourceFiles(), CommonFile, PackedCommonFile) {
 		for _, m := range expCall.FindAllStringSubmatch(code(t, f), -1) {
 			if m[0] != "metal::exp(" {
 				t.Errorf("%s calls %q, want metal::exp", f, m[0])

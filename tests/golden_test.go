@@ -36,6 +36,10 @@ func TestMetalGolden(t *testing.T) {
 // one token and the seq kernel at a window of two or more, and seq, legacy
 // and capture are also run at every n_tokens, since each takes any window;
 // so is the decode kernel itself (decode_kernel) at two tokens or more.
+// Where the packed layout applies (D_k 64 or 128, D_v a multiple of 32)
+// the automatic choices (prefill, decode, capture) run the packed kernels,
+// so the packed decode and seq kernels, the blocked prefill and the
+// kernels of one row per SIMD-group (or thread) are run by name as well.
 // The largest error of each kernel over all cases is logged at the end.
 func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 	worst := map[string]float64{}
@@ -72,7 +76,8 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 			}
 		})
 	}
-	for _, k := range []string{"prefill", "chunked", "recurrent", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_kernel"} {
+	for _, k := range []string{"prefill", "chunked", "recurrent", "decode (decode kernel)", "decode (seq kernel)", "seq", "legacy", "capture", "decode_kernel",
+		kPacked.name, kPackedSeq.name, kBlocked.name, kRecurrent.name, kOneRowDecode.name, kOneRowCapture.name} {
 		if e, ok := worst[k]; ok {
 			t.Logf("largest error relative to the largest magnitude, %-22s %.3g (bound %g)", k+":", e, boundGolden)
 		}

@@ -387,12 +387,16 @@ func (f *firstResults[T]) first(key string, o T) (T, bool) {
 
 // kernelsFor returns the kernels a case runs on: prefill (the automatic
 // choice), the chunked prefill, the token-by-token prefill kernel where
-// the automatic choice is the chunked one, and for D_k of 32, 64 or 128
-// the decode family, with the decode kernel itself at two tokens or more
-// (where the automatic choice is seq).
+// the automatic choice is another, and for D_k of 32, 64 or 128 the
+// decode family, with the decode kernel itself at two tokens or more
+// (where the automatic choice is seq). Where the packed layout applies
+// (D_k 64 or 128, D_v a multiple of 32) the automatic choices run the
+// packed kernels, so the packed decode and seq kernels, the blocked
+// prefill and the decode kernels of one row per SIMD-group are run by
+// name as well.
 func (r *rig) kernelsFor(p spec.Params) []kernel {
 	kerns := []kernel{kPrefill, kChunked}
-	if p.NTokens >= gdn.ChunkedMinTokens {
+	if p.NTokens >= gdn.ChunkedMinTokens || packedShape(p.Shape) {
 		kerns = append(kerns, kRecurrent)
 	}
 	if decodeKernels[p.DK] {
@@ -400,6 +404,9 @@ func (r *rig) kernelsFor(p spec.Params) []kernel {
 		if p.NTokens >= 2 {
 			kerns = append(kerns, r.decodeKernel())
 		}
+	}
+	if packedShape(p.Shape) {
+		kerns = append(kerns, kPacked, kPackedSeq, kBlocked, kOneRowDecode, kOneRowCapture)
 	}
 	return kerns
 }

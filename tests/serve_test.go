@@ -29,74 +29,95 @@ type servingCase struct {
 
 // packs reports whether the kernel takes packed sequences (cu_seqlens).
 func packs(k kernel) bool {
-	return k.name == "prefill" || k.name == "chunked" || k.name == "seq" || k.name == "capture"
+	switch k.name {
+	case "prefill", "chunked", "seq", "capture", kPackedSeq.name, kPackedCapture.name, kBlocked.name:
+		return true
+	}
+	return false
 }
 
 // servingCases draws, for every kernel, batches with random slot
 // permutations of a larger pool with padding among them, and for the
 // kernels that take them packed sequences of random lengths (and of
 // lengths 0, 1 and more); the pool updated in place and into another
-// pool.
+// pool. The kernels of one row per SIMD-group (and the automatic choices)
+// run at D_k 32 and 64, D_v 8; the packed kernels at D_k 64 and 128, D_v
+// 32.
 func servingCases(t *testing.T) []servingCase {
 	var cases []servingCase
 	rng := rand.New(rand.NewPCG(0x5e7e, 11))
-	for _, k := range allKernels {
-		for i, dk := range []int{32, 64} {
-			for _, varlen := range []bool{false, true} {
-				if varlen && !packs(k) {
-					continue
-				}
-				hm := []spec.HeadMap{spec.Block, spec.Tiled}[i]
-				p := spec.Params{
-					Shape:   spec.Shape{DK: dk, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1 + rng.IntN(3), NSeqs: 5, NSlots: 7, Varlen: varlen},
-					HeadMap: hm, QScale: float32(1 / math.Sqrt(float64(dk))),
-				}
-				if k.name == "decode" || k.name == "legacy" {
-					p.NTokens = 1 // the decode kernel's one token (legacy: any)
-				}
-				if varlen {
-					p.NTokens = 9
-				}
-				in, err := cpuref.RandomInputs(p, rng.Uint64())
-				if err != nil {
-					t.Fatal(err)
-				}
-				in.Slots[rng.IntN(p.NSeqs)] = -1 // padding
-				name := fmt.Sprintf("%s_dk%d_%v_t%d_pool", k.name, dk, hm, p.NTokens)
-				if varlen {
-					name += "_varlen"
-				}
-				// Into another pool with the lengths RandomInputs drew;
-				// in place with lengths 2, 0, 1, 4 and 2.
-				cases = append(cases, servingCase{name + "_twopools", k, p, in, false})
-				if varlen {
-					in.CuSeqlens = []int32{0, 2, 2, 3, 7, 9}
-				}
-				cases = append(cases, servingCase{name + "_inplace", k, p, in, true})
-			}
+	type layout struct {
+		kerns []kernel
+		dks   [2]int
+		dv    int
+	}
+	for _, l := range []layout{{allKernels, [2]int{32, 64}, 8}, {[]kernel{kPacked, kPackedSeq, kPackedCapture, kBlocked}, [2]int{64, 128}, 32}} {
+		for _, k := range l.kerns {
+			cases = append(cases, servingCasesOf(t, rng, k, l.dks, l.dv)...)
 		}
-		// Every type combination with the whole fused step: packed where
-		// the kernel takes it, in place.
-		for _, a := range kernels.ElemTypes {
-			for _, st := range kernels.ElemTypes {
-				p := spec.Params{
-					Shape:   spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 2, NSeqs: 4, NSlots: 6, Varlen: packs(k)},
-					HeadMap: spec.Tiled, QScale: 0.25,
-					Activation: a, State: st, Fused: spec.FusedAll,
-				}
-				if k.name == "decode" {
-					p.NTokens = 1
-				}
-				if packs(k) {
-					p.NTokens = 6
-				}
-				in := typedInputs(t, p, rng.Uint64(), false)
-				in.Slots[rng.IntN(p.NSeqs)] = -1
-				if packs(k) {
-					in.CuSeqlens = []int32{0, 1, 1, 4, 6} // lengths 1, 0, 3, 2
-				}
-				cases = append(cases, servingCase{fmt.Sprintf("%s_%v_%v_fused_pool", k.name, a, st), k, p, in, true})
+	}
+	return cases
+}
+
+// servingCasesOf draws the serving cases of one kernel at D_k dks[0] and
+// dks[1] and D_v dv.
+func servingCasesOf(t *testing.T, rng *rand.Rand, k kernel, dks [2]int, dv int) []servingCase {
+	var cases []servingCase
+	for i, dk := range dks {
+		for _, varlen := range []bool{false, true} {
+			if varlen && !packs(k) {
+				continue
 			}
+			hm := []spec.HeadMap{spec.Block, spec.Tiled}[i]
+			p := spec.Params{
+				Shape:   spec.Shape{DK: dk, DV: dv, NKHeads: 1, NVHeads: 2, NTokens: 1 + rng.IntN(3), NSeqs: 5, NSlots: 7, Varlen: varlen},
+				HeadMap: hm, QScale: float32(1 / math.Sqrt(float64(dk))),
+			}
+			if k.name == "decode" || k.name == "legacy" || k.name == kPacked.name {
+				p.NTokens = 1 // the decode kernel's one token (legacy: any)
+			}
+			if varlen {
+				p.NTokens = 9
+			}
+			in, err := cpuref.RandomInputs(p, rng.Uint64())
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.Slots[rng.IntN(p.NSeqs)] = -1 // padding
+			name := fmt.Sprintf("%s_dk%d_%v_t%d_pool", k.name, dk, hm, p.NTokens)
+			if varlen {
+				name += "_varlen"
+			}
+			// Into another pool with the lengths RandomInputs drew;
+			// in place with lengths 2, 0, 1, 4 and 2.
+			cases = append(cases, servingCase{name + "_twopools", k, p, in, false})
+			if varlen {
+				in.CuSeqlens = []int32{0, 2, 2, 3, 7, 9}
+			}
+			cases = append(cases, servingCase{name + "_inplace", k, p, in, true})
+		}
+	}
+	// Every type combination with the whole fused step: packed where
+	// the kernel takes it, in place.
+	for _, a := range kernels.ElemTypes {
+		for _, st := range kernels.ElemTypes {
+			p := spec.Params{
+				Shape:   spec.Shape{DK: dks[0], DV: dv, NKHeads: 1, NVHeads: 2, NTokens: 2, NSeqs: 4, NSlots: 6, Varlen: packs(k)},
+				HeadMap: spec.Tiled, QScale: 0.25,
+				Activation: a, State: st, Fused: spec.FusedAll,
+			}
+			if k.name == "decode" || k.name == kPacked.name {
+				p.NTokens = 1
+			}
+			if packs(k) {
+				p.NTokens = 6
+			}
+			in := typedInputs(t, p, rng.Uint64(), false)
+			in.Slots[rng.IntN(p.NSeqs)] = -1
+			if packs(k) {
+				in.CuSeqlens = []int32{0, 1, 1, 4, 6} // lengths 1, 0, 3, 2
+			}
+			cases = append(cases, servingCase{fmt.Sprintf("%s_%v_%v_fused_pool", k.name, a, st), k, p, in, true})
 		}
 	}
 	return cases

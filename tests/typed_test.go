@@ -248,16 +248,14 @@ func (r *rig) runTyped(t *testing.T, k kernel, p spec.Params, in cpuref.Inputs, 
 	return o
 }
 
-// threadsOf returns the threads of one dispatch of k (SPEC section 6).
-func threadsOf(k kernel, p spec.Params) int {
-	chunked := k.name == kChunked.name || (k.name == kPrefill.name && p.NTokens >= gdn.ChunkedMinTokens)
-	switch {
-	case chunked:
-		return kernels.ChunkLanes * p.DV * p.NVHeads * p.NSeqs
-	case k.name == kPrefill.name || k.name == kRecurrent.name:
-		return p.DV * p.NVHeads * p.NSeqs
+// threadsOf returns the threads of the dispatch the counters are of (the
+// automatic choices pick a kernel, and so a geometry, by shape).
+func threadsOf(c msl.Counters) uint64 {
+	n := uint64(1)
+	for k := range 3 {
+		n *= uint64(c.Threadgroups[k] * c.ThreadsPerThreadgroup[k])
 	}
-	return 32 * p.DV * p.NVHeads * p.NSeqs
+	return n
 }
 
 func typedName(p spec.Params) string {
@@ -482,7 +480,7 @@ func checkTypedTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl
 	// bytes of each per thread.
 	var consts uint64
 	if p.Fused.Gate {
-		consts = 4 * uint64(threadsOf(k, p))
+		consts = 4 * threadsOf(c)
 	}
 	want("A_log loaded at index 10", c.Loaded[10], consts)
 	want("dt_bias loaded at index 11", c.Loaded[11], consts)
@@ -524,7 +522,7 @@ func TestEmulatedTypedDecodeStepTraffic(t *testing.T) {
 							given = c
 							continue
 						}
-						consts := 2 * 4 * uint64(threadsOf(k, p))
+						consts := 2 * 4 * threadsOf(c)
 						if totalBytes(given)+consts != total {
 							t.Errorf("%s: %d bytes, want the given step's %d + %d of A_log and dt_bias", name, total, totalBytes(given), consts)
 						}

@@ -94,6 +94,9 @@ func TestCountersExact(t *testing.T) {
 		want.Stored[3] = 4 * 4                   // one sum per SIMD-group
 		want.SIMDGroupOps = 4 * 3                // simd_sum, simdgroup_barrier, simd_max
 		want.Barriers = 2 * 2                    // two threadgroup_barrier calls
+		want.SIMDOps[SIMDSum], want.SIMDOps[SIMDGroupBarrier], want.SIMDOps[SIMDMax] = 4, 4, 4
+		want.Threadgroups, want.ThreadsPerThreadgroup = [3]int{2, 1, 1}, [3]int{tg, 1, 1}
+		want.ThreadgroupMemory, want.PrivateBytes = 0, f.PrivateBytes // threadgroup variables: with CountSegments
 		if c != want {
 			t.Fatalf("%v: counters\n loaded %v\n stored %v\n SIMD-group ops %d, barriers %d\nwant\n loaded %v\n stored %v\n SIMD-group ops %d, barriers %d",
 				order, c.Loaded[:4], c.Stored[:4], c.SIMDGroupOps, c.Barriers, want.Loaded[:4], want.Stored[:4], want.SIMDGroupOps, want.Barriers)

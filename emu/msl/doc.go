@@ -68,7 +68,14 @@
 // INT_MIN / -1, threadgroup memory beyond 32 KiB, a dispatch running past
 // its time limit (Dispatch.Timeout), or a thread's stack overflowing. The
 // same hooks count the bytes loaded and stored through each buffer binding
-// (Counters), which is how tests measure a kernel's memory traffic.
+// (Counters), which is how tests measure a kernel's memory traffic. With
+// Dispatch.CountSegments they also group the lanes' accesses into
+// SIMD-group accesses (the same instruction, the same occurrence since the
+// SIMD-group last synchronised) and count the 32- and 128-byte segments
+// each touches against the fewest its distinct bytes need: how well the
+// accesses coalesce. SIMD-group functions are counted by kind, and
+// Counters.ShuffleSteps weighs them by the lane-exchange steps they take
+// (5 for a reduction over 32 lanes, 1 for a shuffle).
 //
 // # Known differences from Apple's compiler and GPUs
 //

@@ -206,6 +206,10 @@ type Dispatch struct {
 	// stopped with a *KernelError (KernelError.Timeout). 0 means
 	// DefaultTimeout; negative means no limit.
 	Timeout time.Duration
+	// CountSegments makes the dispatch count the device-memory segments
+	// each SIMD-group access touches (Counters.Loads, Counters.Stores),
+	// which slows it down.
+	CountSegments bool
 }
 
 // Counters are measured by a dispatch.
@@ -219,6 +223,27 @@ type Counters struct {
 	SIMDGroupOps uint64
 	// Barriers counts threadgroup_barrier calls, once per threadgroup.
 	Barriers uint64
+	// SIMDOps counts the SIMD-group functions of SIMDGroupOps by kind.
+	SIMDOps [NumSIMDOps]uint64
+
+	// Loads and Stores say how well the accesses through each buffer
+	// binding coalesce; counted only when Dispatch.CountSegments is set.
+	Loads, Stores [MaxBindings]Segments
+	// Untracked counts the lanes' device accesses left out of Loads and
+	// Stores: more than a thread can record (1024) between two
+	// synchronisation points of its SIMD-group.
+	Untracked uint64
+
+	// Threadgroups and ThreadsPerThreadgroup are the dispatch's grid, in
+	// threadgroups, and threadgroup size.
+	Threadgroups, ThreadsPerThreadgroup [3]int
+	// ThreadgroupMemory is the threadgroup memory of one threadgroup in
+	// bytes: the lengths the encoder set, and (with CountSegments) the
+	// kernel's threadgroup variables.
+	ThreadgroupMemory int
+	// PrivateBytes is the function's stack need per thread
+	// (Function.PrivateBytes).
+	PrivateBytes int
 }
 
 // KernelError is a fault of a running kernel: a barrier that some threads

@@ -37,6 +37,11 @@ type pmDesc struct {
 	faultThread2              [3]uint64
 	faultFile                 [256]byte
 	faultMsg                  [768]byte
+	trackSegments             uint64
+	simdByOp                  [NumSIMDOps]uint64
+	seg                       [MaxBindings][2]Segments
+	segUntracked              uint64
+	tgStatic                  uint64
 }
 
 const (
@@ -107,6 +112,7 @@ func (f *Function) Run(d *Dispatch) (Counters, error) {
 	c.Stored = desc.stored
 	c.SIMDGroupOps = desc.simdOps
 	c.Barriers = desc.barriers
+	f.structure(&c, desc, d)
 	if int64(r) != 0 || desc.faultKind == faultResources {
 		return c, fmt.Errorf("msl: %s: %s", f.Name, cString(desc.faultMsg[:]))
 	}
@@ -204,6 +210,9 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 				return fmt.Errorf("msl: %s: threadgroup(%d) (parameter %s) has no threadgroup memory length set", f.Name, p.Index, p.Name)
 			}
 		}
+	}
+	if d.CountSegments {
+		desc.trackSegments = 1
 	}
 	desc.entry = uint64(f.entry)
 	desc.moduleLo, desc.moduleHi = f.modLo, f.modHi

@@ -235,6 +235,13 @@ typedef struct pm_worker {
 		uint64_t page, lo, len, k;
 	} pages[PM_PAGES];
 	uint64_t simd_ops, barriers;
+	/* structural counters (section "Structural counters") */
+	uint64_t simd_by_op[PM_OP_COUNT];
+	struct pm_seg_rec *seg_rec; /* PM_SEG_CAP records per thread, or NULL: not counted */
+	uint32_t *seg_n;            /* records per thread */
+	struct pm_seg_tmp *seg_tmp; /* a SIMD-group's records while they are grouped */
+	pm_seg_counts seg[PM_MAX_BINDINGS][2];
+	uint64_t seg_untracked, tg_static;
 	/* current threadgroup */
 	void *sched_sp;
 	pm_fiber *cur;
@@ -277,6 +284,10 @@ struct pm_run {
 };
 
 static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
+
+static void seg_record(pm_worker *w, int binding, uint64_t a, uint64_t size, int store, void *pc);
+static void seg_flush(pm_worker *w, uint32_t sg);
+static void seg_flush_all(pm_worker *w);
 
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cv = PTHREAD_COND_INITIALIZER;
@@ -493,6 +504,7 @@ static void next_epoch(pm_worker *w) {
 }
 
 static void release_barrier(pm_worker *w) {
+	if (w->seg_rec) seg_flush_all(w);
 	for (uint32_t i = 0; i < w->n; i++) {
 		if (w->fibers[i].state == F_AT_BARRIER) w->fibers[i].state = F_READY;
 	}
@@ -676,6 +688,8 @@ EXPORT void __pm_simd_done(pm_simd_x *x) {
 	}
 	g->waiting = 0;
 	w->simd_ops++;
+	if (f->op < PM_OP_COUNT) w->simd_by_op[f->op]++;
+	if (w->seg_rec) seg_flush(w, f->sg);
 	w->sg_ep[f->sg]++; /* the lanes synchronised here */
 	w->in_simd = 0;
 }
@@ -973,6 +987,7 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
 	}
 	if (!w->overlap) cache_page(w, a >> PM_PAGE_SHIFT, w->blo[k], w->blen[k], (uint64_t)w->bidx[k]);
 	w->count[store][w->bidx[k]] += size;
+	if (w->seg_rec) seg_record(w, w->bidx[k], a, size, store, pc);
 }
 
 /* The next fast path, for accesses the hooks' misses: a load of a word of
@@ -1000,7 +1015,9 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
 		uint64_t page = a >> PM_PAGE_SHIFT, off = a - w->pages[page % PM_PAGES].lo;
 		if (w->pages[page % PM_PAGES].page == page && off < w->pages[page % PM_PAGES].len &&
 		    off + size <= w->pages[page % PM_PAGES].len) {
-			w->count[store][w->pages[page % PM_PAGES].k] += size;
+			uint64_t k = w->pages[page % PM_PAGES].k;
+			w->count[store][k] += size;
+			if (__builtin_expect(w->seg_rec != NULL, 0) && k < PM_MAX_BINDINGS) seg_record(w, (int)k, a, size, store, pc);
 			return;
 		}
 	}
@@ -1186,6 +1203,201 @@ EXPORT uint16_t __truncsfhf2(float f) { return f2h(f); }
 /* ---------------------------------------------------------------------------
  * Dispatch. */
 
+/* ---------------------------------------------------------------------------
+ * Structural counters: SIMD-group functions by kind, and how many distinct
+ * 32- and 128-byte segments of device memory each SIMD-group access
+ * touches (how well the lanes' accesses coalesce).
+ *
+ * The lanes of a SIMD-group run one after another between its
+ * synchronisation points (SIMD-group functions, threadgroup barriers, the
+ * end of the threadgroup), so each lane's device accesses are recorded
+ * there (code address, address, size) and grouped when the SIMD-group
+ * synchronises: the n-th execution of one instruction by each lane is one
+ * SIMD-group access. Lanes that skip an instruction (divergent branches)
+ * simply do not take part in it. */
+
+#define PM_SEG_CAP 1024 /* records per thread between synchronisation points */
+
+typedef struct pm_seg_rec {
+	uint64_t pc, addr;
+	uint32_t size;
+	uint16_t binding, store;
+} pm_seg_rec;
+
+typedef struct pm_seg_tmp {
+	uint64_t pc;
+	uint32_t occ, lane, pos; /* pos: the record's place among its lane's */
+	const pm_seg_rec *r;
+} pm_seg_tmp;
+
+static void seg_begin(pm_worker *w, const pm_desc *d) {
+	memset(w->simd_by_op, 0, sizeof w->simd_by_op);
+	memset(w->seg, 0, sizeof w->seg);
+	w->seg_untracked = w->tg_static = 0;
+	w->seg_rec = NULL;
+	if (!d->track_segments) return;
+	uint64_t n = d->threads_per_threadgroup[0] * d->threads_per_threadgroup[1] * d->threads_per_threadgroup[2];
+	w->seg_rec = malloc(sizeof(pm_seg_rec) * PM_SEG_CAP * n);
+	w->seg_n = calloc(n, sizeof(uint32_t));
+	w->seg_tmp = malloc(sizeof(pm_seg_tmp) * PM_SEG_CAP * PM_SIMD_WIDTH);
+	if (!w->seg_rec || !w->seg_n || !w->seg_tmp) {
+		free(w->seg_rec);
+		free(w->seg_n);
+		free(w->seg_tmp);
+		w->seg_rec = NULL; /* not counted: Counters say so (no accesses at all) */
+	}
+}
+
+static void seg_end(pm_worker *w) {
+	if (!w->seg_rec) return;
+	free(w->seg_rec);
+	free(w->seg_n);
+	free(w->seg_tmp);
+	w->seg_rec = NULL;
+}
+
+static void seg_record(pm_worker *w, int binding, uint64_t a, uint64_t size, int store, void *pc) {
+	uint32_t t = w->cur->index;
+	uint32_t n = w->seg_n[t];
+	if (n == PM_SEG_CAP) {
+		w->seg_untracked++;
+		return;
+	}
+	pm_seg_rec *r = &w->seg_rec[(size_t)t * PM_SEG_CAP + n];
+	r->pc = (uint64_t)(uintptr_t)pc;
+	r->addr = a;
+	r->size = (uint32_t)size;
+	r->binding = (uint16_t)binding;
+	r->store = (uint16_t)store;
+	w->seg_n[t] = n + 1;
+}
+
+static int seg_cmp(const void *x, const void *y) {
+	const pm_seg_tmp *a = x, *b = y;
+	if (a->pc != b->pc) return a->pc < b->pc ? -1 : 1;
+	if (a->occ != b->occ) return a->occ < b->occ ? -1 : 1;
+	if (a->lane != b->lane) return a->lane < b->lane ? -1 : 1;
+	return a->pos < b->pos ? -1 : a->pos > b->pos;
+}
+
+static int u64_cmp(const void *x, const void *y) {
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+static int range_cmp(const void *x, const void *y) {
+	const uint64_t *a = x, *b = y;
+	return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* Distinct bytes the accesses g[0..n) touch: lanes reading the same
+ * address (a broadcast) need it once. */
+static uint64_t seg_unique_bytes(const pm_seg_tmp *g, uint32_t n) {
+	uint64_t r[PM_SIMD_WIDTH][2];
+	uint32_t m = n < PM_SIMD_WIDTH ? n : PM_SIMD_WIDTH;
+	for (uint32_t i = 0; i < m; i++) {
+		r[i][0] = g[i].r->addr;
+		r[i][1] = g[i].r->addr + g[i].r->size;
+	}
+	qsort(r, m, sizeof r[0], range_cmp);
+	uint64_t bytes = 0, lo = 0, hi = 0;
+	for (uint32_t i = 0; i < m; i++) {
+		if (i == 0 || r[i][0] > hi) {
+			bytes += hi - lo;
+			lo = r[i][0];
+			hi = r[i][1];
+		} else if (r[i][1] > hi) {
+			hi = r[i][1];
+		}
+	}
+	return bytes + (hi - lo);
+}
+
+/* Distinct segments of 2^shift bytes the accesses g[0..n) touch. */
+static uint64_t seg_distinct(const pm_seg_tmp *g, uint32_t n, int shift) {
+	uint64_t ids[4 * PM_SIMD_WIDTH];
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t lo = g[i].r->addr >> shift, hi = (g[i].r->addr + g[i].r->size - 1) >> shift;
+		for (uint64_t s = lo; s <= hi && m < 4 * PM_SIMD_WIDTH; s++) ids[m++] = s;
+	}
+	qsort(ids, m, sizeof ids[0], u64_cmp);
+	uint64_t distinct = 0;
+	for (uint32_t i = 0; i < m; i++)
+		if (i == 0 || ids[i] != ids[i - 1]) distinct++;
+	return distinct;
+}
+
+/* Groups the records of SIMD-group sg into SIMD-group accesses, adds them
+ * up and clears them. */
+static void seg_flush(pm_worker *w, uint32_t sg) {
+	uint32_t base = sg * PM_SIMD_WIDTH, lanes = w->sg[sg].lanes, m = 0;
+	pm_seg_tmp *tmp = w->seg_tmp;
+	for (uint32_t l = 0; l < lanes; l++) {
+		uint32_t t = base + l, n = w->seg_n[t];
+		const pm_seg_rec *r = &w->seg_rec[(size_t)t * PM_SEG_CAP];
+		for (uint32_t i = 0; i < n; i++) {
+			tmp[m].pc = r[i].pc;
+			tmp[m].lane = l;
+			tmp[m].pos = i;
+			tmp[m].r = &r[i];
+			tmp[m].occ = 0;
+			m++;
+		}
+	}
+	if (m == 0) return;
+	/* the occurrence of each record's instruction within its lane: sort by
+	 * (pc, lane, position), which keeps each lane's records in order */
+	qsort(tmp, m, sizeof tmp[0], seg_cmp);
+	for (uint32_t i = 1; i < m; i++) {
+		if (tmp[i].pc == tmp[i - 1].pc && tmp[i].lane == tmp[i - 1].lane) tmp[i].occ = tmp[i - 1].occ + 1;
+	}
+	qsort(tmp, m, sizeof tmp[0], seg_cmp);
+	for (uint32_t i = 0; i < m;) {
+		uint32_t j = i + 1;
+		while (j < m && tmp[j].pc == tmp[i].pc && tmp[j].occ == tmp[i].occ) j++;
+		pm_seg_counts *c = &w->seg[tmp[i].r->binding][tmp[i].r->store ? 1 : 0];
+		uint64_t bytes = 0;
+		for (uint32_t k = i; k < j; k++) bytes += tmp[k].r->size;
+		c->accesses++;
+		c->lane_accesses += j - i;
+		c->bytes += bytes;
+		c->seg32 += seg_distinct(&tmp[i], j - i, 5);
+		c->seg128 += seg_distinct(&tmp[i], j - i, 7);
+		uint64_t unique = seg_unique_bytes(&tmp[i], j - i);
+		c->unique_bytes += unique;
+		c->min32 += (unique + 31) / 32;
+		c->min128 += (unique + 127) / 128;
+		i = j;
+	}
+	for (uint32_t l = 0; l < lanes; l++) w->seg_n[base + l] = 0;
+}
+
+static void seg_flush_all(pm_worker *w) {
+	for (uint32_t g = 0; g * PM_SIMD_WIDTH < w->n; g++) seg_flush(w, g);
+}
+
+static void seg_merge(pm_desc *d, pm_worker *w) {
+	for (int i = 0; i < PM_OP_COUNT; i++) d->simd_by_op[i] += w->simd_by_op[i];
+	for (int b = 0; b < PM_MAX_BINDINGS; b++) {
+		for (int k = 0; k < 2; k++) {
+			pm_seg_counts *x = &d->seg[b][k];
+			const pm_seg_counts *y = &w->seg[b][k];
+			x->accesses += y->accesses;
+			x->lane_accesses += y->lane_accesses;
+			x->bytes += y->bytes;
+			x->unique_bytes += y->unique_bytes;
+			x->seg32 += y->seg32;
+			x->seg128 += y->seg128;
+			x->min32 += y->min32;
+			x->min128 += y->min128;
+		}
+	}
+	d->seg_untracked += w->seg_untracked;
+	if (w->tg_static > d->tg_static) d->tg_static = w->tg_static;
+	seg_end(w);
+}
+
 static uint64_t splitmix(uint64_t *s) {
 	uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
 	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -1298,7 +1510,13 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			if (w->fault || w->abandon) return;
 			ran++;
 		}
-		if (w->done == n) return;
+		if (w->done == n) {
+			if (w->seg_rec) {
+				seg_flush_all(w);
+				if (w->tg_used - w->tg_dyn > w->tg_static) w->tg_static = w->tg_used - w->tg_dyn;
+			}
+			return;
+		}
 		if (ran) continue;
 		/* nothing can run: explain the deadlock */
 		pm_fiber *simd = NULL, *bar = NULL;
@@ -1362,6 +1580,7 @@ static void *worker_main(void *arg) {
 	w->mod_lo = d->module_lo;
 	w->mod_len = d->module_hi - d->module_lo;
 	w->simd_ops = w->barriers = 0;
+	seg_begin(w, d);
 	w->cur = NULL;
 	w->stack_lo = 0;
 	w->tick = PM_WATCH_EVERY;
@@ -1390,6 +1609,7 @@ static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_ord
 	}
 	d->simd_ops += w->simd_ops;
 	d->barriers += w->barriers;
+	seg_merge(d, w);
 	if (w->fault && (!*have_fault || w->fault_order < *fault_order)) {
 		*have_fault = 1;
 		*fault_order = w->fault_order;
@@ -1418,6 +1638,9 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	memset(d->loaded, 0, sizeof d->loaded);
 	memset(d->stored, 0, sizeof d->stored);
 	d->simd_ops = d->barriers = 0;
+	memset(d->simd_by_op, 0, sizeof d->simd_by_op);
+	memset(d->seg, 0, sizeof d->seg);
+	d->seg_untracked = d->tg_static = 0;
 	d->fault_kind = 0;
 	if (d->order == 2 && r.ntg > 1) {
 		r.tg_order = malloc(sizeof(uint32_t) * r.ntg);

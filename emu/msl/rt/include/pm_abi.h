@@ -87,6 +87,19 @@ typedef struct pm_simd_x {
 	void *out[PM_SIMD_WIDTH];
 } pm_simd_x;
 
+/* Segment counts of the accesses through one buffer binding, loads or
+ * stores: a SIMD-group access is one memory instruction executed by the
+ * lanes of a SIMD-group between two of its synchronisation points (the same
+ * code address, the same occurrence in each lane). */
+typedef struct pm_seg_counts {
+	uint64_t accesses;      /* SIMD-group accesses */
+	uint64_t lane_accesses; /* the lanes' accesses they are made of */
+	uint64_t bytes;         /* bytes the lanes move */
+	uint64_t unique_bytes;  /* distinct bytes each touches, summed (a broadcast counts once) */
+	uint64_t seg32, seg128; /* distinct 32- and 128-byte segments each touches, summed */
+	uint64_t min32, min128; /* the fewest each could touch: ceil(unique / 32), ceil(unique / 128) */
+} pm_seg_counts;
+
 /* One dispatch, filled by Go (inputs) and by the runtime (outputs). */
 typedef struct pm_desc {
 	uint64_t entry;
@@ -116,6 +129,12 @@ typedef struct pm_desc {
 	uint64_t fault_thread2[3];
 	char fault_file[256];
 	char fault_msg[768];
+	/* structural counters (runtime.c, section "Structural counters") */
+	uint64_t track_segments;               /* input: 1 to count segments */
+	uint64_t simd_by_op[PM_OP_COUNT];       /* SIMD-group functions by operation code */
+	pm_seg_counts seg[PM_MAX_BINDINGS][2]; /* by binding; [0] loads, [1] stores */
+	uint64_t seg_untracked;                /* lane accesses past the record limit, not in seg */
+	uint64_t tg_static;                    /* threadgroup variables' bytes, largest threadgroup */
 } pm_desc;
 
 #endif

@@ -1,0 +1,158 @@
+// Gated DeltaNet blocked prefill: any number of tokens, D_k = 64 (NSG = 2)
+// or 128 (NSG = 4), D_v a multiple of 32; the packed layout of
+// gdn_packed_common.metal, threadgroup (32, GDN_PACKED_SIMDGROUPS, 1),
+// grid (D_v / 32, n_v_heads, n_seqs). Each threadgroup finds its
+// sequence's state slot, first token and token count (gdn_sequence: state
+// pools, packed sequences) and skips padding.
+//
+// The lanes keep their cells of S in registers for the whole window. The
+// tokens go through in blocks of BT = GDN_BLOCK_BYTES / sizeof(A) tokens
+// (16 of f32, 32 of f16 or bf16): the threadgroup's 128 threads stage a
+// block's q and k (D_k each per token) and the v of its 32 rows in the
+// activation type (bfloat as its bits), and g and beta (the fused gate and beta applied once
+// per token) as float, in threadgroup memory at index 0:
+//
+//   k[BT][D_k] | q[BT][D_k] | v[BT][32]   (type A)   | g[BT] | beta[BT]   (float)
+//
+// then every SIMD-group runs the block's tokens (gdn_packed_step) with no
+// barrier between them: two barriers per block, one before the block is
+// read and one before it is overwritten.
+
+#define GDN_BLOCK_BYTES 64  // bytes of one element of q or k, times the tokens of a block
+
+// The type a block of activations of type T is staged in: T itself, and
+// bfloat as its 16 bits (ushort), converted when read.
+template <typename T>
+struct gdn_staging {
+    typedef T type;
+    static inline T bits(T x) { return x; }
+};
+
+#if __METAL_VERSION__ >= 310
+template <>
+struct gdn_staging<bfloat> {
+    typedef ushort type;
+    static inline ushort bits(bfloat x) { return as_type<ushort>(x); }
+};
+#endif
+
+// Loads of staged elements (threadgroup memory), widened to float exactly;
+// ushort holds bfloat16 bits.
+template <typename T>
+struct gdn_staged;
+
+template <>
+struct gdn_staged<float> {
+    static inline float load(threadgroup const float *p) { return *p; }
+    static inline float4 load4(threadgroup const float *p) { return *(threadgroup const float4 *)p; }
+};
+
+template <>
+struct gdn_staged<half> {
+    static inline float load(threadgroup const half *p) { return float(*p); }
+    static inline float4 load4(threadgroup const half *p) { return float4(*(threadgroup const half4 *)p); }
+};
+
+template <>
+struct gdn_staged<ushort> {
+    static inline float load(threadgroup const ushort *p) { return gdn_bf16_float(*p); }
+    static inline float4 load4(threadgroup const ushort *p) {
+        const ushort4 b = *(threadgroup const ushort4 *)p;
+        return float4(gdn_bf16_float(b.x), gdn_bf16_float(b.y), gdn_bf16_float(b.z), gdn_bf16_float(b.w));
+    }
+};
+
+// A lane's view of a staged vector of D_k elements (q or k of one token).
+template <typename T>
+struct gdn_staged_vec {
+    threadgroup const T *p;
+    uint u;
+    inline float4 group(int c) const { return gdn_staged<T>::load4(p + gdn_packed_col(c, u)); }
+};
+
+template <typename A, typename S, int NSG>
+kernel void gated_delta_net_prefill_blocked(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
+    constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
+    threadgroup float  *stage     [[threadgroup(0)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    const uint DK = 32 * NSG;
+    const uint BT = GDN_BLOCK_BYTES / sizeof(A);
+    const uint ROWS = GDN_PACKED_SIMDGROUPS * GDN_PACKED_ROWS;
+    const uint THREADS = 32 * GDN_PACKED_SIMDGROUPS;
+    const gdn_packed_lane l = gdn_packed_position(tg, tid);
+    const uint ti = tid.y * 32 + tid.x;
+    const uint h = tg.y;
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
+    if (sq.skip) {
+        return;  // the whole threadgroup, before any barrier: one sequence
+    }
+    const uint row0 = tg.x * ROWS;
+    const uint kh = gdn_key_head(p, h);
+    const float scale = gdn_out_scale(p);
+    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
+    const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
+
+    typedef gdn_staging<A> staging;
+    typedef typename staging::type AS;
+    threadgroup AS *ks = (threadgroup AS *)stage;
+    threadgroup AS *qs = ks + BT * DK;
+    threadgroup AS *vs = ks + 2 * BT * DK;
+    threadgroup float *gs = (threadgroup float *)(vs + BT * ROWS);
+    threadgroup float *bs = gs + BT;
+
+    const ulong row = ((sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
+    float s[8 * NSG];
+    gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
+
+    for (uint t0 = 0; t0 < sq.n_tokens; t0 += BT) {
+        const uint nb = min(BT, sq.n_tokens - t0);
+        const uint tok0 = sq.tok0 + t0;
+        for (uint i = ti; i < nb * DK; i += THREADS) {
+            const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
+            ks[i] = staging::bits(k[src]);
+            qs[i] = staging::bits(q[src]);
+        }
+        for (uint i = ti; i < nb * ROWS; i += THREADS) {
+            vs[i] = staging::bits(v[((tok0 + i / ROWS) * p.n_v_heads + h) * p.d_v + row0 + i % ROWS]);
+        }
+        if (ti < nb) {
+            const uint vh = (tok0 + ti) * p.n_v_heads + h;
+            gs[ti] = gdn_gate(p, gc, gdn_load(g + vh));
+            bs[ti] = gdn_beta(p, gdn_load(beta + vh));
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        for (uint t = 0; t < nb; ++t) {
+            float kr[8 * NSG];
+            const gdn_staged_vec<AS> kt = {ks + t * DK, l.u};
+            const gdn_staged_vec<AS> qt = {qs + t * DK, l.u};
+            gdn_packed_load<2 * NSG>(kr, kt);
+            const float vt = gdn_staged<AS>::load(vs + t * ROWS + l.row - row0);
+            const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
+            if (l.u == 0) {
+                gdn_store(output + ((tok0 + t) * p.n_v_heads + h) * p.d_v + l.row, o);
+            }
+        }
+
+        // Nobody overwrites the block before every SIMD-group is done with it.
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+
+    gdn_packed_store<S, 2 * NSG>(state_out + row, s, l.u);
+}
+
+// Instantiations: every activation and state type, NSG 2 and 4.
+instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_prefill_blocked", gated_delta_net_prefill_blocked)

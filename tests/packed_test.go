@@ -1,0 +1,202 @@
+package tests
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// forced returns the dispatcher that encodes kern whatever the shape would
+// get from the automatic choices (gdn.Kernels.Encode).
+func forced(kern gdn.Kernel) method {
+	return func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
+		return k.Encode(enc, kern, p, b)
+	}
+}
+
+// The kernels of the packed layout, each forced, and the kernels of one
+// row per SIMD-group (or per thread, prefill) they are compared with, also
+// forced: the automatic choices pick the packed ones at these shapes.
+var (
+	kPacked        = kernel{"packed", forced(gdn.KernelDecodePacked), false}
+	kPackedSeq     = kernel{"packed_seq", forced(gdn.KernelDecodePackedSeq), false}
+	kPackedCapture = kernel{"packed_capture", forced(gdn.KernelDecodePackedCapture), true}
+	kBlocked       = kernel{"blocked", forced(gdn.KernelPrefillBlocked), false}
+
+	kOneRowDecode  = kernel{"decode (one row per SIMD-group)", forced(gdn.KernelDecode), false}
+	kOneRowSeq     = kernel{"seq (one row per SIMD-group)", forced(gdn.KernelDecodeSeq), false}
+	kOneRowCapture = kernel{"capture (one row per SIMD-group)", forced(gdn.KernelDecodeCapture), true}
+
+	packedFamily = []kernel{kPacked, kPackedSeq, kPackedCapture}
+)
+
+// packedCases: every activation type x state type x fused step all or
+// nothing x block and tiled x D_k 64 and 128, on two sequences of three
+// tokens, two key heads and four value heads, D_v = 32 (one threadgroup
+// of 32 rows); and, for a few type combinations, D_v = 64 (two
+// threadgroups) and windows of 37 tokens (two full blocks of the blocked
+// prefill and a partial one).
+func packedCases() []typedCase {
+	var cases []typedCase
+	seed := uint64(0xbac4ed00)
+	add := func(a, st spec.ElemType, f spec.Fused, hm spec.HeadMap, dk, dv, nt int) {
+		seed++
+		p := spec.Params{
+			Shape:   spec.Shape{DK: dk, DV: dv, NKHeads: 2, NVHeads: 4, NTokens: nt, NSeqs: 2},
+			HeadMap: hm, QScale: float32(1 / math.Sqrt(float64(dk))),
+			Activation: a, State: st, Fused: f,
+		}
+		cases = append(cases, typedCase{name: fmt.Sprintf("packed_%v_%v_%s_%v_dk%d_dv%d_t%d", a, st, fusedName(f), hm, dk, dv, nt), p: p, seed: seed})
+	}
+	for _, a := range kernels.ElemTypes {
+		for _, st := range kernels.ElemTypes {
+			for _, f := range []spec.Fused{{}, spec.FusedAll} {
+				for _, hm := range []spec.HeadMap{spec.Block, spec.Tiled} {
+					for _, dk := range []int{64, 128} {
+						add(a, st, f, hm, dk, 32, 3)
+					}
+				}
+			}
+		}
+	}
+	add(spec.F32, spec.F32, spec.Fused{}, spec.Block, 128, 64, 37)
+	add(spec.BF16, spec.F32, spec.FusedAll, spec.Tiled, 128, 64, 37)
+	add(spec.F16, spec.BF16, spec.Fused{L2Norm: true}, spec.Block, 64, 64, 37)
+	return cases
+}
+
+// TestEmulatedPackedParity runs the packed suite on the emulated device in
+// each of typedRuns (both scheduling orders, bf16 by hand), every run's
+// bytes compared with the first's.
+func TestEmulatedPackedParity(t *testing.T) { onEmulatedRuns(t, typedRuns, packedParity) }
+
+// TestMetalPackedParity runs the packed suite on the system's GPU (a Mac;
+// it skips elsewhere).
+func TestMetalPackedParity(t *testing.T) { onMetal(t, packedParity) }
+
+// packedParity runs the packed kernels and their one-row counterparts on
+// every case of packedCases and checks:
+//
+//   - every packed kernel against Oracle64 within SPEC section 9's bounds
+//     and, where the written type is f32, against Reference32 within 1e-5;
+//     every element written (outputs poisoned first); capture's every slot;
+//   - packed, packed_seq and packed_capture give the same bytes, capture's
+//     last slot is state_out's bytes and slot t the state_out of a run
+//     over the first t+1 tokens, and the state in place gives the same
+//     bytes as two buffers;
+//   - the packed decode family against the decode kernels of one row per
+//     SIMD-group, and the blocked prefill against the original prefill,
+//     within the float32 bound at f32 and the type's bound otherwise;
+//   - the automatic choices (Decode, DecodeWithCapture, Prefill) run the
+//     packed kernels here: the same bytes;
+//   - the same bytes in every scheduling order;
+//   - the state read once and written once, the output written once,
+//     capture one state per token, A_log and dt_bias once per thread.
+func packedParity(t *testing.T, r *rig) {
+	for _, c := range packedCases() {
+		t.Run(c.name, func(t *testing.T) { packedCaseRun(t, r, c) })
+	}
+}
+
+func packedCaseRun(t *testing.T, r *rig, c typedCase) {
+	ref := c.references(t)
+	p := c.p
+	res := map[string]typedOutcome{}
+	run := func(k kernel, inPlace bool) typedOutcome {
+		o := r.runTyped(t, k, p, ref.in, inPlace)
+		if r.emulated {
+			where := "separate"
+			if inPlace {
+				where = "in place"
+			}
+			checkTypedAcrossRuns(t, c.name+"/"+k.name+"/"+where, o)
+			if !inPlace { // in place, both state accesses are charged to binding 5
+				checkTypedTraffic(t, k.name, k, p, *o.Counters)
+			}
+		}
+		return o
+	}
+	for _, k := range append(packedFamily, kBlocked) {
+		o := run(k, false)
+		res[k.name] = o
+		checkTypedAgainstReferences(t, k.name, p, o, ref)
+		if o.Capture != nil {
+			checkBound(t, k.name+": capture vs Oracle64", cpuref.MaxRelErr64(o.Capture, ref.o64.Capture), stateBoundOf(p))
+		}
+	}
+
+	// One layout, one result: byte for byte.
+	packed := res[kPacked.name]
+	for _, k := range []kernel{kPackedSeq, kPackedCapture} {
+		checkSameBytes(t, k.name+" vs packed: output", res[k.name].output, packed.output)
+		checkSameBytes(t, k.name+" vs packed: state_out", res[k.name].stateOut, packed.stateOut)
+	}
+	capt := res[kPackedCapture.name]
+	slot := stateSize(p) * p.State.Size()
+	for s := range p.NSeqs {
+		last := (s*p.NTokens + p.NTokens - 1) * slot
+		checkSameBytes(t, fmt.Sprintf("packed_capture: last slot vs state_out, sequence %d", s),
+			capt.capture[last:last+slot], capt.stateOut[s*slot:(s+1)*slot])
+	}
+	// Slot t is the state after t+1 tokens, as a run over those tokens
+	// alone leaves it (the short windows only).
+	for n := 1; n < p.NTokens && p.NTokens <= 3; n++ {
+		pp, in := prefix(p, ref.in, n)
+		in.ALog, in.DtBias = ref.in.ALog, ref.in.DtBias
+		pre := r.runTyped(t, kPacked, pp, in, false)
+		for s := range p.NSeqs {
+			at := (s*p.NTokens + n - 1) * slot
+			checkSameBytes(t, fmt.Sprintf("packed_capture: slot %d vs packed over the first %d tokens, sequence %d", n-1, n, s),
+				capt.capture[at:at+slot], pre.stateOut[s*slot:(s+1)*slot])
+		}
+	}
+	for _, k := range []kernel{kPacked, kPackedSeq, kBlocked} {
+		ip := run(k, true)
+		checkSameBytes(t, k.name+": state_out in place vs separate", ip.stateOut, res[k.name].stateOut)
+		checkSameBytes(t, k.name+": output in place vs separate", ip.output, res[k.name].output)
+	}
+
+	// The automatic choices run the packed kernels at these shapes.
+	for _, c := range []struct {
+		auto, want kernel
+	}{{kDecode, kPackedSeq}, {kCapture, kPackedCapture}, {kPrefill, kBlocked}} {
+		o := r.runTyped(t, c.auto, p, ref.in, false)
+		checkSameBytes(t, c.auto.name+" (automatic) vs "+c.want.name+": output", o.output, res[c.want.name].output)
+		checkSameBytes(t, c.auto.name+" (automatic) vs "+c.want.name+": state_out", o.stateOut, res[c.want.name].stateOut)
+	}
+
+	// Against the other layout: the same recurrence, other summation orders.
+	outBound, stateBound := boundRef32, stateBoundOf(p)
+	if p.Activation != spec.F32 {
+		outBound = bound16[p.Activation]
+	}
+	for _, c := range []struct{ mine, theirs kernel }{
+		{kPacked, kOneRowDecode}, {kPackedSeq, kOneRowSeq}, {kPackedCapture, kOneRowCapture}, {kBlocked, kRecurrent},
+	} {
+		o := r.runTyped(t, c.theirs, p, ref.in, false)
+		m := res[c.mine.name]
+		checkBound(t, c.mine.name+" vs "+c.theirs.name+": output", cpuref.MaxRelErr(m.Output, o.Output), outBound)
+		checkBound(t, c.mine.name+" vs "+c.theirs.name+": state_out", cpuref.MaxRelErr(m.StateOut, o.StateOut), stateBound)
+		if m.Capture != nil {
+			checkBound(t, c.mine.name+" vs "+c.theirs.name+": capture", cpuref.MaxRelErr(m.Capture, o.Capture), stateBound)
+		}
+	}
+}
+
+// packedShape reports whether the packed kernels take the shape: D_k 64
+// or 128, D_v a multiple of 32.
+func packedShape(s spec.Shape) bool { return (s.DK == 64 || s.DK == 128) && s.DV%32 == 0 }
+
+// stateBoundOf is SPEC section 9's bound for p's state type.
+func stateBoundOf(p spec.Params) float64 {
+	if p.State != spec.F32 {
+		return bound16[p.State]
+	}
+	return boundRef32
+}
