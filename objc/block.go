@@ -34,6 +34,16 @@ type blockDescriptor struct{ reserved, size uintptr }
 // copies point to it for the life of the process.
 var descriptor = &blockDescriptor{size: unsafe.Sizeof(blockLiteral{})}
 
+// literals keeps every block literal NewBlock made for the life of the
+// process. _Block_copy need not copy a stack block: GNUstep's returns the
+// literal itself unless the flags carry its descriptor bit, so the block a
+// caller holds may be the literal, which only C then refers to and Go's
+// collector would otherwise free.
+var literals struct {
+	mu   sync.Mutex
+	list []*blockLiteral
+}
+
 var blocks struct {
 	once                    sync.Once
 	err                     error
@@ -59,14 +69,18 @@ func loadBlocks() error {
 // NewBlock returns a block, owned by the caller, that captures nothing and
 // runs invoke: a C function pointer (such as one made with
 // purego.NewCallback) whose first parameter is the block. It is a stack
-// block literal copied to the heap with _Block_copy, so that a method that
-// keeps the block (copies it again) may do so. Release it with
+// block literal copied with _Block_copy, so that a method that keeps the
+// block (copies it again) may do so; the literal itself is kept for the life
+// of the process, like the callback it runs. Release the block with
 // [Block.Release].
 func NewBlock(invoke uintptr) (Block, error) {
 	if err := loadBlocks(); err != nil {
 		return 0, err
 	}
 	lit := &blockLiteral{isa: blocks.stackBlock, invoke: invoke, descriptor: descriptor}
+	literals.mu.Lock()
+	literals.list = append(literals.list, lit)
+	literals.mu.Unlock()
 	r, _, _ := purego.SyscallN(blocks.copy, uintptr(unsafe.Pointer(lit)))
 	runtime.KeepAlive(lit)
 	if r == 0 {
