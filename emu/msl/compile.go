@@ -98,8 +98,22 @@ var rtHash = sync.OnceValue(func() string {
 		h.Write(b)
 		return nil
 	})
+	h.Write(opNamesC())
 	return hex.EncodeToString(h.Sum(nil))[:24]
 })
+
+// opNamesC is pm_op_names.h, written beside the runtime: the C table of the
+// SIMD-group operations' names that its fault messages use, made from
+// simdOpNames so that the names have one list.
+func opNamesC() []byte {
+	var b strings.Builder
+	b.WriteString("/* Written by package msl from simdOpNames. */\nstatic const char *const pm_op_names[] = {\"?\"")
+	for _, n := range simdOpNames[1:] {
+		fmt.Fprintf(&b, ", %q", n)
+	}
+	b.WriteString("};\n")
+	return []byte(b.String())
+}
 
 // rtDir writes the embedded runtime sources under root and returns their
 // directory.
@@ -121,6 +135,9 @@ func rtDir(root string) (string, error) {
 		}
 		return clang.WriteFileAtomic(filepath.Join(dir, strings.TrimPrefix(path, "rt/")), b)
 	})
+	if err == nil {
+		err = clang.WriteFileAtomic(filepath.Join(dir, "pm_op_names.h"), opNamesC())
+	}
 	if err == nil {
 		err = clang.WriteFileAtomic(filepath.Join(dir, "complete"), nil)
 	}

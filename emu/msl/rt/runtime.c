@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "pm_abi.h"
+#include "pm_op_names.h" /* written by package msl from its list of names */
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -426,20 +427,8 @@ EXPORT void pm_arena_stats(uint64_t *arenas, uint64_t *idle) {
 }
 
 static const char *op_name(uint32_t op) {
-	static const char *const names[] = {
-		"?", "simdgroup_barrier", "simd_sum", "simd_product", "simd_min", "simd_max",
-		"simd_and", "simd_or", "simd_xor", "simd_prefix_inclusive_sum",
-		"simd_prefix_exclusive_sum", "simd_prefix_inclusive_product",
-		"simd_prefix_exclusive_product", "simd_shuffle", "simd_shuffle_xor",
-		"simd_shuffle_up", "simd_shuffle_down", "simd_shuffle_rotate_up",
-		"simd_shuffle_rotate_down", "simd_broadcast", "simd_broadcast_first",
-		"simd_all", "simd_any", "simd_is_first", "simd_ballot", "simd_active_threads_mask",
-		"simdgroup_load", "simdgroup_store", "simdgroup_multiply",
-		"simdgroup_multiply_accumulate",
-		"simd_shuffle_and_fill_up", "simd_shuffle_and_fill_down",
-	};
-	_Static_assert(sizeof names / sizeof names[0] == PM_OP_COUNT, "a name for every PM_OP_ code");
-	return op < PM_OP_COUNT ? names[op] : "?";
+	_Static_assert(sizeof pm_op_names / sizeof pm_op_names[0] == PM_OP_COUNT, "a name for every PM_OP_ code");
+	return op < PM_OP_COUNT ? pm_op_names[op] : "?";
 }
 
 /* Records a fault of the current threadgroup. */
