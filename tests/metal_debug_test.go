@@ -81,23 +81,10 @@ func checkChild(t *testing.T, markers []string, env ...string) {
 // outside a pool.
 func TestMetalDecodeLoop(t *testing.T) {
 	d := testdevice.Metal(t)
-	lib, err := d.NewLibraryWithSource(`#include <metal_stdlib>
+	p := testdevice.Pipeline(t, d, `#include <metal_stdlib>
 using namespace metal;
 kernel void add_one(device float *x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] += 1.0f; }
-`, mtl.CompileOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Release()
-	fn, err := lib.NewFunction("add_one")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fn.Release()
-	p, err := d.NewComputePipelineState(fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+`, mtl.CompileOptions{}, "add_one")
 	defer p.Release()
 	q, err := d.NewCommandQueue()
 	if err != nil {
@@ -105,11 +92,7 @@ kernel void add_one(device float *x [[buffer(0)]], uint i [[thread_position_in_g
 	}
 	defer q.Release()
 	const n = 256
-	x, err := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Release()
+	x := (&testdevice.GPU{T: t, D: d, Q: q}).Buffer(4*n, mtl.ResourceStorageModeShared)
 	xs := mtl.Slice[float32](x)
 	step := func(e *mtl.ComputeCommandEncoder) error {
 		e.SetComputePipelineState(p)
