@@ -59,7 +59,6 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
-	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/floats"
 )
 
@@ -361,7 +360,7 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 // reqs the outputs of its tokens (request s has tokens cu[s] to cu[s+1]
 // of the batch), and counts the tokens, the dispatches and the time they
 // took in res.
-func dispatch(be backend, kern gdn.Kernel, p spec.Params, batch []cpuref.Inputs, reqs []*request, cu []int32, res *result) error {
+func dispatch(be backend, kern gdn.Kernel, p gdn.Params, batch []cpuref.Inputs, reqs []*request, cu []int32, res *result) error {
 	out, took, err := be.Run(kern, p, batch)
 	if err != nil {
 		return err
