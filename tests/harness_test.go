@@ -362,6 +362,16 @@ func (r *rig) execute(encode func(enc *mtl.ComputeCommandEncoder) error) ([]msl.
 	return emu.DispatchCounters(cb)
 }
 
+// eachCase returns the suite that runs check on every one of cases, each
+// in a subtest named after it.
+func eachCase[C interface{ subtest() string }](cases func() []C, check func(t *testing.T, r *rig, c C)) func(t *testing.T, r *rig) {
+	return func(t *testing.T, r *rig) {
+		for _, c := range cases() {
+			t.Run(c.subtest(), func(t *testing.T) { check(t, r, c) })
+		}
+	}
+}
+
 // firstResults keeps the first result recorded under each key, so that
 // later runs of the same dispatch can be compared with it byte for byte.
 type firstResults[T any] struct {
