@@ -210,12 +210,11 @@ func (r *rig) uploadInt32(t *testing.T, x []int32, private bool) gdn.View {
 	priv := g.Buffer(len(raw), mtl.ResourceStorageModePrivate)
 	cb, blit := g.Blit()
 	blit.CopyFromBuffer(shared, 0, priv, 0, len(raw))
-	if err := blit.EndEncoding(); err != nil {
-		t.Fatal(err)
+	err = blit.EndEncoding()
+	if err == nil {
+		err = completed(cb)
 	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	return gdn.I32View(priv, 0, len(x))
