@@ -16,15 +16,8 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, func() error {
-		d, err := device()
-		if err == nil {
-			d.Release()
-		}
-		return err
-	}))
-}
+// The examples run where device opens a device.
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, canOpenDevice)) }
 
 // device returns the system's Metal device, or the emulated one where
 // there is no Metal.
@@ -34,6 +27,15 @@ func device() (*mtl.Device, error) {
 		return emu.NewDevice()
 	}
 	return dev, err
+}
+
+// canOpenDevice opens the device and releases it.
+func canOpenDevice() error {
+	d, err := device()
+	if err == nil {
+		d.Release()
+	}
+	return err
 }
 
 // metal is what every example opens before it comes to its point: the
