@@ -16,7 +16,8 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// The examples run where device opens a device.
+// TestMain skips the examples where no device opens, unless in strict
+// mode (testenv.RunMain).
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, canOpenDevice)) }
 
 // device returns the system's Metal device, or the emulated one where
