@@ -47,48 +47,33 @@ func Chunked64(p spec.Params, in Inputs, chunk int) (Result64, error) {
 	if chunk < 1 {
 		return Result64{}, fmt.Errorf("cpuref: chunk %d, must be >= 1", chunk)
 	}
-	dk, dv, nk, nv := p.DK, p.DV, p.NKHeads, p.NVHeads
-	res := Result64{
-		Output:   make([]float64, p.VLen()),
-		StateOut: make([]float64, p.StateLen()),
-	}
-	for i, v := range in.StateIn { // the states no sequence writes
-		res.StateOut[i] = float64(v)
-	}
+	dk, dv := p.DK, p.DV
+	res := newResult64(p, in, false)
 	scale := float64(p.Scale())
 	x := fused64(p, in)
-	for _, seq := range sequences(p, in) {
-		if seq.skip {
-			continue
-		}
-		for h := 0; h < nv; h++ {
-			kh := p.HeadMap.KeyHead(h, nk, nv)
-			st := (seq.state*nv + h) * dv * dk
-			S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[st : st+dv*dk])}
-			for t0 := 0; t0 < seq.n; t0 += chunk {
-				n := min(chunk, seq.n-t0)
-				K, Q, V := newMatrix(n, dk), newMatrix(n, dk), newMatrix(n, dv)
-				g, beta := make([]float64, n), make([]float64, n)
-				for r := 0; r < n; r++ {
-					tok := seq.tok0 + t0 + r
-					qk := (tok*nk + kh) * dk
-					copy(K.a[r*dk:(r+1)*dk], x.k[qk:qk+dk])
-					copy(Q.a[r*dk:(r+1)*dk], x.q[qk:qk+dk])
-					vo := (tok*nv + h) * dv
-					copy(V.a[r*dv:(r+1)*dv], vec(in.V[vo:vo+dv]))
-					g[r], beta[r] = x.g[tok*nv+h], x.beta[tok*nv+h]
-				}
-				var O matrix
-				O, S = chunkStep(S, K, Q, V, g, beta)
-				for r := 0; r < n; r++ {
-					vo := ((seq.tok0+t0+r)*nv + h) * dv
-					for i := 0; i < dv; i++ {
-						res.Output[vo+i] = scale * O.at(r, i)
-					}
+	for _, run := range headRuns(p, in) {
+		S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[run.st : run.st+dv*dk])}
+		for t0 := 0; t0 < run.n; t0 += chunk {
+			n := min(chunk, run.n-t0)
+			K, Q, V := newMatrix(n, dk), newMatrix(n, dk), newMatrix(n, dv)
+			g, beta := make([]float64, n), make([]float64, n)
+			for r := 0; r < n; r++ {
+				qk, vo, gi := run.at(p, run.tok0+t0+r)
+				copy(K.a[r*dk:(r+1)*dk], x.k[qk:qk+dk])
+				copy(Q.a[r*dk:(r+1)*dk], x.q[qk:qk+dk])
+				copy(V.a[r*dv:(r+1)*dv], vec(in.V[vo:vo+dv]))
+				g[r], beta[r] = x.g[gi], x.beta[gi]
+			}
+			var O matrix
+			O, S = chunkStep(S, K, Q, V, g, beta)
+			for r := 0; r < n; r++ {
+				_, vo, _ := run.at(p, run.tok0+t0+r)
+				for i := 0; i < dv; i++ {
+					res.Output[vo+i] = scale * O.at(r, i)
 				}
 			}
-			copy(res.StateOut[st:st+dv*dk], S.a)
 		}
+		copy(res.StateOut[run.st:run.st+dv*dk], S.a)
 	}
 	return res, nil
 }

@@ -21,10 +21,7 @@ const chunkedBound = 1e-12
 func chunked64(t *testing.T, p spec.Params, in cpuref.Inputs, chunk int) cpuref.Result64 {
 	t.Helper()
 	r, err := cpuref.Chunked64(p, in, chunk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return must(t, r, err)
 }
 
 // TestChunked64AgreesWithBothReferences checks the three references

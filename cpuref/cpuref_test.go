@@ -31,31 +31,31 @@ func params(dk, dv, nk, nv, nt, ns int, m spec.HeadMap, scale float32) spec.Para
 	}
 }
 
-func random(t *testing.T, p spec.Params, seed uint64) cpuref.Inputs {
+// must returns r, or ends the test with err.
+func must[R any](t *testing.T, r R, err error) R {
 	t.Helper()
-	in, err := cpuref.RandomInputs(p, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return in
+	return r
+}
+
+func random(t *testing.T, p spec.Params, seed uint64) cpuref.Inputs {
+	t.Helper()
+	in, err := cpuref.RandomInputs(p, seed)
+	return must(t, in, err)
 }
 
 func run32(t *testing.T, p spec.Params, in cpuref.Inputs, capture bool) cpuref.Result {
 	t.Helper()
 	r, err := cpuref.Reference32(p, in, capture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return must(t, r, err)
 }
 
 func run64(t *testing.T, p spec.Params, in cpuref.Inputs, capture bool) cpuref.Result64 {
 	t.Helper()
 	r, err := cpuref.Oracle64(p, in, capture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return must(t, r, err)
 }
 
 // bitsEqual and bitsEqual64 compare bit patterns.

@@ -114,52 +114,34 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 	if err := in.Validate(p); err != nil {
 		return Result64{}, err
 	}
-	dk, dv, nk, nv := p.DK, p.DV, p.NKHeads, p.NVHeads
-	res := Result64{
-		Output:   make([]float64, p.VLen()),
-		StateOut: make([]float64, p.StateLen()),
-	}
-	if capture {
-		res.Capture = make([]float64, p.CaptureLen())
-	}
-	for i, v := range in.StateIn { // the states no sequence writes
-		res.StateOut[i] = float64(v)
-	}
+	dk, dv := p.DK, p.DV
+	res := newResult64(p, in, capture)
 	scale := float64(p.Scale())
 	x := fused64(p, in)
 	eye := identity(dk)
-	for _, seq := range sequences(p, in) {
-		if seq.skip {
-			continue
-		}
-		for h := 0; h < nv; h++ {
-			kh := p.HeadMap.KeyHead(h, nk, nv)
-			st := (seq.state*nv + h) * dv * dk
-			S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[st : st+dv*dk])}
-			for t := seq.tok0; t < seq.tok0+seq.n; t++ {
-				qk := (t*nk + kh) * dk
-				vo := (t*nv + h) * dv
-				gi := t*nv + h
-				q := x.q[qk : qk+dk]
-				k := x.k[qk : qk+dk]
-				v := vec(in.V[vo : vo+dv])
-				alpha := math.Exp(-x.g[gi])
-				beta := x.beta[gi]
+	for _, r := range headRuns(p, in) {
+		S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[r.st : r.st+dv*dk])}
+		for t := r.tok0; t < r.tok0+r.n; t++ {
+			qk, vo, gi := r.at(p, t)
+			q := x.q[qk : qk+dk]
+			k := x.k[qk : qk+dk]
+			v := vec(in.V[vo : vo+dv])
+			alpha := math.Exp(-x.g[gi])
+			beta := x.beta[gi]
 
-				transition := eye.minus(outer(k, k).scaled(beta)) // I - beta k k^T
-				S = S.mul(transition).scaled(alpha).plus(outer(v, k).scaled(beta))
+			transition := eye.minus(outer(k, k).scaled(beta)) // I - beta k k^T
+			S = S.mul(transition).scaled(alpha).plus(outer(v, k).scaled(beta))
 
-				o := S.apply(q)
-				for i := range o {
-					res.Output[vo+i] = scale * o[i]
-				}
-				if capture {
-					co := (t*nv + h) * dv * dk
-					copy(res.Capture[co:co+dv*dk], S.a)
-				}
+			o := S.apply(q)
+			for i := range o {
+				res.Output[vo+i] = scale * o[i]
 			}
-			copy(res.StateOut[st:st+dv*dk], S.a)
+			if capture {
+				co := gi * dv * dk
+				copy(res.Capture[co:co+dv*dk], S.a)
+			}
 		}
+		copy(res.StateOut[r.st:r.st+dv*dk], S.a)
 	}
 	return res, nil
 }

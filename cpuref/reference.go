@@ -33,7 +33,7 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 	if err := in.Validate(p); err != nil {
 		return Result{}, err
 	}
-	dk, dv, nk, nv := p.DK, p.DV, p.NKHeads, p.NVHeads
+	dk, dv := p.DK, p.DV
 	res := Result{
 		Output:   make([]float32, p.VLen()),
 		StateOut: make([]float32, p.StateLen()),
@@ -44,50 +44,41 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 	scale := p.Scale()
 	x := fused32(p, in)
 	copy(res.StateOut, in.StateIn)
-	for _, seq := range sequences(p, in) {
-		if seq.skip {
-			continue
-		}
-		for h := 0; h < nv; h++ {
-			kh := p.HeadMap.KeyHead(h, nk, nv)
-			st := (seq.state*nv + h) * dv * dk
-			S := res.StateOut[st : st+dv*dk]
-			for t := seq.tok0; t < seq.tok0+seq.n; t++ {
-				qk := (t*nk + kh) * dk
-				vo := (t*nv + h) * dv
-				gi := t*nv + h
-				q := x.q[qk : qk+dk]
-				k := x.k[qk : qk+dk]
-				v := in.V[vo : vo+dv]
-				alpha := float32(math.Exp(-float64(x.g[gi])))
-				beta := x.beta[gi]
-				for i := 0; i < dv; i++ {
-					row := S[i*dk : (i+1)*dk]
-					for j := range row {
-						row[j] = float32(alpha * row[j])
-					}
-					var sk float32
-					for j := range row {
-						sk += float32(row[j] * k[j])
-					}
-					delta := float32(beta * float32(v[i]-sk))
-					for j := range row {
-						row[j] += float32(delta * k[j])
-					}
-					var sq float32
-					for j := range row {
-						sq += float32(row[j] * q[j])
-					}
-					res.Output[vo+i] = round(p.Activation, float32(scale*sq))
+	for _, r := range headRuns(p, in) {
+		S := res.StateOut[r.st : r.st+dv*dk]
+		for t := r.tok0; t < r.tok0+r.n; t++ {
+			qk, vo, gi := r.at(p, t)
+			q := x.q[qk : qk+dk]
+			k := x.k[qk : qk+dk]
+			v := in.V[vo : vo+dv]
+			alpha := float32(math.Exp(-float64(x.g[gi])))
+			beta := x.beta[gi]
+			for i := 0; i < dv; i++ {
+				row := S[i*dk : (i+1)*dk]
+				for j := range row {
+					row[j] = float32(alpha * row[j])
 				}
-				if capture {
-					co := (t*nv + h) * dv * dk
-					copy(res.Capture[co:co+dv*dk], S)
-					Round(p.State, res.Capture[co:co+dv*dk])
+				var sk float32
+				for j := range row {
+					sk += float32(row[j] * k[j])
 				}
+				delta := float32(beta * float32(v[i]-sk))
+				for j := range row {
+					row[j] += float32(delta * k[j])
+				}
+				var sq float32
+				for j := range row {
+					sq += float32(row[j] * q[j])
+				}
+				res.Output[vo+i] = round(p.Activation, float32(scale*sq))
 			}
-			Round(p.State, S)
+			if capture {
+				co := gi * dv * dk
+				copy(res.Capture[co:co+dv*dk], S)
+				Round(p.State, res.Capture[co:co+dv*dk])
+			}
 		}
+		Round(p.State, S)
 	}
 	return res, nil
 }

@@ -32,6 +32,56 @@ func sequences(p spec.Params, in Inputs) []sequence {
 	return seqs
 }
 
+// headRun is the recurrence of one value head of one sequence: the
+// sequence's tokens, the value head h, the key head kh it reads q and k
+// from, and st, where its D_v x D_k state starts in state_in and
+// state_out.
+type headRun struct {
+	sequence
+	h, kh, st int
+}
+
+// headRuns returns the recurrences a valid call runs, sequence by sequence
+// and value head by value head; padding runs none.
+func headRuns(p spec.Params, in Inputs) []headRun {
+	var runs []headRun
+	for _, seq := range sequences(p, in) {
+		if seq.skip {
+			continue
+		}
+		for h := 0; h < p.NVHeads; h++ {
+			kh := p.HeadMap.KeyHead(h, p.NKHeads, p.NVHeads)
+			runs = append(runs, headRun{seq, h, kh, (seq.state*p.NVHeads + h) * p.DV * p.DK})
+		}
+	}
+	return runs
+}
+
+// at returns where token t of the run has its inputs: qk, the start of its
+// q and k (D_k each); vo, the start of its v and output (D_v each); gi, the
+// index of its g and beta, which is also its capture slot.
+func (r headRun) at(p spec.Params, t int) (qk, vo, gi int) {
+	gi = t*p.NVHeads + r.h
+	return (t*p.NKHeads + r.kh) * p.DK, gi * p.DV, gi
+}
+
+// newResult64 returns the result of a call with its outputs zero and every
+// state as state_in has it (the states no sequence writes stay so), and
+// room for a state per token with capture set.
+func newResult64(p spec.Params, in Inputs, capture bool) Result64 {
+	res := Result64{
+		Output:   make([]float64, p.VLen()),
+		StateOut: make([]float64, p.StateLen()),
+	}
+	if capture {
+		res.Capture = make([]float64, p.CaptureLen())
+	}
+	for i, v := range in.StateIn {
+		res.StateOut[i] = float64(v)
+	}
+	return res
+}
+
 // validIndices checks Slots and CuSeqlens against p: their lengths, no
 // slot named twice, and cu_seqlens 0 first, non-decreasing and p.NTokens
 // last.

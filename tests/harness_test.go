@@ -348,18 +348,37 @@ func (r *rig) execute(encode func(enc *mtl.ComputeCommandEncoder) error) ([]msl.
 	if endErr := enc.EndEncoding(); err == nil {
 		err = endErr
 	}
+	if err == nil {
+		err = completed(cb)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return emu.DispatchCounters(cb)
+}
+
+// completed commits cb, waits for it and returns its error, or one saying
+// its status where it did not complete.
+func completed(cb *mtl.CommandBuffer) error {
 	cb.Commit()
 	cb.WaitUntilCompleted()
 	if err := cb.Error(); err != nil {
-		return nil, err
+		return err
 	}
 	if st := cb.Status(); st != mtl.CommandBufferStatusCompleted {
-		return nil, fmt.Errorf("command buffer status %v, want completed", st)
+		return fmt.Errorf("command buffer status %v, want completed", st)
 	}
-	return emu.DispatchCounters(cb)
+	return nil
+}
+
+// eachCase returns the suite that runs check on every one of cases, each
+// in a subtest named after it.
+func eachCase[C interface{ subtest() string }](cases func() []C, check func(t *testing.T, r *rig, c C)) func(t *testing.T, r *rig) {
+	return func(t *testing.T, r *rig) {
+		for _, c := range cases() {
+			t.Run(c.subtest(), func(t *testing.T) { check(t, r, c) })
+		}
+	}
 }
 
 // firstResults keeps the first result recorded under each key, so that

@@ -81,22 +81,18 @@ func checkChild(t *testing.T, markers []string, env ...string) {
 // outside a pool.
 func TestMetalDecodeLoop(t *testing.T) {
 	d := testdevice.Metal(t)
-	p := testdevice.Pipeline(t, d, `#include <metal_stdlib>
-using namespace metal;
-kernel void add_one(device float *x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] += 1.0f; }
-`, mtl.CompileOptions{}, "add_one")
-	defer p.Release()
 	q, err := d.NewCommandQueue()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer q.Release()
+	g := &testdevice.GPU{T: t, D: d, Q: q}
+	p := g.Pipeline(`#include <metal_stdlib>
+using namespace metal;
+kernel void add_one(device float *x [[buffer(0)]], uint i [[thread_position_in_grid]]) { x[i] += 1.0f; }
+`, mtl.CompileOptions{}, "add_one")
 	const n = 256
-	x, err := d.NewBuffer(4*n, mtl.ResourceStorageModeShared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Release()
+	x := g.Buffer(4*n, mtl.ResourceStorageModeShared)
 	xs := mtl.Slice[float32](x)
 	step := func(e *mtl.ComputeCommandEncoder) error {
 		e.SetComputePipelineState(p)

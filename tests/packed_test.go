@@ -98,11 +98,7 @@ func TestMetalPackedParity(t *testing.T) { onMetal(t, packedParity) }
 //   - the same bytes in every scheduling order;
 //   - the state read once and written once, the output written once,
 //     capture one state per token, A_log and dt_bias once per thread.
-func packedParity(t *testing.T, r *rig) {
-	for _, c := range packedCases() {
-		t.Run(c.name, func(t *testing.T) { packedCaseRun(t, r, c) })
-	}
-}
+var packedParity = eachCase(packedCases, packedCaseRun)
 
 func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 	ref := c.references(t)
@@ -138,12 +134,8 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 		checkSameBytes(t, k.name+" vs packed: state_out", res[k.name].stateOut, packed.stateOut)
 	}
 	capt := res[kPackedCapture.name]
+	checkLastSlotBytes(t, kPackedCapture.name, p, capt)
 	slot := stateSize(p) * p.State.Size()
-	for s := range p.NSeqs {
-		last := (s*p.NTokens + p.NTokens - 1) * slot
-		checkSameBytes(t, fmt.Sprintf("packed_capture: last slot vs state_out, sequence %d", s),
-			capt.capture[last:last+slot], capt.stateOut[s*slot:(s+1)*slot])
-	}
 	// Slot t is the state after t+1 tokens, as a run over those tokens
 	// alone leaves it (the short windows only).
 	for n := 1; n < p.NTokens && p.NTokens <= 3; n++ {

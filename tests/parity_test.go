@@ -21,6 +21,8 @@ type parityCase struct {
 	seed uint64
 }
 
+func (c parityCase) subtest() string { return c.name }
+
 // parityCases spans every NSG (D_k = 32, 64, 128), both head mappings,
 // 1, 2 and 5 tokens, 1 and 3 sequences, and no q scale or 1/sqrt(D_k). Two
 // key heads and six value heads make the block and tiled mappings differ
@@ -133,11 +135,7 @@ func TestMetalParity(t *testing.T) { onMetal(t, parity) }
 //   - on the emulated device, every scheduling order gives the same bytes,
 //     and each state cell is read and written exactly
 //     once per dispatch, and capture stores one state per token.
-func parity(t *testing.T, r *rig) {
-	for _, c := range parityCases() {
-		t.Run(c.name, func(t *testing.T) { parityCaseRun(t, r, c) })
-	}
-}
+var parity = eachCase(parityCases, parityCaseRun)
 
 func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	ref := c.references(t)

@@ -13,6 +13,7 @@ import (
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -205,27 +206,15 @@ func (r *rig) uploadInt32(t *testing.T, x []int32, private bool) gdn.View {
 	if !private {
 		return gdn.I32View(shared, 0, len(x))
 	}
-	priv, err := r.dev.NewBuffer(len(raw), mtl.ResourceStorageModePrivate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(priv.Release)
-	cb, err := r.queue.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Release()
-	blit, err := cb.BlitCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := &testdevice.GPU{T: t, D: r.dev, Q: r.queue}
+	priv := g.Buffer(len(raw), mtl.ResourceStorageModePrivate)
+	cb, blit := g.Blit()
 	blit.CopyFromBuffer(shared, 0, priv, 0, len(raw))
-	if err := blit.EndEncoding(); err != nil {
-		t.Fatal(err)
+	err = blit.EndEncoding()
+	if err == nil {
+		err = completed(cb)
 	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	return gdn.I32View(priv, 0, len(x))

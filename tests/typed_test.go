@@ -43,6 +43,8 @@ func typeBound(t spec.ElemType, f32 float64) float64 {
 // and the seed of its inputs, as a parity case.
 type typedCase parityCase
 
+func (c typedCase) subtest() string { return c.name }
+
 // typedCases: 3 activation types x 3 state types x fused all or nothing x
 // block and tiled x D_k 32, 64, 128, on two sequences of three tokens, two
 // key heads and four value heads (r = 2, so the head maps differ), D_v = 8
@@ -353,11 +355,7 @@ func TestMetalTypedParity(t *testing.T) {
 //   - the state read once and written once in its own type's bytes, the
 //     output written once, capture one state per token (SPEC section 8;
 //     the fused parts add no state traffic).
-func typedParity(t *testing.T, r *rig) {
-	for _, c := range typedCases() {
-		t.Run(c.name, func(t *testing.T) { typedCaseRun(t, r, c) })
-	}
-}
+var typedParity = eachCase(typedCases, typedCaseRun)
 
 func typedCaseRun(t *testing.T, r *rig, c typedCase) {
 	ref := c.references(t)
@@ -389,12 +387,18 @@ func typedCaseRun(t *testing.T, r *rig, c typedCase) {
 		checkSameBytes(t, k.name+" vs legacy: output", res[k.name].output, legacy.output)
 		checkSameBytes(t, k.name+" vs legacy: state_out", res[k.name].stateOut, legacy.stateOut)
 	}
-	capt := res[kCapture.name]
+	checkLastSlotBytes(t, kCapture.name, p, res[kCapture.name])
+}
+
+// checkLastSlotBytes checks that the capture kernel named name left in
+// each sequence's last capture slot the bytes of its state_out.
+func checkLastSlotBytes(t *testing.T, name string, p spec.Params, o typedOutcome) {
+	t.Helper()
 	slot := stateSize(p) * p.State.Size()
 	for s := range p.NSeqs {
 		last := (s*p.NTokens + p.NTokens - 1) * slot
-		checkSameBytes(t, fmt.Sprintf("capture: last slot vs state_out, sequence %d", s),
-			capt.capture[last:last+slot], capt.stateOut[s*slot:(s+1)*slot])
+		checkSameBytes(t, fmt.Sprintf("%s: last slot vs state_out, sequence %d", name, s),
+			o.capture[last:last+slot], o.stateOut[s*slot:(s+1)*slot])
 	}
 }
 

@@ -313,21 +313,7 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 			b.CuSeqlens = append(b.CuSeqlens, b.CuSeqlens[len(b.CuSeqlens)-1]+int32(r.prompt))
 		}
 	}
-	out, took, err := be.Run(gdn.KernelPrefill, p, batch)
-	if err != nil {
-		return err
-	}
-	vw := p.DV * p.NVHeads
-	for l := range out {
-		for s, r := range admitted {
-			t0, t1 := int(batch[l].CuSeqlens[s]), int(batch[l].CuSeqlens[s+1])
-			r.outputs[l] = append(r.outputs[l], out[l][t0*vw:t1*vw]...)
-		}
-	}
-	res.Tokens += p.NTokens
-	res.Dispatches += cfg.Layers
-	res.Busy += took
-	return nil
+	return dispatch(be, gdn.KernelPrefill, p, batch, admitted, batch[0].CuSeqlens, res)
 }
 
 // decode runs one token of every request in decoding: one decode dispatch
@@ -357,21 +343,36 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 			b.Slots = append(b.Slots, int32(r.slot))
 		}
 	}
-	out, took, err := be.Run(gdn.KernelDecode, p, batch)
+	cu := make([]int32, len(decoding)+1) // one token each
+	for s := range cu {
+		cu[s] = int32(s)
+	}
+	if err := dispatch(be, gdn.KernelDecode, p, batch, decoding, cu, res); err != nil {
+		return err
+	}
+	for _, r := range decoding {
+		r.generated++
+	}
+	return nil
+}
+
+// dispatch runs kern over the batch p on every layer, appends to each of
+// reqs the outputs of its tokens (request s has tokens cu[s] to cu[s+1]
+// of the batch), and counts the tokens, the dispatches and the time they
+// took in res.
+func dispatch(be backend, kern gdn.Kernel, p gdn.Params, batch []cpuref.Inputs, reqs []*request, cu []int32, res *result) error {
+	out, took, err := be.Run(kern, p, batch)
 	if err != nil {
 		return err
 	}
 	vw := p.DV * p.NVHeads
 	for l := range out {
-		for s, r := range decoding {
-			r.outputs[l] = append(r.outputs[l], out[l][s*vw:(s+1)*vw]...)
+		for s, r := range reqs {
+			r.outputs[l] = append(r.outputs[l], out[l][int(cu[s])*vw:int(cu[s+1])*vw]...)
 		}
 	}
-	for _, r := range decoding {
-		r.generated++
-	}
-	res.Tokens += len(decoding)
-	res.Dispatches += cfg.Layers
+	res.Tokens += int(cu[len(reqs)])
+	res.Dispatches += len(batch)
 	res.Busy += took
 	return nil
 }
