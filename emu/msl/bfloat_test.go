@@ -13,9 +13,7 @@ func bfloatRound(f float32) uint16 { return uint16(half.ToBFloat16(f)) }
 
 func bfloatValue(b uint16) float32 { return half.BFloat16(b).Float32() }
 
-const bfloatSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const bfloatSrc = mslPrelude + `
 kernel void bf(device const float* x [[buffer(0)]],
                device const float* y [[buffer(1)]],
                device bfloat* rounded [[buffer(2)]],

@@ -10,9 +10,7 @@ import (
 // __metal_simd_sum(x), __metal_get_simdgroup_size), and numeric_limits of
 // int8_t, which MLX's utils.h reads.
 func TestAppleBuiltins(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-
+	src := mslPrelude + `
 namespace lib {
 inline float exp_of(float x) { return __metal_exp(x, __METAL_MAYBE_FAST_MATH__); }
 inline float fast_exp_of(float x) { return __metal_exp(x, __METAL_FAST_MATH__); }

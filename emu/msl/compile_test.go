@@ -48,9 +48,7 @@ func TestFileNameInDiagnostics(t *testing.T) {
 // Compile-time constants: an empty constant would make these arrays
 // variable-length, which the build rejects.
 func TestConstantsAreCompileTimeConstants(t *testing.T) {
-	lib := compileT(t, `#include <metal_stdlib>
-using namespace metal;
-constant uint N = 4;
+	lib := compileT(t, mslPrelude+`constant uint N = 4;
 constant constexpr int M = 3;
 constant float table[N] = {1.0, 2.0, 4.0, 8.0};
 
@@ -91,9 +89,7 @@ kernel void consts(device float* out [[buffer(0)]],
 
 // Templates instantiated under host names, kernels in a namespace, and the
 // same kernel name in two libraries.
-const templateSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const templateSrc = mslPrelude + `
 template <typename T, int SCALE>
 kernel void scale(device const T* in [[buffer(0)]],
                   device T* out [[buffer(1)]],

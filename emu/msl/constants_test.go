@@ -12,9 +12,7 @@ import (
 // is_function_constant_defined, used in constant expressions (array sizes,
 // template arguments, if constexpr) and derived constants, and optional
 // parameters.
-const constantsSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const constantsSrc = mslPrelude + `
 #define FC_BASE 600
 constant short FC_nsg   [[function_constant(FC_BASE + 0)]];
 constant bool  FC_bias  [[function_constant(FC_BASE + 1)]];

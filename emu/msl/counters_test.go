@@ -6,9 +6,7 @@ import "testing"
 // untouched, and calls SIMD-group functions and barriers a known number
 // of times, with partial SIMD-groups and threadgroups and lanes that
 // return early.
-const countedSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const countedSrc = mslPrelude + `
 kernel void counted(device const float* in [[buffer(0)]],
                     device float* out [[buffer(1)]],
                     device float* untouched [[buffer(2)]],

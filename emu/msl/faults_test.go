@@ -83,9 +83,7 @@ func TestIntegerDivisionOverflowReported(t *testing.T) {
 // allocation (the encoder's length, or a variable's size) is a fault, even
 // where the arena has memory.
 func TestThreadgroupOutOfBoundsReported(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-kernel void tg_oob(device float* out [[buffer(0)]],
+	const src = mslPrelude + `kernel void tg_oob(device float* out [[buffer(0)]],
                    threadgroup float* dyn [[threadgroup(0)]],
                    uint tid [[thread_index_in_threadgroup]]) {
     dyn[tid] = 1.0;
@@ -99,9 +97,7 @@ kernel void tg_oob(device float* out [[buffer(0)]],
 	wantFault(t, ke, 6, [3]int{16, 0, 0}, "out-of-bounds threadgroup memory access: store of 4 bytes at threadgroup offset 64, 0 bytes past the end of threadgroup(0) (length 64)")
 
 	// a pointer walking before a kernel's threadgroup variable
-	const src2 = `#include <metal_stdlib>
-using namespace metal;
-kernel void tg_var(device float* out [[buffer(0)]],
+	const src2 = mslPrelude + `kernel void tg_var(device float* out [[buffer(0)]],
                    uint tid [[thread_index_in_threadgroup]]) {
     threadgroup float tile[16];
     threadgroup float* p = tile;
@@ -118,9 +114,7 @@ kernel void tg_var(device float* out [[buffer(0)]],
 // its bounds is a fault naming the line, even where the memory there
 // belongs to the kernel.
 func TestArrayIndexOutOfBoundsReported(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-kernel void partials(device float* out [[buffer(0)]],
+	const src = mslPrelude + `kernel void partials(device float* out [[buffer(0)]],
                      uint tid [[thread_index_in_threadgroup]]) {
     threadgroup float partial[8];
     threadgroup float other[8];
@@ -187,9 +181,7 @@ func TestEndlessLoopTimesOut(t *testing.T) {
 		t.Fatalf("after a timeout: %v", err)
 	}
 	// an endless loop around a barrier is caught there
-	const src2 = `#include <metal_stdlib>
-using namespace metal;
-kernel void spin_barrier(device uint* out [[buffer(0)]]) {
+	const src2 = mslPrelude + `kernel void spin_barrier(device uint* out [[buffer(0)]]) {
     for (;;) {
         threadgroup_barrier(mem_flags::mem_none);
     }

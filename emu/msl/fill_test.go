@@ -7,9 +7,7 @@ import "testing"
 // modulo lanes reads data from i -/+ delta, and past the vector's edge
 // filling from the other end.
 func TestSIMDShuffleAndFill(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-
+	src := mslPrelude + `
 kernel void fill(device uint* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     uint data = lane, filling = 100 + lane;
     out[0 * 32 + lane] = simd_shuffle_and_fill_up(data, filling, ushort(3));

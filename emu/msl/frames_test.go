@@ -11,9 +11,7 @@ import (
 // at compile time, naming the kernel, its line and the bytes it needs; one
 // that fits runs, and PrivateBytes tells its need.
 func TestPrivateMemoryLimit(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-kernel void big(device float* out [[buffer(0)]],
+	const src = mslPrelude + `kernel void big(device float* out [[buffer(0)]],
                 uint tid [[thread_index_in_threadgroup]]) {
     float scratch[N];
     for (uint i = 0; i < N; i++) scratch[i] = out[i] + float(tid);
@@ -50,9 +48,7 @@ kernel void big(device float* out [[buffer(0)]],
 
 // The frames of called functions add up along the deepest call chain.
 func TestPrivateBytesOfCalledFunctions(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-__attribute__((noinline)) float leaf(device float* p, uint k) {
+	const src = mslPrelude + `__attribute__((noinline)) float leaf(device float* p, uint k) {
     float a[1000];
     for (uint i = 0; i < 1000; i++) a[i] = p[i];
     return a[k % 1000];
@@ -82,9 +78,7 @@ kernel void flat(device float* out [[buffer(0)]],
 // recursion, which Metal does not allow and the frame count takes once) is
 // stopped with a fault, not a crash.
 func TestStackOverflowReported(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-int deep(device int* p, int n) {
+	const src = mslPrelude + `int deep(device int* p, int n) {
     int a[64];
     for (int i = 0; i < 64; i++) a[i] = p[i & 3] + n;
     if (n <= 0) return a[3];

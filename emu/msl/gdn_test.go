@@ -11,9 +11,7 @@ import (
 // A decode-shaped Gated DeltaNet kernel (SPEC.md section 6): threadgroups of
 // (32, NSG) threads, lane x of SIMD-group y in threadgroup X owns cells
 // x*NSG .. x*NSG+NSG-1 of state row X*NSG+y, two simd_sum per token.
-const gdnDecodeSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const gdnDecodeSrc = mslPrelude + `
 constant constexpr uint NSG = 4;
 constant constexpr uint DK = 32 * NSG;
 

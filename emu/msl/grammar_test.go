@@ -9,9 +9,7 @@ import (
 // A kernel written as llama.cpp's ggml-metal.metal writes them: an
 // arguments struct and buffers without index attributes (numbered 0, 1, 2
 // in order), char pointers cast to the element type, and built-ins.
-const unattributedSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const unattributedSrc = mslPrelude + `
 typedef struct {
     int32_t ne00;
     uint64_t nb01;
@@ -69,9 +67,7 @@ func TestUnattributedBuffersRun(t *testing.T) {
 // MLX's generated kernels: [[kernel]] void f(...), and [[host_name]] on a
 // plain kernel.
 func TestKernelAttributeSpellingsRun(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-[[kernel]] void custom_kernel_add(const device float* a [[buffer(0)]],
+	src := mslPrelude + `[[kernel]] void custom_kernel_add(const device float* a [[buffer(0)]],
                                   device float* out [[buffer(1)]],
                                   uint index [[thread_position_in_grid]]) {
     out[index] = a[index] + 1.0;
@@ -106,9 +102,7 @@ using namespace metal;
 // index a macro computes (the SIMD-groups per threadgroup, an optional
 // bias buffer), threadgroup memory bound by index, and simdgroup_matrix
 // tiles staged through threadgroup memory.
-const mulMMSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const mulMMSrc = mslPrelude + `
 #define FC_MUL_MM 100
 constant short FC_mul_mm_nsg  [[function_constant(FC_MUL_MM + 0)]];
 constant bool  FC_mul_mm_bias [[function_constant(FC_MUL_MM + 1)]];

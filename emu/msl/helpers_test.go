@@ -146,11 +146,14 @@ func equalU32(a, b []uint32) bool {
 	return true
 }
 
+// mslPrelude opens a test kernel's source as Metal programs usually
+// begin: the standard library's header and its namespace, two lines, so
+// that the lines after it keep their numbers.
+const mslPrelude = "#include <metal_stdlib>\nusing namespace metal;\n"
+
 // vecAddSrc is a minimal kernel for the tests of compilation and dispatch
 // validation.
-const vecAddSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const vecAddSrc = mslPrelude + `
 kernel void vec_add(device const float* a [[buffer(0)]],
                     device const float* b [[buffer(1)]],
                     device float* out [[buffer(2)]],

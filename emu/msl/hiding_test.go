@@ -10,9 +10,7 @@ import (
 // metal::precise, must still reach the float ones by qualified name:
 // metal::exp(float) is float's exp, not bfloat's.
 func TestMetalOverloadsAdded(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-
+	src := mslPrelude + `
 namespace metal {
 inline bfloat exp(bfloat x) { return bfloat(__metal_exp(float(x), __METAL_MAYBE_FAST_MATH__)); }
 inline bfloat abs(bfloat x) { return bfloat(__metal_fabs(float(x), __METAL_MAYBE_FAST_MATH__)); }

@@ -10,9 +10,7 @@ import (
 // and a vector second, and make_filled_simdgroup_matrix<float, 8> (rows
 // default to columns).
 func TestLlamaForms(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-#define MIN(x, y) ((x) < (y) ? (x) : (y))
+	src := mslPrelude + `#define MIN(x, y) ((x) < (y) ? (x) : (y))
 #define NSG 2
 
 kernel void k(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {

@@ -8,9 +8,7 @@ import "testing"
 // one of those two overloads is kept; the threadgroup one stays. Each is
 // called on an object of its space.
 func TestAddressSpaceOverloadedFunctions(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-
+	src := mslPrelude + `
 struct pair_t {
     float a, b;
 };

@@ -35,9 +35,7 @@ func wantU32(t *testing.T, what string, got []uint32, want func(i int) uint32) {
 // exists, as with Apple's compiler (the source is preprocessed before the
 // translator reads it).
 func TestPreprocessConditionalKernel(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-#if 1
+	src := mslPrelude + `#if 1
 kernel void k(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) { out[i] = i * 3; }
 #else
 kernel void k(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) { out[i] = 7; }
@@ -54,9 +52,7 @@ kernel void k(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]
 // and one line per variant, as MLX's instantiate_kernel and llama.cpp's
 // kernel families are.
 func TestPreprocessMacroDeclaredKernels(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-
+	src := mslPrelude + `
 #define instantiate_kernel(name, func, ...) \
   template [[host_name(name)]] [[kernel]] decltype(func<__VA_ARGS__>) func<__VA_ARGS__>;
 
@@ -89,9 +85,7 @@ DEFINE_FILL(b, PM_TEST_BASE)
 // Apple's predefined macros: __METAL_VERSION__ follows the language
 // version, __METAL_MACOS__ and __METAL__ are defined.
 func TestPreprocessPredefinedMacros(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-kernel void v(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+	src := mslPrelude + `kernel void v(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
 #if defined(__METAL_MACOS__) && defined(__METAL__)
     out[i] = __METAL_VERSION__;
 #else
@@ -111,9 +105,7 @@ kernel void v(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]
 // Diagnostics and kernel faults still name the .metal line after macros
 // and conditionals have been expanded.
 func TestPreprocessKeepsSourceLines(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-#define LONG_MACRO(x) \
+	src := mslPrelude + `#define LONG_MACRO(x) \
     ((x) + \
      1)
 #if 0

@@ -9,9 +9,7 @@ import (
 // threadgroup memory is a fault naming both accesses, whatever the order
 // the threads run in.
 func TestThreadgroupRaceReported(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-kernel void shift(device float* out [[buffer(0)]],
+	const src = mslPrelude + `kernel void shift(device float* out [[buffer(0)]],
                   threadgroup float* tile [[threadgroup(0)]],
                   uint tid [[thread_index_in_threadgroup]],
                   uint n [[threads_per_threadgroup]]) {
@@ -51,9 +49,7 @@ kernel void shift(device float* out [[buffer(0)]],
 // between them, as the lanes of a SIMD-group step together on the GPU).
 // Without either, lanes exchanging values through threadgroup memory race.
 func TestSIMDGroupOrdering(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-kernel void lanes(device float* out [[buffer(0)]],
+	const src = mslPrelude + `kernel void lanes(device float* out [[buffer(0)]],
                   constant uint& mode [[buffer(1)]],
                   uint tid [[thread_index_in_threadgroup]],
                   uint lane [[thread_index_in_simdgroup]],
@@ -102,9 +98,7 @@ kernel void lanes(device float* out [[buffer(0)]],
 // written per SIMD-group, a barrier, then one SIMD-group reducing them with
 // simd_sum; atomics on threadgroup memory from every thread.
 func TestNoFalseRaces(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-kernel void reduce(device float* out [[buffer(0)]],
+	const src = mslPrelude + `kernel void reduce(device float* out [[buffer(0)]],
                    uint tid [[thread_index_in_threadgroup]],
                    uint lane [[thread_index_in_simdgroup]],
                    uint sg [[simdgroup_index_in_threadgroup]],
@@ -139,9 +133,7 @@ kernel void reduce(device float* out [[buffer(0)]],
 // loader is in another SIMD-group (a SIMD-group barrier orders only its
 // own lanes) or if nothing synchronised them.
 func TestStoreAfterManyLoads(t *testing.T) {
-	const src = `#include <metal_stdlib>
-using namespace metal;
-kernel void broadcast(device float* out [[buffer(0)]],
+	const src = mslPrelude + `kernel void broadcast(device float* out [[buffer(0)]],
                       constant uint& mode [[buffer(1)]],
                       uint tid [[thread_index_in_threadgroup]],
                       uint lane [[thread_index_in_simdgroup]]) {

@@ -8,9 +8,7 @@ import (
 )
 
 // Built-in values for a 3-D grid with partial edge threadgroups.
-const builtinsSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const builtinsSrc = mslPrelude + `
 kernel void builtins(device uint* out [[buffer(0)]],
                      uint3 tpig [[thread_position_in_grid]],
                      uint3 tpitg [[thread_position_in_threadgroup]],
@@ -85,9 +83,7 @@ func TestBuiltIns(t *testing.T) {
 	}
 }
 
-const atomicSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const atomicSrc = mslPrelude + `
 kernel void histogram(device const uint* in [[buffer(0)]],
                       device atomic_uint* bins [[buffer(1)]],
                       device atomic_int* total [[buffer(2)]],
@@ -199,9 +195,7 @@ func TestDivisionByZeroReported(t *testing.T) {
 }
 
 func TestDeadlockReported(t *testing.T) {
-	lib := compileT(t, `#include <metal_stdlib>
-using namespace metal;
-
+	lib := compileT(t, mslPrelude+`
 kernel void stuck(device float* out [[buffer(0)]],
                   uint tid [[thread_index_in_threadgroup]]) {
     float v = float(tid);
@@ -255,9 +249,7 @@ func TestThreadgroupMemoryLimit(t *testing.T) {
 
 // concurrentSrc sums each threadgroup's inputs through threadgroup
 // memory, declared in the kernel and set by the encoder, with barriers.
-const concurrentSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const concurrentSrc = mslPrelude + `
 kernel void tg_sum(device const float* in [[buffer(0)]],
                    device float* sums [[buffer(1)]],
                    threadgroup float* scratch [[threadgroup(0)]],

@@ -156,9 +156,7 @@ func TestSimdgroupMatrix(t *testing.T) {
 
 func TestSimdgroupMatrixUnsupportedShape(t *testing.T) {
 	needClang(t)
-	src := `#include <metal_stdlib>
-using namespace metal;
-kernel void k(device float* x [[buffer(0)]]) {
+	src := mslPrelude + `kernel void k(device float* x [[buffer(0)]]) {
     simdgroup_matrix<float, 4, 4> m;
     simdgroup_load(m, x);
 }

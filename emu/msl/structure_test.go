@@ -4,9 +4,7 @@ import "testing"
 
 // structSrc has one SIMD-group access of each shape the segment counters
 // tell apart, and known SIMD-group functions.
-const structSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const structSrc = mslPrelude + `
 kernel void shapes(device const float*  in      [[buffer(0)]],
                    device const float4* in4     [[buffer(2)]],
                    device float*        out     [[buffer(3)]],

@@ -2,9 +2,7 @@ package msl
 
 import "testing"
 
-const divergentBarrierSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const divergentBarrierSrc = mslPrelude + `
 kernel void two_barriers(device float* out [[buffer(0)]],
                          uint tid [[thread_index_in_threadgroup]]) {
     if (tid % 2 == 0) {

@@ -8,9 +8,7 @@ import (
 // The translator needs no compiler: these tests run everywhere.
 
 func TestTranslateKeepsLines(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-// kernel void in_a_comment(device float* x [[buffer(0)]]) {}
+	src := mslPrelude + `// kernel void in_a_comment(device float* x [[buffer(0)]]) {}
 /* kernel void in_a_block(device float* x [[buffer(0)]]) {} */
 constant float k = 0.5;
 [[max_total_threads_per_threadgroup(256)]]
@@ -114,9 +112,7 @@ func TestTranslateErrors(t *testing.T) {
 // declaration or after the name, and parameters without an index attribute,
 // numbered in order with the first index no attributed parameter uses.
 func TestTranslateKernelDeclarations(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-struct Args { int n; };
+	src := mslPrelude + `struct Args { int n; };
 kernel void all_implicit(constant Args & args,
                          device const char * src0,
                          device const char * src1,

@@ -10,9 +10,7 @@ import (
 // is_floating_point_v, ...), static constant constexpr members, and member
 // functions overloaded by address space (complex64_t's constructors and
 // conversion operators).
-const mlxStyleSrc = `#include <metal_stdlib>
-using namespace metal;
-
+const mlxStyleSrc = mslPrelude + `
 #if defined(__HAVE_BFLOAT__)
 typedef bfloat bfloat16_t;
 #else

@@ -37,9 +37,7 @@ func TestMatrixTypesUnsupported(t *testing.T) {
 // llama.cpp's q4_t and s2_t) it is an error that says so and how to write
 // it.
 func TestVectorCastNotation(t *testing.T) {
-	src := `#include <metal_stdlib>
-using namespace metal;
-inline float first(float4) { return 1; }
+	src := mslPrelude + `inline float first(float4) { return 1; }
 kernel void k(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]]) {
     half4 h = half4(half(lane), half(-1.5h), half(0.25h), half(2));
     float4 a = 2 * (float4) h + (float4)(h) * 3;
@@ -72,9 +70,7 @@ kernel void k(device float* out [[buffer(0)]], uint lane [[thread_index_in_simdg
 		}
 	}
 
-	tsrc := `#include <metal_stdlib>
-using namespace metal;
-template <typename TC, typename T> TC widen(T x) { return (TC) x; }
+	tsrc := mslPrelude + `template <typename TC, typename T> TC widen(T x) { return (TC) x; }
 template <typename TC, typename T> TC widen2(T x) { return TC(x); }
 kernel void k(device float4* out [[buffer(0)]], device half4* in [[buffer(1)]], uint i [[thread_position_in_grid]]) {
     out[i] = widen<float4>(in[i]) + widen2<float4>(in[i]);
