@@ -40,32 +40,48 @@ kernel void vector_add(device const float *a [[buffer(0)]],
 }
 `
 
-// Adds two vectors on the GPU: the system's on a Mac, the emulated device
-// elsewhere.
-func Example() {
+// vectorAdd opens the system's default Metal device, or the emulated
+// device where there is none, and makes the compute pipeline state of
+// vector_add on it: a library compiled from vectorAddSource, its function,
+// and the pipeline from that function. The library and the function are
+// released once the pipeline exists; the device and the pipeline are the
+// caller's to release.
+func vectorAdd() (*mtl.Device, *mtl.ComputePipelineState, error) {
 	dev, err := mtl.CreateSystemDefaultDevice()
 	if errors.Is(err, mtl.ErrNoDevice) {
 		dev, err = emu.NewDevice()
 	}
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, err
 	}
-	defer dev.Release()
-
 	lib, err := dev.NewLibraryWithSource(vectorAddSource, mtl.CompileOptions{})
 	if err != nil {
-		log.Fatal(err)
+		dev.Release()
+		return nil, nil, err
 	}
 	defer lib.Release()
 	fn, err := lib.NewFunction("vector_add")
 	if err != nil {
-		log.Fatal(err)
+		dev.Release()
+		return nil, nil, err
 	}
 	defer fn.Release()
 	pso, err := dev.NewComputePipelineState(fn)
 	if err != nil {
+		dev.Release()
+		return nil, nil, err
+	}
+	return dev, pso, nil
+}
+
+// Adds two vectors on the GPU: the system's on a Mac, the emulated device
+// elsewhere.
+func Example() {
+	dev, pso, err := vectorAdd()
+	if err != nil {
 		log.Fatal(err)
 	}
+	defer dev.Release()
 	defer pso.Release()
 
 	const n = 8
@@ -103,28 +119,11 @@ func Example() {
 // encoder's copies around a compute encoder's dispatch, in one command
 // buffer encoded inside an autorelease pool of the caller's.
 func ExampleBlitCommandEncoder_CopyFromBuffer() {
-	dev, err := mtl.CreateSystemDefaultDevice()
-	if errors.Is(err, mtl.ErrNoDevice) {
-		dev, err = emu.NewDevice()
-	}
+	dev, pso, err := vectorAdd()
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer dev.Release()
-	lib, err := dev.NewLibraryWithSource(vectorAddSource, mtl.CompileOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer lib.Release()
-	fn, err := lib.NewFunction("vector_add")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer fn.Release()
-	pso, err := dev.NewComputePipelineState(fn)
-	if err != nil {
-		log.Fatal(err)
-	}
 	defer pso.Release()
 	queue, err := dev.NewCommandQueue()
 	if err != nil {
