@@ -78,7 +78,7 @@ import (
 const (
 	// Bound is the bound on an f32 result: an f32 state against either
 	// reference, an f32 output against cpuref.Reference32 (SPEC section 9).
-	Bound = 1e-5
+	Bound = layerstack.Bound
 	// BoundOutput64 is the bound on an f32 output against the float64
 	// oracle, whose order of operations differs more (the test suite's).
 	BoundOutput64 = 1e-4

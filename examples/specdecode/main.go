@@ -71,10 +71,6 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// Bound is the largest relative error (to the largest magnitude, see
-// cpuref.MaxRelErr) accepted against cpuref.Reference32.
-const Bound = 1e-5
-
 func main() {
 	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -146,7 +142,7 @@ type result struct {
 
 // Pass reports whether every check passed.
 func (r result) Pass() bool {
-	return r.StateBits && r.OutputBits && r.StateErr <= Bound && r.OutputErr <= Bound
+	return r.StateBits && r.OutputBits && r.StateErr <= layerstack.Bound && r.OutputErr <= layerstack.Bound
 }
 
 // run drafts, verifies and restores cfg.steps windows of cfg.k tokens for
@@ -233,7 +229,7 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	if !res.Pass() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(stdout, "check 2: against cpuref.Reference32 over the accepted tokens: max rel err %.3g (states), %.3g (outputs), bound %g\n", res.StateErr, res.OutputErr, Bound)
+	fmt.Fprintf(stdout, "check 2: against cpuref.Reference32 over the accepted tokens: max rel err %.3g (states), %.3g (outputs), bound %g\n", res.StateErr, res.OutputErr, layerstack.Bound)
 	fmt.Fprintln(stdout, verdict)
 	return res, nil
 }
