@@ -136,15 +136,12 @@ func (c config) params() spec.Params {
 // flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("decode", stderr, err, func() (bool, error) {
-		be, err := openBackend(&cfg, stdout)
-		if err != nil {
-			return false, err
-		}
-		defer be.Close()
-		res, err := run(cfg, be, stdout, stderr)
-		return res.Pass, err
-	})
+	return layerstack.Status("decode", stderr, err,
+		func() (backend, error) { return openBackend(&cfg, stdout) },
+		func(be backend) (bool, error) {
+			res, err := run(cfg, be, stdout, stderr)
+			return res.Pass, err
+		})
 }
 
 // types are the element types -dtype and -state take.

@@ -84,15 +84,12 @@ type config struct {
 // success, 1 when something fails (a check included), 2 for bad flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("serve", stderr, err, func() (bool, error) {
-		be, err := openBackend(&cfg, stdout)
-		if err != nil {
-			return false, err
-		}
-		defer be.Close()
-		res, err := run(cfg, be, stdout, stderr)
-		return res.Pass(), err
-	})
+	return layerstack.Status("serve", stderr, err,
+		func() (backend, error) { return openBackend(&cfg, stdout) },
+		func(be backend) (bool, error) {
+			res, err := run(cfg, be, stdout, stderr)
+			return res.Pass(), err
+		})
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {

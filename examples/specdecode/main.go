@@ -90,15 +90,14 @@ type config struct {
 // success, 1 when something fails (a check included), 2 for bad flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("specdecode", stderr, err, func() (bool, error) {
-		d, err := cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
-		if err != nil {
-			return false, err
-		}
-		defer d.Close()
-		res, err := run(cfg, d, stdout, stderr)
-		return res.Pass(), err
-	})
+	return layerstack.Status("specdecode", stderr, err,
+		func() (*layerstack.Device, error) {
+			return cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
+		},
+		func(d *layerstack.Device) (bool, error) {
+			res, err := run(cfg, d, stdout, stderr)
+			return res.Pass(), err
+		})
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
