@@ -140,32 +140,34 @@ type typedOutcome struct {
 	Counters                  *msl.Counters
 }
 
+// codecs are the little-endian byte encodings of each element type: f16
+// and bf16 through package half (x holds values of the type, so encoding
+// is exact), f32 as the IEEE 754 bits.
+var codecs = map[spec.ElemType]struct {
+	encode func(dst []byte, src []float32) int
+	decode func(dst []float32, src []byte) int
+}{
+	spec.F16:  {half.EncodeFloat16, half.DecodeFloat16},
+	spec.BF16: {half.EncodeBFloat16, half.DecodeBFloat16},
+	spec.F32:  {encodeFloat32, decodeFloat32},
+}
+
+func encodeFloat32(dst []byte, src []float32) int { return copy(dst, floats.Bytes(src...)) / 4 }
+
+func decodeFloat32(dst []float32, src []byte) int { return copy(dst, floats.FromBytes(src)) }
+
 // encode returns the bytes of x as elements of type t, little-endian (x
 // holds values of t).
 func encode(t spec.ElemType, x []float32) []byte {
 	b := make([]byte, t.Size()*len(x))
-	switch t {
-	case spec.F16:
-		half.EncodeFloat16(b, x)
-	case spec.BF16:
-		half.EncodeBFloat16(b, x)
-	default:
-		copy(b, floats.Bytes(x...))
-	}
+	codecs[t].encode(b, x)
 	return b
 }
 
 // decode widens little-endian elements of type t to float32.
 func decode(t spec.ElemType, b []byte) []float32 {
 	x := make([]float32, len(b)/t.Size())
-	switch t {
-	case spec.F16:
-		half.DecodeFloat16(x, b)
-	case spec.BF16:
-		half.DecodeBFloat16(x, b)
-	default:
-		x = floats.FromBytes(b)
-	}
+	codecs[t].decode(x, b)
 	return x
 }
 

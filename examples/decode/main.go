@@ -78,7 +78,7 @@ import (
 const (
 	// Bound is the bound on an f32 result: an f32 state against either
 	// reference, an f32 output against cpuref.Reference32 (SPEC section 9).
-	Bound = 1e-5
+	Bound = layerstack.Bound
 	// BoundOutput64 is the bound on an f32 output against the float64
 	// oracle, whose order of operations differs more (the test suite's).
 	BoundOutput64 = 1e-4
@@ -136,15 +136,12 @@ func (c config) params() spec.Params {
 // flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("decode", stderr, err, func() (bool, error) {
-		be, err := openBackend(&cfg, stdout)
-		if err != nil {
-			return false, err
-		}
-		defer be.Close()
-		res, err := run(cfg, be, stdout, stderr)
-		return res.Pass, err
-	})
+	return layerstack.Status("decode", stderr, err,
+		func() (backend, error) { return openBackend(&cfg, stdout) },
+		func(be backend) (bool, error) {
+			res, err := run(cfg, be, stdout, stderr)
+			return res.Pass, err
+		})
 }
 
 // types are the element types -dtype and -state take.

@@ -62,10 +62,6 @@ import (
 	"github.com/puremetal/puremetal/internal/floats"
 )
 
-// Bound is the largest relative error (to the largest magnitude, see
-// cpuref.MaxRelErr) accepted against the CPU references.
-const Bound = 1e-5
-
 func main() {
 	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -88,15 +84,12 @@ type config struct {
 // success, 1 when something fails (a check included), 2 for bad flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("serve", stderr, err, func() (bool, error) {
-		be, err := openBackend(&cfg, stdout)
-		if err != nil {
-			return false, err
-		}
-		defer be.Close()
-		res, err := run(cfg, be, stdout, stderr)
-		return res.Pass(), err
-	})
+	return layerstack.Status("serve", stderr, err,
+		func() (backend, error) { return openBackend(&cfg, stdout) },
+		func(be backend) (bool, error) {
+			res, err := run(cfg, be, stdout, stderr)
+			return res.Pass(), err
+		})
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -157,7 +150,7 @@ type result struct {
 }
 
 // Pass reports whether every check passed.
-func (r result) Pass() bool { return r.Bits && r.RefErr <= Bound && r.Finished > 0 }
+func (r result) Pass() bool { return r.Bits && r.RefErr <= layerstack.Bound && r.Finished > 0 }
 
 // openBackend opens the backend cfg names (auto: metal where there is
 // Metal, otherwise cpu), with smaller defaults on the emulated device.
@@ -421,7 +414,7 @@ func check(cfg config, be backend, finished []*request, stdout io.Writer) (bits 
 	}
 	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; a prefill, then one decode per token): outputs and final states of every layer %s\n",
 		len(finished), verdict)
-	fmt.Fprintf(stdout, "check 2: final states against cpuref.Reference32 over each request's tokens in one call: max rel err %.3g, bound %g\n", refErr, Bound)
+	fmt.Fprintf(stdout, "check 2: final states against cpuref.Reference32 over each request's tokens in one call: max rel err %.3g, bound %g\n", refErr, layerstack.Bound)
 	return bits, refErr, nil
 }
 

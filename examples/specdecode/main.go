@@ -71,10 +71,6 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// Bound is the largest relative error (to the largest magnitude, see
-// cpuref.MaxRelErr) accepted against cpuref.Reference32.
-const Bound = 1e-5
-
 func main() {
 	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -94,15 +90,14 @@ type config struct {
 // success, 1 when something fails (a check included), 2 for bad flags.
 func cli(args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("specdecode", stderr, err, func() (bool, error) {
-		d, err := cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
-		if err != nil {
-			return false, err
-		}
-		defer d.Close()
-		res, err := run(cfg, d, stdout, stderr)
-		return res.Pass(), err
-	})
+	return layerstack.Status("specdecode", stderr, err,
+		func() (*layerstack.Device, error) {
+			return cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
+		},
+		func(d *layerstack.Device) (bool, error) {
+			res, err := run(cfg, d, stdout, stderr)
+			return res.Pass(), err
+		})
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -146,7 +141,7 @@ type result struct {
 
 // Pass reports whether every check passed.
 func (r result) Pass() bool {
-	return r.StateBits && r.OutputBits && r.StateErr <= Bound && r.OutputErr <= Bound
+	return r.StateBits && r.OutputBits && r.StateErr <= layerstack.Bound && r.OutputErr <= layerstack.Bound
 }
 
 // run drafts, verifies and restores cfg.steps windows of cfg.k tokens for
@@ -233,7 +228,7 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	if !res.Pass() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(stdout, "check 2: against cpuref.Reference32 over the accepted tokens: max rel err %.3g (states), %.3g (outputs), bound %g\n", res.StateErr, res.OutputErr, Bound)
+	fmt.Fprintf(stdout, "check 2: against cpuref.Reference32 over the accepted tokens: max rel err %.3g (states), %.3g (outputs), bound %g\n", res.StateErr, res.OutputErr, layerstack.Bound)
 	fmt.Fprintln(stdout, verdict)
 	return res, nil
 }

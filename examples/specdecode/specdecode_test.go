@@ -55,8 +55,8 @@ func TestSpeculativeMatchesPlainDecode(t *testing.T) {
 			if !res.StateBits || !res.OutputBits {
 				t.Errorf("not bit-identical to the plain decode: states %v, outputs %v\n%s", res.StateBits, res.OutputBits, out)
 			}
-			if !(res.StateErr <= Bound) || !(res.OutputErr <= Bound) {
-				t.Errorf("against Reference32: %g (states), %g (outputs); bound %g", res.StateErr, res.OutputErr, Bound)
+			if !(res.StateErr <= layerstack.Bound) || !(res.OutputErr <= layerstack.Bound) {
+				t.Errorf("against Reference32: %g (states), %g (outputs); bound %g", res.StateErr, res.OutputErr, layerstack.Bound)
 			}
 			if !res.Pass() || !strings.HasSuffix(out, "PASS\n") {
 				t.Errorf("the run did not pass:\n%s", out)
@@ -73,8 +73,8 @@ func TestWrongRestoreFails(t *testing.T) {
 	if res.StateBits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
 		t.Errorf("keeping the last draft state passed the checks (states bit-identical: %v)\n%s", res.StateBits, out)
 	}
-	if !(res.StateErr > Bound) {
-		t.Errorf("keeping the last draft state: %g from Reference32, within the bound %g", res.StateErr, Bound)
+	if !(res.StateErr > layerstack.Bound) {
+		t.Errorf("keeping the last draft state: %g from Reference32, within the bound %g", res.StateErr, layerstack.Bound)
 	}
 }
 

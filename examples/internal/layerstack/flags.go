@@ -110,11 +110,12 @@ func (f *Flags) CheckDecodeDK() error {
 	return nil
 }
 
-// Status runs the body of an example program and returns its exit status:
-// 2 when flagErr, the error of parsing its flags, is set (0 for -help); 1
-// when body fails, or its checks do not pass; 0 otherwise. Errors go to
-// stderr after the program's name.
-func Status(name string, stderr io.Writer, flagErr error, body func() (pass bool, err error)) int {
+// Status runs an example program and returns its exit status: 2 when
+// flagErr, the error of parsing its flags, is set (0 for -help); otherwise
+// it opens what runs the kernels with open, runs body on it and closes it:
+// 1 when open or body fails, or the checks do not pass; 0 otherwise.
+// Errors go to stderr after the program's name.
+func Status[B interface{ Close() }](name string, stderr io.Writer, flagErr error, open func() (B, error), body func(B) (pass bool, err error)) int {
 	if flagErr != nil {
 		if errors.Is(flagErr, flag.ErrHelp) {
 			return 0
@@ -122,7 +123,12 @@ func Status(name string, stderr io.Writer, flagErr error, body func() (pass bool
 		fmt.Fprintf(stderr, "%s: %v\n", name, flagErr)
 		return 2
 	}
-	pass, err := body()
+	be, err := open()
+	pass := false
+	if err == nil {
+		defer be.Close()
+		pass, err = body(be)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1

@@ -16,6 +16,11 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
+// Bound is the largest relative error (to the largest magnitude, see
+// cpuref.MaxRelErr) of an f32 result against cpuref.Reference32 that the
+// examples accept: SPEC section 9's float32 bound.
+const Bound = 1e-5
+
 // Seed derives the seed of layer l's inputs at step t (a token or a draft
 // window; t = -1: the layer's initial state) from the run's seed, with the
 // SplitMix64 finaliser.

@@ -1,6 +1,7 @@
 package layerstack
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -248,5 +249,52 @@ func TestTypedActivations(t *testing.T) {
 			}
 		}
 		a.Release()
+	}
+}
+
+// closer counts its Close calls.
+type closer struct{ closed int }
+
+func (c *closer) Close() { c.closed++ }
+
+// Status maps each outcome to its exit status, runs the body only on what
+// open returned, and closes that exactly once.
+func TestStatus(t *testing.T) {
+	bad := errors.New("broken")
+	for _, c := range []struct {
+		what             string
+		flagErr, openErr error
+		pass             bool
+		bodyErr          error
+		code             int
+		stderr           string
+		ran, closed      bool
+	}{
+		{what: "-help", flagErr: flag.ErrHelp, code: 0},
+		{what: "bad flag", flagErr: bad, code: 2, stderr: "prog: broken\n"},
+		{what: "open fails", openErr: bad, code: 1, stderr: "prog: broken\n"},
+		{what: "body fails", bodyErr: bad, code: 1, stderr: "prog: broken\n", ran: true, closed: true},
+		{what: "checks fail", code: 1, ran: true, closed: true},
+		{what: "pass", pass: true, code: 0, ran: true, closed: true},
+	} {
+		var errs strings.Builder
+		be, ran := &closer{}, false
+		code := Status("prog", &errs, c.flagErr,
+			func() (*closer, error) {
+				if c.openErr != nil {
+					return nil, c.openErr
+				}
+				return be, nil
+			},
+			func(b *closer) (bool, error) {
+				ran = true
+				if b != be || b.closed != 0 {
+					t.Errorf("%s: body got %p (closed %d times), want %p open", c.what, b, b.closed, be)
+				}
+				return c.pass, c.bodyErr
+			})
+		if code != c.code || errs.String() != c.stderr || ran != c.ran || (be.closed == 1) != c.closed || be.closed > 1 {
+			t.Errorf("%s: status %d, stderr %q, body ran %v, closed %d times; want %d, %q, %v, closed %v", c.what, code, errs.String(), ran, be.closed, c.code, c.stderr, c.ran, c.closed)
+		}
 	}
 }
