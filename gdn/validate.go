@@ -45,29 +45,29 @@ const (
 	// KernelDecodeCapture is gated_delta_net_decode_capture_{A}_{S}_{NSG},
 	// which also writes the state after every token to the capture buffer.
 	KernelDecodeCapture
-	// KernelPrefillChunked is gated_delta_net_chunked_f32, the chunked (WY
+	// KernelPrefillChunked is gated_delta_net_chunked_{A}_{S}, the chunked (WY
 	// form) prefill: same limits as KernelPrefill, tokens taken
 	// kernels.ChunkLen at a time; [Kernels.Prefill] picks it from
 	// [ChunkedMinTokens] tokens on.
 	KernelPrefillChunked
-	// KernelDecodePacked is gated_delta_net_decode_packed_f32_{NSG}: 8
+	// KernelDecodePacked is gated_delta_net_decode_packed_{A}_{S}_{NSG}: 8
 	// rows of the state per SIMD-group, 4 lanes per row, indices rebuilt
 	// every token; D_k 64 or 128, D_v a multiple of 32. [Kernels.Decode]
 	// picks it at n_tokens == 1 where it applies.
 	KernelDecodePacked
-	// KernelDecodePackedSeq is gated_delta_net_decode_packed_seq_f32_{NSG},
+	// KernelDecodePackedSeq is gated_delta_net_decode_packed_seq_{A}_{S}_{NSG},
 	// the packed layout with pointers advanced once per token;
 	// [Kernels.Decode] picks it at n_tokens >= 2 where it applies.
 	KernelDecodePackedSeq
 	// KernelDecodePackedCapture is
-	// gated_delta_net_decode_packed_capture_f32_{NSG}, the packed layout
+	// gated_delta_net_decode_packed_capture_{A}_{S}_{NSG}, the packed layout
 	// writing the state after every token; [Kernels.DecodeWithCapture]
 	// picks it where it applies.
 	KernelDecodePackedCapture
-	// KernelPrefillBlocked is gated_delta_net_prefill_blocked_f32_{NSG}:
+	// KernelPrefillBlocked is gated_delta_net_prefill_blocked_{A}_{S}_{NSG}:
 	// the packed layout, tokens staged in threadgroup memory in blocks;
 	// D_k 64 or 128, D_v a multiple of 32. [Kernels.Prefill] picks it
-	// where it applies.
+	// below [ChunkedMinTokens] tokens where it applies.
 	KernelPrefillBlocked
 )
 
