@@ -14,10 +14,16 @@ type CommandQueue struct{ object }
 // caller, who releases it when done with it. Encode it inside an
 // autorelease pool of the caller's (see the package documentation), or
 // use [CommandQueue.Run].
-func (q *CommandQueue) CommandBuffer() (*CommandBuffer, error) {
-	var id objc.ID
-	inPool(func() { id = q.ID().Send(sel.commandBuffer).Retain() })
-	return owned[CommandBuffer](id, "mtl: commandBuffer returned nil")
+func (q *CommandQueue) CommandBuffer() (cb *CommandBuffer, err error) {
+	inPool(func() { cb, err = q.commandBuffer() })
+	return cb, err
+}
+
+// The unexported forms of the command buffer's methods send without a pool
+// of their own: CommandQueue.Run calls them inside the one pool it opens.
+
+func (q *CommandQueue) commandBuffer() (*CommandBuffer, error) {
+	return owned[CommandBuffer](q.ID().Send(sel.commandBuffer).Retain(), "mtl: commandBuffer returned nil")
 }
 
 // CommandBuffer is an MTLCommandBuffer: encoded work that the GPU runs
@@ -26,20 +32,27 @@ type CommandBuffer struct{ object }
 
 // ComputeCommandEncoder starts encoding compute work into the command
 // buffer (computeCommandEncoder). Finish with EndEncoding.
-func (c *CommandBuffer) ComputeCommandEncoder() (*ComputeCommandEncoder, error) {
-	var id objc.ID
-	inPool(func() { id = c.ID().Send(sel.computeCommandEncoder).Retain() })
-	return owned[ComputeCommandEncoder](id, "mtl: computeCommandEncoder returned nil"+noEncoderHint)
+func (c *CommandBuffer) ComputeCommandEncoder() (enc *ComputeCommandEncoder, err error) {
+	inPool(func() { enc, err = c.computeCommandEncoder() })
+	return enc, err
+}
+
+func (c *CommandBuffer) computeCommandEncoder() (*ComputeCommandEncoder, error) {
+	return owned[ComputeCommandEncoder](c.ID().Send(sel.computeCommandEncoder).Retain(), "mtl: computeCommandEncoder returned nil"+noEncoderHint)
 }
 
 // noEncoderHint says why a command buffer may return no encoder.
 const noEncoderHint = " (is another encoder still open, or was the buffer committed?)"
 
 // Commit submits the command buffer to its queue to run.
-func (c *CommandBuffer) Commit() { inPool(func() { c.ID().Send(sel.commit) }) }
+func (c *CommandBuffer) Commit() { inPool(c.commit) }
+
+func (c *CommandBuffer) commit() { c.ID().Send(sel.commit) }
 
 // WaitUntilCompleted blocks until the command buffer has run (or failed).
-func (c *CommandBuffer) WaitUntilCompleted() { inPool(func() { c.ID().Send(sel.waitUntilCompleted) }) }
+func (c *CommandBuffer) WaitUntilCompleted() { inPool(c.waitUntilCompleted) }
+
+func (c *CommandBuffer) waitUntilCompleted() { c.ID().Send(sel.waitUntilCompleted) }
 
 // Status returns where the command buffer is in its life.
 func (c *CommandBuffer) Status() CommandBufferStatus {
@@ -50,10 +63,13 @@ func (c *CommandBuffer) Status() CommandBufferStatus {
 
 // Error returns the error that stopped the command buffer, or nil; it holds
 // Metal's NSError domain, code and description.
-func (c *CommandBuffer) Error() error {
-	var err error
-	inPool(func() { err = objc.ErrorFromNSError(c.ID().Send(sel.errorSel)) })
-	if err != nil {
+func (c *CommandBuffer) Error() (err error) {
+	inPool(func() { err = c.failure() })
+	return err
+}
+
+func (c *CommandBuffer) failure() error {
+	if err := objc.ErrorFromNSError(c.ID().Send(sel.errorSel)); err != nil {
 		return fmt.Errorf("mtl: command buffer failed: %w", err)
 	}
 	return nil
@@ -62,16 +78,20 @@ func (c *CommandBuffer) Error() error {
 // GPUStartTime returns when the GPU started running the command buffer, in
 // seconds of the host's monotonic clock (CFTimeInterval).
 func (c *CommandBuffer) GPUStartTime() (t float64) {
-	inPool(func() { t = objc.SendFloat64(c.ID(), sel.gpuStartTime) })
+	inPool(func() { t = c.gpuStartTime() })
 	return t
 }
+
+func (c *CommandBuffer) gpuStartTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuStartTime) }
 
 // GPUEndTime returns when the GPU finished running the command buffer, in
 // the same clock as GPUStartTime.
 func (c *CommandBuffer) GPUEndTime() (t float64) {
-	inPool(func() { t = objc.SendFloat64(c.ID(), sel.gpuEndTime) })
+	inPool(func() { t = c.gpuEndTime() })
 	return t
 }
+
+func (c *CommandBuffer) gpuEndTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuEndTime) }
 
 // SetLabel names the command buffer for debugging tools.
 func (c *CommandBuffer) SetLabel(label string) error { return setLabel(c.ID(), label) }
@@ -108,15 +128,17 @@ func (q *CommandQueue) run(encode func(enc *ComputeCommandEncoder) error, timed 
 	if q == nil || q.ID() == 0 {
 		return 0, fmt.Errorf("mtl: Run: nil or released command queue")
 	}
+	// One pool for the whole command buffer: the methods below send
+	// without pools of their own.
 	inPool(func() {
 		var cb *CommandBuffer
-		cb, err = q.CommandBuffer()
+		cb, err = q.commandBuffer()
 		if err != nil {
 			return
 		}
 		defer cb.Release()
 		var enc *ComputeCommandEncoder
-		enc, err = cb.ComputeCommandEncoder()
+		enc, err = cb.computeCommandEncoder()
 		if err != nil {
 			return
 		}
@@ -127,13 +149,13 @@ func (q *CommandQueue) run(encode func(enc *ComputeCommandEncoder) error, timed 
 		if err != nil {
 			return
 		}
-		cb.Commit()
-		cb.WaitUntilCompleted()
-		if err = cb.Error(); err != nil {
+		cb.commit()
+		cb.waitUntilCompleted()
+		if err = cb.failure(); err != nil {
 			return
 		}
 		if timed {
-			gpuSeconds = cb.GPUEndTime() - cb.GPUStartTime()
+			gpuSeconds = cb.gpuEndTime() - cb.gpuStartTime()
 		}
 	})
 	return gpuSeconds, err
