@@ -153,7 +153,7 @@ func TestEmulatedBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.Pass || !(res.Worst() <= 1) || len(res.Checks) != 4 {
+			if !res.Pass() || !(res.Worst() <= 1) || len(res.Checks) != 4 {
 				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), &out)
 			}
 			if len(res.Latency) != cfg.tokens {
@@ -228,7 +228,7 @@ func TestParityCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Checks) != 4 || res.Checks[0].Err != 0 || res.Checks[1].Err != 0 || !res.Pass {
+		if len(res.Checks) != 4 || res.Checks[0].Err != 0 || res.Checks[1].Err != 0 || !res.Pass() {
 			t.Errorf("%q: step-by-step Reference32 against itself: %+v; want 4 checks, the first two 0, pass", types, res.Checks)
 		}
 		checkMoved(t, cfg, res.FinalState)
@@ -241,7 +241,7 @@ func TestParityCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Pass || !(res.Worst() > 1) {
+			if res.Pass() || !(res.Worst() > 1) {
 				t.Errorf("%q: a corrupted %s passed: worst %.3g of its bound", types, bad.name, res.Worst())
 			}
 			if !strings.Contains(out.String(), "parity: FAIL") {

@@ -57,7 +57,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -131,17 +130,11 @@ func (c config) params() spec.Params {
 	return p
 }
 
-// cli runs the program with args and returns its exit status: 0 on
-// success, 1 when something fails (the parity check included), 2 for bad
-// flags.
+// cli reads the flags in args, opens the backend they name, decodes the
+// tokens through the layers and checks them, and returns the exit status
+// (see layerstack.Main): 1 when the parity check fails too.
 func cli(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("decode", stderr, err,
-		func() (backend, error) { return openBackend(&cfg, stdout) },
-		func(be backend) (bool, error) {
-			res, err := run(cfg, be, stdout, stderr)
-			return res.Pass, err
-		})
+	return layerstack.Main("decode", args, stdout, stderr, parseFlags, openBackend, run)
 }
 
 // types are the element types -dtype and -state take.
@@ -156,19 +149,16 @@ func parseType(flag, s string) (spec.ElemType, error) {
 	return t, nil
 }
 
+// parseFlags returns what args say, or an error naming a bad flag: a
+// known backend, -dtype and -state among the types, tokens to decode.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := layerstack.NewFlagSet("decode", "Decodes tokens through a stack of Gated DeltaNet layers and checks the states and outputs against the CPU references.", stderr)
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto, metal, emu or cpu", 4)}
 	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
 	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
 	dtype := fs.String("dtype", "bf16", "activation type of q, k, v, the gate inputs and the output: f32, f16 or bf16")
 	state := fs.String("state", "f32", "state type: f32, f16 or bf16 (a 16-bit state halves the bytes per token)")
 	fs.BoolVar(&cfg.fused, "fused", true, "the fused step: raw q, k, a and b in, with A_log and dt_bias (false: q and k normalised, g and beta computed beforehand)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: decode [flags]\n\nDecodes tokens through a stack of Gated DeltaNet layers and checks the states and outputs against the CPU references.\n\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -254,9 +244,18 @@ type result struct {
 	Device     []time.Duration // device time per token; nil without a GPU
 	Dispatches int             // encoded, -1 on the cpu backend
 	Checks     []check
-	Pass       bool        // every check passed
 	Drift      *drift      // the errors against the float64 oracle
 	FinalState [][]float32 // every layer's final state
+}
+
+// Pass reports whether every check passed.
+func (r result) Pass() bool {
+	for _, c := range r.Checks {
+		if !c.Pass {
+			return false
+		}
+	}
+	return true
 }
 
 // Worst returns the largest ratio of a check's error to its bound: above
@@ -336,11 +335,7 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 			return result{}, err
 		}
 	}
-	res.Pass = true
-	for _, c := range res.Checks {
-		res.Pass = res.Pass && c.Pass
-	}
-	fmt.Fprintf(stdout, "parity: %s\n", verdict(res.Pass))
+	fmt.Fprintf(stdout, "parity: %s\n", verdict(res.Pass()))
 	return res, nil
 }
 

@@ -54,7 +54,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -86,32 +85,23 @@ type config struct {
 	keepLastDraft bool
 }
 
-// cli runs the program with args and returns its exit status: 0 on
-// success, 1 when something fails (a check included), 2 for bad flags.
+// cli reads the flags in args, opens the device they name, runs the
+// speculative windows and checks them, and returns the exit status (see
+// layerstack.Main): 1 when the rollbacks lost something too.
 func cli(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("specdecode", stderr, err,
-		func() (*layerstack.Device, error) {
-			return cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
-		},
-		func(d *layerstack.Device) (bool, error) {
-			res, err := run(cfg, d, stdout, stderr)
-			return res.Pass(), err
-		})
+	return layerstack.Main("specdecode", args, stdout, stderr, parseFlags, openDevice, run)
 }
 
+// parseFlags returns what args say, or an error naming a bad flag: a
+// device backend, windows and sequences, a pool that holds the batch, and
+// a D_k the decode kernels take.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("specdecode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := layerstack.NewFlagSet("specdecode", "Speculative decoding for a batch of sequences in slots of a state pool through Gated DeltaNet layers with the capture kernel, checked against a plain decode of each sequence's accepted tokens.", stderr)
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu"}, "auto (metal on a Mac, emu elsewhere), metal or emu", 2)}
 	fs.IntVar(&cfg.k, "k", 4, "draft length: tokens per speculative window")
 	fs.IntVar(&cfg.steps, "steps", 12, "speculative windows")
 	fs.IntVar(&cfg.batch, "batch", 3, "sequences drafting together")
 	fs.IntVar(&cfg.slots, "slots", 5, "states in each layer's pool (at least -batch)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: specdecode [flags]\n\nSpeculative decoding for a batch of sequences in slots of a state pool through Gated DeltaNet layers with the capture kernel, checked against a plain decode of each sequence's accepted tokens.\n\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -125,6 +115,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, err
 	}
 	return cfg, nil
+}
+
+// openDevice opens the device cfg names (auto: metal where there is
+// Metal, otherwise emu), with smaller defaults on the emulated device.
+func openDevice(cfg *config, stdout io.Writer) (*layerstack.Device, error) {
+	return cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
 }
 
 // result is what a run found.

@@ -168,6 +168,24 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+// -help prints the usage on the flag set's output: the program, what it
+// does, and every flag.
+func TestNewFlagSet(t *testing.T) {
+	var w strings.Builder
+	fs := NewFlagSet("prog", "Does one thing.", &w)
+	f := Define(fs, []string{"emu"}, "the backend", 1)
+	if err := f.Parse(fs, []string{"-help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-help: %v, want flag.ErrHelp", err)
+	}
+	if !strings.HasPrefix(w.String(), "usage: prog [flags]\n\nDoes one thing.\n\nflags:\n") || !strings.Contains(w.String(), "-headmap") {
+		t.Errorf("usage:\n%s", &w)
+	}
+	w.Reset()
+	if err := f.Parse(fs, []string{"-nosuch"}); err == nil || !strings.Contains(w.String(), "-nosuch") {
+		t.Errorf("-nosuch: %v, said %q", err, w.String())
+	}
+}
+
 // On the emulated device the defaults the command line left unset shrink,
 // and the run says so; a fallback other than a device returns no Device.
 func TestOpen(t *testing.T) {
@@ -257,15 +275,20 @@ type closer struct{ closed int }
 
 func (c *closer) Close() { c.closed++ }
 
-// Status maps each outcome to its exit status, runs the body only on what
-// open returned, and closes that exactly once.
-func TestStatus(t *testing.T) {
+// verdict is a run's result.
+type verdict bool
+
+func (v verdict) Pass() bool { return bool(v) }
+
+// Main maps each outcome to its exit status, opens with the parsed flags,
+// runs only on what open returned, and closes that exactly once.
+func TestMainStatus(t *testing.T) {
 	bad := errors.New("broken")
 	for _, c := range []struct {
 		what             string
 		flagErr, openErr error
 		pass             bool
-		bodyErr          error
+		runErr           error
 		code             int
 		stderr           string
 		ran, closed      bool
@@ -273,28 +296,39 @@ func TestStatus(t *testing.T) {
 		{what: "-help", flagErr: flag.ErrHelp, code: 0},
 		{what: "bad flag", flagErr: bad, code: 2, stderr: "prog: broken\n"},
 		{what: "open fails", openErr: bad, code: 1, stderr: "prog: broken\n"},
-		{what: "body fails", bodyErr: bad, code: 1, stderr: "prog: broken\n", ran: true, closed: true},
+		{what: "run fails", runErr: bad, pass: true, code: 1, stderr: "prog: broken\n", ran: true, closed: true},
 		{what: "checks fail", code: 1, ran: true, closed: true},
 		{what: "pass", pass: true, code: 0, ran: true, closed: true},
 	} {
 		var errs strings.Builder
-		be, ran := &closer{}, false
-		code := Status("prog", &errs, c.flagErr,
-			func() (*closer, error) {
+		be, ran, opened := &closer{}, false, false
+		code := Main("prog", []string{"-x"}, io.Discard, &errs,
+			func(args []string, stderr io.Writer) (string, error) {
+				if len(args) != 1 || args[0] != "-x" || stderr != &errs {
+					t.Errorf("%s: parse got %q, %v", c.what, args, stderr)
+				}
+				return "cfg", c.flagErr
+			},
+			func(cfg *string, stdout io.Writer) (*closer, error) {
+				opened = true
+				if *cfg != "cfg" {
+					t.Errorf("%s: open got %q, want the parsed flags", c.what, *cfg)
+				}
+				*cfg = "opened"
 				if c.openErr != nil {
 					return nil, c.openErr
 				}
 				return be, nil
 			},
-			func(b *closer) (bool, error) {
+			func(cfg string, b *closer, stdout, stderr io.Writer) (verdict, error) {
 				ran = true
-				if b != be || b.closed != 0 {
-					t.Errorf("%s: body got %p (closed %d times), want %p open", c.what, b, b.closed, be)
+				if cfg != "opened" || b != be || b.closed != 0 {
+					t.Errorf("%s: run got %q and %p (closed %d times), want the flags open set and %p open", c.what, cfg, b, b.closed, be)
 				}
-				return c.pass, c.bodyErr
+				return verdict(c.pass), c.runErr
 			})
-		if code != c.code || errs.String() != c.stderr || ran != c.ran || (be.closed == 1) != c.closed || be.closed > 1 {
-			t.Errorf("%s: status %d, stderr %q, body ran %v, closed %d times; want %d, %q, %v, closed %v", c.what, code, errs.String(), ran, be.closed, c.code, c.stderr, c.ran, c.closed)
+		if code != c.code || errs.String() != c.stderr || ran != c.ran || (be.closed == 1) != c.closed || be.closed > 1 || opened != (c.flagErr == nil) {
+			t.Errorf("%s: status %d, stderr %q, opened %v, run ran %v, closed %d times; want %d, %q, %v, %v, closed %v", c.what, code, errs.String(), opened, ran, be.closed, c.code, c.stderr, c.flagErr == nil, c.ran, c.closed)
 		}
 	}
 }
