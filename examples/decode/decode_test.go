@@ -9,24 +9,14 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
+	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/internal/testdevice"
 )
 
 // tiny is a shape the tests run in well under a second: D_k = D_v = 32,
 // two key heads, four value heads, three layers, five tokens.
 var tiny = []string{"-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "3", "-tokens", "5", "-seed", "7"}
-
-func tinyConfig(t *testing.T, extra ...string) config {
-	t.Helper()
-	cfg, err := parseFlags(append(append([]string{}, tiny...), extra...), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 // typeFlags are the flags of one combination of types and fused step.
 func typeFlags(act, state string, fused bool) []string {
@@ -140,14 +130,9 @@ func TestEmulatedBackend(t *testing.T) {
 			name = "defaults"
 		}
 		t.Run(name, func(t *testing.T) {
-			dev := testdevice.Emulated(t, emu.Options{})
-			d, err := layerstack.NewDevice(dev, "emu (test)", false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			be := &deviceBackend{d: d}
+			be := &deviceBackend{d: layerstacktest.Device(t)}
 			defer be.Close()
-			cfg := tinyConfig(t, append([]string{"-backend", "emu"}, c...)...)
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c...)...)
 			var out bytes.Buffer
 			res, err := run(cfg, be, &out, io.Discard)
 			if err != nil {
@@ -223,7 +208,7 @@ func (a *asDevice) Heads(h int, state bool) (states, outputs [][]float32, err er
 // corrupted element of a state or an output.
 func TestParityCheck(t *testing.T) {
 	for _, types := range [][]string{nil, typeFlags("f32", "f32", false), typeFlags("bf16", "bf16", true), typeFlags("f16", "f16", true)} {
-		cfg := tinyConfig(t, types...)
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, types...)
 		res, err := run(cfg, &asDevice{}, io.Discard, io.Discard)
 		if err != nil {
 			t.Fatal(err)
