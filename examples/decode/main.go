@@ -69,7 +69,6 @@ import (
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
-	"github.com/puremetal/puremetal/mtl"
 )
 
 // Bounds of the parity check, relative to the largest magnitude of the
@@ -739,9 +738,10 @@ type deviceBackend struct {
 	// and dt_bias. In an engine the layer's projections write them on
 	// the device; here the CPU writes them before each token's commit.
 	acts *layerstack.Activations
-	// One state buffer per layer, in the state type, read and written in
-	// place every token.
-	states []*mtl.Buffer
+	// Every layer's state, a pool of one in the state type, read and
+	// written in place every token.
+	states *layerstack.States
+	layers int
 }
 
 func (b *deviceBackend) Describe() string { return b.d.Desc }
@@ -760,29 +760,23 @@ func (b *deviceBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
 	if b.compile, err = b.d.Compile(b.entry); err != nil {
 		return err
 	}
-	if b.acts, err = layerstack.NewActivations(b.d.Dev, p, len(consts)); err != nil {
+	b.layers = len(consts)
+	if b.acts, err = layerstack.NewActivations(b.d.Dev, p, b.layers); err != nil {
 		return err
 	}
-	for _, x := range consts {
-		buf, err := b.d.Dev.NewBuffer(p.StateLen()*p.State.Size(), mtl.ResourceStorageModeShared)
-		if err != nil {
-			return err
-		}
-		b.states = append(b.states, buf)
-		layerstack.Store(b.state(len(b.states)-1), x.StateIn)
+	if b.states, err = layerstack.NewStates(b.d.Dev, p, b.layers, 1); err != nil {
+		return err
+	}
+	for l, x := range consts {
+		b.states.Set(l, 0, x.StateIn)
 	}
 	return nil
-}
-
-// state returns layer l's state view.
-func (b *deviceBackend) state(l int) gdn.View {
-	return gdn.NewView(b.states[l], 0, b.p.State, b.p.StateLen())
 }
 
 // buffers returns layer l's views.
 func (b *deviceBackend) buffers(l int) gdn.Buffers {
 	bufs := b.acts.Buffers(l)
-	st := b.state(l)
+	st := b.states.Pool(l)
 	bufs.StateIn, bufs.StateOut = st, st // in place
 	return bufs
 }
@@ -790,53 +784,42 @@ func (b *deviceBackend) buffers(l int) gdn.Buffers {
 // Step runs one command buffer: one decode dispatch per layer, one commit,
 // one wait.
 func (b *deviceBackend) Step(in []cpuref.Inputs) (stepTime, error) {
-	if len(in) != len(b.states) {
-		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), len(b.states))
+	if len(in) != b.layers {
+		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), b.layers)
 	}
 	for l, x := range in {
 		b.acts.Write(l, x)
 	}
-	start := time.Now()
-	gpu, err := b.d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
-		for l := range in {
-			if err := b.d.Kernels.Decode(enc, b.p, b.buffers(l)); err != nil {
-				return fmt.Errorf("layer %d: %w", l, err)
-			}
-			b.dispatches++
-		}
-		return nil
-	})
-	st := stepTime{wall: time.Since(start)}
+	wall, gpu, err := b.d.RunLayers((*gdn.Kernels).Decode, b.p, b.layers, b.buffers)
 	if err != nil {
 		return stepTime{}, err
 	}
-	if b.d.GPU {
-		st.device, st.hasDevice = time.Duration(gpu*1e9), true
-	}
-	return st, nil
+	b.dispatches += b.layers
+	return stepTime{wall: wall, device: gpu, hasDevice: b.d.GPU}, nil
 }
 
 func (b *deviceBackend) States() ([][]float32, error) {
-	out := make([][]float32, len(b.states))
-	for l := range b.states {
-		out[l] = layerstack.Load(b.state(l), make([]float32, b.p.StateLen()))
+	out := make([][]float32, b.layers)
+	for l := range out {
+		out[l] = b.states.Read(l, 0)
 	}
 	return out, nil
 }
 
 func (b *deviceBackend) Outputs() ([][]float32, error) {
-	out := make([][]float32, len(b.states))
-	for l := range b.states {
+	out := make([][]float32, b.layers)
+	for l := range out {
 		out[l] = b.acts.ReadOutput(l, make([]float32, b.p.VLen()))
 	}
 	return out, nil
 }
 
 func (b *deviceBackend) Heads(h int, state bool) (states, outputs [][]float32, err error) {
-	cells, t := b.p.DK*b.p.DV, b.p.State
-	for l := range b.states {
+	cells := b.p.DK * b.p.DV
+	for l := range b.layers {
 		if state {
-			states = append(states, layerstack.Load(gdn.NewView(b.states[l], h*cells*t.Size(), t, cells), make([]float32, cells)))
+			s := b.states.Slot(l, 0)
+			states = append(states, layerstack.Load(gdn.NewView(s.Buffer, s.Offset+h*cells*s.Type.Size(), s.Type, cells), make([]float32, cells)))
 		}
 		o := b.acts.Buffers(l).Output
 		a := o.Type
@@ -849,8 +832,8 @@ func (b *deviceBackend) Close() {
 	if b.acts != nil {
 		b.acts.Release()
 	}
-	for _, buf := range b.states {
-		buf.Release()
+	if b.states != nil {
+		b.states.Release()
 	}
 	b.d.Close()
 }

@@ -244,25 +244,24 @@ type sequence struct {
 	outputs  []float32
 }
 
-// layer holds one layer's device memory.
+// layer holds what one layer keeps beyond its pools.
 type layer struct {
-	pools   [2]*mtl.Buffer // a window reads pools[cur] and writes the other
-	capture *mtl.Buffer    // k states per sequence
+	capture *mtl.Buffer // k states per sequence
 	seqs    []sequence
 }
 
 // speculation is the device memory of a run: every layer's pools and
-// capture buffer, the slots, and the activations of a draft window.
+// capture buffer, and the activations and slots of a draft window.
 type speculation struct {
 	cfg    config
 	d      *layerstack.Device
 	pw     spec.Params // one window of one layer
 	slots  []int32
-	index  *mtl.Buffer // the slots, shared: gdn.Rollback reads them
-	cur    int         // the pool the next window reads
+	pools  [2]*layerstack.States // a window reads pools[cur] and writes the other
+	cur    int                   // the pool the next window reads
 	layers []*layer
 	acts   *layerstack.Activations
-	bufs   []*mtl.Buffer // every buffer it made, for release
+	bufs   []*mtl.Buffer // every other buffer it made, for release
 }
 
 // newSpeculation allocates every layer's memory, each sequence's initial
@@ -270,24 +269,17 @@ type speculation struct {
 // every layer's window at offset l * (one layer's window).
 func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculation, error) {
 	sp := &speculation{cfg: cfg, d: d, pw: windowParams(cfg), slots: slots}
-	one := cfg.Params(1)
-	state := one.StateLen()
-	var err error
-	if sp.index, err = sp.buffer(len(slots)); err != nil {
+	if err := sp.alloc(); err != nil {
+		sp.release()
 		return nil, err
 	}
-	copy(mtl.Slice[int32](sp.index), slots)
+	one := cfg.Params(1)
 	for l := range cfg.Layers {
 		ly := &layer{seqs: make([]sequence, cfg.batch)}
-		for _, b := range []**mtl.Buffer{&ly.pools[0], &ly.pools[1], &ly.capture} {
-			n := cfg.slots * state
-			if b == &ly.capture {
-				n = cfg.batch * cfg.k * state
-			}
-			if *b, err = sp.buffer(n); err != nil {
-				sp.release()
-				return nil, err
-			}
+		var err error
+		if ly.capture, err = sp.buffer(cfg.batch * cfg.k * one.StateLen()); err != nil {
+			sp.release()
+			return nil, err
 		}
 		for s, slot := range slots {
 			in, err := cpuref.RandomInputs(one, layerstack.Seed(cfg.Seed, l*cfg.batch+s, -1))
@@ -296,15 +288,23 @@ func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculati
 				return nil, err
 			}
 			ly.seqs[s].accepted.StateIn = in.StateIn
-			copy(mtl.Slice[float32](ly.pools[0])[int(slot)*state:], in.StateIn)
+			sp.pools[0].Set(l, int(slot), in.StateIn)
 		}
 		sp.layers = append(sp.layers, ly)
 	}
-	if sp.acts, err = layerstack.NewActivations(d.Dev, sp.pw, cfg.Layers); err != nil {
-		sp.release()
-		return nil, err
-	}
 	return sp, nil
+}
+
+// alloc allocates both pools of every layer and the activations.
+func (sp *speculation) alloc() error {
+	var err error
+	for i := range sp.pools {
+		if sp.pools[i], err = layerstack.NewStates(sp.d.Dev, sp.cfg.Params(1), sp.cfg.Layers, sp.cfg.slots); err != nil {
+			return err
+		}
+	}
+	sp.acts, err = layerstack.NewActivations(sp.d.Dev, sp.pw, sp.cfg.Layers)
+	return err
 }
 
 func (sp *speculation) buffer(elems int) (*mtl.Buffer, error) {
@@ -316,6 +316,11 @@ func (sp *speculation) buffer(elems int) (*mtl.Buffer, error) {
 }
 
 func (sp *speculation) release() {
+	for _, p := range sp.pools {
+		if p != nil {
+			p.Release()
+		}
+	}
 	if sp.acts != nil {
 		sp.acts.Release()
 	}
@@ -324,16 +329,12 @@ func (sp *speculation) release() {
 	}
 }
 
-// buffers returns layer l's views of a window: the activations, the pool
-// it reads, the pool it writes, the capture buffer and the slots.
+// buffers returns layer l's views of a window: the activations and
+// slots, the pool it reads, the pool it writes and the capture buffer.
 func (sp *speculation) buffers(l int) gdn.Buffers {
-	ly := sp.layers[l]
-	pool := sp.pw.StateLen()
 	b := sp.acts.Buffers(l)
-	b.StateIn = gdn.F32View(ly.pools[sp.cur], 0, pool)
-	b.StateOut = gdn.F32View(ly.pools[1-sp.cur], 0, pool)
-	b.Capture = gdn.F32View(ly.capture, 0, sp.pw.CaptureLen())
-	b.Slots = gdn.I32View(sp.index, 0, len(sp.slots))
+	b.StateIn, b.StateOut = sp.pools[sp.cur].Pool(l), sp.pools[1-sp.cur].Pool(l)
+	b.Capture = gdn.F32View(sp.layers[l].capture, 0, sp.pw.CaptureLen())
 	return b
 }
 
@@ -347,21 +348,14 @@ func (sp *speculation) window(step int, accepted []int32) (wall time.Duration, c
 		if drafts[l], err = cpuref.RandomInputs(sp.pw, layerstack.Seed(sp.cfg.Seed, l, step)); err != nil {
 			return 0, 0, err
 		}
+		drafts[l].Slots = sp.slots // the sequences' own, not the draw's
 		sp.acts.Write(l, drafts[l])
 	}
 
 	// 2. Run the window through every layer, capturing the state after
 	// every token of every sequence.
 	start := time.Now()
-	err = sp.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
-		for l := range sp.layers {
-			if err := sp.d.Kernels.DecodeWithCapture(enc, sp.pw, sp.buffers(l)); err != nil {
-				return fmt.Errorf("layer %d: %w", l, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if _, _, err = sp.d.RunLayers((*gdn.Kernels).DecodeWithCapture, sp.pw, len(sp.layers), sp.buffers); err != nil {
 		return 0, 0, fmt.Errorf("window %d: %w", step, err)
 	}
 
@@ -435,9 +429,7 @@ func (q *sequence) keep(cfg config, d cpuref.Inputs, out []float32, s, a int) {
 // state returns sequence s's state in layer l: its slot of the pool the
 // next window reads.
 func (sp *speculation) state(l, s int) []float32 {
-	n := sp.cfg.Params(1).StateLen()
-	slot := int(sp.slots[s])
-	return slices.Clone(mtl.Slice[float32](sp.layers[l].pools[sp.cur])[slot*n : (slot+1)*n])
+	return sp.pools[sp.cur].Read(l, int(sp.slots[s]))
 }
 
 // plainDecode decodes sequence s's accepted tokens of every layer from its
