@@ -8,24 +8,15 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, func() error {
-		if d, err := mtl.CreateSystemDefaultDevice(); err == nil {
-			d.Release()
-			return nil
-		}
-		d, err := emu.NewDevice()
-		if err != nil {
-			return fmt.Errorf("no Metal device and no emulated device: %w", err)
-		}
-		d.Release()
-		return nil
-	}))
-}
+// TestMain leaves the examples out where neither the system's Metal
+// device nor the emulated device opens, unless in strict mode
+// (testenv.RunMain).
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, testdevice.DeviceOpens)) }
 
 const vectorAddSource = `
 #include <metal_stdlib>
