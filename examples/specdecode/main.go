@@ -58,7 +58,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
@@ -416,14 +415,24 @@ func (sp *speculation) rollback(accepted []int32) (int, error) {
 // and outputs out) to the accepted ones.
 func (q *sequence) keep(cfg config, d cpuref.Inputs, out []float32, s, a int) {
 	one := cfg.Params(1)
-	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
 	t0 := s * cfg.k // the sequence's first token in the window
-	q.accepted.Q = append(q.accepted.Q, d.Q[t0*qk:(t0+a)*qk]...)
-	q.accepted.K = append(q.accepted.K, d.K[t0*qk:(t0+a)*qk]...)
-	q.accepted.V = append(q.accepted.V, d.V[t0*v:(t0+a)*v]...)
-	q.accepted.G = append(q.accepted.G, d.G[t0*gate:(t0+a)*gate]...)
-	q.accepted.Beta = append(q.accepted.Beta, d.Beta[t0*gate:(t0+a)*gate]...)
-	q.outputs = append(q.outputs, out[t0*v:(t0+a)*v]...)
+	x := tokens(one, d, t0, a)
+	q.accepted.Q = append(q.accepted.Q, x.Q...)
+	q.accepted.K = append(q.accepted.K, x.K...)
+	q.accepted.V = append(q.accepted.V, x.V...)
+	q.accepted.G = append(q.accepted.G, x.G...)
+	q.accepted.Beta = append(q.accepted.Beta, x.Beta...)
+	q.outputs = append(q.outputs, out[t0*one.VLen():(t0+a)*one.VLen()]...)
+}
+
+// tokens returns tokens [t0, t0+n) of in's q, k, v, g and beta, each token
+// of the shape one.
+func tokens(one spec.Params, in cpuref.Inputs, t0, n int) cpuref.Inputs {
+	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
+	return cpuref.Inputs{
+		Q: in.Q[t0*qk : (t0+n)*qk], K: in.K[t0*qk : (t0+n)*qk], V: in.V[t0*v : (t0+n)*v],
+		G: in.G[t0*gate : (t0+n)*gate], Beta: in.Beta[t0*gate : (t0+n)*gate],
+	}
 }
 
 // state returns sequence s's state in layer l: its slot of the pool the
@@ -433,61 +442,45 @@ func (sp *speculation) state(l, s int) []float32 {
 }
 
 // plainDecode decodes sequence s's accepted tokens of every layer from its
-// initial state with the decode kernel, one dispatch per token and layer
-// in one command buffer, with no pool, and returns the final states and
+// initial state with the decode kernel, one command buffer per token with
+// one dispatch per layer, with no pool, and returns the final states and
 // the outputs.
 func plainDecode(sp *speculation, s int) (states, outputs [][]float32, err error) {
 	p1 := sp.cfg.Params(1)
-	qk, v, gate, state := p1.QKLen(), p1.VLen(), p1.GateLen(), p1.StateLen()
-	type mem1 struct{ q, k, v, g, beta, out, state *mtl.Buffer }
-	bufs := make([]mem1, len(sp.layers))
-	total := 0
-	for l, ly := range sp.layers {
-		acc := ly.seqs[s].accepted
-		total = len(acc.G) / gate
-		b := &bufs[l]
-		for _, x := range []struct {
-			b    **mtl.Buffer
-			data []float32
-		}{{&b.q, acc.Q}, {&b.k, acc.K}, {&b.v, acc.V}, {&b.g, acc.G}, {&b.beta, acc.Beta}, {&b.state, acc.StateIn}} {
-			if *x.b, err = sp.buffer(len(x.data)); err != nil {
-				return nil, nil, err
-			}
-			copy(mtl.Slice[float32](*x.b), x.data)
-		}
-		if b.out, err = sp.buffer(total * v); err != nil {
-			return nil, nil, err
-		}
+	layers := len(sp.layers)
+	acts, err := layerstack.NewActivations(sp.d.Dev, p1, layers)
+	if err != nil {
+		return nil, nil, err
 	}
-	if total > 0 {
-		err := sp.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
-			for t := range total {
-				for l := range sp.layers {
-					b := bufs[l]
-					st := gdn.F32View(b.state, 0, state)
-					err := sp.d.Kernels.Decode(enc, p1, gdn.Buffers{
-						Q:       gdn.F32View(b.q, 4*t*qk, qk),
-						K:       gdn.F32View(b.k, 4*t*qk, qk),
-						V:       gdn.F32View(b.v, 4*t*v, v),
-						G:       gdn.F32View(b.g, 4*t*gate, gate),
-						Beta:    gdn.F32View(b.beta, 4*t*gate, gate),
-						StateIn: st, StateOut: st,
-						Output: gdn.F32View(b.out, 4*t*v, v),
-					})
-					if err != nil {
-						return fmt.Errorf("token %d, layer %d: %w", t, l, err)
-					}
-				}
-			}
-			return nil
+	defer acts.Release()
+	st, err := layerstack.NewStates(sp.d.Dev, p1, layers, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer st.Release()
+	for l, ly := range sp.layers {
+		st.Set(l, 0, ly.seqs[s].accepted.StateIn)
+	}
+	outputs = make([][]float32, layers)
+	total := len(sp.layers[0].seqs[s].accepted.G) / p1.GateLen()
+	for t := range total {
+		for l, ly := range sp.layers {
+			acts.Write(l, tokens(p1, ly.seqs[s].accepted, t, 1))
+		}
+		_, _, err := sp.d.RunLayers((*gdn.Kernels).Decode, p1, layers, func(l int) gdn.Buffers {
+			b := acts.Buffers(l)
+			b.StateIn, b.StateOut = st.Pool(l), st.Pool(l)
+			return b
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("plain decode of sequence %d: %w", s, err)
+			return nil, nil, fmt.Errorf("plain decode of sequence %d, token %d: %w", s, t, err)
+		}
+		for l := range outputs {
+			outputs[l] = append(outputs[l], acts.Output(l)...)
 		}
 	}
-	for _, b := range bufs {
-		states = append(states, slices.Clone(mtl.Slice[float32](b.state)[:state]))
-		outputs = append(outputs, slices.Clone(mtl.Slice[float32](b.out)[:total*v]))
+	for l := range layers {
+		states = append(states, st.Read(l, 0))
 	}
 	return states, outputs, nil
 }
