@@ -133,13 +133,9 @@ func TestEmulatedBackend(t *testing.T) {
 			be := &deviceBackend{d: layerstacktest.Device(t)}
 			defer be.Close()
 			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c...)...)
-			var out bytes.Buffer
-			res, err := run(cfg, be, &out, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, out := layerstacktest.Run(t, run, cfg, backend(be))
 			if !res.Pass() || !(res.Worst() <= 1) || len(res.Checks) != 4 {
-				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), &out)
+				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), out)
 			}
 			if len(res.Latency) != cfg.tokens {
 				t.Errorf("%d latencies for %d tokens", len(res.Latency), cfg.tokens)
@@ -149,8 +145,8 @@ func TestEmulatedBackend(t *testing.T) {
 			}
 			p := cfg.params()
 			for _, w := range []string{"against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", fmt.Sprintf("_%v_%v_1", p.Activation, p.State)} {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("the report lacks %q:\n%s", w, &out)
+				if !strings.Contains(out, w) {
+					t.Errorf("the report lacks %q:\n%s", w, out)
 				}
 			}
 			// The device's state is rounded to its type once per token:
@@ -209,10 +205,7 @@ func (a *asDevice) Heads(h int, state bool) (states, outputs [][]float32, err er
 func TestParityCheck(t *testing.T) {
 	for _, types := range [][]string{nil, typeFlags("f32", "f32", false), typeFlags("bf16", "bf16", true), typeFlags("f16", "f16", true)} {
 		cfg := layerstacktest.Flags(t, parseFlags, tiny, types...)
-		res, err := run(cfg, &asDevice{}, io.Discard, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res, _ := layerstacktest.Run(t, run, cfg, backend(&asDevice{}))
 		if len(res.Checks) != 4 || res.Checks[0].Err != 0 || res.Checks[1].Err != 0 || !res.Pass() {
 			t.Errorf("%q: step-by-step Reference32 against itself: %+v; want 4 checks, the first two 0, pass", types, res.Checks)
 		}
@@ -221,16 +214,12 @@ func TestParityCheck(t *testing.T) {
 			name string
 			be   asDevice
 		}{{"final state", asDevice{badState: true}}, {"last output", asDevice{badOutput: true}}, {"a head's state", asDevice{badHead: true}}} {
-			var out bytes.Buffer
-			res, err = run(cfg, &bad.be, &out, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res, out := layerstacktest.Run(t, run, cfg, backend(&bad.be))
 			if res.Pass() || !(res.Worst() > 1) {
 				t.Errorf("%q: a corrupted %s passed: worst %.3g of its bound", types, bad.name, res.Worst())
 			}
-			if !strings.Contains(out.String(), "parity: FAIL") {
-				t.Errorf("%q: the report does not say FAIL:\n%s", types, &out)
+			if !strings.Contains(out, "parity: FAIL") {
+				t.Errorf("%q: the report does not say FAIL:\n%s", types, out)
 			}
 		}
 	}

@@ -33,12 +33,8 @@ func checkReport(t *testing.T, cfg config, res result, out string) {
 func TestCPUBackend(t *testing.T) {
 	for _, m := range []string{"block", "tiled"} {
 		cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "cpu", "-headmap", m)
-		var out bytes.Buffer
-		res, err := run(cfg, &cpuBackend{}, &out, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkReport(t, cfg, res, out.String())
+		res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
+		checkReport(t, cfg, res, out)
 	}
 	var out, errs bytes.Buffer
 	if code := cli(append([]string{"-backend", "cpu"}, tiny...), &out, &errs); code != 0 || !strings.Contains(errs.String(), "step") {
@@ -51,13 +47,9 @@ func TestCPUBackend(t *testing.T) {
 func TestStaleSlotFails(t *testing.T) {
 	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "cpu")
 	cfg.keepStale = true
-	var out bytes.Buffer
-	res, err := run(cfg, &cpuBackend{}, &out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Bits || res.Pass() || !strings.HasSuffix(out.String(), "FAIL\n") {
-		t.Errorf("a stale slot passed the checks:\n%s", &out)
+	res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
+	if res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
+		t.Errorf("a stale slot passed the checks:\n%s", out)
 	}
 }
 
@@ -80,12 +72,8 @@ func TestEmulatedBackend(t *testing.T) {
 			cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-headmap", m)
 			be := &deviceBackend{d: layerstacktest.Device(t)}
 			defer be.Close()
-			var out bytes.Buffer
-			res, err := run(cfg, be, &out, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkReport(t, cfg, res, out.String())
+			res, out := layerstacktest.Run(t, run, cfg, backend(be))
+			checkReport(t, cfg, res, out)
 		})
 	}
 }

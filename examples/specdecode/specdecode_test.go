@@ -26,12 +26,7 @@ func tinyRun(t *testing.T, headMap string, keepLastDraft bool) (result, string) 
 	cfg.keepLastDraft = keepLastDraft
 	d := layerstacktest.Device(t)
 	defer d.Close()
-	var out bytes.Buffer
-	res, err := run(cfg, d, &out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, out.String()
+	return layerstacktest.Run(t, run, cfg, d)
 }
 
 // Speculative windows with restores from the capture buffer end where a

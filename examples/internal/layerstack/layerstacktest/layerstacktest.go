@@ -1,10 +1,12 @@
 // Package layerstacktest holds what the example programs' tests share: a
-// program's flags parsed from a test's command line, and the emulated
-// device wrapped as a layerstack.Device. Only tests import it, so that
+// program's flags parsed from a test's command line, a program's run with
+// its report kept, and the emulated device wrapped as a
+// layerstack.Device. Only tests import it, so that
 // package testing stays out of the programs.
 package layerstacktest
 
 import (
+	"bytes"
 	"io"
 	"slices"
 	"testing"
@@ -23,6 +25,19 @@ func Flags[C any](t testing.TB, parse func(args []string, stderr io.Writer) (C, 
 		t.Fatalf("%q: %v", slices.Concat(base, extra), err)
 	}
 	return cfg
+}
+
+// Run runs run, a program's run (see layerstack.Main), on cfg and be with
+// the progress discarded, and returns its result and its report; it fails
+// t when run returns an error.
+func Run[C, B, R any](t testing.TB, run func(cfg C, be B, stdout, stderr io.Writer) (R, error), cfg C, be B) (R, string) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := run(cfg, be, &out, io.Discard)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, &out)
+	}
+	return res, out.String()
 }
 
 // Device returns the emulated device as a layerstack.Device, for the
