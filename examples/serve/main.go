@@ -292,7 +292,7 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 			if err != nil {
 				return err
 			}
-			appendTokens(b, in)
+			layerstack.AppendTokens(b, in)
 			b.Slots = append(b.Slots, int32(r.slot))
 			b.CuSeqlens = append(b.CuSeqlens, b.CuSeqlens[len(b.CuSeqlens)-1]+int32(r.prompt))
 		}
@@ -314,7 +314,7 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 				if err != nil {
 					return err
 				}
-				appendTokens(b, pad)
+				layerstack.AppendTokens(b, pad)
 				b.Slots = append(b.Slots, -1)
 				continue
 			}
@@ -323,7 +323,7 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 			if err != nil {
 				return err
 			}
-			appendTokens(b, in)
+			layerstack.AppendTokens(b, in)
 			b.Slots = append(b.Slots, int32(r.slot))
 		}
 	}
@@ -359,15 +359,6 @@ func dispatch(be backend, kern gdn.Kernel, p gdn.Params, batch []cpuref.Inputs, 
 	res.Dispatches += len(batch)
 	res.Busy += took
 	return nil
-}
-
-// appendTokens appends the tokens of in to b.
-func appendTokens(b *cpuref.Inputs, in cpuref.Inputs) {
-	b.Q = append(b.Q, in.Q...)
-	b.K = append(b.K, in.K...)
-	b.V = append(b.V, in.V...)
-	b.G = append(b.G, in.G...)
-	b.Beta = append(b.Beta, in.Beta...)
 }
 
 func report(cfg config, res result, stdout io.Writer) {
@@ -426,7 +417,7 @@ func checkRequest(cfg config, be backend, r *request) (same bool, refErr float64
 			if err != nil {
 				return false, 0, err
 			}
-			appendTokens(&all, in)
+			layerstack.AppendTokens(&all, in)
 			in.StateIn = state
 			out, newState, err := be.Alone(kern, cfg.Params(n), in)
 			if err != nil {

@@ -416,23 +416,8 @@ func (sp *speculation) rollback(accepted []int32) (int, error) {
 func (q *sequence) keep(cfg config, d cpuref.Inputs, out []float32, s, a int) {
 	one := cfg.Params(1)
 	t0 := s * cfg.k // the sequence's first token in the window
-	x := tokens(one, d, t0, a)
-	q.accepted.Q = append(q.accepted.Q, x.Q...)
-	q.accepted.K = append(q.accepted.K, x.K...)
-	q.accepted.V = append(q.accepted.V, x.V...)
-	q.accepted.G = append(q.accepted.G, x.G...)
-	q.accepted.Beta = append(q.accepted.Beta, x.Beta...)
+	layerstack.AppendTokens(&q.accepted, layerstack.Tokens(one, d, t0, a))
 	q.outputs = append(q.outputs, out[t0*one.VLen():(t0+a)*one.VLen()]...)
-}
-
-// tokens returns tokens [t0, t0+n) of in's q, k, v, g and beta, each token
-// of the shape one.
-func tokens(one spec.Params, in cpuref.Inputs, t0, n int) cpuref.Inputs {
-	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
-	return cpuref.Inputs{
-		Q: in.Q[t0*qk : (t0+n)*qk], K: in.K[t0*qk : (t0+n)*qk], V: in.V[t0*v : (t0+n)*v],
-		G: in.G[t0*gate : (t0+n)*gate], Beta: in.Beta[t0*gate : (t0+n)*gate],
-	}
 }
 
 // state returns sequence s's state in layer l: its slot of the pool the
@@ -465,7 +450,7 @@ func plainDecode(sp *speculation, s int) (states, outputs [][]float32, err error
 	total := len(sp.layers[0].seqs[s].accepted.G) / p1.GateLen()
 	for t := range total {
 		for l, ly := range sp.layers {
-			acts.Write(l, tokens(p1, ly.seqs[s].accepted, t, 1))
+			acts.Write(l, layerstack.Tokens(p1, ly.seqs[s].accepted, t, 1))
 		}
 		_, _, err := sp.d.RunLayers((*gdn.Kernels).Decode, p1, layers, func(l int) gdn.Buffers {
 			b := acts.Buffers(l)

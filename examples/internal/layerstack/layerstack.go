@@ -32,6 +32,26 @@ func Seed(run uint64, l, t int) uint64 {
 	return x ^ x>>31
 }
 
+// Tokens returns tokens [t0, t0+n) of in's q, k, v, g and beta, in in's
+// memory, each token of the shape one (one token of one sequence).
+func Tokens(one spec.Params, in cpuref.Inputs, t0, n int) cpuref.Inputs {
+	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
+	return cpuref.Inputs{
+		Q: in.Q[t0*qk : (t0+n)*qk], K: in.K[t0*qk : (t0+n)*qk], V: in.V[t0*v : (t0+n)*v],
+		G: in.G[t0*gate : (t0+n)*gate], Beta: in.Beta[t0*gate : (t0+n)*gate],
+	}
+}
+
+// AppendTokens appends the tokens of in (its q, k, v, g and beta) to
+// those of dst.
+func AppendTokens(dst *cpuref.Inputs, in cpuref.Inputs) {
+	dst.Q = append(dst.Q, in.Q...)
+	dst.K = append(dst.K, in.K...)
+	dst.V = append(dst.V, in.V...)
+	dst.G = append(dst.G, in.G...)
+	dst.Beta = append(dst.Beta, in.Beta...)
+}
+
 // Activations are the per-token buffers of a stack of layers: one shared
 // buffer each for q, k, v, g, beta and the output, with layer l's window
 // of tokens at offset l * (one window), in the activation type of the

@@ -509,3 +509,30 @@ func TestRunLayers(t *testing.T) {
 		t.Errorf("layer 1 without an output: %v, want an error naming layer 1", err)
 	}
 }
+
+// The tokens of a run, taken one by one and appended back, are the run.
+func TestTokens(t *testing.T) {
+	run := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}}
+	in, err := cpuref.RandomInputs(run, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := run
+	one.NTokens = 1
+	var all cpuref.Inputs
+	for tok := range 3 {
+		x := Tokens(one, in, tok, 1)
+		if len(x.Q) != one.QKLen() || len(x.V) != one.VLen() || len(x.Beta) != one.GateLen() || x.V[0] != in.V[tok*one.VLen()] {
+			t.Fatalf("token %d: %d q, %d v, %d beta elements, v[0] %g; want %d, %d, %d, %g", tok, len(x.Q), len(x.V), len(x.Beta), x.V[0], one.QKLen(), one.VLen(), one.GateLen(), in.V[tok*one.VLen()])
+		}
+		AppendTokens(&all, x)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want []float32
+	}{{"q", all.Q, in.Q}, {"k", all.K, in.K}, {"v", all.V, in.V}, {"g", all.G, in.G}, {"beta", all.Beta, in.Beta}} {
+		if len(c.got) != len(c.want) || floats.FirstDiff(c.got, c.want) >= 0 {
+			t.Errorf("%s: the tokens appended back differ from the run", c.name)
+		}
+	}
+}
