@@ -215,15 +215,15 @@ func (b *deviceBackend) Outputs() ([][]float32, error) {
 }
 
 func (b *deviceBackend) Heads(h int, state bool) (states, outputs [][]float32, err error) {
-	cells := b.p.DK * b.p.DV
+	// head widens value head h's part of v, n elements a head.
+	head := func(v gdn.View, n int) []float32 {
+		return layerstack.Load(gdn.NewView(v.Buffer, v.Offset+h*n*v.Type.Size(), v.Type, n), make([]float32, n))
+	}
 	for l := range b.layers {
 		if state {
-			s := b.states.Slot(l, 0)
-			states = append(states, layerstack.Load(gdn.NewView(s.Buffer, s.Offset+h*cells*s.Type.Size(), s.Type, cells), make([]float32, cells)))
+			states = append(states, head(b.states.Slot(l, 0), b.p.DK*b.p.DV))
 		}
-		o := b.acts.Buffers(l).Output
-		a := o.Type
-		outputs = append(outputs, layerstack.Load(gdn.NewView(o.Buffer, o.Offset+h*b.p.DV*a.Size(), a, b.p.DV), make([]float32, b.p.DV)))
+		outputs = append(outputs, head(b.acts.Buffers(l).Output, b.p.DV))
 	}
 	return states, outputs, nil
 }

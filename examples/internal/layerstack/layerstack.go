@@ -1,9 +1,10 @@
 // Package layerstack holds what the example programs share to run a stack
-// of Gated DeltaNet layers: the flags they take, the devices they open
-// (with the emulated device's smaller defaults), the seeds of every layer's
-// inputs, the activation buffers each layer's q, k, v, g, beta and output
-// go through, every layer's pool of states, and the latency figures they
-// report.
+// of Gated DeltaNet layers: their command line (Main, the flags they take),
+// the devices they open (with the emulated device's smaller defaults) and
+// the command buffer of one dispatch per layer they run on them, the seeds
+// of every layer's inputs and the tokens of a run, the activation buffers
+// each layer's q, k, v, g, beta and output go through, every layer's pool
+// of states, and the latency figures they report.
 package layerstack
 
 import (
