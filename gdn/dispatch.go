@@ -278,7 +278,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 	l := launchOf(kern, p)
 	if n := l.group.Width * l.group.Height * l.group.Depth; n > uint(maxThreads) {
-		return invalid(l.field, "%sthe %s kernel runs %s = %d threads per threadgroup, more than the %d the %s pipeline allows", l.value(), kern, l.formula, n, maxThreads, entry)
+		return invalid(l.field, "at %v the %s kernel runs %s = %d threads per threadgroup, more than the %d the %s pipeline allows", p.Shape, kern, l.formula, n, maxThreads, entry)
 	}
 
 	enc.SetComputePipelineState(pso)
@@ -314,23 +314,12 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 
 // A launch is how one dispatch of a kernel runs: its grid of threadgroups,
 // the size of a threadgroup, and the threadgroup memory it needs (0 for
-// none). field (and its value, where the shape sets the size) and formula
-// say what sets the threadgroup's size, for the error when it is more than
-// the pipeline allows.
+// none). field and formula say what sets the threadgroup's size, for the
+// error when it is more than the pipeline allows.
 type launch struct {
-	grid, group mtl.Size
-	memory      int
-	field       string
-	fieldValue  int
-	formula     string
-}
-
-// value returns "n: " for a size the shape's field sets, or "".
-func (l launch) value() string {
-	if l.fieldValue == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d: ", l.fieldValue)
+	grid, group    mtl.Size
+	memory         int
+	field, formula string
 }
 
 // The chunked launch's formula says 4*D_v: this fails to compile if
@@ -343,18 +332,18 @@ func launchOf(kern Kernel, p Params) launch {
 	switch {
 	case kern == KernelPrefill:
 		grid, group := prefillGeometry(s)
-		return launch{grid, group, prefillThreadgroupMemory(s), "Shape.DV", s.DV, "D_v"}
+		return launch{grid, group, prefillThreadgroupMemory(s), "Shape.DV", "D_v"}
 	case kern == KernelPrefillChunked:
 		grid, group := chunkedGeometry(s)
-		return launch{grid, group, kernels.ChunkedThreadgroupMemory(s.DK, s.DV), "Shape.DV", s.DV, "4*D_v"}
+		return launch{grid, group, kernels.ChunkedThreadgroupMemory(s.DK, s.DV), "Shape.DV", "4*D_v"}
 	case kern == KernelPrefillBlocked:
 		grid, group := packedGeometry(s)
-		return launch{grid, group, blockedThreadgroupMemory(p), "kernel", 0, "4 SIMD-groups of 32"}
+		return launch{grid, group, blockedThreadgroupMemory(p), "kernel", "4 SIMD-groups of 32"}
 	case kern.packed():
 		grid, group := packedGeometry(s)
-		return launch{grid, group, 0, "kernel", 0, "4 SIMD-groups of 32"}
+		return launch{grid, group, 0, "kernel", "4 SIMD-groups of 32"}
 	default:
 		grid, group := decodeGeometry(s)
-		return launch{grid, group, 0, "Shape.DK", s.DK, "D_k/32 SIMD-groups of 32"}
+		return launch{grid, group, 0, "Shape.DK", "D_k/32 SIMD-groups of 32"}
 	}
 }

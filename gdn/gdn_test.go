@@ -566,16 +566,16 @@ func TestThreadLimit(t *testing.T) {
 		threads int
 		field   string
 	}{
-		{KernelPrefill, pre, 96, "Shape.DV: 96"},
-		{KernelPrefillChunked, pre, 384, "Shape.DV: 96"},
-		{KernelPrefillBlocked, dec, 128, "kernel"},
-		{KernelDecodePacked, dec, 128, "kernel"},
-		{KernelDecodePackedSeq, dec, 128, "kernel"},
-		{KernelDecodePackedCapture, dec, 128, "kernel"},
-		{KernelDecode, dec, 64, "Shape.DK: 64"},
-		{KernelDecodeSeq, dec, 64, "Shape.DK: 64"},
-		{KernelDecodeLegacy, dec, 64, "Shape.DK: 64"},
-		{KernelDecodeCapture, dec, 64, "Shape.DK: 64"},
+		{KernelPrefill, pre, 96, "Shape.DV: at {D_k=48 D_v=96"},
+		{KernelPrefillChunked, pre, 384, "Shape.DV: at {D_k=48 D_v=96"},
+		{KernelPrefillBlocked, dec, 128, "kernel: at {D_k=64"},
+		{KernelDecodePacked, dec, 128, "kernel: at {D_k=64"},
+		{KernelDecodePackedSeq, dec, 128, "kernel: at {D_k=64"},
+		{KernelDecodePackedCapture, dec, 128, "kernel: at {D_k=64"},
+		{KernelDecode, dec, 64, "Shape.DK: at {D_k=64 D_v=32"},
+		{KernelDecodeSeq, dec, 64, "Shape.DK: at {D_k=64 D_v=32"},
+		{KernelDecodeLegacy, dec, 64, "Shape.DK: at {D_k=64 D_v=32"},
+		{KernelDecodeCapture, dec, 64, "Shape.DK: at {D_k=64 D_v=32"},
 	} {
 		k := c.k
 		p, b := fb.args(k, c.s)
