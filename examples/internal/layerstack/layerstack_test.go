@@ -336,6 +336,7 @@ func TestMainStatus(t *testing.T) {
 // A pool holds each slot's state in its own place, in the state type;
 // Reset zeroes one slot of every layer and nothing else.
 func TestStates(t *testing.T) {
+	testdevice.CheckReleased(t)
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, ty := range []spec.ElemType{spec.F32, spec.BF16} {
 		one := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, State: ty}
@@ -376,6 +377,7 @@ func TestStates(t *testing.T) {
 // are large enough; a window of a pool and of packed sequences carries its
 // slots and cu_seqlens; Write poisons the output window.
 func TestActivationsReshape(t *testing.T) {
+	testdevice.CheckReleased(t)
 	dev := testdevice.Emulated(t, emu.Options{})
 	one := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}}
 	a, err := NewActivations(dev, one, 2)
@@ -431,6 +433,7 @@ func TestActivationsReshape(t *testing.T) {
 
 // A 16-bit output is poisoned with NaN too.
 func TestPoison(t *testing.T) {
+	testdevice.CheckReleased(t)
 	dev := testdevice.Emulated(t, emu.Options{})
 	buf, err := dev.NewBuffer(64, mtl.ResourceStorageModeShared)
 	if err != nil {
@@ -453,6 +456,7 @@ func TestPoison(t *testing.T) {
 // RunLayers runs one dispatch per layer on the views it is given, and an
 // error names the layer whose dispatch was refused.
 func TestRunLayers(t *testing.T) {
+	testdevice.CheckReleased(t)
 	d, err := NewDevice(testdevice.Emulated(t, emu.Options{}), "emu (test)", false)
 	if err != nil {
 		t.Fatal(err)

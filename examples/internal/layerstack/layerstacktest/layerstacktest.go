@@ -41,10 +41,13 @@ func Run[C, B, R any](t testing.TB, run func(cfg C, be B, stdout, stderr io.Writ
 }
 
 // Device returns the emulated device as a layerstack.Device, for the
-// caller to close. Without the emulator's prerequisites it skips the test,
-// or fails it in strict mode (see testdevice.Emulated).
+// caller to close before the test ends: the test then fails unless every
+// emulated object made since is released (see testdevice.CheckReleased).
+// Without the emulator's prerequisites it skips the test, or fails it in
+// strict mode (see testdevice.Emulated).
 func Device(t testing.TB) *layerstack.Device {
 	t.Helper()
+	testdevice.CheckReleased(t)
 	d, err := layerstack.NewDevice(testdevice.Emulated(t, emu.Options{}), "emu (test)", false)
 	if err != nil {
 		t.Fatal(err)
