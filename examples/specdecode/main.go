@@ -376,30 +376,23 @@ func (sp *speculation) window(step int, accepted []int32) (wall time.Duration, c
 	return wall, copied, nil
 }
 
-// rollback encodes and runs gdn.Rollback for every layer on one blit
-// encoder, and returns the state bytes it copied.
+// rollback encodes gdn.Rollback for every layer on one blit encoder, runs
+// it, and returns the state bytes it copied.
 func (sp *speculation) rollback(accepted []int32) (int, error) {
-	cb, err := sp.d.Queue.CommandBuffer()
-	if err != nil {
-		return 0, err
-	}
-	defer cb.Release()
-	blit, err := cb.BlitCommandEncoder()
-	if err != nil {
-		return 0, err
-	}
-	for l := range sp.layers {
-		if err := gdn.Rollback(blit, sp.pw, sp.buffers(l), accepted); err != nil {
-			blit.EndEncoding()
-			return 0, fmt.Errorf("layer %d: %w", l, err)
+	err := sp.d.Queue.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
+		blit, err := cb.BlitCommandEncoder()
+		if err != nil {
+			return err
 		}
-	}
-	if err := blit.EndEncoding(); err != nil {
-		return 0, err
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
+		for l := range sp.layers {
+			if err := gdn.Rollback(blit, sp.pw, sp.buffers(l), accepted); err != nil {
+				blit.EndEncoding()
+				return fmt.Errorf("layer %d: %w", l, err)
+			}
+		}
+		return blit.EndEncoding()
+	})
+	if err != nil {
 		return 0, err
 	}
 	copies := 0
