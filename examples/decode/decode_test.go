@@ -154,8 +154,8 @@ func TestEmulatedBackend(t *testing.T) {
 			// after the first token already, an f32 one is not.
 			if d := res.Drift.State; len(d) != 4 || res.Drift.Tokens[0] != 1 || len(res.Drift.Output) != cfg.tokens {
 				t.Errorf("drift after tokens %v (%d errors), outputs of %d tokens; want 1, 2, 4, 5 and 5", res.Drift.Tokens, len(d), len(res.Drift.Output))
-			} else if p.State != spec.F32 && !(d[0] > bound(p.State, 0)/16) || p.State == spec.F32 && !(d[0] < Bound) {
-				t.Errorf("%v state: error %.3g after one token, bound %.3g", p.State, d[0], bound(p.State, Bound))
+			} else if p.State != spec.F32 && !(d[0] > layerstack.BoundOf(p.State, 0)/16) || p.State == spec.F32 && !(d[0] < Bound) {
+				t.Errorf("%v state: error %.3g after one token, bound %.3g", p.State, d[0], layerstack.BoundOf(p.State, Bound))
 			}
 			checkMoved(t, cfg, res.FinalState)
 		})

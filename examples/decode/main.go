@@ -77,23 +77,9 @@ const (
 	Bound = layerstack.Bound
 	// BoundOutput64 is the bound on an f32 output against the float64
 	// oracle, whose order of operations differs more (the test suite's).
+	// A 16-bit result has its type's bound (layerstack.BoundOf).
 	BoundOutput64 = 1e-4
-	// BoundBF16 and BoundF16 are SPEC section 9's bounds on a 16-bit
-	// result: an output of that type, and a 16-bit state after one token.
-	BoundBF16 = 0x1p-8
-	BoundF16  = 0x1p-10
 )
-
-// bound returns the bound on a result of type t, f32 for an f32 one.
-func bound(t spec.ElemType, f32 float64) float64 {
-	switch t {
-	case spec.BF16:
-		return BoundBF16
-	case spec.F16:
-		return BoundF16
-	}
-	return f32
-}
 
 // FloorBandwidth is the memory bandwidth the specification's floor is
 // stated at: 400 GB/s, an M2 or M3 Max.
@@ -112,38 +98,16 @@ type config struct {
 	*layerstack.Flags
 	tokens int
 	every  int // progress line every this many tokens
-	act    spec.ElemType
-	state  spec.ElemType
-	fused  bool
 }
 
 // params returns the parameters of one decode step of one layer.
-func (c config) params() spec.Params {
-	p := c.Params(1)
-	p.Activation, p.State = c.act, c.state
-	if c.fused {
-		p.Fused = spec.FusedAll
-	}
-	return p
-}
+func (c config) params() spec.Params { return c.Params(1) }
 
 // cli reads the flags in args, opens the backend they name, decodes the
 // tokens through the layers and checks them, and returns the exit status
 // (see layerstack.Main): 1 when the parity check fails too.
 func cli(args []string, stdout, stderr io.Writer) int {
 	return layerstack.Main("decode", args, stdout, stderr, parseFlags, openBackend, run)
-}
-
-// types are the element types -dtype and -state take.
-var types = map[string]spec.ElemType{"f32": spec.F32, "f16": spec.F16, "bf16": spec.BF16}
-
-// parseType returns the element type s names, or an error naming flag.
-func parseType(flag, s string) (spec.ElemType, error) {
-	t, ok := types[s]
-	if !ok {
-		return 0, fmt.Errorf("-%s %q: want f32, f16 or bf16", flag, s)
-	}
-	return t, nil
 }
 
 // parseFlags returns what args say, or an error naming a bad flag: a
@@ -153,17 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto, metal, emu or cpu", 4)}
 	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
 	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
-	dtype := fs.String("dtype", "bf16", "activation type of q, k, v, the gate inputs and the output: f32, f16 or bf16")
-	state := fs.String("state", "f32", "state type: f32, f16 or bf16 (a 16-bit state halves the bytes per token)")
-	fs.BoolVar(&cfg.fused, "fused", true, "the fused step: raw q, k, a and b in, with A_log and dt_bias (false: q and k normalised, g and beta computed beforehand)")
 	if err := cfg.Parse(fs, args); err != nil {
-		return config{}, err
-	}
-	var err error
-	if cfg.act, err = parseType("dtype", *dtype); err != nil {
-		return config{}, err
-	}
-	if cfg.state, err = parseType("state", *state); err != nil {
 		return config{}, err
 	}
 	if cfg.tokens <= 0 || cfg.every < 0 {
@@ -234,19 +188,15 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 	fmt.Fprintf(stdout, "backend: %s\n", be.Describe())
 	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map, q scale 1/sqrt(%d); layers %d, tokens %d, seed %d\n",
 		p.DK, p.DV, p.NKHeads, p.NVHeads, p.HeadMap, p.DK, cfg.Layers, cfg.tokens, cfg.Seed)
-	fmt.Fprintf(stdout, "types:   %s activations (q, k, v, %s, output), %s state; %s\n", p.Activation, gateNames(p), p.State, fusedSays(p))
+	fmt.Fprintf(stdout, "types:   %s\n", layerstack.Types(p))
 	fmt.Fprintf(stdout, "state:   %s per layer (%s), %s in all, %s\n",
 		mb(stateBytes), p.State, mb(stateBytes*cfg.Layers), be.Keeps())
 
 	// What each layer starts from: its state, as if left by a prefill,
 	// and with the fused gate its constants A_log and dt_bias.
-	consts := make([]cpuref.Inputs, cfg.Layers)
-	for l := range consts {
-		in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.Seed, l, -1))
-		if err != nil {
-			return result{}, err
-		}
-		consts[l] = cpuref.Inputs{StateIn: in.StateIn, ALog: in.ALog, DtBias: in.DtBias}
+	consts, err := layerstack.Constants(p, cfg.Seed, cfg.Layers)
+	if err != nil {
+		return result{}, err
 	}
 	if err := be.Init(p, consts); err != nil {
 		return result{}, err
@@ -300,26 +250,6 @@ func verdict(pass bool) string {
 		return "PASS"
 	}
 	return "FAIL"
-}
-
-// gateNames names what the gate buffers hold.
-func gateNames(p spec.Params) string {
-	g, b := "g", "beta"
-	if p.Fused.Gate {
-		g = "a"
-	}
-	if p.Fused.Beta {
-		b = "b"
-	}
-	return g + ", " + b
-}
-
-// fusedSays says what the kernel computes itself.
-func fusedSays(p spec.Params) string {
-	if p.Fused == spec.FusedAll {
-		return "fused step: raw q, k, a and b in, with A_log and dt_bias; the kernel normalises q and k and computes g and beta"
-	}
-	return "unfused: q and k normalised and g, beta computed beforehand (here on the CPU)"
 }
 
 // decodeTokens runs cfg.tokens decode steps through every layer on be,
@@ -476,8 +406,8 @@ func parityReference(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.In
 		out = max(out, cpuref.MaxRelErr(outputs[l], r.Output))
 	}
 	return []check{
-		newCheck(stdout, fmt.Sprintf("%s state, worst of %d layers", p.State, len(inputs)), st, bound(p.State, Bound)),
-		newCheck(stdout, fmt.Sprintf("%s output, worst of %d layers", p.Activation, len(inputs)), out, bound(p.Activation, Bound)),
+		newCheck(stdout, fmt.Sprintf("%s state, worst of %d layers", p.State, len(inputs)), st, layerstack.BoundOf(p.State, Bound)),
+		newCheck(stdout, fmt.Sprintf("%s output, worst of %d layers", p.Activation, len(inputs)), out, layerstack.BoundOf(p.Activation, Bound)),
 	}, nil
 }
 
@@ -545,13 +475,13 @@ func parityOracle(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.Input
 	if p.State != spec.F32 {
 		after, every = "after t = "+tokenList(at)+" tokens, rel err / t", "every token t, rel err / t"
 	}
-	sc := newCheck(stdout, fmt.Sprintf("%s state, %s", p.State, after), perToken(d.State, func(i int) int { return at[i] }), bound(p.State, Bound))
+	sc := newCheck(stdout, fmt.Sprintf("%s state, %s", p.State, after), perToken(d.State, func(i int) int { return at[i] }), layerstack.BoundOf(p.State, Bound))
 	// The output is computed from the state before it is rounded, so with
 	// a 16-bit state it carries the state's error as well as its own
 	// rounding: the larger of the two bounds, per token decoded.
-	outBound := bound(p.Activation, BoundOutput64)
+	outBound := layerstack.BoundOf(p.Activation, BoundOutput64)
 	if p.State != spec.F32 {
-		outBound = max(outBound, bound(p.State, Bound))
+		outBound = max(outBound, layerstack.BoundOf(p.State, Bound))
 	}
 	oc := newCheck(stdout, fmt.Sprintf("%s output, %s", p.Activation, every), perToken(d.Output, func(t int) int { return t + 1 }), outBound)
 	return []check{sc, oc}, d, nil

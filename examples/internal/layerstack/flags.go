@@ -12,19 +12,25 @@ import (
 	"github.com/puremetal/puremetal/gdn/spec"
 )
 
-// Flags are the flags both examples take: the backend, the shape of a
-// layer (Qwen3.5's by default), the number of layers, the head mapping and
-// the seed of the inputs.
+// Flags are the flags the examples take: the backend, the shape of a layer
+// (Qwen3.5's by default), the number of layers, the head mapping, the seed
+// of the inputs, and the element types and fused step of what a layer
+// hands its recurrent core (Qwen3.5's by default: bf16 activations, an f32
+// state, the fused step).
 type Flags struct {
 	Backend        string // as given, until [Flags.Open] resolves "auto"
 	DK, DV, NK, NV int    // D_k, D_v, key heads, value heads
 	Layers         int
 	Seed           uint64
 	HeadMap        spec.HeadMap
+	Activation     spec.ElemType // q, k, v, the gate inputs and the output
+	State          spec.ElemType
+	Fused          bool // raw q, k, a and b in, with A_log and dt_bias
 
-	backends []string
-	headMap  string
-	given    map[string]bool
+	backends          []string
+	headMap           string
+	activation, state string
+	given             map[string]bool
 }
 
 // shapeFlags are the flags of a layer's shape.
@@ -47,7 +53,8 @@ func NewFlagSet(name, about string, stderr io.Writer) *flag.FlagSet {
 // Define defines the shared flags on fs: -backend, one of backends (the
 // first is the default) as backendHelp describes them; -dk, -dv, -kheads
 // and -vheads, Qwen3.5's shape by default; -layers, layers by default;
-// -seed; and -headmap.
+// -seed; -headmap; and -dtype, -state and -fused, Qwen3.5's bf16
+// activations, f32 state and fused step by default.
 func Define(fs *flag.FlagSet, backends []string, backendHelp string, layers int) *Flags {
 	f := &Flags{backends: backends}
 	fs.StringVar(&f.Backend, "backend", backends[0], backendHelp)
@@ -58,12 +65,27 @@ func Define(fs *flag.FlagSet, backends []string, backendHelp string, layers int)
 	fs.IntVar(&f.Layers, "layers", layers, "GDN layers")
 	fs.Uint64Var(&f.Seed, "seed", 1, "seed of the random inputs")
 	fs.StringVar(&f.headMap, "headmap", "block", "block (HF transformers, MLX) or tiled (llama.cpp GGUF)")
+	fs.StringVar(&f.activation, "dtype", "bf16", "activation type of q, k, v, the gate inputs and the output: f32, f16 or bf16")
+	fs.StringVar(&f.state, "state", "f32", "state type: f32, f16 or bf16 (a 16-bit state halves the bytes per token)")
+	fs.BoolVar(&f.Fused, "fused", true, "the fused step: raw q, k, a and b in, with A_log and dt_bias (false: q and k normalised, g and beta computed beforehand)")
 	return f
+}
+
+// types are the element types -dtype and -state take.
+var types = map[string]spec.ElemType{"f32": spec.F32, "f16": spec.F16, "bf16": spec.BF16}
+
+// parseType returns the element type s names, or an error naming flag.
+func parseType(flag, s string) (spec.ElemType, error) {
+	t, ok := types[s]
+	if !ok {
+		return 0, fmt.Errorf("-%s %q: want f32, f16 or bf16", flag, s)
+	}
+	return t, nil
 }
 
 // Parse parses args with fs, which [Define] was given, and checks the
 // shared flags: no arguments besides flags, a known backend and head
-// mapping, at least one layer.
+// mapping, at least one layer, -dtype and -state among the types.
 func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,7 +106,11 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 	if f.Layers <= 0 {
 		return fmt.Errorf("-layers %d: must be > 0", f.Layers)
 	}
-	return nil
+	if f.Activation, err = parseType("dtype", f.activation); err != nil {
+		return err
+	}
+	f.State, err = parseType("state", f.state)
+	return err
 }
 
 // oneOf lists words as "a, b or c".
@@ -106,13 +132,21 @@ func (f *Flags) Given(names ...string) bool {
 }
 
 // Params returns the parameters of one layer over n tokens of one
-// sequence, with q scaled by 1/sqrt(D_k) at write-back.
+// sequence, with q scaled by 1/sqrt(D_k) at write-back, in the types of
+// -dtype and -state, with every part of the fused step (spec.FusedAll)
+// under -fused.
 func (f *Flags) Params(n int) spec.Params {
-	return spec.Params{
-		Shape:   spec.Shape{DK: f.DK, DV: f.DV, NKHeads: f.NK, NVHeads: f.NV, NTokens: n, NSeqs: 1},
-		HeadMap: f.HeadMap,
-		QScale:  float32(1 / math.Sqrt(float64(f.DK))),
+	p := spec.Params{
+		Shape:      spec.Shape{DK: f.DK, DV: f.DV, NKHeads: f.NK, NVHeads: f.NV, NTokens: n, NSeqs: 1},
+		HeadMap:    f.HeadMap,
+		QScale:     float32(1 / math.Sqrt(float64(f.DK))),
+		Activation: f.Activation,
+		State:      f.State,
 	}
+	if f.Fused {
+		p.Fused = spec.FusedAll
+	}
+	return p
 }
 
 // CheckDecodeDK returns an error naming -dk unless D_k is one the decode

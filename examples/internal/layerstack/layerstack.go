@@ -18,10 +18,64 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// Bound is the largest relative error (to the largest magnitude, see
-// cpuref.MaxRelErr) of an f32 result against cpuref.Reference32 that the
-// examples accept: SPEC section 9's float32 bound.
-const Bound = 1e-5
+// Bounds of the examples' checks, relative to the largest magnitude of the
+// reference (see cpuref.MaxRelErr).
+const (
+	// Bound is the largest error of an f32 result against
+	// cpuref.Reference32 that the examples accept: SPEC section 9's
+	// float32 bound.
+	Bound = 1e-5
+	// BoundBF16 and BoundF16 are SPEC section 9's bounds on a 16-bit
+	// result: an output of that type, and a 16-bit state after one token.
+	BoundBF16 = 0x1p-8
+	BoundF16  = 0x1p-10
+)
+
+// BoundOf returns the bound on a result of type t: BoundBF16 or BoundF16,
+// and f32 for an f32 one.
+func BoundOf(t spec.ElemType, f32 float64) float64 {
+	switch t {
+	case spec.BF16:
+		return BoundBF16
+	case spec.F16:
+		return BoundF16
+	}
+	return f32
+}
+
+// Types says what the buffers of p hold and in which types, and what the
+// kernel computes itself: "bf16 activations (q, k, v, a, b, output), f32
+// state; fused step: ...".
+func Types(p spec.Params) string {
+	g, b := "g", "beta"
+	if p.Fused.Gate {
+		g = "a"
+	}
+	if p.Fused.Beta {
+		b = "b"
+	}
+	fused := "unfused: q and k normalised and g, beta computed beforehand (here on the CPU)"
+	if p.Fused == spec.FusedAll {
+		fused = "fused step: raw q, k, a and b in, with A_log and dt_bias; the kernel normalises q and k and computes g and beta"
+	}
+	return fmt.Sprintf("%s activations (q, k, v, %s, %s, output), %s state; %s", p.Activation, g, b, p.State, fused)
+}
+
+// Constants returns what each of layers layers starts from, drawn with
+// cpuref.RandomInputs for p from the run's seed (at t = -1, see [Seed]):
+// an initial state (StateIn, in p's state type) and, with the fused gate,
+// the layer's A_log and dt_bias, which every token of the layer shares.
+func Constants(p spec.Params, seed uint64, layers int) ([]cpuref.Inputs, error) {
+	consts := make([]cpuref.Inputs, layers)
+	for l := range consts {
+		in, err := cpuref.RandomInputs(p, Seed(seed, l, -1))
+		if err != nil {
+			return nil, err
+		}
+		consts[l] = cpuref.Inputs{StateIn: in.StateIn, ALog: in.ALog, DtBias: in.DtBias}
+	}
+	return consts, nil
+}
 
 // Seed derives the seed of layer l's inputs at step t (a token or a draft
 // window; t = -1: the layer's initial state) from the run's seed, with the
@@ -34,12 +88,14 @@ func Seed(run uint64, l, t int) uint64 {
 }
 
 // Tokens returns tokens [t0, t0+n) of in's q, k, v, g and beta, in in's
-// memory, each token of the shape one (one token of one sequence).
+// memory, each token of the shape one (one token of one sequence), with
+// in's A_log and dt_bias, which are the layer's, no token's.
 func Tokens(one spec.Params, in cpuref.Inputs, t0, n int) cpuref.Inputs {
 	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
 	return cpuref.Inputs{
 		Q: in.Q[t0*qk : (t0+n)*qk], K: in.K[t0*qk : (t0+n)*qk], V: in.V[t0*v : (t0+n)*v],
 		G: in.G[t0*gate : (t0+n)*gate], Beta: in.Beta[t0*gate : (t0+n)*gate],
+		ALog: in.ALog, DtBias: in.DtBias,
 	}
 }
 

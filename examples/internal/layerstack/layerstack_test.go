@@ -142,9 +142,16 @@ func TestFlags(t *testing.T) {
 		t.Errorf("-dv 64 -headmap tiled -backend emu: %+v", *f)
 	}
 	p := f.Params(5)
-	want := spec.Params{Shape: spec.Shape{DK: 128, DV: 64, NKHeads: 16, NVHeads: 32, NTokens: 5, NSeqs: 1}, HeadMap: spec.Tiled, QScale: float32(1 / math.Sqrt(128))}
+	want := spec.Params{Shape: spec.Shape{DK: 128, DV: 64, NKHeads: 16, NVHeads: 32, NTokens: 5, NSeqs: 1}, HeadMap: spec.Tiled, QScale: float32(1 / math.Sqrt(128)),
+		Activation: spec.BF16, State: spec.F32, Fused: spec.FusedAll}
 	if p != want {
-		t.Errorf("Params(5) = %+v, want %+v", p, want)
+		t.Errorf("Params(5) = %+v, want %+v (Qwen3.5's types and fused step by default)", p, want)
+	}
+	f = parse(t, []string{"emu"}, "-dtype", "f16", "-state", "bf16", "-fused=false")
+	want = spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, HeadMap: spec.Block, QScale: float32(1 / math.Sqrt(128)),
+		Activation: spec.F16, State: spec.BF16}
+	if p := f.Params(1); p != want {
+		t.Errorf("-dtype f16 -state bf16 -fused=false: Params(1) = %+v, want %+v", p, want)
 	}
 	for _, c := range []struct {
 		args []string
@@ -154,6 +161,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"-headmap", "x"}, "-headmap"},
 		{[]string{"-layers", "0"}, "-layers 0"},
 		{[]string{"extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"-dtype", "fp8"}, `-dtype "fp8": want f32, f16 or bf16`},
+		{[]string{"-state", "f64"}, `-state "f64": want f32, f16 or bf16`},
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -165,6 +174,25 @@ func TestFlags(t *testing.T) {
 	f = parse(t, []string{"emu"}, "-dk", "48")
 	if err := f.CheckDecodeDK(); err == nil || !strings.Contains(err.Error(), "-dk 48") {
 		t.Errorf("-dk 48: %v", err)
+	}
+}
+
+// Each type has its bound, and the types line names what the gate buffers
+// hold and who computes g and beta.
+func TestBoundsAndTypes(t *testing.T) {
+	if BoundOf(spec.BF16, 1) != 0x1p-8 || BoundOf(spec.F16, 1) != 0x1p-10 || BoundOf(spec.F32, 3) != 3 {
+		t.Errorf("BoundOf: %g (bf16), %g (f16), %g (f32 given 3)", BoundOf(spec.BF16, 1), BoundOf(spec.F16, 1), BoundOf(spec.F32, 3))
+	}
+	for _, c := range []struct {
+		p    spec.Params
+		want string
+	}{
+		{spec.Params{Activation: spec.BF16, Fused: spec.FusedAll}, "bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
+		{spec.Params{Activation: spec.F16, State: spec.BF16}, "f16 activations (q, k, v, g, beta, output), bf16 state; unfused: "},
+	} {
+		if got := Types(c.p); !strings.HasPrefix(got, c.want) {
+			t.Errorf("Types(%v, %v, %+v) = %q, want it to begin %q", c.p.Activation, c.p.State, c.p.Fused, got, c.want)
+		}
 	}
 }
 
@@ -514,9 +542,10 @@ func TestRunLayers(t *testing.T) {
 	}
 }
 
-// The tokens of a run, taken one by one and appended back, are the run.
+// The tokens of a run, taken one by one and appended back, are the run;
+// each carries the layer's A_log and dt_bias.
 func TestTokens(t *testing.T) {
-	run := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}}
+	run := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}, Fused: spec.FusedAll}
 	in, err := cpuref.RandomInputs(run, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -526,6 +555,9 @@ func TestTokens(t *testing.T) {
 	var all cpuref.Inputs
 	for tok := range 3 {
 		x := Tokens(one, in, tok, 1)
+		if len(x.ALog) != 2 || !floats.Equal(x.ALog, in.ALog) || !floats.Equal(x.DtBias, in.DtBias) {
+			t.Fatalf("token %d: A_log %v, dt_bias %v; want the run's %v, %v", tok, x.ALog, x.DtBias, in.ALog, in.DtBias)
+		}
 		if len(x.Q) != one.QKLen() || len(x.V) != one.VLen() || len(x.Beta) != one.GateLen() || x.V[0] != in.V[tok*one.VLen()] {
 			t.Fatalf("token %d: %d q, %d v, %d beta elements, v[0] %g; want %d, %d, %d, %g", tok, len(x.Q), len(x.V), len(x.Beta), x.V[0], one.QKLen(), one.VLen(), one.GateLen(), in.V[tok*one.VLen()])
 		}
