@@ -42,7 +42,7 @@ type cpuBackend struct {
 }
 
 func (c *cpuBackend) Describe() string {
-	return "cpu: cpuref.Reference32 with slots and cu_seqlens, float32 in the kernels' per-element order, on the CPU"
+	return "cpu: cpuref.Reference32 with slots and cu_seqlens, float32 in the kernels' per-element order, rounding to the run's types as the kernels do, on the CPU"
 }
 
 func (c *cpuBackend) Open(one spec.Params, layers, nSlots int) error {
@@ -101,8 +101,7 @@ type deviceBackend struct {
 func (b *deviceBackend) Describe() string { return b.d.Desc }
 
 func (b *deviceBackend) Open(one spec.Params, layers, nSlots int) error {
-	nsg := one.DK / 32
-	if _, err := b.d.Compile(kernels.Prefill, kernels.Decode(nsg)); err != nil {
+	if _, err := b.d.Compile(kernels.PrefillOf(one.Activation, one.State), kernels.DecodeOf(one.Activation, one.State, one.DK/32)); err != nil {
 		return err
 	}
 	var err error
@@ -143,7 +142,7 @@ func (b *deviceBackend) Run(kern gdn.Kernel, p spec.Params, in []cpuref.Inputs) 
 	}
 	out := make([][]float32, len(in))
 	for l := range in {
-		out[l] = slices.Clone(b.acts.Output(l))
+		out[l] = b.acts.ReadOutput(l, make([]float32, p.VLen()))
 	}
 	return out, took, nil
 }
@@ -164,7 +163,7 @@ func (b *deviceBackend) Alone(kern gdn.Kernel, p spec.Params, in cpuref.Inputs) 
 	if _, _, err := b.d.RunLayers(dispatcher(kern), p, 1, func(int) gdn.Buffers { return bufs }); err != nil {
 		return nil, nil, err
 	}
-	return slices.Clone(b.alone.Output(0)), state.Read(0, 0), nil
+	return b.alone.ReadOutput(0, make([]float32, p.VLen())), state.Read(0, 0), nil
 }
 
 func (b *deviceBackend) State(l, slot int) []float32 { return b.states.Read(l, slot) }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
 )
 
@@ -14,8 +15,22 @@ import (
 // slots are reused.
 var tiny = []string{"-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "2", "-slots", "4", "-requests", "10", "-prompt", "6", "-gen", "4", "-seed", "5"}
 
-// checkReport checks a passing run's result and report.
-func checkReport(t *testing.T, cfg config, res result, out string) {
+// typeCases are the types and fused step the tests run: plain f32, what
+// a Qwen3.5 layer runs (the defaults), and 16-bit activations and state,
+// each with its head map.
+var typeCases = []struct {
+	name string
+	args []string
+	want string // the report's types line
+}{
+	{"f32-f32-unfused", []string{"-dtype", "f32", "-state", "f32", "-fused=false", "-headmap", "block"}, "types:   f32 activations (q, k, v, g, beta, output), f32 state; unfused: "},
+	{"bf16-f32-fused", []string{"-headmap", "tiled"}, "types:   bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
+	{"f16-bf16-fused", []string{"-dtype", "f16", "-state", "bf16", "-headmap", "block"}, "types:   f16 activations (q, k, v, a, b, output), bf16 state; fused step: "},
+}
+
+// checkReport checks a passing run's result and report, whose types line
+// is types.
+func checkReport(t *testing.T, cfg config, res result, out, types string) {
 	t.Helper()
 	if !res.Pass() || !strings.HasSuffix(out, "PASS\n") {
 		t.Errorf("the run did not pass:\n%s", out)
@@ -23,7 +38,11 @@ func checkReport(t *testing.T, cfg config, res result, out string) {
 	if res.Finished != cfg.requests || res.SlotsReused == 0 {
 		t.Errorf("%d of %d requests finished, %d slots reused: the run does not exercise slot reuse\n%s", res.Finished, cfg.requests, res.SlotsReused, out)
 	}
-	for _, want := range []string{"tokens/s", "dispatches per step", "occupancy", "bit-identical", "max rel err"} {
+	p := cfg.Params(1)
+	if res.RefBound != layerstack.BoundOf(p.State, layerstack.Bound) || res.OutBound != layerstack.BoundOf(p.Activation, layerstack.Bound) {
+		t.Errorf("bounds %g (states), %g (outputs) for a %v state and %v outputs", res.RefBound, res.OutBound, p.State, p.Activation)
+	}
+	for _, want := range []string{types, "tokens/s", "dispatches per step", "occupancy", "bit-identical", "max rel err"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -31,10 +50,10 @@ func checkReport(t *testing.T, cfg config, res result, out string) {
 }
 
 func TestCPUBackend(t *testing.T) {
-	for _, m := range []string{"block", "tiled"} {
-		cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "cpu", "-headmap", m)
+	for _, c := range typeCases {
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu"}, c.args...)...)
 		res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
-		checkReport(t, cfg, res, out)
+		checkReport(t, cfg, res, out, c.want)
 	}
 	var out, errs bytes.Buffer
 	if code := cli(append([]string{"-backend", "cpu"}, tiny...), &out, &errs); code != 0 || !strings.Contains(errs.String(), "step") {
@@ -43,18 +62,21 @@ func TestCPUBackend(t *testing.T) {
 }
 
 // A server that hands out a freed slot without zeroing it must fail the
-// checks: the request would continue its predecessor's state.
+// checks, whatever the types: the request would continue its
+// predecessor's state.
 func TestStaleSlotFails(t *testing.T) {
-	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "cpu")
-	cfg.keepStale = true
-	res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
-	if res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
-		t.Errorf("a stale slot passed the checks:\n%s", out)
+	for _, c := range typeCases {
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu"}, c.args...)...)
+		cfg.keepStale = true
+		res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
+		if res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
+			t.Errorf("%s: a stale slot passed the checks:\n%s", c.name, out)
+		}
 	}
 }
 
 func TestFlags(t *testing.T) {
-	for _, bad := range [][]string{{"-slots", "0"}, {"-requests", "-1"}, {"-prompt", "0"}, {"-gen", "0"}, {"-arrive", "0"}, {"-backend", "gpu"}} {
+	for _, bad := range [][]string{{"-slots", "0"}, {"-requests", "-1"}, {"-prompt", "0"}, {"-gen", "0"}, {"-arrive", "0"}, {"-backend", "gpu"}, {"-dtype", "f8"}, {"-state", "i8"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%v: no error", bad)
 		}
@@ -64,16 +86,17 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// The real kernels on the emulated device, both head maps: every request
-// bit-identical to its run alone, within the bound of Reference32.
+// The real kernels on the emulated device, with f32, Qwen3.5's and 16-bit
+// types and both head maps: every request bit-identical to its run alone,
+// within the bounds of Reference32 for the types.
 func TestEmulatedBackend(t *testing.T) {
-	for _, m := range []string{"block", "tiled"} {
-		t.Run(m, func(t *testing.T) {
-			cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-headmap", m)
+	for _, c := range typeCases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c.args...)...)
 			be := &deviceBackend{d: layerstacktest.Device(t)}
 			defer be.Close()
 			res, out := layerstacktest.Run(t, run, cfg, backend(be))
-			checkReport(t, cfg, res, out)
+			checkReport(t, cfg, res, out, c.want)
 		})
 	}
 }
