@@ -29,19 +29,31 @@
 // its last token; the others get the capture slot of their last accepted
 // token. The next window reads the pool this one wrote.
 //
-// At the end it decodes every sequence's accepted tokens alone, one token
-// at a time with the plain decode kernel on the same device, from the same
-// initial states, with no pool: the specification makes the capture and
-// decode kernels bit-identical, so every layer's final state and every
-// accepted token's output must match byte for byte. It also compares both
-// with cpuref.Reference32 over the accepted tokens, within a relative
-// error of 1e-5. It exits with status 1 when a check fails.
+// The inputs are by default what a Qwen3.5 layer hands its recurrent core,
+// as in examples/decode: bf16 activations (-dtype), an f32 state (-state)
+// and the fused step (-fused): raw q and k, v, and the raw gate
+// projections a and b, with the layer's A_log and dt_bias, from which the
+// kernels normalise q and k and compute g and beta.
+//
+// At the end it decodes every sequence's accepted tokens alone with the
+// plain decode kernels on the same device, from the same initial states,
+// with no pool: with an f32 state one token at a time; with a 16-bit
+// state, which the capture kernel rounds once per window (when it writes
+// the capture slot or state_out), each window's accepted tokens in one
+// dispatch, so that the state is rounded where the speculative run
+// rounded it. The specification makes the capture and decode kernels
+// bit-identical, so every layer's final state and every accepted token's
+// output must match byte for byte, whatever the types. It also compares
+// both with cpuref.Reference32 over each window's accepted tokens, within
+// SPEC section 9's bounds: 1e-5 for an f32 result, 2^-8 for bf16, 2^-10
+// for f16. It exits with status 1 when a check fails.
 //
 // Run it from the repository root:
 //
 //	go run ./examples/specdecode               # Metal on a Mac, the emulated device elsewhere
 //	go run ./examples/specdecode -k 8 -steps 32 -batch 8 -slots 16
 //	go run ./examples/specdecode -backend emu -kheads 16 -vheads 32
+//	go run ./examples/specdecode -dtype f16 -state bf16
 //
 // The emulated device (package emu) runs the kernels on the CPU and needs
 // the GNU Objective-C runtime and clang; without shape flags it uses 2 key
@@ -58,6 +70,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
@@ -131,12 +144,15 @@ type result struct {
 	OutputBits bool            // accepted outputs byte-identical to the plain decode's
 	StateErr   float64         // against cpuref.Reference32
 	OutputErr  float64
-	FinalState [][][]float32 // [sequence][layer]
+	// StateBound and OutputBound bound StateErr and OutputErr: the state
+	// type's and the activation type's.
+	StateBound, OutputBound float64
+	FinalState              [][][]float32 // [sequence][layer]
 }
 
 // Pass reports whether every check passed.
 func (r result) Pass() bool {
-	return r.StateBits && r.OutputBits && r.StateErr <= layerstack.Bound && r.OutputErr <= layerstack.Bound
+	return r.StateBits && r.OutputBits && r.StateErr <= r.StateBound && r.OutputErr <= r.OutputBound
 }
 
 // run drafts, verifies and restores cfg.steps windows of cfg.k tokens for
@@ -156,13 +172,15 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	fmt.Fprintf(stdout, "backend: %s\n", d.Desc)
 	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map; layers %d, draft length k=%d, %d windows, seed %d\n",
 		pw.DK, pw.DV, pw.NKHeads, pw.NVHeads, pw.HeadMap, cfg.Layers, cfg.k, cfg.steps, cfg.Seed)
+	fmt.Fprintf(stdout, "types:   %s\n", layerstack.Types(pw))
 	fmt.Fprintf(stdout, "batch:   %d sequences in slots %v of a pool of %d per layer; one capture dispatch per layer per window, one blit encoder per rollback\n",
 		cfg.batch, slots, cfg.slots)
-	compile, err := d.Compile(kernels.DecodeCapture(nsg), kernels.Decode(nsg))
+	capture, decode := kernels.DecodeCaptureOf(pw.Activation, pw.State, nsg), kernels.DecodeOf(pw.Activation, pw.State, nsg)
+	compile, err := d.Compile(capture, decode)
 	if err != nil {
 		return result{}, err
 	}
-	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", kernels.DecodeCapture(nsg), kernels.Decode(nsg), layerstack.Duration(compile))
+	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", capture, decode, layerstack.Duration(compile))
 
 	sp, err := newSpeculation(cfg, d, slots)
 	if err != nil {
@@ -190,7 +208,7 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	fmt.Fprintf(stdout, "accepted %d of %d drafted tokens (%.0f%%); window latency median %s, p90 %s (%d layers, the window and its rollback, wall clock); state bytes copied to restore: %d (%d states)\n",
 		total, cfg.k*cfg.steps*cfg.batch, 100*float64(total)/float64(cfg.k*cfg.steps*cfg.batch),
 		layerstack.Duration(layerstack.Percentile(res.Window, 50)), layerstack.Duration(layerstack.Percentile(res.Window, 90)), cfg.Layers,
-		res.Copied, res.Copied/(4*pw.DK*pw.DV*pw.NVHeads))
+		res.Copied, res.Copied/(pw.State.Size()*cfg.Params(1).StateLen()))
 	for s := range cfg.batch {
 		var states [][]float32
 		for l := range sp.layers {
@@ -200,10 +218,10 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	}
 
 	// Check 1: a plain decode of each sequence's accepted tokens alone on
-	// the same device, one token at a time, from the same initial states.
+	// the same device, from the same initial states.
 	res.StateBits, res.OutputBits = true, true
 	for s := range cfg.batch {
-		plainStates, plainOutputs, err := plainDecode(sp, s)
+		plainStates, plainOutputs, err := plainDecode(sp, s, plainCalls(pw, res.Accepted[s]))
 		if err != nil {
 			return result{}, err
 		}
@@ -212,10 +230,15 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 			res.OutputBits = res.OutputBits && floats.Equal(ly.seqs[s].outputs, plainOutputs[l])
 		}
 	}
-	fmt.Fprintf(stdout, "check 1: every sequence against a plain decode of its accepted tokens alone on the same device (%s, one token at a time, no pool): final state of every layer %s; output of every accepted token %s\n",
-		kernels.Decode(nsg), same(res.StateBits), same(res.OutputBits))
+	how := decode + ", one token at a time"
+	if pw.State != spec.F32 {
+		how = fmt.Sprintf("gdn.Kernels.Decode, each window's accepted tokens in one dispatch, as the capture kernel rounds a %s state once per window", pw.State)
+	}
+	fmt.Fprintf(stdout, "check 1: every sequence against a plain decode of its accepted tokens alone on the same device (%s; no pool): final state of every layer %s; output of every accepted token %s\n",
+		how, same(res.StateBits), same(res.OutputBits))
 
 	// Check 2: cpuref.Reference32 over the accepted tokens.
+	res.StateBound, res.OutputBound = layerstack.BoundOf(pw.State, layerstack.Bound), layerstack.BoundOf(pw.Activation, layerstack.Bound)
 	if err := checkReference(cfg, sp.layers, &res); err != nil {
 		return result{}, err
 	}
@@ -223,7 +246,8 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	if !res.Pass() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(stdout, "check 2: against cpuref.Reference32 over the accepted tokens: max rel err %.3g (states), %.3g (outputs), bound %g\n", res.StateErr, res.OutputErr, layerstack.Bound)
+	fmt.Fprintf(stdout, "check 2: against cpuref.Reference32 over each window's accepted tokens: max rel err %.3g (%s states, bound %.3g), %.3g (%s outputs, bound %.3g)\n",
+		res.StateErr, pw.State, res.StateBound, res.OutputErr, pw.Activation, res.OutputBound)
 	fmt.Fprintln(stdout, verdict)
 	return res, nil
 }
@@ -237,7 +261,8 @@ func windowParams(cfg config) spec.Params {
 }
 
 // sequence is what one layer keeps of one sequence for the checks: its
-// initial state and accepted tokens (StateIn: initial), and their outputs.
+// initial state and accepted tokens (StateIn: initial) with the layer's
+// A_log and dt_bias, and their outputs.
 type sequence struct {
 	accepted cpuref.Inputs
 	outputs  []float32
@@ -245,7 +270,8 @@ type sequence struct {
 
 // layer holds what one layer keeps beyond its pools.
 type layer struct {
-	capture *mtl.Buffer // k states per sequence
+	capture *mtl.Buffer   // k states per sequence, in the state type
+	consts  cpuref.Inputs // A_log and dt_bias with the fused gate
 	seqs    []sequence
 }
 
@@ -273,10 +299,15 @@ func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculati
 		return nil, err
 	}
 	one := cfg.Params(1)
+	consts, err := layerstack.Constants(one, cfg.Seed, cfg.Layers)
+	if err != nil {
+		sp.release()
+		return nil, err
+	}
 	for l := range cfg.Layers {
-		ly := &layer{seqs: make([]sequence, cfg.batch)}
+		ly := &layer{consts: consts[l], seqs: make([]sequence, cfg.batch)}
 		var err error
-		if ly.capture, err = sp.buffer(cfg.batch * cfg.k * one.StateLen()); err != nil {
+		if ly.capture, err = sp.buffer(sp.pw.CaptureLen() * one.State.Size()); err != nil {
 			sp.release()
 			return nil, err
 		}
@@ -286,7 +317,7 @@ func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculati
 				sp.release()
 				return nil, err
 			}
-			ly.seqs[s].accepted.StateIn = in.StateIn
+			ly.seqs[s].accepted = cpuref.Inputs{StateIn: in.StateIn, ALog: ly.consts.ALog, DtBias: ly.consts.DtBias}
 			sp.pools[0].Set(l, int(slot), in.StateIn)
 		}
 		sp.layers = append(sp.layers, ly)
@@ -306,8 +337,8 @@ func (sp *speculation) alloc() error {
 	return err
 }
 
-func (sp *speculation) buffer(elems int) (*mtl.Buffer, error) {
-	b, err := sp.d.Dev.NewBuffer(4*max(elems, 1), mtl.ResourceStorageModeShared)
+func (sp *speculation) buffer(bytes int) (*mtl.Buffer, error) {
+	b, err := sp.d.Dev.NewBuffer(max(bytes, 1), mtl.ResourceStorageModeShared)
 	if err == nil {
 		sp.bufs = append(sp.bufs, b)
 	}
@@ -333,7 +364,7 @@ func (sp *speculation) release() {
 func (sp *speculation) buffers(l int) gdn.Buffers {
 	b := sp.acts.Buffers(l)
 	b.StateIn, b.StateOut = sp.pools[sp.cur].Pool(l), sp.pools[1-sp.cur].Pool(l)
-	b.Capture = gdn.F32View(sp.layers[l].capture, 0, sp.pw.CaptureLen())
+	b.Capture = gdn.NewView(sp.layers[l].capture, 0, sp.pw.State, sp.pw.CaptureLen())
 	return b
 }
 
@@ -348,6 +379,7 @@ func (sp *speculation) window(step int, accepted []int32) (wall time.Duration, c
 			return 0, 0, err
 		}
 		drafts[l].Slots = sp.slots // the sequences' own, not the draw's
+		drafts[l].ALog, drafts[l].DtBias = sp.layers[l].consts.ALog, sp.layers[l].consts.DtBias
 		sp.acts.Write(l, drafts[l])
 	}
 
@@ -367,7 +399,7 @@ func (sp *speculation) window(step int, accepted []int32) (wall time.Duration, c
 	}
 	wall = time.Since(start)
 	for l, ly := range sp.layers {
-		out := sp.acts.Output(l)
+		out := sp.acts.ReadOutput(l, make([]float32, sp.pw.VLen()))
 		for s := range ly.seqs {
 			ly.seqs[s].keep(sp.cfg, drafts[l], out, s, int(accepted[s]))
 		}
@@ -401,7 +433,7 @@ func (sp *speculation) rollback(accepted []int32) (int, error) {
 			copies++
 		}
 	}
-	return copies * len(sp.layers) * 4 * sp.cfg.Params(1).StateLen(), nil
+	return copies * len(sp.layers) * sp.pw.State.Size() * sp.cfg.Params(1).StateLen(), nil
 }
 
 // keep appends the first a tokens of sequence s of a window (its inputs d
@@ -419,11 +451,29 @@ func (sp *speculation) state(l, s int) []float32 {
 	return sp.pools[sp.cur].Read(l, int(sp.slots[s]))
 }
 
+// plainCalls returns the tokens of each call of the plain decode of a
+// sequence that accepted accepted[w] tokens of window w: with an f32 state,
+// one token a call; with a 16-bit state, which the capture kernel rounds
+// once per window, each window's accepted tokens in one call (none for a
+// window that accepted none).
+func plainCalls(pw spec.Params, accepted []int) []int {
+	var calls []int
+	for _, a := range accepted {
+		switch {
+		case pw.State == spec.F32:
+			calls = append(calls, slices.Repeat([]int{1}, a)...)
+		case a > 0:
+			calls = append(calls, a)
+		}
+	}
+	return calls
+}
+
 // plainDecode decodes sequence s's accepted tokens of every layer from its
-// initial state with the decode kernel, one command buffer per token with
-// one dispatch per layer, with no pool, and returns the final states and
-// the outputs.
-func plainDecode(sp *speculation, s int) (states, outputs [][]float32, err error) {
+// initial state with gdn.Kernels.Decode, one command buffer per call of
+// calls[i] tokens with one dispatch per layer, with no pool, and returns
+// the final states and the outputs.
+func plainDecode(sp *speculation, s int, calls []int) (states, outputs [][]float32, err error) {
 	p1 := sp.cfg.Params(1)
 	layers := len(sp.layers)
 	acts, err := layerstack.NewActivations(sp.d.Dev, p1, layers)
@@ -440,22 +490,27 @@ func plainDecode(sp *speculation, s int) (states, outputs [][]float32, err error
 		st.Set(l, 0, ly.seqs[s].accepted.StateIn)
 	}
 	outputs = make([][]float32, layers)
-	total := len(sp.layers[0].seqs[s].accepted.G) / p1.GateLen()
-	for t := range total {
-		for l, ly := range sp.layers {
-			acts.Write(l, layerstack.Tokens(p1, ly.seqs[s].accepted, t, 1))
+	t := 0
+	for _, n := range calls {
+		pn := sp.cfg.Params(n)
+		if err := acts.Reshape(pn); err != nil {
+			return nil, nil, err
 		}
-		_, _, err := sp.d.RunLayers((*gdn.Kernels).Decode, p1, layers, func(l int) gdn.Buffers {
+		for l, ly := range sp.layers {
+			acts.Write(l, layerstack.Tokens(p1, ly.seqs[s].accepted, t, n))
+		}
+		_, _, err := sp.d.RunLayers((*gdn.Kernels).Decode, pn, layers, func(l int) gdn.Buffers {
 			b := acts.Buffers(l)
 			b.StateIn, b.StateOut = st.Pool(l), st.Pool(l)
 			return b
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("plain decode of sequence %d, token %d: %w", s, t, err)
+			return nil, nil, fmt.Errorf("plain decode of sequence %d, tokens %d to %d: %w", s, t, t+n-1, err)
 		}
 		for l := range outputs {
-			outputs[l] = append(outputs[l], acts.Output(l)...)
+			outputs[l] = append(outputs[l], acts.ReadOutput(l, make([]float32, pn.VLen()))...)
 		}
+		t += n
 	}
 	for l := range layers {
 		states = append(states, st.Read(l, 0))
@@ -464,22 +519,29 @@ func plainDecode(sp *speculation, s int) (states, outputs [][]float32, err error
 }
 
 // checkReference compares every sequence's final state and accepted
-// outputs in every layer with cpuref.Reference32 over its accepted tokens,
-// into res.
+// outputs in every layer with cpuref.Reference32 run over each window's
+// accepted tokens in one call (a 16-bit state rounded once per window, as
+// the speculative run rounds it), into res.
 func checkReference(cfg config, layers []*layer, res *result) error {
+	one := cfg.Params(1)
 	for l, ly := range layers {
 		for s, q := range ly.seqs {
-			total := len(q.accepted.G) / cfg.NV
-			if total == 0 {
-				res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[s][l], q.accepted.StateIn))
-				continue
+			state, t := q.accepted.StateIn, 0
+			var outs []float32
+			for _, a := range res.Accepted[s] {
+				if a == 0 {
+					continue
+				}
+				in := layerstack.Tokens(one, q.accepted, t, a)
+				in.StateIn = state
+				ref, err := cpuref.Reference32(cfg.Params(a), in, false)
+				if err != nil {
+					return err
+				}
+				state, outs, t = ref.StateOut, append(outs, ref.Output...), t+a
 			}
-			ref, err := cpuref.Reference32(cfg.Params(total), q.accepted, false)
-			if err != nil {
-				return err
-			}
-			res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[s][l], ref.StateOut))
-			res.OutputErr = max(res.OutputErr, cpuref.MaxRelErr(q.outputs, ref.Output))
+			res.StateErr = max(res.StateErr, cpuref.MaxRelErr(res.FinalState[s][l], state))
+			res.OutputErr = max(res.OutputErr, cpuref.MaxRelErr(q.outputs, outs))
 		}
 	}
 	return nil

@@ -20,22 +20,36 @@ import (
 // runs.
 var tiny = []string{"-backend", "emu", "-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "2", "-k", "3", "-steps", "8", "-seed", "3"}
 
-func tinyRun(t *testing.T, headMap string, keepLastDraft bool) (result, string) {
+// typeCases are the types and fused step the tests run: plain f32, what
+// a Qwen3.5 layer runs (the defaults), and 16-bit activations and state,
+// each with its head map.
+var typeCases = []struct {
+	name string
+	args []string
+	want string // the report's types line
+}{
+	{"f32-f32-unfused", []string{"-dtype", "f32", "-state", "f32", "-fused=false", "-headmap", "block"}, "types:   f32 activations (q, k, v, g, beta, output), f32 state; unfused: "},
+	{"bf16-f32-fused", []string{"-headmap", "tiled"}, "types:   bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
+	{"f16-bf16-fused", []string{"-dtype", "f16", "-state", "bf16", "-headmap", "block"}, "types:   f16 activations (q, k, v, a, b, output), bf16 state; fused step: "},
+}
+
+func tinyRun(t *testing.T, keepLastDraft bool, args ...string) (config, result, string) {
 	t.Helper()
-	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-headmap", headMap)
+	cfg := layerstacktest.Flags(t, parseFlags, tiny, args...)
 	cfg.keepLastDraft = keepLastDraft
 	d := layerstacktest.Device(t)
 	defer d.Close()
-	return layerstacktest.Run(t, run, cfg, d)
+	res, out := layerstacktest.Run(t, run, cfg, d)
+	return cfg, res, out
 }
 
 // Speculative windows with restores from the capture buffer end where a
 // plain decode of the accepted tokens ends, bit for bit, and within the
-// bound of cpuref.Reference32.
+// bounds of cpuref.Reference32 for the types.
 func TestSpeculativeMatchesPlainDecode(t *testing.T) {
-	for _, m := range []string{"block", "tiled"} {
-		t.Run(m, func(t *testing.T) {
-			res, out := tinyRun(t, m, false)
+	for _, c := range typeCases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, res, out := tinyRun(t, false, c.args...)
 			all := slices.Concat(res.Accepted...)
 			for _, a := range []int{0, 1, 3} {
 				if !slices.Contains(all, a) {
@@ -45,11 +59,13 @@ func TestSpeculativeMatchesPlainDecode(t *testing.T) {
 			if !res.StateBits || !res.OutputBits {
 				t.Errorf("not bit-identical to the plain decode: states %v, outputs %v\n%s", res.StateBits, res.OutputBits, out)
 			}
-			if !(res.StateErr <= layerstack.Bound) || !(res.OutputErr <= layerstack.Bound) {
-				t.Errorf("against Reference32: %g (states), %g (outputs); bound %g", res.StateErr, res.OutputErr, layerstack.Bound)
+			p := cfg.Params(1)
+			sb, ob := layerstack.BoundOf(p.State, layerstack.Bound), layerstack.BoundOf(p.Activation, layerstack.Bound)
+			if res.StateBound != sb || res.OutputBound != ob || !(res.StateErr <= sb) || !(res.OutputErr <= ob) {
+				t.Errorf("against Reference32: %g (states, bound %g), %g (outputs, bound %g); want bounds %g and %g", res.StateErr, res.StateBound, res.OutputErr, res.OutputBound, sb, ob)
 			}
-			if !res.Pass() || !strings.HasSuffix(out, "PASS\n") {
-				t.Errorf("the run did not pass:\n%s", out)
+			if !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, c.want) {
+				t.Errorf("the run did not pass, or its report lacks %q:\n%s", c.want, out)
 			}
 		})
 	}
@@ -57,14 +73,16 @@ func TestSpeculativeMatchesPlainDecode(t *testing.T) {
 
 // Keeping the state after the whole draft, instead of restoring the state
 // after the accepted prefix, is what the example exists to avoid; the
-// checks must catch it.
+// checks must catch it, with a 16-bit state too.
 func TestWrongRestoreFails(t *testing.T) {
-	res, out := tinyRun(t, "block", true)
-	if res.StateBits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
-		t.Errorf("keeping the last draft state passed the checks (states bit-identical: %v)\n%s", res.StateBits, out)
-	}
-	if !(res.StateErr > layerstack.Bound) {
-		t.Errorf("keeping the last draft state: %g from Reference32, within the bound %g", res.StateErr, layerstack.Bound)
+	for _, c := range typeCases[1:] {
+		_, res, out := tinyRun(t, true, c.args...)
+		if res.StateBits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
+			t.Errorf("%s: keeping the last draft state passed the checks (states bit-identical: %v)\n%s", c.name, res.StateBits, out)
+		}
+		if !(res.StateErr > res.StateBound) {
+			t.Errorf("%s: keeping the last draft state: %g from Reference32, within the bound %g", c.name, res.StateErr, res.StateBound)
+		}
 	}
 }
 
@@ -95,6 +113,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-k", "0"}, "-k 0"},
 		{[]string{"-dk", "100"}, "-dk 100"},
 		{[]string{"-headmap", "x"}, "-headmap"},
+		{[]string{"-dtype", "fp8"}, `-dtype "fp8": want f32, f16 or bf16`},
 	} {
 		var errs bytes.Buffer
 		if code := cli(c.args, io.Discard, &errs); code != 2 || !strings.Contains(errs.String(), c.want) {
