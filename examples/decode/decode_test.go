@@ -12,6 +12,7 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/kernels"
 )
 
 // tiny is a shape the tests run in well under a second: D_k = D_v = 32,
@@ -116,13 +117,15 @@ func checkMoved(t *testing.T, cfg config, states [][]float32) {
 }
 
 // The real decode kernels on the emulated device: the defaults (bf16
-// activations, f32 state, fused), a bf16 state with the tiled head map,
-// and f16 activations and state unfused; every check passes, one dispatch
-// per layer and token, and the states moved.
+// activations, f32 state, fused), f32 unfused, f16 activations with a bf16
+// state fused and the tiled head map, and f16 activations and state
+// unfused; every check passes, one dispatch per layer and token, the
+// report names the types and the kernel, and the states moved.
 func TestEmulatedBackend(t *testing.T) {
 	for _, c := range [][]string{
 		nil,
-		append(typeFlags("bf16", "bf16", true), "-headmap", "tiled"),
+		typeFlags("f32", "f32", false),
+		append(typeFlags("f16", "bf16", true), "-headmap", "tiled"),
 		typeFlags("f16", "f16", false),
 	} {
 		name := strings.Join(c, " ")
@@ -144,7 +147,7 @@ func TestEmulatedBackend(t *testing.T) {
 				t.Errorf("%d dispatches for %d layers x %d tokens", res.Dispatches, cfg.Layers, cfg.tokens)
 			}
 			p := cfg.params()
-			for _, w := range []string{"against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", fmt.Sprintf("_%v_%v_1", p.Activation, p.State)} {
+			for _, w := range []string{"types:   " + layerstack.Types(p), "against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", "kernel:  " + kernels.DecodeOf(p.Activation, p.State, 1) + ","} {
 				if !strings.Contains(out, w) {
 					t.Errorf("the report lacks %q:\n%s", w, out)
 				}
