@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,26 +117,18 @@ func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	}
 }
 
-// The real decode kernels on the emulated device: the defaults (bf16
-// activations, f32 state, fused), f32 unfused, f16 activations with a bf16
-// state fused and the tiled head map, and f16 activations and state
+// The real decode kernels on the emulated device: the programs' type
+// cases (f32 unfused, the defaults: bf16 activations, f32 state, fused;
+// f16 activations with a bf16 state, fused) and f16 activations and state
 // unfused; every check passes, one dispatch per layer and token, the
 // report names the types and the kernel, and the states moved.
 func TestEmulatedBackend(t *testing.T) {
-	for _, c := range [][]string{
-		nil,
-		typeFlags("f32", "f32", false),
-		append(typeFlags("f16", "bf16", true), "-headmap", "tiled"),
-		typeFlags("f16", "f16", false),
-	} {
-		name := strings.Join(c, " ")
-		if c == nil {
-			name = "defaults"
-		}
-		t.Run(name, func(t *testing.T) {
+	f16 := layerstacktest.TypeCase{Name: "f16-f16-unfused", Args: typeFlags("f16", "f16", false), Types: "types:   f16 activations (q, k, v, g, beta, output), f16 state; unfused: "}
+	for _, c := range append(slices.Clone(layerstacktest.TypeCases), f16) {
+		t.Run(c.Name, func(t *testing.T) {
 			be := &deviceBackend{d: layerstacktest.Device(t)}
 			defer be.Close()
-			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c...)...)
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c.Args...)...)
 			res, out := layerstacktest.Run(t, run, cfg, backend(be))
 			if !res.Pass() || !(res.Worst() <= 1) || len(res.Checks) != 4 {
 				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), out)
@@ -147,7 +140,7 @@ func TestEmulatedBackend(t *testing.T) {
 				t.Errorf("%d dispatches for %d layers x %d tokens", res.Dispatches, cfg.Layers, cfg.tokens)
 			}
 			p := cfg.params()
-			for _, w := range []string{"types:   " + layerstack.Types(p), "against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", "kernel:  " + kernels.DecodeOf(p.Activation, p.State, 1) + ","} {
+			for _, w := range []string{c.Types, "against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", "kernel:  " + kernels.DecodeOf(p.Activation, p.State, 1) + ","} {
 				if !strings.Contains(out, w) {
 					t.Errorf("the report lacks %q:\n%s", w, out)
 				}

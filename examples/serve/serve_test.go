@@ -15,19 +15,6 @@ import (
 // slots are reused.
 var tiny = []string{"-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "2", "-slots", "4", "-requests", "10", "-prompt", "6", "-gen", "4", "-seed", "5"}
 
-// typeCases are the types and fused step the tests run: plain f32, what
-// a Qwen3.5 layer runs (the defaults), and 16-bit activations and state,
-// each with its head map.
-var typeCases = []struct {
-	name string
-	args []string
-	want string // the report's types line
-}{
-	{"f32-f32-unfused", []string{"-dtype", "f32", "-state", "f32", "-fused=false", "-headmap", "block"}, "types:   f32 activations (q, k, v, g, beta, output), f32 state; unfused: "},
-	{"bf16-f32-fused", []string{"-headmap", "tiled"}, "types:   bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
-	{"f16-bf16-fused", []string{"-dtype", "f16", "-state", "bf16", "-headmap", "block"}, "types:   f16 activations (q, k, v, a, b, output), bf16 state; fused step: "},
-}
-
 // checkReport checks a passing run's result and report, whose types line
 // is types.
 func checkReport(t *testing.T, cfg config, res result, out, types string) {
@@ -50,10 +37,10 @@ func checkReport(t *testing.T, cfg config, res result, out, types string) {
 }
 
 func TestCPUBackend(t *testing.T) {
-	for _, c := range typeCases {
-		cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu"}, c.args...)...)
+	for _, c := range layerstacktest.TypeCases {
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu"}, c.Args...)...)
 		res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
-		checkReport(t, cfg, res, out, c.want)
+		checkReport(t, cfg, res, out, c.Types)
 	}
 	var out, errs bytes.Buffer
 	if code := cli(append([]string{"-backend", "cpu"}, tiny...), &out, &errs); code != 0 || !strings.Contains(errs.String(), "step") {
@@ -65,12 +52,12 @@ func TestCPUBackend(t *testing.T) {
 // checks, whatever the types: the request would continue its
 // predecessor's state.
 func TestStaleSlotFails(t *testing.T) {
-	for _, c := range typeCases {
-		cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu"}, c.args...)...)
+	for _, c := range layerstacktest.TypeCases {
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu"}, c.Args...)...)
 		cfg.keepStale = true
 		res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
 		if res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
-			t.Errorf("%s: a stale slot passed the checks:\n%s", c.name, out)
+			t.Errorf("%s: a stale slot passed the checks:\n%s", c.Name, out)
 		}
 	}
 }
@@ -90,13 +77,13 @@ func TestFlags(t *testing.T) {
 // types and both head maps: every request bit-identical to its run alone,
 // within the bounds of Reference32 for the types.
 func TestEmulatedBackend(t *testing.T) {
-	for _, c := range typeCases {
-		t.Run(c.name, func(t *testing.T) {
-			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c.args...)...)
+	for _, c := range layerstacktest.TypeCases {
+		t.Run(c.Name, func(t *testing.T) {
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c.Args...)...)
 			be := &deviceBackend{d: layerstacktest.Device(t)}
 			defer be.Close()
 			res, out := layerstacktest.Run(t, run, cfg, backend(be))
-			checkReport(t, cfg, res, out, c.want)
+			checkReport(t, cfg, res, out, c.Types)
 		})
 	}
 }

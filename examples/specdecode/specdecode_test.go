@@ -20,19 +20,6 @@ import (
 // runs.
 var tiny = []string{"-backend", "emu", "-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "2", "-k", "3", "-steps", "8", "-seed", "3"}
 
-// typeCases are the types and fused step the tests run: plain f32, what
-// a Qwen3.5 layer runs (the defaults), and 16-bit activations and state,
-// each with its head map.
-var typeCases = []struct {
-	name string
-	args []string
-	want string // the report's types line
-}{
-	{"f32-f32-unfused", []string{"-dtype", "f32", "-state", "f32", "-fused=false", "-headmap", "block"}, "types:   f32 activations (q, k, v, g, beta, output), f32 state; unfused: "},
-	{"bf16-f32-fused", []string{"-headmap", "tiled"}, "types:   bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
-	{"f16-bf16-fused", []string{"-dtype", "f16", "-state", "bf16", "-headmap", "block"}, "types:   f16 activations (q, k, v, a, b, output), bf16 state; fused step: "},
-}
-
 func tinyRun(t *testing.T, keepLastDraft bool, args ...string) (config, result, string) {
 	t.Helper()
 	cfg := layerstacktest.Flags(t, parseFlags, tiny, args...)
@@ -47,9 +34,9 @@ func tinyRun(t *testing.T, keepLastDraft bool, args ...string) (config, result, 
 // plain decode of the accepted tokens ends, bit for bit, and within the
 // bounds of cpuref.Reference32 for the types.
 func TestSpeculativeMatchesPlainDecode(t *testing.T) {
-	for _, c := range typeCases {
-		t.Run(c.name, func(t *testing.T) {
-			cfg, res, out := tinyRun(t, false, c.args...)
+	for _, c := range layerstacktest.TypeCases {
+		t.Run(c.Name, func(t *testing.T) {
+			cfg, res, out := tinyRun(t, false, c.Args...)
 			all := slices.Concat(res.Accepted...)
 			for _, a := range []int{0, 1, 3} {
 				if !slices.Contains(all, a) {
@@ -64,8 +51,8 @@ func TestSpeculativeMatchesPlainDecode(t *testing.T) {
 			if res.StateBound != sb || res.OutputBound != ob || !(res.StateErr <= sb) || !(res.OutputErr <= ob) {
 				t.Errorf("against Reference32: %g (states, bound %g), %g (outputs, bound %g); want bounds %g and %g", res.StateErr, res.StateBound, res.OutputErr, res.OutputBound, sb, ob)
 			}
-			if !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, c.want) {
-				t.Errorf("the run did not pass, or its report lacks %q:\n%s", c.want, out)
+			if !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, c.Types) {
+				t.Errorf("the run did not pass, or its report lacks %q:\n%s", c.Types, out)
 			}
 		})
 	}
@@ -75,13 +62,13 @@ func TestSpeculativeMatchesPlainDecode(t *testing.T) {
 // after the accepted prefix, is what the example exists to avoid; the
 // checks must catch it, with a 16-bit state too.
 func TestWrongRestoreFails(t *testing.T) {
-	for _, c := range typeCases[1:] {
-		_, res, out := tinyRun(t, true, c.args...)
+	for _, c := range layerstacktest.TypeCases[1:] {
+		_, res, out := tinyRun(t, true, c.Args...)
 		if res.StateBits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
-			t.Errorf("%s: keeping the last draft state passed the checks (states bit-identical: %v)\n%s", c.name, res.StateBits, out)
+			t.Errorf("%s: keeping the last draft state passed the checks (states bit-identical: %v)\n%s", c.Name, res.StateBits, out)
 		}
 		if !(res.StateErr > res.StateBound) {
-			t.Errorf("%s: keeping the last draft state: %g from Reference32, within the bound %g", c.name, res.StateErr, res.StateBound)
+			t.Errorf("%s: keeping the last draft state: %g from Reference32, within the bound %g", c.Name, res.StateErr, res.StateBound)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // Package layerstacktest holds what the example programs' tests share: a
 // program's flags parsed from a test's command line, a program's run with
-// its report kept, and the emulated device wrapped as a
-// layerstack.Device. Only tests import it, so that
+// its report kept, the emulated device wrapped as a layerstack.Device, and
+// the element types and fused step every program's tests run. Only tests import it, so that
 // package testing stays out of the programs.
 package layerstacktest
 
@@ -15,6 +15,24 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/internal/testdevice"
 )
+
+// A TypeCase is one combination of element types and fused step a
+// program's tests run: its flags and the start of the report's types line.
+type TypeCase struct {
+	Name  string
+	Args  []string
+	Types string
+}
+
+// TypeCases are the combinations every program's tests run: plain f32
+// unfused, what a Qwen3.5 layer runs (the defaults: bf16 activations, an
+// f32 state, fused), and f16 activations with a bf16 state, fused; each
+// with a head map.
+var TypeCases = []TypeCase{
+	{"f32-f32-unfused", []string{"-dtype", "f32", "-state", "f32", "-fused=false", "-headmap", "block"}, "types:   f32 activations (q, k, v, g, beta, output), f32 state; unfused: "},
+	{"bf16-f32-fused", []string{"-headmap", "tiled"}, "types:   bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
+	{"f16-bf16-fused", []string{"-dtype", "f16", "-state", "bf16", "-headmap", "block"}, "types:   f16 activations (q, k, v, a, b, output), bf16 state; fused step: "},
+}
 
 // Flags returns what parse, a program's parser of its flags, makes of the
 // flags base followed by extra, and fails t when it returns an error.
