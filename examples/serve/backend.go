@@ -26,9 +26,10 @@ type backend interface {
 	// cu_seqlens (its StateIn is unused: the states are the pools'). It
 	// returns every layer's output and the wall clock it took.
 	Run(kern gdn.Kernel, p spec.Params, in []cpuref.Inputs) ([][]float32, time.Duration, error)
-	// Alone runs one dispatch of kern for one sequence with its own state
-	// (in.StateIn; no pool, no packing) and returns its output and new
-	// state.
+	// Alone runs one dispatch of kern (KernelPrefill: the kernel
+	// Kernels.Prefill picks; KernelPrefillChunked, KernelDecode) for one
+	// sequence with its own state (in.StateIn; no pool, no packing) and
+	// returns its output and new state.
 	Alone(kern gdn.Kernel, p spec.Params, in cpuref.Inputs) (out, state []float32, err error)
 	// State returns a copy of state slot of layer l's pool.
 	State(l, slot int) []float32
@@ -117,10 +118,14 @@ func (b *deviceBackend) Open(one spec.Params, layers, nSlots int) error {
 
 func (b *deviceBackend) Reset(slot int) { b.states.Reset(slot) }
 
-// dispatcher returns the dispatcher of kern: Prefill or Decode.
+// dispatcher returns the dispatcher of kern: Prefill, PrefillChunked or
+// Decode.
 func dispatcher(kern gdn.Kernel) layerstack.Dispatcher {
-	if kern == gdn.KernelPrefill {
+	switch kern {
+	case gdn.KernelPrefill:
 		return (*gdn.Kernels).Prefill
+	case gdn.KernelPrefillChunked:
+		return (*gdn.Kernels).PrefillChunked
 	}
 	return (*gdn.Kernels).Decode
 }

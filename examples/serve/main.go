@@ -36,7 +36,11 @@
 // that request alone on the same backend, from a zero state, with no slots
 // and no packing (a prefill of its prompt, then one decode per token):
 // the same kernels on the same bytes, so every output and the final state
-// of every layer must be bit-identical, whatever the types. Check 2 holds
+// of every layer must be bit-identical, whatever the types. (Kernels.Prefill
+// picks the chunked kernel from gdn.ChunkedMinTokens packed tokens on,
+// whose sums run in another order than the token-by-token kernel's, so a
+// request prefilled in a batch that long is prefilled alone with the
+// chunked kernel too.) Check 2 holds
 // the outputs and final states against cpuref.Reference32 run as the
 // request was (its prompt in one call, then one call per token, so that a
 // 16-bit state is rounded where the kernels round it; with an f32 state
@@ -132,6 +136,9 @@ type request struct {
 	slot           int // -1 before admission and after retirement
 	generated      int
 	admitted, done int // steps
+	// prefill is the prefill kernel of the request's batch: what
+	// Kernels.Prefill picked for the batch's packed tokens.
+	prefill gdn.Kernel
 
 	// outputs[l] holds layer l's outputs of the request's tokens so far,
 	// prompt first; final[l] its state when it finished.
@@ -155,6 +162,7 @@ type result struct {
 	RefBound          float64 // the bound on RefErr: the state type's
 	OutBound          float64 // the bound on OutErr: the activation type's
 	SlotsReused       int     // admissions into a slot an earlier request had used
+	Chunked           int     // prefills of gdn.ChunkedMinTokens packed tokens or more
 }
 
 // Pass reports whether every check passed.
@@ -322,6 +330,14 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 			b.CuSeqlens = append(b.CuSeqlens, b.CuSeqlens[len(b.CuSeqlens)-1]+int32(r.prompt))
 		}
 	}
+	kern := gdn.KernelPrefill
+	if p.NTokens >= gdn.ChunkedMinTokens {
+		kern = gdn.KernelPrefillChunked
+		res.Chunked++
+	}
+	for _, r := range admitted {
+		r.prefill = kern
+	}
 	return dispatch(be, gdn.KernelPrefill, p, batch, admitted, batch[0].CuSeqlens, res)
 }
 
@@ -394,8 +410,8 @@ func report(cfg config, res result, stdout io.Writer) {
 	}
 	fmt.Fprintf(stdout, "served:  %d requests in %d steps, %d tokens (prompt and generated) at %.0f tokens/s (wall clock of the dispatches, %s)\n",
 		res.Finished, res.Steps, res.Tokens, float64(res.Tokens)/res.Busy.Seconds(), layerstack.Duration(res.Busy))
-	fmt.Fprintf(stdout, "steps:   %.2f dispatches per step (one prefill and one decode dispatch per layer at most, %d layers)\n",
-		float64(res.Dispatches)/float64(res.Steps), cfg.Layers)
+	fmt.Fprintf(stdout, "steps:   %.2f dispatches per step (one prefill and one decode dispatch per layer at most, %d layers); %d prefills of %d packed tokens or more, which Kernels.Prefill runs chunked\n",
+		float64(res.Dispatches)/float64(res.Steps), cfg.Layers, res.Chunked, gdn.ChunkedMinTokens)
 	fmt.Fprintf(stdout, "pool:    occupancy %.1f of %d slots on average, %d at the peak; %d admissions reused a freed slot\n",
 		float64(sum)/float64(len(res.Occupancy)), cfg.slots, peak, res.SlotsReused)
 }
@@ -421,7 +437,7 @@ func check(cfg config, be backend, finished []*request, res *result, stdout io.W
 		verdict = fmt.Sprintf("%d of them differ", differ)
 	}
 	one := cfg.Params(1)
-	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; a prefill, then one decode per token): outputs and final states of every layer %s\n",
+	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; a prefill, chunked where its batch's was, then one decode per token): outputs and final states of every layer %s\n",
 		len(finished), verdict)
 	fmt.Fprintf(stdout, "check 2: outputs and final states against cpuref.Reference32 run as each request was (its prompt in one call, then one call per token): max rel err %.3g (%s states, bound %.3g), %.3g (%s outputs, bound %.3g)\n",
 		res.RefErr, one.State, res.RefBound, res.OutErr, one.Activation, res.OutBound)
@@ -437,7 +453,7 @@ func checkRequest(cfg config, be backend, r *request, res *result) (same bool, e
 		var outs, refOuts []float32
 		state, refState := make([]float32, sw), make([]float32, sw)
 		for t := 0; t < r.tokens(); {
-			n, kern := r.prompt, gdn.KernelPrefill
+			n, kern := r.prompt, r.prefill
 			if t > 0 {
 				n, kern = 1, gdn.KernelDecode
 			}

@@ -87,3 +87,17 @@ func TestEmulatedBackend(t *testing.T) {
 		})
 	}
 }
+
+// A batch of prompts long enough for Kernels.Prefill to pick the chunked
+// kernel, whose sums run in another order, must still be bit-identical to
+// its requests run alone: they are prefilled alone with the chunked
+// kernel too.
+func TestEmulatedChunkedPrefill(t *testing.T) {
+	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-layers", "1", "-requests", "4", "-prompt", "40", "-gen", "1", "-seed", "1")
+	be := &deviceBackend{d: layerstacktest.Device(t)}
+	defer be.Close()
+	res, out := layerstacktest.Run(t, run, cfg, backend(be))
+	if res.Chunked == 0 || !res.Bits || !res.Pass() {
+		t.Errorf("%d prefills chunked (want some), bit-identical %v, pass %v:\n%s", res.Chunked, res.Bits, res.Pass(), out)
+	}
+}
