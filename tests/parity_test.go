@@ -150,7 +150,7 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 		o := r.run(t, j)
 		res[k.name] = o
 		if r.emulated {
-			checkSameAcrossOrders(t, c.name+"/"+k.name, o)
+			checkAcrossRuns(t, c.name+"/"+k.name, p, o)
 		}
 		checkAgainstReferences(t, k.name, p, o, ref)
 		if o.Counters != nil {
@@ -159,11 +159,7 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 
 		j.inPlace = true
 		ip := r.run(t, j)
-		checkSame(t, k.name+": state_out in place vs separate", ip.StateOut, o.StateOut)
-		checkSame(t, k.name+": output in place vs separate", ip.Output, o.Output)
-		if k.capture {
-			checkSame(t, k.name+": capture in place vs separate", ip.Capture, o.Capture)
-		}
+		checkSameResults(t, k.name+": in place vs separate", p, ip, o)
 		if ip.Counters != nil {
 			checkTraffic(t, k.name+" in place", k, p, *ip.Counters, true)
 		}
@@ -175,34 +171,23 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 		if k.name == kPrefill.name || k.name == kChunked.name || k.name == kLegacy.name {
 			continue
 		}
-		checkSame(t, k.name+" vs legacy: output", res[k.name].Output, legacy.Output)
-		checkSame(t, k.name+" vs legacy: state_out", res[k.name].StateOut, legacy.StateOut)
+		checkSameResults(t, k.name+" vs legacy", p, res[k.name], legacy)
 	}
 
 	// Capture: the last slot is state_out; slot t is the state after t+1
 	// tokens, as a run over those tokens alone leaves it.
 	capt := res[kCapture.name]
-	head := stateSize(p)
-	for s := range p.NSeqs {
-		checkSame(t, fmt.Sprintf("capture: last slot vs state_out, sequence %d", s),
-			captureSlot(p, capt.Capture, p.NTokens-1, s), capt.StateOut[s*head:(s+1)*head])
-	}
-	for n := 1; n < p.NTokens; n++ {
-		pp, in := prefix(p, ref.in, n)
-		pre := r.run(t, job{kern: kLegacy, p: pp, in: in})
-		for s := range p.NSeqs {
-			checkSame(t, fmt.Sprintf("capture: slot %d vs legacy over the first %d tokens, sequence %d", n-1, n, s),
-				captureSlot(p, capt.Capture, n-1, s), pre.StateOut[s*head:(s+1)*head])
-		}
-	}
+	checkLastSlotBytes(t, kCapture.name, p, capt)
+	r.checkPrefixSlots(t, kCapture.name, kLegacy, p, ref.in, capt)
 
 	// One sequence: a capture buffer pre-allocated for a longer draft.
 	if p.NSeqs == 1 {
 		const extra = 3
 		long := r.run(t, job{kern: kCapture, p: p, in: ref.in, captureSlots: p.NTokens + extra})
+		head := stateSize(p)
 		n := p.NTokens * head
-		checkSame(t, "capture into a longer buffer: the draft's slots", long.Capture[:n], capt.Capture)
-		checkSame(t, "capture into a longer buffer: state_out", long.StateOut, capt.StateOut)
+		checkSameBytes(t, "capture into a longer buffer: the draft's slots", p.State, long.capture[:n*p.State.Size()], capt.capture)
+		checkSameBytes(t, "capture into a longer buffer: state_out", p.State, long.stateOut, capt.stateOut)
 		if got := floats.Unwritten(long.Capture[n:]); got != extra*head {
 			t.Errorf("capture into a longer buffer: %d of the %d elements past the draft were written", extra*head-got, extra*head)
 		}
@@ -215,21 +200,6 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	pre, dec := res[kPrefill.name], res[kDecode.name]
 	checkBound(t, "prefill vs decode: output", cpuref.MaxRelErr(pre.Output, dec.Output), boundRef32)
 	checkBound(t, "prefill vs decode: state_out", cpuref.MaxRelErr(pre.StateOut, dec.StateOut), boundRef32)
-}
-
-// emulatedResults holds the first result the emulated device gave for
-// each case and kernel, so that the other scheduling order can be compared
-// with it byte for byte: each thread computes the same values whatever
-// order the threads run in, unless they race.
-var emulatedResults firstResults[outcome]
-
-func checkSameAcrossOrders(t *testing.T, key string, o outcome) {
-	t.Helper()
-	if first, ok := emulatedResults.first(key, o); ok {
-		checkSame(t, key+": output vs the other scheduling order", o.Output, first.Output)
-		checkSame(t, key+": state_out vs the other scheduling order", o.StateOut, first.StateOut)
-		checkSame(t, key+": capture vs the other scheduling order", o.Capture, first.Capture)
-	}
 }
 
 // checkAgainstReferences checks a kernel's results against both CPU
@@ -288,26 +258,4 @@ func checkTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl.Coun
 	}
 	want("capture stored at index 9", c.Stored[bindCapture], capture)
 	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
-}
-
-// prefix returns the parameters and inputs of the first n tokens of every
-// sequence.
-func prefix(p spec.Params, in cpuref.Inputs, n int) (spec.Params, cpuref.Inputs) {
-	q := p
-	q.NTokens = n
-	take := func(x []float32, perToken int) []float32 {
-		var y []float32
-		for s := range p.NSeqs {
-			off := s * p.NTokens * perToken
-			y = append(y, x[off:off+n*perToken]...)
-		}
-		return y
-	}
-	one := perToken(p)
-	qk, v, g := one.QKLen(), one.VLen(), one.GateLen()
-	return q, cpuref.Inputs{
-		Q: take(in.Q, qk), K: take(in.K, qk), V: take(in.V, v),
-		G: take(in.G, g), Beta: take(in.Beta, g),
-		StateIn: in.StateIn,
-	}
 }
