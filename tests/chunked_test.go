@@ -92,18 +92,10 @@ func chunkedParity(t *testing.T, r *rig) {
 		}
 		ref := chunkedReferences(t, p, in, true)
 		name := fmt.Sprintf("chunked %v %v", p.Shape, p.HeadMap)
-		o := r.run(t, job{kern: kChunked, p: p, in: in})
+		o := r.runChecked(t, name, job{kern: kChunked, p: p, in: in})
 		checkChunked(t, name, p, o, ref)
-		if r.emulated {
-			checkAcrossRuns(t, name, p, o)
-			checkTraffic(t, name, kChunked, p, *o.Counters, false)
-		}
 		if p.DK == p.DV {
-			ip := r.run(t, job{kern: kChunked, p: p, in: in, inPlace: true})
-			checkSameResults(t, name+": in place vs separate", p, ip, o)
-			if r.emulated {
-				checkTraffic(t, name+" in place", kChunked, p, *ip.Counters, true)
-			}
+			r.checkInPlace(t, name, job{kern: kChunked, p: p, in: in}, o)
 		}
 	}
 }
@@ -168,10 +160,8 @@ func TestEmulatedChunkedTyped(t *testing.T) {
 			}
 			t.Run(c.name, func(t *testing.T) {
 				ref := c.references(t)
-				o := r.run(t, job{kern: kChunked, p: c.p, in: ref.in})
-				checkAcrossRuns(t, "emulated/"+c.name, c.p, o)
+				o := r.runChecked(t, c.name, job{kern: kChunked, p: c.p, in: ref.in})
 				checkTypedAgainstReferences(t, kChunked.name, c.p, o, ref)
-				checkTypedTraffic(t, kChunked.name, kChunked, c.p, *o.Counters)
 				key := fmt.Sprintf("%-4v %-4v %s", a, st, fusedName(f))
 				w := worst[key]
 				if w == nil {

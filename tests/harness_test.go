@@ -318,6 +318,126 @@ func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 	return o, nil
 }
 
+// runChecked runs j and checks what it wrote against the first run of
+// the same dispatch in the test binary (checkAcrossRuns, keyed by the
+// device, name, the kernel's name and whether the state is in place) and,
+// where the emulator counted, its traffic (checkTraffic).
+func (r *rig) runChecked(t *testing.T, name string, j job) outcome {
+	t.Helper()
+	o := r.run(t, j)
+	name += "/" + j.kern.name
+	if j.inPlace {
+		name += " in place"
+	}
+	device := "metal/"
+	if r.emulated {
+		device = "emulated/"
+	}
+	checkAcrossRuns(t, device+name, j.p, o)
+	if o.Counters != nil {
+		checkTraffic(t, name, j.kern, j.p, *o.Counters, j.inPlace)
+	}
+	return o
+}
+
+// runEach runs each of kerns on p and ref's inputs (runChecked, under the
+// case's name), checks what each wrote against the references with
+// check, and returns the outcomes by kernel name.
+func (r *rig) runEach(t *testing.T, name string, p spec.Params, ref *references, kerns []kernel,
+	check func(t *testing.T, name string, p spec.Params, o outcome, ref *references)) map[string]outcome {
+	t.Helper()
+	res := make(map[string]outcome, len(kerns))
+	for _, k := range kerns {
+		o := r.runChecked(t, name, job{kern: k, p: p, in: ref.in})
+		check(t, k.name, p, o, ref)
+		res[k.name] = o
+	}
+	return res
+}
+
+// checkInPlace runs j with state_in and state_out one view of one buffer
+// (runChecked) and checks that it wrote the bytes of separate, j's run
+// with two buffers.
+func (r *rig) checkInPlace(t *testing.T, name string, j job, separate outcome) {
+	t.Helper()
+	j.inPlace = true
+	checkSameResults(t, j.kern.name+": in place vs separate", j.p, r.runChecked(t, name, j), separate)
+}
+
+// checkDecodeFamily checks that every decode kernel of kerns, whose
+// outcomes res holds, wrote the bytes legacy wrote: one code, one result.
+func checkDecodeFamily(t *testing.T, p spec.Params, kerns []kernel, res map[string]outcome) {
+	t.Helper()
+	for _, k := range kerns {
+		switch k.name {
+		case kPrefill.name, kChunked.name, kRecurrent.name, kLegacy.name:
+			continue
+		}
+		checkSameResults(t, k.name+" vs legacy", p, res[k.name], res[kLegacy.name])
+	}
+}
+
+// Buffer binding indices (SPEC section 4).
+const (
+	bindStateIn  = 5
+	bindOutput   = 6
+	bindStateOut = 7
+	bindCapture  = 9
+	bindALog     = 10
+	bindDtBias   = 11
+)
+
+// checkTraffic checks the emulator's byte counts of one dispatch, in the
+// state's and the activations' own element sizes: every kernel reads each
+// state cell once and writes it once, whatever n_tokens is, writes each
+// output element once, and capture writes one state per token on top;
+// A_log and dt_bias are read only with the fused gate, four bytes of each
+// per thread. In place, both state accesses are charged to binding 5, the
+// lower of the two (msl.Counters).
+func checkTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl.Counters, inPlace bool) {
+	t.Helper()
+	state := uint64(p.State.Size() * p.StateLen())
+	want := func(what string, got, want uint64) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s, %d tokens: %s %d bytes, want %d", name, p.NTokens, what, got, want)
+		}
+	}
+	if inPlace {
+		want("state loaded at index 5", c.Loaded[bindStateIn], state)
+		want("state stored at index 5", c.Stored[bindStateIn], state)
+	} else {
+		want("state loaded at index 5", c.Loaded[bindStateIn], state)
+		want("state stored at index 5", c.Stored[bindStateIn], 0)
+		want("state loaded at index 7", c.Loaded[bindStateOut], 0)
+		want("state stored at index 7", c.Stored[bindStateOut], state)
+	}
+	want("output stored at index 6", c.Stored[bindOutput], uint64(p.Activation.Size()*p.VLen()))
+	want("output loaded at index 6", c.Loaded[bindOutput], 0)
+	var capture uint64
+	if k.capture {
+		capture = uint64(p.NTokens) * state
+	}
+	want("capture stored at index 9", c.Stored[bindCapture], capture)
+	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
+	var consts uint64
+	if p.Fused.Gate {
+		consts = 4 * threadsOf(c)
+	}
+	want("A_log loaded at index 10", c.Loaded[bindALog], consts)
+	want("dt_bias loaded at index 11", c.Loaded[bindDtBias], consts)
+}
+
+// threadsOf returns the threads of the dispatch the counters are of (the
+// automatic choices pick a kernel, and so a geometry, by shape).
+func threadsOf(c msl.Counters) uint64 {
+	n := uint64(1)
+	for k := range 3 {
+		n *= uint64(c.Threadgroups[k] * c.ThreadsPerThreadgroup[k])
+	}
+	return n
+}
+
 // codecs are the little-endian byte encodings of each element type: f16
 // and bf16 through package half (x holds values of the type, so encoding
 // is exact), f32 as the IEEE 754 bits.

@@ -103,29 +103,7 @@ var packedParity = eachCase(packedCases, packedCaseRun)
 func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 	ref := c.references(t)
 	p := c.p
-	res := map[string]outcome{}
-	run := func(k kernel, inPlace bool) outcome {
-		o := r.run(t, job{kern: k, p: p, in: ref.in, inPlace: inPlace})
-		if r.emulated {
-			where := "separate"
-			if inPlace {
-				where = "in place"
-			}
-			checkAcrossRuns(t, c.name+"/"+k.name+"/"+where, p, o)
-			if !inPlace { // in place, both state accesses are charged to binding 5
-				checkTypedTraffic(t, k.name, k, p, *o.Counters)
-			}
-		}
-		return o
-	}
-	for _, k := range append(packedFamily, kBlocked) {
-		o := run(k, false)
-		res[k.name] = o
-		checkTypedAgainstReferences(t, k.name, p, o, ref)
-		if o.Capture != nil {
-			checkBound(t, k.name+": capture vs Oracle64", cpuref.MaxRelErr64(o.Capture, ref.o64.Capture), stateBoundOf(p))
-		}
-	}
+	res := r.runEach(t, c.name, p, ref, append(packedFamily, kBlocked), checkTypedAgainstReferences)
 
 	// One layout, one result: byte for byte.
 	packed := res[kPacked.name]
@@ -140,8 +118,7 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 		r.checkPrefixSlots(t, kPackedCapture.name, kPacked, p, ref.in, capt)
 	}
 	for _, k := range []kernel{kPacked, kPackedSeq, kBlocked} {
-		ip := run(k, true)
-		checkSameResults(t, k.name+": in place vs separate", p, ip, res[k.name])
+		r.checkInPlace(t, c.name, job{kern: k, p: p, in: ref.in}, res[k.name])
 	}
 
 	// The automatic choices run the packed kernels at these shapes.
@@ -153,10 +130,7 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 	}
 
 	// Against the other layout: the same recurrence, other summation orders.
-	outBound, stateBound := boundRef32, stateBoundOf(p)
-	if p.Activation != spec.F32 {
-		outBound = bound16[p.Activation]
-	}
+	outBound, stateBound := typeBound(p.Activation, boundRef32), typeBound(p.State, boundRef32)
 	for _, c := range []struct{ mine, theirs kernel }{
 		{kPacked, kOneRowDecode}, {kPackedSeq, kOneRowSeq}, {kPackedCapture, kOneRowCapture}, {kBlocked, kRecurrent},
 	} {
@@ -173,11 +147,3 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 // packedShape reports whether the packed kernels take the shape: D_k 64
 // or 128, D_v a multiple of 32.
 func packedShape(s spec.Shape) bool { return (s.DK == 64 || s.DK == 128) && s.DV%32 == 0 }
-
-// stateBoundOf is SPEC section 9's bound for p's state type.
-func stateBoundOf(p spec.Params) float64 {
-	if p.State != spec.F32 {
-		return bound16[p.State]
-	}
-	return boundRef32
-}

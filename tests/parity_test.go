@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/floats"
 )
@@ -140,39 +139,15 @@ var parity = eachCase(parityCases, parityCaseRun)
 func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	ref := c.references(t)
 	p := c.p
-	res := map[string]outcome{}
 	kerns := allKernels
 	if p.NTokens >= 2 {
 		kerns = append(slices.Clone(kerns), r.decodeKernel())
 	}
+	res := r.runEach(t, c.name, p, ref, kerns, checkAgainstReferences)
 	for _, k := range kerns {
-		j := job{kern: k, p: p, in: ref.in}
-		o := r.run(t, j)
-		res[k.name] = o
-		if r.emulated {
-			checkAcrossRuns(t, c.name+"/"+k.name, p, o)
-		}
-		checkAgainstReferences(t, k.name, p, o, ref)
-		if o.Counters != nil {
-			checkTraffic(t, k.name, k, p, *o.Counters, false)
-		}
-
-		j.inPlace = true
-		ip := r.run(t, j)
-		checkSameResults(t, k.name+": in place vs separate", p, ip, o)
-		if ip.Counters != nil {
-			checkTraffic(t, k.name+" in place", k, p, *ip.Counters, true)
-		}
+		r.checkInPlace(t, c.name, job{kern: k, p: p, in: ref.in}, res[k.name])
 	}
-
-	// The decode family: one result, byte for byte.
-	legacy := res[kLegacy.name]
-	for _, k := range kerns {
-		if k.name == kPrefill.name || k.name == kChunked.name || k.name == kLegacy.name {
-			continue
-		}
-		checkSameResults(t, k.name+" vs legacy", p, res[k.name], legacy)
-	}
+	checkDecodeFamily(t, p, kerns, res)
 
 	// Capture: the last slot is state_out; slot t is the state after t+1
 	// tokens, as a run over those tokens alone leaves it.
@@ -217,45 +192,4 @@ func checkAgainstReferences(t *testing.T, name string, p spec.Params, o outcome,
 		checkBound(t, name+": capture vs Reference32", cpuref.MaxRelErr(o.Capture, ref.r32.Capture), boundRef32)
 		checkBound(t, name+": capture vs Oracle64", cpuref.MaxRelErr64(o.Capture, ref.o64.Capture), boundOracle64)
 	}
-}
-
-// Buffer binding indices (SPEC section 4).
-const (
-	bindStateIn  = 5
-	bindOutput   = 6
-	bindStateOut = 7
-	bindCapture  = 9
-)
-
-// checkTraffic checks the emulator's byte counts of one dispatch: every
-// kernel reads each state cell once and writes it once, whatever n_tokens
-// is, writes each output element once, and capture writes one state per
-// token on top. In place, both state accesses are charged to binding 5,
-// the lower of the two (msl.Counters).
-func checkTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl.Counters, inPlace bool) {
-	t.Helper()
-	state := uint64(4 * p.StateLen())
-	want := func(what string, got, want uint64) {
-		t.Helper()
-		if got != want {
-			t.Errorf("%s, %d tokens: %s %d bytes, want %d", name, p.NTokens, what, got, want)
-		}
-	}
-	if inPlace {
-		want("state loaded at index 5", c.Loaded[bindStateIn], state)
-		want("state stored at index 5", c.Stored[bindStateIn], state)
-	} else {
-		want("state loaded at index 5", c.Loaded[bindStateIn], state)
-		want("state stored at index 5", c.Stored[bindStateIn], 0)
-		want("state loaded at index 7", c.Loaded[bindStateOut], 0)
-		want("state stored at index 7", c.Stored[bindStateOut], state)
-	}
-	want("output stored at index 6", c.Stored[bindOutput], uint64(4*p.VLen()))
-	want("output loaded at index 6", c.Loaded[bindOutput], 0)
-	var capture uint64
-	if k.capture {
-		capture = uint64(p.NTokens) * state
-	}
-	want("capture stored at index 9", c.Stored[bindCapture], capture)
-	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
 }

@@ -129,16 +129,6 @@ func (c typedCase) references(t *testing.T) *references {
 	return referencesOf(t, "typed/"+c.name, c.p, func() cpuref.Inputs { return typedInputs(t, c.p, c.seed, true) })
 }
 
-// threadsOf returns the threads of the dispatch the counters are of (the
-// automatic choices pick a kernel, and so a geometry, by shape).
-func threadsOf(c msl.Counters) uint64 {
-	n := uint64(1)
-	for k := range 3 {
-		n *= uint64(c.Threadgroups[k] * c.ThreadsPerThreadgroup[k])
-	}
-	return n
-}
-
 func typedName(p spec.Params) string {
 	return fmt.Sprintf("%v %v/%v %s %v scale=%g", p.Shape, p.Activation, p.State, fusedName(p.Fused), p.HeadMap, p.QScale)
 }
@@ -240,30 +230,9 @@ func typedCaseRun(t *testing.T, r *rig, c typedCase) {
 	ref := c.references(t)
 	p := c.p
 	kerns := r.kernelsFor(p)
-	res := map[string]outcome{}
-	for _, k := range kerns {
-		o := r.run(t, job{kern: k, p: p, in: ref.in})
-		res[k.name] = o
-		device := "metal/"
-		if r.emulated {
-			device = "emulated/"
-		}
-		checkAcrossRuns(t, device+c.name+"/"+k.name, p, o)
-		checkTypedAgainstReferences(t, k.name, p, o, ref)
-		if o.Counters != nil {
-			checkTypedTraffic(t, k.name, k, p, *o.Counters)
-		}
-	}
-	ip := r.run(t, job{kern: kDecode, p: p, in: ref.in, inPlace: true})
-	checkSameResults(t, "decode: in place vs separate", p, ip, res[kDecode.name])
-
-	legacy := res[kLegacy.name]
-	for _, k := range kerns {
-		if k.name == kPrefill.name || k.name == kChunked.name || k.name == kRecurrent.name || k.name == kLegacy.name {
-			continue
-		}
-		checkSameResults(t, k.name+" vs legacy", p, res[k.name], legacy)
-	}
+	res := r.runEach(t, c.name, p, ref, kerns, checkTypedAgainstReferences)
+	r.checkInPlace(t, c.name, job{kern: kDecode, p: p, in: ref.in}, res[kDecode.name])
+	checkDecodeFamily(t, p, kerns, res)
 	checkLastSlotBytes(t, kCapture.name, p, res[kCapture.name])
 }
 
@@ -293,40 +262,6 @@ func checkTypedAgainstReferences(t *testing.T, name string, p spec.Params, o out
 	if name != kChunked.name { // the chunked suite logs its own table
 		recordTypedError(p, name == kPrefill.name, eOut, eState, eOut32, eState32)
 	}
-}
-
-// checkTypedTraffic checks the emulator's byte counts of one dispatch in
-// the state's and the activations' own element sizes: the state read once
-// and written once, the output written once, capture one state per token;
-// A_log and dt_bias are read only with the fused gate.
-func checkTypedTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl.Counters) {
-	t.Helper()
-	state := uint64(p.State.Size() * p.StateLen())
-	want := func(what string, got, want uint64) {
-		t.Helper()
-		if got != want {
-			t.Errorf("%s: %s %d bytes, want %d", name, what, got, want)
-		}
-	}
-	want("state loaded at index 5", c.Loaded[bindStateIn], state)
-	want("state stored at index 5", c.Stored[bindStateIn], 0)
-	want("state stored at index 7", c.Stored[bindStateOut], state)
-	want("state loaded at index 7", c.Loaded[bindStateOut], 0)
-	want("output stored at index 6", c.Stored[bindOutput], uint64(p.Activation.Size()*p.VLen()))
-	var capture uint64
-	if k.capture {
-		capture = uint64(p.NTokens) * state
-	}
-	want("capture stored at index 9", c.Stored[bindCapture], capture)
-	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
-	// A_log and dt_bias (10, 11) are read only with the fused gate, four
-	// bytes of each per thread.
-	var consts uint64
-	if p.Fused.Gate {
-		consts = 4 * threadsOf(c)
-	}
-	want("A_log loaded at index 10", c.Loaded[10], consts)
-	want("dt_bias loaded at index 11", c.Loaded[11], consts)
 }
 
 // TestEmulatedTypedDecodeStepTraffic measures, from the emulator's
