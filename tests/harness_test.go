@@ -318,6 +318,48 @@ func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 	return o, nil
 }
 
+// references are a case's inputs and both CPU references' results, with
+// the state after every token.
+type references struct {
+	in  cpuref.Inputs
+	r32 cpuref.Result
+	o64 cpuref.Result64
+}
+
+// refCache computes each case's references once per test binary: the
+// emulated device's runs and the real device share them.
+var refCache struct {
+	sync.Mutex
+	m map[string]*references
+}
+
+// referencesOf returns the inputs and both references' results (with the
+// state after every token) of the case named key, computed once per test
+// binary from the inputs that inputs returns.
+func referencesOf(t *testing.T, key string, p spec.Params, inputs func() cpuref.Inputs) *references {
+	t.Helper()
+	refCache.Lock()
+	defer refCache.Unlock()
+	if r := refCache.m[key]; r != nil {
+		return r
+	}
+	in := inputs()
+	r32, err := cpuref.Reference32(p, in, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o64, err := cpuref.Oracle64(p, in, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &references{in: in, r32: r32, o64: o64}
+	if refCache.m == nil {
+		refCache.m = map[string]*references{}
+	}
+	refCache.m[key] = r
+	return r
+}
+
 // runChecked runs j and checks what it wrote against the first run of
 // the same dispatch in the test binary (checkAcrossRuns, keyed by the
 // device, name, the kernel's name and whether the state is in place) and,
