@@ -1,6 +1,7 @@
 package cpuref_test
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -60,6 +61,32 @@ func run64(t *testing.T, p spec.Params, in cpuref.Inputs, capture bool) cpuref.R
 
 // bitsEqual and bitsEqual64 compare bit patterns.
 var bitsEqual, bitsEqual64 = floats.Equal, floats.Equal64
+
+// checkRefused checks that Reference32 and Oracle64, with capture off and
+// on, all refuse p and in with an error that mentions every one of wants.
+func checkRefused(t *testing.T, name string, p spec.Params, in cpuref.Inputs, wants ...string) {
+	t.Helper()
+	for _, capture := range []bool{false, true} {
+		_, err := cpuref.Reference32(p, in, capture)
+		checkError(t, fmt.Sprintf("%s: Reference32 (capture %v)", name, capture), err, wants...)
+		_, err = cpuref.Oracle64(p, in, capture)
+		checkError(t, fmt.Sprintf("%s: Oracle64 (capture %v)", name, capture), err, wants...)
+	}
+}
+
+// checkError checks that err is an error that mentions every one of wants.
+func checkError(t *testing.T, what string, err error, wants ...string) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error, want one mentioning %q", what, wants)
+		return
+	}
+	for _, w := range wants {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: error %q does not mention %q", what, err, w)
+		}
+	}
+}
 
 // gather copies, for every sequence s in seqs and token t < nt, the block of
 // per-token elements (width elements per token) of x laid out as
@@ -658,25 +685,10 @@ func TestValidation(t *testing.T) {
 		if c.edit != nil {
 			c.edit(&x)
 		}
-		check := func(who string, err error) {
-			t.Helper()
-			if err == nil {
-				t.Errorf("%s: %s: no error", c.name, who)
-				return
-			}
-			for _, w := range c.wants {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%s: %s: error %q does not mention %q", c.name, who, err, w)
-				}
-			}
-		}
-		_, err := cpuref.Reference32(c.p, x, true)
-		check("Reference32", err)
-		_, err = cpuref.Oracle64(c.p, x, true)
-		check("Oracle64", err)
+		checkRefused(t, c.name, c.p, x, c.wants...)
 		if c.edit == nil {
-			_, err = cpuref.RandomInputs(c.p, 1)
-			check("RandomInputs", err)
+			_, err := cpuref.RandomInputs(c.p, 1)
+			checkError(t, c.name+": RandomInputs", err, c.wants...)
 		}
 	}
 	if _, err := cpuref.Reference32(good, in, true); err != nil {
@@ -779,9 +791,8 @@ func TestHeadMapNames(t *testing.T) {
 	if zero != spec.Block {
 		t.Error("the zero HeadMap is not spec.Block")
 	}
-	if _, err := spec.ParseHeadMap("interleaved"); err == nil || !strings.Contains(err.Error(), "interleaved") {
-		t.Errorf("ParseHeadMap(interleaved): err = %v", err)
-	}
+	_, err := spec.ParseHeadMap("interleaved")
+	checkError(t, "ParseHeadMap(interleaved)", err, "interleaved")
 	if s := spec.HeadMap(7).String(); s != "HeadMap(7)" {
 		t.Errorf("HeadMap(7).String() = %q", s)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
@@ -273,21 +272,7 @@ func TestTypedValidation(t *testing.T) {
 		if c.edit != nil {
 			c.edit(&x)
 		}
-		for who, run := range map[string]func() error{
-			"Reference32": func() error { _, err := cpuref.Reference32(c.p, x, false); return err },
-			"Oracle64":    func() error { _, err := cpuref.Oracle64(c.p, x, false); return err },
-		} {
-			err := run()
-			if err == nil {
-				t.Errorf("%s: %s: no error", c.name, who)
-				continue
-			}
-			for _, w := range c.wants {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("%s: %s: error %q does not mention %q", c.name, who, err, w)
-				}
-			}
-		}
+		checkRefused(t, c.name, c.p, x, c.wants...)
 	}
 }
 

@@ -34,50 +34,51 @@ func optionsInit(self objc.ID, cmd objc.SEL) objc.ID {
 	return attach(self, &compileOptions{languageVersion: uintptr(mtl.LanguageVersion3_2), mathMode: uintptr(mtl.MathModeFast)})
 }
 
-func optionsSetLanguageVersion(self objc.ID, _ objc.SEL, v uintptr) {
+// options returns the state of the emulated MTLCompileOptions self, or
+// zero options for any other object: what its getters answer.
+func options(self objc.ID) compileOptions {
 	if o := stateOf[compileOptions](self); o != nil {
-		o.languageVersion = v
+		return *o
+	}
+	return compileOptions{}
+}
+
+// setOption applies set to the state of the emulated MTLCompileOptions
+// self; for any other object it does nothing.
+func setOption(self objc.ID, set func(o *compileOptions)) {
+	if o := stateOf[compileOptions](self); o != nil {
+		set(o)
 	}
 }
 
-func optionsLanguageVersion(self objc.ID, _ objc.SEL) uintptr {
-	if o := stateOf[compileOptions](self); o != nil {
-		return o.languageVersion
-	}
-	return 0
+func optionsSetLanguageVersion(self objc.ID, _ objc.SEL, v uintptr) {
+	setOption(self, func(o *compileOptions) { o.languageVersion = v })
 }
+
+func optionsLanguageVersion(self objc.ID, _ objc.SEL) uintptr { return options(self).languageVersion }
 
 func optionsSetMathMode(self objc.ID, _ objc.SEL, v uintptr) {
-	if o := stateOf[compileOptions](self); o != nil {
-		o.mathMode = v
-	}
+	setOption(self, func(o *compileOptions) { o.mathMode = v })
 }
 
-func optionsMathMode(self objc.ID, _ objc.SEL) uintptr {
-	if o := stateOf[compileOptions](self); o != nil {
-		return o.mathMode
-	}
-	return 0
-}
+func optionsMathMode(self objc.ID, _ objc.SEL) uintptr { return options(self).mathMode }
 
+// optionsSetFastMathEnabled is the older spelling of the math mode:
+// fastMathEnabled YES is MTLMathModeFast, NO is MTLMathModeSafe.
 func optionsSetFastMathEnabled(self objc.ID, _ objc.SEL, v uintptr) {
-	if o := stateOf[compileOptions](self); o != nil {
-		o.mathMode = uintptr(mtl.MathModeSafe)
-		if byte(v) != 0 {
-			o.mathMode = uintptr(mtl.MathModeFast)
-		}
+	mode := mtl.MathModeSafe
+	if byte(v) != 0 {
+		mode = mtl.MathModeFast
 	}
+	setOption(self, func(o *compileOptions) { o.mathMode = uintptr(mode) })
 }
 
 func optionsFastMathEnabled(self objc.ID, _ objc.SEL) uintptr {
-	if o := stateOf[compileOptions](self); o != nil {
-		return boolWord(o.mathMode == uintptr(mtl.MathModeFast))
-	}
-	return 0
+	return boolWord(options(self).mathMode == uintptr(mtl.MathModeFast))
 }
 
 func optionsSetPreprocessorMacros(self objc.ID, _ objc.SEL, d objc.ID) {
-	if o := stateOf[compileOptions](self); o != nil {
+	setOption(self, func(o *compileOptions) {
 		if d != 0 {
 			d.Retain()
 		}
@@ -85,15 +86,10 @@ func optionsSetPreprocessorMacros(self objc.ID, _ objc.SEL, d objc.ID) {
 			o.macros.Release()
 		}
 		o.macros = d
-	}
+	})
 }
 
-func optionsPreprocessorMacros(self objc.ID, _ objc.SEL) objc.ID {
-	if o := stateOf[compileOptions](self); o != nil {
-		return o.macros
-	}
-	return 0
-}
+func optionsPreprocessorMacros(self objc.ID, _ objc.SEL) objc.ID { return options(self).macros }
 
 // macrosOf reads an NSDictionary of preprocessor macros: NSString names to
 // NSString or NSNumber values.

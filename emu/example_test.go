@@ -8,24 +8,14 @@ import (
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
-	"github.com/puremetal/puremetal/internal/clang"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, func() error {
-		if _, err := clang.Find(); err != nil {
-			return err
-		}
-		d, err := emu.NewDevice()
-		if err != nil {
-			return err
-		}
-		d.Release()
-		return nil
-	}))
-}
+// TestMain leaves the examples out where the emulated device does not
+// open, unless in strict mode (testenv.RunMain).
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, testdevice.EmulatedOpens)) }
 
 // Run a kernel on the emulated device through package mtl, and read the
 // memory traffic of its dispatch.

@@ -72,7 +72,6 @@ func validateServing(k Kernel, p Params, b Buffers) error {
 		{"Slots", "Shape.NSlots > 0", "n_seqs", b.Slots, s.SlotsLen()},
 		{"CuSeqlens", "Shape.Varlen", "n_seqs+1", b.CuSeqlens, s.CuSeqlensLen()},
 	}
-	written := [...]View{b.Output, b.StateOut, b.Capture}
 	for _, c := range checks {
 		if c.want == 0 {
 			if c.v != (View{}) {
@@ -90,15 +89,16 @@ func validateServing(k Kernel, p Params, b Buffers) error {
 		if err := validateView(&vc); err != nil {
 			return err
 		}
-		for _, w := range written {
-			if w.Buffer != c.v.Buffer {
-				continue
-			}
-			lo, hi := byteRange(c.v)
-			wlo, whi := byteRange(w)
-			if lo < whi && wlo < hi {
-				return invalid(c.name, "bytes [%d, %d) overlap a written view's bytes [%d, %d) in the same buffer", lo, hi, wlo, whi)
-			}
+		// The written views, checked against each other already, and this
+		// one.
+		views := [...]viewCheck{
+			{name: "Output", v: b.Output, written: true},
+			{name: "StateOut", v: b.StateOut, written: true},
+			{name: "Capture", v: b.Capture, written: true},
+			vc,
+		}
+		if err := validateOverlaps(views[:]); err != nil {
+			return err
 		}
 	}
 	if s.NSlots > 0 {

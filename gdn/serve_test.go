@@ -128,7 +128,11 @@ func TestValidateServingRejects(t *testing.T) {
 			b.Slots.Len = 4
 			fb.pack(at{&b.Output, 0}, at{&b.Slots, 8})
 			fc[b.Slots.Buffer] = make([]byte, 4*b.Output.Len)
-		}, []string{"Slots", "bytes [8, 24) overlap a written view's bytes [0, "}},
+		}, []string{"Output: bytes [0, ", "overlap Slots's bytes [8, 24) in the same buffer"}},
+		{"cu_seqlens inside the state_out", servingKernels, func(p *Params, b *Buffers) {
+			fb.pack(at{&b.StateOut, 0}, at{&b.CuSeqlens, 16})
+			fc[b.CuSeqlens.Buffer] = make([]byte, 4*b.StateOut.Len)
+		}, []string{"StateOut: bytes [0, ", "overlap CuSeqlens's bytes [16, 36) in the same buffer"}},
 		{"cu_seqlens first", servingKernels, func(p *Params, b *Buffers) { b.CuSeqlens = int32View(fb, fc, true, 1, 3, 3, 4, 7) },
 			[]string{"CuSeqlens", "cu_seqlens[0] = 1, must be 0"}},
 		{"cu_seqlens decreasing", servingKernels, func(p *Params, b *Buffers) { b.CuSeqlens = int32View(fb, fc, true, 0, 3, 2, 4, 7) },

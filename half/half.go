@@ -114,84 +114,73 @@ func (h BFloat16) IsNaN() bool { return h&0x7f80 == 0x7f80 && h&0x7f != 0 }
 
 // NarrowFloat16 rounds src into dst with [ToFloat16] and returns the number
 // of elements converted, the smaller of len(dst) and len(src), as copy does.
-func NarrowFloat16[E ~uint16](dst []E, src []float32) int {
-	n := min(len(dst), len(src))
-	for i := range n {
-		dst[i] = E(ToFloat16(src[i]))
-	}
-	return n
-}
+func NarrowFloat16[E ~uint16](dst []E, src []float32) int { return narrow(dst, src, ToFloat16) }
 
 // WidenFloat16 converts binary16 src into dst exactly and returns the
 // number of elements converted, the smaller of len(dst) and len(src).
-func WidenFloat16[E ~uint16](dst []float32, src []E) int {
-	n := min(len(dst), len(src))
-	for i := range n {
-		dst[i] = Float16(src[i]).Float32()
-	}
-	return n
-}
+func WidenFloat16[E ~uint16](dst []float32, src []E) int { return widen(dst, src, Float16.Float32) }
 
 // NarrowBFloat16 rounds src into dst with [ToBFloat16] and returns the
 // number of elements converted, the smaller of len(dst) and len(src).
-func NarrowBFloat16[E ~uint16](dst []E, src []float32) int {
-	n := min(len(dst), len(src))
-	for i := range n {
-		dst[i] = E(ToBFloat16(src[i]))
-	}
-	return n
-}
+func NarrowBFloat16[E ~uint16](dst []E, src []float32) int { return narrow(dst, src, ToBFloat16) }
 
 // WidenBFloat16 converts bfloat16 src into dst exactly and returns the
 // number of elements converted, the smaller of len(dst) and len(src).
-func WidenBFloat16[E ~uint16](dst []float32, src []E) int {
-	n := min(len(dst), len(src))
-	for i := range n {
-		dst[i] = BFloat16(src[i]).Float32()
-	}
-	return n
-}
+func WidenBFloat16[E ~uint16](dst []float32, src []E) int { return widen(dst, src, BFloat16.Float32) }
 
 // EncodeFloat16 rounds src to binary16 and stores it in dst as
 // little-endian pairs of bytes. It returns the number of elements stored,
 // the smaller of len(dst)/2 and len(src).
-func EncodeFloat16(dst []byte, src []float32) int {
-	n := min(len(dst)/2, len(src))
-	for i := range n {
-		binary.LittleEndian.PutUint16(dst[2*i:], uint16(ToFloat16(src[i])))
-	}
-	return n
-}
+func EncodeFloat16(dst []byte, src []float32) int { return encode(dst, src, ToFloat16) }
 
 // DecodeFloat16 widens the little-endian binary16 values of src into dst
 // and returns the number of elements converted, the smaller of len(dst)
 // and len(src)/2.
-func DecodeFloat16(dst []float32, src []byte) int {
-	n := min(len(dst), len(src)/2)
-	for i := range n {
-		dst[i] = Float16(binary.LittleEndian.Uint16(src[2*i:])).Float32()
-	}
-	return n
-}
+func DecodeFloat16(dst []float32, src []byte) int { return decode(dst, src, Float16.Float32) }
 
 // EncodeBFloat16 rounds src to bfloat16 and stores it in dst as
 // little-endian pairs of bytes. It returns the number of elements stored,
 // the smaller of len(dst)/2 and len(src).
-func EncodeBFloat16(dst []byte, src []float32) int {
-	n := min(len(dst)/2, len(src))
-	for i := range n {
-		binary.LittleEndian.PutUint16(dst[2*i:], uint16(ToBFloat16(src[i])))
-	}
-	return n
-}
+func EncodeBFloat16(dst []byte, src []float32) int { return encode(dst, src, ToBFloat16) }
 
 // DecodeBFloat16 widens the little-endian bfloat16 values of src into dst
 // and returns the number of elements converted, the smaller of len(dst)
 // and len(src)/2.
-func DecodeBFloat16(dst []float32, src []byte) int {
+func DecodeBFloat16(dst []float32, src []byte) int { return decode(dst, src, BFloat16.Float32) }
+
+// narrow, widen, encode and decode are the loops of the slice conversions
+// above, one per direction and layout, over a 16-bit format H with its
+// rounding and its exact widening. Each is inlined into its caller, so the
+// conversion is a direct call.
+
+func narrow[E, H ~uint16](dst []E, src []float32, round func(float32) H) int {
+	n := min(len(dst), len(src))
+	for i := range n {
+		dst[i] = E(round(src[i]))
+	}
+	return n
+}
+
+func widen[E, H ~uint16](dst []float32, src []E, exact func(H) float32) int {
+	n := min(len(dst), len(src))
+	for i := range n {
+		dst[i] = exact(H(src[i]))
+	}
+	return n
+}
+
+func encode[H ~uint16](dst []byte, src []float32, round func(float32) H) int {
+	n := min(len(dst)/2, len(src))
+	for i := range n {
+		binary.LittleEndian.PutUint16(dst[2*i:], uint16(round(src[i])))
+	}
+	return n
+}
+
+func decode[H ~uint16](dst []float32, src []byte, exact func(H) float32) int {
 	n := min(len(dst), len(src)/2)
 	for i := range n {
-		dst[i] = BFloat16(binary.LittleEndian.Uint16(src[2*i:])).Float32()
+		dst[i] = exact(H(binary.LittleEndian.Uint16(src[2*i:])))
 	}
 	return n
 }

@@ -293,3 +293,31 @@ func TestSlices(t *testing.T) {
 		t.Errorf("slice conversions allocate %v times per run", allocs)
 	}
 }
+
+// BenchmarkSlices times the slice conversions over 4096 elements, the
+// activations of one 32-head token at D_v = 128.
+func BenchmarkSlices(b *testing.B) {
+	src := make([]float32, 4096)
+	for i := range src {
+		src[i] = float32(i)*0.37 - 700
+	}
+	h := make([]uint16, len(src))
+	raw := make([]byte, 2*len(src))
+	dst := make([]float32, len(src))
+	for _, c := range []struct {
+		name string
+		f    func()
+	}{
+		{"NarrowFloat16", func() { NarrowFloat16(h, src) }},
+		{"WidenFloat16", func() { WidenFloat16(dst, h) }},
+		{"EncodeBFloat16", func() { EncodeBFloat16(raw, src) }},
+		{"DecodeBFloat16", func() { DecodeBFloat16(dst, raw) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(4 * len(src)))
+			for b.Loop() {
+				c.f()
+			}
+		})
+	}
+}

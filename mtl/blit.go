@@ -14,7 +14,11 @@ type BlitCommandEncoder struct{ commandEncoder }
 func (c *CommandBuffer) BlitCommandEncoder() (*BlitCommandEncoder, error) {
 	var id objc.ID
 	inPool(func() { id = c.ID().Send(sel.blitCommandEncoder).Retain() })
-	return owned[BlitCommandEncoder](id, "mtl: blitCommandEncoder returned nil"+noEncoderHint)
+	enc, err := owned[BlitCommandEncoder](id, "mtl: blitCommandEncoder returned nil"+noEncoderHint)
+	if err == nil {
+		enc.opened(c)
+	}
+	return enc, err
 }
 
 // SynchronizeResource makes the GPU's writes to a managed buffer visible

@@ -28,7 +28,14 @@ func (q *CommandQueue) commandBuffer() (*CommandBuffer, error) {
 
 // CommandBuffer is an MTLCommandBuffer: encoded work that the GPU runs
 // once committed.
-type CommandBuffer struct{ object }
+type CommandBuffer struct {
+	object
+	// open is the encoder made and not yet ended; refused is the first
+	// argument an ended encoder refused. CommandQueue.RunCommandBuffer reads
+	// them before it commits.
+	open    *commandEncoder
+	refused error
+}
 
 // ComputeCommandEncoder starts encoding compute work into the command
 // buffer (computeCommandEncoder). Finish with EndEncoding.
@@ -38,7 +45,11 @@ func (c *CommandBuffer) ComputeCommandEncoder() (enc *ComputeCommandEncoder, err
 }
 
 func (c *CommandBuffer) computeCommandEncoder() (*ComputeCommandEncoder, error) {
-	return owned[ComputeCommandEncoder](c.ID().Send(sel.computeCommandEncoder).Retain(), "mtl: computeCommandEncoder returned nil"+noEncoderHint)
+	enc, err := owned[ComputeCommandEncoder](c.ID().Send(sel.computeCommandEncoder).Retain(), "mtl: computeCommandEncoder returned nil"+noEncoderHint)
+	if err == nil {
+		enc.opened(c)
+	}
+	return enc, err
 }
 
 // noEncoderHint says why a command buffer may return no encoder.
@@ -99,6 +110,24 @@ func (c *CommandBuffer) SetLabel(label string) error { return setLabel(c.ID(), l
 // Label returns the command buffer's label.
 func (c *CommandBuffer) Label() string { return getLabel(c.ID()) }
 
+// RunCommandBuffer runs one command buffer and waits for it: it makes a
+// command buffer, calls encode with it, commits, waits until the command
+// buffer has completed and releases it, on every path. encode makes the
+// command buffer's encoders, compute and blit, one after the other, and
+// ends each. RunCommandBuffer returns the first error: making the command
+// buffer, encode's own error, an argument any of its encoders refused
+// (whether or not encode looked at EndEncoding's error), an encoder encode
+// left open (RunCommandBuffer ends it), or the error the command buffer
+// failed with. When anything fails before the commit, nothing is
+// committed.
+//
+// Like [CommandQueue.Run], the whole sequence runs inside one autorelease
+// pool on a locked OS thread.
+func (q *CommandQueue) RunCommandBuffer(encode func(cb *CommandBuffer) error) error {
+	_, err := q.run("RunCommandBuffer", encode, false)
+	return err
+}
+
 // Run runs one command buffer of compute work and waits for it: it makes a
 // command buffer and a compute command encoder, calls encode, ends
 // encoding, commits, waits until the command buffer has completed and
@@ -112,21 +141,38 @@ func (c *CommandBuffer) Label() string { return getLabel(c.ID()) }
 // waiting is drained when Run returns: a decode loop calling Run once per
 // token keeps its memory flat. Callers that keep several command buffers in
 // flight (commit the next before the previous completes) use
-// [CommandQueue.CommandBuffer] and its methods directly.
+// [CommandQueue.CommandBuffer] and its methods directly; work that needs
+// more than one encoder uses [CommandQueue.RunCommandBuffer].
 func (q *CommandQueue) Run(encode func(enc *ComputeCommandEncoder) error) error {
-	_, err := q.run(encode, false)
+	_, err := q.run("Run", computeWork(encode), false)
 	return err
 }
 
 // RunTimed is [CommandQueue.Run] that also returns how long the GPU ran the
 // command buffer: GPUEndTime - GPUStartTime, in seconds.
 func (q *CommandQueue) RunTimed(encode func(enc *ComputeCommandEncoder) error) (gpuSeconds float64, err error) {
-	return q.run(encode, true)
+	return q.run("RunTimed", computeWork(encode), true)
 }
 
-func (q *CommandQueue) run(encode func(enc *ComputeCommandEncoder) error, timed bool) (gpuSeconds float64, err error) {
+// computeWork returns the encoding of a command buffer with one compute
+// encoder, which encode fills.
+func computeWork(encode func(enc *ComputeCommandEncoder) error) func(cb *CommandBuffer) error {
+	return func(cb *CommandBuffer) error {
+		enc, err := cb.computeCommandEncoder()
+		if err != nil {
+			return err
+		}
+		err = encode(enc)
+		if endErr := enc.EndEncoding(); err == nil {
+			err = endErr
+		}
+		return err
+	}
+}
+
+func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, timed bool) (gpuSeconds float64, err error) {
 	if q == nil || q.ID() == 0 {
-		return 0, fmt.Errorf("mtl: Run: nil or released command queue")
+		return 0, fmt.Errorf("mtl: %s: nil or released command queue", what)
 	}
 	// One pool for the whole command buffer: the methods below send
 	// without pools of their own.
@@ -137,14 +183,15 @@ func (q *CommandQueue) run(encode func(enc *ComputeCommandEncoder) error, timed 
 			return
 		}
 		defer cb.Release()
-		var enc *ComputeCommandEncoder
-		enc, err = cb.computeCommandEncoder()
-		if err != nil {
-			return
+		err = encode(cb)
+		if open := cb.open; open != nil {
+			open.EndEncoding()
+			if err == nil {
+				err = fmt.Errorf("mtl: %s: an encoder was left open; end every encoder before returning", what)
+			}
 		}
-		err = encode(enc)
-		if endErr := enc.EndEncoding(); err == nil {
-			err = endErr
+		if err == nil {
+			err = cb.refused
 		}
 		if err != nil {
 			return

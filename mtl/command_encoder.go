@@ -14,6 +14,15 @@ type commandEncoder struct {
 	err   error
 	ended bool
 	sends int
+	// buffer is the command buffer the encoder records into, which keeps
+	// track of its open encoder for CommandQueue.RunCommandBuffer.
+	buffer *CommandBuffer
+}
+
+// opened records e as the open encoder of cb.
+func (e *commandEncoder) opened(cb *CommandBuffer) {
+	e.buffer = cb
+	cb.open = e
 }
 
 func (e *commandEncoder) fail(format string, args ...any) {
@@ -56,6 +65,14 @@ func (e *commandEncoder) EndEncoding() error {
 		e.ended = true
 		e.send(sel.endEncoding)
 		e.object.Release()
+		if cb := e.buffer; cb != nil {
+			if cb.open == e {
+				cb.open = nil
+			}
+			if cb.refused == nil {
+				cb.refused = e.err
+			}
+		}
 	}
 	return e.err
 }

@@ -180,11 +180,8 @@ func (e *ComputeCommandEncoder) DispatchThreadgroups(threadgroupsPerGrid, thread
 		e.fail("DispatchThreadgroups: %v threadgroups of %v threads is more than 2^64-1 threads", threadgroupsPerGrid, threadsPerThreadgroup)
 		return
 	}
-	g, t := threadgroupsPerGrid, threadsPerThreadgroup
 	e.sends++
-	objc.SendArgs(e.ID(), sel.dispatchThreadgroups,
-		objc.Struct24(uintptr(g.Width), uintptr(g.Height), uintptr(g.Depth)),
-		objc.Struct24(uintptr(t.Width), uintptr(t.Height), uintptr(t.Depth)))
+	objc.SendArgs(e.ID(), sel.dispatchThreadgroups, threadgroupsPerGrid.struct24(), threadsPerThreadgroup.struct24())
 }
 
 // DispatchThreads runs the pipeline over a grid of threads that need not be
@@ -194,11 +191,8 @@ func (e *ComputeCommandEncoder) DispatchThreads(threadsPerGrid, threadsPerThread
 	if !e.checkDispatch("DispatchThreads", threadsPerGrid, threadsPerThreadgroup) {
 		return
 	}
-	g, t := threadsPerGrid, threadsPerThreadgroup
 	e.sends++
-	objc.SendArgs(e.ID(), sel.dispatchThreads,
-		objc.Struct24(uintptr(g.Width), uintptr(g.Height), uintptr(g.Depth)),
-		objc.Struct24(uintptr(t.Width), uintptr(t.Height), uintptr(t.Depth)))
+	objc.SendArgs(e.ID(), sel.dispatchThreads, threadsPerGrid.struct24(), threadsPerThreadgroup.struct24())
 }
 
 // MemoryBarrier makes the following dispatches see the memory writes of

@@ -8,25 +8,15 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
-	"github.com/puremetal/puremetal/objc"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testenv.RunMain(m, func() error {
-		if d, err := mtl.CreateSystemDefaultDevice(); err == nil {
-			d.Release()
-			return nil
-		}
-		d, err := emu.NewDevice()
-		if err != nil {
-			return fmt.Errorf("no Metal device and no emulated device: %w", err)
-		}
-		d.Release()
-		return nil
-	}))
-}
+// TestMain leaves the examples out where neither the system's Metal
+// device nor the emulated device opens, unless in strict mode
+// (testenv.RunMain).
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, testdevice.DeviceOpens)) }
 
 const vectorAddSource = `
 #include <metal_stdlib>
@@ -116,8 +106,8 @@ func Example() {
 
 // Saves a buffer before a dispatch changes it and restores it afterwards,
 // as speculative decoding rolls back the state of rejected tokens: a blit
-// encoder's copies around a compute encoder's dispatch, in one command
-// buffer encoded inside an autorelease pool of the caller's.
+// encoder's copy and a compute encoder's dispatch in one command buffer,
+// then a copy back in another, each run by RunCommandBuffer.
 func ExampleBlitCommandEncoder_CopyFromBuffer() {
 	dev, pso, err := vectorAdd()
 	if err != nil {
@@ -138,48 +128,37 @@ func ExampleBlitCommandEncoder_CopyFromBuffer() {
 	defer saved.Release()
 	s := mtl.Slice[float32](state)
 	copy(s, []float32{1, 2, 3, 4})
-
-	objc.WithAutoreleasePool(func() {
-		cb, err := queue.CommandBuffer()
+	copyBuffer := func(cb *mtl.CommandBuffer, from, to *mtl.Buffer) error {
+		blit, err := cb.BlitCommandEncoder()
 		if err != nil {
-			log.Fatal(err)
+			return err
 		}
-		defer cb.Release()
-		save, _ := cb.BlitCommandEncoder()
-		save.CopyFromBuffer(state, 0, saved, 0, 4*n)
-		if err := save.EndEncoding(); err != nil {
-			log.Fatal(err)
+		blit.CopyFromBuffer(from, 0, to, 0, 4*n)
+		return blit.EndEncoding()
+	}
+
+	err = queue.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
+		if err := copyBuffer(cb, state, saved); err != nil {
+			return err
 		}
-		step, _ := cb.ComputeCommandEncoder()
+		step, err := cb.ComputeCommandEncoder()
+		if err != nil {
+			return err
+		}
 		step.SetComputePipelineState(pso)
 		step.SetBuffers([]*mtl.Buffer{state, state, state}, []int{0, 0, 0}, 0) // state += state
 		step.DispatchThreads(mtl.Size{Width: n, Height: 1, Depth: 1}, mtl.Size{Width: n, Height: 1, Depth: 1})
-		if err := step.EndEncoding(); err != nil {
-			log.Fatal(err)
-		}
-		cb.Commit()
-		cb.WaitUntilCompleted()
-		if err := cb.Error(); err != nil {
-			log.Fatal(err)
-		}
-		fmt.Println("stepped:", s)
-
-		rollback, err := queue.CommandBuffer()
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer rollback.Release()
-		restore, _ := rollback.BlitCommandEncoder()
-		restore.CopyFromBuffer(saved, 0, state, 0, 4*n)
-		if err := restore.EndEncoding(); err != nil {
-			log.Fatal(err)
-		}
-		rollback.Commit()
-		rollback.WaitUntilCompleted()
-		if err := rollback.Error(); err != nil {
-			log.Fatal(err)
-		}
+		return step.EndEncoding()
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("stepped:", s)
+
+	err = queue.RunCommandBuffer(func(cb *mtl.CommandBuffer) error { return copyBuffer(cb, saved, state) })
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("rolled back:", s)
 	// Output:
 	// stepped: [2 4 6 8]

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
@@ -278,6 +279,18 @@ func BenchmarkEncodeDispatch(b *testing.B) {
 	e.EndEncoding()
 }
 
+// BenchmarkRun measures the host cost of an empty CommandQueue.Run: make,
+// end, commit and wait for one command buffer, in one pool.
+func BenchmarkRun(b *testing.B) {
+	g := newGPU(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := g.Q.Run(func(*mtl.ComputeCommandEncoder) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func TestQueueRun(t *testing.T) {
 	g := newGPU(t)
 	d, q, fill := g.D, g.Q, g.pipeline("fill")
@@ -346,6 +359,115 @@ func TestQueueRun(t *testing.T) {
 	released.Release()
 	if err := released.Run(encodeFill); err == nil {
 		t.Error("Run on a released queue returned nil")
+	}
+}
+
+// RunCommandBuffer runs a command buffer of several encoders, and commits
+// nothing when encode fails, when an encoder refused an argument though
+// encode ignored the error, or when encode leaves an encoder open (which it
+// ends); every object it made is released on each path.
+func TestQueueRunCommandBuffer(t *testing.T) {
+	g := newGPU(t)
+	q, fill := g.Q, g.pipeline("fill")
+	const n = 64
+	x, saved := g.Buffer(4*n, mtl.ResourceStorageModeShared), g.Buffer(4*n, mtl.ResourceStorageModeShared)
+	xs, ss := mtl.Slice[float32](x), mtl.Slice[float32](saved)
+	before := emu.LiveObjects()
+	fillInto := func(cb *mtl.CommandBuffer) (*mtl.ComputeCommandEncoder, error) {
+		e, err := cb.ComputeCommandEncoder()
+		if err != nil {
+			return nil, err
+		}
+		return e, encodeFill(fill, x, n)(e)
+	}
+	check := func(what string, got []float32, want func(i int) float32) {
+		t.Helper()
+		for i, v := range got {
+			if v != want(i) {
+				t.Fatalf("%s[%d] = %v, want %v", what, i, v, want(i))
+			}
+		}
+	}
+	filled := func(i int) float32 { return 1 + float32(i) }
+	poisoned := func(int) float32 { return -1 }
+
+	// Fill x and copy it to saved: two encoders in one command buffer.
+	err := q.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
+		e, err := fillInto(cb)
+		if err == nil {
+			err = e.EndEncoding()
+		}
+		if err != nil {
+			return err
+		}
+		blit, err := cb.BlitCommandEncoder()
+		if err != nil {
+			return err
+		}
+		blit.CopyFromBuffer(x, 0, saved, 0, 4*n)
+		return blit.EndEncoding()
+	})
+	if err != nil {
+		t.Fatalf("RunCommandBuffer: %v", err)
+	}
+	check("saved", ss, filled)
+	floats.Fill(xs, -1)
+	runBlit(t, q, 1, func(_ *mtl.CommandBuffer, e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(saved, 0, x, 0, 4*n) })
+	check("x restored", xs, filled)
+
+	// Each failure below would fill x if the command buffer ran.
+	floats.Fill(xs, -1)
+	mine := errors.New("caller's error")
+	for _, tc := range []struct {
+		name   string
+		encode func(cb *mtl.CommandBuffer) error
+		want   string
+	}{
+		{"encode fails", func(cb *mtl.CommandBuffer) error {
+			e, err := fillInto(cb)
+			if err != nil {
+				return err
+			}
+			if err := e.EndEncoding(); err != nil {
+				return err
+			}
+			return mine
+		}, "caller's error"},
+		{"refusal ignored", func(cb *mtl.CommandBuffer) error {
+			e, err := fillInto(cb)
+			if err != nil {
+				return err
+			}
+			e.SetBytes(nil, 1)
+			e.EndEncoding() // its error not looked at
+			return nil
+		}, "SetBytes"},
+		{"encoder left open", func(cb *mtl.CommandBuffer) error {
+			_, err := fillInto(cb)
+			return err
+		}, "RunCommandBuffer: an encoder was left open"},
+	} {
+		err := q.RunCommandBuffer(tc.encode)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: RunCommandBuffer returned %v, want an error mentioning %q", tc.name, err, tc.want)
+		}
+		if tc.name == "encode fails" && !errors.Is(err, mine) {
+			t.Errorf("%s: %v does not wrap encode's error", tc.name, err)
+		}
+		check(tc.name+": x, which a commit would fill,", xs, poisoned)
+	}
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after", before, after)
+	}
+
+	released, err := g.D.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	released.Release()
+	err = released.RunCommandBuffer(func(*mtl.CommandBuffer) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "RunCommandBuffer: nil or released command queue") {
+		t.Errorf("RunCommandBuffer on a released queue returned %v", err)
 	}
 }
 
@@ -590,6 +712,27 @@ func runEncoded(t *testing.T, cb *mtl.CommandBuffer) {
 	}
 }
 
+// runBlit runs one command buffer through RunCommandBuffer with one blit
+// encoder that encode fills, and fails the test unless the encoder sent
+// sends messages and the command buffer ran.
+func runBlit(t *testing.T, q *mtl.CommandQueue, sends int, encode func(cb *mtl.CommandBuffer, e *mtl.BlitCommandEncoder)) {
+	t.Helper()
+	err := q.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
+		e, err := cb.BlitCommandEncoder()
+		if err != nil {
+			return err
+		}
+		encode(cb, e)
+		if e.Sends() != sends {
+			t.Errorf("%d messages sent, want %d", e.Sends(), sends)
+		}
+		return e.EndEncoding()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Managed storage keeps a CPU copy and a GPU copy, as on an Intel Mac: the
 // CPU's writes reach kernels through DidModifyRange, and the GPU's writes
 // reach Contents through a blit encoder's SynchronizeResource.
@@ -633,16 +776,10 @@ func TestManagedBufferSynchronization(t *testing.T) {
 	if as[5] != 10 {
 		t.Fatalf("a[5] = %v before synchronizeResource:, want the CPU copy's 10", as[5])
 	}
-	cb, blit := g.Blit()
-	blit.SynchronizeResource(a)
-	blit.SynchronizeResource(b) // shared: nothing to send
-	if blit.Sends() != 1 {
-		t.Errorf("%d messages sent for one managed and one shared buffer, want 1", blit.Sends())
-	}
-	if err := blit.EndEncoding(); err != nil {
-		t.Fatal(err)
-	}
-	runEncoded(t, cb)
+	runBlit(t, q, 1, func(_ *mtl.CommandBuffer, blit *mtl.BlitCommandEncoder) {
+		blit.SynchronizeResource(a)
+		blit.SynchronizeResource(b) // shared: nothing to send
+	})
 	for i, x := range as {
 		if x != 1+float32(i) {
 			t.Fatalf("a[%d] = %v after synchronizeResource:, want %v", i, x, 1+float32(i))
@@ -667,21 +804,15 @@ func TestBlitCopy(t *testing.T) {
 	}
 	// src[16:80) to the private dst[100:164), back to back[0:64) and, within
 	// back itself, back[0:64) to back[192:256).
-	cb, blit := g.Blit()
-	if _, err := cb.ComputeCommandEncoder(); err == nil {
-		t.Error("a compute encoder was made while a blit encoder is open")
-	}
-	blit.CopyFromBuffer(src, 16, dst, 100, 64)
-	blit.CopyFromBuffer(dst, 100, back, 0, 64)
-	blit.CopyFromBuffer(back, 0, back, 192, 64)
-	blit.CopyFromBuffer(src, 0, back, 0, 0) // sends nothing
-	if blit.Sends() != 3 {
-		t.Errorf("%d messages sent, want 3", blit.Sends())
-	}
-	if err := blit.EndEncoding(); err != nil {
-		t.Fatal(err)
-	}
-	runEncoded(t, cb)
+	runBlit(t, g.Q, 3, func(cb *mtl.CommandBuffer, blit *mtl.BlitCommandEncoder) {
+		if _, err := cb.ComputeCommandEncoder(); err == nil {
+			t.Error("a compute encoder was made while a blit encoder is open")
+		}
+		blit.CopyFromBuffer(src, 16, dst, 100, 64)
+		blit.CopyFromBuffer(dst, 100, back, 0, 64)
+		blit.CopyFromBuffer(back, 0, back, 192, 64)
+		blit.CopyFromBuffer(src, 0, back, 0, 0) // sends nothing
+	})
 	for i, x := range bs {
 		want := byte(0xEE)
 		switch {

@@ -4,11 +4,19 @@ import (
 	"math/big"
 	"math/bits"
 	"strconv"
+
+	"github.com/puremetal/puremetal/objc"
 )
 
 // Size is MTLSize: the extent of a grid or a threadgroup, in threads or
 // threadgroups, along three dimensions.
 type Size struct{ Width, Height, Depth uint }
+
+// struct24 is s as the by-value MTLSize argument of a send: three
+// NSUInteger words.
+func (s Size) struct24() objc.Arg {
+	return objc.Struct24(uintptr(s.Width), uintptr(s.Height), uintptr(s.Depth))
+}
 
 // threads returns Width*Height*Depth, and false if the product does not
 // fit in 64 bits.

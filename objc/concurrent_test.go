@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/puremetal/puremetal/internal/testenv"
 )
 
 // TestConcurrentSends sends from 8 goroutines at once, on whatever OS
@@ -13,7 +15,7 @@ import (
 // autorelease pools on every goroutine.
 func TestConcurrentSends(t *testing.T) {
 	impls := abiImpls(t)
-	foundation := GetClass("NSObject") != 0 && !foundationDisabled()
+	foundation := GetClass("NSObject") != 0 && !testenv.FoundationDisabled()
 	var cls Class
 	if foundation {
 		cls = countedClass(t)

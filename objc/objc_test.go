@@ -15,17 +15,8 @@ import (
 	"github.com/puremetal/puremetal/internal/testenv"
 )
 
-// noFoundationEnv, set to "none", makes the tests load the Objective-C
-// runtime without Foundation (GNUstep Base on Linux). The arm64 run under
-// qemu sets it: GNUstep Base's arm64 packages do not install beside the
-// amd64 ones, so that run checks the calling convention with the runtime
-// alone and leaves NSString, NSError and the pools to the amd64 run.
-const noFoundationEnv = "PUREMETAL_OBJC_FOUNDATION"
-
-func foundationDisabled() bool { return os.Getenv(noFoundationEnv) == "none" }
-
 func TestMain(m *testing.M) {
-	if foundationDisabled() {
+	if testenv.FoundationDisabled() {
 		disableFoundation()
 	}
 	code := testenv.RunMain(m, Load)
@@ -48,15 +39,15 @@ func needRuntime(t testing.TB) {
 func needFoundation(t testing.TB) {
 	t.Helper()
 	needRuntime(t)
-	if foundationDisabled() {
+	if testenv.FoundationDisabled() {
 		// A deliberate configuration for the arm64 run, not a missing
 		// prerequisite: strict mode does not turn it into a failure there.
 		// On amd64, where GNUstep Base installs, strict mode refuses it so
 		// that it cannot hide the Foundation tests.
 		if testenv.Strict() && runtime.GOARCH == "amd64" {
-			t.Fatalf("%s=none with %s=1 on amd64: the Foundation tests must run here", noFoundationEnv, testenv.StrictEnv)
+			t.Fatalf("%s=none with %s=1 on amd64: the Foundation tests must run here", testenv.NoFoundationEnv, testenv.StrictEnv)
 		}
-		t.Skipf("Foundation is not loaded (%s=none, the arm64 run under qemu where GNUstep Base cannot be installed); this test runs in the amd64 run", noFoundationEnv)
+		t.Skipf("Foundation is not loaded (%s=none, the arm64 run under qemu where GNUstep Base cannot be installed); this test runs in the amd64 run", testenv.NoFoundationEnv)
 	}
 	if GetClass("NSObject") == 0 {
 		testenv.SkipOrFail(t, "the runtime has no NSObject class: Foundation (GNUstep Base on Linux: apt-get install libgnustep-base1.28) is not loaded")

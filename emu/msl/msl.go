@@ -101,12 +101,7 @@ const (
 
 var paramKindNames = [...]string{Buffer: "buffer", ThreadgroupMemory: "threadgroup", BuiltIn: "built-in"}
 
-func (k ParamKind) String() string {
-	if k >= 0 && int(k) < len(paramKindNames) {
-		return paramKindNames[k]
-	}
-	return fmt.Sprintf("ParamKind(%d)", int(k))
-}
+func (k ParamKind) String() string { return enumName(paramKindNames[:], k, "ParamKind") }
 
 // Param describes one parameter of a kernel function.
 type Param struct {
@@ -165,11 +160,15 @@ const (
 
 var orderNames = [...]string{Forward: "forward", Reverse: "reverse", Shuffled: "shuffled"}
 
-func (o Order) String() string {
-	if o >= 0 && int(o) < len(orderNames) {
-		return orderNames[o]
+func (o Order) String() string { return enumName(orderNames[:], o, "Order") }
+
+// enumName returns the name of v from names, or typ(v) for a value
+// without one.
+func enumName[E ~int](names []string, v E, typ string) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
 	}
-	return fmt.Sprintf("Order(%d)", int(o))
+	return fmt.Sprintf("%s(%d)", typ, int(v))
 }
 
 // Binding is memory bound to a buffer index. Use memory outside the Go heap

@@ -65,8 +65,9 @@ func TestTypeMatches(t *testing.T) {
 }
 
 // TestFindSends reads the sends of a small package: each send function
-// and form, the argument shapes, the wrapper, and a query that is not a
-// send.
+// and form, the argument shapes (a constructor of package objc, or a
+// method named after the one it returns), the wrapper, and a query that is
+// not a send.
 func TestFindSends(t *testing.T) {
 	dir := t.TempDir()
 	src := `package p
@@ -83,9 +84,14 @@ type enc struct{ id objc.ID }
 
 func (e enc) send(s objc.SEL, args ...uintptr) { objc.Send(e.id, s, args...) }
 
+type size struct{ w, h, d uintptr }
+
+func (s size) struct24() objc.Arg { return objc.Struct24(s.w, s.h, s.d) }
+
 func f(id objc.ID, e enc) uintptr {
 	x := id.Send(sel.a)
 	objc.SendArgs(x, sel.b, objc.Struct24(1, 2, 3))
+	objc.SendArgs(x, sel.b, size{1, 2, 3}.struct24())
 	e.send(sel.c, 4)
 	if id.RespondsToSelector(sel.c) {
 		return objc.SendWord(id, sel.c, 5)
@@ -110,7 +116,7 @@ func f(id objc.ID, e enc) uintptr {
 			t.Errorf("%+v: Check returned %v", s, err)
 		}
 	}
-	want := []string{"Send a ", "SendArgs b struct24 discarded", "Send c word discarded", "SendWord c word"}
+	want := []string{"Send a ", "SendArgs b struct24 discarded", "SendArgs b struct24 discarded", "Send c word discarded", "SendWord c word"}
 	if strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("FindSends = %q, want %q", got, want)
 	}

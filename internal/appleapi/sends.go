@@ -212,14 +212,18 @@ func convertsPointer(e ast.Expr) bool {
 
 // argShape returns the shape of one argument: a word for the word-only
 // send functions, and for SendArgs and SendStruct24 the constructor used,
-// objc.Word, objc.Struct16 or objc.Struct24.
+// objc.Word, objc.Struct16 or objc.Struct24, or a method named after the
+// constructor it returns (Size.struct24 in package mtl).
 func argShape(fn string, a ast.Expr) string {
 	if fn != "SendArgs" && fn != "SendStruct24" {
 		return "word"
 	}
 	if c, ok := a.(*ast.CallExpr); ok {
-		if name, _ := callee(c); name == "Word" || name == "Struct16" || name == "Struct24" {
-			return strings.ToLower(name)
+		name, method := callee(c)
+		if shape := strings.ToLower(name); shape == "word" || shape == "struct16" || shape == "struct24" {
+			if method || name != shape {
+				return shape
+			}
 		}
 	}
 	return ""

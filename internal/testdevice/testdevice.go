@@ -5,6 +5,7 @@ package testdevice
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -21,18 +22,54 @@ import (
 // clang) skips the test, or fails it in strict mode.
 func Emulated(t testing.TB, opts emu.Options) *mtl.Device {
 	t.Helper()
-	if err := objc.Load(); err != nil {
-		testenv.SkipOrFail(t, "the emulated device needs the GNU Objective-C runtime: "+err.Error())
+	d, missing, err := openEmulated(opts)
+	if missing != nil {
+		testenv.SkipOrFail(t, missing.Error())
 	}
-	d, err := emu.NewDeviceWithOptions(opts)
 	if err != nil {
-		if errors.Is(err, clang.ErrNoCompiler) {
-			testenv.SkipOrFail(t, "the emulated device needs clang: "+err.Error())
-		}
 		t.Fatalf("emulated device: %v", err)
 	}
 	t.Cleanup(d.Release)
 	return d
+}
+
+// openEmulated opens an emulated device. missing says which prerequisite
+// is not installed (the GNU Objective-C runtime, clang); err is any other
+// failure.
+func openEmulated(opts emu.Options) (d *mtl.Device, missing, err error) {
+	if err := objc.Load(); err != nil {
+		return nil, fmt.Errorf("the emulated device needs the GNU Objective-C runtime: %w", err), nil
+	}
+	d, err = emu.NewDeviceWithOptions(opts)
+	if errors.Is(err, clang.ErrNoCompiler) {
+		return nil, fmt.Errorf("the emulated device needs clang: %w", err), nil
+	}
+	return d, nil, err
+}
+
+// EmulatedOpens returns nil when an emulated device opens here, and
+// otherwise why not: the prerequisite of a TestMain whose examples run on
+// the emulated device ([testenv.RunMain]).
+func EmulatedOpens() error {
+	d, missing, err := openEmulated(emu.Options{})
+	if d != nil {
+		d.Release()
+	}
+	return errors.Join(missing, err)
+}
+
+// DeviceOpens returns nil when the system's Metal device opens, or else an
+// emulated device, and otherwise why neither does: the prerequisite of a
+// TestMain whose examples run on whichever opens.
+func DeviceOpens() error {
+	if d, err := mtl.CreateSystemDefaultDevice(); err == nil {
+		d.Release()
+		return nil
+	}
+	if err := EmulatedOpens(); err != nil {
+		return fmt.Errorf("no Metal device and no emulated device: %w", err)
+	}
+	return nil
 }
 
 // Metal returns the system's Metal device, released when the test ends. It

@@ -1,6 +1,7 @@
 // Package testenv holds the helpers puremetal's tests share: locating the
-// repository and the shared contract files, and the strict mode that turns
-// a skipped test into a failed one.
+// repository and the shared contract files, and the environment variables
+// that change how the tests run: the strict mode that turns a skipped test
+// into a failed one, and the objc tests' runtime without Foundation.
 package testenv
 
 import (
@@ -17,6 +18,17 @@ const StrictEnv = "PUREMETAL_STRICT"
 
 // Strict reports whether PUREMETAL_STRICT=1 is set.
 func Strict() bool { return os.Getenv(StrictEnv) == "1" }
+
+// NoFoundationEnv is the environment variable that, set to "none", makes
+// the objc tests load the Objective-C runtime without Foundation (GNUstep
+// Base on Linux). The arm64 run under qemu sets it: GNUstep Base's arm64
+// packages do not install beside the amd64 ones, so that run checks the
+// calling convention with the runtime alone and leaves NSString, NSError
+// and the pools to the amd64 run.
+const NoFoundationEnv = "PUREMETAL_OBJC_FOUNDATION"
+
+// FoundationDisabled reports whether PUREMETAL_OBJC_FOUNDATION=none is set.
+func FoundationDisabled() bool { return os.Getenv(NoFoundationEnv) == "none" }
 
 // SkipOrFail skips the test with the given reason, or fails it when strict
 // mode is on. The reason should say what is missing and how to get it.
