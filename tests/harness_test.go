@@ -406,10 +406,16 @@ func (r *rig) checkInPlace(t *testing.T, name string, j job, separate outcome) {
 	checkSameResults(t, j.kern.name+": in place vs separate", j.p, r.runChecked(t, name, j), separate)
 }
 
-// checkDecodeFamily checks that every decode kernel of kerns, whose
-// outcomes res holds, wrote the bytes legacy wrote: one code, one result.
-func checkDecodeFamily(t *testing.T, p spec.Params, kerns []kernel, res map[string]outcome) {
+// runKernelsFor runs the kernels of kernelsFor on a case (runEach, each
+// checked against ref with check) and checks what they must agree on:
+// every decode kernel writes the bytes legacy writes (one code, one
+// result), and capture's last slot holds state_out's bytes. It returns the
+// kernels and their outcomes by name.
+func (r *rig) runKernelsFor(t *testing.T, name string, p spec.Params, ref *references,
+	check func(t *testing.T, name string, p spec.Params, o outcome, ref *references)) ([]kernel, map[string]outcome) {
 	t.Helper()
+	kerns := r.kernelsFor(p)
+	res := r.runEach(t, name, p, ref, kerns, check)
 	for _, k := range kerns {
 		switch k.name {
 		case kPrefill.name, kChunked.name, kRecurrent.name, kLegacy.name:
@@ -417,6 +423,10 @@ func checkDecodeFamily(t *testing.T, p spec.Params, kerns []kernel, res map[stri
 		}
 		checkSameResults(t, k.name+" vs legacy", p, res[k.name], res[kLegacy.name])
 	}
+	if capt, ok := res[kCapture.name]; ok {
+		checkLastSlotBytes(t, kCapture.name, p, capt)
+	}
+	return kerns, res
 }
 
 // Buffer binding indices (SPEC section 4).

@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
@@ -74,7 +73,9 @@ func TestEmulatedParity(t *testing.T) { onEmulatedIn(t, allOrders, parity) }
 // skips elsewhere): go test ./tests/ -run Metal -v
 func TestMetalParity(t *testing.T) { onMetal(t, parity) }
 
-// parity runs every kernel on every case of parityCases and checks:
+// parity runs the kernels of kernelsFor on every case of parityCases
+// (prefill, chunked, the decode family and, at two tokens or more, the
+// decode kernel itself) and checks:
 //
 //   - each kernel against Reference32 (1e-5) and Oracle64 (1e-4): output,
 //     state_out and, for capture, the state after every token; every
@@ -96,20 +97,14 @@ var parity = eachCase(parityCases, parityCaseRun)
 func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	ref := c.references(t)
 	p := c.p
-	kerns := allKernels
-	if p.NTokens >= 2 {
-		kerns = append(slices.Clone(kerns), r.decodeKernel())
-	}
-	res := r.runEach(t, c.name, p, ref, kerns, checkAgainstReferences)
+	kerns, res := r.runKernelsFor(t, c.name, p, ref, checkAgainstReferences)
 	for _, k := range kerns {
 		r.checkInPlace(t, c.name, job{kern: k, p: p, in: ref.in}, res[k.name])
 	}
-	checkDecodeFamily(t, p, kerns, res)
 
-	// Capture: the last slot is state_out; slot t is the state after t+1
-	// tokens, as a run over those tokens alone leaves it.
+	// Capture: slot t is the state after t+1 tokens, as a run over those
+	// tokens alone leaves it (the last slot: runKernelsFor).
 	capt := res[kCapture.name]
-	checkLastSlotBytes(t, kCapture.name, p, capt)
 	r.checkPrefixSlots(t, kCapture.name, kLegacy, p, ref.in, capt)
 
 	// One sequence: a capture buffer pre-allocated for a longer draft.
