@@ -271,21 +271,14 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if err := Validate(kern, p, b); err != nil {
 		return err
 	}
-	s := p.Shape
 	entry := entryPoint(kern, p)
 	pso, maxThreads, err := k.pipelines.pipeline(entry)
 	if err != nil {
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
 	}
-	switch {
-	case kern == KernelPrefill && s.DV > maxThreads:
-		return invalid("Shape.DV", "%d, more than the %d threads per threadgroup the %s pipeline allows", s.DV, maxThreads, entry)
-	case kern == KernelPrefillChunked && kernels.ChunkLanes*s.DV > maxThreads:
-		return invalid("Shape.DV", "%d: %d threads per row make %d, more than the %d threads per threadgroup the %s pipeline allows",
-			s.DV, kernels.ChunkLanes, kernels.ChunkLanes*s.DV, maxThreads, entry)
-	}
-	if kern.packed() && packedThreads > maxThreads {
-		return invalid("kernel", "%s: %d threads per threadgroup, more than the %d its pipeline allows", entry, packedThreads, maxThreads)
+	l := launchOf(kern, p)
+	if n := l.group.Width * l.group.Height * l.group.Depth; n > uint(maxThreads) {
+		return invalid(l.field, "at %v the %s kernel runs %s = %d threads per threadgroup, more than the %d the %s pipeline allows", p.Shape, kern, l.formula, n, maxThreads, entry)
 	}
 
 	enc.SetComputePipelineState(pso)
@@ -300,7 +293,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if !p.Fused.Gate {
 		aLog, dtBias = b.G, b.G
 	}
-	slots, cu := servingViews(s, b)
+	slots, cu := servingViews(p.Shape, b)
 	views := [numViews]View{b.Q, b.K, b.V, b.G, b.Beta, b.StateIn, b.Output, b.StateOut, b.Q, capture, aLog, dtBias, slots, cu}
 	var bufs [numViews]*mtl.Buffer
 	var offsets [numViews]int
@@ -309,25 +302,48 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 	enc.setViews(bufs, offsets, 0)
 	enc.setParams(paramBytes(p), paramsIndex)
-	var grid, group mtl.Size
-	switch {
-	case kern == KernelPrefill:
-		enc.SetThreadgroupMemoryLength(prefillThreadgroupMemory(s), 0)
-		grid, group = prefillGeometry(s)
-	case kern == KernelPrefillBlocked:
-		enc.SetThreadgroupMemoryLength(blockedThreadgroupMemory(p), 0)
-		grid, group = packedGeometry(s)
-	case kern.packed():
-		grid, group = packedGeometry(s)
-	case kern == KernelPrefillChunked:
-		enc.SetThreadgroupMemoryLength(kernels.ChunkedThreadgroupMemory(s.DK, s.DV), 0)
-		grid, group = chunkedGeometry(s)
-	default:
-		grid, group = decodeGeometry(s)
+	if l.memory > 0 {
+		enc.SetThreadgroupMemoryLength(l.memory, 0)
 	}
-	enc.DispatchThreadgroups(grid, group)
+	enc.DispatchThreadgroups(l.grid, l.group)
 	if err := enc.Err(); err != nil {
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
 	}
 	return nil
+}
+
+// A launch is how one dispatch of a kernel runs: its grid of threadgroups,
+// the size of a threadgroup, and the threadgroup memory it needs (0 for
+// none). field and formula say what sets the threadgroup's size, for the
+// error when it is more than the pipeline allows.
+type launch struct {
+	grid, group    mtl.Size
+	memory         int
+	field, formula string
+}
+
+// The chunked launch's formula says 4*D_v: this fails to compile if
+// kernels.ChunkLanes is not 4.
+var _ = [1]struct{}{}[kernels.ChunkLanes-4]
+
+// launchOf returns the launch of kern for p.
+func launchOf(kern Kernel, p Params) launch {
+	s := p.Shape
+	switch {
+	case kern == KernelPrefill:
+		grid, group := prefillGeometry(s)
+		return launch{grid, group, prefillThreadgroupMemory(s), "Shape.DV", "D_v"}
+	case kern == KernelPrefillChunked:
+		grid, group := chunkedGeometry(s)
+		return launch{grid, group, kernels.ChunkedThreadgroupMemory(s.DK, s.DV), "Shape.DV", "4*D_v"}
+	case kern == KernelPrefillBlocked:
+		grid, group := packedGeometry(s)
+		return launch{grid, group, blockedThreadgroupMemory(p), "kernel", "4 SIMD-groups of 32"}
+	case kern.packed():
+		grid, group := packedGeometry(s)
+		return launch{grid, group, 0, "kernel", "4 SIMD-groups of 32"}
+	default:
+		grid, group := decodeGeometry(s)
+		return launch{grid, group, 0, "Shape.DK", "D_k/32 SIMD-groups of 32"}
+	}
 }

@@ -550,28 +550,46 @@ func TestInvalidEncodesNothing(t *testing.T) {
 	}
 }
 
-func TestPrefillThreadLimit(t *testing.T) {
+// TestThreadLimit: every kernel's threadgroup is checked against its
+// pipeline's maxTotalThreadsPerThreadgroup before anything is encoded,
+// the error naming what sets the size, the numbers and the entry point.
+func TestThreadLimit(t *testing.T) {
 	fb := useFakeBuffers(t)
-	s := prefillShape
-	s.DV = 96
-	// The chunked kernel runs 4 threads per row of S.
+	pre, dec := prefillShape, decodeShape
+	pre.DV = 96
+	// Threads per threadgroup by hand: the prefill kernel one per row of S,
+	// the chunked one 4 per row, the packed kernels and the blocked prefill
+	// 4 SIMD-groups, the decode family D_k/32 SIMD-groups.
 	for _, c := range []struct {
 		k       Kernel
-		entry   string
+		s       Shape
 		threads int
-	}{{KernelPrefill, kernels.Prefill, 96}, {KernelPrefillChunked, kernels.PrefillChunked, 384}} {
+		field   string
+	}{
+		{KernelPrefill, pre, 96, "Shape.DV: at {D_k=48 D_v=96"},
+		{KernelPrefillChunked, pre, 384, "Shape.DV: at {D_k=48 D_v=96"},
+		{KernelPrefillBlocked, dec, 128, "kernel: at {D_k=64"},
+		{KernelDecodePacked, dec, 128, "kernel: at {D_k=64"},
+		{KernelDecodePackedSeq, dec, 128, "kernel: at {D_k=64"},
+		{KernelDecodePackedCapture, dec, 128, "kernel: at {D_k=64"},
+		{KernelDecode, dec, 64, "Shape.DK: at {D_k=64 D_v=32"},
+		{KernelDecodeSeq, dec, 64, "Shape.DK: at {D_k=64 D_v=32"},
+		{KernelDecodeLegacy, dec, 64, "Shape.DK: at {D_k=64 D_v=32"},
+		{KernelDecodeCapture, dec, 64, "Shape.DK: at {D_k=64 D_v=32"},
+	} {
 		k := c.k
-		p, b := fb.args(k, s)
+		p, b := fb.args(k, c.s)
 		kk := &Kernels{pipelines: &fakePipelines{maxThreads: c.threads - 1}}
 		rec := &recorder{}
 		err := kk.dispatch(rec, k, p, b)
-		checkInvalid(t, k.String()+": D_v above maxTotalThreadsPerThreadgroup", err, []string{"Shape.DV", "96", fmt.Sprint(c.threads - 1), c.entry})
+		checkInvalid(t, k.String()+": threadgroup above maxTotalThreadsPerThreadgroup", err,
+			[]string{c.field, fmt.Sprintf("= %d threads per threadgroup", c.threads), fmt.Sprintf("more than the %d the %s pipeline", c.threads-1, entryPoint(k, p))})
 		if len(rec.calls) != 0 {
 			t.Errorf("%v: %d encoder calls after a failed check", k, len(rec.calls))
 		}
 		kk = &Kernels{pipelines: &fakePipelines{maxThreads: c.threads}}
 		if err := kk.dispatch(rec, k, p, b); err != nil {
-			t.Errorf("%v: D_v equal to the limit: %v", k, err)
+			t.Errorf("%v: threadgroup equal to the limit: %v", k, err)
 		}
 	}
 }
