@@ -9,24 +9,14 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
+	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/internal/testdevice"
 )
 
 // tiny is a shape the tests run in well under a second: D_k = D_v = 32,
 // two key heads, four value heads, three layers, five tokens.
 var tiny = []string{"-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "3", "-tokens", "5", "-seed", "7"}
-
-func tinyConfig(t *testing.T, extra ...string) config {
-	t.Helper()
-	cfg, err := parseFlags(append(append([]string{}, tiny...), extra...), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 // typeFlags are the flags of one combination of types and fused step.
 func typeFlags(act, state string, fused bool) []string {
@@ -140,21 +130,12 @@ func TestEmulatedBackend(t *testing.T) {
 			name = "defaults"
 		}
 		t.Run(name, func(t *testing.T) {
-			dev := testdevice.Emulated(t, emu.Options{})
-			d, err := layerstack.NewDevice(dev, "emu (test)", false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			be := &deviceBackend{d: d}
+			be := &deviceBackend{d: layerstacktest.Device(t)}
 			defer be.Close()
-			cfg := tinyConfig(t, append([]string{"-backend", "emu"}, c...)...)
-			var out bytes.Buffer
-			res, err := run(cfg, be, &out, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Pass || !(res.Worst() <= 1) || len(res.Checks) != 4 {
-				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), &out)
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c...)...)
+			res, out := layerstacktest.Run(t, run, cfg, backend(be))
+			if !res.Pass() || !(res.Worst() <= 1) || len(res.Checks) != 4 {
+				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), out)
 			}
 			if len(res.Latency) != cfg.tokens {
 				t.Errorf("%d latencies for %d tokens", len(res.Latency), cfg.tokens)
@@ -164,8 +145,8 @@ func TestEmulatedBackend(t *testing.T) {
 			}
 			p := cfg.params()
 			for _, w := range []string{"against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", fmt.Sprintf("_%v_%v_1", p.Activation, p.State)} {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("the report lacks %q:\n%s", w, &out)
+				if !strings.Contains(out, w) {
+					t.Errorf("the report lacks %q:\n%s", w, out)
 				}
 			}
 			// The device's state is rounded to its type once per token:
@@ -223,12 +204,9 @@ func (a *asDevice) Heads(h int, state bool) (states, outputs [][]float32, err er
 // corrupted element of a state or an output.
 func TestParityCheck(t *testing.T) {
 	for _, types := range [][]string{nil, typeFlags("f32", "f32", false), typeFlags("bf16", "bf16", true), typeFlags("f16", "f16", true)} {
-		cfg := tinyConfig(t, types...)
-		res, err := run(cfg, &asDevice{}, io.Discard, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(res.Checks) != 4 || res.Checks[0].Err != 0 || res.Checks[1].Err != 0 || !res.Pass {
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, types...)
+		res, _ := layerstacktest.Run(t, run, cfg, backend(&asDevice{}))
+		if len(res.Checks) != 4 || res.Checks[0].Err != 0 || res.Checks[1].Err != 0 || !res.Pass() {
 			t.Errorf("%q: step-by-step Reference32 against itself: %+v; want 4 checks, the first two 0, pass", types, res.Checks)
 		}
 		checkMoved(t, cfg, res.FinalState)
@@ -236,16 +214,12 @@ func TestParityCheck(t *testing.T) {
 			name string
 			be   asDevice
 		}{{"final state", asDevice{badState: true}}, {"last output", asDevice{badOutput: true}}, {"a head's state", asDevice{badHead: true}}} {
-			var out bytes.Buffer
-			res, err = run(cfg, &bad.be, &out, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Pass || !(res.Worst() > 1) {
+			res, out := layerstacktest.Run(t, run, cfg, backend(&bad.be))
+			if res.Pass() || !(res.Worst() > 1) {
 				t.Errorf("%q: a corrupted %s passed: worst %.3g of its bound", types, bad.name, res.Worst())
 			}
-			if !strings.Contains(out.String(), "parity: FAIL") {
-				t.Errorf("%q: the report does not say FAIL:\n%s", types, &out)
+			if !strings.Contains(out, "parity: FAIL") {
+				t.Errorf("%q: the report does not say FAIL:\n%s", types, out)
 			}
 		}
 	}

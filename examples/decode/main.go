@@ -57,7 +57,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -67,10 +66,7 @@ import (
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
-	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/kernels"
-	"github.com/puremetal/puremetal/mtl"
 )
 
 // Bounds of the parity check, relative to the largest magnitude of the
@@ -131,17 +127,11 @@ func (c config) params() spec.Params {
 	return p
 }
 
-// cli runs the program with args and returns its exit status: 0 on
-// success, 1 when something fails (the parity check included), 2 for bad
-// flags.
+// cli reads the flags in args, opens the backend they name, decodes the
+// tokens through the layers and checks them, and returns the exit status
+// (see layerstack.Main): 1 when the parity check fails too.
 func cli(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("decode", stderr, err,
-		func() (backend, error) { return openBackend(&cfg, stdout) },
-		func(be backend) (bool, error) {
-			res, err := run(cfg, be, stdout, stderr)
-			return res.Pass, err
-		})
+	return layerstack.Main("decode", args, stdout, stderr, parseFlags, openBackend, run)
 }
 
 // types are the element types -dtype and -state take.
@@ -156,19 +146,16 @@ func parseType(flag, s string) (spec.ElemType, error) {
 	return t, nil
 }
 
+// parseFlags returns what args say, or an error naming a bad flag: a
+// known backend, -dtype and -state among the types, tokens to decode.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := layerstack.NewFlagSet("decode", "Decodes tokens through a stack of Gated DeltaNet layers and checks the states and outputs against the CPU references.", stderr)
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto, metal, emu or cpu", 4)}
 	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
 	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
 	dtype := fs.String("dtype", "bf16", "activation type of q, k, v, the gate inputs and the output: f32, f16 or bf16")
 	state := fs.String("state", "f32", "state type: f32, f16 or bf16 (a 16-bit state halves the bytes per token)")
 	fs.BoolVar(&cfg.fused, "fused", true, "the fused step: raw q, k, a and b in, with A_log and dt_bias (false: q and k normalised, g and beta computed beforehand)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: decode [flags]\n\nDecodes tokens through a stack of Gated DeltaNet layers and checks the states and outputs against the CPU references.\n\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -183,47 +170,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("-tokens %d, -every %d: need tokens > 0, every >= 0", cfg.tokens, cfg.every)
 	}
 	return cfg, nil
-}
-
-// A backend runs decode steps of every layer and keeps the layers' states.
-type backend interface {
-	// Describe says what runs the kernels.
-	Describe() string
-	// Init sets every layer's state before the first token: consts[l]
-	// holds layer l's initial state (StateIn) and, with the fused gate,
-	// its A_log and dt_bias.
-	Init(p spec.Params, consts []cpuref.Inputs) error
-	// Step decodes one token through every layer: in[l] holds layer l's
-	// q, k, v, g and beta (or a and b) and its constants; its StateIn is
-	// not used.
-	Step(in []cpuref.Inputs) (stepTime, error)
-	// States returns a copy of every layer's state, widened to float32.
-	States() ([][]float32, error)
-	// Outputs returns a copy of every layer's output of the last token.
-	Outputs() ([][]float32, error)
-	// Heads returns, for every layer, the last token's output of value
-	// head h and, when state is set, its state, widened to float32.
-	Heads(h int, state bool) (states, outputs [][]float32, err error)
-	// Dispatches returns the dispatches encoded so far; -1 for a backend
-	// that runs none.
-	Dispatches() int
-	// Timed says what the latency covers.
-	Timed() string
-	// Keeps says where the states live.
-	Keeps() string
-	// Oracle reports that the backend is cpuref.Reference32 itself, so
-	// only the float64 oracle checks it.
-	Oracle() bool
-	Close()
-}
-
-// stepTime is the time one token took: wall clock from the start of
-// encoding to the end of the wait, and the device's own time from the
-// command buffer's timestamps when it has them.
-type stepTime struct {
-	wall      time.Duration
-	device    time.Duration
-	hasDevice bool
 }
 
 // openBackend opens the backend cfg names (auto: metal where there is
@@ -254,9 +200,18 @@ type result struct {
 	Device     []time.Duration // device time per token; nil without a GPU
 	Dispatches int             // encoded, -1 on the cpu backend
 	Checks     []check
-	Pass       bool        // every check passed
 	Drift      *drift      // the errors against the float64 oracle
 	FinalState [][]float32 // every layer's final state
+}
+
+// Pass reports whether every check passed.
+func (r result) Pass() bool {
+	for _, c := range r.Checks {
+		if !c.Pass {
+			return false
+		}
+	}
+	return true
 }
 
 // Worst returns the largest ratio of a check's error to its bound: above
@@ -336,11 +291,7 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 			return result{}, err
 		}
 	}
-	res.Pass = true
-	for _, c := range res.Checks {
-		res.Pass = res.Pass && c.Pass
-	}
-	fmt.Fprintf(stdout, "parity: %s\n", verdict(res.Pass))
+	fmt.Fprintf(stdout, "parity: %s\n", verdict(res.Pass()))
 	return res, nil
 }
 
@@ -658,204 +609,3 @@ func timeName(gpu bool) string {
 }
 
 func mb(n int) string { return fmt.Sprintf("%.2f MB", float64(n)/1e6) }
-
-// cloneAll returns a copy of every slice of x.
-func cloneAll(x [][]float32) [][]float32 {
-	out := make([][]float32, len(x))
-	for l, s := range x {
-		out[l] = slices.Clone(s)
-	}
-	return out
-}
-
-// cpuBackend runs cpuref.Reference32 one token at a time, with the run's
-// types and fused parts.
-type cpuBackend struct {
-	p       spec.Params
-	states  [][]float32
-	outputs [][]float32
-}
-
-func (c *cpuBackend) Describe() string {
-	return "cpu: cpuref.Reference32, float32 in the kernels' per-element order, rounding to the run's types as the kernels do, on the CPU"
-}
-
-func (c *cpuBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
-	c.p = p
-	c.states = make([][]float32, len(consts))
-	c.outputs = make([][]float32, len(consts))
-	for l, x := range consts {
-		c.states[l] = slices.Clone(x.StateIn)
-	}
-	return nil
-}
-
-func (c *cpuBackend) Step(in []cpuref.Inputs) (stepTime, error) {
-	if len(in) != len(c.states) {
-		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), len(c.states))
-	}
-	start := time.Now()
-	for l := range in {
-		x := in[l]
-		x.StateIn = c.states[l]
-		r, err := cpuref.Reference32(c.p, x, false)
-		if err != nil {
-			return stepTime{}, fmt.Errorf("layer %d: %w", l, err)
-		}
-		c.states[l], c.outputs[l] = r.StateOut, r.Output
-	}
-	return stepTime{wall: time.Since(start)}, nil
-}
-
-func (c *cpuBackend) States() ([][]float32, error)  { return cloneAll(c.states), nil }
-func (c *cpuBackend) Outputs() ([][]float32, error) { return cloneAll(c.outputs), nil }
-
-func (c *cpuBackend) Heads(h int, state bool) (states, outputs [][]float32, err error) {
-	cells := c.p.DK * c.p.DV
-	for l := range c.states {
-		if state {
-			states = append(states, slices.Clone(c.states[l][h*cells:(h+1)*cells]))
-		}
-		outputs = append(outputs, slices.Clone(c.outputs[l][h*c.p.DV:(h+1)*c.p.DV]))
-	}
-	return states, outputs, nil
-}
-
-func (c *cpuBackend) Dispatches() int { return -1 }
-func (c *cpuBackend) Timed() string   { return "wall clock of the layers' Reference32 calls" }
-func (c *cpuBackend) Oracle() bool    { return true }
-func (c *cpuBackend) Keeps() string {
-	return "kept in Go slices, rounded to the state type once per token"
-}
-func (c *cpuBackend) Close() {}
-
-// deviceBackend runs the decode kernel on a Metal device (the GPU or the
-// emulated one).
-type deviceBackend struct {
-	d          *layerstack.Device
-	p          gdn.Params
-	entry      string        // the decode kernel's entry point
-	compile    time.Duration // time to get the decode pipeline state
-	dispatches int
-
-	// Per-layer activations live in one shared buffer each, layer l at
-	// offset l * (one layer's bytes): q, k, v, g, beta (or a and b) and
-	// the output, in the activation type, and with the fused gate A_log
-	// and dt_bias. In an engine the layer's projections write them on
-	// the device; here the CPU writes them before each token's commit.
-	acts *layerstack.Activations
-	// One state buffer per layer, in the state type, read and written in
-	// place every token.
-	states []*mtl.Buffer
-}
-
-func (b *deviceBackend) Describe() string { return b.d.Desc }
-func (b *deviceBackend) Oracle() bool     { return false }
-func (b *deviceBackend) Dispatches() int  { return b.dispatches }
-func (b *deviceBackend) Keeps() string    { return "kept on the device and updated in place" }
-
-func (b *deviceBackend) Timed() string {
-	return "wall clock from encoding to the end of the wait, one command buffer per token"
-}
-
-func (b *deviceBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
-	b.p = p
-	b.entry = kernels.DecodeOf(p.Activation, p.State, p.DK/32)
-	var err error
-	if b.compile, err = b.d.Compile(b.entry); err != nil {
-		return err
-	}
-	if b.acts, err = layerstack.NewActivations(b.d.Dev, p, len(consts)); err != nil {
-		return err
-	}
-	for _, x := range consts {
-		buf, err := b.d.Dev.NewBuffer(p.StateLen()*p.State.Size(), mtl.ResourceStorageModeShared)
-		if err != nil {
-			return err
-		}
-		b.states = append(b.states, buf)
-		layerstack.Store(b.state(len(b.states)-1), x.StateIn)
-	}
-	return nil
-}
-
-// state returns layer l's state view.
-func (b *deviceBackend) state(l int) gdn.View {
-	return gdn.NewView(b.states[l], 0, b.p.State, b.p.StateLen())
-}
-
-// buffers returns layer l's views.
-func (b *deviceBackend) buffers(l int) gdn.Buffers {
-	bufs := b.acts.Buffers(l)
-	st := b.state(l)
-	bufs.StateIn, bufs.StateOut = st, st // in place
-	return bufs
-}
-
-// Step runs one command buffer: one decode dispatch per layer, one commit,
-// one wait.
-func (b *deviceBackend) Step(in []cpuref.Inputs) (stepTime, error) {
-	if len(in) != len(b.states) {
-		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), len(b.states))
-	}
-	for l, x := range in {
-		b.acts.Write(l, x)
-	}
-	start := time.Now()
-	gpu, err := b.d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
-		for l := range in {
-			if err := b.d.Kernels.Decode(enc, b.p, b.buffers(l)); err != nil {
-				return fmt.Errorf("layer %d: %w", l, err)
-			}
-			b.dispatches++
-		}
-		return nil
-	})
-	st := stepTime{wall: time.Since(start)}
-	if err != nil {
-		return stepTime{}, err
-	}
-	if b.d.GPU {
-		st.device, st.hasDevice = time.Duration(gpu*1e9), true
-	}
-	return st, nil
-}
-
-func (b *deviceBackend) States() ([][]float32, error) {
-	out := make([][]float32, len(b.states))
-	for l := range b.states {
-		out[l] = layerstack.Load(b.state(l), make([]float32, b.p.StateLen()))
-	}
-	return out, nil
-}
-
-func (b *deviceBackend) Outputs() ([][]float32, error) {
-	out := make([][]float32, len(b.states))
-	for l := range b.states {
-		out[l] = b.acts.ReadOutput(l, make([]float32, b.p.VLen()))
-	}
-	return out, nil
-}
-
-func (b *deviceBackend) Heads(h int, state bool) (states, outputs [][]float32, err error) {
-	cells, t := b.p.DK*b.p.DV, b.p.State
-	for l := range b.states {
-		if state {
-			states = append(states, layerstack.Load(gdn.NewView(b.states[l], h*cells*t.Size(), t, cells), make([]float32, cells)))
-		}
-		o := b.acts.Buffers(l).Output
-		a := o.Type
-		outputs = append(outputs, layerstack.Load(gdn.NewView(o.Buffer, o.Offset+h*b.p.DV*a.Size(), a, b.p.DV), make([]float32, b.p.DV)))
-	}
-	return states, outputs, nil
-}
-
-func (b *deviceBackend) Close() {
-	if b.acts != nil {
-		b.acts.Release()
-	}
-	for _, buf := range b.states {
-		buf.Release()
-	}
-	b.d.Close()
-}

@@ -9,9 +9,7 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/kernels"
-	"github.com/puremetal/puremetal/mtl"
 )
 
 // A backend keeps every layer's pool of states and runs batches on it.
@@ -93,12 +91,11 @@ func (c *cpuBackend) Close() {}
 // through shared buffers the CPU writes before each commit, grown as the
 // batches need.
 type deviceBackend struct {
-	d     *layerstack.Device
-	state int // elements of one state
-	pools []*mtl.Buffer
-	// scratch[l] holds layer l's activations of the batch being run.
-	scratch []*scratch
-	alone   *scratch
+	d      *layerstack.Device
+	states *layerstack.States
+	// acts holds every layer's activations of the batch being run, alone
+	// those of the one sequence Alone runs.
+	acts, alone *layerstack.Activations
 }
 
 func (b *deviceBackend) Describe() string { return b.d.Desc }
@@ -108,151 +105,78 @@ func (b *deviceBackend) Open(one spec.Params, layers, nSlots int) error {
 	if _, err := b.d.Compile(kernels.Prefill, kernels.Decode(nsg)); err != nil {
 		return err
 	}
-	b.state = one.StateLen()
-	for range layers {
-		buf, err := b.d.Dev.NewBuffer(4*nSlots*b.state, mtl.ResourceStorageModeShared)
-		if err != nil {
-			return err
-		}
-		b.pools = append(b.pools, buf)
-		b.scratch = append(b.scratch, &scratch{dev: b.d.Dev})
+	var err error
+	if b.states, err = layerstack.NewStates(b.d.Dev, one, layers, nSlots); err != nil {
+		return err
 	}
-	b.alone = &scratch{dev: b.d.Dev}
-	return nil
+	if b.acts, err = layerstack.NewActivations(b.d.Dev, one, layers); err != nil {
+		return err
+	}
+	b.alone, err = layerstack.NewActivations(b.d.Dev, one, 1)
+	return err
 }
 
-func (b *deviceBackend) Reset(slot int) {
-	for _, pool := range b.pools {
-		clear(mtl.Slice[float32](pool)[slot*b.state : (slot+1)*b.state])
-	}
-}
+func (b *deviceBackend) Reset(slot int) { b.states.Reset(slot) }
 
-// dispatch encodes kern with p and bufs.
-func (b *deviceBackend) dispatch(enc *mtl.ComputeCommandEncoder, kern gdn.Kernel, p spec.Params, bufs gdn.Buffers) error {
+// dispatcher returns the dispatcher of kern: Prefill or Decode.
+func dispatcher(kern gdn.Kernel) layerstack.Dispatcher {
 	if kern == gdn.KernelPrefill {
-		return b.d.Kernels.Prefill(enc, p, bufs)
+		return (*gdn.Kernels).Prefill
 	}
-	return b.d.Kernels.Decode(enc, p, bufs)
+	return (*gdn.Kernels).Decode
 }
 
 func (b *deviceBackend) Run(kern gdn.Kernel, p spec.Params, in []cpuref.Inputs) ([][]float32, time.Duration, error) {
+	if err := b.acts.Reshape(p); err != nil {
+		return nil, 0, err
+	}
 	views := make([]gdn.Buffers, len(in))
 	for l, x := range in {
-		bufs, err := b.scratch[l].write(p, x)
-		if err != nil {
-			return nil, 0, err
-		}
-		pool := gdn.F32View(b.pools[l], 0, p.StateLen())
-		bufs.StateIn, bufs.StateOut = pool, pool // in place
-		views[l] = bufs
+		b.acts.Write(l, x)
+		views[l] = b.acts.Buffers(l)
+		pool := b.states.Pool(l)
+		views[l].StateIn, views[l].StateOut = pool, pool // in place
 	}
-	start := time.Now()
-	err := b.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
-		for l := range in {
-			if err := b.dispatch(enc, kern, p, views[l]); err != nil {
-				return fmt.Errorf("layer %d: %w", l, err)
-			}
-		}
-		return nil
-	})
-	took := time.Since(start)
+	took, _, err := b.d.RunLayers(dispatcher(kern), p, len(in), func(l int) gdn.Buffers { return views[l] })
 	if err != nil {
 		return nil, 0, err
 	}
 	out := make([][]float32, len(in))
 	for l := range in {
-		out[l] = b.scratch[l].output(p)
+		out[l] = slices.Clone(b.acts.Output(l))
 	}
 	return out, took, nil
 }
 
 func (b *deviceBackend) Alone(kern gdn.Kernel, p spec.Params, in cpuref.Inputs) ([]float32, []float32, error) {
-	bufs, err := b.alone.write(p, in)
-	if err != nil {
+	if err := b.alone.Reshape(p); err != nil {
 		return nil, nil, err
 	}
-	state, err := b.d.Dev.NewBufferWithBytes(floats.Bytes(in.StateIn...), mtl.ResourceStorageModeShared)
+	b.alone.Write(0, in)
+	state, err := layerstack.NewStates(b.d.Dev, p, 1, 1)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer state.Release()
-	bufs.StateIn = gdn.F32View(state, 0, len(in.StateIn))
-	bufs.StateOut = bufs.StateIn
-	if err := b.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error { return b.dispatch(enc, kern, p, bufs) }); err != nil {
+	state.Set(0, 0, in.StateIn)
+	bufs := b.alone.Buffers(0)
+	bufs.StateIn, bufs.StateOut = state.Pool(0), state.Pool(0)
+	if _, _, err := b.d.RunLayers(dispatcher(kern), p, 1, func(int) gdn.Buffers { return bufs }); err != nil {
 		return nil, nil, err
 	}
-	return b.alone.output(p), slices.Clone(mtl.Slice[float32](state)), nil
+	return slices.Clone(b.alone.Output(0)), state.Read(0, 0), nil
 }
 
-func (b *deviceBackend) State(l, slot int) []float32 {
-	return slices.Clone(mtl.Slice[float32](b.pools[l])[slot*b.state : (slot+1)*b.state])
-}
+func (b *deviceBackend) State(l, slot int) []float32 { return b.states.Read(l, slot) }
 
 func (b *deviceBackend) Close() {
-	for _, buf := range b.pools {
-		buf.Release()
-	}
-	for _, s := range append(b.scratch, b.alone) {
-		if s != nil {
-			s.release()
+	for _, a := range []*layerstack.Activations{b.acts, b.alone} {
+		if a != nil {
+			a.Release()
 		}
+	}
+	if b.states != nil {
+		b.states.Release()
 	}
 	b.d.Close()
-}
-
-// scratch holds the shared buffers of one dispatch's activations, slots
-// and cu_seqlens, grown when a batch needs more.
-type scratch struct {
-	dev  *mtl.Device
-	bufs [8]*mtl.Buffer // q, k, v, g, beta, output, slots, cu_seqlens
-}
-
-// write copies x into the buffers, growing them as p needs, and returns
-// the views of p (the state views unset).
-func (s *scratch) write(p spec.Params, x cpuref.Inputs) (gdn.Buffers, error) {
-	lens := [8]int{p.QKLen(), p.QKLen(), p.VLen(), p.GateLen(), p.GateLen(), p.VLen(), p.SlotsLen(), p.CuSeqlensLen()}
-	for i, n := range lens {
-		if s.bufs[i] != nil && s.bufs[i].Length() >= 4*n {
-			continue
-		}
-		if s.bufs[i] != nil {
-			s.bufs[i].Release()
-		}
-		buf, err := s.dev.NewBuffer(4*max(n, 1), mtl.ResourceStorageModeShared)
-		if err != nil {
-			return gdn.Buffers{}, err
-		}
-		s.bufs[i] = buf
-	}
-	for i, src := range [][]float32{x.Q, x.K, x.V, x.G, x.Beta} {
-		copy(mtl.Slice[float32](s.bufs[i]), src)
-	}
-	copy(mtl.Slice[int32](s.bufs[6]), x.Slots)
-	copy(mtl.Slice[int32](s.bufs[7]), x.CuSeqlens)
-	floats.Poison(mtl.Slice[float32](s.bufs[5])[:lens[5]])
-	b := gdn.Buffers{
-		Q: gdn.F32View(s.bufs[0], 0, lens[0]), K: gdn.F32View(s.bufs[1], 0, lens[1]),
-		V: gdn.F32View(s.bufs[2], 0, lens[2]), G: gdn.F32View(s.bufs[3], 0, lens[3]),
-		Beta: gdn.F32View(s.bufs[4], 0, lens[4]), Output: gdn.F32View(s.bufs[5], 0, lens[5]),
-	}
-	if lens[6] > 0 {
-		b.Slots = gdn.I32View(s.bufs[6], 0, lens[6])
-	}
-	if lens[7] > 0 {
-		b.CuSeqlens = gdn.I32View(s.bufs[7], 0, lens[7])
-	}
-	return b, nil
-}
-
-// output returns a copy of the output of the dispatch p ran.
-func (s *scratch) output(p spec.Params) []float32 {
-	return slices.Clone(mtl.Slice[float32](s.bufs[5])[:p.VLen()])
-}
-
-func (s *scratch) release() {
-	for _, b := range s.bufs {
-		if b != nil {
-			b.Release()
-		}
-	}
 }

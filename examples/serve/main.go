@@ -48,7 +48,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -80,31 +79,23 @@ type config struct {
 	keepStale bool
 }
 
-// cli runs the program with args and returns its exit status: 0 on
-// success, 1 when something fails (a check included), 2 for bad flags.
+// cli reads the flags in args, opens the backend they name, serves the
+// requests and checks them, and returns the exit status (see
+// layerstack.Main): 1 when a request differs from its run alone too.
 func cli(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("serve", stderr, err,
-		func() (backend, error) { return openBackend(&cfg, stdout) },
-		func(be backend) (bool, error) {
-			res, err := run(cfg, be, stdout, stderr)
-			return res.Pass(), err
-		})
+	return layerstack.Main("serve", args, stdout, stderr, parseFlags, openBackend, run)
 }
 
+// parseFlags returns what args say, or an error naming a bad flag: a
+// known backend, and every count of the load above zero.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := layerstack.NewFlagSet("serve", "Simulates continuous batching through Gated DeltaNet layers with a pool of state slots, checked against each request run alone.", stderr)
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto, metal, emu or cpu", 2)}
 	fs.IntVar(&cfg.slots, "slots", 8, "states in every layer's pool: the most requests in flight")
 	fs.IntVar(&cfg.requests, "requests", 24, "requests in all")
 	fs.IntVar(&cfg.prompt, "prompt", 12, "longest prompt, in tokens (each request's is drawn from 1 to this)")
 	fs.IntVar(&cfg.gen, "gen", 6, "most tokens a request generates (each draws from 1 to this)")
 	fs.IntVar(&cfg.arrive, "arrive", 3, "most requests arriving per step (each step draws from 0 to this)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: serve [flags]\n\nSimulates continuous batching through Gated DeltaNet layers with a pool of state slots, checked against each request run alone.\n\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -301,7 +292,7 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 			if err != nil {
 				return err
 			}
-			appendTokens(b, in)
+			layerstack.AppendTokens(b, in)
 			b.Slots = append(b.Slots, int32(r.slot))
 			b.CuSeqlens = append(b.CuSeqlens, b.CuSeqlens[len(b.CuSeqlens)-1]+int32(r.prompt))
 		}
@@ -323,7 +314,7 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 				if err != nil {
 					return err
 				}
-				appendTokens(b, pad)
+				layerstack.AppendTokens(b, pad)
 				b.Slots = append(b.Slots, -1)
 				continue
 			}
@@ -332,7 +323,7 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 			if err != nil {
 				return err
 			}
-			appendTokens(b, in)
+			layerstack.AppendTokens(b, in)
 			b.Slots = append(b.Slots, int32(r.slot))
 		}
 	}
@@ -368,15 +359,6 @@ func dispatch(be backend, kern gdn.Kernel, p gdn.Params, batch []cpuref.Inputs, 
 	res.Dispatches += len(batch)
 	res.Busy += took
 	return nil
-}
-
-// appendTokens appends the tokens of in to b.
-func appendTokens(b *cpuref.Inputs, in cpuref.Inputs) {
-	b.Q = append(b.Q, in.Q...)
-	b.K = append(b.K, in.K...)
-	b.V = append(b.V, in.V...)
-	b.G = append(b.G, in.G...)
-	b.Beta = append(b.Beta, in.Beta...)
 }
 
 func report(cfg config, res result, stdout io.Writer) {
@@ -435,7 +417,7 @@ func checkRequest(cfg config, be backend, r *request) (same bool, refErr float64
 			if err != nil {
 				return false, 0, err
 			}
-			appendTokens(&all, in)
+			layerstack.AppendTokens(&all, in)
 			in.StateIn = state
 			out, newState, err := be.Alone(kern, cfg.Params(n), in)
 			if err != nil {

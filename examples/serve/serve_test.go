@@ -6,24 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/puremetal/puremetal/emu"
-	"github.com/puremetal/puremetal/examples/internal/layerstack"
-	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
 )
 
 // tiny is a shape the tests run quickly: D_k = D_v = 32, two key heads,
 // four value heads, two layers, a pool of 4 slots for 10 requests, so
 // slots are reused.
 var tiny = []string{"-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "2", "-slots", "4", "-requests", "10", "-prompt", "6", "-gen", "4", "-seed", "5"}
-
-func tinyConfig(t *testing.T, extra ...string) config {
-	t.Helper()
-	cfg, err := parseFlags(append(append([]string{}, tiny...), extra...), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 // checkReport checks a passing run's result and report.
 func checkReport(t *testing.T, cfg config, res result, out string) {
@@ -43,13 +32,9 @@ func checkReport(t *testing.T, cfg config, res result, out string) {
 
 func TestCPUBackend(t *testing.T) {
 	for _, m := range []string{"block", "tiled"} {
-		cfg := tinyConfig(t, "-backend", "cpu", "-headmap", m)
-		var out bytes.Buffer
-		res, err := run(cfg, &cpuBackend{}, &out, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkReport(t, cfg, res, out.String())
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "cpu", "-headmap", m)
+		res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
+		checkReport(t, cfg, res, out)
 	}
 	var out, errs bytes.Buffer
 	if code := cli(append([]string{"-backend", "cpu"}, tiny...), &out, &errs); code != 0 || !strings.Contains(errs.String(), "step") {
@@ -60,15 +45,11 @@ func TestCPUBackend(t *testing.T) {
 // A server that hands out a freed slot without zeroing it must fail the
 // checks: the request would continue its predecessor's state.
 func TestStaleSlotFails(t *testing.T) {
-	cfg := tinyConfig(t, "-backend", "cpu")
+	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "cpu")
 	cfg.keepStale = true
-	var out bytes.Buffer
-	res, err := run(cfg, &cpuBackend{}, &out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Bits || res.Pass() || !strings.HasSuffix(out.String(), "FAIL\n") {
-		t.Errorf("a stale slot passed the checks:\n%s", &out)
+	res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
+	if res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
+		t.Errorf("a stale slot passed the checks:\n%s", out)
 	}
 }
 
@@ -88,19 +69,11 @@ func TestFlags(t *testing.T) {
 func TestEmulatedBackend(t *testing.T) {
 	for _, m := range []string{"block", "tiled"} {
 		t.Run(m, func(t *testing.T) {
-			cfg := tinyConfig(t, "-backend", "emu", "-headmap", m)
-			d, err := layerstack.NewDevice(testdevice.Emulated(t, emu.Options{}), "emu (test)", false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			be := &deviceBackend{d: d}
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-headmap", m)
+			be := &deviceBackend{d: layerstacktest.Device(t)}
 			defer be.Close()
-			var out bytes.Buffer
-			res, err := run(cfg, be, &out, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkReport(t, cfg, res, out.String())
+			res, out := layerstacktest.Run(t, run, cfg, backend(be))
+			checkReport(t, cfg, res, out)
 		})
 	}
 }

@@ -54,12 +54,10 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
@@ -86,32 +84,23 @@ type config struct {
 	keepLastDraft bool
 }
 
-// cli runs the program with args and returns its exit status: 0 on
-// success, 1 when something fails (a check included), 2 for bad flags.
+// cli reads the flags in args, opens the device they name, runs the
+// speculative windows and checks them, and returns the exit status (see
+// layerstack.Main): 1 when the rollbacks lost something too.
 func cli(args []string, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
-	return layerstack.Status("specdecode", stderr, err,
-		func() (*layerstack.Device, error) {
-			return cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
-		},
-		func(d *layerstack.Device) (bool, error) {
-			res, err := run(cfg, d, stdout, stderr)
-			return res.Pass(), err
-		})
+	return layerstack.Main("specdecode", args, stdout, stderr, parseFlags, openDevice, run)
 }
 
+// parseFlags returns what args say, or an error naming a bad flag: a
+// device backend, windows and sequences, a pool that holds the batch, and
+// a D_k the decode kernels take.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("specdecode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := layerstack.NewFlagSet("specdecode", "Speculative decoding for a batch of sequences in slots of a state pool through Gated DeltaNet layers with the capture kernel, checked against a plain decode of each sequence's accepted tokens.", stderr)
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu"}, "auto (metal on a Mac, emu elsewhere), metal or emu", 2)}
 	fs.IntVar(&cfg.k, "k", 4, "draft length: tokens per speculative window")
 	fs.IntVar(&cfg.steps, "steps", 12, "speculative windows")
 	fs.IntVar(&cfg.batch, "batch", 3, "sequences drafting together")
 	fs.IntVar(&cfg.slots, "slots", 5, "states in each layer's pool (at least -batch)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: specdecode [flags]\n\nSpeculative decoding for a batch of sequences in slots of a state pool through Gated DeltaNet layers with the capture kernel, checked against a plain decode of each sequence's accepted tokens.\n\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -125,6 +114,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, err
 	}
 	return cfg, nil
+}
+
+// openDevice opens the device cfg names (auto: metal where there is
+// Metal, otherwise emu), with smaller defaults on the emulated device.
+func openDevice(cfg *config, stdout io.Writer) (*layerstack.Device, error) {
+	return cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
 }
 
 // result is what a run found.
@@ -248,25 +243,24 @@ type sequence struct {
 	outputs  []float32
 }
 
-// layer holds one layer's device memory.
+// layer holds what one layer keeps beyond its pools.
 type layer struct {
-	pools   [2]*mtl.Buffer // a window reads pools[cur] and writes the other
-	capture *mtl.Buffer    // k states per sequence
+	capture *mtl.Buffer // k states per sequence
 	seqs    []sequence
 }
 
 // speculation is the device memory of a run: every layer's pools and
-// capture buffer, the slots, and the activations of a draft window.
+// capture buffer, and the activations and slots of a draft window.
 type speculation struct {
 	cfg    config
 	d      *layerstack.Device
 	pw     spec.Params // one window of one layer
 	slots  []int32
-	index  *mtl.Buffer // the slots, shared: gdn.Rollback reads them
-	cur    int         // the pool the next window reads
+	pools  [2]*layerstack.States // a window reads pools[cur] and writes the other
+	cur    int                   // the pool the next window reads
 	layers []*layer
 	acts   *layerstack.Activations
-	bufs   []*mtl.Buffer // every buffer it made, for release
+	bufs   []*mtl.Buffer // every other buffer it made, for release
 }
 
 // newSpeculation allocates every layer's memory, each sequence's initial
@@ -274,24 +268,17 @@ type speculation struct {
 // every layer's window at offset l * (one layer's window).
 func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculation, error) {
 	sp := &speculation{cfg: cfg, d: d, pw: windowParams(cfg), slots: slots}
-	one := cfg.Params(1)
-	state := one.StateLen()
-	var err error
-	if sp.index, err = sp.buffer(len(slots)); err != nil {
+	if err := sp.alloc(); err != nil {
+		sp.release()
 		return nil, err
 	}
-	copy(mtl.Slice[int32](sp.index), slots)
+	one := cfg.Params(1)
 	for l := range cfg.Layers {
 		ly := &layer{seqs: make([]sequence, cfg.batch)}
-		for _, b := range []**mtl.Buffer{&ly.pools[0], &ly.pools[1], &ly.capture} {
-			n := cfg.slots * state
-			if b == &ly.capture {
-				n = cfg.batch * cfg.k * state
-			}
-			if *b, err = sp.buffer(n); err != nil {
-				sp.release()
-				return nil, err
-			}
+		var err error
+		if ly.capture, err = sp.buffer(cfg.batch * cfg.k * one.StateLen()); err != nil {
+			sp.release()
+			return nil, err
 		}
 		for s, slot := range slots {
 			in, err := cpuref.RandomInputs(one, layerstack.Seed(cfg.Seed, l*cfg.batch+s, -1))
@@ -300,15 +287,23 @@ func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculati
 				return nil, err
 			}
 			ly.seqs[s].accepted.StateIn = in.StateIn
-			copy(mtl.Slice[float32](ly.pools[0])[int(slot)*state:], in.StateIn)
+			sp.pools[0].Set(l, int(slot), in.StateIn)
 		}
 		sp.layers = append(sp.layers, ly)
 	}
-	if sp.acts, err = layerstack.NewActivations(d.Dev, sp.pw, cfg.Layers); err != nil {
-		sp.release()
-		return nil, err
-	}
 	return sp, nil
+}
+
+// alloc allocates both pools of every layer and the activations.
+func (sp *speculation) alloc() error {
+	var err error
+	for i := range sp.pools {
+		if sp.pools[i], err = layerstack.NewStates(sp.d.Dev, sp.cfg.Params(1), sp.cfg.Layers, sp.cfg.slots); err != nil {
+			return err
+		}
+	}
+	sp.acts, err = layerstack.NewActivations(sp.d.Dev, sp.pw, sp.cfg.Layers)
+	return err
 }
 
 func (sp *speculation) buffer(elems int) (*mtl.Buffer, error) {
@@ -320,6 +315,11 @@ func (sp *speculation) buffer(elems int) (*mtl.Buffer, error) {
 }
 
 func (sp *speculation) release() {
+	for _, p := range sp.pools {
+		if p != nil {
+			p.Release()
+		}
+	}
 	if sp.acts != nil {
 		sp.acts.Release()
 	}
@@ -328,16 +328,12 @@ func (sp *speculation) release() {
 	}
 }
 
-// buffers returns layer l's views of a window: the activations, the pool
-// it reads, the pool it writes, the capture buffer and the slots.
+// buffers returns layer l's views of a window: the activations and
+// slots, the pool it reads, the pool it writes and the capture buffer.
 func (sp *speculation) buffers(l int) gdn.Buffers {
-	ly := sp.layers[l]
-	pool := sp.pw.StateLen()
 	b := sp.acts.Buffers(l)
-	b.StateIn = gdn.F32View(ly.pools[sp.cur], 0, pool)
-	b.StateOut = gdn.F32View(ly.pools[1-sp.cur], 0, pool)
-	b.Capture = gdn.F32View(ly.capture, 0, sp.pw.CaptureLen())
-	b.Slots = gdn.I32View(sp.index, 0, len(sp.slots))
+	b.StateIn, b.StateOut = sp.pools[sp.cur].Pool(l), sp.pools[1-sp.cur].Pool(l)
+	b.Capture = gdn.F32View(sp.layers[l].capture, 0, sp.pw.CaptureLen())
 	return b
 }
 
@@ -351,21 +347,14 @@ func (sp *speculation) window(step int, accepted []int32) (wall time.Duration, c
 		if drafts[l], err = cpuref.RandomInputs(sp.pw, layerstack.Seed(sp.cfg.Seed, l, step)); err != nil {
 			return 0, 0, err
 		}
+		drafts[l].Slots = sp.slots // the sequences' own, not the draw's
 		sp.acts.Write(l, drafts[l])
 	}
 
 	// 2. Run the window through every layer, capturing the state after
 	// every token of every sequence.
 	start := time.Now()
-	err = sp.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
-		for l := range sp.layers {
-			if err := sp.d.Kernels.DecodeWithCapture(enc, sp.pw, sp.buffers(l)); err != nil {
-				return fmt.Errorf("layer %d: %w", l, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if _, _, err = sp.d.RunLayers((*gdn.Kernels).DecodeWithCapture, sp.pw, len(sp.layers), sp.buffers); err != nil {
 		return 0, 0, fmt.Errorf("window %d: %w", step, err)
 	}
 
@@ -387,30 +376,23 @@ func (sp *speculation) window(step int, accepted []int32) (wall time.Duration, c
 	return wall, copied, nil
 }
 
-// rollback encodes and runs gdn.Rollback for every layer on one blit
-// encoder, and returns the state bytes it copied.
+// rollback encodes gdn.Rollback for every layer on one blit encoder, runs
+// it, and returns the state bytes it copied.
 func (sp *speculation) rollback(accepted []int32) (int, error) {
-	cb, err := sp.d.Queue.CommandBuffer()
-	if err != nil {
-		return 0, err
-	}
-	defer cb.Release()
-	blit, err := cb.BlitCommandEncoder()
-	if err != nil {
-		return 0, err
-	}
-	for l := range sp.layers {
-		if err := gdn.Rollback(blit, sp.pw, sp.buffers(l), accepted); err != nil {
-			blit.EndEncoding()
-			return 0, fmt.Errorf("layer %d: %w", l, err)
+	err := sp.d.Queue.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
+		blit, err := cb.BlitCommandEncoder()
+		if err != nil {
+			return err
 		}
-	}
-	if err := blit.EndEncoding(); err != nil {
-		return 0, err
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
+		for l := range sp.layers {
+			if err := gdn.Rollback(blit, sp.pw, sp.buffers(l), accepted); err != nil {
+				blit.EndEncoding()
+				return fmt.Errorf("layer %d: %w", l, err)
+			}
+		}
+		return blit.EndEncoding()
+	})
+	if err != nil {
 		return 0, err
 	}
 	copies := 0
@@ -426,80 +408,57 @@ func (sp *speculation) rollback(accepted []int32) (int, error) {
 // and outputs out) to the accepted ones.
 func (q *sequence) keep(cfg config, d cpuref.Inputs, out []float32, s, a int) {
 	one := cfg.Params(1)
-	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
 	t0 := s * cfg.k // the sequence's first token in the window
-	q.accepted.Q = append(q.accepted.Q, d.Q[t0*qk:(t0+a)*qk]...)
-	q.accepted.K = append(q.accepted.K, d.K[t0*qk:(t0+a)*qk]...)
-	q.accepted.V = append(q.accepted.V, d.V[t0*v:(t0+a)*v]...)
-	q.accepted.G = append(q.accepted.G, d.G[t0*gate:(t0+a)*gate]...)
-	q.accepted.Beta = append(q.accepted.Beta, d.Beta[t0*gate:(t0+a)*gate]...)
-	q.outputs = append(q.outputs, out[t0*v:(t0+a)*v]...)
+	layerstack.AppendTokens(&q.accepted, layerstack.Tokens(one, d, t0, a))
+	q.outputs = append(q.outputs, out[t0*one.VLen():(t0+a)*one.VLen()]...)
 }
 
 // state returns sequence s's state in layer l: its slot of the pool the
 // next window reads.
 func (sp *speculation) state(l, s int) []float32 {
-	n := sp.cfg.Params(1).StateLen()
-	slot := int(sp.slots[s])
-	return slices.Clone(mtl.Slice[float32](sp.layers[l].pools[sp.cur])[slot*n : (slot+1)*n])
+	return sp.pools[sp.cur].Read(l, int(sp.slots[s]))
 }
 
 // plainDecode decodes sequence s's accepted tokens of every layer from its
-// initial state with the decode kernel, one dispatch per token and layer
-// in one command buffer, with no pool, and returns the final states and
+// initial state with the decode kernel, one command buffer per token with
+// one dispatch per layer, with no pool, and returns the final states and
 // the outputs.
 func plainDecode(sp *speculation, s int) (states, outputs [][]float32, err error) {
 	p1 := sp.cfg.Params(1)
-	qk, v, gate, state := p1.QKLen(), p1.VLen(), p1.GateLen(), p1.StateLen()
-	type mem1 struct{ q, k, v, g, beta, out, state *mtl.Buffer }
-	bufs := make([]mem1, len(sp.layers))
-	total := 0
-	for l, ly := range sp.layers {
-		acc := ly.seqs[s].accepted
-		total = len(acc.G) / gate
-		b := &bufs[l]
-		for _, x := range []struct {
-			b    **mtl.Buffer
-			data []float32
-		}{{&b.q, acc.Q}, {&b.k, acc.K}, {&b.v, acc.V}, {&b.g, acc.G}, {&b.beta, acc.Beta}, {&b.state, acc.StateIn}} {
-			if *x.b, err = sp.buffer(len(x.data)); err != nil {
-				return nil, nil, err
-			}
-			copy(mtl.Slice[float32](*x.b), x.data)
-		}
-		if b.out, err = sp.buffer(total * v); err != nil {
-			return nil, nil, err
-		}
+	layers := len(sp.layers)
+	acts, err := layerstack.NewActivations(sp.d.Dev, p1, layers)
+	if err != nil {
+		return nil, nil, err
 	}
-	if total > 0 {
-		err := sp.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
-			for t := range total {
-				for l := range sp.layers {
-					b := bufs[l]
-					st := gdn.F32View(b.state, 0, state)
-					err := sp.d.Kernels.Decode(enc, p1, gdn.Buffers{
-						Q:       gdn.F32View(b.q, 4*t*qk, qk),
-						K:       gdn.F32View(b.k, 4*t*qk, qk),
-						V:       gdn.F32View(b.v, 4*t*v, v),
-						G:       gdn.F32View(b.g, 4*t*gate, gate),
-						Beta:    gdn.F32View(b.beta, 4*t*gate, gate),
-						StateIn: st, StateOut: st,
-						Output: gdn.F32View(b.out, 4*t*v, v),
-					})
-					if err != nil {
-						return fmt.Errorf("token %d, layer %d: %w", t, l, err)
-					}
-				}
-			}
-			return nil
+	defer acts.Release()
+	st, err := layerstack.NewStates(sp.d.Dev, p1, layers, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer st.Release()
+	for l, ly := range sp.layers {
+		st.Set(l, 0, ly.seqs[s].accepted.StateIn)
+	}
+	outputs = make([][]float32, layers)
+	total := len(sp.layers[0].seqs[s].accepted.G) / p1.GateLen()
+	for t := range total {
+		for l, ly := range sp.layers {
+			acts.Write(l, layerstack.Tokens(p1, ly.seqs[s].accepted, t, 1))
+		}
+		_, _, err := sp.d.RunLayers((*gdn.Kernels).Decode, p1, layers, func(l int) gdn.Buffers {
+			b := acts.Buffers(l)
+			b.StateIn, b.StateOut = st.Pool(l), st.Pool(l)
+			return b
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("plain decode of sequence %d: %w", s, err)
+			return nil, nil, fmt.Errorf("plain decode of sequence %d, token %d: %w", s, t, err)
+		}
+		for l := range outputs {
+			outputs[l] = append(outputs[l], acts.Output(l)...)
 		}
 	}
-	for _, b := range bufs {
-		states = append(states, slices.Clone(mtl.Slice[float32](b.state)[:state]))
-		outputs = append(outputs, slices.Clone(mtl.Slice[float32](b.out)[:total*v]))
+	for l := range layers {
+		states = append(states, st.Read(l, 0))
 	}
 	return states, outputs, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
+	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
 	"github.com/puremetal/puremetal/internal/testdevice"
 )
 
@@ -21,22 +22,11 @@ var tiny = []string{"-backend", "emu", "-dk", "32", "-dv", "32", "-kheads", "2",
 
 func tinyRun(t *testing.T, headMap string, keepLastDraft bool) (result, string) {
 	t.Helper()
-	cfg, err := parseFlags(append(slices.Clone(tiny), "-headmap", headMap), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-headmap", headMap)
 	cfg.keepLastDraft = keepLastDraft
-	d, err := layerstack.NewDevice(testdevice.Emulated(t, emu.Options{}), "emu (test)", false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := layerstacktest.Device(t)
 	defer d.Close()
-	var out bytes.Buffer
-	res, err := run(cfg, d, &out, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, out.String()
+	return layerstacktest.Run(t, run, cfg, d)
 }
 
 // Speculative windows with restores from the capture buffer end where a

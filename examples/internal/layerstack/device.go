@@ -57,6 +57,37 @@ func (d *Device) Compile(entries ...string) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// A Dispatcher encodes one dispatch with a dispatcher of gdn.Kernels,
+// which picks the kernel: the method expressions (*gdn.Kernels).Prefill,
+// (*gdn.Kernels).Decode and (*gdn.Kernels).DecodeWithCapture.
+type Dispatcher func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error
+
+// RunLayers runs one command buffer carrying one dispatch of p per layer,
+// layer l's on the views bufs(l), commits it and waits for it, as an
+// engine runs a step through its layers. It returns the wall clock from
+// the start of encoding to the end of the wait and, on a GPU, the
+// command buffer's GPU time (0 elsewhere). An error names the layer whose
+// dispatch was refused.
+func (d *Device) RunLayers(dispatch Dispatcher, p gdn.Params, layers int, bufs func(l int) gdn.Buffers) (wall, gpu time.Duration, err error) {
+	start := time.Now()
+	seconds, err := d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
+		for l := range layers {
+			if err := dispatch(d.Kernels, enc, p, bufs(l)); err != nil {
+				return fmt.Errorf("layer %d: %w", l, err)
+			}
+		}
+		return nil
+	})
+	wall = time.Since(start)
+	if err != nil {
+		return 0, 0, err
+	}
+	if d.GPU {
+		gpu = time.Duration(seconds * 1e9)
+	}
+	return wall, gpu, nil
+}
+
 // Close releases the queue, the dispatchers, the registry and the device.
 func (d *Device) Close() {
 	if d.Queue != nil {

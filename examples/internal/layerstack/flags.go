@@ -30,6 +30,20 @@ type Flags struct {
 // shapeFlags are the flags of a layer's shape.
 var shapeFlags = []string{"dk", "dv", "kheads", "vheads"}
 
+// NewFlagSet returns the empty flag set of the program name, which does
+// what about says. Its errors and its usage go to stderr: "usage: name
+// [flags]", about, and the flags with their defaults. Parsing returns
+// errors, for [Main] to turn into an exit status.
+func NewFlagSet(name, about string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s [flags]\n\n%s\n\nflags:\n", name, about)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
 // Define defines the shared flags on fs: -backend, one of backends (the
 // first is the default) as backendHelp describes them; -dk, -dv, -kheads
 // and -vheads, Qwen3.5's shape by default; -layers, layers by default;
@@ -110,30 +124,38 @@ func (f *Flags) CheckDecodeDK() error {
 	return nil
 }
 
-// Status runs an example program and returns its exit status: 2 when
-// flagErr, the error of parsing its flags, is set (0 for -help); otherwise
-// it opens what runs the kernels with open, runs body on it and closes it:
-// 1 when open or body fails, or the checks do not pass; 0 otherwise.
-// Errors go to stderr after the program's name.
-func Status[B interface{ Close() }](name string, stderr io.Writer, flagErr error, open func() (B, error), body func(B) (pass bool, err error)) int {
-	if flagErr != nil {
-		if errors.Is(flagErr, flag.ErrHelp) {
+// Main runs an example program with args and returns its exit status,
+// for os.Exit: parse reads the flags, 2 when they are bad (0 for -help);
+// open opens what runs the kernels for them (it may change them, as
+// [Flags.Open] does with the emulated device's smaller defaults); run runs
+// the program on it and reports on stdout and stderr; then Main closes
+// what open returned. The status is 1 when open or run fails or the run's
+// checks do not pass, 0 otherwise. Errors go to stderr after the
+// program's name.
+func Main[C any, B interface{ Close() }, R interface{ Pass() bool }](name string, args []string, stdout, stderr io.Writer,
+	parse func(args []string, stderr io.Writer) (C, error),
+	open func(cfg *C, stdout io.Writer) (B, error),
+	run func(cfg C, be B, stdout, stderr io.Writer) (R, error)) int {
+	cfg, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", name, flagErr)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	be, err := open()
-	pass := false
-	if err == nil {
-		defer be.Close()
-		pass, err = body(be)
-	}
+	be, err := open(&cfg, stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
-	if !pass {
+	defer be.Close()
+	res, err := run(cfg, be, stdout, stderr)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	case !res.Pass():
 		return 1
 	}
 	return 0

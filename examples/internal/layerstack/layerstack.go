@@ -1,8 +1,10 @@
 // Package layerstack holds what the example programs share to run a stack
-// of Gated DeltaNet layers: the flags they take, the devices they open
-// (with the emulated device's smaller defaults), the seeds of every layer's
-// inputs, the activation buffers each layer's q, k, v, g, beta and output
-// go through, and the latency figures they report.
+// of Gated DeltaNet layers: their command line (Main, the flags they take),
+// the devices they open (with the emulated device's smaller defaults) and
+// the command buffer of one dispatch per layer they run on them, the seeds
+// of every layer's inputs and the tokens of a run, the activation buffers
+// each layer's q, k, v, g, beta and output go through, every layer's pool
+// of states, and the latency figures they report.
 package layerstack
 
 import (
@@ -31,48 +33,105 @@ func Seed(run uint64, l, t int) uint64 {
 	return x ^ x>>31
 }
 
+// Tokens returns tokens [t0, t0+n) of in's q, k, v, g and beta, in in's
+// memory, each token of the shape one (one token of one sequence).
+func Tokens(one spec.Params, in cpuref.Inputs, t0, n int) cpuref.Inputs {
+	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
+	return cpuref.Inputs{
+		Q: in.Q[t0*qk : (t0+n)*qk], K: in.K[t0*qk : (t0+n)*qk], V: in.V[t0*v : (t0+n)*v],
+		G: in.G[t0*gate : (t0+n)*gate], Beta: in.Beta[t0*gate : (t0+n)*gate],
+	}
+}
+
+// AppendTokens appends the tokens of in (its q, k, v, g and beta) to
+// those of dst.
+func AppendTokens(dst *cpuref.Inputs, in cpuref.Inputs) {
+	dst.Q = append(dst.Q, in.Q...)
+	dst.K = append(dst.K, in.K...)
+	dst.V = append(dst.V, in.V...)
+	dst.G = append(dst.G, in.G...)
+	dst.Beta = append(dst.Beta, in.Beta...)
+}
+
 // Activations are the per-token buffers of a stack of layers: one shared
 // buffer each for q, k, v, g, beta and the output, with layer l's window
 // of tokens at offset l * (one window), in the activation type of the
 // window's parameters. With the fused gate (Params.Fused.Gate) g and beta
 // hold the raw projections a and b, and two more buffers hold every
 // layer's A_log and dt_bias ([n_v_heads] f32 each, layer l at offset l *
-// n_v_heads). In an engine the layers' projections write q, k, v, g and
-// beta on the device; the examples write them from the CPU before each
-// commit.
+// n_v_heads); a window of a pool (Params.NSlots) has its slots, and a
+// window of packed sequences (Params.Varlen) its cu_seqlens, in two more
+// (int32, layer l at offset l * (one window's)). In an engine the layers'
+// projections write q, k, v, g and beta on the device; the examples write
+// them from the CPU before each commit.
 type Activations struct {
+	dev                      *mtl.Device
+	layers                   int
 	p                        spec.Params // one layer's window
 	q, k, v, g, beta, output *mtl.Buffer
-	aLog, dtBias             *mtl.Buffer // with p.Fused.Gate only
+	aLog, dtBias             *mtl.Buffer // with p.Fused.Gate
+	slots, cuSeqlens         *mtl.Buffer // with p.NSlots, p.Varlen
 }
 
 // NewActivations allocates the activations of layers layers, each a window
 // of the shape, activation type and fused parts of p.
 func NewActivations(dev *mtl.Device, p spec.Params, layers int) (*Activations, error) {
-	a := &Activations{p: p}
-	type alloc struct {
-		buf   **mtl.Buffer
-		bytes int // per layer
-	}
-	size := p.Activation.Size()
-	bufs := []alloc{{&a.q, size * p.QKLen()}, {&a.k, size * p.QKLen()}, {&a.v, size * p.VLen()}, {&a.g, size * p.GateLen()}, {&a.beta, size * p.GateLen()}, {&a.output, size * p.VLen()}}
-	if p.Fused.Gate {
-		bufs = append(bufs, alloc{&a.aLog, 4 * p.NVHeads}, alloc{&a.dtBias, 4 * p.NVHeads})
-	}
-	for _, b := range bufs {
-		buf, err := dev.NewBuffer(layers*b.bytes, mtl.ResourceStorageModeShared)
-		if err != nil {
-			a.Release()
-			return nil, err
-		}
-		*b.buf = buf
+	a := &Activations{dev: dev, layers: layers}
+	if err := a.Reshape(p); err != nil {
+		a.Release()
+		return nil, err
 	}
 	return a, nil
 }
 
+// Reshape makes every layer's window one of p, as for [NewActivations],
+// and grows the buffers too small for it; what they held is lost.
+func (a *Activations) Reshape(p spec.Params) error {
+	a.p = p
+	for _, b := range a.parts() {
+		if b.bytes == 0 || *b.buf != nil && (*b.buf).Length() >= a.layers*b.bytes {
+			continue
+		}
+		if *b.buf != nil {
+			(*b.buf).Release()
+			*b.buf = nil
+		}
+		buf, err := a.dev.NewBuffer(a.layers*b.bytes, mtl.ResourceStorageModeShared)
+		if err != nil {
+			return err
+		}
+		*b.buf = buf
+	}
+	return nil
+}
+
+// part is one of the buffers and the bytes of one layer's window in it: 0
+// for a part the window does not have.
+type part struct {
+	buf   **mtl.Buffer
+	bytes int
+}
+
+// parts returns every buffer with the bytes of one window of a.p.
+func (a *Activations) parts() []part {
+	p := a.p
+	size, gate := p.Activation.Size(), 0
+	if p.Fused.Gate {
+		gate = 4 * p.NVHeads
+	}
+	return []part{
+		{&a.q, size * p.QKLen()}, {&a.k, size * p.QKLen()}, {&a.v, size * p.VLen()},
+		{&a.g, size * p.GateLen()}, {&a.beta, size * p.GateLen()}, {&a.output, size * p.VLen()},
+		{&a.aLog, gate}, {&a.dtBias, gate}, {&a.slots, 4 * p.SlotsLen()}, {&a.cuSeqlens, 4 * p.CuSeqlensLen()},
+	}
+}
+
 // Write stores in's q, k, v, g and beta (a and b with the fused gate and
-// beta) into layer l's window, rounded to the activation type, and with
-// the fused gate in.ALog and in.DtBias as layer l's constants.
+// beta) into layer l's window, rounded to the activation type; with the
+// fused gate in.ALog and in.DtBias as layer l's constants; and the window's
+// in.Slots and in.CuSeqlens where it has them. It poisons the window's
+// output (see [Poison]), so that an element the kernel leaves unwritten
+// shows.
 func (a *Activations) Write(l int, in cpuref.Inputs) {
 	b := a.Buffers(l)
 	Store(b.Q, in.Q)
@@ -84,11 +143,20 @@ func (a *Activations) Write(l int, in cpuref.Inputs) {
 		Store(b.ALog, in.ALog)
 		Store(b.DtBias, in.DtBias)
 	}
+	for _, x := range []struct {
+		view gdn.View
+		src  []int32
+	}{{b.Slots, in.Slots}, {b.CuSeqlens, in.CuSeqlens}} {
+		if x.view.Len > 0 {
+			copy(mtl.Slice[int32](x.view.Buffer)[x.view.Offset/4:][:x.view.Len], x.src)
+		}
+	}
+	Poison(b.Output)
 }
 
 // Buffers returns the views of layer l's window: q, k, v, g, beta and the
-// output, and A_log and dt_bias with the fused gate. The state views are
-// the caller's to set.
+// output; A_log and dt_bias with the fused gate; the slots and cu_seqlens
+// where the window has them. The state views are the caller's to set.
 func (a *Activations) Buffers(l int) gdn.Buffers {
 	qk, v, gate := a.p.QKLen(), a.p.VLen(), a.p.GateLen()
 	t := a.p.Activation
@@ -104,6 +172,12 @@ func (a *Activations) Buffers(l int) gdn.Buffers {
 	if a.p.Fused.Gate {
 		h := a.p.NVHeads
 		b.ALog, b.DtBias = gdn.F32View(a.aLog, 4*l*h, h), gdn.F32View(a.dtBias, 4*l*h, h)
+	}
+	if n := a.p.SlotsLen(); n > 0 {
+		b.Slots = gdn.I32View(a.slots, 4*l*n, n)
+	}
+	if n := a.p.CuSeqlensLen(); n > 0 {
+		b.CuSeqlens = gdn.I32View(a.cuSeqlens, 4*l*n, n)
 	}
 	return b
 }
@@ -123,9 +197,9 @@ func (a *Activations) ReadOutput(l int, dst []float32) []float32 {
 
 // Release releases the buffers.
 func (a *Activations) Release() {
-	for _, b := range []*mtl.Buffer{a.q, a.k, a.v, a.g, a.beta, a.output, a.aLog, a.dtBias} {
-		if b != nil {
-			b.Release()
+	for _, b := range a.parts() {
+		if *b.buf != nil {
+			(*b.buf).Release()
 		}
 	}
 }

@@ -168,6 +168,24 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+// -help prints the usage on the flag set's output: the program, what it
+// does, and every flag.
+func TestNewFlagSet(t *testing.T) {
+	var w strings.Builder
+	fs := NewFlagSet("prog", "Does one thing.", &w)
+	f := Define(fs, []string{"emu"}, "the backend", 1)
+	if err := f.Parse(fs, []string{"-help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-help: %v, want flag.ErrHelp", err)
+	}
+	if !strings.HasPrefix(w.String(), "usage: prog [flags]\n\nDoes one thing.\n\nflags:\n") || !strings.Contains(w.String(), "-headmap") {
+		t.Errorf("usage:\n%s", &w)
+	}
+	w.Reset()
+	if err := f.Parse(fs, []string{"-nosuch"}); err == nil || !strings.Contains(w.String(), "-nosuch") {
+		t.Errorf("-nosuch: %v, said %q", err, w.String())
+	}
+}
+
 // On the emulated device the defaults the command line left unset shrink,
 // and the run says so; a fallback other than a device returns no Device.
 func TestOpen(t *testing.T) {
@@ -257,15 +275,20 @@ type closer struct{ closed int }
 
 func (c *closer) Close() { c.closed++ }
 
-// Status maps each outcome to its exit status, runs the body only on what
-// open returned, and closes that exactly once.
-func TestStatus(t *testing.T) {
+// verdict is a run's result.
+type verdict bool
+
+func (v verdict) Pass() bool { return bool(v) }
+
+// Main maps each outcome to its exit status, opens with the parsed flags,
+// runs only on what open returned, and closes that exactly once.
+func TestMainStatus(t *testing.T) {
 	bad := errors.New("broken")
 	for _, c := range []struct {
 		what             string
 		flagErr, openErr error
 		pass             bool
-		bodyErr          error
+		runErr           error
 		code             int
 		stderr           string
 		ran, closed      bool
@@ -273,28 +296,247 @@ func TestStatus(t *testing.T) {
 		{what: "-help", flagErr: flag.ErrHelp, code: 0},
 		{what: "bad flag", flagErr: bad, code: 2, stderr: "prog: broken\n"},
 		{what: "open fails", openErr: bad, code: 1, stderr: "prog: broken\n"},
-		{what: "body fails", bodyErr: bad, code: 1, stderr: "prog: broken\n", ran: true, closed: true},
+		{what: "run fails", runErr: bad, pass: true, code: 1, stderr: "prog: broken\n", ran: true, closed: true},
 		{what: "checks fail", code: 1, ran: true, closed: true},
 		{what: "pass", pass: true, code: 0, ran: true, closed: true},
 	} {
 		var errs strings.Builder
-		be, ran := &closer{}, false
-		code := Status("prog", &errs, c.flagErr,
-			func() (*closer, error) {
+		be, ran, opened := &closer{}, false, false
+		code := Main("prog", []string{"-x"}, io.Discard, &errs,
+			func(args []string, stderr io.Writer) (string, error) {
+				if len(args) != 1 || args[0] != "-x" || stderr != &errs {
+					t.Errorf("%s: parse got %q, %v", c.what, args, stderr)
+				}
+				return "cfg", c.flagErr
+			},
+			func(cfg *string, stdout io.Writer) (*closer, error) {
+				opened = true
+				if *cfg != "cfg" {
+					t.Errorf("%s: open got %q, want the parsed flags", c.what, *cfg)
+				}
+				*cfg = "opened"
 				if c.openErr != nil {
 					return nil, c.openErr
 				}
 				return be, nil
 			},
-			func(b *closer) (bool, error) {
+			func(cfg string, b *closer, stdout, stderr io.Writer) (verdict, error) {
 				ran = true
-				if b != be || b.closed != 0 {
-					t.Errorf("%s: body got %p (closed %d times), want %p open", c.what, b, b.closed, be)
+				if cfg != "opened" || b != be || b.closed != 0 {
+					t.Errorf("%s: run got %q and %p (closed %d times), want the flags open set and %p open", c.what, cfg, b, b.closed, be)
 				}
-				return c.pass, c.bodyErr
+				return verdict(c.pass), c.runErr
 			})
-		if code != c.code || errs.String() != c.stderr || ran != c.ran || (be.closed == 1) != c.closed || be.closed > 1 {
-			t.Errorf("%s: status %d, stderr %q, body ran %v, closed %d times; want %d, %q, %v, closed %v", c.what, code, errs.String(), ran, be.closed, c.code, c.stderr, c.ran, c.closed)
+		if code != c.code || errs.String() != c.stderr || ran != c.ran || (be.closed == 1) != c.closed || be.closed > 1 || opened != (c.flagErr == nil) {
+			t.Errorf("%s: status %d, stderr %q, opened %v, run ran %v, closed %d times; want %d, %q, %v, %v, closed %v", c.what, code, errs.String(), opened, ran, be.closed, c.code, c.stderr, c.flagErr == nil, c.ran, c.closed)
+		}
+	}
+}
+
+// A pool holds each slot's state in its own place, in the state type;
+// Reset zeroes one slot of every layer and nothing else.
+func TestStates(t *testing.T) {
+	testdevice.CheckReleased(t)
+	dev := testdevice.Emulated(t, emu.Options{})
+	for _, ty := range []spec.ElemType{spec.F32, spec.BF16} {
+		one := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, State: ty}
+		s, err := NewStates(dev, one, 2, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := one.StateLen()
+		if v := s.Pool(1); v.Type != ty || v.Offset != 0 || v.Len != 3*n {
+			t.Errorf("%v: pool view %v of %d at %d, want %d at 0", ty, v.Type, v.Len, v.Offset, 3*n)
+		}
+		want := map[[2]int][]float32{}
+		for l := range 2 {
+			for slot := range 3 {
+				in, err := cpuref.RandomInputs(one, Seed(4, l, slot))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cpuref.Round(ty, in.StateIn)
+				s.Set(l, slot, in.StateIn)
+				want[[2]int{l, slot}] = in.StateIn
+			}
+		}
+		s.Reset(1)
+		for k, w := range want {
+			if k[1] == 1 {
+				w = make([]float32, n)
+			}
+			if got := s.Read(k[0], k[1]); floats.FirstDiff(got, w) >= 0 {
+				t.Errorf("%v: layer %d, slot %d: Read differs from what was set (slot 1 reset)", ty, k[0], k[1])
+			}
+		}
+		s.Release()
+	}
+}
+
+// Reshape grows the buffers a larger window needs and keeps those that
+// are large enough; a window of a pool and of packed sequences carries its
+// slots and cu_seqlens; Write poisons the output window.
+func TestActivationsReshape(t *testing.T) {
+	testdevice.CheckReleased(t)
+	dev := testdevice.Emulated(t, emu.Options{})
+	one := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}}
+	a, err := NewActivations(dev, one, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	if b := a.Buffers(1); b.Slots.Buffer != nil || b.CuSeqlens.Buffer != nil || b.ALog.Buffer != nil {
+		t.Errorf("one token of one sequence: views of slots, cu_seqlens or A_log set")
+	}
+	q := a.Buffers(0).Q.Buffer
+	batch := one
+	batch.NTokens, batch.NSeqs, batch.NSlots, batch.Varlen = 5, 2, 4, true
+	if err := a.Reshape(batch); err != nil {
+		t.Fatal(err)
+	}
+	for l := range 2 {
+		in, err := cpuref.RandomInputs(batch, Seed(6, l, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Write(l, in)
+		b := a.Buffers(l)
+		for _, c := range []struct {
+			name string
+			view gdn.View
+			want []int32
+		}{{"slots", b.Slots, in.Slots}, {"cu_seqlens", b.CuSeqlens, in.CuSeqlens}} {
+			if c.view.Offset != 4*l*len(c.want) || c.view.Len != len(c.want) {
+				t.Fatalf("layer %d: %s view of %d at %d, want %d at %d", l, c.name, c.view.Len, c.view.Offset, len(c.want), 4*l*len(c.want))
+			}
+			for i, got := range mtl.Slice[int32](c.view.Buffer)[c.view.Offset/4:][:c.view.Len] {
+				if got != c.want[i] {
+					t.Errorf("layer %d: %s[%d] = %d, want %d", l, c.name, i, got, c.want[i])
+				}
+			}
+		}
+		if got := Load(b.V, make([]float32, b.V.Len)); b.V.Len != batch.VLen() || floats.FirstDiff(got, in.V) >= 0 {
+			t.Errorf("layer %d: v view of %d elements, want %d, or not what was written", l, b.V.Len, batch.VLen())
+		}
+		if out := a.Output(l); len(out) != batch.VLen() || floats.Unwritten(out) != len(out) {
+			t.Errorf("layer %d: %d of %d output elements poisoned, want all", l, floats.Unwritten(out), len(out))
+		}
+	}
+	if a.Buffers(0).Q.Buffer == q {
+		t.Errorf("Reshape to a larger window kept the q buffer of %d bytes", q.Length())
+	}
+	q = a.Buffers(0).Q.Buffer
+	if err := a.Reshape(one); err != nil || a.Buffers(0).Q.Buffer != q {
+		t.Errorf("Reshape to a smaller window: %v, or a new q buffer", err)
+	}
+}
+
+// A 16-bit output is poisoned with NaN too.
+func TestPoison(t *testing.T) {
+	testdevice.CheckReleased(t)
+	dev := testdevice.Emulated(t, emu.Options{})
+	buf, err := dev.NewBuffer(64, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Release()
+	for _, ty := range []spec.ElemType{spec.F32, spec.F16, spec.BF16} {
+		clear(mtl.Slice[byte](buf))
+		v := gdn.NewView(buf, 2*ty.Size(), ty, 5)
+		Poison(v)
+		got := Load(gdn.NewView(buf, 0, ty, 8), make([]float32, 8))
+		for i, x := range got {
+			if nan := i >= 2 && i < 7; math.IsNaN(float64(x)) != nan {
+				t.Errorf("%v: element %d = %v after poisoning elements 2 to 6", ty, i, x)
+			}
+		}
+	}
+}
+
+// RunLayers runs one dispatch per layer on the views it is given, and an
+// error names the layer whose dispatch was refused.
+func TestRunLayers(t *testing.T) {
+	testdevice.CheckReleased(t)
+	d, err := NewDevice(testdevice.Emulated(t, emu.Options{}), "emu (test)", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	p := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, QScale: 1}
+	a, err := NewActivations(d.Dev, p, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	s, err := NewStates(d.Dev, p, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	ins := make([]cpuref.Inputs, 2)
+	for l := range ins {
+		if ins[l], err = cpuref.RandomInputs(p, Seed(8, l, 0)); err != nil {
+			t.Fatal(err)
+		}
+		a.Write(l, ins[l])
+		s.Set(l, 0, ins[l].StateIn)
+	}
+	bufs := func(l int) gdn.Buffers {
+		b := a.Buffers(l)
+		b.StateIn, b.StateOut = s.Pool(l), s.Pool(l)
+		return b
+	}
+	wall, gpu, err := d.RunLayers((*gdn.Kernels).Decode, p, 2, bufs)
+	if err != nil || wall <= 0 || gpu != 0 {
+		t.Fatalf("RunLayers: wall %v, GPU time %v, %v; want a wall clock, no GPU time on the emulated device", wall, gpu, err)
+	}
+	for l, in := range ins {
+		want, err := cpuref.Reference32(p, in, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := cpuref.MaxRelErr(s.Read(l, 0), want.StateOut); !(e <= Bound) {
+			t.Errorf("layer %d: state %.3g from Reference32", l, e)
+		}
+		if e := cpuref.MaxRelErr(a.Output(l), want.Output); !(e <= Bound) {
+			t.Errorf("layer %d: output %.3g from Reference32", l, e)
+		}
+	}
+	_, _, err = d.RunLayers((*gdn.Kernels).Decode, p, 2, func(l int) gdn.Buffers {
+		b := bufs(l)
+		if l == 1 {
+			b.Output = gdn.View{}
+		}
+		return b
+	})
+	if err == nil || !strings.HasPrefix(err.Error(), "layer 1: ") {
+		t.Errorf("layer 1 without an output: %v, want an error naming layer 1", err)
+	}
+}
+
+// The tokens of a run, taken one by one and appended back, are the run.
+func TestTokens(t *testing.T) {
+	run := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}}
+	in, err := cpuref.RandomInputs(run, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := run
+	one.NTokens = 1
+	var all cpuref.Inputs
+	for tok := range 3 {
+		x := Tokens(one, in, tok, 1)
+		if len(x.Q) != one.QKLen() || len(x.V) != one.VLen() || len(x.Beta) != one.GateLen() || x.V[0] != in.V[tok*one.VLen()] {
+			t.Fatalf("token %d: %d q, %d v, %d beta elements, v[0] %g; want %d, %d, %d, %g", tok, len(x.Q), len(x.V), len(x.Beta), x.V[0], one.QKLen(), one.VLen(), one.GateLen(), in.V[tok*one.VLen()])
+		}
+		AppendTokens(&all, x)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want []float32
+	}{{"q", all.Q, in.Q}, {"k", all.K, in.K}, {"v", all.V, in.V}, {"g", all.G, in.G}, {"beta", all.Beta, in.Beta}} {
+		if len(c.got) != len(c.want) || floats.FirstDiff(c.got, c.want) >= 0 {
+			t.Errorf("%s: the tokens appended back differ from the run", c.name)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package layerstack
 import (
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/half"
+	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -35,4 +36,19 @@ func Load(v gdn.View, dst []float32) []float32 {
 		copy(dst, mtl.Slice[float32](v.Buffer)[v.Offset/4:])
 	}
 	return dst
+}
+
+// Poison fills the elements of v with a NaN no arithmetic produces, so
+// that an element a kernel leaves unwritten shows: floats.NaN in f32, and
+// all ones (a NaN with a full payload) in f16 and bf16.
+func Poison(v gdn.View) {
+	switch v.Type {
+	case gdn.F16, gdn.BF16:
+		e := mtl.Slice[uint16](v.Buffer)[v.Offset/2:][:v.Len]
+		for i := range e {
+			e[i] = 0xffff
+		}
+	default:
+		floats.Poison(mtl.Slice[float32](v.Buffer)[v.Offset/4:][:v.Len])
+	}
 }
