@@ -92,19 +92,10 @@ func chunkedParity(t *testing.T, r *rig) {
 		}
 		ref := chunkedReferences(t, p, in, true)
 		name := fmt.Sprintf("chunked %v %v", p.Shape, p.HeadMap)
-		o := r.run(t, job{kern: kChunked, p: p, in: in})
+		o := r.runChecked(t, name, job{kern: kChunked, p: p, in: in})
 		checkChunked(t, name, p, o, ref)
-		if r.emulated {
-			checkSameAcrossOrders(t, name, o)
-			checkTraffic(t, name, kChunked, p, *o.Counters, false)
-		}
 		if p.DK == p.DV {
-			ip := r.run(t, job{kern: kChunked, p: p, in: in, inPlace: true})
-			checkSame(t, name+": output in place vs separate", ip.Output, o.Output)
-			checkSame(t, name+": state_out in place vs separate", ip.StateOut, o.StateOut)
-			if r.emulated {
-				checkTraffic(t, name+" in place", kChunked, p, *ip.Counters, true)
-			}
+			r.checkInPlace(t, name, job{kern: kChunked, p: p, in: in}, o)
 		}
 	}
 }
@@ -169,10 +160,8 @@ func TestEmulatedChunkedTyped(t *testing.T) {
 			}
 			t.Run(c.name, func(t *testing.T) {
 				ref := c.references(t)
-				o := r.runTyped(t, kChunked, c.p, ref.in, false)
-				checkTypedAcrossRuns(t, "emulated/"+c.name, o)
+				o := r.runChecked(t, c.name, job{kern: kChunked, p: c.p, in: ref.in})
 				checkTypedAgainstReferences(t, kChunked.name, c.p, o, ref)
-				checkTypedTraffic(t, kChunked.name, kChunked, c.p, *o.Counters)
 				key := fmt.Sprintf("%-4v %-4v %s", a, st, fusedName(f))
 				w := worst[key]
 				if w == nil {
@@ -261,9 +250,9 @@ func TestEmulatedChunkedBatchIndependent(t *testing.T) {
 		for s := range p.NSeqs {
 			ps, ins := oneSequence(p, in, s)
 			alone := r.run(t, job{kern: kChunked, p: ps, in: ins})
-			v, st := ps.VLen(), ps.StateLen()
-			checkSame(t, fmt.Sprintf("sequence %d: output alone vs in the batch", s), alone.Output, batch.Output[s*v:(s+1)*v])
-			checkSame(t, fmt.Sprintf("sequence %d: state_out alone vs in the batch", s), alone.StateOut, batch.StateOut[s*st:(s+1)*st])
+			v := ps.VLen() * p.Activation.Size()
+			checkSameBytes(t, fmt.Sprintf("sequence %d: output alone vs in the batch", s), p.Activation, alone.output, batch.output[s*v:(s+1)*v])
+			checkSameBytes(t, fmt.Sprintf("sequence %d: state_out alone vs in the batch", s), p.State, alone.stateOut, seqState(p, batch.stateOut, s))
 		}
 	})
 }
@@ -394,7 +383,7 @@ func TestEmulatedChunkedServing(t *testing.T) {
 					in.Slots[3] = -1 // padding
 					c := servingCase{fmt.Sprintf("chunked_dk%d_%v_%s_inplace=%v", dk, f.a, fusedName(f.fused), inPlace), kChunked, p, in, inPlace}
 					t.Run(c.name, func(t *testing.T) {
-						o, err := r.runServing(t, c, false)
+						o, err := r.tryRun(t, c.job(false))
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -45,7 +45,7 @@ func fusedGoldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 			hfOut := cpuref.MaxRelErr(gc.Output, gc.OutputF64)
 			hfState := cpuref.MaxRelErr(gc.StateOut, gc.StateOutF64)
 			for _, k := range kerns {
-				o := r.runTyped(t, k, p, gc.Inputs, false)
+				o := r.run(t, job{kern: k, p: p, in: gc.Inputs})
 				eOut := cpuref.MaxRelErr(o.Output, gc.OutputF64)
 				eState := cpuref.MaxRelErr(o.StateOut, gc.StateOutF64)
 				checkWritten(t, k.name+": output", o.Output)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/golden"
 )
 
@@ -59,7 +58,7 @@ func goldenSuite(t *testing.T, r *rig, cases []golden.Case) {
 					if gc.Capture != nil {
 						cmps = append(cmps, comparison{"capture vs HF", o.Capture, gc.Capture})
 					}
-					checkSame(t, "capture: last slot vs state_out", lastSlots(p, o.Capture), o.StateOut)
+					checkLastSlotBytes(t, k.name, p, o)
 				}
 				var line []string
 				for _, c := range cmps {
@@ -96,14 +95,4 @@ func decodeChoice(n int) string {
 		return "decode (decode kernel)"
 	}
 	return "decode (seq kernel)"
-}
-
-// lastSlots returns the capture buffer's slot of the last token of every
-// sequence, in state_out's layout.
-func lastSlots(p spec.Params, capture []float32) []float32 {
-	var out []float32
-	for s := range p.NSeqs {
-		out = append(out, captureSlot(p, capture, p.NTokens-1, s)...)
-	}
-	return out
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
@@ -233,19 +235,22 @@ func paramBytes(p gdn.Params) []byte {
 	return b
 }
 
-// job is one dispatch: a kernel, its parameters and inputs, and how the
-// buffers are laid out.
+// job is one dispatch: a kernel, its parameters and inputs (as values of
+// p's element types), and how the buffers are laid out.
 type job struct {
 	kern         kernel
 	p            spec.Params
 	in           cpuref.Inputs
 	inPlace      bool // StateIn and StateOut are one view of one buffer
-	captureSlots int  // states the capture buffer holds; 0 means n_tokens
+	captureSlots int  // states the capture buffer holds per sequence; 0 means n_tokens
+	private      bool // the slot index and cu_seqlens in private storage, which validation cannot read
 }
 
 // outcome is what a dispatch wrote, read back after the command buffer
-// completed. Capture holds the whole capture buffer, captureSlots states.
+// completed: the bytes of each written buffer (output, state_out and
+// capture, the whole buffer of each), and its elements widened to float32.
 type outcome struct {
+	output, stateOut, capture []byte
 	Output, StateOut, Capture []float32
 	Counters                  *msl.Counters // emulated device only
 }
@@ -256,41 +261,53 @@ func (r *rig) run(t *testing.T, j job) outcome {
 	t.Helper()
 	o, err := r.tryRun(t, j)
 	if err != nil {
-		t.Fatalf("%s %v %v scale=%g: %v", j.kern.name, j.p.Shape, j.p.HeadMap, j.p.QScale, err)
+		t.Fatalf("%s %s: %v", j.kern.name, typedName(j.p), err)
 	}
 	return o
 }
 
+// tryRun is run returning the error: inputs uploaded in p's element types
+// (A_log and dt_bias with the fused gate, the slot index with a pool,
+// cu_seqlens with packed sequences), the written buffers poisoned first.
 func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 	t.Helper()
-	p := j.p
+	p, in := j.p, j.in
+	a, st := p.Activation, p.State
 	b := gdn.Buffers{
-		Q: r.upload(t, j.in.Q), K: r.upload(t, j.in.K), V: r.upload(t, j.in.V),
-		G: r.upload(t, j.in.G), Beta: r.upload(t, j.in.Beta), StateIn: r.upload(t, j.in.StateIn),
-		Output: r.poisoned(t, p.VLen()),
+		Q: r.uploadTyped(t, a, in.Q), K: r.uploadTyped(t, a, in.K), V: r.uploadTyped(t, a, in.V),
+		G: r.uploadTyped(t, a, in.G), Beta: r.uploadTyped(t, a, in.Beta), StateIn: r.uploadTyped(t, st, in.StateIn),
+		Output: r.poisonedTyped(t, a, p.VLen()),
 	}
 	if j.inPlace {
 		b.StateOut = b.StateIn
 	} else {
-		b.StateOut = r.poisoned(t, p.StateLen())
+		b.StateOut = r.poisonedTyped(t, st, p.StateLen())
 	}
 	if j.kern.capture {
-		slots := j.captureSlots
-		if slots == 0 {
-			slots = p.NTokens
+		n := p.CaptureLen()
+		if j.captureSlots != 0 {
+			n = j.captureSlots * p.NSeqs * stateSize(p)
 		}
-		b.Capture = r.poisoned(t, slots*p.StateLen())
+		b.Capture = r.poisonedTyped(t, st, n)
+	}
+	if p.Fused.Gate {
+		b.ALog, b.DtBias = r.uploadTyped(t, spec.F32, in.ALog), r.uploadTyped(t, spec.F32, in.DtBias)
+	}
+	if p.NSlots > 0 {
+		b.Slots = r.uploadInt32(t, in.Slots, j.private)
+	}
+	if p.Varlen {
+		b.CuSeqlens = r.uploadInt32(t, in.CuSeqlens, j.private)
 	}
 	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return j.kern.call(r.k, enc, p, b) })
 	if err != nil {
 		return outcome{}, err
 	}
-	o := outcome{
-		Output:   readBack(b.Output),
-		StateOut: readBack(b.StateOut),
-	}
+	o := outcome{output: viewBytes(b.Output), stateOut: viewBytes(b.StateOut)}
+	o.Output, o.StateOut = decode(a, o.output), decode(st, o.stateOut)
 	if j.kern.capture {
-		o.Capture = readBack(b.Capture)
+		o.capture = viewBytes(b.Capture)
+		o.Capture = decode(st, o.capture)
 	}
 	if r.emulated {
 		if len(cs) != 1 {
@@ -301,29 +318,288 @@ func (r *rig) tryRun(t *testing.T, j job) (outcome, error) {
 	return o, nil
 }
 
-// upload returns a view of a new shared buffer holding x, released when
-// the test ends.
+// references are a case's inputs and both CPU references' results, with
+// the state after every token.
+type references struct {
+	in  cpuref.Inputs
+	r32 cpuref.Result
+	o64 cpuref.Result64
+}
+
+// refCache computes each case's references once per test binary: the
+// emulated device's runs and the real device share them.
+var refCache struct {
+	sync.Mutex
+	m map[string]*references
+}
+
+// referencesOf returns the inputs and both references' results (with the
+// state after every token) of the case named key, computed once per test
+// binary from the inputs that inputs returns.
+func referencesOf(t *testing.T, key string, p spec.Params, inputs func() cpuref.Inputs) *references {
+	t.Helper()
+	refCache.Lock()
+	defer refCache.Unlock()
+	if r := refCache.m[key]; r != nil {
+		return r
+	}
+	in := inputs()
+	r32, err := cpuref.Reference32(p, in, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o64, err := cpuref.Oracle64(p, in, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &references{in: in, r32: r32, o64: o64}
+	if refCache.m == nil {
+		refCache.m = map[string]*references{}
+	}
+	refCache.m[key] = r
+	return r
+}
+
+// runChecked runs j and checks what it wrote against the first run of
+// the same dispatch in the test binary (checkAcrossRuns, keyed by the
+// device, name, the kernel's name and whether the state is in place) and,
+// where the emulator counted, its traffic (checkTraffic).
+func (r *rig) runChecked(t *testing.T, name string, j job) outcome {
+	t.Helper()
+	o := r.run(t, j)
+	name += "/" + j.kern.name
+	if j.inPlace {
+		name += " in place"
+	}
+	device := "metal/"
+	if r.emulated {
+		device = "emulated/"
+	}
+	checkAcrossRuns(t, device+name, j.p, o)
+	if o.Counters != nil {
+		checkTraffic(t, name, j.kern, j.p, *o.Counters, j.inPlace)
+	}
+	return o
+}
+
+// runEach runs each of kerns on p and ref's inputs (runChecked, under the
+// case's name), checks what each wrote against the references with
+// check, and returns the outcomes by kernel name.
+func (r *rig) runEach(t *testing.T, name string, p spec.Params, ref *references, kerns []kernel,
+	check func(t *testing.T, name string, p spec.Params, o outcome, ref *references)) map[string]outcome {
+	t.Helper()
+	res := make(map[string]outcome, len(kerns))
+	for _, k := range kerns {
+		o := r.runChecked(t, name, job{kern: k, p: p, in: ref.in})
+		check(t, k.name, p, o, ref)
+		res[k.name] = o
+	}
+	return res
+}
+
+// checkInPlace runs j with state_in and state_out one view of one buffer
+// (runChecked) and checks that it wrote the bytes of separate, j's run
+// with two buffers.
+func (r *rig) checkInPlace(t *testing.T, name string, j job, separate outcome) {
+	t.Helper()
+	j.inPlace = true
+	checkSameResults(t, j.kern.name+": in place vs separate", j.p, r.runChecked(t, name, j), separate)
+}
+
+// runKernelsFor runs the kernels of kernelsFor on a case (runEach, each
+// checked against ref with check) and checks what they must agree on:
+// every decode kernel writes the bytes legacy writes (one code, one
+// result), and capture's last slot holds state_out's bytes. It returns the
+// kernels and their outcomes by name.
+func (r *rig) runKernelsFor(t *testing.T, name string, p spec.Params, ref *references,
+	check func(t *testing.T, name string, p spec.Params, o outcome, ref *references)) ([]kernel, map[string]outcome) {
+	t.Helper()
+	kerns := r.kernelsFor(p)
+	res := r.runEach(t, name, p, ref, kerns, check)
+	for _, k := range kerns {
+		switch k.name {
+		case kPrefill.name, kChunked.name, kRecurrent.name, kLegacy.name:
+			continue
+		}
+		checkSameResults(t, k.name+" vs legacy", p, res[k.name], res[kLegacy.name])
+	}
+	if capt, ok := res[kCapture.name]; ok {
+		checkLastSlotBytes(t, kCapture.name, p, capt)
+	}
+	return kerns, res
+}
+
+// Buffer binding indices (SPEC section 4).
+const (
+	bindStateIn  = 5
+	bindOutput   = 6
+	bindStateOut = 7
+	bindCapture  = 9
+	bindALog     = 10
+	bindDtBias   = 11
+)
+
+// checkTraffic checks the emulator's byte counts of one dispatch, in the
+// state's and the activations' own element sizes: every kernel reads each
+// state cell once and writes it once, whatever n_tokens is, writes each
+// output element once, and capture writes one state per token on top;
+// A_log and dt_bias are read only with the fused gate, four bytes of each
+// per thread. In place, both state accesses are charged to binding 5, the
+// lower of the two (msl.Counters).
+func checkTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl.Counters, inPlace bool) {
+	t.Helper()
+	state := uint64(p.State.Size() * p.StateLen())
+	want := func(what string, got, want uint64) {
+		t.Helper()
+		if got != want {
+			t.Errorf("%s, %d tokens: %s %d bytes, want %d", name, p.NTokens, what, got, want)
+		}
+	}
+	if inPlace {
+		want("state loaded at index 5", c.Loaded[bindStateIn], state)
+		want("state stored at index 5", c.Stored[bindStateIn], state)
+	} else {
+		want("state loaded at index 5", c.Loaded[bindStateIn], state)
+		want("state stored at index 5", c.Stored[bindStateIn], 0)
+		want("state loaded at index 7", c.Loaded[bindStateOut], 0)
+		want("state stored at index 7", c.Stored[bindStateOut], state)
+	}
+	want("output stored at index 6", c.Stored[bindOutput], uint64(p.Activation.Size()*p.VLen()))
+	want("output loaded at index 6", c.Loaded[bindOutput], 0)
+	var capture uint64
+	if k.capture {
+		capture = uint64(p.NTokens) * state
+	}
+	want("capture stored at index 9", c.Stored[bindCapture], capture)
+	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
+	var consts uint64
+	if p.Fused.Gate {
+		consts = 4 * threadsOf(c)
+	}
+	want("A_log loaded at index 10", c.Loaded[bindALog], consts)
+	want("dt_bias loaded at index 11", c.Loaded[bindDtBias], consts)
+}
+
+// threadsOf returns the threads of the dispatch the counters are of (the
+// automatic choices pick a kernel, and so a geometry, by shape).
+func threadsOf(c msl.Counters) uint64 {
+	n := uint64(1)
+	for k := range 3 {
+		n *= uint64(c.Threadgroups[k] * c.ThreadsPerThreadgroup[k])
+	}
+	return n
+}
+
+// codecs are the little-endian byte encodings of each element type: f16
+// and bf16 through package half (x holds values of the type, so encoding
+// is exact), f32 as the IEEE 754 bits.
+var codecs = map[spec.ElemType]struct {
+	encode func(dst []byte, src []float32) int
+	decode func(dst []float32, src []byte) int
+}{
+	spec.F16:  {half.EncodeFloat16, half.DecodeFloat16},
+	spec.BF16: {half.EncodeBFloat16, half.DecodeBFloat16},
+	spec.F32:  {encodeFloat32, decodeFloat32},
+}
+
+func encodeFloat32(dst []byte, src []float32) int { return copy(dst, floats.Bytes(src...)) / 4 }
+
+func decodeFloat32(dst []float32, src []byte) int { return copy(dst, floats.FromBytes(src)) }
+
+// encode returns the bytes of x as elements of type t, little-endian (x
+// holds values of t).
+func encode(t spec.ElemType, x []float32) []byte {
+	b := make([]byte, t.Size()*len(x))
+	codecs[t].encode(b, x)
+	return b
+}
+
+// decode widens little-endian elements of type t to float32.
+func decode(t spec.ElemType, b []byte) []float32 {
+	x := make([]float32, len(b)/t.Size())
+	codecs[t].decode(x, b)
+	return x
+}
+
+// poisonBytes fills b with a quiet NaN of type t that no arithmetic
+// produces (for f32, floats.NaN).
+func poisonBytes(t spec.ElemType, b []byte) {
+	pattern := map[spec.ElemType][]byte{
+		spec.F32: {0xad, 0xde, 0xc0, 0x7f}, spec.F16: {0x5b, 0x7e}, spec.BF16: {0xdb, 0x7f},
+	}[t]
+	for i := range b {
+		b[i] = pattern[i%len(pattern)]
+	}
+}
+
+// upload returns a view of a new shared buffer holding x as f32 elements,
+// released when the test ends.
 func (r *rig) upload(t testing.TB, x []float32) gdn.View {
 	t.Helper()
-	b, err := r.dev.NewBufferWithBytes(floats.Bytes(x...), mtl.ResourceStorageModeShared)
+	return r.uploadTyped(t, spec.F32, x)
+}
+
+// uploadTyped returns a view of a new shared buffer holding x as elements
+// of type et, released when the test ends.
+func (r *rig) uploadTyped(t testing.TB, et spec.ElemType, x []float32) gdn.View {
+	t.Helper()
+	b, err := r.dev.NewBufferWithBytes(encode(et, x), mtl.ResourceStorageModeShared)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Release)
-	return gdn.F32View(b, 0, len(x))
+	return gdn.NewView(b, 0, et, len(x))
 }
 
-// poisoned returns a view of a new shared buffer of n elements, each
+// poisoned returns a view of a new shared buffer of n f32 elements, each
 // floats.NaN, released when the test ends.
 func (r *rig) poisoned(t testing.TB, n int) gdn.View {
 	t.Helper()
-	b, err := r.dev.NewBuffer(4*n, mtl.ResourceStorageModeShared)
+	return r.poisonedTyped(t, spec.F32, n)
+}
+
+// poisonedTyped returns a view of a new shared buffer of n elements of
+// type et, each a NaN no arithmetic produces (poisonBytes), released when
+// the test ends.
+func (r *rig) poisonedTyped(t testing.TB, et spec.ElemType, n int) gdn.View {
+	t.Helper()
+	b, err := r.dev.NewBuffer(et.Size()*n, mtl.ResourceStorageModeShared)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Release)
-	floats.Poison(mtl.Slice[float32](b))
-	return gdn.F32View(b, 0, n)
+	poisonBytes(et, mtl.Slice[byte](b))
+	return gdn.NewView(b, 0, et, n)
+}
+
+// uploadInt32 returns an int32 view of x in a new buffer, released when the
+// test ends: shared storage, or private storage filled by a blit copy.
+func (r *rig) uploadInt32(t testing.TB, x []int32, private bool) gdn.View {
+	t.Helper()
+	raw := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
+	}
+	shared, err := r.dev.NewBufferWithBytes(raw, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(shared.Release)
+	if !private {
+		return gdn.I32View(shared, 0, len(x))
+	}
+	g := &testdevice.GPU{T: t, D: r.dev, Q: r.queue}
+	priv := g.Buffer(len(raw), mtl.ResourceStorageModePrivate)
+	cb, blit := g.Blit()
+	blit.CopyFromBuffer(shared, 0, priv, 0, len(raw))
+	err = blit.EndEncoding()
+	if err == nil {
+		err = completed(cb)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gdn.I32View(priv, 0, len(x))
 }
 
 // execute runs encode on one command buffer of r's queue and waits for it
@@ -381,29 +657,6 @@ func eachCase[C interface{ subtest() string }](cases func() []C, check func(t *t
 	}
 }
 
-// firstResults keeps the first result recorded under each key, so that
-// later runs of the same dispatch can be compared with it byte for byte.
-type firstResults[T any] struct {
-	sync.Mutex
-	m map[string]T
-}
-
-// first returns the result recorded under key and true, or records o under
-// key and returns false.
-func (f *firstResults[T]) first(key string, o T) (T, bool) {
-	f.Lock()
-	defer f.Unlock()
-	if r, ok := f.m[key]; ok {
-		return r, true
-	}
-	if f.m == nil {
-		f.m = map[string]T{}
-	}
-	f.m[key] = o
-	var zero T
-	return zero, false
-}
-
 // kernelsFor returns the kernels a case runs on: prefill (the automatic
 // choice), the chunked prefill, the token-by-token prefill kernel where
 // the automatic choice is another, and for D_k of 32, 64 or 128 the
@@ -441,19 +694,28 @@ func perToken(p spec.Params) spec.Shape {
 	return s
 }
 
-// captureSlot returns the slot of token t of sequence s in a capture
-// buffer of p.NTokens states per sequence: the state after that token.
-func captureSlot(p spec.Params, capture []float32, t, s int) []float32 {
-	off := (s*p.NTokens + t) * stateSize(p)
-	return capture[off : off+stateSize(p)]
+// seqState returns the bytes of sequence s's state in the bytes of a
+// state_out of p's state type.
+func seqState(p spec.Params, stateOut []byte, s int) []byte {
+	n := stateSize(p) * p.State.Size()
+	return stateOut[s*n : (s+1)*n]
 }
 
-// readBack copies a view's elements out of its buffer.
-func readBack(v gdn.View) []float32 {
-	all := mtl.Slice[float32](v.Buffer)
-	off := v.Offset / 4
-	return append([]float32(nil), all[off:off+v.Len]...)
+// captureSlot returns the bytes of the slot of token tok of sequence s in
+// the bytes of a capture buffer of p.NTokens states per sequence: the
+// state after that token.
+func captureSlot(p spec.Params, capture []byte, tok, s int) []byte {
+	return seqState(p, capture, s*p.NTokens+tok)
 }
+
+// viewBytes copies a view's bytes out of its buffer.
+func viewBytes(v gdn.View) []byte {
+	all := mtl.Slice[byte](v.Buffer)
+	return append([]byte(nil), all[v.Offset:v.Offset+v.Len*v.Type.Size()]...)
+}
+
+// readBack copies a view's elements out of its buffer, widened to float32.
+func readBack(v gdn.View) []float32 { return decode(v.Type, viewBytes(v)) }
 
 // checkWritten fails the test when an element of a result still holds the
 // poison or is not finite.
@@ -478,15 +740,123 @@ func checkBound(t *testing.T, what string, err, bound float64) {
 	}
 }
 
-// checkSame fails the test unless a and b hold the same bytes.
-func checkSame(t *testing.T, what string, a, b []float32) {
+// checkSameBytes fails the test unless a and b, little-endian elements of
+// type et, are the same bytes; it names the first element that differs,
+// its bits and its value on both sides.
+func checkSameBytes(t *testing.T, what string, et spec.ElemType, a, b []byte) {
 	t.Helper()
-	if i := floats.FirstDiff(a, b); i >= 0 {
-		if i < len(a) && i < len(b) {
-			t.Errorf("%s: not bit-identical: element %d of %d is %#08x (%g) and %#08x (%g)", what, i, len(a),
-				math.Float32bits(a[i]), a[i], math.Float32bits(b[i]), b[i])
-		} else {
-			t.Errorf("%s: lengths %d and %d", what, len(a), len(b))
+	if bytes.Equal(a, b) {
+		return
+	}
+	n := et.Size()
+	if len(a) != len(b) {
+		t.Errorf("%s: lengths %d and %d bytes (%d and %d elements of %v)", what, len(a), len(b), len(a)/n, len(b)/n, et)
+		return
+	}
+	i := 0
+	for a[i] == b[i] {
+		i++
+	}
+	i /= n
+	elem := func(x []byte) (uint32, float32) {
+		e := x[i*n : (i+1)*n]
+		var bits uint32
+		for k := n - 1; k >= 0; k-- {
+			bits = bits<<8 | uint32(e[k])
 		}
+		return bits, decode(et, e)[0]
+	}
+	ab, av := elem(a)
+	bb, bv := elem(b)
+	t.Errorf("%s: not bit-identical: %v element %d of %d is %#0*x (%g) and %#0*x (%g)", what, et, i, len(a)/n, 2*n, ab, av, 2*n, bb, bv)
+}
+
+// checkSameResults fails the test unless a and b, two dispatches of p,
+// wrote the same bytes: output, state_out and, where both wrote one,
+// capture.
+func checkSameResults(t *testing.T, what string, p spec.Params, a, b outcome) {
+	t.Helper()
+	checkSameBytes(t, what+": output", p.Activation, a.output, b.output)
+	checkSameBytes(t, what+": state_out", p.State, a.stateOut, b.stateOut)
+	if a.capture != nil && b.capture != nil {
+		checkSameBytes(t, what+": capture", p.State, a.capture, b.capture)
+	}
+}
+
+// firstRuns holds the first outcome of each dispatch run in the test
+// binary, by key, so that later runs of it (another scheduling order, the
+// other bf16 path) can be compared with it byte for byte: each thread
+// computes the same values whatever order the threads run in, unless they
+// race.
+var firstRuns struct {
+	sync.Mutex
+	m map[string]outcome
+}
+
+// checkAcrossRuns compares o, what the dispatch of p named key (device,
+// case and kernel) wrote, byte for byte with the first run of the same
+// key; the first run is recorded.
+func checkAcrossRuns(t *testing.T, key string, p spec.Params, o outcome) {
+	t.Helper()
+	firstRuns.Lock()
+	first, ok := firstRuns.m[key]
+	if !ok {
+		if firstRuns.m == nil {
+			firstRuns.m = map[string]outcome{}
+		}
+		firstRuns.m[key] = o
+	}
+	firstRuns.Unlock()
+	if ok {
+		checkSameResults(t, key+" vs the first run", p, o, first)
+	}
+}
+
+// checkLastSlotBytes checks that the capture kernel named name left in
+// each sequence's last capture slot the bytes of its state_out.
+func checkLastSlotBytes(t *testing.T, name string, p spec.Params, o outcome) {
+	t.Helper()
+	for s := range p.NSeqs {
+		checkSameBytes(t, fmt.Sprintf("%s: last slot vs state_out, sequence %d", name, s), p.State,
+			captureSlot(p, o.capture, p.NTokens-1, s), seqState(p, o.stateOut, s))
+	}
+}
+
+// checkPrefixSlots checks every capture slot but the last (which
+// checkLastSlotBytes checks) of capt, what the capture kernel named name
+// wrote over p's tokens and inputs in: slot t of each sequence holds the
+// bytes of the state_out that k leaves after a run over the first t+1
+// tokens alone.
+func (r *rig) checkPrefixSlots(t *testing.T, name string, k kernel, p spec.Params, in cpuref.Inputs, capt outcome) {
+	t.Helper()
+	for n := 1; n < p.NTokens; n++ {
+		pp, pin := prefix(p, in, n)
+		pre := r.run(t, job{kern: k, p: pp, in: pin})
+		for s := range p.NSeqs {
+			checkSameBytes(t, fmt.Sprintf("%s: slot %d vs %s over the first %d tokens, sequence %d", name, n-1, k.name, n, s), p.State,
+				captureSlot(p, capt.capture, n-1, s), seqState(pp, pre.stateOut, s))
+		}
+	}
+}
+
+// prefix returns the parameters and inputs of the first n tokens of every
+// sequence.
+func prefix(p spec.Params, in cpuref.Inputs, n int) (spec.Params, cpuref.Inputs) {
+	q := p
+	q.NTokens = n
+	take := func(x []float32, perToken int) []float32 {
+		var y []float32
+		for s := range p.NSeqs {
+			off := s * p.NTokens * perToken
+			y = append(y, x[off:off+n*perToken]...)
+		}
+		return y
+	}
+	one := perToken(p)
+	qk, v, g := one.QKLen(), one.VLen(), one.GateLen()
+	return q, cpuref.Inputs{
+		Q: take(in.Q, qk), K: take(in.K, qk), V: take(in.V, v),
+		G: take(in.G, g), Beta: take(in.Beta, g),
+		StateIn: in.StateIn, ALog: in.ALog, DtBias: in.DtBias,
 	}
 }

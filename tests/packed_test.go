@@ -103,75 +103,38 @@ var packedParity = eachCase(packedCases, packedCaseRun)
 func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 	ref := c.references(t)
 	p := c.p
-	res := map[string]typedOutcome{}
-	run := func(k kernel, inPlace bool) typedOutcome {
-		o := r.runTyped(t, k, p, ref.in, inPlace)
-		if r.emulated {
-			where := "separate"
-			if inPlace {
-				where = "in place"
-			}
-			checkTypedAcrossRuns(t, c.name+"/"+k.name+"/"+where, o)
-			if !inPlace { // in place, both state accesses are charged to binding 5
-				checkTypedTraffic(t, k.name, k, p, *o.Counters)
-			}
-		}
-		return o
-	}
-	for _, k := range append(packedFamily, kBlocked) {
-		o := run(k, false)
-		res[k.name] = o
-		checkTypedAgainstReferences(t, k.name, p, o, ref)
-		if o.Capture != nil {
-			checkBound(t, k.name+": capture vs Oracle64", cpuref.MaxRelErr64(o.Capture, ref.o64.Capture), stateBoundOf(p))
-		}
-	}
+	res := r.runEach(t, c.name, p, ref, append(packedFamily, kBlocked), checkTypedAgainstReferences)
 
 	// One layout, one result: byte for byte.
 	packed := res[kPacked.name]
 	for _, k := range []kernel{kPackedSeq, kPackedCapture} {
-		checkSameBytes(t, k.name+" vs packed: output", res[k.name].output, packed.output)
-		checkSameBytes(t, k.name+" vs packed: state_out", res[k.name].stateOut, packed.stateOut)
+		checkSameResults(t, k.name+" vs packed", p, res[k.name], packed)
 	}
 	capt := res[kPackedCapture.name]
 	checkLastSlotBytes(t, kPackedCapture.name, p, capt)
-	slot := stateSize(p) * p.State.Size()
 	// Slot t is the state after t+1 tokens, as a run over those tokens
 	// alone leaves it (the short windows only).
-	for n := 1; n < p.NTokens && p.NTokens <= 3; n++ {
-		pp, in := prefix(p, ref.in, n)
-		in.ALog, in.DtBias = ref.in.ALog, ref.in.DtBias
-		pre := r.runTyped(t, kPacked, pp, in, false)
-		for s := range p.NSeqs {
-			at := (s*p.NTokens + n - 1) * slot
-			checkSameBytes(t, fmt.Sprintf("packed_capture: slot %d vs packed over the first %d tokens, sequence %d", n-1, n, s),
-				capt.capture[at:at+slot], pre.stateOut[s*slot:(s+1)*slot])
-		}
+	if p.NTokens <= 3 {
+		r.checkPrefixSlots(t, kPackedCapture.name, kPacked, p, ref.in, capt)
 	}
 	for _, k := range []kernel{kPacked, kPackedSeq, kBlocked} {
-		ip := run(k, true)
-		checkSameBytes(t, k.name+": state_out in place vs separate", ip.stateOut, res[k.name].stateOut)
-		checkSameBytes(t, k.name+": output in place vs separate", ip.output, res[k.name].output)
+		r.checkInPlace(t, c.name, job{kern: k, p: p, in: ref.in}, res[k.name])
 	}
 
 	// The automatic choices run the packed kernels at these shapes.
 	for _, c := range []struct {
 		auto, want kernel
 	}{{kDecode, kPackedSeq}, {kCapture, kPackedCapture}, {kPrefill, kBlocked}} {
-		o := r.runTyped(t, c.auto, p, ref.in, false)
-		checkSameBytes(t, c.auto.name+" (automatic) vs "+c.want.name+": output", o.output, res[c.want.name].output)
-		checkSameBytes(t, c.auto.name+" (automatic) vs "+c.want.name+": state_out", o.stateOut, res[c.want.name].stateOut)
+		o := r.run(t, job{kern: c.auto, p: p, in: ref.in})
+		checkSameResults(t, c.auto.name+" (automatic) vs "+c.want.name, p, o, res[c.want.name])
 	}
 
 	// Against the other layout: the same recurrence, other summation orders.
-	outBound, stateBound := boundRef32, stateBoundOf(p)
-	if p.Activation != spec.F32 {
-		outBound = bound16[p.Activation]
-	}
+	outBound, stateBound := typeBound(p.Activation, boundRef32), typeBound(p.State, boundRef32)
 	for _, c := range []struct{ mine, theirs kernel }{
 		{kPacked, kOneRowDecode}, {kPackedSeq, kOneRowSeq}, {kPackedCapture, kOneRowCapture}, {kBlocked, kRecurrent},
 	} {
-		o := r.runTyped(t, c.theirs, p, ref.in, false)
+		o := r.run(t, job{kern: c.theirs, p: p, in: ref.in})
 		m := res[c.mine.name]
 		checkBound(t, c.mine.name+" vs "+c.theirs.name+": output", cpuref.MaxRelErr(m.Output, o.Output), outBound)
 		checkBound(t, c.mine.name+" vs "+c.theirs.name+": state_out", cpuref.MaxRelErr(m.StateOut, o.StateOut), stateBound)
@@ -184,11 +147,3 @@ func packedCaseRun(t *testing.T, r *rig, c typedCase) {
 // packedShape reports whether the packed kernels take the shape: D_k 64
 // or 128, D_v a multiple of 32.
 func packedShape(s spec.Shape) bool { return (s.DK == 64 || s.DK == 128) && s.DV%32 == 0 }
-
-// stateBoundOf is SPEC section 9's bound for p's state type.
-func stateBoundOf(p spec.Params) float64 {
-	if p.State != spec.F32 {
-		return bound16[p.State]
-	}
-	return boundRef32
-}

@@ -3,12 +3,9 @@ package tests
 import (
 	"fmt"
 	"math"
-	"slices"
-	"sync"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/floats"
 )
@@ -57,48 +54,6 @@ func parityCases() []parityCase {
 	return cases
 }
 
-// references are a case's inputs and both CPU references' results, with
-// the state after every token.
-type references struct {
-	in  cpuref.Inputs
-	r32 cpuref.Result
-	o64 cpuref.Result64
-}
-
-// refCache computes each case's references once per test binary: the
-// emulated device's runs and the real device share them.
-var refCache struct {
-	sync.Mutex
-	m map[string]*references
-}
-
-// referencesOf returns the inputs and both references' results (with the
-// state after every token) of the case named key, computed once per test
-// binary from the inputs that inputs returns.
-func referencesOf(t *testing.T, key string, p spec.Params, inputs func() cpuref.Inputs) *references {
-	t.Helper()
-	refCache.Lock()
-	defer refCache.Unlock()
-	if r := refCache.m[key]; r != nil {
-		return r
-	}
-	in := inputs()
-	r32, err := cpuref.Reference32(p, in, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o64, err := cpuref.Oracle64(p, in, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &references{in: in, r32: r32, o64: o64}
-	if refCache.m == nil {
-		refCache.m = map[string]*references{}
-	}
-	refCache.m[key] = r
-	return r
-}
-
 func (c parityCase) references(t *testing.T) *references {
 	t.Helper()
 	return referencesOf(t, "parity/"+c.name, c.p, func() cpuref.Inputs {
@@ -118,7 +73,9 @@ func TestEmulatedParity(t *testing.T) { onEmulatedIn(t, allOrders, parity) }
 // skips elsewhere): go test ./tests/ -run Metal -v
 func TestMetalParity(t *testing.T) { onMetal(t, parity) }
 
-// parity runs every kernel on every case of parityCases and checks:
+// parity runs the kernels of kernelsFor on every case of parityCases
+// (prefill, chunked, the decode family and, at two tokens or more, the
+// decode kernel itself) and checks:
 //
 //   - each kernel against Reference32 (1e-5) and Oracle64 (1e-4): output,
 //     state_out and, for capture, the state after every token; every
@@ -140,69 +97,24 @@ var parity = eachCase(parityCases, parityCaseRun)
 func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	ref := c.references(t)
 	p := c.p
-	res := map[string]outcome{}
-	kerns := allKernels
-	if p.NTokens >= 2 {
-		kerns = append(slices.Clone(kerns), r.decodeKernel())
-	}
+	kerns, res := r.runKernelsFor(t, c.name, p, ref, checkAgainstReferences)
 	for _, k := range kerns {
-		j := job{kern: k, p: p, in: ref.in}
-		o := r.run(t, j)
-		res[k.name] = o
-		if r.emulated {
-			checkSameAcrossOrders(t, c.name+"/"+k.name, o)
-		}
-		checkAgainstReferences(t, k.name, p, o, ref)
-		if o.Counters != nil {
-			checkTraffic(t, k.name, k, p, *o.Counters, false)
-		}
-
-		j.inPlace = true
-		ip := r.run(t, j)
-		checkSame(t, k.name+": state_out in place vs separate", ip.StateOut, o.StateOut)
-		checkSame(t, k.name+": output in place vs separate", ip.Output, o.Output)
-		if k.capture {
-			checkSame(t, k.name+": capture in place vs separate", ip.Capture, o.Capture)
-		}
-		if ip.Counters != nil {
-			checkTraffic(t, k.name+" in place", k, p, *ip.Counters, true)
-		}
+		r.checkInPlace(t, c.name, job{kern: k, p: p, in: ref.in}, res[k.name])
 	}
 
-	// The decode family: one result, byte for byte.
-	legacy := res[kLegacy.name]
-	for _, k := range kerns {
-		if k.name == kPrefill.name || k.name == kChunked.name || k.name == kLegacy.name {
-			continue
-		}
-		checkSame(t, k.name+" vs legacy: output", res[k.name].Output, legacy.Output)
-		checkSame(t, k.name+" vs legacy: state_out", res[k.name].StateOut, legacy.StateOut)
-	}
-
-	// Capture: the last slot is state_out; slot t is the state after t+1
-	// tokens, as a run over those tokens alone leaves it.
+	// Capture: slot t is the state after t+1 tokens, as a run over those
+	// tokens alone leaves it (the last slot: runKernelsFor).
 	capt := res[kCapture.name]
-	head := stateSize(p)
-	for s := range p.NSeqs {
-		checkSame(t, fmt.Sprintf("capture: last slot vs state_out, sequence %d", s),
-			captureSlot(p, capt.Capture, p.NTokens-1, s), capt.StateOut[s*head:(s+1)*head])
-	}
-	for n := 1; n < p.NTokens; n++ {
-		pp, in := prefix(p, ref.in, n)
-		pre := r.run(t, job{kern: kLegacy, p: pp, in: in})
-		for s := range p.NSeqs {
-			checkSame(t, fmt.Sprintf("capture: slot %d vs legacy over the first %d tokens, sequence %d", n-1, n, s),
-				captureSlot(p, capt.Capture, n-1, s), pre.StateOut[s*head:(s+1)*head])
-		}
-	}
+	r.checkPrefixSlots(t, kCapture.name, kLegacy, p, ref.in, capt)
 
 	// One sequence: a capture buffer pre-allocated for a longer draft.
 	if p.NSeqs == 1 {
 		const extra = 3
 		long := r.run(t, job{kern: kCapture, p: p, in: ref.in, captureSlots: p.NTokens + extra})
+		head := stateSize(p)
 		n := p.NTokens * head
-		checkSame(t, "capture into a longer buffer: the draft's slots", long.Capture[:n], capt.Capture)
-		checkSame(t, "capture into a longer buffer: state_out", long.StateOut, capt.StateOut)
+		checkSameBytes(t, "capture into a longer buffer: the draft's slots", p.State, long.capture[:n*p.State.Size()], capt.capture)
+		checkSameBytes(t, "capture into a longer buffer: state_out", p.State, long.stateOut, capt.stateOut)
 		if got := floats.Unwritten(long.Capture[n:]); got != extra*head {
 			t.Errorf("capture into a longer buffer: %d of the %d elements past the draft were written", extra*head-got, extra*head)
 		}
@@ -215,21 +127,6 @@ func parityCaseRun(t *testing.T, r *rig, c parityCase) {
 	pre, dec := res[kPrefill.name], res[kDecode.name]
 	checkBound(t, "prefill vs decode: output", cpuref.MaxRelErr(pre.Output, dec.Output), boundRef32)
 	checkBound(t, "prefill vs decode: state_out", cpuref.MaxRelErr(pre.StateOut, dec.StateOut), boundRef32)
-}
-
-// emulatedResults holds the first result the emulated device gave for
-// each case and kernel, so that the other scheduling order can be compared
-// with it byte for byte: each thread computes the same values whatever
-// order the threads run in, unless they race.
-var emulatedResults firstResults[outcome]
-
-func checkSameAcrossOrders(t *testing.T, key string, o outcome) {
-	t.Helper()
-	if first, ok := emulatedResults.first(key, o); ok {
-		checkSame(t, key+": output vs the other scheduling order", o.Output, first.Output)
-		checkSame(t, key+": state_out vs the other scheduling order", o.StateOut, first.StateOut)
-		checkSame(t, key+": capture vs the other scheduling order", o.Capture, first.Capture)
-	}
 }
 
 // checkAgainstReferences checks a kernel's results against both CPU
@@ -246,68 +143,5 @@ func checkAgainstReferences(t *testing.T, name string, p spec.Params, o outcome,
 		checkWritten(t, name+": capture", o.Capture)
 		checkBound(t, name+": capture vs Reference32", cpuref.MaxRelErr(o.Capture, ref.r32.Capture), boundRef32)
 		checkBound(t, name+": capture vs Oracle64", cpuref.MaxRelErr64(o.Capture, ref.o64.Capture), boundOracle64)
-	}
-}
-
-// Buffer binding indices (SPEC section 4).
-const (
-	bindStateIn  = 5
-	bindOutput   = 6
-	bindStateOut = 7
-	bindCapture  = 9
-)
-
-// checkTraffic checks the emulator's byte counts of one dispatch: every
-// kernel reads each state cell once and writes it once, whatever n_tokens
-// is, writes each output element once, and capture writes one state per
-// token on top. In place, both state accesses are charged to binding 5,
-// the lower of the two (msl.Counters).
-func checkTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl.Counters, inPlace bool) {
-	t.Helper()
-	state := uint64(4 * p.StateLen())
-	want := func(what string, got, want uint64) {
-		t.Helper()
-		if got != want {
-			t.Errorf("%s, %d tokens: %s %d bytes, want %d", name, p.NTokens, what, got, want)
-		}
-	}
-	if inPlace {
-		want("state loaded at index 5", c.Loaded[bindStateIn], state)
-		want("state stored at index 5", c.Stored[bindStateIn], state)
-	} else {
-		want("state loaded at index 5", c.Loaded[bindStateIn], state)
-		want("state stored at index 5", c.Stored[bindStateIn], 0)
-		want("state loaded at index 7", c.Loaded[bindStateOut], 0)
-		want("state stored at index 7", c.Stored[bindStateOut], state)
-	}
-	want("output stored at index 6", c.Stored[bindOutput], uint64(4*p.VLen()))
-	want("output loaded at index 6", c.Loaded[bindOutput], 0)
-	var capture uint64
-	if k.capture {
-		capture = uint64(p.NTokens) * state
-	}
-	want("capture stored at index 9", c.Stored[bindCapture], capture)
-	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
-}
-
-// prefix returns the parameters and inputs of the first n tokens of every
-// sequence.
-func prefix(p spec.Params, in cpuref.Inputs, n int) (spec.Params, cpuref.Inputs) {
-	q := p
-	q.NTokens = n
-	take := func(x []float32, perToken int) []float32 {
-		var y []float32
-		for s := range p.NSeqs {
-			off := s * p.NTokens * perToken
-			y = append(y, x[off:off+n*perToken]...)
-		}
-		return y
-	}
-	one := perToken(p)
-	qk, v, g := one.QKLen(), one.VLen(), one.GateLen()
-	return q, cpuref.Inputs{
-		Q: take(in.Q, qk), K: take(in.K, qk), V: take(in.V, v),
-		G: take(in.G, g), Beta: take(in.Beta, g),
-		StateIn: in.StateIn,
 	}
 }

@@ -10,12 +10,9 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
-	"github.com/puremetal/puremetal/mtl"
 )
 
 // servingCase is a batch of sequences in slots of a state pool, with
@@ -124,61 +121,11 @@ func servingCasesOf(t *testing.T, rng *rand.Rand, k kernel, dks [2]int, dv int) 
 	return cases
 }
 
-// servingOutcome is what a serving dispatch wrote: the whole output, the
-// state pool written, and the capture buffer, as bytes and widened to
-// float32.
-type servingOutcome struct {
-	output, stateOut, capture []byte
-	Output, StateOut, Capture []float32
-	Counters                  *msl.Counters // emulated device only
-}
-
-// runServing runs c's dispatch on r, with the slot index and cu_seqlens
-// in shared buffers (or copied to private ones, which validation cannot
-// read, when private is set), and returns what it wrote.
-func (r *rig) runServing(t *testing.T, c servingCase, private bool) (servingOutcome, error) {
-	t.Helper()
-	p, in := c.p, c.in
-	a, st := p.Activation, p.State
-	b := gdn.Buffers{
-		Q: r.uploadTyped(t, a, in.Q), K: r.uploadTyped(t, a, in.K), V: r.uploadTyped(t, a, in.V),
-		G: r.uploadTyped(t, a, in.G), Beta: r.uploadTyped(t, a, in.Beta), StateIn: r.uploadTyped(t, st, in.StateIn),
-		Output: r.poisonedTyped(t, a, p.VLen()),
-	}
-	b.StateOut = b.StateIn
-	if !c.inPlace {
-		b.StateOut = r.poisonedTyped(t, st, p.StateLen())
-	}
-	if c.kern.capture {
-		b.Capture = r.poisonedTyped(t, st, p.CaptureLen())
-	}
-	if p.Fused.Gate {
-		b.ALog, b.DtBias = r.uploadTyped(t, spec.F32, in.ALog), r.uploadTyped(t, spec.F32, in.DtBias)
-	}
-	if p.NSlots > 0 {
-		b.Slots = r.uploadInt32(t, in.Slots, private)
-	}
-	if p.Varlen {
-		b.CuSeqlens = r.uploadInt32(t, in.CuSeqlens, private)
-	}
-	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return c.kern.call(r.k, enc, p, b) })
-	if err != nil {
-		return servingOutcome{}, err
-	}
-	read := func(v gdn.View) []byte {
-		all := mtl.Slice[byte](v.Buffer)
-		return append([]byte(nil), all[v.Offset:v.Offset+v.Len*v.Type.Size()]...)
-	}
-	o := servingOutcome{output: read(b.Output), stateOut: read(b.StateOut)}
-	o.Output, o.StateOut = decode(a, o.output), decode(st, o.stateOut)
-	if c.kern.capture {
-		o.capture = read(b.Capture)
-		o.Capture = decode(st, o.capture)
-	}
-	if r.emulated && len(cs) == 1 {
-		o.Counters = &cs[0]
-	}
-	return o, nil
+// job is the dispatch of c, with the slot index and cu_seqlens in shared
+// buffers or, when private is set, copied to private ones, which
+// validation cannot read.
+func (c servingCase) job(private bool) job {
+	return job{kern: c.kern, p: c.p, in: c.in, inPlace: c.inPlace, private: private}
 }
 
 // untouched reports whether b still holds the poison of type t
@@ -187,37 +134,6 @@ func untouched(t spec.ElemType, b []byte) bool {
 	want := make([]byte, len(b))
 	poisonBytes(t, want)
 	return bytes.Equal(b, want)
-}
-
-// uploadInt32 returns an int32 view of x in a new buffer, released when the
-// test ends: shared storage, or private storage filled by a blit copy.
-func (r *rig) uploadInt32(t *testing.T, x []int32, private bool) gdn.View {
-	t.Helper()
-	raw := make([]byte, 4*len(x))
-	for i, v := range x {
-		u := uint32(v)
-		raw[4*i], raw[4*i+1], raw[4*i+2], raw[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
-	}
-	shared, err := r.dev.NewBufferWithBytes(raw, mtl.ResourceStorageModeShared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(shared.Release)
-	if !private {
-		return gdn.I32View(shared, 0, len(x))
-	}
-	g := &testdevice.GPU{T: t, D: r.dev, Q: r.queue}
-	priv := g.Buffer(len(raw), mtl.ResourceStorageModePrivate)
-	cb, blit := g.Blit()
-	blit.CopyFromBuffer(shared, 0, priv, 0, len(raw))
-	err = blit.EndEncoding()
-	if err == nil {
-		err = completed(cb)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return gdn.I32View(priv, 0, len(x))
 }
 
 func TestEmulatedServing(t *testing.T) { onEmulated(t, servingSuite) }
@@ -230,7 +146,7 @@ func TestMetalServing(t *testing.T)    { onMetal(t, servingSuite) }
 func servingSuite(t *testing.T, r *rig) {
 	for _, c := range servingCases(t) {
 		t.Run(c.name, func(t *testing.T) {
-			o, err := r.runServing(t, c, false)
+			o, err := r.tryRun(t, c.job(false))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +155,7 @@ func servingSuite(t *testing.T, r *rig) {
 	}
 }
 
-func checkServing(t *testing.T, r *rig, c servingCase, o servingOutcome) {
+func checkServing(t *testing.T, r *rig, c servingCase, o outcome) {
 	t.Helper()
 	p, in := c.p, c.in
 	r32, err := cpuref.Reference32(p, in, c.kern.capture)
@@ -280,7 +196,7 @@ func checkServing(t *testing.T, r *rig, c servingCase, o servingOutcome) {
 		gotBytes := o.stateOut[pt.State*sw*st.Size() : (pt.State+1)*sw*st.Size()]
 		if pt.N == 0 { // skipped too: in place its state stays, into another pool nothing is written
 			if c.inPlace {
-				checkSameBytes(t, what+", empty: its state", gotBytes, encode(st, in.StateIn[pt.State*sw:(pt.State+1)*sw]))
+				checkSameBytes(t, what+", empty: its state", st, gotBytes, encode(st, in.StateIn[pt.State*sw:(pt.State+1)*sw]))
 			} else if !untouched(st, gotBytes) {
 				t.Errorf("%s, empty: its slot of state_out written", what)
 			}
@@ -295,17 +211,17 @@ func checkServing(t *testing.T, r *rig, c servingCase, o servingOutcome) {
 		if c.kern.capture {
 			checkWritten(t, what+": capture", capt)
 			checkBound(t, what+": capture against Reference32", cpuref.MaxRelErr(capt, r32.Capture[pt.Tok0*sw:(pt.Tok0+pt.N)*sw]), stateBound32)
-			checkSameBytes(t, what+": last capture slot and state", captBytes[(pt.N-1)*sw*st.Size():], gotBytes)
+			checkSameBytes(t, what+": last capture slot and state", st, captBytes[(pt.N-1)*sw*st.Size():], gotBytes)
 		}
 		// The sequence alone, in a dispatch of its own: the same bytes.
-		alone, err := r.runServing(t, servingCase{kern: c.kern, p: pt.Params, in: pt.Inputs, inPlace: c.inPlace}, false)
+		alone, err := r.tryRun(t, servingCase{kern: c.kern, p: pt.Params, in: pt.Inputs, inPlace: c.inPlace}.job(false))
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSameBytes(t, what+": output against the sequence alone", outBytes, alone.output)
-		checkSameBytes(t, what+": state against the sequence alone", gotBytes, alone.stateOut)
+		checkSameBytes(t, what+": output against the sequence alone", a, outBytes, alone.output)
+		checkSameBytes(t, what+": state against the sequence alone", st, gotBytes, alone.stateOut)
 		if c.kern.capture {
-			checkSameBytes(t, what+": capture against the sequence alone", captBytes, alone.capture)
+			checkSameBytes(t, what+": capture against the sequence alone", st, captBytes, alone.capture)
 		}
 	}
 	for slot, n := range named {
@@ -314,7 +230,7 @@ func checkServing(t *testing.T, r *rig, c servingCase, o servingOutcome) {
 		}
 		gotBytes := o.stateOut[slot*sw*st.Size() : (slot+1)*sw*st.Size()]
 		if c.inPlace {
-			checkSameBytes(t, fmt.Sprintf("slot %d, which no sequence names", slot), gotBytes, encode(st, in.StateIn[slot*sw:(slot+1)*sw]))
+			checkSameBytes(t, fmt.Sprintf("slot %d, which no sequence names", slot), st, gotBytes, encode(st, in.StateIn[slot*sw:(slot+1)*sw]))
 		} else if !untouched(st, gotBytes) {
 			t.Errorf("slot %d, which no sequence names: written", slot)
 		}
@@ -333,7 +249,7 @@ func TestEmulatedServingStateTraffic(t *testing.T) {
 				continue
 			}
 			t.Run(c.name, func(t *testing.T) {
-				o, err := r.runServing(t, c, false)
+				o, err := r.tryRun(t, c.job(false))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -385,7 +301,7 @@ func TestEmulatedServingPrivateIndices(t *testing.T) {
 				want.Slots[4] = -1
 			}
 			t.Run(c.name, func(t *testing.T) {
-				o, err := r.runServing(t, c, true)
+				o, err := r.tryRun(t, c.job(true))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -416,7 +332,7 @@ func TestEmulatedServingRejects(t *testing.T) {
 				}
 				in := c.in
 				e.edit(&in)
-				_, err := r.runServing(t, servingCase{c.name, c.kern, c.p, in, c.inPlace}, false)
+				_, err := r.tryRun(t, servingCase{c.name, c.kern, c.p, in, c.inPlace}.job(false))
 				if !errors.Is(err, gdn.ErrInvalidArgument) || !strings.Contains(err.Error(), e.want) {
 					t.Errorf("%s, %s: error %v, want one wrapping gdn.ErrInvalidArgument that says %q", c.name, e.name, err, e.want)
 				}

@@ -152,7 +152,7 @@ func TestEmulatedStructure(t *testing.T) {
 					}
 				}
 				for _, sk := range kerns {
-					c := *r.runTyped(t, sk.k, p, in, false).Counters
+					c := *r.run(t, job{kern: sk.k, p: p, in: in}).Counters
 					s := measureStructure(fmt.Sprintf("%s %s", sk.k.name, fusedName(f)), sk.k, p, c, sk.rows)
 					s.array = largestPrivateArray(t, sk.file)
 					table = append(table, s)

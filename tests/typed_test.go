@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"sort"
@@ -13,8 +12,6 @@ import (
 	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/half"
-	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -132,136 +129,6 @@ func (c typedCase) references(t *testing.T) *references {
 	return referencesOf(t, "typed/"+c.name, c.p, func() cpuref.Inputs { return typedInputs(t, c.p, c.seed, true) })
 }
 
-// typedOutcome is what a typed dispatch wrote: the raw bytes, and the
-// values widened to float32.
-type typedOutcome struct {
-	output, stateOut, capture []byte
-	Output, StateOut, Capture []float32
-	Counters                  *msl.Counters
-}
-
-// codecs are the little-endian byte encodings of each element type: f16
-// and bf16 through package half (x holds values of the type, so encoding
-// is exact), f32 as the IEEE 754 bits.
-var codecs = map[spec.ElemType]struct {
-	encode func(dst []byte, src []float32) int
-	decode func(dst []float32, src []byte) int
-}{
-	spec.F16:  {half.EncodeFloat16, half.DecodeFloat16},
-	spec.BF16: {half.EncodeBFloat16, half.DecodeBFloat16},
-	spec.F32:  {encodeFloat32, decodeFloat32},
-}
-
-func encodeFloat32(dst []byte, src []float32) int { return copy(dst, floats.Bytes(src...)) / 4 }
-
-func decodeFloat32(dst []float32, src []byte) int { return copy(dst, floats.FromBytes(src)) }
-
-// encode returns the bytes of x as elements of type t, little-endian (x
-// holds values of t).
-func encode(t spec.ElemType, x []float32) []byte {
-	b := make([]byte, t.Size()*len(x))
-	codecs[t].encode(b, x)
-	return b
-}
-
-// decode widens little-endian elements of type t to float32.
-func decode(t spec.ElemType, b []byte) []float32 {
-	x := make([]float32, len(b)/t.Size())
-	codecs[t].decode(x, b)
-	return x
-}
-
-// poisonBytes fills b with a quiet NaN of type t that no arithmetic
-// produces.
-func poisonBytes(t spec.ElemType, b []byte) {
-	pattern := map[spec.ElemType][]byte{
-		spec.F32: {0xad, 0xde, 0xc0, 0x7f}, spec.F16: {0x5b, 0x7e}, spec.BF16: {0xdb, 0x7f},
-	}[t]
-	for i := range b {
-		b[i] = pattern[i%len(pattern)]
-	}
-}
-
-// uploadTyped returns a view of a new shared buffer holding x as elements
-// of type et, released when the test ends.
-func (r *rig) uploadTyped(t testing.TB, et spec.ElemType, x []float32) gdn.View {
-	t.Helper()
-	b, err := r.dev.NewBufferWithBytes(encode(et, x), mtl.ResourceStorageModeShared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Release)
-	return gdn.NewView(b, 0, et, len(x))
-}
-
-// poisonedTyped returns a view of a new shared buffer of n elements of
-// type et, each a NaN no arithmetic produces (poisonBytes), released when
-// the test ends.
-func (r *rig) poisonedTyped(t testing.TB, et spec.ElemType, n int) gdn.View {
-	t.Helper()
-	b, err := r.dev.NewBuffer(et.Size()*n, mtl.ResourceStorageModeShared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Release)
-	poisonBytes(et, mtl.Slice[byte](b))
-	return gdn.NewView(b, 0, et, n)
-}
-
-// runTyped encodes one dispatch of k on p's types with inputs in, runs it
-// and returns the results; any error fails the test.
-func (r *rig) runTyped(t *testing.T, k kernel, p spec.Params, in cpuref.Inputs, inPlace bool) typedOutcome {
-	t.Helper()
-	a, st := p.Activation, p.State
-	b := gdn.Buffers{
-		Q: r.uploadTyped(t, a, in.Q), K: r.uploadTyped(t, a, in.K), V: r.uploadTyped(t, a, in.V),
-		G: r.uploadTyped(t, a, in.G), Beta: r.uploadTyped(t, a, in.Beta), StateIn: r.uploadTyped(t, st, in.StateIn),
-		Output: r.poisonedTyped(t, a, p.VLen()),
-	}
-	if inPlace {
-		b.StateOut = b.StateIn
-	} else {
-		b.StateOut = r.poisonedTyped(t, st, p.StateLen())
-	}
-	if k.capture {
-		b.Capture = r.poisonedTyped(t, st, p.CaptureLen())
-	}
-	if p.Fused.Gate {
-		b.ALog, b.DtBias = r.uploadTyped(t, spec.F32, in.ALog), r.uploadTyped(t, spec.F32, in.DtBias)
-	}
-	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return k.call(r.k, enc, p, b) })
-	if err != nil {
-		t.Fatalf("%s %s: %v", k.name, typedName(p), err)
-	}
-	read := func(v gdn.View) []byte {
-		all := mtl.Slice[byte](v.Buffer)
-		return append([]byte(nil), all[v.Offset:v.Offset+v.Len*v.Type.Size()]...)
-	}
-	o := typedOutcome{output: read(b.Output), stateOut: read(b.StateOut)}
-	o.Output, o.StateOut = decode(a, o.output), decode(st, o.stateOut)
-	if k.capture {
-		o.capture = read(b.Capture)
-		o.Capture = decode(st, o.capture)
-	}
-	if r.emulated {
-		if len(cs) != 1 {
-			t.Fatalf("%s %s: the command buffer ran %d dispatches, want 1", k.name, typedName(p), len(cs))
-		}
-		o.Counters = &cs[0]
-	}
-	return o
-}
-
-// threadsOf returns the threads of the dispatch the counters are of (the
-// automatic choices pick a kernel, and so a geometry, by shape).
-func threadsOf(c msl.Counters) uint64 {
-	n := uint64(1)
-	for k := range 3 {
-		n *= uint64(c.Threadgroups[k] * c.ThreadsPerThreadgroup[k])
-	}
-	return n
-}
-
 func typedName(p spec.Params) string {
 	return fmt.Sprintf("%v %v/%v %s %v scale=%g", p.Shape, p.Activation, p.State, fusedName(p.Fused), p.HeadMap, p.QScale)
 }
@@ -361,52 +228,13 @@ var typedParity = eachCase(typedCases, typedCaseRun)
 
 func typedCaseRun(t *testing.T, r *rig, c typedCase) {
 	ref := c.references(t)
-	p := c.p
-	kerns := r.kernelsFor(p)
-	res := map[string]typedOutcome{}
-	for _, k := range kerns {
-		o := r.runTyped(t, k, p, ref.in, false)
-		res[k.name] = o
-		device := "metal/"
-		if r.emulated {
-			device = "emulated/"
-		}
-		checkTypedAcrossRuns(t, device+c.name+"/"+k.name, o)
-		checkTypedAgainstReferences(t, k.name, p, o, ref)
-		if o.Counters != nil {
-			checkTypedTraffic(t, k.name, k, p, *o.Counters)
-		}
-	}
-	ip := r.runTyped(t, kDecode, p, ref.in, true)
-	checkSameBytes(t, "decode: state_out in place vs separate", ip.stateOut, res[kDecode.name].stateOut)
-	checkSameBytes(t, "decode: output in place vs separate", ip.output, res[kDecode.name].output)
-
-	legacy := res[kLegacy.name]
-	for _, k := range kerns {
-		if k.name == kPrefill.name || k.name == kChunked.name || k.name == kRecurrent.name || k.name == kLegacy.name {
-			continue
-		}
-		checkSameBytes(t, k.name+" vs legacy: output", res[k.name].output, legacy.output)
-		checkSameBytes(t, k.name+" vs legacy: state_out", res[k.name].stateOut, legacy.stateOut)
-	}
-	checkLastSlotBytes(t, kCapture.name, p, res[kCapture.name])
-}
-
-// checkLastSlotBytes checks that the capture kernel named name left in
-// each sequence's last capture slot the bytes of its state_out.
-func checkLastSlotBytes(t *testing.T, name string, p spec.Params, o typedOutcome) {
-	t.Helper()
-	slot := stateSize(p) * p.State.Size()
-	for s := range p.NSeqs {
-		last := (s*p.NTokens + p.NTokens - 1) * slot
-		checkSameBytes(t, fmt.Sprintf("%s: last slot vs state_out, sequence %d", name, s),
-			o.capture[last:last+slot], o.stateOut[s*slot:(s+1)*slot])
-	}
+	_, res := r.runKernelsFor(t, c.name, c.p, ref, checkTypedAgainstReferences)
+	r.checkInPlace(t, c.name, job{kern: kDecode, p: c.p, in: ref.in}, res[kDecode.name])
 }
 
 // checkTypedAgainstReferences checks one kernel's results against both
 // references and that every element was written.
-func checkTypedAgainstReferences(t *testing.T, name string, p spec.Params, o typedOutcome, ref *references) {
+func checkTypedAgainstReferences(t *testing.T, name string, p spec.Params, o outcome, ref *references) {
 	t.Helper()
 	checkWritten(t, name+": output", o.Output)
 	checkWritten(t, name+": state_out", o.StateOut)
@@ -432,66 +260,6 @@ func checkTypedAgainstReferences(t *testing.T, name string, p spec.Params, o typ
 	}
 }
 
-var typedResults firstResults[typedOutcome]
-
-// checkTypedAcrossRuns compares o with the first result of the same key
-// (device, case and kernel) byte for byte: every scheduling order and both
-// bf16 paths give the same bytes.
-func checkTypedAcrossRuns(t *testing.T, key string, o typedOutcome) {
-	t.Helper()
-	if first, ok := typedResults.first(key, o); ok {
-		checkSameBytes(t, key+": output vs the first run", o.output, first.output)
-		checkSameBytes(t, key+": state_out vs the first run", o.stateOut, first.stateOut)
-		checkSameBytes(t, key+": capture vs the first run", o.capture, first.capture)
-	}
-}
-
-// checkSameBytes fails the test unless a and b are the same bytes.
-func checkSameBytes(t *testing.T, what string, a, b []byte) {
-	t.Helper()
-	if !bytes.Equal(a, b) {
-		i := 0
-		for i < len(a) && i < len(b) && a[i] == b[i] {
-			i++
-		}
-		t.Errorf("%s: not bit-identical (lengths %d and %d, first difference at byte %d)", what, len(a), len(b), i)
-	}
-}
-
-// checkTypedTraffic checks the emulator's byte counts of one dispatch in
-// the state's and the activations' own element sizes: the state read once
-// and written once, the output written once, capture one state per token;
-// A_log and dt_bias are read only with the fused gate.
-func checkTypedTraffic(t *testing.T, name string, k kernel, p spec.Params, c msl.Counters) {
-	t.Helper()
-	state := uint64(p.State.Size() * p.StateLen())
-	want := func(what string, got, want uint64) {
-		t.Helper()
-		if got != want {
-			t.Errorf("%s: %s %d bytes, want %d", name, what, got, want)
-		}
-	}
-	want("state loaded at index 5", c.Loaded[bindStateIn], state)
-	want("state stored at index 5", c.Stored[bindStateIn], 0)
-	want("state stored at index 7", c.Stored[bindStateOut], state)
-	want("state loaded at index 7", c.Loaded[bindStateOut], 0)
-	want("output stored at index 6", c.Stored[bindOutput], uint64(p.Activation.Size()*p.VLen()))
-	var capture uint64
-	if k.capture {
-		capture = uint64(p.NTokens) * state
-	}
-	want("capture stored at index 9", c.Stored[bindCapture], capture)
-	want("capture loaded at index 9", c.Loaded[bindCapture], 0)
-	// A_log and dt_bias (10, 11) are read only with the fused gate, four
-	// bytes of each per thread.
-	var consts uint64
-	if p.Fused.Gate {
-		consts = 4 * threadsOf(c)
-	}
-	want("A_log loaded at index 10", c.Loaded[10], consts)
-	want("dt_bias loaded at index 11", c.Loaded[11], consts)
-}
-
 // TestEmulatedTypedDecodeStepTraffic measures, from the emulator's
 // counters, the bytes one decode step of one Qwen3.5-sized layer (D_k =
 // D_v = 128, 16 key heads, 32 value heads, one token) moves for every
@@ -514,7 +282,7 @@ func TestEmulatedTypedDecodeStepTraffic(t *testing.T) {
 							QScale:     0.0883883476,
 							Activation: a, State: st, Fused: f,
 						}
-						c := *r.runTyped(t, k, p, typedInputs(t, p, 0x7aff1c, true), false).Counters
+						c := *r.run(t, job{kern: k, p: p, in: typedInputs(t, p, 0x7aff1c, true)}).Counters
 						floor := uint64(32 * 128 * 128 * st.Size() * 2)
 						stateBytes := c.Loaded[bindStateIn] + c.Stored[bindStateOut]
 						name := fmt.Sprintf("%s %v/%v %s", k.name, a, st, fusedName(f))
