@@ -62,7 +62,7 @@
 // The program's parts: parseFlags and cli (flags, backend), run (the
 // windows, with step 3's draw, and the report), newSpeculation (every
 // layer's memory), speculation.window (steps 1, 2 and 4 of one window),
-// plainDecode and checkReference (the two checks).
+// plainCalls, plainDecode and checkReference (the two checks).
 package main
 
 import (
