@@ -114,7 +114,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 // known backend, -dtype and -state among the types, tokens to decode.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := layerstack.NewFlagSet("decode", "Decodes tokens through a stack of Gated DeltaNet layers and checks the states and outputs against the CPU references.", stderr)
-	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto, metal, emu or cpu", 4)}
+	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto (metal on a Mac, cpu elsewhere), metal, emu or cpu", 4)}
 	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
 	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
 	if err := cfg.Parse(fs, args); err != nil {
