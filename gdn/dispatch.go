@@ -112,7 +112,7 @@ func (k *Kernels) Release() {
 // Like every dispatcher it takes p's types and fused parts (see
 // [Buffers]).
 func (k *Kernels) Prefill(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, prefillKernel(p, b), p, b)
+	return k.encode(enc, PrefillKernel(p, b), p, b)
 }
 
 // PrefillChunked encodes the chunked prefill kernel whatever n_tokens is.
@@ -138,8 +138,11 @@ func (k *Kernels) PrefillChunked(enc *mtl.ComputeCommandEncoder, p Params, b Buf
 // BenchmarkMetalPrefill in package tests measures the ratio on a Mac.
 const ChunkedMinTokens = 64
 
-// prefillKernel is the automatic choice of [Kernels.Prefill].
-func prefillKernel(p Params, b Buffers) Kernel {
+// PrefillKernel returns the kernel [Kernels.Prefill] encodes for p and b:
+// its automatic choice. With zero Buffers (every offset 0) it is the
+// choice for views at the start of their buffers, which [EntryPoint] and
+// [Kernels.Prepare] take to make the pipeline before the first dispatch.
+func PrefillKernel(p Params, b Buffers) Kernel {
 	switch {
 	case p.Shape.NTokens >= ChunkedMinTokens:
 		return KernelPrefillChunked
@@ -158,7 +161,7 @@ func prefillKernel(p Params, b Buffers) Kernel {
 // pair gives bit-identical results. D_k must be 32, 64 or 128 and D_v a
 // multiple of D_k/32. b.Capture must be empty.
 func (k *Kernels) Decode(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	return k.encode(enc, decodeKernel(p, b), p, b)
+	return k.encode(enc, DecodeKernel(p, b), p, b)
 }
 
 // Encode encodes the kernel kern, whichever the shape would get from
@@ -192,15 +195,21 @@ func (k *Kernels) DecodeLegacy(enc *mtl.ComputeCommandEncoder, p Params, b Buffe
 // per SIMD-group otherwise, bit-identical to that. Otherwise the rules of
 // [Kernels.Decode] apply.
 func (k *Kernels) DecodeWithCapture(enc *mtl.ComputeCommandEncoder, p Params, b Buffers) error {
-	kern := KernelDecodeCapture
-	if packedFits(p, b) && b.Capture.Offset%(packedAlign*p.State.Size()) == 0 {
-		kern = KernelDecodePackedCapture
-	}
-	return k.encode(enc, kern, p, b)
+	return k.encode(enc, CaptureKernel(p, b), p, b)
 }
 
-// decodeKernel is the automatic choice of [Kernels.Decode].
-func decodeKernel(p Params, b Buffers) Kernel {
+// CaptureKernel returns the kernel [Kernels.DecodeWithCapture] encodes for
+// p and b: its automatic choice (see [PrefillKernel] for zero Buffers).
+func CaptureKernel(p Params, b Buffers) Kernel {
+	if packedFits(p, b) && b.Capture.Offset%(packedAlign*p.State.Size()) == 0 {
+		return KernelDecodePackedCapture
+	}
+	return KernelDecodeCapture
+}
+
+// DecodeKernel returns the kernel [Kernels.Decode] encodes for p and b: its
+// automatic choice (see [PrefillKernel] for zero Buffers).
+func DecodeKernel(p Params, b Buffers) Kernel {
 	packed := packedFits(p, b)
 	switch {
 	case packed && (p.Shape.NTokens >= 2 || p.Shape.Varlen): // packed_seq takes packed sequences
@@ -236,9 +245,38 @@ func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 	return k.dispatch(mtlEncoder{enc}, kern, p, b)
 }
 
-// entryPoint returns the MSL entry point of kern for valid parameters: the
-// variant of the activation and state types, and of NSG for the decode
-// family and the packed kernels.
+// EntryPoint returns the MSL entry point kern runs for p: the variant of
+// the activation and state types, and of D_k / 32 SIMD-groups for the
+// decode family and the packed kernels (gated_delta_net_decode_bf16_f32_4
+// for Qwen3.5's decode step of one row per SIMD-group). An unknown kernel,
+// invalid parameters or a shape the kernel does not take are an error
+// wrapping [ErrInvalidArgument].
+func EntryPoint(kern Kernel, p Params) (string, error) {
+	if err := validateKernelParams(kern, p); err != nil {
+		return "", err
+	}
+	return entryPoint(kern, p), nil
+}
+
+// Prepare makes the pipeline kern runs for p now (see [EntryPoint]), so
+// that the first dispatch does not wait for Metal to compile it: a server
+// prepares the kernels its first request will take, such as
+// Prepare(DecodeKernel(p, Buffers{}), p).
+func (k *Kernels) Prepare(kern Kernel, p Params) error {
+	if k == nil || k.pipelines == nil {
+		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
+	}
+	entry, err := EntryPoint(kern, p)
+	if err != nil {
+		return err
+	}
+	if _, _, err := k.pipelines.pipeline(entry); err != nil {
+		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
+	}
+	return nil
+}
+
+// entryPoint is EntryPoint for valid parameters.
 func entryPoint(kern Kernel, p Params) string {
 	return entryNames[kern](p.Activation, p.State, nsg(p.Shape))
 }

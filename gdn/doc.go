@@ -17,6 +17,9 @@
 // one-row kernels otherwise; [Kernels.Encode] runs any [Kernel] by name.
 // Within a layout decode, seq and capture give the same bytes; across
 // layouts the summation order differs, within the float32 bounds.
+// [PrefillKernel], [DecodeKernel] and [CaptureKernel] say which kernel each
+// picks, [EntryPoint] which pipeline that kernel runs, and
+// [Kernels.Prepare] makes the pipeline ahead of the first dispatch.
 //
 // # The recurrence
 //

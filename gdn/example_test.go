@@ -323,3 +323,33 @@ func ExampleKernels_Encode() {
 	fmt.Printf("%d outputs, within 1e-6 of the largest: %v\n", len(packed), diff <= 1e-6*largest)
 	// Output: 64 outputs, within 1e-6 of the largest: true
 }
+
+// A server makes the pipelines of its first request's kernels before the
+// request arrives, so that the first token does not wait for Metal's
+// compiler: the kernels Prefill and Decode will pick for a Qwen3.5 layer
+// with bf16 activations, an f32 state and the fused step, views at the
+// start of their buffers (zero Buffers).
+func ExampleKernels_Prepare() {
+	m := open()
+	defer m.Release()
+
+	prompt := gdn.Params{
+		Shape:      gdn.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 200, NSeqs: 1},
+		Activation: gdn.BF16, Fused: gdn.FusedAll,
+	}
+	step := prompt
+	step.NTokens = 1
+	for _, c := range []struct {
+		kern gdn.Kernel
+		p    gdn.Params
+	}{{gdn.PrefillKernel(prompt, gdn.Buffers{}), prompt}, {gdn.DecodeKernel(step, gdn.Buffers{}), step}} {
+		if err := m.k.Prepare(c.kern, c.p); err != nil {
+			log.Fatal(err)
+		}
+		entry, _ := gdn.EntryPoint(c.kern, c.p)
+		fmt.Printf("%s: %s\n", c.kern, entry)
+	}
+	// Output:
+	// chunked: gated_delta_net_chunked_bf16_f32
+	// packed: gated_delta_net_decode_packed_bf16_f32_4
+}

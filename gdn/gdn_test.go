@@ -700,7 +700,7 @@ func TestPrefillChoice(t *testing.T) {
 	} {
 		s := Shape{DK: c.dk, DV: c.dv, NKHeads: 2, NVHeads: 4, NTokens: c.n, NSeqs: 1}
 		p, b := fb.typedArgs(KernelPrefill, s, F32, F32, spec.Fused{})
-		if got := prefillKernel(p, b); got != c.want {
+		if got := PrefillKernel(p, b); got != c.want {
 			t.Errorf("%+v: %v, want %v", c, got, c.want)
 		}
 	}
@@ -729,7 +729,7 @@ func TestDecodeChoice(t *testing.T) {
 		s := Shape{DK: c.dk, DV: c.dv, NKHeads: 2, NVHeads: 4, NTokens: c.n, NSeqs: 1}
 		p, b := fb.typedArgs(KernelDecode, s, c.a, F32, spec.Fused{})
 		b.K.Offset = c.kOffset
-		if got := decodeKernel(p, b); got != c.want {
+		if got := DecodeKernel(p, b); got != c.want {
 			t.Errorf("%+v: %v, want %v", c, got, c.want)
 		}
 	}
@@ -737,10 +737,87 @@ func TestDecodeChoice(t *testing.T) {
 	for dv, want := range map[int]Kernel{32: KernelDecodePackedSeq, 8: KernelDecodeSeq} {
 		s := Shape{DK: 64, DV: dv, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 2, Varlen: true}
 		p, b := fb.typedArgs(KernelDecode, s, F32, F32, spec.Fused{})
-		if got := decodeKernel(p, b); got != want {
+		if got := DecodeKernel(p, b); got != want {
 			t.Errorf("varlen, D_v %d: %v, want %v", dv, got, want)
 		}
 	}
+}
+
+// The capture choice: the packed capture kernel where Decode would pick
+// the packed layout and Capture's offset is a multiple of 4 elements too.
+func TestCaptureChoice(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, c := range []struct {
+		dk, dv, capOffset int // capOffset in bytes
+		st                ElemType
+		want              Kernel
+	}{
+		{128, 128, 0, F32, KernelDecodePackedCapture},
+		{64, 32, 8, BF16, KernelDecodePackedCapture}, // 4 bf16 elements
+		{64, 32, 8, F32, KernelDecodeCapture},        // 2 f32 elements
+		{32, 32, 0, F32, KernelDecodeCapture},        // D_k 32
+		{128, 20, 0, F32, KernelDecodeCapture},       // D_v not a multiple of 32
+	} {
+		s := Shape{DK: c.dk, DV: c.dv, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 1}
+		p, b := fb.typedArgs(KernelDecodeCapture, s, F32, c.st, spec.Fused{})
+		b.Capture.Offset = c.capOffset
+		if got := CaptureKernel(p, b); got != c.want {
+			t.Errorf("%+v: %v, want %v", c, got, c.want)
+		}
+	}
+}
+
+// EntryPoint names the pipeline each choice runs, and refuses what no
+// pipeline runs; Prepare makes exactly that pipeline, and nothing for a
+// refused kernel.
+func TestEntryPointAndPrepare(t *testing.T) {
+	qwen := Params{Shape: Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1}, Activation: BF16, State: F32, Fused: spec.FusedAll}
+	for _, c := range []struct {
+		kern Kernel
+		p    Params
+		want string
+	}{
+		{DecodeKernel(qwen, Buffers{}), qwen, "gated_delta_net_decode_packed_bf16_f32_4"},
+		{KernelDecode, qwen, "gated_delta_net_decode_bf16_f32_4"},
+		{CaptureKernel(qwen, Buffers{}), qwen, "gated_delta_net_decode_packed_capture_bf16_f32_4"},
+		{KernelPrefill, Params{Shape: prefillShape}, kernels.Prefill},
+		{KernelPrefillChunked, Params{Shape: prefillShape}, kernels.PrefillChunked},
+	} {
+		got, err := EntryPoint(c.kern, c.p)
+		if err != nil || got != c.want {
+			t.Errorf("EntryPoint(%v): %q, %v; want %q", c.kern, got, err, c.want)
+		}
+		pipes := &fakePipelines{maxThreads: 1024}
+		if err := (&Kernels{pipelines: pipes}).Prepare(c.kern, c.p); err != nil || !slices.Equal(pipes.asked, []string{c.want}) {
+			t.Errorf("Prepare(%v): %v, made %q; want %q", c.kern, err, pipes.asked, c.want)
+		}
+	}
+	odd := qwen
+	odd.DK = 48
+	noShape := qwen
+	noShape.NVHeads = 0
+	for _, c := range []struct {
+		name string
+		kern Kernel
+		p    Params
+		want []string
+	}{
+		{"unknown kernel", Kernel(99), qwen, []string{"kernel", "99"}},
+		{"no value heads", KernelDecode, noShape, []string{"Shape.NVHeads: 0"}},
+		{"D_k the decode kernels do not take", KernelDecode, odd, []string{"Shape.DK", "48"}},
+		{"unknown state type", KernelPrefill, Params{Shape: prefillShape, State: 7}, []string{"State"}},
+	} {
+		_, err := EntryPoint(c.kern, c.p)
+		checkInvalid(t, "EntryPoint: "+c.name, err, c.want)
+		pipes := &fakePipelines{maxThreads: 1024}
+		err = (&Kernels{pipelines: pipes}).Prepare(c.kern, c.p)
+		checkInvalid(t, "Prepare: "+c.name, err, c.want)
+		if len(pipes.asked) != 0 {
+			t.Errorf("Prepare: %s: made %q", c.name, pipes.asked)
+		}
+	}
+	var none *Kernels
+	checkInvalid(t, "Prepare on nil Kernels", none.Prepare(KernelDecode, qwen), []string{"Kernels"})
 }
 
 // TestEncoding checks the exact call sequence of every dispatcher.
@@ -751,10 +828,10 @@ func TestEncoding(t *testing.T) {
 		return func(kk *Kernels, e encoder, p Params, b Buffers) error { return kk.dispatch(e, k, p, b) }
 	}
 	auto := func(kk *Kernels, e encoder, p Params, b Buffers) error {
-		return kk.dispatch(e, decodeKernel(p, b), p, b)
+		return kk.dispatch(e, DecodeKernel(p, b), p, b)
 	}
 	autoPrefill := func(kk *Kernels, e encoder, p Params, b Buffers) error {
-		return kk.dispatch(e, prefillKernel(p, b), p, b)
+		return kk.dispatch(e, PrefillKernel(p, b), p, b)
 	}
 	cases := []struct {
 		name  string

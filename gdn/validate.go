@@ -129,19 +129,11 @@ var bufferInfo = func(b *mtl.Buffer) (length int, live bool) { return b.Length()
 // shape has a state pool or packed sequences, and in shared storage their
 // values (see the package documentation on serving); and no written view
 // (Output, StateOut, Capture) sharing a byte of its buffer with another
-// view, except StateOut equal to StateIn (in-place update). The one rule left to the dispatchers is
-// prefill's D_v against the pipeline's maxTotalThreadsPerThreadgroup, which
-// needs the compiled kernel. The error wraps [ErrInvalidArgument].
+// view, except StateOut equal to StateIn (in-place update). The one rule
+// left to the dispatchers is the threadgroup's size against the pipeline's
+// maxTotalThreadsPerThreadgroup, which needs the compiled kernel. The error wraps [ErrInvalidArgument].
 func Validate(k Kernel, p Params, b Buffers) error {
-	if !k.known() {
-		return invalid("kernel", "unknown kernel %d", int(k))
-	}
-	if err := p.Validate(); err != nil {
-		var e *spec.ArgumentError
-		errors.As(err, &e)
-		return invalid(e.Arg, "%s", e.Detail)
-	}
-	if err := validateKernelShape(k, p.Shape); err != nil {
+	if err := validateKernelParams(k, p); err != nil {
 		return err
 	}
 	if err := validateBuffers(k, p, b); err != nil {
@@ -151,6 +143,20 @@ func Validate(k Kernel, p Params, b Buffers) error {
 		return err
 	}
 	return nil
+}
+
+// validateKernelParams checks what does not depend on the buffers: a known
+// kernel, valid parameters, and a shape the kernel takes.
+func validateKernelParams(k Kernel, p Params) error {
+	if !k.known() {
+		return invalid("kernel", "unknown kernel %d", int(k))
+	}
+	if err := p.Validate(); err != nil {
+		var e *spec.ArgumentError
+		errors.As(err, &e)
+		return invalid(e.Arg, "%s", e.Detail)
+	}
+	return validateKernelShape(k, p.Shape)
 }
 
 // validateKernelShape checks the kernel's own limits on D_k and D_v, for a
