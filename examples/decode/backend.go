@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/kernels"
 )
 
 // A backend runs decode steps of every layer and keeps the layers' states.
@@ -128,7 +128,7 @@ func (c *cpuBackend) Close() {}
 type deviceBackend struct {
 	d          *layerstack.Device
 	p          gdn.Params
-	entry      string        // the decode kernel's entry point
+	entry      string        // the entry point of the decode kernel Kernels.Decode picks
 	compile    time.Duration // time to get the decode pipeline state
 	dispatches int
 
@@ -155,12 +155,8 @@ func (b *deviceBackend) Timed() string {
 
 func (b *deviceBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
 	b.p = p
-	b.entry = kernels.DecodeOf(p.Activation, p.State, p.DK/32)
-	var err error
-	if b.compile, err = b.d.Compile(b.entry); err != nil {
-		return err
-	}
 	b.layers = len(consts)
+	var err error
 	if b.acts, err = layerstack.NewActivations(b.d.Dev, p, b.layers); err != nil {
 		return err
 	}
@@ -170,7 +166,21 @@ func (b *deviceBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
 	for l, x := range consts {
 		b.states.Set(l, 0, x.StateIn)
 	}
-	return nil
+	// The pipelines Kernels.Decode will pick for the layers' views (the
+	// packed kernel where it applies), made before the first token.
+	var entries []string
+	for l := range b.layers {
+		entry, err := gdn.EntryPoint(gdn.DecodeKernel(p, b.buffers(l)), p)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(entries, entry) {
+			entries = append(entries, entry)
+		}
+	}
+	b.entry = strings.Join(entries, " and ")
+	b.compile, err = b.d.Compile(entries...)
+	return err
 }
 
 // buffers returns layer l's views.

@@ -158,6 +158,23 @@ func TestEmulatedBackend(t *testing.T) {
 	}
 }
 
+// At D_k = 64 Kernels.Decode picks the packed kernel: the report names
+// it, its pipeline is the one made before the first token, and the
+// checks pass.
+func TestEmulatedBackendPacked(t *testing.T) {
+	be := &deviceBackend{d: layerstacktest.Device(t)}
+	defer be.Close()
+	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-dk", "64", "-layers", "2", "-tokens", "3")
+	res, out := layerstacktest.Run(t, run, cfg, backend(be))
+	if !res.Pass() {
+		t.Fatalf("parity failed\n%s", out)
+	}
+	p := cfg.params()
+	if w := "kernel:  " + kernels.DecodePackedOf(p.Activation, p.State, 2) + ","; !strings.Contains(out, w) {
+		t.Errorf("the report lacks %q:\n%s", w, out)
+	}
+}
+
 // asDevice is the cpu backend presented as a device backend, so the
 // parity check also compares it with cpuref.Reference32 one token per
 // call; badState and badOutput corrupt one element of the final state or
