@@ -78,7 +78,6 @@ import (
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/floats"
-	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -168,25 +167,35 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	if err := pw.Validate(); err != nil {
 		return result{}, err
 	}
-	nsg := pw.DK / 32
 	fmt.Fprintf(stdout, "backend: %s\n", d.Desc)
 	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map; layers %d, draft length k=%d, %d windows, seed %d\n",
 		pw.DK, pw.DV, pw.NKHeads, pw.NVHeads, pw.HeadMap, cfg.Layers, cfg.k, cfg.steps, cfg.Seed)
 	fmt.Fprintf(stdout, "types:   %s\n", layerstack.Types(pw))
 	fmt.Fprintf(stdout, "batch:   %d sequences in slots %v of a pool of %d per layer; one capture dispatch per layer per window, one blit encoder per rollback\n",
 		cfg.batch, slots, cfg.slots)
-	capture, decode := kernels.DecodeCaptureOf(pw.Activation, pw.State, nsg), kernels.DecodeOf(pw.Activation, pw.State, nsg)
-	compile, err := d.Compile(capture, decode)
-	if err != nil {
-		return result{}, err
-	}
-	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", capture, decode, layerstack.Duration(compile))
-
 	sp, err := newSpeculation(cfg, d, slots)
 	if err != nil {
 		return result{}, err
 	}
 	defer sp.release()
+	// The pipelines the windows and the plain decode will run, made before
+	// the first window: what Kernels.DecodeWithCapture picks for the
+	// windows' views, and what Kernels.Decode picks for one token of views
+	// at the start of their buffers (the packed kernels at D_k 64 and 128).
+	p1 := cfg.Params(1)
+	capture, err := gdn.EntryPoint(gdn.CaptureKernel(pw, sp.buffers(0)), pw)
+	if err != nil {
+		return result{}, err
+	}
+	decode, err := gdn.EntryPoint(gdn.DecodeKernel(p1, gdn.Buffers{}), p1)
+	if err != nil {
+		return result{}, err
+	}
+	compile, err := d.Compile(capture, decode)
+	if err != nil {
+		return result{}, err
+	}
+	fmt.Fprintf(stdout, "kernels: %s and %s ready in %s\n", capture, decode, layerstack.Duration(compile))
 	res := result{Accepted: make([][]int, cfg.batch)}
 	total := 0
 	for step := range cfg.steps {

@@ -11,6 +11,7 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
 	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/kernels"
 )
 
 // tiny is a shape the tests run in about a second on the emulated device:
@@ -55,6 +56,18 @@ func TestSpeculativeMatchesPlainDecode(t *testing.T) {
 				t.Errorf("the run did not pass, or its report lacks %q:\n%s", c.Types, out)
 			}
 		})
+	}
+}
+
+// At D_k = 64 the windows run the packed capture kernel and the plain
+// decode the packed decode kernel, the ones Kernels.DecodeWithCapture and
+// Kernels.Decode pick; the report names them, and the checks pass.
+func TestPackedKernels(t *testing.T) {
+	cfg, res, out := tinyRun(t, false, "-dk", "64", "-steps", "3")
+	p := cfg.Params(1)
+	want := "kernels: " + kernels.DecodePackedCaptureOf(p.Activation, p.State, 2) + " and " + kernels.DecodePackedOf(p.Activation, p.State, 2) + " ready"
+	if !res.Pass() || !strings.Contains(out, want) {
+		t.Errorf("the run did not pass, or its report lacks %q:\n%s", want, out)
 	}
 }
 
