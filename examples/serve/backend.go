@@ -9,7 +9,6 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/kernels"
 )
 
 // A backend keeps every layer's pool of states and runs batches on it.
@@ -102,8 +101,19 @@ type deviceBackend struct {
 func (b *deviceBackend) Describe() string { return b.d.Desc }
 
 func (b *deviceBackend) Open(one spec.Params, layers, nSlots int) error {
-	if _, err := b.d.Compile(kernels.PrefillOf(one.Activation, one.State), kernels.DecodeOf(one.Activation, one.State, one.DK/32)); err != nil {
-		return err
+	// The pipelines the batches will run, made before the first step: the
+	// prefill kernels Kernels.Prefill picks below and from
+	// gdn.ChunkedMinTokens tokens, and the decode kernel Kernels.Decode
+	// picks for one token (views at the start of their buffers).
+	long := one
+	long.NTokens = gdn.ChunkedMinTokens
+	for _, k := range []struct {
+		kern gdn.Kernel
+		p    spec.Params
+	}{{gdn.PrefillKernel(one, gdn.Buffers{}), one}, {gdn.PrefillKernel(long, gdn.Buffers{}), long}, {gdn.DecodeKernel(one, gdn.Buffers{}), one}} {
+		if err := b.d.Kernels.Prepare(k.kern, k.p); err != nil {
+			return err
+		}
 	}
 	var err error
 	if b.states, err = layerstack.NewStates(b.d.Dev, one, layers, nSlots); err != nil {
