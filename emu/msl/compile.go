@@ -157,7 +157,17 @@ var (
 	rtArenas   uintptr
 )
 
-const rtLibName = "libpuremetal_msl_rt.so"
+// rtFlags are the runtime's build flags, after the target's.
+var rtFlags = []string{"-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
+	"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror=implicit-function-declaration"}
+
+// rtLibName is the file of the runtime built by cc in the runtime
+// directory: one per compiler and target, since processes of several
+// architectures may share the cache.
+func rtLibName(cc clang.Compiler) string {
+	sum := sha256.Sum256([]byte(cc.Key() + strings.Join(rtFlags, " ")))
+	return "libpuremetal_msl_rt-" + hex.EncodeToString(sum[:])[:16] + ".so"
+}
 
 func loadRuntime(root string) error {
 	rtMu.Lock()
@@ -173,10 +183,9 @@ func loadRuntime(root string) error {
 	if err != nil {
 		return err
 	}
-	so := filepath.Join(dir, rtLibName)
-	if _, log, err := cc.BuildShared("", so, "-x", "c", "-std=gnu11", "-O2", "-g", "-fPIC", "-shared", "-nostdlib++",
-		"-fvisibility=hidden", "-ftls-model=initial-exec", "-fno-color-diagnostics", "-Werror=implicit-function-declaration",
-		"-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread"); err != nil {
+	so := filepath.Join(dir, rtLibName(cc))
+	args := append(append([]string{}, rtFlags...), "-I", filepath.Join(dir, "include"), filepath.Join(dir, "runtime.c"), "-lpthread")
+	if _, log, err := cc.BuildShared("", so, args...); err != nil {
 		return fmt.Errorf("msl: building the runtime failed: %v\n%s", err, log)
 	}
 	h, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_GLOBAL)
@@ -329,7 +338,7 @@ func compile(source string, opts CompileOptions, values []ConstantValue, only st
 	flags := compileFlags(opts, includeDir)
 
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Version, strings.Join(flags[:len(flags)], " "))
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Key(), strings.Join(flags, " "))
 	h.Write([]byte(tr.cpp))
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	libDir := filepath.Join(root, "lib", key[:2])
@@ -478,7 +487,7 @@ func preprocess(cc clang.Compiler, root, rt, source, file string, opts CompileOp
 	}
 	args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++", "-isystem", inc, "-fno-color-diagnostics"}, macros...)
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Version, strings.Join(args, " "), file)
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Key(), strings.Join(args, " "), file)
 	h.Write([]byte(source))
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	dir := filepath.Join(root, "pp", key[:2])

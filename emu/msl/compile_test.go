@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/puremetal/puremetal/internal/clang"
 )
 
 func compileErrorT(t *testing.T, src string) *CompileError {
@@ -178,5 +180,17 @@ func TestCompileCache(t *testing.T) {
 	fast := compileT(t, src, CompileOptions{CacheDir: opts.CacheDir, FastMath: true})
 	if fast.Cached() || fast.Path() == first.Path() {
 		t.Fatalf("FastMath compiled into the same cache entry")
+	}
+}
+
+// Processes of several architectures may share a cache directory (an arm64
+// process under qemu-user beside the host's): the runtime is built once
+// per compiler and target.
+func TestRuntimeFilePerTarget(t *testing.T) {
+	a := clang.Compiler{Path: "/usr/bin/clang++", Version: "clang version 14\n", Target: "x86_64-linux-gnu"}
+	b := a
+	b.Target, b.Cross = "aarch64-linux-gnu", true
+	if rtLibName(a) == rtLibName(b) {
+		t.Fatalf("runtimes for %s and %s share the file %s", a.Target, b.Target, rtLibName(a))
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/ebitengine/purego"
@@ -21,13 +23,67 @@ import (
 // when clang++ is not installed.
 var ErrNoCompiler = errors.New("clang++ not found in PATH; the emulated Metal device compiles kernels with clang (Debian/Ubuntu: apt-get install clang)")
 
-// Compiler is an installed clang++.
+// Compiler is an installed clang++, set up to build for the running
+// process.
 type Compiler struct {
 	// Path is the clang++ executable.
 	Path string
-	// Version is the output of clang++ --version; it is part of every
-	// cache key, so a new compiler rebuilds.
+	// Version is the output of clang++ --version.
 	Version string
+	// Target is the target triple every run is given (--target): the
+	// architecture of this process, which need not be clang++'s own (an
+	// arm64 process under qemu-user runs the host's x86-64 clang++). Empty
+	// on platforms the package has no triple for: clang++'s default.
+	Target string
+	// Cross is true when clang++'s default target (clang++ -dumpmachine)
+	// is another architecture than Target: its default linker is the
+	// host's, so shared objects are linked with lld (-fuse-ld=lld), and
+	// the C library for Target must be installed as a cross library
+	// (Debian: libc6-dev-arm64-cross libgcc-12-dev-arm64-cross).
+	Cross bool
+}
+
+// Target is the clang target triple of this process's platform, or "" if
+// the package has none for it.
+func Target() string { return targetOf(runtime.GOOS, runtime.GOARCH) }
+
+func targetOf(goos, goarch string) string {
+	switch goos + "/" + goarch {
+	case "linux/amd64":
+		return "x86_64-linux-gnu"
+	case "linux/arm64":
+		return "aarch64-linux-gnu"
+	}
+	return ""
+}
+
+// arch is the architecture part of a target triple.
+func arch(triple string) string {
+	a, _, _ := strings.Cut(triple, "-")
+	if a == "arm64" {
+		return "aarch64"
+	}
+	return a
+}
+
+// Key identifies what the compiler builds: its version and the target.
+// It is part of every cache key, so a new compiler, or a process of
+// another architecture sharing the cache directory, builds anew.
+func (c Compiler) Key() string {
+	return c.Version + "\ntarget " + c.Target + "\n"
+}
+
+// args are the arguments every run gets before its own, link tells
+// whether the run links.
+func (c Compiler) args(link bool) []string {
+	var a []string
+	if c.Target != "" {
+		a = append(a, "--target="+c.Target)
+	}
+	if link && c.Cross {
+		a = append(a, "-fuse-ld=lld")
+	}
+	return a
 }
 
 var (
@@ -52,7 +108,15 @@ func find(name string) (Compiler, error) {
 	if err != nil {
 		return Compiler{}, fmt.Errorf("clang: %s --version: %v", p, err)
 	}
-	return Compiler{Path: p, Version: string(out)}, nil
+	c := Compiler{Path: p, Version: string(out), Target: Target()}
+	if c.Target != "" {
+		host, err := exec.Command(p, "-dumpmachine").Output()
+		if err != nil {
+			return Compiler{}, fmt.Errorf("clang: %s -dumpmachine: %v", p, err)
+		}
+		c.Cross = arch(strings.TrimSpace(string(host))) != arch(c.Target)
+	}
+	return c, nil
 }
 
 // CacheRoot is the cache directory: dir, or when dir is empty
@@ -88,12 +152,12 @@ func WriteFileAtomic(path string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// Run runs the compiler with args in directory dir (empty: the current
-// one) and returns its standard output. A failure returns the compiler's
+// Run runs the compiler with args, after the target's, in directory dir
+// (empty: the current one) and returns its standard output. A failure returns the compiler's
 // standard error as log, and an *exec.ExitError if the compiler ran and
 // rejected the input.
 func (c Compiler) Run(dir string, args ...string) (out []byte, log string, err error) {
-	cmd := exec.Command(c.Path, args...)
+	cmd := exec.Command(c.Path, append(c.args(false), args...)...)
 	cmd.Dir = dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -103,8 +167,8 @@ func (c Compiler) Run(dir string, args ...string) (out []byte, log string, err e
 	return stdout.Bytes(), stderr.String(), nil
 }
 
-// BuildShared runs the compiler with args (run in dir) to build the shared
-// object so, unless the file already exists. It builds into a file of this
+// BuildShared runs the compiler with args, after the target's (run in
+// dir), to build the shared object so, unless the file already exists. It builds into a file of this
 // process's own and renames it into place, so processes sharing the cache
 // never load a partial file. built tells whether it compiled; log is the
 // compiler's output when it failed, and err an *exec.ExitError if the
@@ -114,7 +178,7 @@ func (c Compiler) BuildShared(dir, so string, args ...string) (built bool, log s
 		return false, "", nil
 	}
 	tmp := so + fmt.Sprintf(".%d.tmp", os.Getpid())
-	cmd := exec.Command(c.Path, append(args, "-o", tmp)...)
+	cmd := exec.Command(c.Path, append(append(c.args(true), args...), "-o", tmp)...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -132,7 +196,7 @@ func (c Compiler) BuildShared(dir, so string, args ...string) (built bool, log s
 const cFormat = "puremetal-c-1"
 
 // LoadC compiles C source into a shared object, kept in the cache
-// directory (CacheRoot(cacheDir)) once per source and compiler version,
+// directory (CacheRoot(cacheDir)) once per source and compiler (Key),
 // loads it and returns its dlopen handle. It is for small C helpers that
 // sit beside compiled kernels, such as Objective-C method implementations a
 // Go callback cannot provide.
@@ -141,7 +205,7 @@ func LoadC(source, cacheDir string) (uintptr, error) {
 	if err != nil {
 		return 0, err
 	}
-	sum := sha256.Sum256([]byte(cFormat + "\n" + c.Version + "\n" + source))
+	sum := sha256.Sum256([]byte(cFormat + "\n" + c.Key() + "\n" + source))
 	key := hex.EncodeToString(sum[:])[:32]
 	dir := filepath.Join(CacheRoot(cacheDir), "c")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
