@@ -232,6 +232,8 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
 		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
 		"-fno-math-errno", "-nostdlib++", "-ffp-contract=off", "-fno-color-diagnostics",
+		// MSL's char is signed, as C's is on x86-64 but not on arm64 Linux
+		"-fsigned-char",
 		// inline helper functions, as Apple's compiler does, so that the
 		// arrays they take stay in registers instead of going through the
 		// access hooks on the stack
@@ -485,7 +487,7 @@ func preprocess(cc clang.Compiler, root, rt, source, file string, opts CompileOp
 	if err != nil {
 		return "", err
 	}
-	args := append([]string{"-E", "-x", "c++", "-std=c++17", "-nostdinc", "-nostdinc++", "-isystem", inc, "-fno-color-diagnostics"}, macros...)
+	args := append([]string{"-E", "-x", "c++", "-std=c++17", "-fsigned-char", "-nostdinc", "-nostdinc++", "-isystem", inc, "-fno-color-diagnostics"}, macros...)
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Key(), strings.Join(args, " "), file)
 	h.Write([]byte(source))
