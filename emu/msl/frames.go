@@ -78,29 +78,45 @@ func stackNeeds(path string, entries int) ([]int, error) {
 		}
 		return nil
 	}
-	calls := map[uint64][]uint64{}
+	// calls, and jumps to the start of a function (tail calls: the
+	// callee's frame replaces the caller's)
+	calls, jumps := map[uint64][]uint64{}, map[uint64][]uint64{}
+	add := func(m map[uint64][]uint64, from, to uint64) {
+		if _, ok := frame[to]; ok {
+			m[from] = append(m[from], to)
+		}
+	}
 	for _, g := range fns {
 		b := code(g)
 		switch f.Machine {
 		case elf.EM_X86_64:
-			// call rel32 (e8); any e8 byte is taken for one
+			// call rel32 (e8), jmp rel32 (e9), jcc rel32 (0f 80..8f); any
+			// such bytes are taken for one
 			for i := 0; i+5 <= len(b); i++ {
-				if b[i] == 0xe8 {
-					t := g.addr + uint64(i) + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(b[i+1:]))))
-					if _, ok := frame[t]; ok {
-						calls[g.addr] = append(calls[g.addr], t)
-					}
+				rel := func(at int) uint64 {
+					return g.addr + uint64(at) + 4 + uint64(int64(int32(binary.LittleEndian.Uint32(b[at:]))))
+				}
+				switch {
+				case b[i] == 0xe8:
+					add(calls, g.addr, rel(i+1))
+				case b[i] == 0xe9:
+					add(jumps, g.addr, rel(i+1))
+				case b[i] == 0x0f && b[i+1]&0xf0 == 0x80 && i+6 <= len(b):
+					add(jumps, g.addr, rel(i+2))
 				}
 			}
 		case elf.EM_AARCH64:
-			// bl imm26
+			// bl imm26, b imm26, b.cond imm19
 			for i := 0; i+4 <= len(b); i += 4 {
 				w := binary.LittleEndian.Uint32(b[i:])
-				if w&0xfc000000 == 0x94000000 {
-					t := g.addr + uint64(i) + uint64(int64(int32(w<<6))>>4)
-					if _, ok := frame[t]; ok {
-						calls[g.addr] = append(calls[g.addr], t)
-					}
+				at := g.addr + uint64(i)
+				switch {
+				case w&0xfc000000 == 0x94000000:
+					add(calls, g.addr, at+uint64(int64(int32(w<<6))>>4))
+				case w&0xfc000000 == 0x14000000:
+					add(jumps, g.addr, at+uint64(int64(int32(w<<6))>>4))
+				case w&0xff000010 == 0x54000000:
+					add(jumps, g.addr, at+uint64(int64(int32(w<<8))>>11&^3))
 				}
 			}
 		default:
@@ -122,9 +138,13 @@ func stackNeeds(path string, entries int) ([]int, error) {
 		for _, c := range calls[a] {
 			deepest = max(deepest, need(c)+callFrame)
 		}
+		n := frame[a] + deepest
+		for _, j := range jumps[a] {
+			n = max(n, need(j))
+		}
 		onPath[a] = false
-		memo[a] = frame[a] + deepest
-		return memo[a]
+		memo[a] = n
+		return n
 	}
 	out := make([]int, entries)
 	for i := range out {

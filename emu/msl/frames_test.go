@@ -74,6 +74,31 @@ kernel void flat(device float* out [[buffer(0)]],
 	}
 }
 
+// A call in tail position compiles to a jump (jmp, b), and the callee's
+// frame replaces the caller's: it counts all the same.
+func TestPrivateBytesOfTailCalls(t *testing.T) {
+	const src = mslPrelude + `__attribute__((noinline)) void leaf(device float* p, uint k) {
+    float a[3000];
+    for (uint i = 0; i < 3000; i++) a[i] = p[i];
+    p[k] = a[(k * 7) % 3000];
+}
+kernel void tail(device float* out [[buffer(0)]],
+                 uint tid [[thread_index_in_threadgroup]]) {
+    leaf(out, tid);
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "tail")
+	if f.PrivateBytes < 3000*4 {
+		t.Fatalf("PrivateBytes %d, want at least the %d of the tail-called function's array", f.PrivateBytes, 3000*4)
+	}
+	out := newF32(t, 3000)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = out.binding()
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A thread whose stack overflows into another thread's (here through
 // recursion, which Metal does not allow and the frame count takes once) is
 // stopped with a fault, not a crash.
