@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -161,40 +162,21 @@ func gdnSetup(t testing.TB) (*Dispatch, *gdnBuffers) {
 	return d, &gdnBuffers{q, k, v, g, beta, st, out, stOut, params}
 }
 
-func TestGDNDecodeSpeed(t *testing.T) {
-	needClang(t)
+// The decode kernel matches the float64 oracle in every order of threads
+// and threadgroups, with the traffic and SIMD-group counts SPEC 8 gives.
+func TestGDNDecode(t *testing.T) {
 	const dk, dv, nkh, nvh, ntok, nseq = gdnDk, gdnDv, gdnNkh, gdnNvh, gdnNtok, gdnNseq
-	// a cold cache, to measure a real compilation
-	cold := CompileOptions{CacheDir: filepath.Join(t.TempDir(), "cold")}
-	start := time.Now()
-	lib := compileT(t, gdnDecodeSrc, cold)
-	compileTime := time.Since(start)
-	if lib.Cached() {
-		t.Fatalf("first compilation into an empty cache reported a cache hit")
-	}
-	start = time.Now()
-	lib2 := compileT(t, gdnDecodeSrc, cold)
-	cachedTime := time.Since(start)
-	if !lib2.Cached() {
-		t.Fatalf("second compilation of the same source did not hit the cache")
-	}
-	f := functionT(t, lib2, "gdn_decode")
-
+	f := functionT(t, compileT(t, gdnDecodeSrc, CompileOptions{}), "gdn_decode")
 	d, m := gdnSetup(t)
 	q, k, v, g, beta, st, out, stOut := m.q, m.k, m.v, m.g, m.beta, m.st, m.out, m.stOut
 	wantOut, wantState := gdnOracle(dk, dv, nkh, nvh, ntok, nseq, q.f32(), k.f32(), v.f32(), g.f32(), beta.f32(), st.f32())
-
-	var runs []time.Duration
-	// five runs in three orders; the machine may be shared, so the best
-	// run is the one that tells the dispatch's own cost
+	// each order twice but the shuffled one, on reused worker arenas
 	for _, order := range []Order{Forward, Reverse, Shuffled, Forward, Reverse} {
 		poison(out.f32())
 		poison(stOut.f32())
 		d.Order = order
 		d.Seed = 99
-		start = time.Now()
 		c, err := f.Run(d)
-		runs = append(runs, time.Since(start))
 		if err != nil {
 			t.Fatalf("%v: %v", order, err)
 		}
@@ -223,21 +205,40 @@ func TestGDNDecodeSpeed(t *testing.T) {
 			t.Fatalf("%v: output stored %d bytes, want %d", order, c.Stored[6], want)
 		}
 	}
-	best := runs[0]
-	for _, r := range runs {
-		best = min(best, r)
+}
+
+// A GDN-sized decode dispatch compiles once, then comes from the cache,
+// and runs in under 100 ms on the CPU (TestGDNDecode checks its results).
+func TestGDNDecodeSpeed(t *testing.T) {
+	needClang(t)
+	// a cold cache, to measure a real compilation
+	cold := CompileOptions{CacheDir: filepath.Join(t.TempDir(), "cold")}
+	start := time.Now()
+	lib := compileT(t, gdnDecodeSrc, cold)
+	compileTime := time.Since(start)
+	if lib.Cached() {
+		t.Fatalf("first compilation into an empty cache reported a cache hit")
 	}
-	// a busy machine (other tests compiling in parallel) can slow every
-	// run; retry a few times before deciding
-	for retry := 0; retry < 10 && best > 100*time.Millisecond; retry++ {
+	start = time.Now()
+	lib2 := compileT(t, gdnDecodeSrc, cold)
+	cachedTime := time.Since(start)
+	if !lib2.Cached() {
+		t.Fatalf("second compilation of the same source did not hit the cache")
+	}
+	f := functionT(t, lib2, "gdn_decode")
+	d, _ := gdnSetup(t)
+	var runs []time.Duration
+	// the machine may be shared (other tests compiling in parallel), so
+	// the best run is the one that tells the dispatch's own cost
+	for try := 0; try < 15 && (len(runs) < 5 || slices.Min(runs) > 100*time.Millisecond); try++ {
+		d.Order = []Order{Forward, Reverse, Shuffled}[try%3]
 		start = time.Now()
 		if _, err := f.Run(d); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v: %v", d.Order, err)
 		}
-		r := time.Since(start)
-		runs = append(runs, r)
-		best = min(best, r)
+		runs = append(runs, time.Since(start))
 	}
+	best := slices.Min(runs)
 	t.Logf("GDN decode (D_k=D_v=128, 4 value heads, 4 tokens, 2 sequences; 256 threadgroups of 128 threads): compile %v, cached compile %v, runs %v", compileTime, cachedTime, runs)
 	if best > 100*time.Millisecond {
 		t.Fatalf("GDN-sized decode dispatch took %v (best of %v), want under 100ms", best, runs)
