@@ -30,22 +30,38 @@ type Compiler struct {
 	Path string
 	// Version is the output of clang++ --version.
 	Version string
-	// Target is the target triple every run is given (--target): the
-	// architecture of this process, which need not be clang++'s own (an
-	// arm64 process under qemu-user runs the host's x86-64 clang++). Empty
-	// on platforms the package has no triple for: clang++'s default.
+	// Target is the target triple every run is given (--target): that
+	// of this process's architecture, which need not be clang++'s own (an
+	// arm64 process under qemu-user runs the host's x86-64 clang++).
+	// When clang++ builds for this architecture by default, it is
+	// clang++'s own triple (clang++ -dumpmachine), so that it keeps the
+	// C library it was configured with. Empty on platforms the package
+	// has no triple for: clang++'s default.
 	Target string
-	// Cross is true when clang++'s default target (clang++ -dumpmachine)
-	// is another architecture than Target: its default linker is the
-	// host's, so shared objects are linked with lld (-fuse-ld=lld), and
-	// the C library for Target must be installed as a cross library
-	// (Debian: libc6-dev-arm64-cross libgcc-12-dev-arm64-cross).
+	// Cross is true when clang++'s default target is another
+	// architecture: its default linker is the host's, so shared objects
+	// are linked with lld (-fuse-ld=lld), and the C library for Target
+	// must be installed as a cross library (Debian:
+	// libc6-dev-arm64-cross libgcc-12-dev-arm64-cross).
 	Cross bool
 }
 
 // Target is the clang target triple of this process's platform, or "" if
 // the package has none for it.
 func Target() string { return targetOf(runtime.GOOS, runtime.GOARCH) }
+
+// targetFor returns the triple a compiler whose default target is host
+// is given to build for want (a Target), and whether that is a cross
+// build.
+func targetFor(host, want string) (target string, cross bool) {
+	switch {
+	case want == "":
+		return "", false
+	case arch(host) == arch(want):
+		return host, false
+	}
+	return want, true
+}
 
 func targetOf(goos, goarch string) string {
 	switch goos + "/" + goarch {
@@ -108,13 +124,13 @@ func find(name string) (Compiler, error) {
 	if err != nil {
 		return Compiler{}, fmt.Errorf("clang: %s --version: %v", p, err)
 	}
-	c := Compiler{Path: p, Version: string(out), Target: Target()}
-	if c.Target != "" {
+	c := Compiler{Path: p, Version: string(out)}
+	if want := Target(); want != "" {
 		host, err := exec.Command(p, "-dumpmachine").Output()
 		if err != nil {
 			return Compiler{}, fmt.Errorf("clang: %s -dumpmachine: %v", p, err)
 		}
-		c.Cross = arch(strings.TrimSpace(string(host))) != arch(c.Target)
+		c.Target, c.Cross = targetFor(strings.TrimSpace(string(host)), want)
 	}
 	return c, nil
 }

@@ -96,6 +96,20 @@ func TestTargetIsTheProcessArchitecture(t *testing.T) {
 	if got, want := arch("aarch64-unknown-linux-gnu"), arch("arm64-linux-gnu"); got != want {
 		t.Errorf("arch of aarch64 and arm64 triples: %q and %q, want the same", got, want)
 	}
+	for _, c := range []struct {
+		host, want, target string
+		cross              bool
+	}{
+		{"x86_64-pc-linux-gnu", "x86_64-linux-gnu", "x86_64-pc-linux-gnu", false},
+		{"x86_64-redhat-linux", "x86_64-linux-gnu", "x86_64-redhat-linux", false},
+		{"aarch64-unknown-linux-gnu", "aarch64-linux-gnu", "aarch64-unknown-linux-gnu", false},
+		{"x86_64-pc-linux-gnu", "aarch64-linux-gnu", "aarch64-linux-gnu", true},
+		{"x86_64-pc-linux-gnu", "", "", false},
+	} {
+		if target, cross := targetFor(c.host, c.want); target != c.target || cross != c.cross {
+			t.Errorf("targetFor(%q, %q) = %q, %v; want %q, %v", c.host, c.want, target, cross, c.target, c.cross)
+		}
+	}
 }
 
 func TestKeyNamesTheTarget(t *testing.T) {
