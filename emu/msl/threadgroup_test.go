@@ -85,3 +85,51 @@ func TestValuesLiveAcrossFiberSwitches(t *testing.T) {
 		}
 	}
 }
+
+const earlyReturnSrc = mslPrelude + `
+kernel void early(device float* out [[buffer(0)]],
+                  constant uint& quit [[buffer(1)]],
+                  uint tid [[thread_index_in_threadgroup]]) {
+    if (tid == quit) return;
+    threadgroup_barrier(mem_flags::mem_none);
+    out[tid] = 1.0;
+}
+`
+
+// A barrier some thread of the threadgroup returned before is a fault
+// naming the barrier's line, whether the thread returns before the others
+// reach it (forward order) or while they wait there (reverse order, the
+// fault found as the thread's fiber ends).
+func TestBarrierAfterEarlyReturnReported(t *testing.T) {
+	f := functionT(t, compileT(t, earlyReturnSrc, CompileOptions{}), "early")
+	out, quit := newF32(t, 64), newMem(t, 4)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{64, 1, 1})}
+	d.Buffers[0], d.Buffers[1] = out.binding(), quit.binding()
+	for _, c := range []struct {
+		order Order
+		want  string
+	}{
+		{Forward, "1 of 64 threads of the threadgroup returned before reaching it"},
+		{Reverse, "thread 0 returned while 63 threads wait at it"},
+	} {
+		quit.u32()[0] = 0
+		d.Order = c.order
+		_, err := f.Run(d)
+		ke := kernelErrorT(t, err)
+		if ke.Line != 8 || !contains(ke.Msg, "threadgroup_barrier at line 8 can never complete") || !contains(ke.Msg, c.want) ||
+			!contains(ke.Msg, "barrier after an early return") {
+			t.Fatalf("%v: %v (line %d), want the barrier at line 8 and %q", c.order, ke, ke.Line, c.want)
+		}
+		// the device stays usable
+		quit.u32()[0] = 64
+		poison(out.f32())
+		if _, err := f.Run(d); err != nil {
+			t.Fatalf("%v: %v", c.order, err)
+		}
+		for i, v := range out.f32() {
+			if v != 1 {
+				t.Fatalf("%v: out[%d] = %v, want 1", c.order, i, v)
+			}
+		}
+	}
+}
