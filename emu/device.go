@@ -44,17 +44,26 @@ type device struct {
 
 var registryIDs atomic.Uint64
 
+// ErrUnsupportedPlatform is the error of NewDevice on a system the
+// emulated device does not run on: it runs on Linux (x86-64 and arm64).
+// On macOS, the system's Metal device runs the same kernels.
+var ErrUnsupportedPlatform = msl.ErrUnsupportedPlatform
+
 // NewDevice returns an emulated Metal device with the default options, as
 // an *mtl.Device owned by the caller.
 func NewDevice() (*mtl.Device, error) { return NewDeviceWithOptions(Options{}) }
 
 // NewDeviceWithOptions returns an emulated Metal device, as an *mtl.Device
-// owned by the caller.
+// owned by the caller. It runs on Linux (x86-64 and arm64); elsewhere the
+// error wraps [ErrUnsupportedPlatform].
 func NewDeviceWithOptions(opts Options) (*mtl.Device, error) {
 	switch opts.Order {
 	case msl.Forward, msl.Reverse, msl.Shuffled:
 	default:
 		return nil, fmt.Errorf("emu: Options.Order %d is not msl.Forward, msl.Reverse or msl.Shuffled", int(opts.Order))
+	}
+	if err := msl.Supported(); err != nil {
+		return nil, fmt.Errorf("emu: %w", err)
 	}
 	if err := registerClasses(); err != nil {
 		return nil, err

@@ -12,13 +12,14 @@ import (
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/half"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/mtl"
 )
 
 // TestMain skips the examples where no device opens, unless in strict
 // mode (testenv.RunMain).
-func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, canOpenDevice)) }
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, testdevice.DeviceOpens)) }
 
 // device returns the system's Metal device, or the emulated one where
 // there is no Metal.
@@ -28,15 +29,6 @@ func device() (*mtl.Device, error) {
 		return emu.NewDevice()
 	}
 	return dev, err
-}
-
-// canOpenDevice opens the device and releases it.
-func canOpenDevice() error {
-	d, err := device()
-	if err == nil {
-		d.Release()
-	}
-	return err
 }
 
 // metal is what every example opens before it comes to its point: the

@@ -263,7 +263,8 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 // with clang++ into a shared object and loads it. Results are cached in the
 // cache directory by a hash of the source, the runtime, the options and the
 // compiler version, so compiling the same source again only loads it.
-// Compilation errors are *CompileError values. Function constants have no
+// Compilation errors are *CompileError values; on a system the engine does
+// not run on, the error wraps [ErrUnsupportedPlatform]. Function constants have no
 // value (is_function_constant_defined is false); Library.Specialize gives
 // them values.
 func Compile(source string, opts CompileOptions) (*Library, error) {
@@ -309,6 +310,9 @@ func (l *Library) Specialize(name string, values []ConstantValue) (*Function, er
 // compile is Compile with function constant values, of the entry point
 // only alone when only is not empty.
 func compile(source string, opts CompileOptions, values []ConstantValue, only string) (*Library, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
 	file := opts.FileName
 	if file == "" {
 		file = DefaultFileName

@@ -2,6 +2,7 @@ package msl
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -75,13 +76,25 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testCacheDir = filepath.Join(dir, "cache")
-	code := testenv.RunMain(m, func() error { _, err := clang.Find(); return err })
+	code := testenv.RunMain(m, func() error {
+		if err := Supported(); err != nil {
+			return fmt.Errorf("%w: %w", testenv.ErrPlatform, err)
+		}
+		_, err := clang.Find()
+		return err
+	})
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
+// needClang skips the test where the engine does not run (the platform,
+// which strict mode accepts) and, or fails it in strict mode, where clang
+// is missing.
 func needClang(t testing.TB) {
 	t.Helper()
+	if err := Supported(); err != nil {
+		t.Skip(err)
+	}
 	if _, err := clang.Find(); err != nil {
 		testenv.SkipOrFail(t, err.Error())
 	}

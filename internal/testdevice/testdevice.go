@@ -19,10 +19,14 @@ import (
 
 // Emulated returns an emulated device with the given options, released
 // when the test ends. A missing prerequisite (the GNU Objective-C runtime,
-// clang) skips the test, or fails it in strict mode.
+// clang) skips the test, or fails it in strict mode; a system the emulated
+// device does not run on (macOS) skips it.
 func Emulated(t testing.TB, opts emu.Options) *mtl.Device {
 	t.Helper()
 	d, missing, err := openEmulated(opts)
+	if errors.Is(missing, testenv.ErrPlatform) {
+		t.Skip(missing)
+	}
 	if missing != nil {
 		testenv.SkipOrFail(t, missing.Error())
 	}
@@ -34,9 +38,13 @@ func Emulated(t testing.TB, opts emu.Options) *mtl.Device {
 }
 
 // openEmulated opens an emulated device. missing says which prerequisite
-// is not installed (the GNU Objective-C runtime, clang); err is any other
-// failure.
+// is not installed (the GNU Objective-C runtime, clang), or wraps
+// testenv.ErrPlatform where the emulated device does not run (macOS); err
+// is any other failure.
 func openEmulated(opts emu.Options) (d *mtl.Device, missing, err error) {
+	if err := msl.Supported(); err != nil {
+		return nil, fmt.Errorf("%w: %w", testenv.ErrPlatform, err), nil
+	}
 	if err := objc.Load(); err != nil {
 		return nil, fmt.Errorf("the emulated device needs the GNU Objective-C runtime: %w", err), nil
 	}

@@ -5,6 +5,7 @@
 package testenv
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -72,13 +73,19 @@ func SharedDir(t testing.TB) string {
 	return dir
 }
 
+// ErrPlatform marks a prerequisite that this system cannot have, such as
+// the emulated device on macOS, or Metal on Linux: not something to
+// install, so strict mode does not turn its skips into failures.
+var ErrPlatform = errors.New("not on this platform")
+
 // RunMain runs a package's tests from its TestMain. Example functions
 // cannot skip, so when prerequisite returns an error and strict mode is
-// off, the examples are left out (-test.skip '^Example') with the reason
-// printed; in strict mode they run, and fail.
+// off, or the error wraps ErrPlatform, the examples are left out
+// (-test.skip '^Example') with the reason printed; otherwise, in strict
+// mode, they run, and fail.
 func RunMain(m *testing.M, prerequisite func() error) int {
 	flag.Parse()
-	if err := prerequisite(); err != nil && !Strict() {
+	if err := prerequisite(); err != nil && (!Strict() || errors.Is(err, ErrPlatform)) {
 		fmt.Printf("skipping the examples: %v\n", err)
 		if f := flag.Lookup("test.skip"); f != nil {
 			skip := "^Example"
