@@ -19,6 +19,9 @@ import (
 // match the float64 oracle, every output element written: the emulated
 // device's own kernels on whatever architecture the engine runs on.
 func TestRepositoryKernelsMatchOracle(t *testing.T) {
+	if err := msl.Supported(); err != nil {
+		t.Skip(err)
+	}
 	p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 2}, HeadMap: spec.Tiled, QScale: 0.125}
 	in, err := cpuref.RandomInputs(p, 20261201)
 	if err != nil {
