@@ -37,8 +37,13 @@
 // from Compile; Library.Specialize compiles the source again with values,
 // as newFunctionWithName:constantValues:error: does.
 // Compiled libraries are cached in the user cache directory by a hash of
-// the source, the runtime, the options and the compiler version: a second
-// run only loads them.
+// the source, the runtime, the options, the compiler version and the
+// target: a second run only loads them. Kernels and the runtime are built
+// for the architecture of the running process, also when clang++ is
+// another architecture's (an arm64 process under qemu-user runs the host's
+// x86-64 clang++: it then builds with --target=aarch64-linux-gnu and lld,
+// against the cross C library, Debian's libc6-dev-arm64-cross and
+// libgcc-12-dev-arm64-cross). MSL's char is signed on every target.
 //
 // # Running
 //
