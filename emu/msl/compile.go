@@ -261,8 +261,9 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 
 // Compile translates a Metal Shading Language source to C++, compiles it
 // with clang++ into a shared object and loads it. Results are cached in the
-// cache directory by a hash of the source, the runtime, the options and the
-// compiler version, so compiling the same source again only loads it.
+// cache directory by a hash of the source, the runtime, the options, the
+// compiler version and the target, so compiling the same source again only
+// loads it.
 // Compilation errors are *CompileError values; on a system the engine does
 // not run on, the error wraps [ErrUnsupportedPlatform]. Function constants have no
 // value (is_function_constant_defined is false); Library.Specialize gives
