@@ -391,13 +391,6 @@ func init() {
 		"prefix_inclusive_product", "prefix_exclusive_product"} {
 		unsupportedTypes["quad_"+f] = "quad-group functions"
 	}
-	for _, e := range []string{"float", "half", "bfloat"} {
-		for c := 2; c <= 4; c++ {
-			for r := 2; r <= 4; r++ {
-				unsupportedTypes[fmt.Sprintf("%s%dx%d", e, c, r)] = "matrix types"
-			}
-		}
-	}
 }
 
 // vectorTypeName matches MSL's vector type names.
@@ -435,18 +428,6 @@ func (tr *translator) rewriteVectorCast(i int) {
 		return
 	}
 	tr.repls = append(tr.repls, replacement{start: t[open].start, end: t[closeIdx].end, text: "__pm_cast<" + t[i].text + ">() ->*"})
-}
-
-// isElementType reports whether token i names a matrix element type.
-func (tr *translator) isElementType(i int) bool {
-	if i < 0 || i >= len(tr.toks) {
-		return false
-	}
-	switch tr.toks[i].text {
-	case "float", "half", "bfloat", "T":
-		return true
-	}
-	return false
 }
 
 // isMember reports whether token i follows '.', '->' or a user's '::'
@@ -511,11 +492,6 @@ func (tr *translator) checkTokens() {
 			}
 			if what, ok := unsupportedTypes[k.text]; ok && !tr.isMember(i) {
 				tr.errorf(k.line, k.col, "%s (%s) is not supported by the emulated device", what, k.text)
-			}
-			if k.text == "matrix" && !tr.isMember(i) {
-				if n := tr.next(i + 1); n < len(tr.toks) && tr.toks[n].text == "<" && tr.isElementType(tr.next(n+1)) {
-					tr.errorf(k.line, k.col, "matrix types (matrix<T, C, R>) are not supported by the emulated device")
-				}
 			}
 			if (k.text == "vertex" || k.text == "fragment") && tr.startsFunction(i) {
 				tr.errorf(k.line, k.col, "%s functions are not supported by the emulated device (compute kernels only)", k.text)
