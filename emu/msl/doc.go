@@ -134,6 +134,12 @@
 //     matrix times a vector sums the weighted columns in column order, a
 //     vector times a matrix each dot product in row order, and determinant
 //     expands along the first column (the GPU's order is unspecified).
+//     A matrix in threadgroup memory is in the generic address space
+//     (threadgroup float4x4 *, a threadgroup array of matrices, or a cast
+//     (threadgroup M *) p or declaration in a function body whose type M
+//     names a matrix), so such pointers mix with device ones here; a
+//     function parameter threadgroup M * whose template parameter M is a
+//     matrix does not compile.
 //   - simdgroup_matrix: each lane holds its two elements in Apple's layout;
 //     simdgroup_load and simdgroup_store are each lane's own accesses, and
 //     every load, store and product is a SIMD-group operation (an exchange

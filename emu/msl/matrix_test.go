@@ -2,6 +2,7 @@ package msl
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -618,4 +619,65 @@ func TestMatrixLlamaDequantize(t *testing.T) {
 func TestMatrixNameNotReserved(t *testing.T) {
 	src := mslPrelude + "kernel void k(device float* matrix [[buffer(0)]], constant int& n [[buffer(1)]]) {\n int matrix_n = n; if (matrix_n < n) matrix[0] = matrix[1] < 1 ? 1 : 0;\n}\n"
 	compileT(t, src, CompileOptions{})
+}
+
+// matrixThreadgroupSrc keeps matrices in threadgroup memory the three ways
+// llama.cpp's kernels do: a threadgroup float4x4 parameter, a
+// threadgroup array declared in the kernel, and a cast of a threadgroup
+// half pointer through a template parameter naming the matrix type.
+const matrixThreadgroupSrc = mslPrelude + `
+template <typename M>
+void stash(threadgroup half *shmem, M m, ushort i, ushort n, device float *out) {
+    threadgroup M *sm = (threadgroup M *) (shmem + 8);
+    sm[i] = m;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[i] = float(sm[(i + 1) % n][1][2]);
+}
+kernel void tg(device const float *in [[buffer(0)]], device float *out [[buffer(1)]], threadgroup float4x4 *tm [[threadgroup(0)]],
+               threadgroup half *shmem [[threadgroup(1)]], ushort i [[thread_position_in_threadgroup]], ushort n [[threads_per_threadgroup]]) {
+    threadgroup half2x4 tile[4];
+    tm[i] = float4x4(in[i]);
+    tm[i][3] = float4(in[4 + i]);
+    tile[i] = half2x4(half4(in[i]), half4(in[4 + i]));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    ushort j = (i + 1) % n;
+    out[i] = tm[j][0][0] + tm[j][3][1];
+    out[n + i] = float(tile[j][1][2]);
+    stash<half2x4>(shmem, tile[j], i, n, out + 2 * n);
+}
+kernel void tg_oob(threadgroup float2x2 *tm [[threadgroup(0)]], ushort i [[thread_position_in_threadgroup]]) {
+    tm[i + 2][1] = float2(1);
+}
+`
+
+// Matrices in threadgroup memory (a parameter, an array in the kernel, a
+// pointer cast through a template parameter) are stored and loaded whole,
+// by column and by element, shared between the threads; an access past
+// the threadgroup allocation is still a fault.
+func TestMatrixThreadgroup(t *testing.T) {
+	lib := compileT(t, matrixThreadgroupSrc, CompileOptions{})
+	in, out := newF32(t, 8), newF32(t, 12)
+	fillRandom(in.f32(), 59)
+	poison(out.f32())
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{4, 1, 1})}
+	d.Buffers[0], d.Buffers[1] = in.binding(), out.binding()
+	d.ThreadgroupMemoryLength[0], d.ThreadgroupMemoryLength[1] = 4*64, 16+4*16
+	if _, err := functionT(t, lib, "tg").Run(d); err != nil {
+		t.Fatal(err)
+	}
+	x, h := in.f32(), elemHalf.round
+	for i := 0; i < 4; i++ {
+		j := (i + 1) % 4
+		for k, w := range []float32{x[j] + x[4+j], h(x[4+j]), h(x[4+(j+1)%4])} {
+			if g := out.f32()[4*k+i]; g != w {
+				t.Errorf("thread %d, result %d: %v, want %v", i, k, g, w)
+			}
+		}
+	}
+	d = &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{4, 1, 1})}
+	d.ThreadgroupMemoryLength[0] = 4 * 16
+	_, err := functionT(t, lib, "tg_oob").Run(d)
+	if kernelErrorT(t, err); !strings.Contains(err.Error(), "out-of-bounds threadgroup memory access: store of 8 bytes at threadgroup offset 72") {
+		t.Errorf("tm[i + 2][1] past the threadgroup memory: %v, want an out-of-bounds threadgroup memory fault at offset 72", err)
+	}
 }

@@ -478,6 +478,91 @@ func (tr *translator) checkThreadgroupType(i int) {
 	}
 }
 
+// matrixTypeName matches the names of Metal's matrix types.
+var matrixTypeName = regexp.MustCompile(`^((float|half)[234]x[234]|matrix)$`)
+
+// builtinTypeName reports whether name is one of MSL's scalar or vector
+// types, which stay in the threadgroup address space as written.
+func builtinTypeName(name string) bool {
+	switch name {
+	case "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "float", "void",
+		"int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "size_t", "ptrdiff_t":
+		return true
+	}
+	return vectorTypeName.MatchString(name)
+}
+
+// threadgroupType returns the tokens from through last of the type that
+// threadgroup token i qualifies (a const or volatile, then a name with
+// its template arguments), the index of the name and of the token after
+// the type.
+func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool) {
+	t := tr.toks
+	from = tr.next(i + 1)
+	name = from
+	for name < len(t) && (t[name].text == "const" || t[name].text == "volatile") {
+		name = tr.next(name + 1)
+	}
+	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) {
+		return 0, 0, 0, 0, false
+	}
+	last, to = name, tr.next(name+1)
+	if to < len(t) && t[to].text == "::" {
+		return 0, 0, 0, 0, false
+	}
+	if to < len(t) && t[to].text == "<" {
+		depth := 0
+		for ; to < len(t); to++ {
+			switch t[to].text {
+			case "<":
+				depth++
+			case ">":
+				depth--
+			}
+			if depth == 0 {
+				break
+			}
+		}
+		if to >= len(t) {
+			return 0, 0, 0, 0, false
+		}
+		last, to = to, tr.next(to+1)
+	}
+	return from, name, last, to, true
+}
+
+// rewriteThreadgroupType writes threadgroup T, for a T that is not a
+// scalar or vector type, as __pm_threadgroup<T> (<metal_matrix>), which
+// leaves matrices in the generic address space: a matrix type by name
+// anywhere, any other type in a cast, (threadgroup T *) p, and in a
+// declaration in a function body, where T may be a template parameter
+// naming a matrix (llama.cpp's threadgroup k4x4_t *). A function
+// parameter's threadgroup T * is left alone, since the alias would keep
+// T from being deduced.
+func (tr *translator) rewriteThreadgroupType(i int) {
+	t := tr.toks
+	from, name, last, to, ok := tr.threadgroupType(i)
+	if !ok {
+		return
+	}
+	matrix := matrixTypeName.MatchString(t[name].text)
+	p := tr.prev(i)
+	statement := p >= 0 && (t[p].text == ";" || t[p].text == "{" || t[p].text == "}")
+	cast := false
+	if p >= 0 && t[p].text == "(" {
+		k := to
+		for k < len(t) && (t[k].text == "*" || t[k].text == "&" || t[k].text == "const" || t[k].text == "volatile") {
+			k = tr.next(k + 1)
+		}
+		cast = k > to && k < len(t) && t[k].text == ")"
+	}
+	if !matrix && !statement && !cast {
+		return
+	}
+	tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[last].end,
+		text: "__pm_threadgroup<" + tr.src[t[from].start:t[last].end] + ">"})
+}
+
 // checkTokens rejects double and rewrites floating-point literals: an
 // unsuffixed literal is a float in MSL, and 1.5h is a half.
 func (tr *translator) checkTokens() {
@@ -498,6 +583,7 @@ func (tr *translator) checkTokens() {
 			}
 			if k.text == "threadgroup" {
 				tr.checkThreadgroupType(i)
+				tr.rewriteThreadgroupType(i)
 			}
 			if vectorTypeName.MatchString(k.text) {
 				tr.rewriteVectorCast(i)
@@ -1229,6 +1315,9 @@ func (tr *translator) threadgroupDecl(i int) {
 		return
 	}
 	typeText := tr.text(i, first)
+	if from, _, _, to, ok := tr.threadgroupType(i); ok && to == first {
+		typeText = "__pm_threadgroup<" + tr.text(from, to) + ">"
+	}
 	var b strings.Builder
 	for di, d := range decls {
 		n := first
