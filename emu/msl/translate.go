@@ -293,19 +293,7 @@ func (tr *translator) findAttributes() {
 		if t[i].text != "[" || t[i+1].text != "[" || t[i+1].start != t[i].end {
 			continue
 		}
-		depth := 0
-		j := i
-		for ; j < len(t); j++ {
-			switch t[j].text {
-			case "[":
-				depth++
-			case "]":
-				depth--
-			}
-			if depth == 0 {
-				break
-			}
-		}
+		j := tr.closing(i, "[", "]")
 		if j >= len(t) {
 			tr.errorf(t[i].line, t[i].col, "unterminated attribute")
 			return
@@ -478,6 +466,24 @@ func (tr *translator) checkThreadgroupType(i int) {
 	}
 }
 
+// closing returns the index of the token closing the bracket open at
+// token i (len(tr.toks) if none does).
+func (tr *translator) closing(i int, open, close string) int {
+	depth := 0
+	for ; i < len(tr.toks); i++ {
+		switch tr.toks[i].text {
+		case open:
+			depth++
+		case close:
+			depth--
+		}
+		if depth == 0 {
+			break
+		}
+	}
+	return i
+}
+
 // matrixTypeName matches the names of Metal's matrix types.
 var matrixTypeName = regexp.MustCompile(`^((float|half)[234]x[234]|matrix)$`)
 
@@ -511,19 +517,7 @@ func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool)
 		return 0, 0, 0, 0, false
 	}
 	if to < len(t) && t[to].text == "<" {
-		depth := 0
-		for ; to < len(t); to++ {
-			switch t[to].text {
-			case "<":
-				depth++
-			case ">":
-				depth--
-			}
-			if depth == 0 {
-				break
-			}
-		}
-		if to >= len(t) {
+		if to = tr.closing(to, "<", ">"); to >= len(t) {
 			return 0, 0, 0, 0, false
 		}
 		last, to = to, tr.next(to+1)
