@@ -14,8 +14,8 @@
 // and Ubuntu: apt-get install clang) into a shared object loaded with
 // purego; no cgo is involved. A force-included prelude and a shim
 // <metal_stdlib> supply MSL's scalar and vector types (ext_vector_type
-// vectors, so swizzles work and sizeof(float3) == 16; bfloat), the
-// threadgroup address space, namespace metal (math, geometric, relational
+// vectors, so swizzles work and sizeof(float3) == 16; bfloat), matrix
+// types, the threadgroup address space, namespace metal (math, geometric, relational
 // and integer functions, with fast:: and precise::; type traits;
 // numeric_limits; as_type), barriers, the SIMD-group functions,
 // simdgroup_matrix and atomics, and <metal_logging>'s os_log (its log calls
@@ -117,8 +117,7 @@
 //     emulated device": textures, samplers, imageblocks, visible and
 //     intersection function tables, ray tracing, indirect command buffers,
 //     raster order groups, vertex and fragment functions, vector function
-//     constants, matrix types (float4x4, half2x4, matrix<T, C, R>),
-//     simdgroup_matrix shapes other than 8x8, bfloat in
+//     constants, simdgroup_matrix shapes other than 8x8, bfloat in
 //     threadgroup memory, quad-group functions (the quad built-ins work),
 //     and #include of files other than Metal's own headers (pass the
 //     program as one source).
@@ -131,6 +130,21 @@
 //     float and rounds each result to bfloat, and an operation with a float
 //     or half operand yields float. bfloat2/3/4 have the components x, y,
 //     z, w and [i] but no multi-component swizzles.
+//   - Matrix types (float4x4, half2x3, matrix<T, C, R> with T float,
+//     half or bfloat): column-major, laid out as Metal lays them out
+//     (columns are vectors: float3x3 is 48 bytes, 16-byte aligned), with
+//     Metal's constructors, operators (+, -, * by a scalar, a vector or a
+//     matrix, +=, -=, *=) and transpose and determinant. Arithmetic is in
+//     the element type, one rounding per operation, in a fixed order: a
+//     matrix times a vector sums the weighted columns in column order, a
+//     vector times a matrix each dot product in row order, and determinant
+//     expands along the first column (the GPU's order is unspecified).
+//     A matrix in threadgroup memory is in the generic address space
+//     (threadgroup float4x4 *, a threadgroup array of matrices, or a cast
+//     (threadgroup M *) p or declaration in a function body whose type M
+//     names a matrix), so such pointers mix with device ones here; a
+//     function parameter threadgroup M * whose template parameter M is a
+//     matrix does not compile.
 //   - simdgroup_matrix: each lane holds its two elements in Apple's layout;
 //     simdgroup_load and simdgroup_store are each lane's own accesses, and
 //     every load, store and product is a SIMD-group operation (an exchange

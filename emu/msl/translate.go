@@ -293,19 +293,7 @@ func (tr *translator) findAttributes() {
 		if t[i].text != "[" || t[i+1].text != "[" || t[i+1].start != t[i].end {
 			continue
 		}
-		depth := 0
-		j := i
-		for ; j < len(t); j++ {
-			switch t[j].text {
-			case "[":
-				depth++
-			case "]":
-				depth--
-			}
-			if depth == 0 {
-				break
-			}
-		}
+		j := tr.closing(i, "[", "]")
 		if j >= len(t) {
 			tr.errorf(t[i].line, t[i].col, "unterminated attribute")
 			return
@@ -391,13 +379,6 @@ func init() {
 		"prefix_inclusive_product", "prefix_exclusive_product"} {
 		unsupportedTypes["quad_"+f] = "quad-group functions"
 	}
-	for _, e := range []string{"float", "half", "bfloat"} {
-		for c := 2; c <= 4; c++ {
-			for r := 2; r <= 4; r++ {
-				unsupportedTypes[fmt.Sprintf("%s%dx%d", e, c, r)] = "matrix types"
-			}
-		}
-	}
 }
 
 // vectorTypeName matches MSL's vector type names.
@@ -435,18 +416,6 @@ func (tr *translator) rewriteVectorCast(i int) {
 		return
 	}
 	tr.repls = append(tr.repls, replacement{start: t[open].start, end: t[closeIdx].end, text: "__pm_cast<" + t[i].text + ">() ->*"})
-}
-
-// isElementType reports whether token i names a matrix element type.
-func (tr *translator) isElementType(i int) bool {
-	if i < 0 || i >= len(tr.toks) {
-		return false
-	}
-	switch tr.toks[i].text {
-	case "float", "half", "bfloat", "T":
-		return true
-	}
-	return false
 }
 
 // isMember reports whether token i follows '.', '->' or a user's '::'
@@ -497,6 +466,97 @@ func (tr *translator) checkThreadgroupType(i int) {
 	}
 }
 
+// closing returns the index of the token closing the bracket open at
+// token i (len(tr.toks) if none does).
+func (tr *translator) closing(i int, open, close string) int {
+	depth := 0
+	for ; i < len(tr.toks); i++ {
+		switch tr.toks[i].text {
+		case open:
+			depth++
+		case close:
+			depth--
+		}
+		if depth == 0 {
+			break
+		}
+	}
+	return i
+}
+
+// matrixTypeName matches the names of Metal's matrix types.
+var matrixTypeName = regexp.MustCompile(`^((float|half)[234]x[234]|matrix)$`)
+
+// builtinTypeName reports whether name is one of MSL's scalar or vector
+// types, which stay in the threadgroup address space as written.
+func builtinTypeName(name string) bool {
+	switch name {
+	case "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "float", "void",
+		"int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "size_t", "ptrdiff_t":
+		return true
+	}
+	return vectorTypeName.MatchString(name)
+}
+
+// threadgroupType returns the tokens from through last of the type that
+// threadgroup token i qualifies (a const or volatile, then a name with
+// its template arguments), the index of the name and of the token after
+// the type.
+func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool) {
+	t := tr.toks
+	from = tr.next(i + 1)
+	name = from
+	for name < len(t) && (t[name].text == "const" || t[name].text == "volatile") {
+		name = tr.next(name + 1)
+	}
+	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) {
+		return 0, 0, 0, 0, false
+	}
+	last, to = name, tr.next(name+1)
+	if to < len(t) && t[to].text == "::" {
+		return 0, 0, 0, 0, false
+	}
+	if to < len(t) && t[to].text == "<" {
+		if to = tr.closing(to, "<", ">"); to >= len(t) {
+			return 0, 0, 0, 0, false
+		}
+		last, to = to, tr.next(to+1)
+	}
+	return from, name, last, to, true
+}
+
+// rewriteThreadgroupType writes threadgroup T, for a T that is not a
+// scalar or vector type, as __pm_threadgroup<T> (<metal_matrix>), which
+// leaves matrices in the generic address space: a matrix type by name
+// anywhere, any other type in a cast, (threadgroup T *) p, and in a
+// declaration in a function body, where T may be a template parameter
+// naming a matrix (llama.cpp's threadgroup k4x4_t *). A function
+// parameter's threadgroup T * is left alone, since the alias would keep
+// T from being deduced.
+func (tr *translator) rewriteThreadgroupType(i int) {
+	t := tr.toks
+	from, name, last, to, ok := tr.threadgroupType(i)
+	if !ok {
+		return
+	}
+	matrix := matrixTypeName.MatchString(t[name].text)
+	p := tr.prev(i)
+	statement := p >= 0 && (t[p].text == ";" || t[p].text == "{" || t[p].text == "}")
+	cast := false
+	if p >= 0 && t[p].text == "(" {
+		k := to
+		for k < len(t) && (t[k].text == "*" || t[k].text == "&" || t[k].text == "const" || t[k].text == "volatile") {
+			k = tr.next(k + 1)
+		}
+		cast = k > to && k < len(t) && t[k].text == ")"
+	}
+	if !matrix && !statement && !cast {
+		return
+	}
+	tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[last].end,
+		text: "__pm_threadgroup<" + tr.src[t[from].start:t[last].end] + ">"})
+}
+
 // checkTokens rejects double and rewrites floating-point literals: an
 // unsuffixed literal is a float in MSL, and 1.5h is a half.
 func (tr *translator) checkTokens() {
@@ -512,16 +572,12 @@ func (tr *translator) checkTokens() {
 			if what, ok := unsupportedTypes[k.text]; ok && !tr.isMember(i) {
 				tr.errorf(k.line, k.col, "%s (%s) is not supported by the emulated device", what, k.text)
 			}
-			if k.text == "matrix" && !tr.isMember(i) {
-				if n := tr.next(i + 1); n < len(tr.toks) && tr.toks[n].text == "<" && tr.isElementType(tr.next(n+1)) {
-					tr.errorf(k.line, k.col, "matrix types (matrix<T, C, R>) are not supported by the emulated device")
-				}
-			}
 			if (k.text == "vertex" || k.text == "fragment") && tr.startsFunction(i) {
 				tr.errorf(k.line, k.col, "%s functions are not supported by the emulated device (compute kernels only)", k.text)
 			}
 			if k.text == "threadgroup" {
 				tr.checkThreadgroupType(i)
+				tr.rewriteThreadgroupType(i)
 			}
 			if vectorTypeName.MatchString(k.text) {
 				tr.rewriteVectorCast(i)
@@ -1253,6 +1309,9 @@ func (tr *translator) threadgroupDecl(i int) {
 		return
 	}
 	typeText := tr.text(i, first)
+	if from, _, _, to, ok := tr.threadgroupType(i); ok && to == first {
+		typeText = "__pm_threadgroup<" + tr.text(from, to) + ">"
+	}
 	var b strings.Builder
 	for di, d := range decls {
 		n := first

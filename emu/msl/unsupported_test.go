@@ -5,30 +5,6 @@ import (
 	"testing"
 )
 
-// Metal's matrix types (float4x4, half2x4, matrix<bfloat, 4, 4>), which
-// llama.cpp's dequantization helpers use, fail with an error that says so;
-// a variable named matrix does not.
-func TestMatrixTypesUnsupported(t *testing.T) {
-	for _, c := range []struct {
-		src, want string
-		line      int
-	}{
-		{"kernel void k(device float4x4* m [[buffer(0)]]) {}\n", "matrix types (float4x4) is not supported by the emulated device", 1},
-		{"kernel void k(device float* x [[buffer(0)]]) {\n half2x4 r;\n}\n", "matrix types (half2x4) is not supported by the emulated device", 2},
-		{"\ntypedef matrix<bfloat, 4, 4> bfloat4x4;\n", "matrix types (matrix<T, C, R>) are not supported by the emulated device", 2},
-	} {
-		_, err := translate(c.src, "e.metal", nil, "")
-		ce, ok := err.(*CompileError)
-		if !ok || !strings.Contains(ce.Log, c.want) || ce.Line != c.line {
-			t.Errorf("translate(%q) = %v, want a compile error at line %d containing %q", c.src, err, c.line, c.want)
-		}
-	}
-	src := "kernel void k(device float* matrix [[buffer(0)]], constant int& n [[buffer(1)]]) {\n int matrix_n = n; if (matrix_n < n) matrix[0] = matrix[1] < 1 ? 1 : 0;\n}\n"
-	if _, err := translate(src, "e.metal", nil, ""); err != nil {
-		t.Errorf("a buffer named matrix: %v", err)
-	}
-}
-
 // A cast between vector types of different element types in cast
 // notation converts, as in MSL: (float4)h as llama.cpp writes it, in
 // expressions with the operators around it, a unary minus before it, a
