@@ -293,8 +293,8 @@ func (tr *translator) findAttributes() {
 		if t[i].text != "[" || t[i+1].text != "[" || t[i+1].start != t[i].end {
 			continue
 		}
-		j := tr.closing(i, "[", "]")
-		if j >= len(t) {
+		j := tr.match(i)
+		if j < 0 {
 			tr.errorf(t[i].line, t[i].col, "unterminated attribute")
 			return
 		}
@@ -466,24 +466,6 @@ func (tr *translator) checkThreadgroupType(i int) {
 	}
 }
 
-// closing returns the index of the token closing the bracket open at
-// token i (len(tr.toks) if none does).
-func (tr *translator) closing(i int, open, close string) int {
-	depth := 0
-	for ; i < len(tr.toks); i++ {
-		switch tr.toks[i].text {
-		case open:
-			depth++
-		case close:
-			depth--
-		}
-		if depth == 0 {
-			break
-		}
-	}
-	return i
-}
-
 // matrixTypeName matches the names of Metal's matrix types.
 var matrixTypeName = regexp.MustCompile(`^((float|half)[234]x[234]|matrix)$`)
 
@@ -517,7 +499,7 @@ func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool)
 		return 0, 0, 0, 0, false
 	}
 	if to < len(t) && t[to].text == "<" {
-		if to = tr.closing(to, "<", ">"); to >= len(t) {
+		if to = tr.match(to); to < 0 {
 			return 0, 0, 0, 0, false
 		}
 		last, to = to, tr.next(to+1)
@@ -643,7 +625,9 @@ func (tr *translator) prev(i int) int {
 	return i
 }
 
-// match returns the index of the token closing the bracket at i.
+// match returns the index of the token closing the bracket at i, or -1
+// where none does; tokens of attributes already found are passed over,
+// and a ">>" closes two "<".
 func (tr *translator) match(i int) int {
 	open := tr.toks[i].text
 	closeTok := map[string]string{"(": ")", "[": "]", "{": "}", "<": ">"}[open]
