@@ -1,17 +1,16 @@
 package objc
 
 import (
-	"fmt"
+	"errors"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ebitengine/purego"
+	"github.com/puremetal/puremetal/internal/clang"
 	"github.com/puremetal/puremetal/internal/testenv"
 )
 
@@ -19,11 +18,7 @@ func TestMain(m *testing.M) {
 	if testenv.FoundationDisabled() {
 		disableFoundation()
 	}
-	code := testenv.RunMain(m, Load)
-	if cLib.dir != "" {
-		os.RemoveAll(cLib.dir)
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunMain(m, Load))
 }
 
 // needRuntime loads the runtime, or skips the test (fails it in strict
@@ -126,29 +121,13 @@ func randomWord(r *rand.Rand) uintptr {
 	}
 }
 
-// cLib is testdata/abi.c compiled for the test's architecture and loaded.
+// cLib is testdata/abi.c compiled for the test's architecture (by
+// internal/clang, which builds for the running process, also under qemu)
+// and loaded.
 var cLib struct {
 	once   sync.Once
-	dir    string
 	handle uintptr
-	err    error // a build failure: the test fails
-	skip   string
-}
-
-// clangTarget returns the clang arguments that build a shared library for
-// the architecture the tests run on.
-func clangTarget() ([]string, string) {
-	switch runtime.GOOS + "/" + runtime.GOARCH {
-	case "linux/amd64":
-		return []string{"--target=x86_64-linux-gnu", "-nostdlib"}, "so"
-	case "linux/arm64":
-		return []string{"--target=aarch64-linux-gnu", "-nostdlib", "-fuse-ld=lld"}, "so"
-	case "darwin/arm64":
-		return []string{"-arch", "arm64"}, "dylib"
-	case "darwin/amd64":
-		return []string{"-arch", "x86_64"}, "dylib"
-	}
-	return nil, ""
+	err    error
 }
 
 // loadCLib compiles and loads testdata/abi.c once per process, or skips
@@ -156,35 +135,15 @@ func clangTarget() ([]string, string) {
 func loadCLib(t testing.TB) uintptr {
 	t.Helper()
 	cLib.once.Do(func() {
-		target, ext := clangTarget()
-		if target == nil {
-			cLib.skip = "no clang target for " + runtime.GOOS + "/" + runtime.GOARCH
-			return
-		}
-		clang, err := exec.LookPath("clang")
-		if err != nil {
-			cLib.skip = "clang not found: the C methods of testdata/abi.c are compiled at test time (apt-get install clang lld)"
-			return
-		}
-		src, err := filepath.Abs(filepath.Join("testdata", "abi.c"))
+		src, err := os.ReadFile(filepath.Join("testdata", "abi.c"))
 		if err != nil {
 			cLib.err = err
 			return
 		}
-		if cLib.dir, err = os.MkdirTemp("", "puremetal-objc-"); err != nil {
-			cLib.err = err
-			return
-		}
-		lib := filepath.Join(cLib.dir, "libpmabi."+ext)
-		args := append(target, "-O2", "-fPIC", "-shared", "-Wall", "-Werror", "-o", lib, src)
-		if out, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
-			cLib.err = fmt.Errorf("clang %s: %v\n%s", strings.Join(args, " "), err, out)
-			return
-		}
-		cLib.handle, cLib.err = purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		cLib.handle, cLib.err = clang.LoadC(string(src), "")
 	})
-	if cLib.skip != "" {
-		testenv.SkipOrFail(t, cLib.skip)
+	if errors.Is(cLib.err, clang.ErrNoCompiler) {
+		testenv.SkipOrFail(t, "the C methods of testdata/abi.c are compiled at test time: "+cLib.err.Error())
 	}
 	if cLib.err != nil {
 		t.Fatal(cLib.err)

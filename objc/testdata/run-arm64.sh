@@ -4,8 +4,10 @@
 #
 # The machine needs, as root:
 #   dpkg --add-architecture arm64 && apt-get update
-#   apt-get install -y qemu-user clang lld libc6:arm64 libobjc4:arm64
-# (libc6:arm64 must be the same version as the host's libc6.)
+#   apt-get install -y qemu-user clang lld libc6:arm64 libobjc4:arm64 \
+#     libc6-dev-arm64-cross libgcc-12-dev-arm64-cross
+# (libc6:arm64 must be the same version as the host's libc6; the cross
+# packages are what clang links testdata/abi.c for aarch64 against.)
 #
 # GNUstep Base's arm64 packages do not install beside the amd64 ones, so
 # the run loads the runtime alone (PUREMETAL_OBJC_FOUNDATION=none): the
