@@ -62,10 +62,6 @@ func runSIMDGroup(t *testing.T, src string, n int) []float32 {
 	lib := compileT(t, src, CompileOptions{})
 	out := newF32(t, n)
 	poison(out.f32())
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0] = out.binding()
-	if _, err := functionT(t, lib, "k").Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, functionT(t, lib, "k"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1}), out)
 	return out.f32()
 }

@@ -71,11 +71,7 @@ kernel void consts(device float* out [[buffer(0)]],
 	f := functionT(t, lib, "consts")
 	out := newF32(t, 8)
 	poison(out.f32())
-	d := &Dispatch{Grid: ThreadsGrid([3]int{8, 1, 1}, [3]int{8, 1, 1})}
-	d.Buffers[0] = out.binding()
-	if _, err := f.Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, f, ThreadsGrid([3]int{8, 1, 1}, [3]int{8, 1, 1}), out)
 	table := []float32{1, 2, 4, 8}
 	for i := 0; i < 8; i++ {
 		if want := table[i%4]*float32(i) + float32(i%3); out.f32()[i] != want {

@@ -84,11 +84,7 @@ func TestFunctionConstantsSpecialize(t *testing.T) {
 		fillRandom(b.f32(), 22)
 		poison(y.f32())
 		info.i32()[0], info.i32()[1] = 12345, 12345
-		d := &Dispatch{Grid: ThreadsGrid([3]int{n, 1, 1}, [3]int{32, 1, 1})}
-		d.Buffers[0], d.Buffers[1], d.Buffers[2], d.Buffers[3] = x.binding(), y.binding(), b.binding(), info.binding()
-		if _, err := sf.Run(d); err != nil {
-			t.Fatal(err)
-		}
+		runT(t, sf, ThreadsGrid([3]int{n, 1, 1}, [3]int{32, 1, 1}), x, y, b, info)
 		return y.f32(), info.i32(), x.f32(), b.f32()
 	}
 	check := func(nsg int, bias bool, scale float32, shift float32, opt int32, values []ConstantValue) {

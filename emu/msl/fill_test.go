@@ -24,11 +24,7 @@ kernel void fill(device uint* out [[buffer(0)]], uint lane [[thread_index_in_sim
 	for i := range out.u32() {
 		out.u32()[i] = 0xDEADBEEF
 	}
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0] = out.binding()
-	if _, err := functionT(t, lib, "fill").Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, functionT(t, lib, "fill"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1}), out)
 	want := func(up bool, delta, modulo, lane int) uint32 {
 		i, base := lane%modulo, lane-lane%modulo
 		if up {

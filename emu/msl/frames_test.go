@@ -26,11 +26,7 @@ func TestPrivateMemoryLimit(t *testing.T) {
 		t.Fatalf("PrivateBytes %d, want a little over %d", f.PrivateBytes, 2048*4)
 	}
 	out := newF32(t, 2048)
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{2, 1, 1}, [3]int{64, 1, 1})}
-	d.Buffers[0] = out.binding()
-	if _, err := f.Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, f, ThreadgroupsGrid([3]int{2, 1, 1}, [3]int{64, 1, 1}), out)
 
 	needClang(t)
 	for _, n := range []int{16384, 1 << 20} {
@@ -92,11 +88,7 @@ kernel void tail(device float* out [[buffer(0)]],
 		t.Fatalf("PrivateBytes %d, want at least the %d of the tail-called function's array", f.PrivateBytes, 3000*4)
 	}
 	out := newF32(t, 3000)
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0] = out.binding()
-	if _, err := f.Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, f, ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1}), out)
 }
 
 // A thread whose stack overflows into another thread's (here through

@@ -81,11 +81,7 @@ func TestKernelAttributeSpellingsRun(t *testing.T) {
 	a, out := newF32(t, 50), newF32(t, 50)
 	fillRandom(a.f32(), 9)
 	poison(out.f32())
-	d := &Dispatch{Grid: ThreadsGrid([3]int{50, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0], d.Buffers[1] = a.binding(), out.binding()
-	if _, err := functionT(t, lib, "custom_kernel_add").Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, functionT(t, lib, "custom_kernel_add"), ThreadsGrid([3]int{50, 1, 1}, [3]int{32, 1, 1}), a, out)
 	for i, y := range out.f32() {
 		if want := a.f32()[i] + 1; y != want {
 			t.Fatalf("out[%d] = %v, want %v", i, y, want)

@@ -174,3 +174,19 @@ kernel void vec_add(device const float* a [[buffer(0)]],
     out[i] = a[i] + b[i];
 }
 `
+
+// runT runs f over grid with bufs bound at buffer indices 0, 1, ... and
+// fails the test on an error: the dispatch most tests make. It returns the
+// dispatch's counters.
+func runT(t testing.TB, f *Function, grid Grid, bufs ...*mem) Counters {
+	t.Helper()
+	d := &Dispatch{Grid: grid}
+	for i, m := range bufs {
+		d.Buffers[i] = m.binding()
+	}
+	c, err := f.Run(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -257,11 +257,7 @@ func TestMatrixOperations(t *testing.T) {
 	fillRandom(in.f32(), 41)
 	poison(out.f32())
 	want, read := matrixOpsWant(in.f32())
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{1, 1, 1})}
-	d.Buffers[0], d.Buffers[1], d.Buffers[2] = in.binding(), out.binding(), n.binding()
-	if _, err := functionT(t, lib, "ops").Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, functionT(t, lib, "ops"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{1, 1, 1}), in, out, n)
 	if got := n.i32(); int(got[0]) != read || int(got[1]) != len(want) {
 		t.Fatalf("the kernel read %d values and wrote %d; want %d and %d", got[0], got[1], read, len(want))
 	}
@@ -320,11 +316,7 @@ func TestMatrixConstructors(t *testing.T) {
 	in, out, n := newF32(t, 16), newF32(t, 256), newMem(t, 4)
 	fillRandom(in.f32(), 43)
 	poison(out.f32())
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{1, 1, 1})}
-	d.Buffers[0], d.Buffers[1], d.Buffers[2] = in.binding(), out.binding(), n.binding()
-	if _, err := functionT(t, lib, "ctors").Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, functionT(t, lib, "ctors"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{1, 1, 1}), in, out, n)
 	x := in.f32()
 	h := elemHalf.round
 	var want []float32
@@ -566,11 +558,7 @@ func TestMatrixLlamaDequantize(t *testing.T) {
 		for i := range dst.b {
 			dst.b[i] = 0xff
 		}
-		d := &Dispatch{Grid: grid}
-		d.Buffers[0], d.Buffers[1] = blocks.binding(), dst.binding()
-		if _, err := functionT(t, lib, "get_rows_"+kind).Run(d); err != nil {
-			t.Fatal(err)
-		}
+		runT(t, functionT(t, lib, "get_rows_"+kind), grid, blocks, dst)
 		for b := 0; b < n; b++ {
 			for i := 0; i < 16; i++ {
 				w := value(b, i, b%3)
@@ -589,11 +577,7 @@ func TestMatrixLlamaDequantize(t *testing.T) {
 	y, dst := newF32(t, 16*n), newF32(t, n)
 	fillRandom(y.f32(), 54)
 	poison(dst.f32())
-	d := &Dispatch{Grid: grid}
-	d.Buffers[0], d.Buffers[1], d.Buffers[2] = blocks.binding(), y.binding(), dst.binding()
-	if _, err := functionT(t, lib, "kernel_dot4x4").Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, functionT(t, lib, "kernel_dot4x4"), grid, blocks, y, dst)
 	for b := 0; b < n; b++ {
 		var want float32
 		for c := 0; c < 4; c++ {

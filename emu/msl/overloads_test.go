@@ -65,11 +65,7 @@ kernel void k(device pair_t* out [[buffer(0)]], device float* f [[buffer(1)]],
 	for i := range 32 {
 		out.f32()[2*i], out.f32()[2*i+1], f.f32()[i] = 5, 6, float32(i)
 	}
-	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0], d.Buffers[1] = out.binding(), f.binding()
-	if _, err := functionT(t, lib, "k").Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, functionT(t, lib, "k"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1}), out, f)
 	for i := range 32 {
 		x := float32(i)
 		wantA, wantB := 5+(1+x)+10*x+(2+x), 6+3+10

@@ -9,9 +9,10 @@ import (
 
 // ErrUnsupportedPlatform is the error of [Compile], and of the emulated
 // device built on it, on a system the engine does not run on. The engine
-// runs on Linux, on x86-64 and arm64: its runtime switches fibers and
-// handles kernel faults in assembly and signal code written for those
-// systems. On macOS the system's Metal device runs the same kernels.
+// runs on Linux, on x86-64 and arm64: its runtime switches fibers in
+// assembly written for ELF on those two architectures, and it builds and
+// loads ELF shared objects. On macOS the system's Metal device runs the
+// same kernels.
 var ErrUnsupportedPlatform = errors.New("msl: the emulated device runs on Linux (x86-64 and arm64) only")
 
 // UnsupportedEnv is the environment variable that, set to 1, makes the

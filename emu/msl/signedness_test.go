@@ -27,11 +27,7 @@ func TestCharIsSigned(t *testing.T) {
 	}
 	out := newMem(t, 4*4*n)
 	poison(out.f32())
-	d := &Dispatch{Grid: ThreadsGrid([3]int{n, 1, 1}, [3]int{n, 1, 1})}
-	d.Buffers[0], d.Buffers[1] = in.binding(), out.binding()
-	if _, err := f.Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, f, ThreadsGrid([3]int{n, 1, 1}, [3]int{n, 1, 1}), in, out)
 	o := out.i32()
 	low := int32(int8(in.b[0]))
 	for i := range in.b {

@@ -89,11 +89,7 @@ func TestMLXStyleHeaders(t *testing.T) {
 		out.i32()[i] = -99
 	}
 	poison(f.f32())
-	d := &Dispatch{Grid: ThreadsGrid([3]int{n, 1, 1}, [3]int{32, 1, 1})}
-	d.Buffers[0], d.Buffers[1], d.Buffers[2] = z.binding(), out.binding(), f.binding()
-	if _, err := functionT(t, lib, "traits").Run(d); err != nil {
-		t.Fatal(err)
-	}
+	runT(t, functionT(t, lib, "traits"), ThreadsGrid([3]int{n, 1, 1}, [3]int{32, 1, 1}), z, out, f)
 	for i := 0; i < n; i++ {
 		re, im := orig[2*i], orig[2*i+1]
 		// (re + i im) * i = -im + i re
