@@ -97,6 +97,19 @@ func Metal(t testing.TB) *mtl.Device {
 	return d
 }
 
+// NewMetal returns the system's Metal device (see [Metal]) and a command
+// queue on it, released when the test ends.
+func NewMetal(t testing.TB) *GPU {
+	t.Helper()
+	d := Metal(t)
+	q, err := d.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Release)
+	return &GPU{T: t, D: d, Q: q}
+}
+
 // Orders are the two scheduling orders parity tests run the emulated device
 // in: forward, and shuffled with a fixed seed. A race on threadgroup memory
 // is a fault in either; results that depend on the schedule in ways the
@@ -122,12 +135,24 @@ func CheckReleased(t testing.TB) {
 // the caller's to release.
 func Pipeline(t testing.TB, d *mtl.Device, src string, opts mtl.CompileOptions, kernel string) *mtl.ComputePipelineState {
 	t.Helper()
+	return SpecializedPipeline(t, d, src, opts, kernel, nil)
+}
+
+// SpecializedPipeline is Pipeline for kernel specialised with the function
+// constant values (none where values is nil).
+func SpecializedPipeline(t testing.TB, d *mtl.Device, src string, opts mtl.CompileOptions, kernel string, values *mtl.FunctionConstantValues) *mtl.ComputePipelineState {
+	t.Helper()
 	lib, err := d.NewLibraryWithSource(src, opts)
 	if err != nil {
 		t.Fatalf("compiling the library of %s: %v", kernel, err)
 	}
 	defer lib.Release()
-	fn, err := lib.NewFunction(kernel)
+	var fn *mtl.Function
+	if values == nil {
+		fn, err = lib.NewFunction(kernel)
+	} else {
+		fn, err = lib.NewFunctionWithConstants(kernel, values)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
