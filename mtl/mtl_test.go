@@ -17,39 +17,17 @@ import (
 	"github.com/puremetal/puremetal/objc"
 )
 
-const kernelsSource = `
-#include <metal_stdlib>
-using namespace metal;
-
-kernel void fill(device float *x [[buffer(0)]],
-                 constant float &v [[buffer(1)]],
-                 uint i [[thread_position_in_grid]]) {
-    x[i] = v + float(i);
-}
-
-kernel void add_into(device const float *a [[buffer(0)]],
-                     device float *b       [[buffer(1)]],
-                     uint i [[thread_position_in_grid]]) {
-    b[i] += a[i];
-}
-`
+// kernelsSource holds the fill and add_into kernels.
+const kernelsSource = testdevice.BindingKernels
 
 func size(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
 
-// one is 1.0 as a float's bytes, for SetBytes.
-var one = []byte{0, 0, 0x80, 0x3f}
-
 // encodeFill returns an encode function, for CommandQueue.Run, that runs
 // the fill kernel over the first n floats of x: x[i] = 1 + i.
-func encodeFill(fill *mtl.ComputePipelineState, x *mtl.Buffer, n int) func(*mtl.ComputeCommandEncoder) error {
-	return func(e *mtl.ComputeCommandEncoder) error {
-		e.SetComputePipelineState(fill)
-		e.SetBuffer(x, 0, 0)
-		e.SetBytes(one, 1)
-		e.DispatchThreads(size(uint(n), 1, 1), size(32, 1, 1))
-		return nil
-	}
-}
+var encodeFill = testdevice.EncodeFill
+
+// one is 1.0 as a float's bytes, for SetBytes.
+var one = []byte{0, 0, 0x80, 0x3f}
 
 // newPipeline makes the pipeline of one of kernelsSource's kernels, the
 // caller's to release.
