@@ -1,5 +1,5 @@
 // Package appleapi reads the facts about Apple's Metal and Foundation API
-// that shared/apple-api holds (selectors.txt and signatures.txt, extracted
+// that testdata/apple-api holds (selectors.txt and signatures.txt, extracted
 // from Apple's metal-cpp headers) and compares Objective-C type encodings
 // with them, for puremetal's tests.
 package appleapi
@@ -16,7 +16,7 @@ import (
 	"github.com/puremetal/puremetal/internal/typeenc"
 )
 
-// API is the content of shared/apple-api.
+// API is the content of testdata/apple-api.
 type API struct {
 	// SelectorsPath and SignaturesPath are the files read.
 	SelectorsPath, SignaturesPath string
@@ -36,11 +36,11 @@ type Signature struct {
 	Params          []string
 }
 
-// Load reads both files. A missing file skips the test, or fails it in
-// strict mode; a file too short to be the full list fails it.
+// Load reads both files. A missing file, or one too short to be the full
+// list, fails the test.
 func Load(t testing.TB) *API {
 	t.Helper()
-	dir := filepath.Join(testenv.SharedDir(t), "apple-api")
+	dir := filepath.Join(testenv.DataDir(t), "apple-api")
 	api := &API{
 		SelectorsPath:  filepath.Join(dir, "selectors.txt"),
 		SignaturesPath: filepath.Join(dir, "signatures.txt"),
@@ -49,14 +49,14 @@ func Load(t testing.TB) *API {
 	}
 	b, err := os.ReadFile(api.SelectorsPath)
 	if err != nil {
-		testenv.SkipOrFail(t, "Apple selector list missing: "+err.Error())
+		t.Fatalf("Apple selector list missing from the repository: %v", err)
 	}
 	for _, s := range strings.Fields(string(b)) {
 		api.Selectors[s] = true
 	}
 	f, err := os.Open(api.SignaturesPath)
 	if err != nil {
-		testenv.SkipOrFail(t, "Apple signature list missing: "+err.Error())
+		t.Fatalf("Apple signature list missing from the repository: %v", err)
 	}
 	defer f.Close()
 	n := 0

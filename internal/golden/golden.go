@@ -1,5 +1,6 @@
-// Package golden loads the Gated DeltaNet golden vectors kept beside the
-// repository in ../shared/golden/: two sets of cases computed with HF
+// Package golden loads the Gated DeltaNet golden vectors kept in the
+// repository's testdata/golden (testdata/golden/README.md; the folder named
+// by PUREMETAL_GOLDEN replaces it for a run): sets of cases computed with HF
 // transformers' Qwen3-Next reference, already converted to puremetal's
 // layouts and gate sign. [HFSubdir] holds float32 cases of the recurrence
 // on given gates; [FusedSubdir] holds cases of the fused step (SPEC section
@@ -27,12 +28,16 @@ import (
 )
 
 // HFSubdir is the folder of the HF transformers cases on given gates,
-// relative to shared/.
-const HFSubdir = "golden/hf-qwen3next"
+// relative to the golden folder.
+const HFSubdir = "hf-qwen3next"
 
 // FusedSubdir is the folder of the HF transformers cases of the fused step,
-// relative to shared/.
-const FusedSubdir = "golden/hf-qwen3next-fused"
+// relative to the golden folder.
+const FusedSubdir = "hf-qwen3next-fused"
+
+// LayerSubdir is the folder of the cases of the whole layer core (SPEC.md
+// section 13), relative to the golden folder.
+const LayerSubdir = "hf-qwen3next-layer"
 
 // Meta is a case's meta.json. File shapes are listed outermost first.
 type Meta struct {
@@ -118,7 +123,7 @@ type Case struct {
 func (c Case) Fused() bool { return c.Params.Fused != spec.Fused{} }
 
 // Dir returns the folder of the HF cases on given gates,
-// ../shared/golden/hf-qwen3next, skipping the test (failing it in strict
+// testdata/golden/hf-qwen3next, skipping the test (failing it in strict
 // mode) when it is missing.
 func Dir(t testing.TB) string {
 	t.Helper()
@@ -126,13 +131,17 @@ func Dir(t testing.TB) string {
 }
 
 // SetDir returns the folder of the set subdir (such as [FusedSubdir])
-// under ../shared/, skipping the test (failing it in strict mode) when it
-// is missing.
+// under the golden folder. A set missing from the repository fails the
+// test; one missing from the folder $PUREMETAL_GOLDEN names skips it (fails
+// it in strict mode).
 func SetDir(t testing.TB, subdir string) string {
 	t.Helper()
-	dir := filepath.Join(testenv.SharedDir(t), filepath.FromSlash(subdir))
+	dir := filepath.Join(testenv.GoldenDir(t), filepath.FromSlash(subdir))
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		testenv.SkipOrFail(t, "golden vectors not found at "+dir)
+		if os.Getenv(testenv.GoldenEnv) != "" {
+			testenv.SkipOrFail(t, "golden set not found at "+dir+" ("+testenv.GoldenEnv+" names a folder without it)")
+		}
+		t.Fatalf("golden set missing from the repository at %s", dir)
 	}
 	return dir
 }

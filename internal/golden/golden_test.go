@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/testenv"
 )
 
 // The six cases of the README table, with their shapes and head maps.
@@ -22,6 +23,9 @@ var wantCases = map[string]spec.Params{
 }
 
 func TestLoadAllCases(t *testing.T) {
+	if os.Getenv(testenv.GoldenEnv) != "" {
+		t.Skipf("%s names another set of cases; this test checks the repository's", testenv.GoldenEnv)
+	}
 	cases := LoadAll(t)
 	if len(cases) != len(wantCases) {
 		t.Errorf("loaded %d cases, want %d", len(cases), len(wantCases))
@@ -226,5 +230,41 @@ func TestLoadRejectsWrongType(t *testing.T) {
 	}
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), a) || !strings.Contains(err.Error(), "bytes") {
 		t.Errorf("%s of twice the size: err = %v, want one naming it and its size", a, err)
+	}
+}
+
+// TestGoldenEnvReplacesSets: PUREMETAL_GOLDEN names a folder laid out like
+// testdata/golden, and the loaders read it instead of the repository's.
+func TestGoldenEnvReplacesSets(t *testing.T) {
+	if os.Getenv(testenv.GoldenEnv) != "" {
+		t.Skipf("%s is set for this run", testenv.GoldenEnv)
+	}
+	repo := SetDir(t, HFSubdir)
+	alt := t.TempDir()
+	const name = "decode_d32_mha"
+	dst := filepath.Join(alt, HFSubdir, "renamed_case")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(repo, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(repo, name, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(testenv.GoldenEnv, alt)
+	if got := SetDir(t, HFSubdir); got != filepath.Join(alt, HFSubdir) {
+		t.Fatalf("SetDir = %s, want the folder under %s", got, alt)
+	}
+	cases := LoadAll(t)
+	if len(cases) != 1 || cases[0].Name != "renamed_case" || cases[0].Params.Shape != wantCases[name].Shape {
+		t.Fatalf("with %s=%s loaded %d cases, want the one renamed case", testenv.GoldenEnv, alt, len(cases))
 	}
 }

@@ -1,5 +1,5 @@
 // Package testenv holds the helpers puremetal's tests share: locating the
-// repository and the shared contract files, and the environment variables
+// repository and its test data, and the environment variables
 // that change how the tests run: the strict mode that turns a skipped test
 // into a failed one, and the objc tests' runtime without Foundation.
 package testenv
@@ -61,16 +61,32 @@ func RepoRoot(t testing.TB) string {
 	}
 }
 
-// SharedDir returns the path of ../shared beside the repository root, the
-// folder that holds SPEC.md, the Apple API facts and the golden vectors. It
-// skips (or fails in strict mode) when the folder is missing.
-func SharedDir(t testing.TB) string {
+// DataDir returns the repository's testdata folder, which holds the
+// golden vectors (testdata/golden) and the Apple API facts
+// (testdata/apple-api). It fails the test when the folder is missing: it is
+// part of every clone.
+func DataDir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(filepath.Dir(RepoRoot(t)), "shared")
+	dir := filepath.Join(RepoRoot(t), "testdata")
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		SkipOrFail(t, "shared contract files not found at "+dir+": check out the project's shared/ folder beside the repository")
+		t.Fatalf("testenv: the repository's testdata folder is missing at %s", dir)
 	}
 	return dir
+}
+
+// GoldenEnv is the environment variable naming a folder laid out like
+// testdata/golden (one subfolder per set) that replaces the repository's
+// golden vectors for a run.
+const GoldenEnv = "PUREMETAL_GOLDEN"
+
+// GoldenDir returns the folder of the golden sets: $PUREMETAL_GOLDEN when
+// it is set, else the repository's testdata/golden.
+func GoldenDir(t testing.TB) string {
+	t.Helper()
+	if dir := os.Getenv(GoldenEnv); dir != "" {
+		return dir
+	}
+	return filepath.Join(DataDir(t), "golden")
 }
 
 // ErrPlatform marks a prerequisite that this system cannot have, such as
