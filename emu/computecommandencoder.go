@@ -15,8 +15,7 @@ import (
 // copied into each dispatch it records.
 type encoder struct {
 	commandEncoder
-	pipeline *pipeline
-	current  command
+	current command
 }
 
 // openEncoder returns the state of a compute encoder that may still

@@ -8,12 +8,6 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// Buffer binding indices of the serving views (SPEC section 11).
-const (
-	slotsIndex     = 12 // Buffers.Slots: int32 [n_seqs]
-	cuSeqlensIndex = 13 // Buffers.CuSeqlens: int32 [n_seqs+1]
-)
-
 // I32 is the element type of Buffers.Slots and Buffers.CuSeqlens.
 const I32 = spec.I32
 

@@ -22,13 +22,16 @@ type Block uintptr
 type blockLiteral struct {
 	isa        uintptr
 	flags      int32
-	reserved   int32
+	_          int32 // reserved
 	invoke     uintptr
 	descriptor *blockDescriptor
 }
 
 // blockDescriptor describes a blockLiteral: its reserved word and size.
-type blockDescriptor struct{ reserved, size uintptr }
+type blockDescriptor struct {
+	_    uintptr // reserved
+	size uintptr
+}
 
 // descriptor is shared by every block NewBlock makes; the runtime's heap
 // copies point to it for the life of the process.

@@ -265,7 +265,7 @@ func lower(w *[maxWords]uintptr, s *scratch, ret uintptr, id ID, sel SEL, args [
 func checkTypes(types string) error {
 	enc := typeenc.Split(types)
 	if len(enc) < 3 || enc[1] != "@" || enc[2] != ":" {
-		return fmt.Errorf("type encoding %q does not start with a result type, @ and :", types)
+		return fmt.Errorf("type encoding %q does not start with a result type, \"@\" and \":\"", types)
 	}
 	if len(enc)-1 > maxArgs {
 		return fmt.Errorf("type encoding %q has %d arguments; a send passes at most %d", types, len(enc)-1, maxArgs)

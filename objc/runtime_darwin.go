@@ -9,8 +9,6 @@ import (
 // Apple's runtime: one entry point, objc_msgSend, finds the method and
 // jumps to it with the caller's arguments in place.
 
-const gnuRuntime = false
-
 func load() error {
 	const hint = " (Metal needs macOS 13 or later)"
 	// CoreGraphics must be loaded before Metal, or MTLCreateSystemDefaultDevice

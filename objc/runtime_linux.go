@@ -12,8 +12,6 @@ import (
 // the arguments. GNUstep Base provides NSObject, NSString, NSError and
 // NSAutoreleasePool.
 
-const gnuRuntime = true
-
 const installHint = ": install Debian's libobjc4 and libgnustep-base1.28 (apt-get install libobjc4 libgnustep-base1.28)"
 
 // libs names the shared libraries load opens. Tests change them to check

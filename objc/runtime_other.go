@@ -7,8 +7,6 @@ import (
 	"runtime"
 )
 
-const gnuRuntime = false
-
 func load() error {
 	return fmt.Errorf("objc: no Objective-C runtime binding for %s", runtime.GOOS)
 }

@@ -151,7 +151,6 @@ func rtDir(root string) (string, error) {
 var (
 	rtMu       sync.Mutex
 	rtLoaded   bool
-	rtHandle   uintptr
 	rtDispatch uintptr
 	rtModRange uintptr
 	rtArenas   uintptr
@@ -215,7 +214,6 @@ func loadRuntime(root string) error {
 	if n, _, _ := purego.SyscallN(sizeFn); n != unsafe.Sizeof(pmDesc{}) {
 		return fmt.Errorf("msl: runtime descriptor is %d bytes, Go mirror %d", n, unsafe.Sizeof(pmDesc{}))
 	}
-	rtHandle = h
 	rtLoaded = true
 	return nil
 }

@@ -132,7 +132,7 @@ func splitTopLevel(s string) []string {
 func (s Signature) Check(types string) error {
 	enc := typeenc.Split(types)
 	if len(enc) < 3 || enc[1] != "@" || enc[2] != ":" {
-		return fmt.Errorf("type encoding %q does not start with a result type, @ and :", types)
+		return fmt.Errorf("type encoding %q does not start with a result type, \"@\" and \":\"", types)
 	}
 	if !TypeMatches(enc[0], s.Result) {
 		return fmt.Errorf("%q returns %q in the encoding %q, %s's returns %s", s.Selector, enc[0], types, s.Class, s.Result)
