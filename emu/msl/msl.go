@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/puremetal/puremetal/internal/clang"
 )
 
 // MaxBindings is the number of buffer and threadgroup-memory argument slots
@@ -42,7 +44,7 @@ type CompileOptions struct {
 	// __METAL_VERSION__, __METAL__ and __METAL_MACOS__ are always defined.
 	PreprocessorMacros map[string]string
 	// CacheDir holds translated sources, compiled libraries and the runtime.
-	// Empty means os.UserCacheDir()/puremetal/msl.
+	// Empty means DefaultCacheDir().
 	CacheDir string
 	// FileName names the source in diagnostics and kernel errors. Empty
 	// means DefaultFileName.
@@ -279,3 +281,10 @@ func (e *KernelError) Error() string {
 	}
 	return fmt.Sprintf("msl: kernel %s%s: %s (threadgroup %v, thread %v)", e.Kernel, loc, e.Msg, e.Threadgroup, e.Thread)
 }
+
+// DefaultCacheDir is where Compile keeps translated sources, compiled
+// libraries and the runtime when Options.CacheDir is empty:
+// os.UserCacheDir()/puremetal/msl (on Linux $XDG_CACHE_HOME/puremetal/msl
+// or ~/.cache/puremetal/msl), or the temporary directory's puremetal/msl
+// where there is no user cache directory.
+func DefaultCacheDir() string { return clang.CacheRoot("") }

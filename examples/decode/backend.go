@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -126,6 +127,7 @@ func (c *cpuBackend) Close() {}
 // deviceBackend runs the decode kernel on a Metal device (the GPU or the
 // emulated one).
 type deviceBackend struct {
+	log        io.Writer // where it says what it compiles
 	d          *layerstack.Device
 	p          gdn.Params
 	entry      string        // the entry point of the decode kernel Kernels.Decode picks
@@ -179,7 +181,7 @@ func (b *deviceBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
 		}
 	}
 	b.entry = strings.Join(entries, " and ")
-	b.compile, err = b.d.Compile(entries...)
+	b.compile, err = b.d.Compile(b.log, entries...)
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
 	"github.com/puremetal/puremetal/gdn/spec"
@@ -126,10 +127,20 @@ func TestEmulatedBackend(t *testing.T) {
 	f16 := layerstacktest.TypeCase{Name: "f16-f16-unfused", Args: typeFlags("f16", "f16", false), Types: "types:   f16 activations (q, k, v, g, beta, output), f16 state; unfused: "}
 	for _, c := range append(slices.Clone(layerstacktest.TypeCases), f16) {
 		t.Run(c.Name, func(t *testing.T) {
-			be := &deviceBackend{d: layerstacktest.Device(t)}
+			var log strings.Builder
+			be := &deviceBackend{d: layerstacktest.Device(t), log: &log}
 			defer be.Close()
 			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c.Args...)...)
 			res, out := layerstacktest.Run(t, run, cfg, backend(be))
+			// Before the first compile the program says what it compiles
+			// and where the emulated device caches it; off a GPU it
+			// prints no bandwidth.
+			if said := log.String(); !strings.HasPrefix(said, "compiling ") || !strings.Contains(said, "cached in "+msl.DefaultCacheDir()) {
+				t.Errorf("before compiling it said %q", said)
+			}
+			if strings.Contains(out, "GB/s") || !strings.Contains(out, "no bandwidth figure: this backend is not a GPU") {
+				t.Errorf("the report gives a bandwidth off a GPU:\n%s", out)
+			}
 			if !res.Pass() || !(res.Worst() <= 1) || len(res.Checks) != 4 {
 				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), out)
 			}
@@ -162,7 +173,7 @@ func TestEmulatedBackend(t *testing.T) {
 // it, its pipeline is the one made before the first token, and the
 // checks pass.
 func TestEmulatedBackendPacked(t *testing.T) {
-	be := &deviceBackend{d: layerstacktest.Device(t)}
+	be := &deviceBackend{d: layerstacktest.Device(t), log: io.Discard}
 	defer be.Close()
 	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-dk", "64", "-layers", "2", "-tokens", "3")
 	res, out := layerstacktest.Run(t, run, cfg, backend(be))

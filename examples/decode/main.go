@@ -25,7 +25,8 @@
 // At the end it prints the dispatches per layer and token, the per-token
 // latency (median and p90), the GPU time from the command buffers'
 // timestamps where there is a GPU, the effective bandwidth against the
-// floor of the specification (each layer's state read once and written
+// floor of the specification (on a GPU only: elsewhere it prints the bytes
+// moved and no bandwidth) (each layer's state read once and written
 // once per token; half as many bytes with a 16-bit state), and a parity
 // check with SPEC section 9's bounds. The check compares, on the first
 // and last value heads of every layer, the state after 1, 2, 4, ... and
@@ -38,7 +39,7 @@
 //
 // Run it from the repository root:
 //
-//	go run ./examples/decode                  # Metal on a Mac, the CPU reference elsewhere
+//	go run ./examples/decode                  # Metal on a Mac, else the emulated device, else the CPU reference
 //	go run ./examples/decode -backend emu     # the real kernels on the emulated device (Linux)
 //	go run ./examples/decode -state bf16      # a bf16 state: half the bytes per token
 //	go run ./examples/decode -dtype f32 -fused=false -layers 36 -tokens 256 -vheads 48
@@ -47,7 +48,8 @@
 // package emu, which runs the kernels on the CPU; it needs the GNU
 // Objective-C runtime and clang), cpu (cpuref.Reference32 itself, with
 // the same types and fused parts, checked against the float64 oracle), and
-// auto (metal where there is Metal, otherwise cpu). The emulator runs a
+// auto (metal where there is Metal, else emu where the emulated device
+// runs, else cpu, each step down said with its reason). The emulator runs a
 // kernel about a hundred times slower than a GPU, so with -backend emu and
 // no shape flags the example uses a smaller shape and says so.
 //
@@ -114,7 +116,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 // known backend, -dtype and -state among the types, tokens to decode.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := layerstack.NewFlagSet("decode", "Decodes tokens through a stack of Gated DeltaNet layers and checks the states and outputs against the CPU references.", stderr)
-	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto (metal on a Mac, cpu elsewhere), metal, emu or cpu", 4)}
+	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto (metal on a Mac, else emu where the emulated device runs, else cpu), metal, emu or cpu", 4)}
 	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
 	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
 	if err := cfg.Parse(fs, args); err != nil {
@@ -126,19 +128,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return cfg, nil
 }
 
-// openBackend opens the backend cfg names (auto: metal where there is
-// Metal, otherwise cpu), with smaller defaults on the emulated device.
+// openBackend opens the backend cfg names (auto: metal, else emu, else
+// cpu; see layerstack.Flags.Open), with smaller defaults on the emulated
+// device.
 func openBackend(cfg *config, stdout io.Writer) (backend, error) {
 	d, err := cfg.Open(stdout,
-		layerstack.Fallback{Backend: "cpu", Says: "running the CPU reference (cpuref.Reference32, same types and fused step) instead; -backend emu runs the real kernels on the emulated device"},
-		layerstack.Smaller{Flags: []string{"layers", "tokens"}, Apply: func() { cfg.Layers, cfg.tokens = 4, 16 }, Says: "4 layers, 16 tokens", Full: "-layers 4 -tokens 32, about 30 s"})
+		layerstack.Fallback{Backend: "cpu", Says: "running the CPU reference (cpuref.Reference32, same types and fused step) instead"},
+		layerstack.Smaller{Flags: []string{"layers", "tokens"}, Apply: func() { cfg.Layers, cfg.tokens = 4, 16 }, Says: "4 layers, 16 tokens", Full: "-layers 4 -tokens 32"})
 	if err != nil {
 		return nil, err
 	}
 	if d == nil {
 		return &cpuBackend{}, nil
 	}
-	return &deviceBackend{d: d}, nil
+	return &deviceBackend{d: d, log: stdout}, nil
 }
 
 // A check is one comparison of the parity check.
@@ -359,7 +362,7 @@ func reportDispatches(cfg config, p spec.Params, n int, stdout io.Writer) {
 }
 
 // reportTiming prints the latency per token, the GPU time where there is
-// one, and the bandwidth against the floor of SPEC section 8.
+// one, and on a GPU the bandwidth against the floor of SPEC section 8.
 func reportTiming(cfg config, stateBytes int, st spec.ElemType, timed string, res result, stdout io.Writer) {
 	med, p90 := layerstack.Percentile(res.Latency, 50), layerstack.Percentile(res.Latency, 90)
 	fmt.Fprintf(stdout, "latency per token (%d layers): median %s, p90 %s (%s)\n", cfg.Layers, layerstack.Duration(med), layerstack.Duration(p90), timed)
@@ -374,8 +377,14 @@ func reportTiming(cfg config, stateBytes int, st spec.ElemType, timed string, re
 	if st != spec.F32 {
 		half = ", half an f32 state's"
 	}
-	fmt.Fprintf(stdout, "bandwidth: %s of %s state per token (read once, written once per layer: the floor of SPEC section 8%s); %.2f GB/s at the median %s; the floor at 400 GB/s is %s per token\n",
-		mb(moved), st, half, float64(moved)/med.Seconds()/1e9, timeName(len(res.Device) > 0), layerstack.Duration(floor))
+	if len(res.Device) == 0 {
+		// Off a GPU a bandwidth against a GPU's floor means nothing.
+		fmt.Fprintf(stdout, "traffic: %s of %s state per token (read once, written once per layer: the floor of SPEC section 8%s); no bandwidth figure: this backend is not a GPU\n",
+			mb(moved), st, half)
+		return
+	}
+	fmt.Fprintf(stdout, "bandwidth: %s of %s state per token (read once, written once per layer: the floor of SPEC section 8%s); %.2f GB/s at the median GPU time; the floor at 400 GB/s is %s per token\n",
+		mb(moved), st, half, float64(moved)/med.Seconds()/1e9, layerstack.Duration(floor))
 }
 
 // newCheck returns the check of err against bound, printed on stdout.
@@ -529,13 +538,6 @@ func oneHead(p spec.Params, h int, consts cpuref.Inputs, steps []cpuref.Inputs) 
 		in.Beta = append(in.Beta, s.Beta[h])
 	}
 	return ph, in
-}
-
-func timeName(gpu bool) string {
-	if gpu {
-		return "GPU time"
-	}
-	return "latency"
 }
 
 func mb(n int) string { return fmt.Sprintf("%.2f MB", float64(n)/1e6) }

@@ -131,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 // openDevice opens the device cfg names (auto: metal where there is
 // Metal, otherwise emu), with smaller defaults on the emulated device.
 func openDevice(cfg *config, stdout io.Writer) (*layerstack.Device, error) {
-	return cfg.Open(stdout, layerstack.Fallback{Backend: "emu", Says: "using the emulated device, which runs the real kernels on the CPU"})
+	return cfg.Open(stdout, layerstack.Fallback{})
 }
 
 // result is what a run found.
@@ -191,7 +191,7 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	if err != nil {
 		return result{}, err
 	}
-	compile, err := d.Compile(capture, decode)
+	compile, err := d.Compile(stdout, capture, decode)
 	if err != nil {
 		return result{}, err
 	}

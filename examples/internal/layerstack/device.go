@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -47,7 +48,14 @@ func NewDevice(dev *mtl.Device, desc string, gpu bool) (*Device, error) {
 // Compile builds the pipeline states of the named kernels now, as an
 // engine does when it loads a model, so that the first step's latency is a
 // step's; it returns how long that took (compiled, or taken from a cache).
-func (d *Device) Compile(entries ...string) (time.Duration, error) {
+// It says on w, before it starts, what it compiles and where the compiled
+// kernels are cached.
+func (d *Device) Compile(w io.Writer, entries ...string) (time.Duration, error) {
+	if d.GPU {
+		fmt.Fprintf(w, "compiling %s (Metal compiles the kernels from source when a program starts)\n", strings.Join(entries, " and "))
+	} else {
+		fmt.Fprintf(w, "compiling %s for the emulated device (several seconds the first time; cached in %s)\n", strings.Join(entries, " and "), msl.DefaultCacheDir())
+	}
 	start := time.Now()
 	for _, e := range entries {
 		if _, err := d.Registry.Pipeline(d.Dev, e); err != nil {
@@ -118,10 +126,11 @@ func openEmulated() (*mtl.Device, string, error) {
 	return dev, "emu: " + dev.Name() + ", the real kernels run on the CPU", nil
 }
 
-// Fallback is the backend "auto" becomes where there is no Metal, and what
-// the example says when it does.
+// Fallback is the CPU backend of an example that has one: what "auto"
+// becomes where neither Metal nor the emulated device runs, and what the
+// example says when it does. The zero Fallback means the example has none.
 type Fallback struct {
-	Backend string // "emu", or a backend of the example's own such as "cpu"
+	Backend string // the example's own backend, such as "cpu"; empty for none
 	Says    string
 }
 
@@ -136,15 +145,17 @@ type Smaller struct {
 }
 
 // Open opens the backend the flags name and sets f.Backend to it: "metal",
-// the system's GPU; "emu", the emulated device; "auto", Metal where there
-// is Metal, fb.Backend elsewhere, which it announces on w. Both devices
-// need a D_k the decode kernels take. On the emulated device the smaller
-// defaults apply, 2 key heads and 4 value heads unless a shape flag was
-// given, then each of more, announced on w. The Device is nil for a
+// the system's GPU; "emu", the emulated device; "auto", the first of these
+// that runs here: Metal, the emulated device, then cpu.Backend (when the
+// example has one), each step down announced on w with the reason. Both
+// devices need a D_k the decode kernels take. On the emulated device the
+// smaller defaults apply, 2 key heads and 4 value heads unless a shape flag
+// was given, then each of more, announced on w. The Device is nil for a
 // backend other than metal and emu, which is the caller's.
-func (f *Flags) Open(w io.Writer, fb Fallback, more ...Smaller) (*Device, error) {
+func (f *Flags) Open(w io.Writer, cpu Fallback, more ...Smaller) (*Device, error) {
+	auto := f.Backend == "auto"
 	var metalErr error
-	if f.Backend == "auto" || f.Backend == "metal" {
+	if auto || f.Backend == "metal" {
 		dev, desc, err := openMetal()
 		switch {
 		case err == nil:
@@ -154,12 +165,12 @@ func (f *Flags) Open(w io.Writer, fb Fallback, more ...Smaller) (*Device, error)
 			}
 			f.Backend = "metal"
 			return NewDevice(dev, desc, true)
-		case f.Backend == "metal" || !errors.Is(err, mtl.ErrNoDevice):
+		case !auto || !errors.Is(err, mtl.ErrNoDevice):
 			return nil, fmt.Errorf("-backend %s: %w", f.Backend, err)
 		}
 		metalErr = err
-		fmt.Fprintf(w, "no Metal on %s/%s: %s\n", runtime.GOOS, runtime.GOARCH, fb.Says)
-		f.Backend = fb.Backend
+		fmt.Fprintf(w, "no Metal on %s/%s: trying the emulated device, which runs the real kernels on the CPU\n", runtime.GOOS, runtime.GOARCH)
+		f.Backend = "emu"
 	}
 	if f.Backend != "emu" {
 		return nil, nil
@@ -167,14 +178,18 @@ func (f *Flags) Open(w io.Writer, fb Fallback, more ...Smaller) (*Device, error)
 	if err := f.CheckDecodeDK(); err != nil {
 		return nil, err
 	}
-	f.emulatorDefaults(w, more)
 	dev, desc, err := openEmulated()
 	switch {
+	case err != nil && auto && cpu.Backend != "":
+		fmt.Fprintf(w, "no emulated device either (%v): %s\n", err, cpu.Says)
+		f.Backend = cpu.Backend
+		return nil, nil
 	case err != nil && metalErr != nil:
 		return nil, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, emulatorNeeds)
 	case err != nil:
 		return nil, fmt.Errorf("-backend emu: %w\n%s", err, emulatorNeeds)
 	}
+	f.emulatorDefaults(w, more)
 	return NewDevice(dev, desc, false)
 }
 

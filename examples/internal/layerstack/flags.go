@@ -46,6 +46,7 @@ func NewFlagSet(name, about string, stderr io.Writer) *flag.FlagSet {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s [flags]\n\n%s\n\nflags:\n", name, about)
 		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nexit status: 0 when every check passes, 1 when a check fails or the run fails, 2 when the flags are bad\n")
 	}
 	return fs
 }

@@ -249,14 +249,28 @@ func TestOpen(t *testing.T) {
 	}
 	f := parse(t, []string{"auto", "cpu"})
 	var w strings.Builder
+	// auto is metal where there is Metal, else emu where the emulated
+	// device runs, else the example's own cpu backend, each step down said.
 	d, err := f.Open(&w, Fallback{Backend: "cpu", Says: "the CPU instead"})
-	if err == nil && d != nil {
-		d.Close() // a Mac: auto is metal
-		if f.Backend != "metal" {
-			t.Errorf("auto opened a device, backend %q", f.Backend)
+	emuDev, emuErr := emu.NewDevice()
+	if emuErr == nil {
+		emuDev.Release()
+	}
+	switch {
+	case err != nil:
+		t.Errorf("auto: %v", err)
+	case d != nil:
+		d.Close()
+		if (f.Backend != "metal" && f.Backend != "emu") || d.GPU != (f.Backend == "metal") {
+			t.Errorf("auto opened a device, backend %q, GPU %v", f.Backend, d.GPU)
 		}
-	} else if err != nil || f.Backend != "cpu" || !strings.Contains(w.String(), "no Metal on") || !strings.Contains(w.String(), "the CPU instead") {
-		t.Errorf("auto without Metal: backend %q, %v, said %q", f.Backend, err, w.String())
+		if f.Backend == "emu" && (emuErr != nil || !strings.Contains(w.String(), "no Metal on") || !strings.Contains(w.String(), "trying the emulated device")) {
+			t.Errorf("auto without Metal opened the emulated device (its own error: %v) and said %q", emuErr, w.String())
+		}
+	default:
+		if f.Backend != "cpu" || emuErr == nil || !strings.Contains(w.String(), "no emulated device either") || !strings.Contains(w.String(), "the CPU instead") {
+			t.Errorf("auto without a device: backend %q (emulated device: %v), said %q", f.Backend, emuErr, w.String())
+		}
 	}
 }
 
