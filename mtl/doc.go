@@ -20,6 +20,22 @@
 // it uses until it is done with them, so their Go values may be released
 // once they are encoded.
 //
+// There are no finalizers: an object never released leaks its Metal
+// object, and the tests count live objects to catch that. An object keeps
+// the device that made it alive (Metal objects retain their device), so
+// buffers, libraries, pipelines and queues keep working after the
+// Device's Release, until each of them is released too.
+//
+// # Concurrency
+//
+// A Device and a CommandQueue are safe for concurrent use by several
+// goroutines, as Metal's MTLDevice and MTLCommandQueue are: goroutines may
+// make buffers and pipelines and run command buffers on one queue at once.
+// A CommandBuffer and its encoders belong to one goroutine at a time, as in
+// Metal. Buffer contents are memory shared with the GPU: the caller orders
+// CPU writes before the commit that reads them and CPU reads after the
+// wait, as Metal requires.
+//
 // # Autorelease pools
 //
 // Metal may autorelease objects in any method, and a Go program's threads
