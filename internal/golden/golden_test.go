@@ -1,6 +1,7 @@
 package golden
 
 import (
+	"bytes"
 	"math"
 	"os"
 	"path/filepath"
@@ -266,5 +267,54 @@ func TestGoldenEnvReplacesSets(t *testing.T) {
 	cases := LoadAll(t)
 	if len(cases) != 1 || cases[0].Name != "renamed_case" || cases[0].Params.Shape != wantCases[name].Shape {
 		t.Fatalf("with %s=%s loaded %d cases, want the one renamed case", testenv.GoldenEnv, alt, len(cases))
+	}
+}
+
+// TestSharedMaterialCopied: where the project's shared folder is checked
+// out beside the repository (../shared, from which new contract material
+// arrives), every golden case and Apple API list there is also in the
+// repository's testdata, byte for byte, so nothing the tests should load
+// is left outside the clone. A clone with nothing beside it has nothing to
+// compare and skips.
+func TestSharedMaterialCopied(t *testing.T) {
+	root := testenv.RepoRoot(t)
+	shared := filepath.Join(filepath.Dir(root), "shared")
+	if _, err := os.Stat(shared); err != nil {
+		t.Skipf("no shared folder beside the repository at %s: nothing to compare", shared)
+	}
+	data := testenv.DataDir(t)
+	compared := 0
+	err := filepath.WalkDir(filepath.Join(shared, "golden"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == "README.md" {
+			return err
+		}
+		rel, _ := filepath.Rel(shared, path)
+		compareFile(t, path, filepath.Join(data, rel))
+		compared++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"selectors.txt", "signatures.txt"} {
+		compareFile(t, filepath.Join(shared, "apple-api", name), filepath.Join(data, "apple-api", name))
+		compared++
+	}
+	t.Logf("%d files of %s are in %s", compared, shared, data)
+}
+
+func compareFile(t *testing.T, want, got string) {
+	t.Helper()
+	w, err := os.ReadFile(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.ReadFile(got)
+	if err != nil {
+		t.Errorf("%s is not in the repository (copy it to %s): %v", want, got, err)
+		return
+	}
+	if !bytes.Equal(w, g) {
+		t.Errorf("%s differs from %s: copy it again", got, want)
 	}
 }
