@@ -42,6 +42,8 @@
 // g = exp(A_log[h]) * softplus(a + dt_bias[h]) with softplus(x) = x above
 // 20 (torch's threshold); beta = sigmoid(b) from the raw projection b held
 // in beta. Reference32 computes them in float32, Oracle64 in float64.
+//
+// "SPEC section N" is section N of SPEC.md at the repository root.
 package cpuref
 
 import (

@@ -166,4 +166,11 @@
 // Every dispatcher checks its arguments before it encodes anything, and a
 // bad argument is an error wrapping [ErrInvalidArgument] that names the
 // argument and the numbers; nothing invalid reaches the GPU.
+//
+// # The contract
+//
+// "SPEC section N" in this documentation is section N of SPEC.md at the
+// repository root, the contract the kernels, this package and package
+// cpuref implement; where SPEC.md's first sections and this documentation
+// differ, this documentation and that of package kernels are current.
 package gdn

@@ -45,8 +45,8 @@
 // which a [Registry] does on macOS 14 with an Apple-silicon GPU (see
 // [LanguageVersion]), and 16-bit integers converted by hand below it; the
 // entry points have the same names either way. Package gdn validates arguments
-// and dispatches these kernels; the contract they implement is the
-// project's SPEC.md.
+// and dispatches these kernels; the contract they implement is SPEC.md at
+// the repository root ("SPEC section N" in this documentation).
 package kernels
 
 import (

@@ -22,6 +22,8 @@
 // capture [D_k, D_v, n_v_heads, total_tokens]) with an int32
 // cu_seqlens[n_seqs+1] saying which tokens each sequence owns. The counts
 // of [Shape] follow both.
+//
+// "SPEC section N" is section N of SPEC.md at the repository root.
 package spec
 
 import (
