@@ -7,7 +7,7 @@
 // raw q and k, v, and the raw gate projections a and b, with the layer's
 // constants A_log and dt_bias, so that one dispatch per layer and token
 // normalises q and k, computes g = exp(A_log) * softplus(a + dt_bias) and
-// beta = sigmoid(b), and runs the step (SPEC sections 9 and 10). With
+// beta = sigmoid(b), and runs the step (SPEC.md sections 9 and 10). With
 // -fused=false the inputs are q and k already normalised and g and beta
 // already computed, as before the fused step.
 //
@@ -28,7 +28,7 @@
 // floor of the specification (on a GPU only: elsewhere it prints the bytes
 // moved and no bandwidth) (each layer's state read once and written
 // once per token; half as many bytes with a 16-bit state), and a parity
-// check with SPEC section 9's bounds. The check compares, on the first
+// check with SPEC.md section 9's bounds. The check compares, on the first
 // and last value heads of every layer, the state after 1, 2, 4, ... and
 // the last token and every token's output with the float64 oracle cpuref.Oracle64 over the
 // same rounded inputs; on the device backends it also compares every
@@ -75,7 +75,7 @@ import (
 // reference (see cpuref.MaxRelErr).
 const (
 	// Bound is the bound on an f32 result: an f32 state against either
-	// reference, an f32 output against cpuref.Reference32 (SPEC section 9).
+	// reference, an f32 output against cpuref.Reference32 (SPEC.md section 9).
 	Bound = layerstack.Bound
 	// BoundOutput64 is the bound on an f32 output against the float64
 	// oracle, whose order of operations differs more (the test suite's).
@@ -88,7 +88,7 @@ const (
 const FloorBandwidth = 400e9
 
 // DriftTokens is the run over which the CPU reference's own drift of a
-// 16-bit state is quoted (SPEC section 9 documents it over 64 tokens).
+// 16-bit state is quoted (SPEC.md section 9 documents it over 64 tokens).
 const DriftTokens = 64
 
 func main() {
@@ -362,7 +362,7 @@ func reportDispatches(cfg config, p spec.Params, n int, stdout io.Writer) {
 }
 
 // reportTiming prints the latency per token, the GPU time where there is
-// one, and on a GPU the bandwidth against the floor of SPEC section 8.
+// one, and on a GPU the bandwidth against the floor of SPEC.md section 8.
 func reportTiming(cfg config, stateBytes int, st spec.ElemType, timed string, res result, stdout io.Writer) {
 	med, p90 := layerstack.Percentile(res.Latency, 50), layerstack.Percentile(res.Latency, 90)
 	fmt.Fprintf(stdout, "latency per token (%d layers): median %s, p90 %s (%s)\n", cfg.Layers, layerstack.Duration(med), layerstack.Duration(p90), timed)
@@ -379,11 +379,11 @@ func reportTiming(cfg config, stateBytes int, st spec.ElemType, timed string, re
 	}
 	if len(res.Device) == 0 {
 		// Off a GPU a bandwidth against a GPU's floor means nothing.
-		fmt.Fprintf(stdout, "traffic: %s of %s state per token (read once, written once per layer: the floor of SPEC section 8%s); no bandwidth figure: this backend is not a GPU\n",
+		fmt.Fprintf(stdout, "traffic: %s of %s state per token (read once, written once per layer: the floor of SPEC.md section 8%s); no bandwidth figure: this backend is not a GPU\n",
 			mb(moved), st, half)
 		return
 	}
-	fmt.Fprintf(stdout, "bandwidth: %s of %s state per token (read once, written once per layer: the floor of SPEC section 8%s); %.2f GB/s at the median GPU time; the floor at 400 GB/s is %s per token\n",
+	fmt.Fprintf(stdout, "bandwidth: %s of %s state per token (read once, written once per layer: the floor of SPEC.md section 8%s); %.2f GB/s at the median GPU time; the floor at 400 GB/s is %s per token\n",
 		mb(moved), st, half, float64(moved)/med.Seconds()/1e9, layerstack.Duration(floor))
 }
 
@@ -433,7 +433,7 @@ func driftHeads(p spec.Params) []int {
 // parityOracle compares, for the value heads heads of every layer, the
 // state after every checkpoint and every token's output with the float64
 // oracle cpuref.Oracle64 (the matrix form of the paper, no shared code)
-// over the same rounded inputs, with SPEC section 9's bounds: with an f32
+// over the same rounded inputs, with SPEC.md section 9's bounds: with an f32
 // state, the state within Bound and the output within its type's bound at
 // every token; with a 16-bit state, after t tokens the state within t
 // times its type's bound and the output within t times the larger of its

@@ -44,7 +44,7 @@
 // the outputs and final states against cpuref.Reference32 run as the
 // request was (its prompt in one call, then one call per token, so that a
 // 16-bit state is rounded where the kernels round it; with an f32 state
-// that is the same as one call), within SPEC section 9's bounds: 1e-5 for
+// that is the same as one call), within SPEC.md section 9's bounds: 1e-5 for
 // an f32 result, 2^-8 for bf16, 2^-10 for f16. The cpu backend, which is
 // Reference32 with slots and cu_seqlens, does not run check 2, and says
 // so: it would compare the reference with itself (cpuref's own tests hold

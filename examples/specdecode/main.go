@@ -45,7 +45,7 @@
 // bit-identical, so every layer's final state and every accepted token's
 // output must match byte for byte, whatever the types. It also compares
 // both with cpuref.Reference32 over each window's accepted tokens, within
-// SPEC section 9's bounds: 1e-5 for an f32 result, 2^-8 for bf16, 2^-10
+// SPEC.md section 9's bounds: 1e-5 for an f32 result, 2^-8 for bf16, 2^-10
 // for f16. It exits with status 1 when a check fails.
 //
 // Run it from the repository root:

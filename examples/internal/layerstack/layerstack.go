@@ -22,10 +22,10 @@ import (
 // reference (see cpuref.MaxRelErr).
 const (
 	// Bound is the largest error of an f32 result against
-	// cpuref.Reference32 that the examples accept: SPEC section 9's
+	// cpuref.Reference32 that the examples accept: SPEC.md section 9's
 	// float32 bound.
 	Bound = 1e-5
-	// BoundBF16 and BoundF16 are SPEC section 9's bounds on a 16-bit
+	// BoundBF16 and BoundF16 are SPEC.md section 9's bounds on a 16-bit
 	// result: an output of that type, and a 16-bit state after one token.
 	BoundBF16 = 0x1p-8
 	BoundF16  = 0x1p-10
