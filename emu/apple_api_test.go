@@ -25,6 +25,8 @@ var protocols = map[string][]string{
 	"blitEncoder":    {"MTL::BlitCommandEncoder", "MTL::CommandEncoder"},
 	"options":        {"MTL::CompileOptions"},
 	"constantValues": {"MTL::FunctionConstantValues"},
+	"sharedEvent":    {"MTL::SharedEvent", "MTL::Event"},
+	"listener":       {"MTL::SharedEventListener"},
 }
 
 // nsObjectMethods are NSObject's, overridden by the emulated classes.

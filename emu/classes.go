@@ -25,6 +25,10 @@ var classes struct {
 	device, buffer, library, function, pipeline objc.Class
 	queue, commandBuffer, encoder, options      objc.Class
 	blitEncoder, constantValues                 objc.Class
+
+	// Shared events (event.go), binary archives (archive.go), capture
+	// (capture.go).
+	sharedEvent, listener objc.Class
 }
 
 // fsel holds the selectors the emulated objects send to Foundation objects
@@ -119,6 +123,7 @@ func doRegisterClasses() error {
 		m("newBufferWithBytesNoCopy:length:options:deallocator:", "@@:^vQQ@?", deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator),
 		m("newLibraryWithSource:options:error:", "@@:@@^@", deviceNewLibraryWithSourceOptionsError),
 		m("newComputePipelineStateWithFunction:error:", "@@:@^@", deviceNewComputePipelineStateWithFunctionError),
+		m("newSharedEvent", "@@:", deviceNewSharedEvent),
 	)
 	reg(&classes.buffer, "PuremetalEmulatedBuffer",
 		m("contents", "^v@:", bufferContents),
@@ -150,8 +155,25 @@ func doRegisterClasses() error {
 		m("error", "@@:", commandBufferError),
 		mi("GPUStartTime", "d@:", support.gpuStartTime),
 		mi("GPUEndTime", "d@:", support.gpuEndTime),
+		m("addScheduledHandler:", "v@:@?", commandBufferAddScheduledHandler),
+		m("addCompletedHandler:", "v@:@?", commandBufferAddCompletedHandler),
+		m("encodeSignalEvent:value:", "v@:@Q", commandBufferEncodeSignalEventValue),
+		m("encodeWaitForEvent:value:", "v@:@Q", commandBufferEncodeWaitForEventValue),
 		setLabel, label,
 	)
+	reg(&classes.sharedEvent, "PuremetalEmulatedSharedEvent",
+		m("signaledValue", "Q@:", sharedEventSignaledValue),
+		m("setSignaledValue:", "v@:Q", sharedEventSetSignaledValue),
+		m("notifyListener:atValue:block:", "v@:@Q@?", sharedEventNotifyListenerAtValueBlock),
+		setLabel, label,
+	)
+	// MTLSharedEventListener is a class: mtl makes one with
+	// [[MTLSharedEventListener alloc] init].
+	if objc.GetClass("MTLSharedEventListener") == 0 {
+		reg(&classes.listener, "MTLSharedEventListener",
+			m("init", "@@:", listenerInit),
+		)
+	}
 	reg(&classes.encoder, "PuremetalEmulatedComputeCommandEncoder",
 		plain("setComputePipelineState:", "v@:@", encoderSetComputePipelineState),
 		plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBufferOffsetAtIndex),

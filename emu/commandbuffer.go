@@ -25,6 +25,7 @@ type commandBuffer struct {
 	encoding bool
 	commands []command
 	retained map[objc.ID]bool // buffers and pipelines the commands use, retained as Metal does
+	handlers handlers         // addScheduledHandler: and addCompletedHandler: blocks
 
 	// Set by the queue's goroutine before done is closed.
 	err        error
@@ -57,6 +58,7 @@ func (cb *commandBuffer) free() {
 		id.Release()
 	}
 	cb.retained = nil
+	cb.handlers.release()
 	cb.queueID.Release()
 }
 
@@ -91,6 +93,7 @@ const (
 // run executes the command buffer's dispatches in order.
 func (cb *commandBuffer) run() {
 	cb.status.Store(uint64(mtl.CommandBufferStatusScheduled))
+	cb.scheduled(cb.self)
 	cb.start = clock()
 	opts := cb.queue.dev.opts
 	for i := range cb.commands {
@@ -133,7 +136,9 @@ func (cb *commandBuffer) run() {
 		cb.status.Store(uint64(mtl.CommandBufferStatusCompleted))
 	}
 	// Drop the queue's reference before waiters wake, so that a program
-	// that releases the command buffer after waiting frees it at once.
+	// that releases the command buffer after waiting frees it at once
+	// (completed handlers hold one of their own until they have run).
+	cb.completed(cb.self)
 	cb.self.Release()
 	close(cb.done)
 }
@@ -212,6 +217,9 @@ func commandBufferError(self objc.ID, _ objc.SEL) objc.ID {
 		case ke.Timeout():
 			code = commandBufferErrorTimeout
 		}
+	}
+	if et := (*eventTimeout)(nil); errors.As(cb.err, &et) {
+		code = commandBufferErrorTimeout
 	}
 	return newNSError("MTLCommandBufferErrorDomain", code, cb.err.Error())
 }

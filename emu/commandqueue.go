@@ -12,6 +12,8 @@ type queue struct {
 	dev  *device
 	work chan *commandBuffer
 	once sync.Once
+	// callbacks runs the handlers of the queue's command buffers.
+	callbacks callbackThread
 }
 
 func newQueue(d *device) *queue { return &queue{dev: d} }
@@ -32,6 +34,7 @@ func (q *queue) free() {
 	if q.work != nil {
 		close(q.work) // the worker finishes what was committed, then stops
 	}
+	q.callbacks.stop()
 }
 
 func queueCommandBuffer(self objc.ID, _ objc.SEL) objc.ID {

@@ -80,4 +80,7 @@ var sel struct {
 
 var selectorTable = objc.NewSelectorTable(&sel)
 
-func loadSels() { selectorTable.Register() }
+func loadSels() {
+	selectorTable.Register()
+	aselTable.Register()
+}

@@ -31,6 +31,7 @@ func TestSelectorsAreApples(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	objcSels := appleapi.CheckTable(t, api, filepath.Join(root, "objc"), "sels", nil, true, notInMetalCpp)
 	mtlSels := appleapi.CheckTable(t, api, filepath.Join(root, "mtl"), "sel", map[string]string{"send": "Send"}, true, notInMetalCpp)
+	mtlSels = append(mtlSels, appleapi.CheckTable(t, api, filepath.Join(root, "mtl"), "asel", map[string]string{"send": "Send"}, true, notInMetalCpp)...)
 	if len(objcSels) < 10 || len(mtlSels) < 40 {
 		t.Fatalf("found %d selectors in objc and %d in mtl; the scan is broken", len(objcSels), len(mtlSels))
 	}

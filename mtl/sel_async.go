@@ -1,0 +1,23 @@
+package mtl
+
+import "github.com/puremetal/puremetal/objc"
+
+// asel holds the selectors of completion handlers, shared events, binary
+// archives and GPU capture, registered with sel (loadSels), each with the
+// type encoding of Apple's method. TestSelectorsAreApples checks them as
+// it checks sel.
+var asel struct {
+	// MTLCommandBuffer
+	addCompletedHandler    objc.SEL `sel:"addCompletedHandler:" types:"v@:@?"`
+	addScheduledHandler    objc.SEL `sel:"addScheduledHandler:" types:"v@:@?"`
+	encodeSignalEventValue objc.SEL `sel:"encodeSignalEvent:value:" types:"v@:@Q"`
+	encodeWaitForEventVal  objc.SEL `sel:"encodeWaitForEvent:value:" types:"v@:@Q"`
+
+	// MTLDevice, MTLSharedEvent
+	newSharedEvent             objc.SEL `sel:"newSharedEvent" types:"@@:"`
+	signaledValue              objc.SEL `sel:"signaledValue" types:"Q@:"`
+	setSignaledValue           objc.SEL `sel:"setSignaledValue:" types:"v@:Q"`
+	notifyListenerAtValueBlock objc.SEL `sel:"notifyListener:atValue:block:" types:"v@:@Q@?"`
+}
+
+var aselTable = objc.NewSelectorTable(&asel)
