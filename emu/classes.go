@@ -28,7 +28,9 @@ var classes struct {
 
 	// Shared events (event.go), binary archives (archive.go), capture
 	// (capture.go).
-	sharedEvent, listener objc.Class
+	sharedEvent, listener            objc.Class
+	binaryArchive, archiveDescriptor objc.Class
+	pipelineDescriptor               objc.Class
 }
 
 // fsel holds the selectors the emulated objects send to Foundation objects
@@ -46,6 +48,13 @@ var fsel struct {
 	nextObject                 objc.SEL `sel:"nextObject" types:"@@:"`
 	objectForKey               objc.SEL `sel:"objectForKey:" types:"@@:@"`
 	stringValue                objc.SEL `sel:"stringValue" types:"@@:"`
+	url                        objc.SEL `sel:"url" types:"@@:"`
+	fileSystemRepresentation   objc.SEL `sel:"fileSystemRepresentation" types:"r*@:"`
+	path                       objc.SEL `sel:"path" types:"@@:"` // GNUstep's NSURL lacks fileSystemRepresentation
+	computeFunction            objc.SEL `sel:"computeFunction" types:"@@:"`
+	binaryArchives             objc.SEL `sel:"binaryArchives" types:"@@:"`
+	count                      objc.SEL `sel:"count" types:"Q@:"`
+	objectAtIndex              objc.SEL `sel:"objectAtIndex:" types:"@@:Q"`
 }
 
 var fselTable = objc.NewSelectorTable(&fsel)
@@ -124,6 +133,8 @@ func doRegisterClasses() error {
 		m("newLibraryWithSource:options:error:", "@@:@@^@", deviceNewLibraryWithSourceOptionsError),
 		m("newComputePipelineStateWithFunction:error:", "@@:@^@", deviceNewComputePipelineStateWithFunctionError),
 		m("newSharedEvent", "@@:", deviceNewSharedEvent),
+		m("newBinaryArchiveWithDescriptor:error:", "@@:@^@", deviceNewBinaryArchiveWithDescriptorError),
+		m("newComputePipelineStateWithDescriptor:options:reflection:error:", "@@:@Q^@^@", deviceNewComputePipelineStateWithDescriptorOptionsReflectionError),
 	)
 	reg(&classes.buffer, "PuremetalEmulatedBuffer",
 		m("contents", "^v@:", bufferContents),
@@ -167,6 +178,29 @@ func doRegisterClasses() error {
 		m("notifyListener:atValue:block:", "v@:@Q@?", sharedEventNotifyListenerAtValueBlock),
 		setLabel, label,
 	)
+	reg(&classes.binaryArchive, "PuremetalEmulatedBinaryArchive",
+		m("addComputePipelineFunctionsWithDescriptor:error:", "c@:@^@", binaryArchiveAddComputePipelineFunctionsWithDescriptorError),
+		m("serializeToURL:error:", "c@:@^@", binaryArchiveSerializeToURLError),
+		setLabel, label,
+	)
+	// MTLBinaryArchiveDescriptor and MTLComputePipelineDescriptor are
+	// classes, made with [[cls alloc] init].
+	if objc.GetClass("MTLBinaryArchiveDescriptor") == 0 {
+		reg(&classes.archiveDescriptor, "MTLBinaryArchiveDescriptor",
+			m("init", "@@:", binaryArchiveDescriptorInit),
+			m("setUrl:", "v@:@", binaryArchiveDescriptorSetURL),
+			m("url", "@@:", binaryArchiveDescriptorURL),
+		)
+	}
+	if objc.GetClass("MTLComputePipelineDescriptor") == 0 {
+		reg(&classes.pipelineDescriptor, "MTLComputePipelineDescriptor",
+			m("init", "@@:", computePipelineDescriptorInit),
+			m("setComputeFunction:", "v@:@", computePipelineDescriptorSetComputeFunction),
+			m("computeFunction", "@@:", computePipelineDescriptorComputeFunction),
+			m("setBinaryArchives:", "v@:@", computePipelineDescriptorSetBinaryArchives),
+			m("binaryArchives", "@@:", computePipelineDescriptorBinaryArchives),
+		)
+	}
 	// MTLSharedEventListener is a class: mtl makes one with
 	// [[MTLSharedEventListener alloc] init].
 	if objc.GetClass("MTLSharedEventListener") == 0 {

@@ -174,6 +174,9 @@ func deviceNewLibraryWithSourceOptionsError(self objc.ID, _ objc.SEL, source, op
 		storeCompileError(errOut, err)
 		return 0
 	}
+	if !lib.Cached() {
+		libraryBuilds.Add(1)
+	}
 	return newObject(classes.library, &library{lib: lib})
 }
 

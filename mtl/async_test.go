@@ -146,3 +146,11 @@ func TestNoLeakOverCommittedBuffers(t *testing.T) {
 		t.Errorf("RSS grew by %.1f MiB over %d command buffers", float64(rss2-rss)/(1<<20), n)
 	}
 }
+
+// TestEmulatedArchiveSuite runs testdevice.ArchiveSuite on the emulated
+// device.
+func TestEmulatedArchiveSuite(t *testing.T) { testdevice.ArchiveSuite(t, newGPU(t).GPU) }
+
+// TestMetalArchiveSuite runs testdevice.ArchiveSuite on the system's GPU
+// (a Mac; it skips elsewhere).
+func TestMetalArchiveSuite(t *testing.T) { testdevice.ArchiveSuite(t, testdevice.NewMetal(t)) }

@@ -18,6 +18,18 @@ var asel struct {
 	signaledValue              objc.SEL `sel:"signaledValue" types:"Q@:"`
 	setSignaledValue           objc.SEL `sel:"setSignaledValue:" types:"v@:Q"`
 	notifyListenerAtValueBlock objc.SEL `sel:"notifyListener:atValue:block:" types:"v@:@Q@?"`
+
+	// MTLBinaryArchive and its descriptor, MTLComputePipelineDescriptor,
+	// NSURL, NSArray
+	newBinaryArchiveWithDescriptorError objc.SEL `sel:"newBinaryArchiveWithDescriptor:error:" types:"@@:@^@"`
+	setURL                              objc.SEL `sel:"setUrl:" types:"v@:@"`
+	addComputePipelineFunctions         objc.SEL `sel:"addComputePipelineFunctionsWithDescriptor:error:" types:"c@:@^@"`
+	serializeToURLError                 objc.SEL `sel:"serializeToURL:error:" types:"c@:@^@"`
+	setComputeFunction                  objc.SEL `sel:"setComputeFunction:" types:"v@:@"`
+	setBinaryArchives                   objc.SEL `sel:"setBinaryArchives:" types:"v@:@"`
+	newComputePipelineStateWithDesc     objc.SEL `sel:"newComputePipelineStateWithDescriptor:options:reflection:error:" types:"@@:@Q^@^@"`
+	fileURLWithPath                     objc.SEL `sel:"fileURLWithPath:" types:"@@:@"`
+	arrayWithObjectsCount               objc.SEL `sel:"arrayWithObjects:count:" types:"@@:^@Q"`
 }
 
 var aselTable = objc.NewSelectorTable(&asel)

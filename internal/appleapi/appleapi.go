@@ -161,7 +161,7 @@ func TypeMatches(enc, cpp string) bool {
 		return cpp == "void"
 	case "@":
 		return bare == "ErrorDomain" || strings.HasSuffix(cpp, "*") && !strings.HasSuffix(cpp, "**") &&
-			!strings.HasPrefix(cpp, "void") && !strings.HasPrefix(cpp, "char")
+			!strings.HasPrefix(cpp, "void") && !strings.HasPrefix(cpp, "char") && !autoreleasedOut(cpp)
 	case "^v":
 		return cpp == "void*"
 	case "r*", "*":
@@ -180,11 +180,18 @@ func TypeMatches(enc, cpp string) bool {
 	case "{_NSRange=QQ}":
 		return bare == "Range"
 	case "^@":
-		return strings.HasSuffix(cpp, "**") || strings.HasSuffix(cpp, "* const*") || strings.HasSuffix(cpp, "[]")
+		return autoreleasedOut(cpp) || strings.HasSuffix(cpp, "**") || strings.HasSuffix(cpp, "* const*") || strings.HasSuffix(cpp, "[]")
 	case "^Q":
 		return strings.HasPrefix(bare, "UInteger") && (strings.HasSuffix(cpp, "[]") || strings.HasSuffix(cpp, "*"))
 	case "@?":
 		return strings.Contains(cpp, "Deallocator") || strings.Contains(cpp, "Handler") || strings.Contains(cpp, "Block")
 	}
 	return false
+}
+
+// autoreleasedOut reports whether cpp is a pointer to one of metal-cpp's
+// Autoreleased types (MTL::AutoreleasedComputePipelineReflection*): each is
+// an object pointer, so this is an out parameter, ^@ in Objective-C.
+func autoreleasedOut(cpp string) bool {
+	return strings.HasPrefix(cpp, "MTL::Autoreleased") && strings.HasSuffix(cpp, "*") && !strings.HasSuffix(cpp, "**")
 }

@@ -57,6 +57,8 @@ func TestTypeMatches(t *testing.T) {
 		{"r*", "const char*", true},
 		{"Q", "UInteger", true},
 		{"^@", "const MTL::Buffer* const[]", true},
+		{"^@", "const MTL::AutoreleasedComputePipelineReflection*", true},
+		{"@", "const MTL::AutoreleasedComputePipelineReflection*", false},
 	} {
 		if got := TypeMatches(c.enc, c.cpp); got != c.want {
 			t.Errorf("TypeMatches(%q, %q) = %v, want %v", c.enc, c.cpp, got, c.want)
