@@ -21,6 +21,7 @@ type Registry struct {
 	released  bool
 	source    func(file string) string // nil means Source; tests substitute a broken one
 	language  mtl.LanguageVersion      // 0 means LanguageVersion(dev)
+	cache     *pipelineCache           // nil without a persistent cache (cache.go)
 }
 
 // key names a source file or an entry point on one device.
@@ -107,13 +108,14 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 	}
 	r.mu.Unlock()
 
+	r.openCache(dev) // before the compile, which the archive may spare
 	l.once.Do(func() { l.lib, l.err = compile(dev, file, src(file), r.compileOptions(dev)) })
 	p.once.Do(func() {
 		if l.err != nil {
 			p.err = l.err
 			return
 		}
-		p.pso, p.err = newPipeline(dev, l.lib, entry)
+		p.pso, p.err = r.pipelineOf(dev, l.lib, entry)
 	})
 	return p.pso, p.err
 }
@@ -139,8 +141,9 @@ func newPipeline(dev *mtl.Device, lib *mtl.Library, entry string) (*mtl.ComputeP
 	return pso, nil
 }
 
-// Release releases every library and pipeline state the registry holds, on
-// every device. Pipeline states it returned must no longer be used, and
+// Release saves the registry's pipeline cache, if it has one (see
+// [NewRegistryWithCache]), and releases every library and pipeline state
+// the registry holds, on every device. Pipeline states it returned must no longer be used, and
 // Release must not run while another goroutine is in Pipeline. Afterwards
 // [Registry.Pipeline] returns an error; a second Release, or one on a nil
 // Registry, does nothing.
@@ -150,6 +153,7 @@ func (r *Registry) Release() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.releaseCache()
 	for _, p := range r.pipelines {
 		if p.pso != nil {
 			p.pso.Release()

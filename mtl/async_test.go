@@ -154,3 +154,22 @@ func TestEmulatedArchiveSuite(t *testing.T) { testdevice.ArchiveSuite(t, newGPU(
 // TestMetalArchiveSuite runs testdevice.ArchiveSuite on the system's GPU
 // (a Mac; it skips elsewhere).
 func TestMetalArchiveSuite(t *testing.T) { testdevice.ArchiveSuite(t, testdevice.NewMetal(t)) }
+
+// The emulated device refuses an archive written for another target or
+// device, naming both, as Metal refuses a file it cannot use.
+func TestForeignArchiveRefused(t *testing.T) {
+	g := newGPU(t)
+	path := t.TempDir() + "/foreign.metallib"
+	body := "puremetal emulated binary archive 1\n" + `{"Target":"darwin/arm64","Device":"Apple M3 Max","Libraries":[],"Functions":[]}`
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := g.D.NewBinaryArchive(path)
+	if err == nil {
+		a.Release()
+		t.Fatal("an archive written for darwin/arm64 loaded")
+	}
+	if !strings.Contains(err.Error(), "darwin/arm64") || !strings.Contains(err.Error(), runtime.GOOS+"/"+runtime.GOARCH) {
+		t.Errorf("the error %q does not name both targets", err)
+	}
+}
