@@ -30,6 +30,9 @@ var protocols = map[string][]string{
 	"binaryArchive":      {"MTL::BinaryArchive"},
 	"archiveDescriptor":  {"MTL::BinaryArchiveDescriptor"},
 	"pipelineDescriptor": {"MTL::ComputePipelineDescriptor"},
+	"captureManager":     {"MTL::CaptureManager"},
+	"captureDescriptor":  {"MTL::CaptureDescriptor"},
+	"captureScope":       {"MTL::CaptureScope"},
 }
 
 // notInMetalCpp lists the selectors the emulated objects send that Apple's

@@ -28,9 +28,11 @@ var classes struct {
 
 	// Shared events (event.go), binary archives (archive.go), capture
 	// (capture.go).
-	sharedEvent, listener            objc.Class
-	binaryArchive, archiveDescriptor objc.Class
-	pipelineDescriptor               objc.Class
+	sharedEvent, listener             objc.Class
+	binaryArchive, archiveDescriptor  objc.Class
+	pipelineDescriptor                objc.Class
+	captureManager, captureDescriptor objc.Class
+	captureScope                      objc.Class
 }
 
 // fsel holds the selectors the emulated objects send to Foundation objects
@@ -201,6 +203,39 @@ func doRegisterClasses() error {
 			m("binaryArchives", "@@:", computePipelineDescriptorBinaryArchives),
 		)
 	}
+	// MTLCaptureManager and MTLCaptureDescriptor are classes: the shared
+	// manager comes from +sharedCaptureManager, a descriptor from
+	// [[MTLCaptureDescriptor alloc] init].
+	if objc.GetClass("MTLCaptureManager") == 0 {
+		reg(&classes.captureManager, "MTLCaptureManager",
+			m("supportsDestination:", "c@:q", captureManagerSupportsDestination),
+			m("startCaptureWithDescriptor:error:", "c@:@^@", captureManagerStartCaptureWithDescriptorError),
+			m("stopCapture", "v@:", captureManagerStopCapture),
+			m("isCapturing", "c@:", captureManagerIsCapturing),
+			m("newCaptureScopeWithCommandQueue:", "@@:@", captureManagerNewCaptureScopeWithCommandQueue),
+		)
+		if err == nil {
+			err = objc.AddClassMethods(classes.captureManager, []objc.Method{
+				m("sharedCaptureManager", "@@:", captureManagerSharedCaptureManager),
+			})
+		}
+	}
+	if objc.GetClass("MTLCaptureDescriptor") == 0 {
+		reg(&classes.captureDescriptor, "MTLCaptureDescriptor",
+			m("init", "@@:", captureDescriptorInit),
+			m("setCaptureObject:", "v@:@", captureDescriptorSetCaptureObject),
+			m("captureObject", "@@:", captureDescriptorCaptureObject),
+			m("setDestination:", "v@:q", captureDescriptorSetDestination),
+			m("destination", "q@:", captureDescriptorDestination),
+			m("setOutputURL:", "v@:@", captureDescriptorSetOutputURL),
+			m("outputURL", "@@:", captureDescriptorOutputURL),
+		)
+	}
+	reg(&classes.captureScope, "PuremetalEmulatedCaptureScope",
+		m("beginScope", "v@:", captureScopeBeginScope),
+		m("endScope", "v@:", captureScopeEndScope),
+		setLabel, label,
+	)
 	// MTLSharedEventListener is a class: mtl makes one with
 	// [[MTLSharedEventListener alloc] init].
 	if objc.GetClass("MTLSharedEventListener") == 0 {

@@ -38,6 +38,7 @@ type commandBuffer struct {
 // fails the command buffer when it is reached.
 type command struct {
 	err      error
+	note     string // what a blit or event command does, for captures
 	blit     func() // a blit encoder's copy or synchronization
 	pipeline *pipeline
 	buffers  [mtl.MaxBufferBindings]binding
@@ -183,6 +184,7 @@ func commandBufferCommit(self objc.ID, _ objc.SEL) {
 		cb.encoding = false
 	}
 	cb.status.Store(uint64(mtl.CommandBufferStatusCommitted))
+	cb.captured()
 	// The queue keeps a committed command buffer, and so what it uses,
 	// alive until it has run, even if the program releases it first.
 	cb.self = self.Retain()

@@ -177,7 +177,7 @@ func commandBufferEncodeSignalEventValue(self objc.ID, _ objc.SEL, event objc.ID
 		cb.refuseEvent("encodeSignalEvent:value: was given an event that is not one of the emulated device's MTLSharedEvents")
 	case cb.eventEncodable("encodeSignalEvent:value:"):
 		cb.retain(event)
-		cb.commands = append(cb.commands, command{blit: func() { e.signal(event, uint64(value)) }})
+		cb.commands = append(cb.commands, command{note: fmt.Sprintf("encodeSignalEvent %s value %d", eventName(e), value), blit: func() { e.signal(event, uint64(value)) }})
 	}
 }
 
@@ -201,12 +201,20 @@ func commandBufferEncodeWaitForEventValue(self objc.ID, _ objc.SEL, event objc.I
 		if timeout == 0 {
 			timeout = msl.DefaultTimeout
 		}
-		cb.commands = append(cb.commands, command{blit: func() {
+		cb.commands = append(cb.commands, command{note: fmt.Sprintf("encodeWaitForEvent %s value %d", eventName(e), value), blit: func() {
 			if !e.wait(uint64(value), timeout) {
 				cb.err = &eventTimeout{value: uint64(value), timeout: timeout}
 			}
 		}})
 	}
+}
+
+// eventName names an event in a capture: by its label, if it has one.
+func eventName(e *sharedEvent) string {
+	if e.label != "" {
+		return fmt.Sprintf("event %q", e.label)
+	}
+	return fmt.Sprintf("event %p", e)
 }
 
 // eventTimeout is the error of a command buffer whose wait for an event

@@ -2,6 +2,7 @@ package mtl_test
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -172,4 +173,43 @@ func TestForeignArchiveRefused(t *testing.T) {
 	if !strings.Contains(err.Error(), "darwin/arm64") || !strings.Contains(err.Error(), runtime.GOOS+"/"+runtime.GOARCH) {
 		t.Errorf("the error %q does not name both targets", err)
 	}
+}
+
+// TestEmulatedCapture runs testdevice.CaptureSuite on the emulated device
+// and reads its record: the two command buffers inside the scope, each
+// with its dispatch of fill and its arguments, and not the one after.
+func TestEmulatedCapture(t *testing.T) {
+	path := testdevice.CaptureSuite(t, newGPU(t).GPU)
+	b, err := os.ReadFile(filepath.Join(path, "capture.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	t.Logf("%s:\n%s", path, text)
+	for _, want := range []string{
+		`capture object: capture scope "one decode step"`,
+		"command buffer 0 on queue 1: 1 commands",
+		"command buffer 1 on queue 1: 1 commands",
+		"dispatchThreads kernel fill threads 1000x1x1 threads per threadgroup 32x1x1",
+		`buffer(0): buffer "captured x" length 4000 offset 0`,
+		"buffer(1): setBytes 4 bytes 0000803f",
+		"end of capture: 2 command buffers",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the capture lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "add_into") {
+		t.Error("the command buffer committed after endScope was captured")
+	}
+}
+
+// TestMetalCapture runs testdevice.CaptureSuite on the system's GPU (a
+// Mac with MTL_CAPTURE_ENABLED=1; it skips elsewhere).
+func TestMetalCapture(t *testing.T) {
+	g := testdevice.NewMetal(t)
+	if os.Getenv("MTL_CAPTURE_ENABLED") != "1" {
+		t.Skip("GPU capture outside Xcode needs MTL_CAPTURE_ENABLED=1")
+	}
+	testdevice.CaptureSuite(t, g)
 }

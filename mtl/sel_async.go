@@ -30,6 +30,19 @@ var asel struct {
 	newComputePipelineStateWithDesc     objc.SEL `sel:"newComputePipelineStateWithDescriptor:options:reflection:error:" types:"@@:@Q^@^@"`
 	fileURLWithPath                     objc.SEL `sel:"fileURLWithPath:" types:"@@:@"`
 	arrayWithObjectsCount               objc.SEL `sel:"arrayWithObjects:count:" types:"@@:^@Q"`
+
+	// MTLCaptureManager, MTLCaptureDescriptor, MTLCaptureScope
+	sharedCaptureManager            objc.SEL `sel:"sharedCaptureManager" types:"@@:"`
+	supportsDestination             objc.SEL `sel:"supportsDestination:" types:"c@:q"`
+	startCaptureWithDescriptorError objc.SEL `sel:"startCaptureWithDescriptor:error:" types:"c@:@^@"`
+	stopCapture                     objc.SEL `sel:"stopCapture" types:"v@:"`
+	isCapturing                     objc.SEL `sel:"isCapturing" types:"c@:"`
+	setCaptureObject                objc.SEL `sel:"setCaptureObject:" types:"v@:@"`
+	setDestination                  objc.SEL `sel:"setDestination:" types:"v@:q"`
+	setOutputURL                    objc.SEL `sel:"setOutputURL:" types:"v@:@"`
+	newCaptureScopeWithCommandQueue objc.SEL `sel:"newCaptureScopeWithCommandQueue:" types:"@@:@"`
+	beginScope                      objc.SEL `sel:"beginScope" types:"v@:"`
+	endScope                        objc.SEL `sel:"endScope" types:"v@:"`
 }
 
 var aselTable = objc.NewSelectorTable(&asel)
