@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -27,13 +28,19 @@ type Device struct {
 	Registry *kernels.Registry
 	Kernels  *gdn.Kernels
 	Queue    *mtl.CommandQueue
+	capture  *stepCapture // armed by CaptureEnv
 }
 
 // NewDevice makes the registry, dispatchers and command queue of dev. It
 // takes ownership of dev: [Device.Close] releases it, as does a failed
 // NewDevice.
 func NewDevice(dev *mtl.Device, desc string, gpu bool) (*Device, error) {
-	d := &Device{Dev: dev, Desc: desc, GPU: gpu, Registry: kernels.NewRegistry()}
+	d := &Device{Dev: dev, Desc: desc, GPU: gpu, Registry: kernels.NewRegistry(), capture: &stepCapture{path: os.Getenv(CaptureEnv)}}
+	if os.Getenv(kernels.CacheDirEnv) != "" {
+		// The pipelines persist in a binary archive there, and a later
+		// run makes them from it.
+		d.Registry = kernels.NewRegistryWithCache("", nil)
+	}
 	var err error
 	if d.Kernels, err = gdn.New(dev, d.Registry); err == nil {
 		d.Queue, err = dev.NewCommandQueue()
@@ -78,13 +85,17 @@ type Dispatcher func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Param
 // dispatch was refused.
 func (d *Device) RunLayers(dispatch Dispatcher, p gdn.Params, layers int, bufs func(l int) gdn.Buffers) (wall, gpu time.Duration, err error) {
 	start := time.Now()
-	seconds, err := d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
-		for l := range layers {
-			if err := dispatch(d.Kernels, enc, p, bufs(l)); err != nil {
-				return fmt.Errorf("layer %d: %w", l, err)
+	var seconds float64
+	err = d.capture.around(d.Queue, p, func() (err error) {
+		seconds, err = d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
+			for l := range layers {
+				if err := dispatch(d.Kernels, enc, p, bufs(l)); err != nil {
+					return fmt.Errorf("layer %d: %w", l, err)
+				}
 			}
-		}
-		return nil
+			return nil
+		})
+		return err
 	})
 	wall = time.Since(start)
 	if err != nil {
