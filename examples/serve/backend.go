@@ -96,6 +96,11 @@ type deviceBackend struct {
 	// acts holds every layer's activations of the batch being run, alone
 	// those of the one sequence Alone runs.
 	acts, alone *layerstack.Activations
+	// sets are the buffers of the overlapped steps (overlap.go): two sets,
+	// one being written while the other's step runs, each with a prefill
+	// and a decode batch's.
+	sets   [2][2]*layerstack.Activations
+	layers int
 }
 
 func (b *deviceBackend) Describe() string { return b.d.Desc }
@@ -115,6 +120,7 @@ func (b *deviceBackend) Open(one spec.Params, layers, nSlots int) error {
 			return err
 		}
 	}
+	b.layers = layers
 	var err error
 	if b.states, err = layerstack.NewStates(b.d.Dev, one, layers, nSlots); err != nil {
 		return err
@@ -184,7 +190,7 @@ func (b *deviceBackend) Alone(kern gdn.Kernel, p spec.Params, in cpuref.Inputs) 
 func (b *deviceBackend) State(l, slot int) []float32 { return b.states.Read(l, slot) }
 
 func (b *deviceBackend) Close() {
-	for _, a := range []*layerstack.Activations{b.acts, b.alone} {
+	for _, a := range []*layerstack.Activations{b.acts, b.alone, b.sets[0][0], b.sets[0][1], b.sets[1][0], b.sets[1][1]} {
 		if a != nil {
 			a.Release()
 		}

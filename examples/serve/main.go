@@ -30,6 +30,16 @@
 // normalise q and k and compute g and beta; with -fused=false q and k come
 // normalised and g and beta computed.
 //
+// On a device (metal, emu) the steps overlap, as a server keeps its GPU
+// busy: step t's command buffers are committed without waiting
+// (mtl.CommandQueue.Submit), and step t+1's admissions, retirements and
+// inputs are decided, drawn, packed and written to a second set of
+// buffers while the device runs step t; only what needs step t done
+// (reading its outputs and the final states of the requests it finished,
+// zeroing the slots step t+1 admits into) waits for it. The report says
+// how much of the host's preparation ran while the device was busy
+// (-overlap=false prepares each step after the previous one completed).
+//
 // At the end it reports tokens per second (prompt and generated tokens
 // over the wall clock of the dispatches), dispatches per step, and the
 // pool's occupancy; and it checks every finished request against a run of
@@ -94,6 +104,9 @@ type config struct {
 	// instead of zeroing it: the wrong admission, which the checks must
 	// catch (tests only).
 	keepStale bool
+	// overlap prepares step t+1 while the device runs step t (device
+	// backends).
+	overlap bool
 	// consts[l] holds layer l's A_log and dt_bias with the fused gate,
 	// which every request's tokens share (set by run).
 	consts []cpuref.Inputs
@@ -116,6 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.prompt, "prompt", 12, "longest prompt, in tokens (each request's is drawn from 1 to this)")
 	fs.IntVar(&cfg.gen, "gen", 6, "most tokens a request generates (each draws from 1 to this)")
 	fs.IntVar(&cfg.arrive, "arrive", 3, "most requests arriving per step (each step draws from 0 to this)")
+	fs.BoolVar(&cfg.overlap, "overlap", true, "on a device, prepare step t+1 (admission, drawing and packing the inputs, writing them to the device's buffers) while the device runs step t")
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -165,6 +179,13 @@ type result struct {
 	OutBound          float64 // the bound on OutErr: the activation type's
 	SlotsReused       int     // admissions into a slot an earlier request had used
 	Chunked           int     // prefills of gdn.ChunkedMinTokens packed tokens or more
+	// Overlapped reports whether steps were prepared while the device
+	// ran the previous one; HostPrep is the host's preparation of the
+	// steps that had a previous one in flight, HostHidden the part of it
+	// that ran while the device was still busy with that step.
+	Overlapped           bool
+	HostPrep, HostHidden time.Duration
+	Wall                 time.Duration // the serving loop's wall clock, host and device
 }
 
 // Pass reports whether every check passed.
@@ -217,6 +238,40 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 		return result{}, err
 	}
 
+	var (
+		res      result
+		finished []*request
+	)
+	start := time.Now()
+	if ob, ok := be.(overlapper); ok && cfg.overlap {
+		res, finished, err = serveOverlapped(cfg, ob, stderr)
+	} else {
+		res, finished, err = serveSerial(cfg, be, stderr)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	res.Wall = time.Since(start)
+	res.Finished = len(finished)
+	report(cfg, res, stdout)
+
+	res.RefBound, res.OutBound = layerstack.BoundOf(one.State, layerstack.Bound), layerstack.BoundOf(one.Activation, layerstack.Bound)
+	if err := check(cfg, be, finished, &res, stdout); err != nil {
+		return result{}, err
+	}
+	verdict := "PASS"
+	if !res.Pass() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintln(stdout, verdict)
+	return res, nil
+}
+
+// serveSerial serves cfg.requests requests on be, one step after another:
+// each step's batches are drawn, written, run and waited for before the
+// next step is prepared. It returns what it counted and the finished
+// requests, in the order they finished.
+func serveSerial(cfg config, be backend, stderr io.Writer) (result, []*request, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5e7e))
 	var (
 		res      result
@@ -262,12 +317,12 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 		running = append(running, admitted...)
 		if len(admitted) > 0 {
 			if err := prefill(cfg, be, admitted, &res); err != nil {
-				return result{}, fmt.Errorf("step %d: prefill: %w", step, err)
+				return result{}, nil, fmt.Errorf("step %d: prefill: %w", step, err)
 			}
 		}
 		if len(decoding) > 0 {
 			if err := decode(cfg, be, decoding, &res); err != nil {
-				return result{}, fmt.Errorf("step %d: decode: %w", step, err)
+				return result{}, nil, fmt.Errorf("step %d: decode: %w", step, err)
 			}
 		}
 		// 4. Retirement.
@@ -292,27 +347,36 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 			break
 		}
 		if step > 100*cfg.requests*(cfg.prompt+cfg.gen) {
-			return result{}, fmt.Errorf("the simulation did not finish")
+			return result{}, nil, fmt.Errorf("the simulation did not finish")
 		}
 	}
 	res.Finished = len(finished)
-	report(cfg, res, stdout)
+	return res, finished, nil
+}
 
-	res.RefBound, res.OutBound = layerstack.BoundOf(one.State, layerstack.Bound), layerstack.BoundOf(one.Activation, layerstack.Bound)
-	if err := check(cfg, be, finished, &res, stdout); err != nil {
-		return result{}, err
-	}
-	verdict := "PASS"
-	if !res.Pass() {
-		verdict = "FAIL"
-	}
-	fmt.Fprintln(stdout, verdict)
-	return res, nil
+// batchPlan is one batch of a step, drawn and packed on the host: its
+// dispatcher's kernel, its shape, every layer's inputs, and the requests
+// whose tokens it holds (request s has tokens cu[s] to cu[s+1]).
+type batchPlan struct {
+	kern  gdn.Kernel
+	p     gdn.Params
+	batch []cpuref.Inputs
+	reqs  []*request
+	cu    []int32
 }
 
 // prefill runs the admitted requests' prompts: one prefill dispatch per
 // layer over the prompts packed with cu_seqlens, in their slots.
 func prefill(cfg config, be backend, admitted []*request, res *result) error {
+	plan, err := prefillBatch(cfg, admitted, res)
+	if err != nil {
+		return err
+	}
+	return dispatch(be, plan, res)
+}
+
+// prefillBatch draws and packs the admitted requests' prompts.
+func prefillBatch(cfg config, admitted []*request, res *result) (batchPlan, error) {
 	p := cfg.Params(0)
 	p.NSeqs, p.NSlots, p.Varlen = len(admitted), cfg.slots, true
 	batch := make([]cpuref.Inputs, cfg.Layers)
@@ -326,7 +390,7 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 		for _, r := range admitted {
 			in, err := inputs(cfg, r, l, 0, r.prompt)
 			if err != nil {
-				return err
+				return batchPlan{}, err
 			}
 			layerstack.AppendTokens(b, in)
 			b.Slots = append(b.Slots, int32(r.slot))
@@ -341,12 +405,28 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 	for _, r := range admitted {
 		r.prefill = kern
 	}
-	return dispatch(be, gdn.KernelPrefill, p, batch, admitted, batch[0].CuSeqlens, res)
+	return batchPlan{gdn.KernelPrefill, p, batch, admitted, batch[0].CuSeqlens}, nil
 }
 
 // decode runs one token of every request in decoding: one decode dispatch
 // per layer over a batch of the pool's width, padded with slot -1.
 func decode(cfg config, be backend, decoding []*request, res *result) error {
+	plan, err := decodeBatch(cfg, decoding)
+	if err != nil {
+		return err
+	}
+	if err := dispatch(be, plan, res); err != nil {
+		return err
+	}
+	for _, r := range decoding {
+		r.generated++
+	}
+	return nil
+}
+
+// decodeBatch draws and packs one token of every request in decoding,
+// padded to the pool's width.
+func decodeBatch(cfg config, decoding []*request) (batchPlan, error) {
 	p := cfg.Params(1)
 	p.NSeqs, p.NSlots = cfg.slots, cfg.slots
 	batch := make([]cpuref.Inputs, cfg.Layers)
@@ -357,7 +437,7 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 			if s >= len(decoding) {
 				pad, err := cpuref.RandomInputs(cfg.Params(1), 0) // any values: the kernel reads none
 				if err != nil {
-					return err
+					return batchPlan{}, err
 				}
 				layerstack.AppendTokens(b, pad)
 				b.Slots = append(b.Slots, -1)
@@ -366,7 +446,7 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 			r := decoding[s]
 			in, err := inputs(cfg, r, l, r.prompt+r.generated, 1)
 			if err != nil {
-				return err
+				return batchPlan{}, err
 			}
 			layerstack.AppendTokens(b, in)
 			b.Slots = append(b.Slots, int32(r.slot))
@@ -376,34 +456,34 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 	for s := range cu {
 		cu[s] = int32(s)
 	}
-	if err := dispatch(be, gdn.KernelDecode, p, batch, decoding, cu, res); err != nil {
-		return err
-	}
-	for _, r := range decoding {
-		r.generated++
-	}
-	return nil
+	return batchPlan{gdn.KernelDecode, p, batch, decoding, cu}, nil
 }
 
-// dispatch runs kern over the batch p on every layer, appends to each of
-// reqs the outputs of its tokens (request s has tokens cu[s] to cu[s+1]
-// of the batch), and counts the tokens, the dispatches and the time they
-// took in res.
-func dispatch(be backend, kern gdn.Kernel, p gdn.Params, batch []cpuref.Inputs, reqs []*request, cu []int32, res *result) error {
-	out, took, err := be.Run(kern, p, batch)
+// dispatch runs the plan's kernel over its batch on every layer and
+// records what it computed (see record).
+func dispatch(be backend, plan batchPlan, res *result) error {
+	out, took, err := be.Run(plan.kern, plan.p, plan.batch)
 	if err != nil {
 		return err
 	}
-	vw := p.DV * p.NVHeads
+	record(plan, out, res)
+	res.Busy += took
+	return nil
+}
+
+// record appends to each of the plan's requests the outputs of its tokens
+// (out[l] holds layer l's), and counts the tokens and the dispatches in
+// res.
+func record(plan batchPlan, out [][]float32, res *result) {
+	vw := plan.p.DV * plan.p.NVHeads
+	cu := plan.cu
 	for l := range out {
-		for s, r := range reqs {
+		for s, r := range plan.reqs {
 			r.outputs[l] = append(r.outputs[l], out[l][int(cu[s])*vw:int(cu[s+1])*vw]...)
 		}
 	}
-	res.Tokens += int(cu[len(reqs)])
-	res.Dispatches += len(batch)
-	res.Busy += took
-	return nil
+	res.Tokens += int(cu[len(plan.reqs)])
+	res.Dispatches += len(plan.batch)
 }
 
 func report(cfg config, res result, stdout io.Writer) {
@@ -415,6 +495,19 @@ func report(cfg config, res result, stdout io.Writer) {
 		res.Finished, res.Steps, res.Tokens, float64(res.Tokens)/res.Busy.Seconds(), layerstack.Duration(res.Busy))
 	fmt.Fprintf(stdout, "steps:   %.2f dispatches per step (one prefill and one decode dispatch per layer at most, %d layers); %d prefills of %d packed tokens or more, which Kernels.Prefill runs chunked\n",
 		float64(res.Dispatches)/float64(res.Steps), cfg.Layers, res.Chunked, gdn.ChunkedMinTokens)
+	if res.Overlapped {
+		pct := 0.0
+		if res.HostPrep > 0 {
+			pct = 100 * res.HostHidden.Seconds() / res.HostPrep.Seconds()
+		}
+		fmt.Fprintf(stdout, "overlap: step t+1 prepared (admission, inputs drawn and packed, written to the second set of buffers) while the device ran step t: %s of the %s of host preparation hidden behind the device (%.0f%%)\n",
+			layerstack.Duration(res.HostHidden), layerstack.Duration(res.HostPrep), pct)
+	}
+	mode := "each step prepared after the previous one completed (-overlap=false, or a backend that waits)"
+	if res.Overlapped {
+		mode = "steps overlapped"
+	}
+	fmt.Fprintf(stdout, "loop:    the serving loop took %s of wall clock, host and device, %s\n", layerstack.Duration(res.Wall), mode)
 	fmt.Fprintf(stdout, "pool:    occupancy %.1f of %d slots on average, %d at the peak; %d admissions reused a freed slot\n",
 		float64(sum)/float64(len(res.Occupancy)), cfg.slots, peak, res.SlotsReused)
 }

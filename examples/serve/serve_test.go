@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,4 +105,31 @@ func TestEmulatedChunkedPrefill(t *testing.T) {
 	if res.Chunked == 0 || !res.Bits || !res.Pass() {
 		t.Errorf("%d prefills chunked (want some), bit-identical %v, pass %v:\n%s", res.Chunked, res.Bits, res.Pass(), out)
 	}
+}
+
+// Preparing step t+1 while the device runs step t serves the same
+// requests in the same steps as preparing it afterwards, every request
+// still bit-identical to its run alone, and reports the host time it hid.
+func TestEmulatedOverlapMatchesSerial(t *testing.T) {
+	var got [2]result
+	for i, overlap := range []string{"-overlap=true", "-overlap=false"} {
+		c := layerstacktest.TypeCases[0]
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu", overlap}, c.Args...)...)
+		be := &deviceBackend{d: layerstacktest.Device(t)}
+		res, out := layerstacktest.Run(t, run, cfg, backend(be))
+		be.Close()
+		checkReport(t, cfg, res, out, c.Types)
+		if res.Overlapped != cfg.overlap || strings.Contains(out, "overlap:") != cfg.overlap {
+			t.Errorf("%s: overlapped %v; report:\n%s", overlap, res.Overlapped, out)
+		}
+		got[i] = res
+	}
+	o, s := got[0], got[1]
+	if o.Steps != s.Steps || o.Tokens != s.Tokens || o.Dispatches != s.Dispatches || o.RefErr != s.RefErr || o.OutErr != s.OutErr || !slices.Equal(o.Occupancy, s.Occupancy) {
+		t.Errorf("overlapped %+v\nserial %+v", o, s)
+	}
+	if o.HostPrep <= 0 || o.HostHidden < 0 || o.HostHidden > o.HostPrep {
+		t.Errorf("host preparation %v, hidden %v", o.HostPrep, o.HostHidden)
+	}
+	t.Logf("overlapped: %v of %v host preparation hidden; loop %v overlapped, %v serial", o.HostHidden, o.HostPrep, o.Wall, s.Wall)
 }
