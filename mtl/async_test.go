@@ -213,3 +213,32 @@ func TestMetalCapture(t *testing.T) {
 	}
 	testdevice.CaptureSuite(t, g)
 }
+
+// TestAsyncNoSendOutsidePool runs the handler, event, in-flight, archive
+// and capture suites in a child process with no autorelease pool of the
+// test's own, and fails on any GNUstep missing-pool warning: handlers,
+// notifications and Submit must send inside pools, on every thread.
+func TestAsyncNoSendOutsidePool(t *testing.T) {
+	const name = "TestAsyncNoSendOutsidePool"
+	if testdevice.InChild(name) {
+		g := newGPU(t).GPU
+		t.Run("async", func(t *testing.T) { testdevice.AsyncSuite(t, g) })
+		t.Run("archive", func(t *testing.T) { testdevice.ArchiveSuite(t, g) })
+		t.Run("capture", func(t *testing.T) { testdevice.CaptureSuite(t, g) })
+		return
+	}
+	if runtime.GOOS != "linux" {
+		t.Skipf("the missing-pool warning checked here is GNUstep's, on Linux; on %s the real-Metal suite checks OBJC_DEBUG_MISSING_POOLS", runtime.GOOS)
+	}
+	testdevice.Emulated(t, emu.Options{})
+	r := testdevice.RunChild(t, "^"+name+"$", "")
+	if r.Err != nil {
+		t.Fatalf("child: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout, "--- PASS: "+name) && !strings.Contains(r.Stdout, "PASS") {
+		t.Fatalf("the child ran nothing:\n%s", r.Stdout)
+	}
+	if n := strings.Count(r.Stderr, missingPool); n > 0 {
+		t.Errorf("%d objects autoreleased with no pool open:\n%s", n, r.Stderr)
+	}
+}
