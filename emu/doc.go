@@ -37,6 +37,21 @@
 // integer division by zero, missing or excess threadgroup memory).
 // GPUStartTime and GPUEndTime are times of the host's clock.
 //
+// A queue runs its command buffers' scheduled and completed handlers on a
+// goroutine locked to an OS thread of its own, in order, after the
+// command buffer's status is final (completed handlers), as Metal runs
+// them on a dispatch queue; a shared event listener runs its
+// notifications on a thread of its own too. encodeWaitForEvent:value:
+// holds its queue until another queue's command buffer, or the CPU,
+// signals the value (or the device's timeout passes: the command buffer
+// fails with MTLCommandBufferErrorTimeout). A binary archive holds the
+// shared objects of the device's compile cache; loading one installs them
+// there, so that making the same library again skips clang (see
+// archive.go for the file, which is checked when loaded). A GPU capture
+// records the command buffers it covers and writes them, with each
+// dispatch's kernel, grid and arguments, as text into the .gputrace
+// bundle (capture.txt).
+//
 // Options.Order sets the order in which threadgroups and their threads
 // run. A race on threadgroup memory (a missing barrier) is a fault in any
 // order; what the emulator does not detect, such as threadgroups racing

@@ -64,6 +64,28 @@
 // device autoreleases in its methods (all but the encoders') as Metal may,
 // and GNUstep prints "autorelease called without pool" for each.
 //
+// # Handlers, events and command buffers in flight
+//
+// [CommandBuffer.AddCompletedHandler] and [CommandBuffer.AddScheduledHandler]
+// take Go funcs; Metal runs them on a thread of its own, never the one
+// that committed, in the order they were added, and they must not block.
+// One block per kind serves every command buffer, and a handler's
+// references are dropped once it has run, so committing without end
+// leaks nothing. [CommandQueue.Submit] commits without waiting and
+// returns a [Pending] to wait on with a context; [InFlight] keeps up to N
+// command buffers of a queue in flight and holds back the next while N
+// are. A [SharedEvent] orders command buffers of different queues
+// (EncodeSignalEvent, EncodeWaitForEvent) and is waited for on the CPU
+// through a [SharedEventListener]'s notifications.
+//
+// # Archives and capture
+//
+// A [BinaryArchive] keeps compiled pipelines across processes
+// (Serialize, then NewBinaryArchive with the file, and pipelines made
+// with [Device.NewComputePipelineStateWithDescriptor]). [CaptureManager]
+// captures a device's, a queue's or a [CaptureScope]'s command buffers to
+// a .gputrace document.
+//
 // # Devices
 //
 // On macOS, [CreateSystemDefaultDevice] returns the system's GPU: the
