@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
@@ -119,10 +120,16 @@ var Orders = []emu.Options{{Order: msl.Forward}, {Order: msl.Shuffled, Seed: 0x9
 
 // CheckReleased checks, once the test's cleanups registered after this
 // call have run, that as many emulated objects are alive as when it was
-// called: call it before making anything the test must release.
+// called: call it before making anything the test must release. A
+// command buffer with handlers is released by its queue's handler thread
+// once they have returned, which may be just after the test is done with
+// it, so the check waits up to ten seconds for the count to come back.
 func CheckReleased(t testing.TB) {
 	before := emu.LiveObjects()
 	t.Cleanup(func() {
+		for deadline := time.Now().Add(10 * time.Second); emu.LiveObjects() != before && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		if after := emu.LiveObjects(); after != before {
 			t.Errorf("live emulated objects: %d before the test, %d after releasing everything", before, after)
 		}
