@@ -16,6 +16,10 @@ type Submitted struct {
 	Committed time.Time // when it was committed
 	mu        sync.Mutex
 	done      time.Time // when its completed handler ran
+	// endCapture ends the capture of the step (CaptureEnv) once it is
+	// done; it does nothing for a step not captured.
+	endCapture func()
+	endOnce    sync.Once
 }
 
 // SubmitLayers is [Device.RunLayers] without the wait: it encodes one
@@ -23,7 +27,7 @@ type Submitted struct {
 // the caller prepares the next step while the device runs this one. The
 // buffers bufs names must not be written until the step is done.
 func (d *Device) SubmitLayers(dispatch Dispatcher, p gdn.Params, layers int, bufs func(l int) gdn.Buffers) (*Submitted, error) {
-	s := &Submitted{}
+	s := &Submitted{endCapture: d.capture.begin(d.Queue, p)}
 	var err error
 	s.pending, err = d.Queue.Submit(func(cb *mtl.CommandBuffer) error {
 		// Runs before Submit's own handler, which makes the Pending done.
@@ -48,6 +52,7 @@ func (d *Device) SubmitLayers(dispatch Dispatcher, p gdn.Params, layers int, buf
 	})
 	s.Committed = time.Now()
 	if err != nil {
+		s.endCapture()
 		return nil, err
 	}
 	return s, nil
@@ -57,6 +62,7 @@ func (d *Device) SubmitLayers(dispatch Dispatcher, p gdn.Params, layers int, buf
 // completed handler's time) and its error.
 func (s *Submitted) Wait() (done time.Time, err error) {
 	err = s.pending.Wait(nil)
+	s.endOnce.Do(s.endCapture)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done, err
