@@ -12,8 +12,8 @@ import (
 // CaptureEnv names the environment variable that makes an example capture
 // one decode step: set to a path ending in .gputrace, the first command
 // buffer of decode dispatches (one token per sequence) that
-// [Device.RunLayers] or [Device.SubmitLayers] runs is captured there, through a capture scope of
-// the device's queue. On a Mac the capture is a GPU trace document for
+// [Device.RunLayers] or [Device.SubmitLayers] runs is captured there,
+// through a capture scope of the device's queue. On a Mac the capture is a GPU trace document for
 // Xcode, and Metal needs MTL_CAPTURE_ENABLED=1 as well; on the emulated
 // device it is a readable record of the step's dispatches and their
 // arguments. A capture that cannot start is reported on stderr and the
