@@ -98,7 +98,9 @@ func TestSelectorsAreApples(t *testing.T) {
 type method struct{ class, sel, types, pos string }
 
 // emulatedMethods reads classes.go: each reg(&classes.X, name, m(sel,
-// types, fn)...) call gives class X's methods.
+// types, fn)...) call gives class X's methods, each
+// objc.AddClassMethods(classes.X, []objc.Method{m(...)}) its class
+// methods.
 func emulatedMethods(t *testing.T) []method {
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "classes.go", nil, 0)
@@ -117,6 +119,27 @@ func emulatedMethods(t *testing.T) []method {
 		}
 		call, ok := n.(*ast.CallExpr)
 		if !ok || len(call.Args) < 2 {
+			return true
+		}
+		// objc.AddClassMethods(classes.X, []objc.Method{m(...), ...}):
+		// class methods of X.
+		if fn, ok := call.Fun.(*ast.SelectorExpr); ok && fn.Sel.Name == "AddClassMethods" {
+			field, okField := call.Args[0].(*ast.SelectorExpr)
+			list, okList := call.Args[1].(*ast.CompositeLit)
+			if !okField || !okList {
+				t.Errorf("%s: cannot read the class methods", fset.Position(call.Pos()))
+				return true
+			}
+			for _, a := range list.Elts {
+				c, ok := a.(*ast.CallExpr)
+				if !ok || len(c.Args) < 2 {
+					t.Errorf("%s: cannot read a class method of %s", fset.Position(a.Pos()), field.Sel.Name)
+					continue
+				}
+				sel, _ := strconv.Unquote(c.Args[0].(*ast.BasicLit).Value)
+				types, _ := strconv.Unquote(c.Args[1].(*ast.BasicLit).Value)
+				out = append(out, method{field.Sel.Name, sel, types, fset.Position(c.Pos()).String()})
+			}
 			return true
 		}
 		if id, ok := call.Fun.(*ast.Ident); !ok || id.Name != "reg" {
