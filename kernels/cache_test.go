@@ -137,3 +137,32 @@ func TestRegistryCacheKey(t *testing.T) {
 		t.Errorf("DefaultCacheDir %q ignores %s", DefaultCacheDir(), CacheDirEnv)
 	}
 }
+
+// TestMetalRegistryPipelineCache runs the pipeline cache on the system's
+// GPU (a Mac; it skips elsewhere): the second registry makes the pipeline
+// from the archive the first wrote (a hit under
+// PipelineOptionFailOnBinaryArchiveMiss), and the times to the first
+// pipeline are logged.
+func TestMetalRegistryPipelineCache(t *testing.T) {
+	dev := testdevice.Metal(t)
+	dir := t.TempDir()
+	var log logged
+	var took [2]time.Duration
+	for i := range took {
+		reg := NewRegistryWithCache(dir, log.logf)
+		start := time.Now()
+		if _, err := reg.Pipeline(dev, Decode(4)); err != nil {
+			t.Fatal(err)
+		}
+		took[i] = time.Since(start)
+		hits, misses := reg.CacheStats()
+		if want := [2]int{i, 1 - i}; [2]int{hits, misses} != want {
+			t.Errorf("registry %d: %d hits, %d misses; want %v", i, hits, misses, want)
+		}
+		reg.Release()
+	}
+	if log.String() != "" {
+		t.Errorf("the registry logged:\n%s", log.String())
+	}
+	t.Logf("%s: time to the first pipeline of %s: cold %v, warm %v", dev.Name(), Decode(4), took[0], took[1])
+}
