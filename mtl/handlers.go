@@ -68,10 +68,11 @@ func PendingHandlers() int { return int(handlers.count.Load()) }
 // buffer has completed or failed (addCompletedHandler:). Add it before
 // Commit: Metal refuses handlers added later, and so does this method.
 //
-// Metal calls the handlers of a command buffer in the order they were
-// added, on a thread of its own (a Metal dispatch queue on a Mac, a
-// goroutine locked to its own OS thread on the emulated device), never on
-// the goroutine that committed; they must return quickly and not block,
+// The handlers of a command buffer run in the order they were added (one
+// block given to Metal runs them all), on a thread of Metal's (a Metal
+// dispatch queue on a Mac, a goroutine locked to its own OS thread on the
+// emulated device), never on the goroutine that committed, inside an
+// autorelease pool; they must return quickly and not block,
 // for the handlers of later command buffers wait for them. h is given the
 // command buffer's status, its error, and its GPU start and end times; the
 // command buffer stays alive while h runs, even if the program released
