@@ -15,7 +15,6 @@ import (
 // them on a queue of its own, never on the thread that committed.
 type callbackThread struct {
 	once sync.Once
-	mu   sync.Mutex
 	work chan func()
 	done chan struct{}
 }

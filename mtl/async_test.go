@@ -1,6 +1,7 @@
 package mtl_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -46,7 +47,7 @@ func TestHandlerSeesTheError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	werr := p.Wait(nil)
+	werr := p.Wait(context.Background())
 	wg.Wait()
 	if got.Status != mtl.CommandBufferStatusError || got.Err == nil || werr == nil || werr.Error() != got.Err.Error() {
 		t.Fatalf("handler told %+v; Wait returned %v", got, werr)
@@ -112,7 +113,7 @@ func TestNoLeakOverCommittedBuffers(t *testing.T) {
 	run := func(count int) {
 		for range count {
 			handled.Add(1)
-			_, err := f.Submit(nil, func(cb *mtl.CommandBuffer) error {
+			_, err := f.Submit(context.Background(), func(cb *mtl.CommandBuffer) error {
 				if err := cb.AddCompletedHandler(func(mtl.Completion) { handled.Done() }); err != nil {
 					return err
 				}
@@ -127,7 +128,7 @@ func TestNoLeakOverCommittedBuffers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := f.Wait(nil); err != nil {
+		if err := f.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		handled.Wait()

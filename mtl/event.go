@@ -178,7 +178,7 @@ func (e *SharedEvent) NotifyListener(l *SharedEventListener, value uint64, f fun
 
 // Wait waits on the CPU until the event's value is at least value, through
 // a notification on l, or until ctx is done, and returns ctx's error then.
-// A nil ctx waits as long as it takes. A wait that ctx ends leaves its
+// A nil ctx is taken as context.Background(). A wait that ctx ends leaves its
 // notification registered: it runs, harmlessly, when the value comes.
 func (e *SharedEvent) Wait(ctx context.Context, l *SharedEventListener, value uint64) error {
 	done := make(chan struct{})

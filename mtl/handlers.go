@@ -213,7 +213,7 @@ func (p *Pending) Done() <-chan struct{} { return p.done }
 // Wait waits until the command buffer has completed, or ctx is done, and
 // returns the error the command buffer failed with, or ctx's error (the
 // command buffer still runs: Metal cannot take back committed work). A
-// nil ctx waits for as long as the command buffer runs.
+// nil ctx is taken as context.Background().
 func (p *Pending) Wait(ctx context.Context) error {
 	if ctx == nil {
 		<-p.done

@@ -57,7 +57,7 @@ func (f *InFlight) Peak() int {
 // Submit waits until fewer than N command buffers are in flight (or ctx is
 // done: then it returns ctx's error and commits nothing), then encodes and
 // commits one, as [CommandQueue.Submit] does, and returns its Pending. A
-// nil ctx waits for as long as it takes.
+// nil ctx is taken as context.Background().
 func (f *InFlight) Submit(ctx context.Context, encode func(cb *CommandBuffer) error) (*Pending, error) {
 	if ctx == nil {
 		ctx = context.Background()

@@ -167,7 +167,7 @@ func AsyncSuite(t *testing.T, g *GPU) {
 			t.Fatalf("Wait on a command buffer blocked by an event: %v, want a deadline error", err)
 		}
 		e.SetSignaledValue(1)
-		if err := p.Wait(nil); err != nil {
+		if err := p.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -285,7 +285,7 @@ func AsyncSuite(t *testing.T, g *GPU) {
 		}
 		var pending []*mtl.Pending
 		for k := range max {
-			p, err := f.Submit(nil, step(k+1))
+			p, err := f.Submit(context.Background(), step(k+1))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package layerstack
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -61,7 +62,7 @@ func (d *Device) SubmitLayers(dispatch Dispatcher, p gdn.Params, layers int, buf
 // Wait waits for the step and returns when the device finished it (its
 // completed handler's time) and its error.
 func (s *Submitted) Wait() (done time.Time, err error) {
-	err = s.pending.Wait(nil)
+	err = s.pending.Wait(context.Background())
 	s.endOnce.Do(s.endCapture)
 	s.mu.Lock()
 	defer s.mu.Unlock()
