@@ -158,7 +158,7 @@ func setScale(enc *mtl.ComputeCommandEncoder, p *mtl.ComputePipelineState, x *mt
 	enc.SetBytes(f32Bytes(s), 1)
 }
 
-func size1(n int) mtl.Size { return mtl.Size{Width: uint(n), Height: 1, Depth: 1} }
+func size1(n int) mtl.Size { return mtl.Size{Width: n, Height: 1, Depth: 1} }
 
 // u32Bytes is the little-endian encoding of v, for SetBytes.
 func u32Bytes(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }

@@ -315,7 +315,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
 	}
 	l := launchOf(kern, p)
-	if n := l.group.Width * l.group.Height * l.group.Depth; n > uint(maxThreads) {
+	if n := l.group.Width * l.group.Height * l.group.Depth; n > maxThreads {
 		return invalid(l.field, "at %v the %s kernel runs %s = %d threads per threadgroup, more than the %d the %s pipeline allows", p.Shape, kern, l.formula, n, maxThreads, entry)
 	}
 

@@ -127,7 +127,7 @@ func shapeFor(k Kernel) Shape {
 	return decodeShape
 }
 
-func size(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
+func size(w, h, d int) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
 
 // call is one method call on the recording encoder.
 type call struct {
@@ -898,22 +898,22 @@ func TestEncoding(t *testing.T) {
 		switch c.kern {
 		case KernelPrefill:
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*c.s.DK + 2*c.s.DV) * 4, 0}})
-			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(uint(c.s.DV), 1, 1)
+			grid, group = size(c.s.NVHeads, c.s.NSeqs, 1), size(c.s.DV, 1, 1)
 		case KernelPrefillBlocked:
 			// 64 bytes of tokens (16 of f32, 32 of f16): k and q (D_k each)
 			// and v (32 rows) in the activation type, f32 g and beta
 			a := c.a.Size()
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{64/a*(2*c.s.DK+32)*a + 64/a*2*4, 0}})
-			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
+			grid, group = size(c.s.DV/32, c.s.NVHeads, c.s.NSeqs), size(32, 4, 1)
 		case KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture:
-			grid, group = size(uint(c.s.DV)/32, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, 4, 1)
+			grid, group = size(c.s.DV/32, c.s.NVHeads, c.s.NSeqs), size(32, 4, 1)
 		case KernelPrefillChunked:
 			// k, q and v of C = 16 tokens, A and M (C x C), 6C floats; 4 threads per row.
 			want = append(want, call{"SetThreadgroupMemoryLength", []any{(2*16*c.s.DK + 16*c.s.DV + 2*16*16 + 6*16) * 4, 0}})
-			grid, group = size(uint(c.s.NVHeads), uint(c.s.NSeqs), 1), size(4*uint(c.s.DV), 1, 1)
+			grid, group = size(c.s.NVHeads, c.s.NSeqs, 1), size(4*c.s.DV, 1, 1)
 		default:
-			nsg := uint(c.s.DK / 32)
-			grid, group = size(uint(c.s.DV)/nsg, uint(c.s.NVHeads), uint(c.s.NSeqs)), size(32, nsg, 1)
+			nsg := c.s.DK / 32
+			grid, group = size(c.s.DV/nsg, c.s.NVHeads, c.s.NSeqs), size(32, nsg, 1)
 		}
 		want = append(want, call{"DispatchThreadgroups", []any{grid, group}})
 		if !reflect.DeepEqual(rec.calls, want) {

@@ -115,16 +115,16 @@ func nsg(s Shape) int { return s.DK / 32 }
 // prefillGeometry returns the grid (in threadgroups) and threadgroup size of
 // the prefill kernel: (n_v_heads, n_seqs, 1) threadgroups of (D_v, 1, 1).
 func prefillGeometry(s Shape) (grid, group mtl.Size) {
-	return mtl.Size{Width: uint(s.NVHeads), Height: uint(s.NSeqs), Depth: 1},
-		mtl.Size{Width: uint(s.DV), Height: 1, Depth: 1}
+	return mtl.Size{Width: s.NVHeads, Height: s.NSeqs, Depth: 1},
+		mtl.Size{Width: s.DV, Height: 1, Depth: 1}
 }
 
 // chunkedGeometry returns the grid (in threadgroups) and threadgroup size
 // of the chunked prefill kernel: (n_v_heads, n_seqs, 1) threadgroups of
 // (kernels.ChunkLanes * D_v, 1, 1).
 func chunkedGeometry(s Shape) (grid, group mtl.Size) {
-	return mtl.Size{Width: uint(s.NVHeads), Height: uint(s.NSeqs), Depth: 1},
-		mtl.Size{Width: uint(kernels.ChunkLanes * s.DV), Height: 1, Depth: 1}
+	return mtl.Size{Width: s.NVHeads, Height: s.NSeqs, Depth: 1},
+		mtl.Size{Width: kernels.ChunkLanes * s.DV, Height: 1, Depth: 1}
 }
 
 // decodeGeometry returns the grid (in threadgroups) and threadgroup size of
@@ -132,8 +132,8 @@ func chunkedGeometry(s Shape) (grid, group mtl.Size) {
 // (32, NSG, 1), NSG = D_k / 32.
 func decodeGeometry(s Shape) (grid, group mtl.Size) {
 	nsg := nsg(s)
-	return mtl.Size{Width: uint(s.DV / nsg), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
-		mtl.Size{Width: 32, Height: uint(nsg), Depth: 1}
+	return mtl.Size{Width: s.DV / nsg, Height: s.NVHeads, Depth: s.NSeqs},
+		mtl.Size{Width: 32, Height: nsg, Depth: 1}
 }
 
 // prefillThreadgroupMemory returns the threadgroup memory the prefill kernel
@@ -156,7 +156,7 @@ const (
 // the packed kernels: (D_v / 32, n_v_heads, n_seqs) threadgroups of
 // (32, 4, 1).
 func packedGeometry(s Shape) (grid, group mtl.Size) {
-	return mtl.Size{Width: uint(s.DV / packedRows), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
+	return mtl.Size{Width: s.DV / packedRows, Height: s.NVHeads, Depth: s.NSeqs},
 		mtl.Size{Width: 32, Height: packedThreads / 32, Depth: 1}
 }
 

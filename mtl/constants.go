@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 
+	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/objc"
 )
 
@@ -26,7 +27,7 @@ type constantValue struct {
 
 // SetAtIndex sets the value of the constant [[function_constant(index)]]
 // (setConstantValue:type:atIndex:). value is a bool, int8, uint8, int16,
-// uint16, int32, uint32, int64, uint64, float32, Half or BFloat; its Go type
+// uint16, int32, uint32, int64, uint64, float32, [half.Float16] or [half.BFloat16]; its Go type
 // gives the MTLDataType.
 func (v *FunctionConstantValues) SetAtIndex(index uint, value any) error {
 	return v.set(constantValue{index: index}, value)
@@ -68,12 +69,12 @@ func (v *FunctionConstantValues) set(c constantValue, value any) error {
 		c.typ, b = DataTypeULong, binary.LittleEndian.AppendUint64(b, x)
 	case float32:
 		c.typ, b = DataTypeFloat, binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
-	case Half:
+	case half.Float16:
 		c.typ, b = DataTypeHalf, binary.LittleEndian.AppendUint16(b, uint16(x))
-	case BFloat:
+	case half.BFloat16:
 		c.typ, b = DataTypeBFloat, binary.LittleEndian.AppendUint16(b, uint16(x))
 	default:
-		return fmt.Errorf("mtl: a function constant value of Go type %T has no MTLDataType here (use bool, int8 to int64, uint8 to uint64, float32, mtl.Half or mtl.BFloat)", value)
+		return fmt.Errorf("mtl: a function constant value of Go type %T has no MTLDataType here (use bool, int8 to int64, uint8 to uint64, float32, half.Float16 or half.BFloat16)", value)
 	}
 	c.bytes = b
 	v.values = append(v.values, c)

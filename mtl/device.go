@@ -102,7 +102,7 @@ func (d *Device) RegistryID() (id uint64) {
 func (d *Device) MaxThreadsPerThreadgroup() Size {
 	var w [3]uintptr
 	inPool(func() { w = objc.SendStruct24(d.ID(), sel.maxThreadsPerThreadgroup) })
-	return Size{uint(w[0]), uint(w[1]), uint(w[2])}
+	return Size{int(w[0]), int(w[1]), int(w[2])}
 }
 
 // HasUnifiedMemory reports whether the CPU and the GPU share memory.

@@ -153,8 +153,8 @@ func (e *ComputeCommandEncoder) checkDispatch(what string, grid, group Size) boo
 		e.fail("%s: no compute pipeline set", what)
 		return false
 	}
-	if grid.Width == 0 || grid.Height == 0 || grid.Depth == 0 || group.Width == 0 || group.Height == 0 || group.Depth == 0 {
-		e.fail("%s: empty grid %v or threadgroup %v", what, grid, group)
+	if !grid.positive() || !group.positive() {
+		e.fail("%s: grid %v or threadgroup %v has a dimension that is not positive", what, grid, group)
 		return false
 	}
 	if n, ok := group.threads(); !ok || n > uint64(e.pipeline.maxTotal) {

@@ -20,7 +20,7 @@ import (
 // kernelsSource holds the fill and add_into kernels.
 const kernelsSource = testdevice.BindingKernels
 
-func size(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
+func size(w, h, d int) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
 
 // encodeFill returns an encode function, for CommandQueue.Run, that runs
 // the fill kernel over the first n floats of x: x[i] = 1 + i.

@@ -9,8 +9,16 @@ import (
 )
 
 // Size is MTLSize: the extent of a grid or a threadgroup, in threads or
-// threadgroups, along three dimensions.
-type Size struct{ Width, Height, Depth uint }
+// threadgroups, along three dimensions. The fields are ints, as lengths are
+// everywhere else in Go; they are sent as MTLSize's three NSUIntegers, and
+// the encoders refuse a dimension that is not positive.
+type Size struct{ Width, Height, Depth int }
+
+// Sz returns the Size of width × height × depth.
+func Sz(width, height, depth int) Size { return Size{width, height, depth} }
+
+// positive reports whether every dimension is at least 1.
+func (s Size) positive() bool { return s.Width > 0 && s.Height > 0 && s.Depth > 0 }
 
 // struct24 is s as the by-value MTLSize argument of a send: three
 // NSUInteger words.
@@ -157,10 +165,3 @@ const (
 	DataTypeULong  DataType = 85
 	DataTypeBFloat DataType = 121
 )
-
-// Half is the bit pattern of an IEEE 754 binary16 value (MSL half).
-type Half uint16
-
-// BFloat is the bit pattern of a bfloat16 value (MSL bfloat): the upper 16
-// bits of a float32.
-type BFloat uint16

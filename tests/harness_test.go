@@ -198,8 +198,8 @@ func (r *rig) decodeKernel() kernel {
 		}
 		enc.SetBuffer(slots.Buffer, slots.Offset, 12)
 		enc.SetBuffer(cu.Buffer, cu.Offset, 13)
-		enc.DispatchThreadgroups(mtl.Size{Width: uint(s.DV / nsg), Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
-			mtl.Size{Width: 32, Height: uint(nsg), Depth: 1})
+		enc.DispatchThreadgroups(mtl.Size{Width: s.DV / nsg, Height: s.NVHeads, Depth: s.NSeqs},
+			mtl.Size{Width: 32, Height: nsg, Depth: 1})
 		return enc.Err()
 	}
 	return kernel{name: "decode_kernel", call: call}

@@ -30,7 +30,7 @@ kernel void add_into(device const float *a [[buffer(0)]],
 // one is 1.0 as a float's bytes, for SetBytes.
 var one = []byte{0, 0, 0x80, 0x3f}
 
-func mtlSize(w, h, d uint) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
+func mtlSize(w, h, d int) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
 
 // EncodeFill returns an encode function, for CommandQueue.Run, that runs
 // BindingKernels' fill pipeline over the first n floats of x: x[i] = 1 + i.
@@ -39,7 +39,7 @@ func EncodeFill(fill *mtl.ComputePipelineState, x *mtl.Buffer, n int) func(*mtl.
 		e.SetComputePipelineState(fill)
 		e.SetBuffer(x, 0, 0)
 		e.SetBytes(one, 1)
-		e.DispatchThreads(mtlSize(uint(n), 1, 1), mtlSize(32, 1, 1))
+		e.DispatchThreads(mtlSize(n, 1, 1), mtlSize(32, 1, 1))
 		return nil
 	}
 }
