@@ -12,6 +12,9 @@ type BlitCommandEncoder struct{ commandEncoder }
 // BlitCommandEncoder starts encoding copies and synchronizations into the
 // command buffer (blitCommandEncoder). Finish with EndEncoding.
 func (c *CommandBuffer) BlitCommandEncoder() (*BlitCommandEncoder, error) {
+	if c == nil || c.ID() == 0 {
+		return nil, c.unusable("CommandBuffer.BlitCommandEncoder")
+	}
 	var id objc.ID
 	inPool(func() { id = c.ID().Send(sel.blitCommandEncoder).Retain() })
 	enc, err := owned[BlitCommandEncoder](id, "mtl: blitCommandEncoder returned nil"+noEncoderHint)
@@ -30,8 +33,7 @@ func (e *BlitCommandEncoder) SynchronizeResource(b *Buffer) {
 	if e.refuses("SynchronizeResource") {
 		return
 	}
-	if b == nil || b.ID() == 0 {
-		e.fail("SynchronizeResource: nil or released buffer")
+	if !e.checkResource("SynchronizeResource", "buffer", b) {
 		return
 	}
 	if b.opts&storageModeMask != ResourceStorageModeManaged {
@@ -53,8 +55,7 @@ func (e *BlitCommandEncoder) CopyFromBuffer(src *Buffer, srcOffset int, dst *Buf
 		b      *Buffer
 		offset int
 	}{{"source", src, srcOffset}, {"destination", dst, dstOffset}} {
-		if r.b == nil || r.b.ID() == 0 {
-			e.fail("CopyFromBuffer: nil or released %s buffer", r.what)
+		if !e.checkResource("CopyFromBuffer", r.what+" buffer", r.b) {
 			return
 		}
 		if r.offset < 0 || size < 0 || r.offset > r.b.length || size > r.b.length-r.offset {

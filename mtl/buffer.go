@@ -14,16 +14,17 @@ import (
 // Buffer is an MTLBuffer: memory the GPU reads and writes.
 type Buffer struct {
 	object
+	dev      *Device
 	length   int
 	opts     ResourceOptions
 	contents unsafe.Pointer
 }
 
-func newBuffer(id objc.ID, length int, opts ResourceOptions) (*Buffer, error) {
+func newBuffer(d *Device, id objc.ID, length int, opts ResourceOptions) (*Buffer, error) {
 	if id == 0 {
-		return nil, fmt.Errorf("mtl: the device returned no buffer for %d bytes with options %#x", length, uint(opts))
+		return nil, fmt.Errorf("mtl: %s returned no buffer for %d bytes with options %#x", d.describe(), length, uint(opts))
 	}
-	b := &Buffer{length: length, opts: opts}
+	b := &Buffer{dev: d, length: length, opts: opts}
 	b.set(id)
 	if opts&storageModeMask != ResourceStorageModePrivate {
 		var p uintptr
@@ -64,8 +65,11 @@ func Slice[T any](b *Buffer) []T {
 // a managed buffer, so the GPU's copy is updated (didModifyRange:). Other
 // storage modes need no call, and it does nothing for them.
 func (b *Buffer) DidModifyRange(offset, n int) error {
+	if b.ID() == 0 {
+		return released("Buffer.DidModifyRange", "buffer")
+	}
 	if offset < 0 || n < 0 || offset > b.length || n > b.length-offset {
-		return fmt.Errorf("mtl: range [%d, %s) is outside the buffer's %d bytes", offset, end(offset, n), b.length)
+		return invalidf("Buffer.DidModifyRange: range [%d, %s) is outside the buffer's %d bytes", offset, end(offset, n), b.length)
 	}
 	if b.opts&storageModeMask != ResourceStorageModeManaged {
 		return nil
@@ -75,7 +79,13 @@ func (b *Buffer) DidModifyRange(offset, n int) error {
 }
 
 // SetLabel names the buffer for debugging tools.
-func (b *Buffer) SetLabel(label string) error { return setLabel(b.ID(), label) }
+func (b *Buffer) SetLabel(label string) error {
+	return setLabel(b.ID(), "Buffer.SetLabel", "buffer", label)
+}
+
+// Device returns the device that made the buffer (which may have been
+// released since: a buffer outlives its device's Go value).
+func (b *Buffer) Device() *Device { return b.dev }
 
 // Label returns the buffer's label.
 func (b *Buffer) Label() string { return getLabel(b.ID()) }
@@ -107,7 +117,10 @@ func deallocator() (objc.Block, error) {
 // cptr converts an address the runtime gives into a pointer.
 func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
 
-func setLabel(id objc.ID, label string) error {
+func setLabel(id objc.ID, method, object, label string) error {
+	if id == 0 {
+		return released(method, object)
+	}
 	s, err := objc.NewNSString(label)
 	if err != nil {
 		return err

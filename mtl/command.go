@@ -8,13 +8,22 @@ import (
 
 // CommandQueue is an MTLCommandQueue: it makes command buffers and runs
 // them in the order they are committed.
-type CommandQueue struct{ object }
+type CommandQueue struct {
+	object
+	dev *Device
+}
 
 // CommandBuffer makes a command buffer (commandBuffer), retained for the
 // caller, who releases it when done with it. Encode it inside an
 // autorelease pool of the caller's (see the package documentation), or
 // use [CommandQueue.Run].
 func (q *CommandQueue) CommandBuffer() (cb *CommandBuffer, err error) {
+	if q == nil {
+		return nil, invalidf("CommandQueue.CommandBuffer: nil command queue")
+	}
+	if q.ID() == 0 {
+		return nil, released("CommandQueue.CommandBuffer", "command queue")
+	}
 	inPool(func() { cb, err = q.commandBuffer() })
 	return cb, err
 }
@@ -23,13 +32,21 @@ func (q *CommandQueue) CommandBuffer() (cb *CommandBuffer, err error) {
 // of their own: CommandQueue.Run calls them inside the one pool it opens.
 
 func (q *CommandQueue) commandBuffer() (*CommandBuffer, error) {
-	return owned[CommandBuffer](q.ID().Send(sel.commandBuffer).Retain(), "mtl: commandBuffer returned nil")
+	cb, err := owned[CommandBuffer](q.ID().Send(sel.commandBuffer).Retain(), "mtl: commandBuffer returned nil")
+	if err == nil {
+		cb.dev = q.dev
+	}
+	return cb, err
 }
+
+// Device returns the device that made the queue.
+func (q *CommandQueue) Device() *Device { return q.dev }
 
 // CommandBuffer is an MTLCommandBuffer: encoded work that the GPU runs
 // once committed.
 type CommandBuffer struct {
 	object
+	dev *Device // the queue's
 	// open is the encoder made and not yet ended; refused is the first
 	// argument an ended encoder refused. CommandQueue.RunCommandBuffer reads
 	// them before it commits.
@@ -40,6 +57,9 @@ type CommandBuffer struct {
 // ComputeCommandEncoder starts encoding compute work into the command
 // buffer (computeCommandEncoder). Finish with EndEncoding.
 func (c *CommandBuffer) ComputeCommandEncoder() (enc *ComputeCommandEncoder, err error) {
+	if c == nil || c.ID() == 0 {
+		return nil, c.unusable("CommandBuffer.ComputeCommandEncoder")
+	}
 	inPool(func() { enc, err = c.computeCommandEncoder() })
 	return enc, err
 }
@@ -50,6 +70,14 @@ func (c *CommandBuffer) computeCommandEncoder() (*ComputeCommandEncoder, error) 
 		enc.opened(c)
 	}
 	return enc, err
+}
+
+// unusable is the error of method on a nil or released command buffer.
+func (c *CommandBuffer) unusable(method string) error {
+	if c == nil {
+		return invalidf("%s: nil command buffer", method)
+	}
+	return released(method, "command buffer")
 }
 
 // noEncoderHint says why a command buffer may return no encoder.
@@ -72,19 +100,15 @@ func (c *CommandBuffer) Status() CommandBufferStatus {
 	return CommandBufferStatus(s)
 }
 
-// Error returns the error that stopped the command buffer, or nil; it holds
-// Metal's NSError domain, code and description.
+// Error returns the error that stopped the command buffer, or nil: a
+// [*CommandBufferError] holding Metal's NSError domain, code and
+// description.
 func (c *CommandBuffer) Error() (err error) {
 	inPool(func() { err = c.failure() })
 	return err
 }
 
-func (c *CommandBuffer) failure() error {
-	if err := objc.ErrorFromNSError(c.ID().Send(sel.errorSel)); err != nil {
-		return fmt.Errorf("mtl: command buffer failed: %w", err)
-	}
-	return nil
-}
+func (c *CommandBuffer) failure() error { return commandBufferError(c.ID().Send(sel.errorSel)) }
 
 // GPUStartTime returns when the GPU started running the command buffer, in
 // seconds of the host's monotonic clock (CFTimeInterval).
@@ -105,7 +129,9 @@ func (c *CommandBuffer) GPUEndTime() (t float64) {
 func (c *CommandBuffer) gpuEndTime() float64 { return objc.SendFloat64(c.ID(), sel.gpuEndTime) }
 
 // SetLabel names the command buffer for debugging tools.
-func (c *CommandBuffer) SetLabel(label string) error { return setLabel(c.ID(), label) }
+func (c *CommandBuffer) SetLabel(label string) error {
+	return setLabel(c.ID(), "CommandBuffer.SetLabel", "command buffer", label)
+}
 
 // Label returns the command buffer's label.
 func (c *CommandBuffer) Label() string { return getLabel(c.ID()) }
@@ -171,8 +197,11 @@ func computeWork(encode func(enc *ComputeCommandEncoder) error) func(cb *Command
 }
 
 func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, timed bool) (gpuSeconds float64, err error) {
-	if q == nil || q.ID() == 0 {
-		return 0, fmt.Errorf("mtl: %s: nil or released command queue", what)
+	if q == nil {
+		return 0, invalidf("CommandQueue.%s: nil command queue", what)
+	}
+	if q.ID() == 0 {
+		return 0, released("CommandQueue."+what, "command queue")
 	}
 	// One pool for the whole command buffer: the methods below send
 	// without pools of their own.

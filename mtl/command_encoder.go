@@ -17,18 +17,59 @@ type commandEncoder struct {
 	// buffer is the command buffer the encoder records into, which keeps
 	// track of its open encoder for CommandQueue.RunCommandBuffer.
 	buffer *CommandBuffer
+	// dev is the device of the command buffer's queue: buffers and
+	// pipelines of another device are refused.
+	dev *Device
 }
 
 // opened records e as the open encoder of cb.
 func (e *commandEncoder) opened(cb *CommandBuffer) {
 	e.buffer = cb
+	e.dev = cb.dev
 	cb.open = e
 }
 
+// fail records the first refusal, an error wrapping ErrInvalidArgument.
 func (e *commandEncoder) fail(format string, args ...any) {
 	if e.err == nil {
-		e.err = fmt.Errorf("mtl: "+format, args...)
+		e.err = invalidf(format, args...)
 	}
+}
+
+// failReleased records the first refusal of a released argument, an error
+// wrapping ErrInvalidArgument and ErrReleased.
+func (e *commandEncoder) failReleased(format string, args ...any) {
+	if e.err == nil {
+		e.err = releasedArg(format, args...)
+	}
+}
+
+// checkResource refuses a nil or released buffer, or one of another device
+// than the encoder's; what names the method, noun the argument.
+func (e *commandEncoder) checkResource(what, noun string, b *Buffer) bool {
+	return e.checkBufferAt(what, noun, -1, b)
+}
+
+// checkBufferAt is checkResource for the buffer bound at index (none if
+// negative): the noun is formatted only on a refusal.
+func (e *commandEncoder) checkBufferAt(what, noun string, index int, b *Buffer) bool {
+	if b != nil && b.ID() != 0 && (b.dev == e.dev || sameDevice(b.dev, e.dev)) {
+		return true
+	}
+	if index >= 0 {
+		noun = fmt.Sprintf("%s for index %d", noun, index)
+	}
+	switch {
+	case b == nil:
+		e.fail("%s: nil %s", what, noun)
+	case b.ID() == 0:
+		e.failReleased("%s: the %s was released", what, noun)
+	case !sameDevice(b.dev, e.dev):
+		e.fail("%s: the %s belongs to %s, the encoder to %s", what, noun, b.dev.describe(), e.dev.describe())
+	default:
+		return true
+	}
+	return false
 }
 
 // refuses reports whether the encoder records nothing more: it has

@@ -37,7 +37,7 @@ func (v *FunctionConstantValues) SetAtIndex(index uint, value any) error {
 // (setConstantValue:type:withName:); value is as for SetAtIndex.
 func (v *FunctionConstantValues) SetWithName(name string, value any) error {
 	if name == "" {
-		return fmt.Errorf("mtl: function constant name is empty")
+		return invalidf("FunctionConstantValues.SetWithName: the function constant name is empty")
 	}
 	return v.set(constantValue{name: name}, value)
 }
@@ -74,7 +74,7 @@ func (v *FunctionConstantValues) set(c constantValue, value any) error {
 	case half.BFloat16:
 		c.typ, b = DataTypeBFloat, binary.LittleEndian.AppendUint16(b, uint16(x))
 	default:
-		return fmt.Errorf("mtl: a function constant value of Go type %T has no MTLDataType here (use bool, int8 to int64, uint8 to uint64, float32, half.Float16 or half.BFloat16)", value)
+		return invalidf("FunctionConstantValues: a function constant value of Go type %T has no MTLDataType here (use bool, int8 to int64, uint8 to uint64, float32, half.Float16 or half.BFloat16)", value)
 	}
 	c.bytes = b
 	v.values = append(v.values, c)
@@ -117,6 +117,9 @@ func (v *FunctionConstantValues) newObject() (objc.ID, error) {
 // constant the function requires, or one of the wrong type, is an error
 // holding the compiler's message.
 func (l *Library) NewFunctionWithConstants(name string, values *FunctionConstantValues) (*Function, error) {
+	if err := l.usable("Library.NewFunctionWithConstants"); err != nil {
+		return nil, err
+	}
 	if values == nil {
 		values = &FunctionConstantValues{}
 	}
@@ -143,7 +146,7 @@ func (l *Library) NewFunctionWithConstants(name string, values *FunctionConstant
 	if err != nil {
 		return nil, err
 	}
-	f := &Function{name: name}
+	f := &Function{name: name, dev: l.dev}
 	f.set(id)
 	return f, nil
 }

@@ -19,6 +19,9 @@ var ErrNoDevice = errors.New("mtl: no Metal device")
 // Device is an MTLDevice: one GPU, the factory of every other Metal object.
 type Device struct {
 	object
+	// self is the MTLDevice, kept after Release: the identity that tells
+	// whether two objects belong to the same device.
+	self     objc.ID
 	source   string
 	nameOnce sync.Once
 	name     string
@@ -37,7 +40,7 @@ func DeviceFromObject(id objc.ID) (*Device, error) {
 			return nil, fmt.Errorf("mtl: object of class %s does not answer MTLDevice's selectors", id.Class().Name())
 		}
 	}
-	d := &Device{source: "DeviceFromObject"}
+	d := &Device{source: "DeviceFromObject", self: id}
 	d.set(id.Retain())
 	return d, nil
 }
@@ -58,7 +61,7 @@ func systemDevice(createSystemDefault, copyAll func() objc.ID) (*Device, error) 
 	inPool(func() {
 		if id := createSystemDefault(); id != 0 {
 			loadSels()
-			d = &Device{source: "MTLCreateSystemDefaultDevice"}
+			d = &Device{source: "MTLCreateSystemDefaultDevice", self: id}
 			d.set(id)
 			return
 		}
@@ -72,7 +75,7 @@ func systemDevice(createSystemDefault, copyAll func() objc.ID) (*Device, error) 
 			return
 		}
 		if id := all.Send(sel.objectAtIndex, 0).Retain(); id != 0 {
-			d = &Device{source: "MTLCopyAllDevices"}
+			d = &Device{source: "MTLCopyAllDevices", self: id}
 			d.set(id)
 		}
 	})
@@ -136,22 +139,58 @@ func (d *Device) SupportsFamily(f GPUFamily) bool {
 // NewCommandQueue makes a queue that orders the command buffers made from
 // it.
 func (d *Device) NewCommandQueue() (*CommandQueue, error) {
+	if err := d.usable("Device.NewCommandQueue"); err != nil {
+		return nil, err
+	}
 	var id objc.ID
 	inPool(func() { id = d.ID().Send(sel.newCommandQueue) })
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: newCommandQueue returned nil on %s", d.Name())
 	}
-	q := &CommandQueue{}
+	q := &CommandQueue{dev: d}
 	q.set(id)
 	return q, nil
 }
 
-func (d *Device) checkLength(length int) error {
+// usable returns the error of method on a nil or released device.
+func (d *Device) usable(method string) error {
+	if d == nil {
+		return invalidf("%s: nil device", method)
+	}
+	if d.ID() == 0 {
+		return released(method, "device")
+	}
+	return nil
+}
+
+// Released reports whether Release was called on the device.
+func (d *Device) Released() bool { return d == nil || d.ID() == 0 }
+
+// describe names the device in errors: its name and its object's address,
+// which tell apart two devices of the same name.
+func (d *Device) describe() string {
+	if d == nil {
+		return "no device"
+	}
+	if d.ID() == 0 {
+		return fmt.Sprintf("released device %#x", uintptr(d.self))
+	}
+	return fmt.Sprintf("device %q (%#x)", d.Name(), uintptr(d.self))
+}
+
+// sameDevice reports whether a and b are the same MTLDevice; an object
+// whose device is not known (nil) matches any.
+func sameDevice(a, b *Device) bool { return a == b || a == nil || b == nil || a.self == b.self }
+
+func (d *Device) checkLength(method string, length int) error {
+	if err := d.usable(method); err != nil {
+		return err
+	}
 	if length <= 0 {
-		return fmt.Errorf("mtl: buffer length %d is not positive", length)
+		return invalidf("%s: buffer length %d is not positive", method, length)
 	}
 	if max := d.MaxBufferLength(); max > 0 && length > max {
-		return fmt.Errorf("mtl: buffer length %d exceeds the device's maxBufferLength %d", length, max)
+		return invalidf("%s: buffer length %d exceeds the device's maxBufferLength %d", method, length, max)
 	}
 	return nil
 }
@@ -159,18 +198,18 @@ func (d *Device) checkLength(length int) error {
 // NewBuffer makes a buffer of length bytes, zero-filled, with the given
 // storage options (newBufferWithLength:options:).
 func (d *Device) NewBuffer(length int, opts ResourceOptions) (*Buffer, error) {
-	if err := d.checkLength(length); err != nil {
+	if err := d.checkLength("Device.NewBuffer", length); err != nil {
 		return nil, err
 	}
 	var id objc.ID
 	inPool(func() { id = d.ID().Send(sel.newBufferWithLengthOptions, uintptr(length), uintptr(opts)) })
-	return newBuffer(id, length, opts)
+	return newBuffer(d, id, length, opts)
 }
 
 // NewBufferWithBytes makes a buffer holding a copy of b
 // (newBufferWithBytes:length:options:).
 func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, error) {
-	if err := d.checkLength(len(b)); err != nil {
+	if err := d.checkLength("Device.NewBufferWithBytes", len(b)); err != nil {
 		return nil, err
 	}
 	var id objc.ID
@@ -178,7 +217,7 @@ func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, er
 		id = d.ID().Send(sel.newBufferWithBytesLengthOptions, objc.Pointer(&b[0]), uintptr(len(b)), uintptr(opts))
 	})
 	runtime.KeepAlive(b)
-	return newBuffer(id, len(b), opts)
+	return newBuffer(d, id, len(b), opts)
 }
 
 // NewBufferNoCopy makes a buffer over new page-aligned memory that the CPU
@@ -190,11 +229,11 @@ func (d *Device) NewBufferWithBytes(b []byte, opts ResourceOptions) (*Buffer, er
 // before those command buffers complete. The buffer's Length is the
 // rounded length.
 func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, error) {
-	if err := d.checkLength(length); err != nil {
+	if err := d.checkLength("Device.NewBufferNoCopy", length); err != nil {
 		return nil, err
 	}
 	if opts&storageModeMask == ResourceStorageModePrivate {
-		return nil, fmt.Errorf("mtl: a no-copy buffer needs CPU-visible storage, not private (options %#x)", uint(opts))
+		return nil, invalidf("Device.NewBufferNoCopy: a no-copy buffer needs CPU-visible storage, not private (options %#x)", uint(opts))
 	}
 	page := os.Getpagesize()
 	n := (length + page - 1) / page * page
@@ -211,7 +250,7 @@ func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, err
 	inPool(func() {
 		id = d.ID().Send(sel.newBufferWithBytesNoCopy, objc.Pointer(&mem[0]), uintptr(n), uintptr(opts), uintptr(block))
 	})
-	b, err := newBuffer(id, n, opts)
+	b, err := newBuffer(d, id, n, opts)
 	if err != nil {
 		unix.Munmap(mem) // no buffer, so no deallocator will run
 	}

@@ -86,6 +86,26 @@
 // captures a device's, a queue's or a [CaptureScope]'s command buffers to
 // a .gputrace document.
 //
+// # Errors
+//
+// Every argument the package refuses before sending it to Metal (an
+// encoder's refusal, a buffer length out of range, a nil object, a buffer
+// or a pipeline of another device than the encoder's) is an error
+// wrapping [ErrInvalidArgument], its message naming the argument and the
+// numbers. A method of a released object, or a released object passed as
+// an argument, is an error wrapping [ErrReleased] that says so. A command
+// buffer that fails is a [*CommandBufferError]: errors.As gives its NSError
+// domain and its code, one of the CommandBufferError* constants, and its
+// message names the code (MTLCommandBufferErrorPageFault).
+//
+// # Arguments from Go values
+//
+// [NewBufferFromSlice] makes a buffer from a slice of any pointer-free
+// element type (float32, half.BFloat16, a struct); [Slice] reads a buffer
+// as one. [SetValue] passes a scalar or a struct as a kernel's constant
+// argument, without encoding its bytes by hand and without allocating.
+// [Size] is in ints; [Sz] makes one.
+//
 // # Devices
 //
 // On macOS, [CreateSystemDefaultDevice] returns the system's GPU: the

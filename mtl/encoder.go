@@ -50,8 +50,15 @@ func (e *ComputeCommandEncoder) SetComputePipelineState(p *ComputePipelineState)
 	if e.refuses("SetComputePipelineState") {
 		return
 	}
-	if p == nil || p.ID() == 0 {
-		e.fail("SetComputePipelineState: nil or released pipeline")
+	switch {
+	case p == nil:
+		e.fail("SetComputePipelineState: nil pipeline")
+		return
+	case p.ID() == 0:
+		e.failReleased("SetComputePipelineState: the pipeline was released")
+		return
+	case !sameDevice(p.dev, e.dev):
+		e.fail("SetComputePipelineState: the pipeline belongs to %s, the encoder to %s", p.dev.describe(), e.dev.describe())
 		return
 	}
 	if p == e.pipeline {
@@ -70,8 +77,7 @@ func (e *ComputeCommandEncoder) checkIndex(what string, index, n int) bool {
 }
 
 func (e *ComputeCommandEncoder) checkBuffer(what string, b *Buffer, offset, index int) bool {
-	if b == nil || b.ID() == 0 {
-		e.fail("%s: buffer for index %d is nil or released", what, index)
+	if !e.checkBufferAt(what, "buffer", index, b) {
 		return false
 	}
 	if offset < 0 || offset > b.length {

@@ -32,12 +32,29 @@ type CompileError struct {
 func (e *CompileError) Error() string { return "mtl: compiling the library failed:\n" + e.Log }
 
 // Library is an MTLLibrary: compiled Metal functions.
-type Library struct{ object }
+type Library struct {
+	object
+	dev *Device
+}
+
+// usable returns the error of method on a nil or released library.
+func (l *Library) usable(method string) error {
+	if l == nil {
+		return invalidf("%s: nil library", method)
+	}
+	if l.ID() == 0 {
+		return released(method, "library")
+	}
+	return nil
+}
 
 // NewLibraryWithSource compiles Metal Shading Language source into a
 // library (newLibraryWithSource:options:error:). A compilation failure is a
 // *CompileError holding the compiler's log.
 func (d *Device) NewLibraryWithSource(src string, opts CompileOptions) (l *Library, err error) {
+	if err := d.usable("Device.NewLibraryWithSource"); err != nil {
+		return nil, err
+	}
 	inPool(func() { l, err = d.newLibrary(src, opts) })
 	return l, err
 }
@@ -78,7 +95,7 @@ func (d *Device) newLibrary(src string, opts CompileOptions) (*Library, error) {
 	if lib == 0 {
 		return nil, &CompileError{Log: errorText(*nserr, "newLibraryWithSource:options:error: returned nil")}
 	}
-	l := &Library{}
+	l := &Library{dev: d}
 	l.set(lib)
 	return l, nil
 }
@@ -115,6 +132,9 @@ func (l *Library) FunctionNames() []string {
 // (newFunctionWithName:). A missing name is an error that lists the names
 // the library has.
 func (l *Library) NewFunction(name string) (*Function, error) {
+	if err := l.usable("Library.NewFunction"); err != nil {
+		return nil, err
+	}
 	s, err := objc.NewNSString(name)
 	if err != nil {
 		return nil, fmt.Errorf("mtl: function name: %w", err)
@@ -125,7 +145,7 @@ func (l *Library) NewFunction(name string) (*Function, error) {
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: the library has no function %q; it has: %s", name, strings.Join(l.FunctionNames(), ", "))
 	}
-	f := &Function{name: name}
+	f := &Function{name: name, dev: l.dev}
 	f.set(id)
 	return f, nil
 }
@@ -133,6 +153,7 @@ func (l *Library) NewFunction(name string) (*Function, error) {
 // Function is an MTLFunction: one entry point of a library.
 type Function struct {
 	object
+	dev  *Device
 	name string
 }
 

@@ -444,7 +444,7 @@ func TestQueueRunCommandBuffer(t *testing.T) {
 	}
 	released.Release()
 	err = released.RunCommandBuffer(func(*mtl.CommandBuffer) error { return nil })
-	if err == nil || !strings.Contains(err.Error(), "RunCommandBuffer: nil or released command queue") {
+	if err == nil || !strings.Contains(err.Error(), "CommandQueue.RunCommandBuffer: the command queue was released") {
 		t.Errorf("RunCommandBuffer on a released queue returned %v", err)
 	}
 }
@@ -814,7 +814,7 @@ func TestBlitCopy(t *testing.T) {
 		{"negative offset", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, -4, back, 0, 4) }, []string{"source range [-4, 0)"}},
 		{"size alignment", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, back, 0, 6) }, []string{"size 6", "multiples of 4"}},
 		{"offset alignment", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 2, back, 0, 4) }, []string{"source offset 2"}},
-		{"nil destination", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, nil, 0, 4) }, []string{"nil or released destination"}},
+		{"nil destination", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, nil, 0, 4) }, []string{"nil destination buffer"}},
 		{"nil resource", func(e *mtl.BlitCommandEncoder) { e.SynchronizeResource(nil) }, []string{"SynchronizeResource: nil"}},
 		{"after EndEncoding", func(e *mtl.BlitCommandEncoder) { e.EndEncoding() }, []string{"CopyFromBuffer: encoder used after EndEncoding"}},
 	} {

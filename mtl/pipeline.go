@@ -10,15 +10,27 @@ import (
 // compiled for the device, ready to dispatch.
 type ComputePipelineState struct {
 	object
+	dev             *Device
 	maxTotal, width int
 }
+
+// Device returns the device the pipeline was made for.
+func (p *ComputePipelineState) Device() *Device { return p.dev }
 
 // NewComputePipelineState compiles a compute function for the device
 // (newComputePipelineStateWithFunction:error:). A failure is an error
 // holding Metal's NSError text.
 func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, error) {
-	if f == nil || f.ID() == 0 {
-		return nil, fmt.Errorf("mtl: NewComputePipelineState needs a function, got nil or a released one")
+	if err := d.usable("Device.NewComputePipelineState"); err != nil {
+		return nil, err
+	}
+	switch {
+	case f == nil:
+		return nil, invalidf("Device.NewComputePipelineState: nil function")
+	case f.ID() == 0:
+		return nil, releasedArg("Device.NewComputePipelineState: the function %q was released", f.name)
+	case !sameDevice(f.dev, d):
+		return nil, invalidf("Device.NewComputePipelineState: the function %q belongs to %s, not to %s", f.name, f.dev.describe(), d.describe())
 	}
 	var p *ComputePipelineState
 	var err error
@@ -30,6 +42,7 @@ func (d *Device) NewComputePipelineState(f *Function) (*ComputePipelineState, er
 			return
 		}
 		p = &ComputePipelineState{
+			dev:      d,
 			maxTotal: int(id.SendWord(sel.maxTotalThreadsPerThreadgroup)),
 			width:    int(id.SendWord(sel.threadExecutionWidth)),
 		}

@@ -1,0 +1,102 @@
+package mtl
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"unsafe"
+
+	"github.com/puremetal/puremetal/objc"
+)
+
+// NewBufferFromSlice makes a buffer holding a copy of s's elements, as
+// their bytes in memory (little-endian on Apple silicon and on the
+// emulated device): a []float32 becomes an MSL float array, a
+// []half.BFloat16 a bfloat array, a slice of a struct the array of the MSL
+// struct with the same layout. T must hold no pointers (no pointer, slice,
+// string, map, channel, function or interface, at any depth), and s must
+// not be empty. Read the buffer back with [Slice].
+func NewBufferFromSlice[T any](d *Device, s []T, opts ResourceOptions) (*Buffer, error) {
+	if err := d.usable("NewBufferFromSlice"); err != nil {
+		return nil, err
+	}
+	if err := plain(reflect.TypeFor[T](), "NewBufferFromSlice"); err != nil {
+		return nil, err
+	}
+	if len(s) == 0 {
+		return nil, invalidf("NewBufferFromSlice: the %s slice is empty", reflect.TypeFor[T]())
+	}
+	return d.NewBufferWithBytes(unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0]))), opts)
+}
+
+// SetValue passes v to the kernel as the constant argument at a buffer
+// index, as its bytes in memory (setBytes:length:atIndex:, like
+// [ComputeCommandEncoder.SetBytes]): a float32 for a `constant float &`
+// argument, a struct for a `constant Params &` argument of the same
+// layout (MSL int is int32, uint uint32, float3 16 bytes: pad the Go
+// struct to match). T must hold no pointers (see [NewBufferFromSlice]) and
+// be 1 byte to 4 KiB; a bad T or index is refused like any argument. It
+// does not allocate.
+func SetValue[T any](e *ComputeCommandEncoder, v T, index int) {
+	if e.refuses("SetValue") || !e.checkIndex("SetValue", index, 1) {
+		return
+	}
+	if err := plain(reflect.TypeFor[T](), "SetValue"); err != nil {
+		if e.err == nil {
+			e.err = err
+		}
+		return
+	}
+	n := int(unsafe.Sizeof(v))
+	if n == 0 || n > MaxBytesLength {
+		e.fail("SetValue: a %s is %d bytes at index %d; want 1 to %d", reflect.TypeFor[T](), n, index, MaxBytesLength)
+		return
+	}
+	s := e.scratchSpace()
+	copy(s.bytes[:], unsafe.Slice((*byte)(unsafe.Pointer(&v)), n))
+	e.send(sel.setBytesLengthAtIndex, objc.Pointer(&s.bytes), uintptr(n), uintptr(index))
+}
+
+// plainTypes caches which types plain has checked: reflect.Type to error
+// (nil for a type without pointers).
+var plainTypes sync.Map
+
+// plain returns nil if values of t hold no pointers, so that their bytes
+// are the whole value, and otherwise an error of what naming the type.
+func plain(t reflect.Type, what string) error {
+	if v, ok := plainTypes.Load(t); ok {
+		if v == nil {
+			return nil
+		}
+		return v.(error)
+	}
+	var err error
+	if p := pointerIn(t); p != "" {
+		err = invalidf("%s: %s holds %s: only the bytes of pointer-free values reach the GPU", what, t, p)
+	}
+	if err == nil {
+		plainTypes.Store(t, nil)
+	} else {
+		plainTypes.Store(t, err)
+	}
+	return err
+}
+
+// pointerIn describes the first pointer-holding part of t, or returns "".
+func pointerIn(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Array:
+		return pointerIn(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if p := pointerIn(t.Field(i).Type); p != "" {
+				return fmt.Sprintf("field %s: %s", t.Field(i).Name, p)
+			}
+		}
+		return ""
+	case reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.String, reflect.Map,
+		reflect.Chan, reflect.Func, reflect.Interface:
+		return "a " + t.Kind().String()
+	}
+	return ""
+}
