@@ -22,7 +22,7 @@ import (
 // so the bound does not grow with n_tokens; 1e-5 rounds the worst case up.
 // Observed: at most about 1.1e-6 over the shapes below. The undecayed-delta
 // bug and a wrong head map both land above 1e-2.
-const refBound = 1e-5
+const refBound = spec.TolF32
 
 func params(dk, dv, nk, nv, nt, ns int, m spec.HeadMap, scale float32) spec.Params {
 	return spec.Params{

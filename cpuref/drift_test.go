@@ -10,7 +10,7 @@ import (
 
 // typeBound is SPEC section 9's bound per type, relative to the largest
 // magnitude: 1e-5 for f32, the output bound for a 16-bit type.
-var typeBound = map[spec.ElemType]float64{spec.F32: 1e-5, spec.F16: 0x1p-10, spec.BF16: 0x1p-8}
+var typeBound = map[spec.ElemType]float64{spec.F32: spec.TolF32, spec.F16: spec.TolF16, spec.BF16: spec.TolBF16}
 
 // driftBound bounds a state of each type over 64 decoded tokens against
 // the float64 truth, relative to the largest magnitude at each token.
@@ -20,7 +20,7 @@ var typeBound = map[spec.ElemType]float64{spec.F32: 1e-5, spec.F16: 0x1p-10, spe
 // so the drift stays a few roundings: measured at most 9.5e-4 (f16) and
 // 7.4e-3 (bf16) over three seeds and every activation type at D_k = D_v =
 // 128, about 2x to 3x the first token's error. The bounds leave 2x to 4x.
-var driftBound = map[spec.ElemType]float64{spec.F32: 1e-5, spec.F16: 0x1p-8, spec.BF16: 0x1p-6}
+var driftBound = map[spec.ElemType]float64{spec.F32: spec.TolF32, spec.F16: 0x1p-8, spec.BF16: 0x1p-6}
 
 // TestDecodeDrift decodes 64 tokens one call at a time with every
 // activation and state type: after the first token a 16-bit state is

@@ -214,7 +214,7 @@ func TestRoundUsesHalf(t *testing.T) {
 // output magnitude, an f32 state within 1e-5, a 16-bit state within its
 // type's output bound (one call: the state is rounded once).
 func TestTypedMatchesOracle(t *testing.T) {
-	bound := map[spec.ElemType]float64{spec.F32: refBound, spec.F16: 0x1p-10, spec.BF16: 0x1p-8}
+	bound := map[spec.ElemType]float64{spec.F32: refBound, spec.F16: spec.TolF16, spec.BF16: spec.TolBF16}
 	types := []spec.ElemType{spec.F32, spec.F16, spec.BF16}
 	for _, act := range types {
 		for _, st := range types {

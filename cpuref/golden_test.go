@@ -13,7 +13,7 @@ import (
 // against HF's float32 results, relative to the largest magnitude: the two
 // differ only in summation order. The undecayed-delta bug, or a wrong head
 // map or gate sign, lands near 1e-1.
-const goldenBound = 1e-6
+const goldenBound = spec.TolF32Output
 
 // TestGoldenHF checks both references against the six HF transformers
 // cases (output, state_out, and capture where the case has it).
@@ -63,9 +63,9 @@ func offRounded(got, want []float32) int {
 // fusedOutputBound is SPEC section 9's bound on the output against the
 // float64 truth, relative to the largest output magnitude, per activation
 // type; fusedStateBound on an f32 state.
-var fusedOutputBound = map[spec.ElemType]float64{spec.F32: 1e-6, spec.F16: 0x1p-10, spec.BF16: 0x1p-8}
+var fusedOutputBound = map[spec.ElemType]float64{spec.F32: spec.TolF32Output, spec.F16: spec.TolF16, spec.BF16: spec.TolBF16}
 
-const fusedStateBound = 1e-5
+const fusedStateBound = spec.TolF32
 
 // TestGoldenFused checks both references on every case of the fused-step
 // set: Oracle64 against the truth (a float64 loop saved as float32: within

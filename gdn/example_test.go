@@ -11,6 +11,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/internal/testenv"
@@ -217,8 +218,8 @@ func ExampleKernels_Prefill() {
 	}
 	out := cpuref.MaxRelErr(mtl.Slice[float32](b.Output.Buffer), ref.Output)
 	state := cpuref.MaxRelErr(mtl.Slice[float32](b.StateOut.Buffer), ref.StateOut)
-	fmt.Println("output within 1e-5:", out <= 1e-5)
-	fmt.Println("state within 1e-5:", state <= 1e-5)
+	fmt.Println("output within 1e-5:", out <= spec.TolF32)
+	fmt.Println("state within 1e-5:", state <= spec.TolF32)
 	// Output:
 	// output within 1e-5: true
 	// state within 1e-5: true
@@ -312,7 +313,7 @@ func ExampleKernels_Encode() {
 		largest = max(largest, math.Abs(float64(oneRow[i])))
 		diff = max(diff, math.Abs(float64(packed[i]-oneRow[i])))
 	}
-	fmt.Printf("%d outputs, within 1e-6 of the largest: %v\n", len(packed), diff <= 1e-6*largest)
+	fmt.Printf("%d outputs, within 1e-6 of the largest: %v\n", len(packed), diff <= spec.TolF32Output*largest)
 	// Output: 64 outputs, within 1e-6 of the largest: true
 }
 

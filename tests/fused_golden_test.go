@@ -13,8 +13,8 @@ import (
 // the largest magnitude (the set's README, SPEC section 9): the output per
 // activation type, an f32 state.
 var (
-	fusedGoldenOutput = map[spec.ElemType]float64{spec.F32: 1e-6, spec.F16: 1.0 / 1024, spec.BF16: 1.0 / 256}
-	fusedGoldenState  = 1e-5
+	fusedGoldenOutput = map[spec.ElemType]float64{spec.F32: spec.TolF32Output, spec.F16: spec.TolF16, spec.BF16: spec.TolBF16}
+	fusedGoldenState  = spec.TolF32
 )
 
 // TestEmulatedFusedGolden runs the fused step (L2 norm, gate and beta in

@@ -25,7 +25,7 @@ import (
 // magnitude of the float64 reference: the output within 2^-8 (bf16) or
 // 2^-10 (f16), a 16-bit state within the same bound as its type's output,
 // an f32 state within 1e-5.
-var bound16 = map[spec.ElemType]float64{spec.BF16: 1.0 / 256, spec.F16: 1.0 / 1024}
+var bound16 = map[spec.ElemType]float64{spec.BF16: spec.TolBF16, spec.F16: spec.TolF16}
 
 // typeBound returns the bound on a result of type t: SPEC section 9's for
 // a 16-bit type, f32 for f32.

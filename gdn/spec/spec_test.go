@@ -147,3 +147,18 @@ func TestServingCounts(t *testing.T) {
 		t.Error("an i32 state: no error")
 	}
 }
+
+// The exported tolerances are SPEC section 9's figures.
+func TestTolerances(t *testing.T) {
+	if spec.TolF32 != 1e-5 || spec.TolF32Output != 1e-6 || spec.TolBF16 != 1.0/256 || spec.TolF16 != 1.0/1024 {
+		t.Errorf("tolerances %g %g %g %g", spec.TolF32, spec.TolF32Output, spec.TolBF16, spec.TolF16)
+	}
+	for _, c := range []struct {
+		t             spec.ElemType
+		output, state float64
+	}{{spec.F32, 1e-6, 1e-5}, {spec.F16, 1.0 / 1024, 1.0 / 1024}, {spec.BF16, 1.0 / 256, 1.0 / 256}, {spec.I32, 0, 0}} {
+		if o, s := spec.OutputTolerance(c.t), spec.StateTolerance(c.t); o != c.output || s != c.state {
+			t.Errorf("%v: output %g, state %g; want %g, %g", c.t, o, s, c.output, c.state)
+		}
+	}
+}

@@ -24,11 +24,11 @@ const (
 	// Bound is the largest error of an f32 result against
 	// cpuref.Reference32 that the examples accept: SPEC.md section 9's
 	// float32 bound.
-	Bound = 1e-5
+	Bound = spec.TolF32
 	// BoundBF16 and BoundF16 are SPEC.md section 9's bounds on a 16-bit
 	// result: an output of that type, and a 16-bit state after one token.
-	BoundBF16 = 0x1p-8
-	BoundF16  = 0x1p-10
+	BoundBF16 = spec.TolBF16
+	BoundF16  = spec.TolF16
 )
 
 // BoundOf returns the bound on a result of type t: BoundBF16 or BoundF16,
