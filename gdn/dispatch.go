@@ -1,7 +1,6 @@
 package gdn
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/puremetal/puremetal/kernels"
@@ -22,6 +21,7 @@ const (
 type Kernels struct {
 	pipelines pipelineSource
 	own       *kernels.Registry // made by New, released by Release
+	dev       *mtl.Device       // New's device: the views' buffers must be its
 }
 
 // pipelineSource finds the pipeline state of an entry point and its
@@ -73,12 +73,18 @@ func (r registrySource) pipeline(entry string) (*mtl.ComputePipelineState, int, 
 
 // New returns the kernels of dev, with pipeline states taken from reg. With
 // a nil reg, the Kernels makes a registry of its own, which [Kernels.Release]
-// releases; a shared registry is left to its owner.
+// releases; a shared registry is left to its owner. A nil or released
+// device is refused (an error wrapping [ErrInvalidArgument]; a released
+// one matches mtl.ErrReleased too), and the dispatchers refuse views in
+// buffers of another device.
 func New(dev *mtl.Device, reg *kernels.Registry) (*Kernels, error) {
 	if dev == nil {
-		return nil, errors.New("gdn: New: nil device")
+		return nil, invalid("device", "nil device given to gdn.New")
 	}
-	k := &Kernels{}
+	if dev.Released() {
+		return nil, releasedArg("device", "the device given to gdn.New was released")
+	}
+	k := &Kernels{dev: dev}
 	if reg == nil {
 		reg = kernels.NewRegistry()
 		k.own = reg
@@ -309,6 +315,9 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	if err := Validate(kern, p, b); err != nil {
 		return err
 	}
+	if err := k.checkDevice(b); err != nil {
+		return err
+	}
 	entry := entryPoint(kern, p)
 	pso, maxThreads, err := k.pipelines.pipeline(entry)
 	if err != nil {
@@ -346,6 +355,28 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	enc.DispatchThreadgroups(l.grid, l.group)
 	if err := enc.Err(); err != nil {
 		return fmt.Errorf("gdn: %s kernel: %w", kern, err)
+	}
+	return nil
+}
+
+// checkDevice refuses views in buffers of another device than New's (the
+// views have passed Validate).
+func (k *Kernels) checkDevice(b Buffers) error {
+	if k.dev == nil {
+		return nil
+	}
+	views := [...]struct {
+		name string
+		v    View
+	}{
+		{"Q", b.Q}, {"K", b.K}, {"V", b.V}, {"G", b.G}, {"Beta", b.Beta}, {"StateIn", b.StateIn},
+		{"Output", b.Output}, {"StateOut", b.StateOut}, {"Capture", b.Capture}, {"ALog", b.ALog},
+		{"DtBias", b.DtBias}, {"Slots", b.Slots}, {"CuSeqlens", b.CuSeqlens},
+	}
+	for i := range views {
+		if buf := views[i].v.Buffer; buf != nil && !buf.Device().Same(k.dev) {
+			return invalid(views[i].name, "its buffer belongs to %v, the kernels to %v", buf.Device(), k.dev)
+		}
 	}
 	return nil
 }

@@ -157,6 +157,12 @@
 // with 32 bits and must stay below 2^32 elements, and packed tokens below
 // 2^31 (cu_seqlens is int32).
 //
+// [NewStatePool] makes such a pool for a model's layers and hands its
+// slots out ([StatePool.Acquire], zeroed for a fresh sequence) and back
+// ([StatePool.Free]); [NewBuffers] with AllocOptions.State set to a
+// layer's pool view makes the rest of a step's views, the slot index and
+// cu_seqlens among them.
+//
 // [Rollback] ends a speculative window for a whole batch: one blit encoder
 // makes every sequence's state the state after its own last accepted
 // token.
@@ -165,7 +171,15 @@
 //
 // Every dispatcher checks its arguments before it encodes anything, and a
 // bad argument is an error wrapping [ErrInvalidArgument] that names the
-// argument and the numbers; nothing invalid reaches the GPU.
+// argument and the numbers, and a [*spec.ArgumentError] (errors.As gives
+// its Arg and Detail); nothing invalid reaches the GPU. A released device
+// or buffer also matches mtl.ErrReleased, and a view in a buffer of
+// another device than the one given to [New] is refused naming both.
+//
+// # Allocation
+//
+// [NewBuffers] makes every view a Params implies, each in a buffer of its
+// own exactly as long, zero-filled; [Allocation.Release] releases them.
 //
 // # The contract
 //

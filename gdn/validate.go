@@ -11,15 +11,44 @@ import (
 
 // ErrInvalidArgument is wrapped by every error that reports a bad argument
 // to a dispatcher or to [Validate]. Such errors name the argument and the
-// numbers involved; nothing has been encoded when one is returned.
+// numbers involved; nothing has been encoded when one is returned. They
+// are also a [*spec.ArgumentError], whose Arg and Detail errors.As gives:
+//
+//	var ae *spec.ArgumentError
+//	if errors.As(err, &ae) && ae.Arg == "Shape.DK" { ... }
+//
+// A released device or buffer also matches mtl.ErrReleased.
 var ErrInvalidArgument = errors.New("gdn: invalid argument")
+
+// argumentError is a refused argument: ErrInvalidArgument, the
+// *spec.ArgumentError naming it, and the cause, if any (mtl.ErrReleased).
+type argumentError struct {
+	arg   *spec.ArgumentError
+	cause error
+}
+
+func (e *argumentError) Error() string { return ErrInvalidArgument.Error() + ": " + e.arg.Error() }
+
+// Unwrap makes the error match ErrInvalidArgument, *spec.ArgumentError
+// and its cause.
+func (e *argumentError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{ErrInvalidArgument, e.arg, e.cause}
+	}
+	return []error{ErrInvalidArgument, e.arg}
+}
 
 // maxElems is the first element count the kernels' 32-bit unsigned indices
 // cannot address.
 const maxElems = 1 << 32
 
 func invalid(arg, format string, a ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidArgument, arg, fmt.Sprintf(format, a...))
+	return &argumentError{arg: &spec.ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}}
+}
+
+// releasedArg is invalid for a released object, matching mtl.ErrReleased.
+func releasedArg(arg, format string, a ...any) error {
+	return &argumentError{arg: &spec.ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}, cause: mtl.ErrReleased}
 }
 
 // Kernel names one of the kernel families a dispatch runs; Params'
@@ -152,11 +181,19 @@ func validateKernelParams(k Kernel, p Params) error {
 		return invalid("kernel", "unknown kernel %d", int(k))
 	}
 	if err := p.Validate(); err != nil {
-		var e *spec.ArgumentError
-		errors.As(err, &e)
-		return invalid(e.Arg, "%s", e.Detail)
+		return asInvalid(err)
 	}
 	return validateKernelShape(k, p.Shape)
+}
+
+// asInvalid converts the *spec.ArgumentError of a Validate into the
+// package's error, which also wraps ErrInvalidArgument.
+func asInvalid(err error) error {
+	var e *spec.ArgumentError
+	if !errors.As(err, &e) {
+		return err
+	}
+	return &argumentError{arg: e}
 }
 
 // validateKernelShape checks the kernel's own limits on D_k and D_v, for a
@@ -367,7 +404,7 @@ func validateView(c *viewCheck) error {
 	}
 	have, live := bufferInfo(v.Buffer)
 	if !live {
-		return invalid(name, "released buffer (object ID 0)")
+		return releasedArg(name, "the buffer was released")
 	}
 	if v.Type != c.elem {
 		if c.elemFrom == "" {

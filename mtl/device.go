@@ -178,6 +178,20 @@ func (d *Device) describe() string {
 	return fmt.Sprintf("device %q (%#x)", d.Name(), uintptr(d.self))
 }
 
+// Same reports whether d and other are the same MTLDevice (two Go values
+// may wrap one, such as two DeviceFromObject of the same object), released
+// or not. A nil device is the same only as nil.
+func (d *Device) Same(other *Device) bool {
+	if d == nil || other == nil {
+		return d == other
+	}
+	return d == other || d.self == other.self
+}
+
+// String names the device, and its object's address, which tells apart
+// two devices of the same name: "device \"Apple M3 Max\" (0x...)".
+func (d *Device) String() string { return d.describe() }
+
 // sameDevice reports whether a and b are the same MTLDevice; an object
 // whose device is not known (nil) matches any.
 func sameDevice(a, b *Device) bool { return a == b || a == nil || b == nil || a.self == b.self }

@@ -16,6 +16,9 @@ func (o *object) set(id objc.ID) { o.id.Store(uintptr(id)) }
 // ID returns the Objective-C object, or 0 after Release.
 func (o *object) ID() objc.ID { return objc.ID(o.id.Load()) }
 
+// Released reports whether Release was called.
+func (o *object) Released() bool { return o.ID() == 0 }
+
 // Release releases the Go value's reference to the object. A second call
 // does nothing.
 func (o *object) Release() {

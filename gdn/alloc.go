@@ -1,0 +1,235 @@
+package gdn
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// AllocOptions say how [NewBuffers] makes a dispatch's views.
+type AllocOptions struct {
+	// Storage is the resource options of every buffer; the zero value is
+	// shared storage, which the CPU fills and reads through
+	// mtl.Slice.
+	Storage mtl.ResourceOptions
+	// Capture also makes Buffers.Capture, for [Kernels.DecodeWithCapture].
+	Capture bool
+	// State, when it has a buffer, is used as both StateIn and StateOut
+	// (such as a layer's state in a [StatePool]) and is not made;
+	// otherwise one state view is made for both, the in-place update.
+	State View
+	// SeparateStateOut makes StateOut a view of its own instead of StateIn
+	// updated in place.
+	SeparateStateOut bool
+}
+
+// Allocation is the [Buffers] of one Params, every view made by
+// [NewBuffers] in a buffer of its own at offset 0, each exactly as long
+// as the Params imply. Release releases the buffers it made.
+type Allocation struct {
+	Buffers
+	owned []*mtl.Buffer
+}
+
+// NewBuffers makes the views a dispatch of p reads and writes, each in a
+// new buffer of exactly the length p implies: Q and K (QKLen), V and
+// Output (VLen), G and Beta (GateLen) of p.Activation; StateIn and
+// StateOut (StateLen, one view updated in place unless
+// opts.SeparateStateOut) of p.State, unless opts.State gives them; ALog
+// and DtBias ([n_v_heads] f32) with p.Fused.Gate; Slots ([n_seqs] int32)
+// with Shape.NSlots > 0; CuSeqlens ([n_seqs+1] int32) with Shape.Varlen;
+// Capture (CaptureLen) with opts.Capture. Every buffer is zero-filled: the
+// caller writes the inputs, the slot index and cu_seqlens before
+// dispatching. Invalid parameters are an error wrapping
+// [ErrInvalidArgument], as is a nil or released device.
+func NewBuffers(dev *mtl.Device, p Params, opts AllocOptions) (*Allocation, error) {
+	if err := checkDevice(dev, "NewBuffers"); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, asInvalid(err)
+	}
+	s := p.Shape
+	a := &Allocation{}
+	views := []struct {
+		v   *View
+		t   ElemType
+		n   int
+		yes bool
+	}{
+		{&a.Q, p.Activation, s.QKLen(), true},
+		{&a.K, p.Activation, s.QKLen(), true},
+		{&a.V, p.Activation, s.VLen(), true},
+		{&a.G, p.Activation, s.GateLen(), true},
+		{&a.Beta, p.Activation, s.GateLen(), true},
+		{&a.Output, p.Activation, s.VLen(), true},
+		{&a.StateIn, p.State, s.StateLen(), opts.State.Buffer == nil},
+		{&a.StateOut, p.State, s.StateLen(), opts.State.Buffer == nil && opts.SeparateStateOut},
+		{&a.Capture, p.State, s.CaptureLen(), opts.Capture},
+		{&a.ALog, F32, s.NVHeads, p.Fused.Gate},
+		{&a.DtBias, F32, s.NVHeads, p.Fused.Gate},
+		{&a.Slots, I32, s.SlotsLen(), s.NSlots > 0},
+		{&a.CuSeqlens, I32, s.CuSeqlensLen(), s.Varlen},
+	}
+	for _, c := range views {
+		if !c.yes {
+			continue
+		}
+		if uint64(c.n) >= maxElems && c.v != &a.StateIn && c.v != &a.StateOut {
+			a.Release()
+			return nil, invalid("Shape", "%v implies %d elements in one view, at or beyond the 2^32 the kernels' 32-bit indices address", s, c.n)
+		}
+		b, err := dev.NewBuffer(c.n*c.t.Size(), opts.Storage)
+		if err != nil {
+			a.Release()
+			return nil, fmt.Errorf("gdn: NewBuffers: %w", err)
+		}
+		a.owned = append(a.owned, b)
+		*c.v = NewView(b, 0, c.t, c.n)
+	}
+	switch {
+	case opts.State.Buffer != nil:
+		a.StateIn, a.StateOut = opts.State, opts.State
+	case !opts.SeparateStateOut:
+		a.StateOut = a.StateIn
+	}
+	return a, nil
+}
+
+// Release releases every buffer NewBuffers made (not opts.State's). A
+// second call does nothing.
+func (a *Allocation) Release() {
+	for _, b := range a.owned {
+		b.Release()
+	}
+	a.owned = nil
+}
+
+// checkDevice refuses a nil or released device.
+func checkDevice(dev *mtl.Device, what string) error {
+	if dev == nil {
+		return invalid("device", "nil device given to gdn.%s", what)
+	}
+	if dev.Released() {
+		return releasedArg("device", "the device given to gdn.%s was released", what)
+	}
+	return nil
+}
+
+// ErrNoFreeSlot is wrapped by the error of [StatePool.Acquire] when every
+// slot is in use.
+var ErrNoFreeSlot = errors.New("gdn: no free slot in the state pool")
+
+// StatePool is the recurrent state of Shape.NSlots sequences for serving:
+// for each layer one view of NSlots states (Shape.StateLen elements of
+// Params.State), which a dispatch takes as StateIn and StateOut with
+// Buffers.Slots naming each sequence's slot. A slot is the same in every
+// layer: [StatePool.Acquire] gives a sequence one, zeroed (a fresh
+// sequence), and [StatePool.Free] gives it back. The states are in shared
+// storage, which Acquire zeroes from the CPU: free a slot only once the
+// command buffers that use it have completed. A StatePool is safe for
+// concurrent use. (A layer's convolution state will join States here,
+// slot for slot.)
+type StatePool struct {
+	// States holds each layer's view of NSlots states, for
+	// Buffers.StateIn and Buffers.StateOut (or AllocOptions.State).
+	States []View
+
+	slotBytes int
+	mu        sync.Mutex
+	free      []int32 // free slots, the next to give last
+	used      []bool
+}
+
+// NewStatePool makes the state views of layers layers for p's shape, whose
+// NSlots must be positive: each D_k*D_v*n_v_heads*NSlots elements of
+// p.State, zero-filled, every slot free. Invalid parameters, a shape
+// without slots or a layer count below 1 are an error wrapping
+// [ErrInvalidArgument].
+func NewStatePool(dev *mtl.Device, p Params, layers int) (*StatePool, error) {
+	if err := checkDevice(dev, "NewStatePool"); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, asInvalid(err)
+	}
+	s := p.Shape
+	if s.NSlots <= 0 {
+		return nil, invalid("Shape.NSlots", "%d, a state pool needs at least one slot", s.NSlots)
+	}
+	if layers < 1 {
+		return nil, invalid("layers", "%d, a state pool needs at least one layer", layers)
+	}
+	n := s.StateLen()
+	sp := &StatePool{slotBytes: n / s.NSlots * p.State.Size(), used: make([]bool, s.NSlots)}
+	for range layers {
+		b, err := dev.NewBuffer(n*p.State.Size(), mtl.ResourceStorageModeShared)
+		if err != nil {
+			sp.Release()
+			return nil, fmt.Errorf("gdn: NewStatePool: %w", err)
+		}
+		sp.States = append(sp.States, NewView(b, 0, p.State, n))
+	}
+	for slot := s.NSlots - 1; slot >= 0; slot-- {
+		sp.free = append(sp.free, int32(slot))
+	}
+	return sp, nil
+}
+
+// Slots returns the number of slots.
+func (sp *StatePool) Slots() int { return len(sp.used) }
+
+// InUse returns the number of slots acquired and not freed.
+func (sp *StatePool) InUse() int {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return len(sp.used) - len(sp.free)
+}
+
+// Acquire takes a free slot, the lowest first, and zeroes its state in
+// every layer. With every slot in use it returns an error wrapping
+// [ErrNoFreeSlot].
+func (sp *StatePool) Acquire() (int32, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if len(sp.free) == 0 {
+		return -1, fmt.Errorf("%w: all %d slots are in use", ErrNoFreeSlot, len(sp.used))
+	}
+	slot := sp.free[len(sp.free)-1]
+	for _, v := range sp.States {
+		if v.Buffer.Released() {
+			return -1, releasedArg("StatePool", "its state buffer was released")
+		}
+	}
+	sp.free = sp.free[:len(sp.free)-1]
+	sp.used[slot] = true
+	for _, v := range sp.States {
+		clear(v.Buffer.Contents()[int(slot)*sp.slotBytes:][:sp.slotBytes])
+	}
+	return slot, nil
+}
+
+// Free gives a slot back to the pool. A slot out of range or not in use is
+// an error wrapping [ErrInvalidArgument].
+func (sp *StatePool) Free(slot int32) error {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if slot < 0 || int(slot) >= len(sp.used) {
+		return invalid("slot", "%d is outside the pool's slots [0, %d)", slot, len(sp.used))
+	}
+	if !sp.used[slot] {
+		return invalid("slot", "%d is not in use: freed twice, or never acquired", slot)
+	}
+	sp.used[slot] = false
+	sp.free = append(sp.free, slot)
+	return nil
+}
+
+// Release releases the state buffers. A second call does nothing.
+func (sp *StatePool) Release() {
+	for _, v := range sp.States {
+		v.Buffer.Release()
+	}
+}

@@ -1,0 +1,240 @@
+package gdn_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// argErr checks that err wraps gdn.ErrInvalidArgument and is a
+// *spec.ArgumentError naming arg, its message holding every one of want.
+func argErr(t *testing.T, what string, err error, arg string, want ...string) {
+	t.Helper()
+	var ae *spec.ArgumentError
+	switch {
+	case err == nil:
+		t.Errorf("%s: no error", what)
+		return
+	case !errors.Is(err, gdn.ErrInvalidArgument):
+		t.Errorf("%s: %v does not wrap gdn.ErrInvalidArgument", what, err)
+	case !errors.As(err, &ae):
+		t.Errorf("%s: %v is not a *spec.ArgumentError", what, err)
+	case ae.Arg != arg:
+		t.Errorf("%s: argument %q, want %q (%v)", what, ae.Arg, arg, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: %q does not mention %q", what, err, w)
+		}
+	}
+}
+
+var decodeParams = gdn.Params{Shape: gdn.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, QScale: 0.5}
+
+// gdn's refusals match both gdn.ErrInvalidArgument and
+// *spec.ArgumentError, with the message they always had.
+func TestErrorsMatchSpecArgumentError(t *testing.T) {
+	bad := decodeParams
+	bad.Shape.DK = 48
+	_, err := gdn.EntryPoint(gdn.KernelDecode, bad)
+	argErr(t, "D_k 48", err, "Shape.DK", "gdn: invalid argument: Shape.DK: 48")
+	bad = decodeParams
+	bad.Shape.NVHeads = 3
+	bad.Shape.NKHeads = 2
+	err = gdn.Validate(gdn.KernelPrefill, bad, gdn.Buffers{})
+	argErr(t, "heads", err, "Shape.NVHeads", "not a multiple of Shape.NKHeads = 2")
+	err = gdn.Validate(gdn.KernelDecode, decodeParams, gdn.Buffers{})
+	argErr(t, "no buffers", err, "Q", "no buffer")
+}
+
+// gdn.New refuses a nil or a released device; a view in a buffer of a
+// released device's, or of another device, is refused naming both.
+func TestReleasedAndOtherDevices(t *testing.T) {
+	_, err := gdn.New(nil, nil)
+	argErr(t, "nil device", err, "device", "nil device")
+	gone := testdevice.Emulated(t, emu.Options{})
+	gone.Release()
+	_, err = gdn.New(gone, nil)
+	argErr(t, "released device", err, "device", "was released")
+	if !errors.Is(err, mtl.ErrReleased) {
+		t.Errorf("released device: %v does not match mtl.ErrReleased", err)
+	}
+	_, err = gdn.NewBuffers(gone, decodeParams, gdn.AllocOptions{})
+	argErr(t, "NewBuffers on a released device", err, "device", "gdn.NewBuffers was released")
+
+	g := testdevice.NewEmulated(t, emu.Options{})
+	other := testdevice.Emulated(t, emu.Options{})
+	k, err := gdn.New(g.D, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release()
+	mine, err := gdn.NewBuffers(g.D, decodeParams, gdn.AllocOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Release()
+	theirs, err := gdn.NewBuffers(other, decodeParams, gdn.AllocOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer theirs.Release()
+	b := mine.Buffers
+	b.V = theirs.V
+	cb, enc := g.Encoder()
+	err = k.Decode(enc, decodeParams, b)
+	argErr(t, "buffer of another device", err, "V", "its buffer belongs to device", "the kernels to device", emu.Name)
+	if enc.Sends() != 0 || enc.Err() != nil {
+		t.Errorf("after the refusal the encoder sent %d messages, error %v", enc.Sends(), enc.Err())
+	}
+	// A buffer released since it was placed in a view.
+	b = mine.Buffers
+	dead, err := g.D.NewBuffer(mine.Q.Len*4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Release()
+	b.Q.Buffer = dead
+	err = k.Decode(enc, decodeParams, b)
+	argErr(t, "released buffer", err, "Q", "the buffer was released")
+	if !errors.Is(err, mtl.ErrReleased) {
+		t.Errorf("released buffer: %v does not match mtl.ErrReleased", err)
+	}
+	if err := enc.EndEncoding(); err != nil {
+		t.Error(err)
+	}
+	cb.Release()
+}
+
+// NewBuffers makes every view the Params imply, each exactly as long, and
+// Release releases them all; the Params' own errors come through.
+func TestNewBuffers(t *testing.T) {
+	g := testdevice.NewEmulated(t, emu.Options{})
+	p := gdn.Params{
+		Shape:      gdn.Shape{DK: 32, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 5, NSeqs: 3, NSlots: 6, Varlen: true},
+		QScale:     0.25,
+		Activation: gdn.BF16,
+		State:      gdn.F16,
+		Fused:      gdn.FusedAll,
+	}
+	a, err := gdn.NewBuffers(g.D, p, gdn.AllocOptions{Capture: true, SeparateStateOut: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Shape
+	for _, c := range []struct {
+		name string
+		v    gdn.View
+		t    gdn.ElemType
+		n    int
+	}{
+		{"Q", a.Q, gdn.BF16, s.QKLen()}, {"K", a.K, gdn.BF16, s.QKLen()}, {"V", a.V, gdn.BF16, s.VLen()},
+		{"G", a.G, gdn.BF16, s.GateLen()}, {"Beta", a.Beta, gdn.BF16, s.GateLen()}, {"Output", a.Output, gdn.BF16, s.VLen()},
+		{"StateIn", a.StateIn, gdn.F16, s.StateLen()}, {"StateOut", a.StateOut, gdn.F16, s.StateLen()},
+		{"Capture", a.Capture, gdn.F16, s.CaptureLen()}, {"ALog", a.ALog, gdn.F32, 2}, {"DtBias", a.DtBias, gdn.F32, 2},
+		{"Slots", a.Slots, gdn.I32, 3}, {"CuSeqlens", a.CuSeqlens, gdn.I32, 4},
+	} {
+		if c.v.Buffer == nil || c.v.Type != c.t || c.v.Len != c.n || c.v.Offset != 0 || c.v.Buffer.Length() != c.n*c.t.Size() {
+			t.Errorf("%s: %+v, want %d elements of %v in a buffer of %d bytes", c.name, c.v, c.n, c.t, c.n*c.t.Size())
+		}
+	}
+	if a.StateIn.Buffer == a.StateOut.Buffer {
+		t.Error("SeparateStateOut: StateOut shares StateIn's buffer")
+	}
+	// Exactly the views Validate wants once cu_seqlens and the slots
+	// hold valid values.
+	copy(mtl.Slice[int32](a.CuSeqlens.Buffer), []int32{0, 2, 2, 5})
+	copy(mtl.Slice[int32](a.Slots.Buffer), []int32{5, -1, 0})
+	if err := gdn.Validate(gdn.KernelDecodeCapture, p, a.Buffers); err != nil {
+		t.Errorf("the views NewBuffers made do not validate: %v", err)
+	}
+	bufs := []*mtl.Buffer{a.Q.Buffer, a.StateOut.Buffer, a.CuSeqlens.Buffer}
+	a.Release()
+	a.Release()
+	for i, b := range bufs {
+		if !b.Released() {
+			t.Errorf("buffer %d not released", i)
+		}
+	}
+
+	// Without the options and fused parts: no Capture, no ALog, no
+	// serving views, the state updated in place.
+	plain, err := gdn.NewBuffers(g.D, decodeParams, gdn.AllocOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Release()
+	if plain.Capture != (gdn.View{}) || plain.ALog != (gdn.View{}) || plain.Slots != (gdn.View{}) || plain.CuSeqlens != (gdn.View{}) || plain.StateIn != plain.StateOut {
+		t.Errorf("views made that the Params do not imply: %+v", plain.Buffers)
+	}
+
+	bad := decodeParams
+	bad.QScale = float32(bad.QScale) / 0
+	_, err = gdn.NewBuffers(g.D, bad, gdn.AllocOptions{})
+	argErr(t, "infinite QScale", err, "QScale", "not finite")
+	_, err = gdn.NewBuffers(nil, decodeParams, gdn.AllocOptions{})
+	argErr(t, "nil device", err, "device", "nil device")
+}
+
+// The pool's slots go out lowest first and come back; a slot acquired
+// again is zeroed in every layer; bad slots and full pools are refused.
+func TestStatePool(t *testing.T) {
+	g := testdevice.NewEmulated(t, emu.Options{})
+	p := decodeParams
+	p.Shape.NSlots = 3
+	p.State = gdn.BF16
+	pool, err := gdn.NewStatePool(g.D, p, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Release()
+	perSlot := p.StateLen() / 3 * 2 // bytes
+	if len(pool.States) != 2 || pool.States[1].Len != p.StateLen() || pool.States[0].Type != gdn.BF16 || pool.Slots() != 3 {
+		t.Fatalf("pool of %d layers, %+v", len(pool.States), pool.States)
+	}
+	for want := range int32(3) {
+		if slot, err := pool.Acquire(); slot != want || err != nil {
+			t.Fatalf("Acquire gave slot %d, %v; want %d", slot, err, want)
+		}
+	}
+	if _, err := pool.Acquire(); !errors.Is(err, gdn.ErrNoFreeSlot) || !strings.Contains(err.Error(), "all 3 slots") {
+		t.Errorf("full pool: %v", err)
+	}
+	for _, v := range pool.States {
+		b := v.Buffer.Contents()
+		for i := range b {
+			b[i] = 0xAB
+		}
+	}
+	if err := pool.Free(1); err != nil {
+		t.Fatal(err)
+	}
+	argErr(t, "freed twice", pool.Free(1), "slot", "1 is not in use")
+	argErr(t, "slot -1", pool.Free(-1), "slot", "-1 is outside the pool's slots [0, 3)")
+	if pool.InUse() != 2 {
+		t.Errorf("%d slots in use, want 2", pool.InUse())
+	}
+	if slot, err := pool.Acquire(); slot != 1 || err != nil {
+		t.Fatalf("Acquire after Free gave %d, %v; want 1", slot, err)
+	}
+	for layer, v := range pool.States {
+		b := v.Buffer.Contents()
+		for i, x := range b {
+			zero := i >= perSlot && i < 2*perSlot
+			if zero != (x == 0) {
+				t.Fatalf("layer %d, byte %d (slot %d) is %#x after slot 1 was acquired again", layer, i, i/perSlot, x)
+			}
+		}
+	}
+
+	_, err = gdn.NewStatePool(g.D, decodeParams, 1)
+	argErr(t, "no slots", err, "Shape.NSlots", "0, a state pool needs at least one slot")
+	_, err = gdn.NewStatePool(g.D, p, 0)
+	argErr(t, "no layers", err, "layers", "0, a state pool needs at least one layer")
+}
