@@ -68,7 +68,8 @@ func (r *Registry) compileOptions(dev *mtl.Device) mtl.CompileOptions {
 
 // Pipeline returns the compute pipeline state of the named entry point on
 // dev, compiling its source first if this registry has not done so on dev.
-// Errors name the entry point, and a compile error names the source file.
+// Errors name the entry point, and a compile error names the source file;
+// a released device is an error wrapping mtl.ErrReleased.
 // A failed compilation is remembered and returned again. The pipeline state
 // belongs to the registry: do not release it.
 func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipelineState, error) {
@@ -77,6 +78,9 @@ func (r *Registry) Pipeline(dev *mtl.Device, entry string) (*mtl.ComputePipeline
 	}
 	if dev == nil {
 		return nil, fmt.Errorf("kernels: pipeline %s: nil device", entry)
+	}
+	if dev.Released() {
+		return nil, fmt.Errorf("kernels: pipeline %s: the device was released (%w)", entry, mtl.ErrReleased)
 	}
 	file, ok := entryFile[entry]
 	if !ok {

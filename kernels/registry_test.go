@@ -143,6 +143,11 @@ func TestRegistryRejectsBadArguments(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gated_delta_net_decode_f32_3") || !strings.Contains(err.Error(), Prefill) {
 		t.Errorf("unknown entry point: %v", err)
 	}
+	gone := testdevice.Emulated(t, emu.Options{})
+	gone.Release()
+	if _, err := reg.Pipeline(gone, Prefill); !errors.Is(err, mtl.ErrReleased) || !strings.Contains(err.Error(), "the device was released") {
+		t.Errorf("released device: %v", err)
+	}
 	var none *Registry
 	if _, err := none.Pipeline(dev, Prefill); err == nil || !strings.Contains(err.Error(), "nil registry") {
 		t.Errorf("nil registry: %v", err)
