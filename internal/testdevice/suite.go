@@ -27,19 +27,14 @@ kernel void add_into(device const float *a [[buffer(0)]],
 }
 `
 
-// one is 1.0 as a float's bytes, for SetBytes.
-var one = []byte{0, 0, 0x80, 0x3f}
-
-func mtlSize(w, h, d int) mtl.Size { return mtl.Size{Width: w, Height: h, Depth: d} }
-
 // EncodeFill returns an encode function, for CommandQueue.Run, that runs
 // BindingKernels' fill pipeline over the first n floats of x: x[i] = 1 + i.
 func EncodeFill(fill *mtl.ComputePipelineState, x *mtl.Buffer, n int) func(*mtl.ComputeCommandEncoder) error {
 	return func(e *mtl.ComputeCommandEncoder) error {
 		e.SetComputePipelineState(fill)
 		e.SetBuffer(x, 0, 0)
-		e.SetBytes(one, 1)
-		e.DispatchThreads(mtlSize(n, 1, 1), mtlSize(32, 1, 1))
+		mtl.SetValue(e, float32(1), 1)
+		e.DispatchThreads(mtl.Sz(n, 1, 1), mtl.Sz(32, 1, 1))
 		return nil
 	}
 }
@@ -100,7 +95,7 @@ kernel void scaled(device uint *x [[buffer(0)]], uint i [[thread_position_in_gri
 		err := q.Run(func(e *mtl.ComputeCommandEncoder) error {
 			e.SetComputePipelineState(p)
 			e.SetBuffer(x, 0, 0)
-			e.DispatchThreads(mtlSize(64, 1, 1), mtlSize(32, 1, 1))
+			e.DispatchThreads(mtl.Sz(64, 1, 1), mtl.Sz(32, 1, 1))
 			return nil
 		})
 		if err != nil {
@@ -172,9 +167,9 @@ kernel void scaled(device uint *x [[buffer(0)]], uint i [[thread_position_in_gri
 			}
 			e.SetComputePipelineState(add)
 			e.SetBuffers([]*mtl.Buffer{managed, private}, []int{0, 0}, 0) // private += managed
-			e.DispatchThreads(mtlSize(n, 1, 1), mtlSize(64, 1, 1))
+			e.DispatchThreads(mtl.Sz(n, 1, 1), mtl.Sz(64, 1, 1))
 			e.SetBuffers([]*mtl.Buffer{private, nc}, []int{0, 0}, 0) // nc += private
-			e.DispatchThreads(mtlSize(n, 1, 1), mtlSize(64, 1, 1))
+			e.DispatchThreads(mtl.Sz(n, 1, 1), mtl.Sz(64, 1, 1))
 			if err := e.EndEncoding(); err != nil {
 				return err
 			}
