@@ -213,5 +213,59 @@ kernel void scaled(device uint *x [[buffer(0)]], uint i [[thread_position_in_gri
 			}
 			check(t, "x", mtl.Slice[float32](x), func(int) float32 { return 0 })
 		}
+		err := q.Run(func(e *mtl.ComputeCommandEncoder) error {
+			e.SetBuffer(x, 4*n+4, 2)
+			return nil
+		})
+		if !errors.Is(err, mtl.ErrInvalidArgument) || !strings.Contains(err.Error(), "offset 4004 at index 2") {
+			t.Errorf("a buffer offset past the end: %v, want an error wrapping mtl.ErrInvalidArgument naming it", err)
+		}
+	})
+
+	t.Run("buffers from slices and values", func(t *testing.T) {
+		type pair struct {
+			A int32
+			B float32
+		}
+		src := []pair{{1, 0.5}, {-2, 2.5}, {3, -1}}
+		b, err := mtl.NewBufferFromSlice(d, src, mtl.ResourceStorageModeShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Release()
+		if got := mtl.Slice[pair](b); b.Length() != 24 || len(got) != 3 || got[1] != src[1] {
+			t.Errorf("buffer of %d bytes holds %v, want %v", b.Length(), got, src)
+		}
+		x := g.Buffer(4*n, mtl.ResourceStorageModeShared)
+		err = q.Run(func(e *mtl.ComputeCommandEncoder) error {
+			e.SetComputePipelineState(fill)
+			e.SetBuffer(x, 0, 0)
+			mtl.SetValue(e, float32(-3), 1)
+			e.DispatchThreads(mtl.Sz(n, 1, 1), mtl.Sz(32, 1, 1))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, "x", mtl.Slice[float32](x), func(i int) float32 { return float32(i) - 3 })
+	})
+
+	t.Run("released objects", func(t *testing.T) {
+		b, err := d.NewBuffer(16, mtl.ResourceStorageModeManaged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Release()
+		if err := b.DidModifyRange(0, 4); !errors.Is(err, mtl.ErrReleased) || !strings.Contains(err.Error(), "the buffer was released") {
+			t.Errorf("DidModifyRange on a released buffer: %v", err)
+		}
+		err = q.Run(func(e *mtl.ComputeCommandEncoder) error {
+			e.SetComputePipelineState(fill)
+			e.SetBuffer(b, 0, 0)
+			return nil
+		})
+		if !errors.Is(err, mtl.ErrReleased) || !errors.Is(err, mtl.ErrInvalidArgument) {
+			t.Errorf("a released buffer bound: %v", err)
+		}
 	})
 }
