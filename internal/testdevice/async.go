@@ -198,7 +198,7 @@ func AsyncSuite(t *testing.T, g *GPU) {
 			enc.SetComputePipelineState(add)
 			enc.SetBuffer(a, 0, 0)
 			enc.SetBuffer(b, 0, 1)
-			enc.DispatchThreads(mtlSize(n, 1, 1), mtlSize(32, 1, 1))
+			enc.DispatchThreads(mtl.Sz(n, 1, 1), mtl.Sz(32, 1, 1))
 			if err := enc.EndEncoding(); err != nil {
 				return err
 			}

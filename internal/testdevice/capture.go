@@ -63,7 +63,7 @@ func CaptureSuite(t *testing.T, g *GPU) string {
 		e.SetComputePipelineState(add)
 		e.SetBuffer(x, 0, 0)
 		e.SetBuffer(x, 0, 1)
-		e.DispatchThreads(mtlSize(n, 1, 1), mtlSize(32, 1, 1))
+		e.DispatchThreads(mtl.Sz(n, 1, 1), mtl.Sz(32, 1, 1))
 		return nil
 	})
 	if err != nil {
