@@ -131,4 +131,6 @@ func (s *CaptureScope) Begin() { inPool(func() { s.ID().Send(asel.beginScope) })
 func (s *CaptureScope) End() { inPool(func() { s.ID().Send(asel.endScope) }) }
 
 // SetLabel names the scope, as Xcode lists it.
-func (s *CaptureScope) SetLabel(label string) error { return setLabel(s.ID(), "CaptureScope.SetLabel", "capture scope", label) }
+func (s *CaptureScope) SetLabel(label string) error {
+	return setLabel(s.ID(), "CaptureScope.SetLabel", "capture scope", label)
+}

@@ -40,7 +40,9 @@ func (e *SharedEvent) SetSignaledValue(v uint64) {
 }
 
 // SetLabel names the event for debugging tools.
-func (e *SharedEvent) SetLabel(label string) error { return setLabel(e.ID(), "SharedEvent.SetLabel", "shared event", label) }
+func (e *SharedEvent) SetLabel(label string) error {
+	return setLabel(e.ID(), "SharedEvent.SetLabel", "shared event", label)
+}
 
 // EncodeSignalEvent encodes a signal of the event to value
 // (encodeSignalEvent:value:): once the GPU has run all the command
