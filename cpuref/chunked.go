@@ -47,10 +47,13 @@ func Chunked64(p spec.Params, in Inputs, chunk int) (Result64, error) {
 	if chunk < 1 {
 		return Result64{}, fmt.Errorf("cpuref: chunk %d, must be >= 1", chunk)
 	}
+	if p.Core != (spec.Core{}) {
+		return Result64{}, fmt.Errorf("cpuref: Chunked64 runs the recurrence alone, not Params.Core %+v", p.Core)
+	}
 	dk, dv := p.DK, p.DV
 	res := newResult64(p, in, false)
 	scale := float64(p.Scale())
-	x := fused64(p, in)
+	x := fused64(p, in, vec(in.Q), vec(in.K))
 	for _, run := range headRuns(p, in) {
 		S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[run.st : run.st+dv*dk])}
 		for t0 := 0; t0 < run.n; t0 += chunk {

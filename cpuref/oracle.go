@@ -108,7 +108,8 @@ func vec(x []float32) []float64 {
 // computed in float64 from the same inputs. Nothing is rounded to
 // p.Activation or p.State: the result is the truth that SPEC section 9
 // measures rounded results against. With capture set, the result also
-// holds the state after every token. It costs O(D_v D_k^2) per token and
+// holds the state after every token. With p.Core the convolution and the
+// gated norm run in float64 as well ([conv64], [gatedNorm64]). It costs O(D_v D_k^2) per token and
 // head: meant for tests, not speed.
 func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 	if err := in.Validate(p); err != nil {
@@ -117,7 +118,12 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 	dk, dv := p.DK, p.DV
 	res := newResult64(p, in, capture)
 	scale := float64(p.Scale())
-	x := fused64(p, in)
+	q, k, v := vec(in.Q), vec(in.K), vec(in.V)
+	if p.Core.Conv > 0 {
+		res.ConvState = vec(in.ConvState)
+		q, k, v = conv64(p, in, res.ConvState)
+	}
+	x := fused64(p, in, q, k)
 	eye := identity(dk)
 	for _, r := range headRuns(p, in) {
 		S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[r.st : r.st+dv*dk])}
@@ -125,7 +131,7 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 			qk, vo, gi := r.at(p, t)
 			q := x.q[qk : qk+dk]
 			k := x.k[qk : qk+dk]
-			v := vec(in.V[vo : vo+dv])
+			v := v[vo : vo+dv]
 			alpha := math.Exp(-x.g[gi])
 			beta := x.beta[gi]
 
@@ -134,8 +140,12 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 
 			o := S.apply(q)
 			for i := range o {
-				res.Output[vo+i] = scale * o[i]
+				o[i] *= scale
 			}
+			if p.Core.Norm {
+				gatedNorm64(p, o, in.Z[vo:vo+dv], in.NormWeight)
+			}
+			copy(res.Output[vo:vo+dv], o)
 			if capture {
 				co := gi * dv * dk
 				copy(res.Capture[co:co+dv*dk], S.a)

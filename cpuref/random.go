@@ -108,7 +108,36 @@ func RandomInputs(p spec.Params, seed uint64) (Inputs, error) {
 	if p.Varlen {
 		in.CuSeqlens = randomCuSeqlens(rng, p.NSeqs, p.NTokens)
 	}
+	randomCore(p, rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d)), &in)
 	return in, nil
+}
+
+// randomCore draws the buffers of the layer core p.Core asks for: with
+// the convolution, mixed_qkv and the conv state standard normal and the
+// conv weight normal with sd 0.5 (q, k and v are then the convolution's,
+// so their buffers are dropped); with the norm, z standard normal and
+// norm_w 1 + 0.1 N(0, 1). All rounded to p.Activation. They come from a
+// generator of their own, so the other inputs stay those of the same seed
+// without the core.
+func randomCore(p spec.Params, rng *rand.Rand, in *Inputs) {
+	normal := func(n int, mean, sd float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(mean + sd*rng.NormFloat64())
+		}
+		Round(p.Activation, x)
+		return x
+	}
+	if p.Core.Conv > 0 {
+		in.Q, in.K, in.V = nil, nil, nil
+		in.MixedQKV = normal(p.MixedLen(), 0, 1)
+		in.ConvWeight = normal(p.ConvWeightLen(), 0, 0.5)
+		in.ConvState = normal(p.ConvStateLen(), 0, 1)
+	}
+	if p.Core.Norm {
+		in.Z = normal(p.ZLen(), 0, 1)
+		in.NormWeight = normal(p.DV, 1, 0.1)
+	}
 }
 
 // randomSlots returns distinct slots of a pool of nSlots in random order

@@ -2,6 +2,7 @@ package cpuref
 
 import (
 	"math"
+	"slices"
 
 	"github.com/puremetal/puremetal/gdn/spec"
 )
@@ -29,6 +30,10 @@ import (
 //
 // With capture set, Result.Capture holds the state after every token;
 // its last token's slot equals StateOut bit for bit.
+//
+// With p.Core (SPEC section 13) the convolution first turns mixed_qkv into
+// q, k and v and the gated norm then turns each value head's output into
+// y, both in float32 ([conv32], [gatedNorm32]); y is rounded once.
 func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 	if err := in.Validate(p); err != nil {
 		return Result{}, err
@@ -41,16 +46,22 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 	if capture {
 		res.Capture = make([]float32, p.CaptureLen())
 	}
+	v := in.V
+	if p.Core.Conv > 0 {
+		res.ConvState = slices.Clone(in.ConvState)
+		in.Q, in.K, v = conv32(p, in, res.ConvState)
+	}
 	scale := p.Scale()
 	x := fused32(p, in)
 	copy(res.StateOut, in.StateIn)
+	o := make([]float32, dv)
 	for _, r := range headRuns(p, in) {
 		S := res.StateOut[r.st : r.st+dv*dk]
 		for t := r.tok0; t < r.tok0+r.n; t++ {
 			qk, vo, gi := r.at(p, t)
 			q := x.q[qk : qk+dk]
 			k := x.k[qk : qk+dk]
-			v := in.V[vo : vo+dv]
+			v := v[vo : vo+dv]
 			alpha := float32(math.Exp(-float64(x.g[gi])))
 			beta := x.beta[gi]
 			for i := 0; i < dv; i++ {
@@ -70,7 +81,13 @@ func Reference32(p spec.Params, in Inputs, capture bool) (Result, error) {
 				for j := range row {
 					sq += float32(row[j] * q[j])
 				}
-				res.Output[vo+i] = round(p.Activation, float32(scale*sq))
+				o[i] = float32(scale * sq)
+			}
+			if p.Core.Norm {
+				gatedNorm32(p, o, in.Z[vo:vo+dv], in.NormWeight)
+			}
+			for i, oi := range o {
+				res.Output[vo+i] = round(p.Activation, oi)
 			}
 			if capture {
 				co := gi * dv * dk

@@ -149,6 +149,9 @@ func Split(p spec.Params, in Inputs) ([]Part, error) {
 		pt := Part{State: sq.state, Tok0: sq.tok0, N: sq.n, Skip: sq.skip}
 		if !sq.skip && sq.n > 0 {
 			part := func(x []float32, width int) []float32 {
+				if len(x) == 0 {
+					return nil // a buffer the call does not have
+				}
 				return append([]float32(nil), x[sq.tok0*width:(sq.tok0+sq.n)*width]...)
 			}
 			pt.Params = p
@@ -158,6 +161,16 @@ func Split(p spec.Params, in Inputs) ([]Part, error) {
 				G: part(in.G, g), Beta: part(in.Beta, g),
 				StateIn: append([]float32(nil), in.StateIn[sq.state*st:(sq.state+1)*st]...),
 				ALog:    append([]float32(nil), in.ALog...), DtBias: append([]float32(nil), in.DtBias...),
+			}
+			if p.Core.Conv > 0 {
+				cs := p.ConvDim() * (p.Core.Conv - 1)
+				pt.Inputs.MixedQKV = part(in.MixedQKV, p.ConvDim())
+				pt.Inputs.ConvWeight = append([]float32(nil), in.ConvWeight...)
+				pt.Inputs.ConvState = append([]float32(nil), in.ConvState[sq.state*cs:(sq.state+1)*cs]...)
+			}
+			if p.Core.Norm {
+				pt.Inputs.Z = part(in.Z, v)
+				pt.Inputs.NormWeight = append([]float32(nil), in.NormWeight...)
 			}
 		}
 		parts = append(parts, pt)

@@ -72,6 +72,19 @@ type Inputs struct {
 	// CuSeqlens ([n_seqs+1]) gives sequence s the packed tokens
 	// CuSeqlens[s] to CuSeqlens[s+1]-1; empty unless p.Varlen.
 	CuSeqlens []int32
+
+	// The layer core (SPEC section 13), as p.Core says; all empty when
+	// it is off.
+	//
+	// With p.Core.Conv = K: MixedQKV ([conv_dim, tokens], type
+	// p.Activation) replaces Q, K and V, which are then empty;
+	// ConvWeight ([K, conv_dim], K fastest, p.Activation) and ConvState
+	// ([conv_dim, K-1, states], oldest input first, p.Activation; states
+	// as the recurrent state: n_seqs, or n_slots with a pool).
+	MixedQKV, ConvWeight, ConvState []float32
+	// With p.Core.Norm: Z ([D_v, n_v_heads, tokens]) and NormWeight
+	// ([D_v]), both p.Activation.
+	Z, NormWeight []float32
 }
 
 // validParams checks p against the contract (spec.Params.Validate) and
@@ -95,14 +108,18 @@ func (in Inputs) Validate(p spec.Params) error {
 	if err := validParams(p); err != nil {
 		return err
 	}
+	qkLen, vLen := p.QKLen(), p.VLen()
+	if p.Core.Conv > 0 {
+		qkLen, vLen = 0, 0 // the convolution makes them from mixed_qkv
+	}
 	bufs := []struct {
 		name string
 		got  int
 		want int
 	}{
-		{"q", len(in.Q), p.QKLen()},
-		{"k", len(in.K), p.QKLen()},
-		{"v", len(in.V), p.VLen()},
+		{"q", len(in.Q), qkLen},
+		{"k", len(in.K), qkLen},
+		{"v", len(in.V), vLen},
 		{"g", len(in.G), p.GateLen()},
 		{"beta", len(in.Beta), p.GateLen()},
 		{"state_in", len(in.StateIn), p.StateLen()},
@@ -113,6 +130,9 @@ func (in Inputs) Validate(p spec.Params) error {
 		}
 	}
 	if err := in.validIndices(p); err != nil {
+		return err
+	}
+	if err := in.validCore(p); err != nil {
 		return err
 	}
 	for _, c := range []struct {
@@ -158,22 +178,26 @@ func gateName(fused bool, gate, raw string) string {
 
 // Result holds the float32 outputs of a run.
 type Result struct {
-	Output   []float32 // [D_v, n_v_heads, n_tokens, n_seqs]
+	Output   []float32 // [D_v, n_v_heads, n_tokens, n_seqs]; y with p.Core.Norm
 	StateOut []float32 // [D_k, D_v, n_v_heads, n_seqs] (n_slots with a state pool)
 	Capture  []float32 // [D_k, D_v, n_v_heads, n_tokens, n_seqs]; nil unless asked for
+	// ConvState is the conv state after the call, [conv_dim, K-1,
+	// states], rounded to p.Activation; nil without p.Core.Conv.
+	ConvState []float32
 }
 
 // Result64 holds the float64 outputs of [Oracle64], in the same layouts as
 // [Result].
 type Result64 struct {
-	Output   []float64
-	StateOut []float64
-	Capture  []float64 // nil unless asked for
+	Output    []float64
+	StateOut  []float64
+	Capture   []float64 // nil unless asked for
+	ConvState []float64 // nil without p.Core.Conv
 }
 
 // Float32 rounds every value to the nearest float32.
 func (r Result64) Float32() Result {
-	return Result{Output: round32(r.Output), StateOut: round32(r.StateOut), Capture: round32(r.Capture)}
+	return Result{Output: round32(r.Output), StateOut: round32(r.StateOut), Capture: round32(r.Capture), ConvState: round32(r.ConvState)}
 }
 
 func round32(x []float64) []float32 {

@@ -183,6 +183,9 @@ func validateKernelParams(k Kernel, p Params) error {
 	if err := p.Validate(); err != nil {
 		return asInvalid(err)
 	}
+	if err := validateCore(k, p); err != nil {
+		return err
+	}
 	return validateKernelShape(k, p.Shape)
 }
 

@@ -322,6 +322,10 @@ type Params struct {
 	State ElemType
 	// Fused says which gates and norms the kernel computes itself.
 	Fused Fused
+	// Core says which parts of the layer's core around the step (the
+	// short convolution, the gated RMSNorm; SPEC section 13) the kernel
+	// runs; the zero value runs neither.
+	Core Core
 }
 
 // Scale returns the factor applied to the output: QScale, or 1 when QScale
@@ -351,7 +355,7 @@ func (p Params) Validate() error {
 	if !p.State.known() {
 		return argError("State", "%v is not f32, f16 or bf16", p.State)
 	}
-	return nil
+	return p.Core.Validate()
 }
 
 // An ArgumentError reports a parameter that breaks the contract.

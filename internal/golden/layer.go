@@ -1,0 +1,237 @@
+package golden
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/internal/testenv"
+)
+
+// LayerMeta is the meta.json of a case of the layer set ([LayerSubdir]).
+// File shapes are listed outermost first.
+type LayerMeta struct {
+	Case       string             `json:"case"`
+	DK         int                `json:"D_k"`
+	DV         int                `json:"D_v"`
+	NKHeads    int                `json:"n_k_heads"`
+	NVHeads    int                `json:"n_v_heads"`
+	ConvKernel int                `json:"conv_kernel"`
+	ConvDim    int                `json:"conv_dim"`
+	Hidden     int                `json:"hidden"`
+	NSeqs      int                `json:"n_seqs"`
+	HeadMap    string             `json:"head_map"`
+	Type       string             `json:"type"`
+	Eps        float64            `json:"eps"`
+	Steps      []int              `json:"steps"`
+	Peer       string             `json:"peer"`
+	Errors     map[string]float64 `json:"errors"`
+	Files      map[string]File    `json:"files"`
+}
+
+// LayerCase is one case of the layer set: a Qwen3-Next linear-attention
+// layer's weights and the steps of a generation (a prefill from empty
+// caches, then one-token decodes with both caches carried), in
+// puremetal's layouts and widened to float32.
+type LayerCase struct {
+	Name string
+	Dir  string
+	Meta LayerMeta
+
+	// Weights, as HF stores them (outermost first): InProjQKVZ [rows,
+	// hidden] and InProjBA [2 n_v_heads, hidden] in Qwen3-Next's row order
+	// (grouped per key head, SPEC section 13), OutProj [hidden, n_v_heads
+	// D_v]; ConvWeight [conv_dim, K] (SPEC's [K, conv_dim], K fastest),
+	// NormWeight [D_v], all of the case's type; ALog and DtBias [n_v_heads]
+	// f32.
+	InProjQKVZ, InProjBA, OutProj []float32
+	ConvWeight, NormWeight        []float32
+	ALog, DtBias                  []float32
+
+	Steps []LayerStep
+}
+
+// LayerStep is one call of a layer case.
+type LayerStep struct {
+	// Params of the step: its tokens per sequence, the case's shape and
+	// type, spec.FusedAll, spec.Qwen with the case's eps, q scale
+	// 1/sqrt(D_k), an f32 state.
+	Params spec.Params
+
+	Hidden                 []float32 // [hidden, n_tokens, n_seqs]
+	MixedQKV, Z, A, B      []float32 // the projections, in kernel order
+	CoreF64, OutF64        []float32 // the truth: the gated-RMSNorm output, after out_proj
+	StateF64, ConvStateF64 []float32 // the truth: the caches after the step
+	CoreHF, OutHF, StateHF []float32 // HF's forward, rounded as HF rounds
+}
+
+// Inputs returns the inputs of step i for cpuref (and, viewed in buffers,
+// for the kernels), reading the recurrent state and the conv state the
+// previous step left (zeros for step 0).
+func (c LayerCase) Inputs(i int, state, convState []float32) cpuref.Inputs {
+	s := c.Steps[i]
+	return cpuref.Inputs{
+		G: s.A, Beta: s.B, StateIn: state,
+		ALog: c.ALog, DtBias: c.DtBias,
+		MixedQKV: s.MixedQKV, ConvWeight: c.ConvWeight, ConvState: convState,
+		Z: s.Z, NormWeight: c.NormWeight,
+	}
+}
+
+// LoadLayerSet returns every case of the layer set, failing the test on any
+// error and skipping (failing in strict mode) when there are none.
+func LoadLayerSet(t testing.TB) []LayerCase {
+	t.Helper()
+	dir := SetDir(t, LayerSubdir)
+	cases, err := LayerCases(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		testenv.SkipOrFail(t, "no golden cases in "+dir)
+	}
+	return cases
+}
+
+// LayerCases loads every case folder under dir (each subfolder holding a
+// meta.json), sorted by name.
+func LayerCases(dir string) ([]LayerCase, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("golden: %w", err)
+	}
+	var cases []LayerCase
+	for _, e := range entries {
+		sub := filepath.Join(dir, e.Name())
+		if !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(sub, "meta.json")); err != nil {
+			continue
+		}
+		c, err := LoadLayer(sub)
+		if err != nil {
+			return nil, err
+		}
+		cases = append(cases, c)
+	}
+	return cases, nil
+}
+
+// LoadLayer reads the layer case in folder dir, checking its parameters
+// and every file's recorded shape, element type and size.
+func LoadLayer(dir string) (LayerCase, error) {
+	c := LayerCase{Name: filepath.Base(dir), Dir: dir}
+	raw, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return c, fmt.Errorf("golden: %w", err)
+	}
+	if err := json.Unmarshal(raw, &c.Meta); err != nil {
+		return c, fmt.Errorf("golden: %s/meta.json: %w", c.Name, err)
+	}
+	m := c.Meta
+	hm, err := spec.ParseHeadMap(m.HeadMap)
+	if err != nil {
+		return c, fmt.Errorf("golden: %s: %w", c.Name, err)
+	}
+	act, err := parseType(m.Type)
+	if err != nil {
+		return c, fmt.Errorf("golden: %s: meta.json type: %w", c.Name, err)
+	}
+	if len(m.Steps) == 0 {
+		return c, fmt.Errorf("golden: %s: meta.json lists no steps", c.Name)
+	}
+	base := spec.Params{
+		Shape:      spec.Shape{DK: m.DK, DV: m.DV, NKHeads: m.NKHeads, NVHeads: m.NVHeads, NTokens: m.Steps[0], NSeqs: m.NSeqs},
+		HeadMap:    hm,
+		QScale:     float32(1 / math.Sqrt(float64(m.DK))),
+		Activation: act,
+		Fused:      spec.FusedAll,
+		Core:       spec.Qwen,
+	}
+	base.Core.Conv, base.Core.NormEps = m.ConvKernel, float32(m.Eps)
+	if err := base.Validate(); err != nil {
+		return c, fmt.Errorf("golden: %s: %w", c.Name, err)
+	}
+	if m.ConvDim != base.ConvDim() {
+		return c, fmt.Errorf("golden: %s: conv_dim %d, the shape implies %d", c.Name, m.ConvDim, base.ConvDim())
+	}
+	if m.Hidden <= 0 {
+		return c, fmt.Errorf("golden: %s: hidden %d, must be > 0", c.Name, m.Hidden)
+	}
+
+	type entry struct {
+		name  string
+		shape []int
+		typ   spec.ElemType
+		dst   *[]float32
+	}
+	nk, nv, dk, dv, ns, hid := m.NKHeads, m.NVHeads, m.DK, m.DV, m.NSeqs, m.Hidden
+	files := []entry{
+		{"in_proj_qkvz", []int{2*nk*dk + 2*nv*dv, hid}, act, &c.InProjQKVZ},
+		{"in_proj_ba", []int{2 * nv, hid}, act, &c.InProjBA},
+		{"out_proj", []int{hid, nv * dv}, act, &c.OutProj},
+		{"conv1d", []int{m.ConvDim, m.ConvKernel}, act, &c.ConvWeight},
+		{"norm", []int{dv}, act, &c.NormWeight},
+		{"A_log", []int{nv}, spec.F32, &c.ALog},
+		{"dt_bias", []int{nv}, spec.F32, &c.DtBias},
+	}
+	c.Steps = make([]LayerStep, len(m.Steps))
+	for i, n := range m.Steps {
+		s := &c.Steps[i]
+		s.Params = base
+		s.Params.NTokens = n
+		if err := s.Params.Validate(); err != nil {
+			return c, fmt.Errorf("golden: %s: step %d: %w", c.Name, i, err)
+		}
+		pre := fmt.Sprintf("s%d_", i)
+		act3 := []int{ns, n, nv, dv}
+		files = append(files,
+			entry{pre + "hidden", []int{ns, n, hid}, act, &s.Hidden},
+			entry{pre + "mixed_qkv", []int{ns, n, m.ConvDim}, act, &s.MixedQKV},
+			entry{pre + "z", act3, act, &s.Z},
+			entry{pre + "a", []int{ns, n, nv}, act, &s.A},
+			entry{pre + "b", []int{ns, n, nv}, act, &s.B},
+			entry{pre + "core_f64", act3, spec.F32, &s.CoreF64},
+			entry{pre + "out_f64", []int{ns, n, hid}, spec.F32, &s.OutF64},
+			entry{pre + "state_f64", []int{ns, nv, dv, dk}, spec.F32, &s.StateF64},
+			entry{pre + "conv_state_f64", []int{ns, m.ConvKernel - 1, m.ConvDim}, spec.F32, &s.ConvStateF64},
+			entry{pre + "core_hf", act3, act, &s.CoreHF},
+			entry{pre + "out_hf", []int{ns, n, hid}, act, &s.OutHF},
+			entry{pre + "state_hf", []int{ns, nv, dv, dk}, spec.F32, &s.StateHF},
+		)
+	}
+	for name := range m.Files {
+		if !slices.ContainsFunc(files, func(f entry) bool { return f.name == name }) {
+			return c, fmt.Errorf("golden: %s: meta.json lists %s, which is no file of a layer case", c.Name, name)
+		}
+	}
+	for _, f := range files {
+		recorded, ok := m.Files[f.name]
+		if !ok {
+			return c, fmt.Errorf("golden: %s: meta.json lists no %s", c.Name, f.name)
+		}
+		if !slices.Equal(recorded.Shape, f.shape) {
+			return c, fmt.Errorf("golden: %s: %s has shape %v in meta.json, the parameters imply %v", c.Name, f.name, recorded.Shape, f.shape)
+		}
+		if want := f.name + "." + f.typ.String(); recorded.Name != want {
+			return c, fmt.Errorf("golden: %s: %s is in %q, want %s (element type %v)", c.Name, f.name, recorded.Name, want, f.typ)
+		}
+		n := 1
+		for _, d := range f.shape {
+			n *= d
+		}
+		data, err := readFile(filepath.Join(dir, recorded.Name), f.typ, n)
+		if err != nil {
+			return c, fmt.Errorf("golden: %s: %w", c.Name, err)
+		}
+		*f.dst = data
+	}
+	return c, nil
+}
