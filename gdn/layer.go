@@ -1,16 +1,340 @@
 package gdn
 
-import "github.com/puremetal/puremetal/gdn/spec"
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+)
 
 // Core says which parts of a layer's core around the step a kernel runs:
 // the short convolution and the gated RMSNorm; see [spec.Core].
 type Core = spec.Core
 
-// validateCore refuses a layer core (Params.Core) on a kernel that does
-// not run it.
+// QwenCore is the core of a Qwen3-Next or Qwen3.5 linear-attention layer:
+// the convolution (K = 4) and the gated RMSNorm with silu(z), eps 1e-6;
+// see [spec.Qwen].
+var QwenCore = spec.Qwen
+
+// Gates of the gated RMSNorm; see [spec.NormGate].
+const (
+	GateSiLU    = spec.GateSiLU
+	GateSigmoid = spec.GateSigmoid
+)
+
+// CoreBuffers are the views of the layer core (SPEC section 13) beside
+// [Buffers], all of type Params.Activation:
+//
+//	MixedQKV      [conv_dim, n_tokens, n_seqs] (packed: [conv_dim, n_tokens])   read with Core.Conv
+//	ConvWeight    [K, conv_dim], K fastest (HF's conv1d.weight squeezed)       read with Core.Conv
+//	ConvStateIn   [conv_dim, K-1, states], oldest input first                  read with Core.Conv
+//	ConvStateOut  the same shape                                               written with Core.Conv
+//	Z             [D_v, n_v_heads, n_tokens, n_seqs] (as Output)               read with Core.Norm
+//	NormWeight    [D_v]                                                        read with Core.Norm
+//
+// conv_dim = 2 n_k_heads D_k + n_v_heads D_v (q, then k, then v); states
+// are n_seqs, or n_slots with a state pool: the conv state of a sequence
+// is indexed by the same slot as its recurrent state. With the
+// convolution, Buffers.Q, K and V stay empty. ConvStateOut may be the same
+// view as ConvStateIn (in place) when n_v_heads == n_k_heads; with
+// grouped heads the value heads of a key head all read its q and k conv
+// state while one of them writes it, so the two must be apart (ping-pong
+// two buffers).
+type CoreBuffers struct {
+	MixedQKV, ConvWeight      View
+	ConvStateIn, ConvStateOut View
+	Z, NormWeight             View
+}
+
+// Buffer indices of the core kernel (kernels/gdn_core.metal).
+const (
+	coreFirstIndex  = 14 // mixed_qkv; then conv weight, conv state in, out, z, norm_w
+	coreParamsIndex = 20 // the core parameters, bound with setBytes
+)
+
+// Bits of the core parameters' flags (GDN_CORE_* in kernels/gdn_core.metal).
+const (
+	coreConv    = 1 << 0
+	coreNorm    = 1 << 1
+	coreSigmoid = 1 << 2
+)
+
+// coreMaxDV is the largest D_v of the core kernel (GDN_CORE_MAX_DV): its
+// threadgroup runs 4 D_v threads.
+const coreMaxDV = 256
+
+// validateCore refuses a layer core (Params.Core) on a kernel other than
+// the core kernel.
 func validateCore(k Kernel, p Params) error {
 	if p.Core == (spec.Core{}) {
 		return nil
 	}
-	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm", p.Core, k)
+	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.Core runs them", p.Core, k)
+}
+
+// ValidateCore checks p, b and c for [Kernels.Core] against every rule of
+// the contract, as [Validate] does for the other kernels: the parameters
+// (Core among them: Conv 0 or 4, with Norm a known gate and a finite eps >
+// 0), the core kernel's shape (D_k 64 or 128, D_v a multiple of 8 up to
+// 256), every view's element type, exact element count, alignment and
+// range, the views of the parts that are off left empty, and no written
+// view sharing a byte with another but StateOut = StateIn and, with
+// n_v_heads == n_k_heads, ConvStateOut = ConvStateIn. The error wraps
+// [ErrInvalidArgument] and names the field.
+func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
+	if err := p.Validate(); err != nil {
+		var e *spec.ArgumentError
+		errors.As(err, &e)
+		return invalid(e.Arg, "%s", e.Detail)
+	}
+	s := p.Shape
+	if s.DK != 64 && s.DK != 128 {
+		return invalid("Shape.DK", "%d, the core kernel needs 64 or 128", s.DK)
+	}
+	if s.DV%packedRowsPerGroup != 0 || s.DV > coreMaxDV {
+		return invalid("Shape.DV", "%d, the core kernel needs a multiple of %d up to %d (one threadgroup of 4 D_v threads per value head)", s.DV, packedRowsPerGroup, coreMaxDV)
+	}
+	if ch := 2*s.DK + s.DV; p.Core.Conv > 0 && ch > coreChannelsPerThread*4*s.DV {
+		return invalid("Shape.DV", "%d: the convolution's 2*D_k + D_v = %d channels of a head are more than the core kernel's %d threads hold (%d each): D_v must be at least %d with D_k = %d", s.DV, ch, 4*s.DV, coreChannelsPerThread, minConvDV(s.DK), s.DK)
+	}
+	if b.Capture != (View{}) {
+		return invalid("Capture", "set, but the core kernel writes no capture")
+	}
+	const act, state, fixed = "Params.Activation", "Params.State", ""
+	a, st := p.Activation, p.State
+	conv, norm := p.Core.Conv > 0, p.Core.Norm
+	tokens := func(perSeq string) string { return formula(s, perSeq+"*n_tokens*n_seqs", perSeq+"*n_tokens (packed)") }
+	states := "conv_dim*(K-1)*n_seqs"
+	if s.NSlots > 0 {
+		states = "conv_dim*(K-1)*n_slots"
+	}
+	type part struct {
+		check viewCheck
+		on    bool
+		why   string
+	}
+	parts := []part{
+		{exact("Q", b.Q, a, act, s.QKLen(), tokens("D_k*n_k_heads"), false), !conv, "Params.Core.Conv is set: the convolution makes q from MixedQKV"},
+		{exact("K", b.K, a, act, s.QKLen(), tokens("D_k*n_k_heads"), false), !conv, "Params.Core.Conv is set: the convolution makes k from MixedQKV"},
+		{exact("V", b.V, a, act, s.VLen(), tokens("D_v*n_v_heads"), false), !conv, "Params.Core.Conv is set: the convolution makes v from MixedQKV"},
+		{exact("G", b.G, a, act, s.GateLen(), tokens("n_v_heads"), false), true, ""},
+		{exact("Beta", b.Beta, a, act, s.GateLen(), tokens("n_v_heads"), false), true, ""},
+		{exact("StateIn", b.StateIn, st, state, s.StateLen(), stateFormula(s), false).wideIndex(), true, ""},
+		{exact("Output", b.Output, a, act, s.VLen(), tokens("D_v*n_v_heads"), true), true, ""},
+		{exact("StateOut", b.StateOut, st, state, s.StateLen(), stateFormula(s), true).wideIndex(), true, ""},
+		{exact("ALog", b.ALog, F32, fixed, s.NVHeads, "n_v_heads", false), p.Fused.Gate, "Params.Fused.Gate is off (G holds g itself)"},
+		{exact("DtBias", b.DtBias, F32, fixed, s.NVHeads, "n_v_heads", false), p.Fused.Gate, "Params.Fused.Gate is off (G holds g itself)"},
+		{exact("CoreBuffers.MixedQKV", c.MixedQKV, a, act, s.MixedLen(), tokens("conv_dim"), false), conv, "Params.Core.Conv is off"},
+		{exact("CoreBuffers.ConvWeight", c.ConvWeight, a, act, p.ConvWeightLen(), "K*conv_dim", false), conv, "Params.Core.Conv is off"},
+		{exact("CoreBuffers.ConvStateIn", c.ConvStateIn, a, act, p.ConvStateLen(), states, false), conv, "Params.Core.Conv is off"},
+		{exact("CoreBuffers.ConvStateOut", c.ConvStateOut, a, act, p.ConvStateLen(), states, true), conv, "Params.Core.Conv is off"},
+		{exact("CoreBuffers.Z", c.Z, a, act, s.ZLen(), tokens("D_v*n_v_heads"), false), norm, "Params.Core.Norm is off"},
+		{exact("CoreBuffers.NormWeight", c.NormWeight, a, act, s.DV, "D_v", false), norm, "Params.Core.Norm is off"},
+	}
+	parts[8].check.missing = "Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each"
+	parts[9].check.missing = parts[8].check.missing
+	var views []viewCheck
+	for _, pt := range parts {
+		if !pt.on {
+			if pt.check.v != (View{}) {
+				return invalid(pt.check.name, "set, but %s", pt.why)
+			}
+			continue
+		}
+		views = append(views, pt.check)
+	}
+	for i := range views {
+		if c := &views[i]; uint64(c.want) >= maxElems && !c.wide {
+			return tooLarge(c.name, c.formula, c.want)
+		}
+	}
+	for i := range views {
+		if err := validateView(&views[i]); err != nil {
+			return err
+		}
+	}
+	for i := range views {
+		c := &views[i]
+		vector := c.name == "Q" || c.name == "K" || c.name == "StateIn" || c.name == "StateOut"
+		if align := packedAlign * c.elem.Size(); vector && c.v.Offset%align != 0 {
+			return invalid(c.name, "offset %d bytes, the core kernel reads and writes it %d elements at a time: it must be a multiple of %d", c.v.Offset, packedAlign, align)
+		}
+	}
+	if conv && c.ConvStateOut == c.ConvStateIn {
+		if s.NVHeads != s.NKHeads {
+			return invalid("CoreBuffers.ConvStateOut", "the same view as ConvStateIn, but with n_v_heads = %d over n_k_heads = %d the value heads of a key head read its conv state while one writes it: use two buffers", s.NVHeads, s.NKHeads)
+		}
+		// In place: ConvStateOut's overlap checks cover ConvStateIn's.
+		for i := range views {
+			if views[i].name == "CoreBuffers.ConvStateIn" {
+				views = append(views[:i], views[i+1:]...)
+				break
+			}
+		}
+	}
+	if err := validateOverlaps(views); err != nil {
+		return err
+	}
+	if err := validateServing(KernelDecodePackedSeq, p, b); err != nil {
+		return err
+	}
+	// The slot index and cu_seqlens against the conv state written.
+	if conv {
+		serving := []viewCheck{{name: "CoreBuffers.ConvStateOut", v: c.ConvStateOut, written: true}}
+		for _, v := range []struct {
+			name string
+			v    View
+		}{{"Slots", b.Slots}, {"CuSeqlens", b.CuSeqlens}} {
+			if v.v != (View{}) {
+				serving = append(serving, viewCheck{name: v.name, v: v.v})
+			}
+		}
+		if err := validateOverlaps(serving); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// coreChannelsPerThread is the number of the convolution's channels one
+// thread of the core kernel holds in registers.
+const coreChannelsPerThread = 2
+
+// minConvDV is the least D_v (a multiple of 8) whose 4 D_v threads hold the
+// 2 D_k + D_v channels of a head's convolution.
+func minConvDV(dk int) int {
+	for dv := packedRowsPerGroup; ; dv += packedRowsPerGroup {
+		if 2*dk+dv <= coreChannelsPerThread*4*dv {
+			return dv
+		}
+	}
+}
+
+// packedRowsPerGroup is GDN_PACKED_ROWS: rows of the state per SIMD-group.
+const packedRowsPerGroup = 8
+
+// coreBytes returns the core parameters as the kernel reads them: flags,
+// eps bits, conv_dim, a reserved 0, in a block of paramsLen bytes.
+func coreBytes(p Params) [paramsLen]byte {
+	var flags uint32
+	if p.Core.Conv > 0 {
+		flags |= coreConv
+	}
+	if p.Core.Norm {
+		flags |= coreNorm
+	}
+	if p.Core.NormGate == spec.GateSigmoid {
+		flags |= coreSigmoid
+	}
+	var b [paramsLen]byte
+	binary.LittleEndian.PutUint32(b[0:], flags)
+	binary.LittleEndian.PutUint32(b[4:], math.Float32bits(p.Core.NormEps))
+	binary.LittleEndian.PutUint32(b[8:], uint32(p.ConvDim()))
+	return b
+}
+
+// CoreEntryPoint returns the entry point [Kernels.Core] runs for p,
+// gated_delta_net_core_packed_{A}_{S}_{NSG}, after checking p as
+// [ValidateCore] does (without buffers).
+func CoreEntryPoint(p Params) (string, error) {
+	if err := p.Validate(); err != nil {
+		var e *spec.ArgumentError
+		errors.As(err, &e)
+		return "", invalid(e.Arg, "%s", e.Detail)
+	}
+	if s := p.Shape; (s.DK != 64 && s.DK != 128) || s.DV%packedRowsPerGroup != 0 || s.DV > coreMaxDV {
+		return "", invalid("Shape", "%v: the core kernel needs D_k 64 or 128 and D_v a multiple of %d up to %d", s, packedRowsPerGroup, coreMaxDV)
+	}
+	return kernels.CorePackedOf(p.Activation, p.State, nsg(p.Shape)), nil
+}
+
+// coreGeometry returns the grid (in threadgroups) and threadgroup size of
+// the core kernel: (1, n_v_heads, n_seqs) threadgroups of (32, D_v/8, 1),
+// one per value head and sequence.
+func coreGeometry(s Shape) (grid, group mtl.Size) {
+	return mtl.Size{Width: 1, Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
+		mtl.Size{Width: 32, Height: uint(s.DV / packedRowsPerGroup), Depth: 1}
+}
+
+// Core encodes the layer core of SPEC section 13 in one dispatch, for any
+// number of tokens (a decode step, a window, a prefill; packed sequences
+// and state slots as for the other kernels): with Params.Core.Conv the
+// depthwise causal convolution of MixedQKV with its conv state and silu,
+// split into q, k and v; the step of Params.Fused; with Params.Core.Norm
+// the gated RMSNorm of each value head's output with Z and NormWeight.
+// Everything runs in f32; the output (y with the norm) is rounded once to
+// Params.Activation, the state once to Params.State. One threadgroup per
+// value head and sequence holds the whole head (4 D_v threads, the packed
+// layout), so the norm's reduction over D_v stays in the dispatch. The
+// rules are [ValidateCore]'s; the threadgroup's 4 D_v threads must be at
+// most the pipeline's maxTotalThreadsPerThreadgroup.
+func (k *Kernels) Core(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
+	if k == nil || k.pipelines == nil {
+		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
+	}
+	if enc == nil {
+		return invalid("encoder", "nil compute command encoder")
+	}
+	return k.dispatchCore(mtlEncoder{enc}, p, b, c)
+}
+
+func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) error {
+	if err := ValidateCore(p, b, c); err != nil {
+		return err
+	}
+	entry, err := CoreEntryPoint(p)
+	if err != nil {
+		return err
+	}
+	pso, maxThreads, err := k.pipelines.pipeline(entry)
+	if err != nil {
+		return fmt.Errorf("gdn: core kernel: %w", err)
+	}
+	grid, group := coreGeometry(p.Shape)
+	if n := group.Width * group.Height; n > uint(maxThreads) {
+		return invalid("Shape.DV", "at %v the core kernel runs 4*D_v = %d threads per threadgroup, more than the %d the %s pipeline allows", p.Shape, n, maxThreads, entry)
+	}
+	enc.SetComputePipelineState(pso)
+	stand := b.G // bound where the kernel reads nothing
+	q, kk, v := b.Q, b.K, b.V
+	if p.Core.Conv > 0 {
+		q, kk, v = stand, stand, stand
+	}
+	aLog, dtBias := b.ALog, b.DtBias
+	if !p.Fused.Gate {
+		aLog, dtBias = stand, stand
+	}
+	slots, cu := servingViews(p.Shape, b)
+	views := [numViews]View{q, kk, v, b.G, b.Beta, b.StateIn, b.Output, b.StateOut, stand, stand, aLog, dtBias, slots, cu}
+	core := [numViews]View{c.MixedQKV, c.ConvWeight, c.ConvStateIn, c.ConvStateOut, c.Z, c.NormWeight}
+	if p.Core.Conv == 0 {
+		core[0], core[1], core[2], core[3] = stand, stand, stand, stand
+	}
+	if !p.Core.Norm {
+		core[4], core[5] = stand, stand
+	}
+	for i := 6; i < numViews; i++ {
+		core[i] = stand
+	}
+	var bufs [numViews]*mtl.Buffer
+	var offsets [numViews]int
+	for i, v := range views {
+		bufs[i], offsets[i] = v.Buffer, v.Offset
+	}
+	enc.setViews(bufs, offsets, 0)
+	for i, v := range core {
+		bufs[i], offsets[i] = v.Buffer, v.Offset
+	}
+	enc.setViews(bufs, offsets, coreFirstIndex)
+	enc.setParams(paramBytes(p), paramsIndex)
+	enc.setParams(coreBytes(p), coreParamsIndex)
+	enc.DispatchThreadgroups(grid, group)
+	if err := enc.Err(); err != nil {
+		return fmt.Errorf("gdn: core kernel: %w", err)
+	}
+	return nil
 }

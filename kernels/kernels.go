@@ -15,6 +15,7 @@
 //	                    gated_delta_net_decode_packed_capture_{A}_{S}_{NSG}
 //	gdn_prefill_blocked.metal
 //	                    gated_delta_net_prefill_blocked_{A}_{S}_{NSG}
+//	gdn_core.metal      gated_delta_net_core_packed_{A}_{S}_{NSG}
 //
 // A is the activation type (q, k, v, output and the gate inputs), S the
 // state type (state_in, state_out, capture), each f32, f16 or bf16, and NSG
@@ -74,6 +75,7 @@ const (
 	PackedCommonFile = "gdn_packed_common.metal"   // the packed layout, after CommonFile in front of PackedFile and BlockedFile
 	PackedFile       = "gdn_packed.metal"          // packed decode, seq and capture kernels
 	BlockedFile      = "gdn_prefill_blocked.metal" // the blocked prefill kernel
+	CoreFile         = "gdn_core.metal"            // the layer core: convolution, step, gated norm
 )
 
 // Entry-point names of the kernels.
@@ -252,7 +254,16 @@ var (
 	packedSeqNames     = newVariants("gated_delta_net_decode_packed_seq", true)
 	packedCaptureNames = newVariants("gated_delta_net_decode_packed_capture", true)
 	blockedNames       = newVariants("gated_delta_net_prefill_blocked", true)
+	coreNames          = newVariants("gated_delta_net_core_packed", true)
 )
+
+// CorePackedOf returns the name of the layer-core kernel (SPEC section 13:
+// the short convolution with its state, the step and the gated RMSNorm in
+// one dispatch; one threadgroup per value head and sequence, the packed
+// layout) for nsg in [PackedNSGs]: gated_delta_net_core_packed_{act}_{state}_{nsg}.
+func CorePackedOf(act, state spec.ElemType, nsg int) string {
+	return coreNames.name(act, state, nsg)
+}
 
 // entryFile maps every entry point to the source file that defines it.
 var entryFile = func() map[string]string {
@@ -272,6 +283,7 @@ var entryFile = func() map[string]string {
 				m[DecodePackedSeqOf(a, s, nsg)] = PackedFile
 				m[DecodePackedCaptureOf(a, s, nsg)] = PackedFile
 				m[PrefillBlockedOf(a, s, nsg)] = BlockedFile
+				m[CorePackedOf(a, s, nsg)] = CoreFile
 			}
 		}
 	}
@@ -290,7 +302,7 @@ func SourceFile(entry string) (string, bool) {
 
 // SourceFiles returns the names of the kernel sources, prelude excluded.
 func SourceFiles() []string {
-	return []string{PrefillFile, DecodeFile, CaptureFile, ChunkedFile, PackedFile, BlockedFile}
+	return []string{PrefillFile, DecodeFile, CaptureFile, ChunkedFile, PackedFile, BlockedFile, CoreFile}
 }
 
 // Source returns the compilable text of a kernel source file: the shared
@@ -303,7 +315,7 @@ func Source(name string) string {
 		return ""
 	}
 	parts := []string{CommonFile, name}
-	if name == PackedFile || name == BlockedFile {
+	if name == PackedFile || name == BlockedFile || name == CoreFile {
 		parts = []string{CommonFile, PackedCommonFile, name}
 	}
 	var src strings.Builder

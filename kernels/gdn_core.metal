@@ -1,0 +1,248 @@
+// Gated DeltaNet layer core (SPEC section 13): the short convolution with
+// its state, the fused step and the gated RMSNorm in one dispatch, for any
+// number of tokens (decode and seq windows alike), D_k = 64 (NSG = 2) or
+// 128 (NSG = 4), D_v a multiple of 8, at most 256.
+//
+// One threadgroup owns one value head h of one sequence, all D_v rows of
+// its state, so that the norm's reduction over the D_v outputs of a token
+// stays inside it: threadgroup (32, D_v / 8, 1), the packed layout of
+// gdn_packed_common.metal (8 rows per SIMD-group, 4 lanes per row), grid
+// (1, n_v_heads, n_seqs). Each threadgroup finds its sequence's slot, first
+// token and token count (gdn_sequence) and skips padding.
+//
+// The convolution. The head reads 2 D_k + D_v channels of mixed_qkv: q and
+// k of its key head kh, v of its own rows. Thread i of the threadgroup
+// (4 D_v threads) owns channels i and i + 4 D_v of that list; it keeps
+// their K = 4 weights and the last K-1 inputs in registers for the whole
+// window (read once from the conv state), and per token computes, in f32,
+//   c = ((w0 x(t-3) + w1 x(t-2)) + w2 x(t-1)) + w3 x(t),  u = c / (1 + exp(-c))
+// into threadgroup memory, where the lanes read q, k and v as they would
+// from device memory (u is never rounded). After the window it writes its
+// channels' last K-1 inputs to the conv state: the v channels always, the
+// q and k channels only in the threadgroup of the first value head that
+// reads key head kh, so that each is written exactly once.
+//
+// The norm. After the step all 4 lanes of a row hold the row's output o
+// (scaled, f32). simd_shuffle_xor by 4, 8 and 16 sums o^2 over the 8 rows of
+// a SIMD-group, lane 0 puts it in threadgroup memory, and after one barrier
+// every thread adds the D_v / 8 partial sums in order:
+//   r = 1 / sqrt(ss / D_v + eps),  y = ((o r) norm_w[row]) act(z)
+// act = silu or sigmoid. Lane 0 of the row rounds y once and writes it.
+//
+// Barriers per token: 1 after the convolution (u visible), 1 for the norm;
+// without the norm a second barrier keeps the next token's u from
+// overwriting this one's while it is read. The partial sums alternate
+// between two arrays by token parity, so one barrier suffices for them.
+//
+// Buffers: 0-13 as every kernel (q, k, v unused with the convolution),
+// 14 mixed_qkv, 15 conv weight [K, conv_dim], 16 conv_state_in, 17
+// conv_state_out ([conv_dim, K-1, states], type A), 18 z, 19 norm_w (type A),
+// 20 the core parameters.
+
+#define GDN_CONV_K 4
+#define GDN_CORE_MAX_DV 256
+#define GDN_CORE_MAX_CHANNELS (2 * 128 + GDN_CORE_MAX_DV)
+
+// Bits of gdn_core_params::flags.
+#define GDN_CORE_CONV    1u  // mixed_qkv and the conv state replace q, k and v
+#define GDN_CORE_NORM    2u  // the gated RMSNorm of the output
+#define GDN_CORE_SIGMOID 4u  // the norm's gate is sigmoid(z), not silu(z)
+
+// The core parameters, bound with setBytes at buffer index 20.
+struct gdn_core_params {
+    uint  flags;
+    float eps;       // the norm's epsilon
+    uint  conv_dim;  // 2 n_k_heads D_k + n_v_heads D_v
+    uint  reserved;
+};
+
+// A lane's view of D_k staged floats in threadgroup memory, read group by
+// group as gdn_device_vec reads device memory.
+struct gdn_tg_vec {
+    threadgroup const float *p;
+    uint u;
+    inline float4 group(int c) const {
+        return *(threadgroup const float4 *)(p + gdn_packed_col(c, u));
+    }
+};
+
+// The channel of mixed_qkv behind entry ch of a head's channel list: q of
+// key head kh (D_k), k of kh (D_k), v of value head h (D_v).
+inline uint gdn_core_channel(constant gdn_params &p, uint kh, uint h, uint ch) {
+    const uint DK = p.d_k;
+    if (ch < DK) {
+        return kh * DK + ch;
+    }
+    if (ch < 2u * DK) {
+        return p.n_k_heads * DK + kh * DK + (ch - DK);
+    }
+    return 2u * p.n_k_heads * DK + h * p.d_v + (ch - 2u * DK);
+}
+
+// Whether value head h is the first to read its key head, the one whose
+// threadgroup writes the key head's q and k conv state.
+inline bool gdn_core_owns_key_head(constant gdn_params &p, uint h) {
+    if (p.head_map == 1u) {
+        return h < p.n_k_heads;
+    }
+    return h % (p.n_v_heads / p.n_k_heads) == 0u;
+}
+
+// The norm's gate.
+inline float gdn_core_gate(constant gdn_core_params &c, float z) {
+    const float s = 1.0f / (1.0f + metal::exp(-z));
+    return (c.flags & GDN_CORE_SIGMOID) ? s : z * s;
+}
+
+// One window of tokens of one value head and sequence.
+template <typename A, typename S, int NSG>
+kernel void gated_delta_net_core_packed(
+    device const A     *q          [[buffer(0)]],
+    device const A     *k          [[buffer(1)]],
+    device const A     *v          [[buffer(2)]],
+    device const A     *g          [[buffer(3)]],
+    device const A     *beta       [[buffer(4)]],
+    device const S     *state_in   [[buffer(5)]],
+    device A           *output     [[buffer(6)]],
+    device S           *state_out  [[buffer(7)]],
+    constant gdn_params &p         [[buffer(8)]],
+    device const float *a_log      [[buffer(10)]],
+    device const float *dt_bias    [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
+    device const A     *mixed      [[buffer(14)]],
+    device const A     *conv_w     [[buffer(15)]],
+    device const A     *conv_in    [[buffer(16)]],
+    device A           *conv_out   [[buffer(17)]],
+    device const A     *z          [[buffer(18)]],
+    device const A     *norm_w     [[buffer(19)]],
+    constant gdn_core_params &c    [[buffer(20)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    threadgroup float tg_u[GDN_CORE_MAX_CHANNELS];
+    threadgroup float tg_ss[2][GDN_CORE_MAX_DV / GDN_PACKED_ROWS];
+
+    const uint DK = 32 * NSG;
+    const uint h = tg.y;
+    const uint row = tid.y * GDN_PACKED_ROWS + tid.x / 4u;
+    const uint u = tid.x % 4u;
+    const uint thread_i = tid.y * 32u + tid.x;
+    const uint n_threads = 4u * p.d_v;
+    const uint n_groups = p.d_v / GDN_PACKED_ROWS;  // SIMD-groups of the threadgroup
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
+    if (sq.skip) {
+        return;  // the whole threadgroup: one sequence
+    }
+    const uint kh = gdn_key_head(p, h);
+    const float scale = gdn_out_scale(p);
+    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
+    const bool conv = (c.flags & GDN_CORE_CONV) != 0u;
+    const bool norm = (c.flags & GDN_CORE_NORM) != 0u;
+    const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
+
+    // The convolution's registers: two channels per thread.
+    const uint n_ch = 2u * DK + p.d_v;
+    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(c.conv_dim);
+    float cw[2][GDN_CONV_K];
+    float cx[2][GDN_CONV_K - 1];
+    uint cch[2];
+    for (int e = 0; e < 2; ++e) {
+        const uint ch = thread_i + uint(e) * n_threads;
+        cch[e] = conv && ch < n_ch ? gdn_core_channel(p, kh, h, ch) : 0u;
+        for (int j = 0; j < GDN_CONV_K; ++j) {
+            cw[e][j] = 0.0f;
+        }
+        for (int j = 0; j < GDN_CONV_K - 1; ++j) {
+            cx[e][j] = 0.0f;
+        }
+        if (conv && ch < n_ch) {
+            for (int j = 0; j < GDN_CONV_K; ++j) {
+                cw[e][j] = gdn_load(conv_w + cch[e] * GDN_CONV_K + uint(j));
+            }
+            for (int j = 0; j < GDN_CONV_K - 1; ++j) {
+                cx[e][j] = gdn_load(conv_in + conv_base + ulong(j) * c.conv_dim + cch[e]);
+            }
+        }
+    }
+
+    const ulong srow = ((sq.state * p.n_v_heads + h) * p.d_v + row) * DK;
+    float s[8 * NSG];
+    gdn_packed_load_row<S, 2 * NSG>(s, state_in + srow, u);
+    const float nw = norm ? gdn_load(norm_w + row) : 1.0f;
+
+    for (uint t = 0; t < sq.n_tokens; ++t) {
+        const uint tok = sq.tok0 + t;
+        const uint vh = tok * p.n_v_heads + h;
+        float kr[8 * NSG];
+        float vr;
+        float o;
+        const float gt = gdn_gate(p, gc, gdn_load(g + vh));
+        const float bt = gdn_beta(p, gdn_load(beta + vh));
+        if (conv) {
+            for (int e = 0; e < 2; ++e) {
+                const uint ch = thread_i + uint(e) * n_threads;
+                if (ch < n_ch) {
+                    const float x = gdn_load(mixed + ulong(tok) * c.conv_dim + cch[e]);
+                    float acc = cw[e][0] * cx[e][0];
+                    acc = acc + cw[e][1] * cx[e][1];
+                    acc = acc + cw[e][2] * cx[e][2];
+                    acc = acc + cw[e][3] * x;
+                    tg_u[ch] = acc / (1.0f + metal::exp(-acc));
+                    cx[e][0] = cx[e][1];
+                    cx[e][1] = cx[e][2];
+                    cx[e][2] = x;
+                }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            const gdn_tg_vec kv = {tg_u + DK, u};
+            const gdn_tg_vec qv = {tg_u, u};
+            gdn_packed_load<2 * NSG>(kr, kv);
+            vr = tg_u[2u * DK + row];
+            o = scale * gdn_packed_step<2 * NSG>(s, kr, qv, vr, gt, bt, l2norm);
+        } else {
+            const uint qk = (tok * p.n_k_heads + kh) * DK;
+            const gdn_device_vec<A> kv = {k + qk, u};
+            const gdn_device_vec<A> qv = {q + qk, u};
+            gdn_packed_load<2 * NSG>(kr, kv);
+            vr = gdn_load(v + vh * p.d_v + row);
+            o = scale * gdn_packed_step<2 * NSG>(s, kr, qv, vr, gt, bt, l2norm);
+        }
+        if (norm) {
+            float ss = o * o;
+            ss += simd_shuffle_xor(ss, ushort(4));
+            ss += simd_shuffle_xor(ss, ushort(8));
+            ss += simd_shuffle_xor(ss, ushort(16));
+            if (tid.x == 0u) {
+                tg_ss[t & 1u][tid.y] = ss;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            float sum = 0.0f;
+            for (uint i = 0; i < n_groups; ++i) {
+                sum += tg_ss[t & 1u][i];
+            }
+            const float r = 1.0f / metal::sqrt(sum / float(p.d_v) + c.eps);
+            o = ((o * r) * nw) * gdn_core_gate(c, gdn_load(z + vh * p.d_v + row));
+        } else if (conv) {
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+        if (u == 0u) {
+            gdn_store(output + vh * p.d_v + row, o);
+        }
+    }
+
+    gdn_packed_store<S, 2 * NSG>(state_out + srow, s, u);
+    if (conv) {
+        const bool owner = gdn_core_owns_key_head(p, h);
+        for (int e = 0; e < 2; ++e) {
+            const uint ch = thread_i + uint(e) * n_threads;
+            if (ch < n_ch && (ch >= 2u * DK || owner)) {
+                for (int j = 0; j < GDN_CONV_K - 1; ++j) {
+                    gdn_store(conv_out + conv_base + ulong(j) * c.conv_dim + cch[e], cx[e][j]);
+                }
+            }
+        }
+    }
+}
+
+// Instantiations: every activation and state type, NSG 2 and 4.
+instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_core_packed", gated_delta_net_core_packed)
