@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/puremetal/puremetal/checkpoint"
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/golden"
@@ -65,84 +64,6 @@ func TestGoldenLayer(t *testing.T) {
 	}
 }
 
-// qwenNextProject computes the projections of step i of c in float64 from
-// its hidden states and weights, with Qwen3-Next's rows permuted to the
-// core's order, each rounded once to the case's type.
-func qwenNextProject(t *testing.T, c golden.LayerCase, i int) (mixed, z, a, b []float32) {
-	t.Helper()
-	m := c.Meta
-	h := checkpoint.Heads{DK: m.DK, DV: m.DV, NKHeads: m.NKHeads, NVHeads: m.NVHeads}
-	qkvzRows, err := checkpoint.QKVZRows(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	baRows, err := checkpoint.BARows(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qkvz, err := checkpoint.Permute(c.InProjQKVZ, m.Hidden, qkvzRows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ba, err := checkpoint.Permute(c.InProjBA, m.Hidden, baRows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := c.Steps[i]
-	act := s.Params.Activation
-	xz := matVec(qkvz, m.Hidden, s.Hidden)
-	xba := matVec(ba, m.Hidden, s.Hidden)
-	cd, nz, nv := m.ConvDim, m.NVHeads*m.DV, m.NVHeads
-	tokens := len(s.Hidden) / m.Hidden
-	for tok := 0; tok < tokens; tok++ {
-		row := xz[tok*(cd+nz) : (tok+1)*(cd+nz)]
-		mixed = append(mixed, row[:cd]...)
-		z = append(z, row[cd:]...)
-		gb := xba[tok*2*nv : (tok+1)*2*nv]
-		b = append(b, gb[:nv]...)
-		a = append(a, gb[nv:]...)
-	}
-	for _, x := range [][]float32{mixed, z, a, b} {
-		cpuref.Round(act, x)
-	}
-	return mixed, z, a, b
-}
-
-// matVec applies the row-major matrix w (cols columns) to every run of
-// cols elements of x, in float64, and returns the products as float32
-// (rounded once), token after token.
-func matVec(w []float32, cols int, x []float32) []float32 {
-	rows := len(w) / cols
-	var y []float32
-	for t := 0; t+cols <= len(x); t += cols {
-		for r := 0; r < rows; r++ {
-			var acc float64
-			for j := 0; j < cols; j++ {
-				acc += float64(w[r*cols+j]) * float64(x[t+j])
-			}
-			y = append(y, float32(acc))
-		}
-	}
-	return y
-}
-
-// outProj applies out_proj ([hidden, n_v_heads D_v]) to every token of the
-// core output in float64.
-func outProj(w []float32, width int, core []float32) []float64 {
-	rows := len(w) / width
-	var y []float64
-	for t := 0; t+width <= len(core); t += width {
-		for r := 0; r < rows; r++ {
-			var acc float64
-			for j := 0; j < width; j++ {
-				acc += float64(w[r*width+j]) * float64(core[t+j])
-			}
-			y = append(y, acc)
-		}
-	}
-	return y
-}
-
 // TestGoldenLayerProjections runs the whole layer on the CPU: the
 // projections from the stored hidden states with Qwen3-Next's row mapping
 // (they match the stored projections up to one rounding of the type in a
@@ -155,7 +76,10 @@ func TestGoldenLayerProjections(t *testing.T) {
 			state := make([]float32, p0.StateLen())
 			conv := make([]float32, p0.ConvStateLen())
 			for i, s := range c.Steps {
-				mixed, z, a, b := qwenNextProject(t, c, i)
+				mixed, z, a, b, err := c.Project(i)
+				if err != nil {
+					t.Fatal(err)
+				}
 				for _, x := range []struct {
 					name      string
 					got, want []float32
@@ -174,7 +98,7 @@ func TestGoldenLayerProjections(t *testing.T) {
 					t.Fatal(err)
 				}
 				state, conv = ref.StateOut, ref.ConvState
-				out := outProj(c.OutProj, c.Meta.NVHeads*c.Meta.DV, ref.Output)
+				out := c.Out(ref.Output)
 				e := maxRelErr64(out, s.OutF64)
 				hf := cpuref.MaxRelErr(s.OutHF, s.OutF64)
 				t.Logf("s%d out vs out_f64 %.3g (HF %.3g)", i, e, hf)

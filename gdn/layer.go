@@ -79,8 +79,8 @@ func validateCore(k Kernel, p Params) error {
 // ValidateCore checks p, b and c for [Kernels.Core] against every rule of
 // the contract, as [Validate] does for the other kernels: the parameters
 // (Core among them: Conv 0 or 4, with Norm a known gate and a finite eps >
-// 0), the core kernel's shape (D_k 64 or 128, D_v a multiple of 8 up to
-// 256), every view's element type, exact element count, alignment and
+// 0), the core kernel's shape (D_k 32, 64 or 128, D_v a multiple of 8
+// up to 256), every view's element type, exact element count, alignment and
 // range, the views of the parts that are off left empty, and no written
 // view sharing a byte with another but StateOut = StateIn and, with
 // n_v_heads == n_k_heads, ConvStateOut = ConvStateIn. The error wraps
@@ -92,8 +92,8 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 		return invalid(e.Arg, "%s", e.Detail)
 	}
 	s := p.Shape
-	if s.DK != 64 && s.DK != 128 {
-		return invalid("Shape.DK", "%d, the core kernel needs 64 or 128", s.DK)
+	if s.DK != 32 && s.DK != 64 && s.DK != 128 {
+		return invalid("Shape.DK", "%d, the core kernel needs 32, 64 or 128", s.DK)
 	}
 	if s.DV%packedRowsPerGroup != 0 || s.DV > coreMaxDV {
 		return invalid("Shape.DV", "%d, the core kernel needs a multiple of %d up to %d (one threadgroup of 4 D_v threads per value head)", s.DV, packedRowsPerGroup, coreMaxDV)
@@ -246,8 +246,8 @@ func CoreEntryPoint(p Params) (string, error) {
 		errors.As(err, &e)
 		return "", invalid(e.Arg, "%s", e.Detail)
 	}
-	if s := p.Shape; (s.DK != 64 && s.DK != 128) || s.DV%packedRowsPerGroup != 0 || s.DV > coreMaxDV {
-		return "", invalid("Shape", "%v: the core kernel needs D_k 64 or 128 and D_v a multiple of %d up to %d", s, packedRowsPerGroup, coreMaxDV)
+	if s := p.Shape; (s.DK != 32 && s.DK != 64 && s.DK != 128) || s.DV%packedRowsPerGroup != 0 || s.DV > coreMaxDV {
+		return "", invalid("Shape", "%v: the core kernel needs D_k 32, 64 or 128 and D_v a multiple of %d up to %d", s, packedRowsPerGroup, coreMaxDV)
 	}
 	return kernels.CorePackedOf(p.Activation, p.State, nsg(p.Shape)), nil
 }

@@ -1,7 +1,7 @@
 // Gated DeltaNet layer core (SPEC section 13): the short convolution with
 // its state, the fused step and the gated RMSNorm in one dispatch, for any
-// number of tokens (decode and seq windows alike), D_k = 64 (NSG = 2) or
-// 128 (NSG = 4), D_v a multiple of 8, at most 256.
+// number of tokens (decode and seq windows alike), D_k = 32, 64 or 128
+// (NSG = D_k / 32), D_v a multiple of 8, at most 256.
 //
 // One threadgroup owns one value head h of one sequence, all D_v rows of
 // its state, so that the norm's reduction over the D_v outputs of a token
@@ -244,5 +244,12 @@ kernel void gated_delta_net_core_packed(
     }
 }
 
-// Instantiations: every activation and state type, NSG 2 and 4.
-instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_core_packed", gated_delta_net_core_packed)
+// instantiate_gdn_core(host, fn, A, S) makes fn<A, S, NSG> the entry points
+// host_1, host_2 and host_4 (D_k = 32, 64, 128: with NSG = 1 a lane holds 8
+// cells of its row, 2 groups of 4).
+#define instantiate_gdn_core(host, fn, A, S) \
+    template [[host_name(host "_1")]] kernel decltype(fn<A, S, 1>) fn<A, S, 1>; \
+    instantiate_gdn_packed(host, fn, A, S)
+
+// Instantiations: every activation and state type, NSG 1, 2 and 4.
+instantiate_gdn_types(instantiate_gdn_core, "gated_delta_net_core_packed", gated_delta_net_core_packed)

@@ -260,7 +260,7 @@ var (
 // CorePackedOf returns the name of the layer-core kernel (SPEC section 13:
 // the short convolution with its state, the step and the gated RMSNorm in
 // one dispatch; one threadgroup per value head and sequence, the packed
-// layout) for nsg in [PackedNSGs]: gated_delta_net_core_packed_{act}_{state}_{nsg}.
+// layout) for nsg in [NSGs]: gated_delta_net_core_packed_{act}_{state}_{nsg}.
 func CorePackedOf(act, state spec.ElemType, nsg int) string {
 	return coreNames.name(act, state, nsg)
 }
@@ -277,13 +277,13 @@ var entryFile = func() map[string]string {
 				m[DecodeSeqOf(a, s, nsg)] = DecodeFile
 				m[DecodeLegacyOf(a, s, nsg)] = DecodeFile
 				m[DecodeCaptureOf(a, s, nsg)] = CaptureFile
+				m[CorePackedOf(a, s, nsg)] = CoreFile
 			}
 			for _, nsg := range PackedNSGs {
 				m[DecodePackedOf(a, s, nsg)] = PackedFile
 				m[DecodePackedSeqOf(a, s, nsg)] = PackedFile
 				m[DecodePackedCaptureOf(a, s, nsg)] = PackedFile
 				m[PrefillBlockedOf(a, s, nsg)] = BlockedFile
-				m[CorePackedOf(a, s, nsg)] = CoreFile
 			}
 		}
 	}

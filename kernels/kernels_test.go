@@ -23,8 +23,8 @@ import (
 // defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if want := 9 * (14 + 10); len(names) != want {
-		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill and 4 decode kernels * NSG 1, 2, 4, and 5 packed kernels, the layer core among them, * NSG 2, 4)): %v", len(names), want, names)
+	if want := 9 * (17 + 8); len(names) != want {
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 4 packed kernels * NSG 2, 4)): %v", len(names), want, names)
 	}
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {

@@ -180,7 +180,7 @@ func (c coreCase) subtest() string { return c.name }
 
 // coreCases are the core suite's calls: every activation and state type
 // with the whole Qwen core at one token and at a window; then, in bf16 /
-// f32, each part alone, the sigmoid gate, both D_k, the tiled map,
+// f32, each part alone, the sigmoid gate, every D_k, the tiled map,
 // grouped and ungrouped heads, a state pool with padding and packed
 // sequences of 0, 1, 2 and more tokens.
 func coreCases() []coreCase {
@@ -228,6 +228,9 @@ func coreCases() []coreCase {
 	})
 	variant("dk128_mha_f32", func(p *spec.Params) {
 		p.DK, p.DV, p.NKHeads, p.NVHeads, p.Activation = 128, 48, 2, 2, spec.F32
+	})
+	variant("dk32_gqa3", func(p *spec.Params) {
+		p.DK, p.DV, p.NKHeads, p.NVHeads, p.State = 32, 32, 1, 3, spec.F16
 	})
 	variant("slots_padding", func(p *spec.Params) {
 		p.NSeqs, p.NSlots, p.NVHeads = 3, 5, 4

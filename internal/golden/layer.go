@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/puremetal/puremetal/checkpoint"
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testenv"
@@ -234,4 +235,77 @@ func LoadLayer(dir string) (LayerCase, error) {
 		*f.dst = data
 	}
 	return c, nil
+}
+
+// Project computes the projections of step i from its hidden states and
+// the case's weights, in float64 on the CPU: Qwen3-Next's in_proj_qkvz and
+// in_proj_ba rows permuted once into the core's order (package checkpoint),
+// each product rounded once to float32 and then to the case's type, as a
+// layer's projections hand the core mixed_qkv, z, a and b.
+func (c LayerCase) Project(i int) (mixed, z, a, b []float32, err error) {
+	m := c.Meta
+	h := checkpoint.Heads{DK: m.DK, DV: m.DV, NKHeads: m.NKHeads, NVHeads: m.NVHeads}
+	qkvzRows, err := checkpoint.QKVZRows(h)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	baRows, err := checkpoint.BARows(h)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	qkvz, err := checkpoint.Permute(c.InProjQKVZ, m.Hidden, qkvzRows)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ba, err := checkpoint.Permute(c.InProjBA, m.Hidden, baRows)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	s := c.Steps[i]
+	xz := MatVec(qkvz, m.Hidden, s.Hidden)
+	xba := MatVec(ba, m.Hidden, s.Hidden)
+	cd, nz, nv := m.ConvDim, m.NVHeads*m.DV, m.NVHeads
+	for tok := 0; tok < len(s.Hidden)/m.Hidden; tok++ {
+		row := xz[tok*(cd+nz) : (tok+1)*(cd+nz)]
+		mixed = append(mixed, round32(row[:cd])...)
+		z = append(z, round32(row[cd:])...)
+		gb := xba[tok*2*nv : (tok+1)*2*nv]
+		b = append(b, round32(gb[:nv])...)
+		a = append(a, round32(gb[nv:])...)
+	}
+	for _, x := range [][]float32{mixed, z, a, b} {
+		cpuref.Round(s.Params.Activation, x)
+	}
+	return mixed, z, a, b, nil
+}
+
+// Out applies the case's out_proj ([hidden, n_v_heads D_v]) to every
+// token of a core output, in float64.
+func (c LayerCase) Out(core []float32) []float64 {
+	return MatVec(c.OutProj, c.Meta.NVHeads*c.Meta.DV, core)
+}
+
+// MatVec applies the row-major matrix w (cols columns) to every run of
+// cols elements of x, in float64, token after token.
+func MatVec(w []float32, cols int, x []float32) []float64 {
+	rows := len(w) / cols
+	var y []float64
+	for t := 0; t+cols <= len(x); t += cols {
+		for r := 0; r < rows; r++ {
+			var acc float64
+			for j := 0; j < cols; j++ {
+				acc += float64(w[r*cols+j]) * float64(x[t+j])
+			}
+			y = append(y, acc)
+		}
+	}
+	return y
+}
+
+func round32(x []float64) []float32 {
+	y := make([]float32, len(x))
+	for i, v := range x {
+		y[i] = float32(v)
+	}
+	return y
 }
