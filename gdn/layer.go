@@ -61,6 +61,7 @@ const (
 	coreConv    = 1 << 0
 	coreNorm    = 1 << 1
 	coreSigmoid = 1 << 2
+	coreCapture = 1 << 3
 )
 
 // coreMaxDV is the largest D_v of the core kernel (GDN_CORE_MAX_DV): its
@@ -101,9 +102,6 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 	if ch := 2*s.DK + s.DV; p.Core.Conv > 0 && ch > coreChannelsPerThread*4*s.DV {
 		return invalid("Shape.DV", "%d: the convolution's 2*D_k + D_v = %d channels of a head are more than the core kernel's %d threads hold (%d each): D_v must be at least %d with D_k = %d", s.DV, ch, 4*s.DV, coreChannelsPerThread, minConvDV(s.DK), s.DK)
 	}
-	if b.Capture != (View{}) {
-		return invalid("Capture", "set, but the core kernel writes no capture")
-	}
 	const act, state, fixed = "Params.Activation", "Params.State", ""
 	a, st := p.Activation, p.State
 	conv, norm := p.Core.Conv > 0, p.Core.Norm
@@ -137,6 +135,13 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 	}
 	parts[8].check.missing = "Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each"
 	parts[9].check.missing = parts[8].check.missing
+	if b.Capture != (View{}) {
+		capt := exact("Capture", b.Capture, st, state, s.CaptureLen(), tokens("D_k*D_v*n_v_heads"), true)
+		if s.NSeqs == 1 {
+			capt.maxLen = maxElems - 1 // one sequence: room for the longest draft
+		}
+		parts = append(parts, part{capt, true, ""})
+	}
 	var views []viewCheck
 	for _, pt := range parts {
 		if !pt.on {
@@ -159,7 +164,7 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 	}
 	for i := range views {
 		c := &views[i]
-		vector := c.name == "Q" || c.name == "K" || c.name == "StateIn" || c.name == "StateOut"
+		vector := c.name == "Q" || c.name == "K" || c.name == "StateIn" || c.name == "StateOut" || c.name == "Capture"
 		if align := packedAlign * c.elem.Size(); vector && c.v.Offset%align != 0 {
 			return invalid(c.name, "offset %d bytes, the core kernel reads and writes it %d elements at a time: it must be a multiple of %d", c.v.Offset, packedAlign, align)
 		}
@@ -219,7 +224,7 @@ const packedRowsPerGroup = 8
 
 // coreBytes returns the core parameters as the kernel reads them: flags,
 // eps bits, conv_dim, a reserved 0, in a block of paramsLen bytes.
-func coreBytes(p Params) [paramsLen]byte {
+func coreBytes(p Params, capture bool) [paramsLen]byte {
 	var flags uint32
 	if p.Core.Conv > 0 {
 		flags |= coreConv
@@ -229,6 +234,9 @@ func coreBytes(p Params) [paramsLen]byte {
 	}
 	if p.Core.NormGate == spec.GateSigmoid {
 		flags |= coreSigmoid
+	}
+	if capture {
+		flags |= coreCapture
 	}
 	var b [paramsLen]byte
 	binary.LittleEndian.PutUint32(b[0:], flags)
@@ -269,8 +277,11 @@ func coreGeometry(s Shape) (grid, group mtl.Size) {
 // Everything runs in f32; the output (y with the norm) is rounded once to
 // Params.Activation, the state once to Params.State. One threadgroup per
 // value head and sequence holds the whole head (4 D_v threads, the packed
-// layout), so the norm's reduction over D_v stays in the dispatch. The
-// rules are [ValidateCore]'s; the threadgroup's 4 D_v threads must be at
+// layout), so the norm's reduction over D_v stays in the dispatch. With
+// b.Capture set it also writes the state after every token t to
+// capture[..., t, s] (speculative decoding; capture's rules are
+// [Kernels.DecodeWithCapture]'s), and [RollbackCore] restores both states
+// for the accepted tokens. The rules are [ValidateCore]'s; the threadgroup's 4 D_v threads must be at
 // most the pipeline's maxTotalThreadsPerThreadgroup.
 func (k *Kernels) Core(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
 	if k == nil || k.pipelines == nil {
@@ -309,7 +320,11 @@ func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) 
 		aLog, dtBias = stand, stand
 	}
 	slots, cu := servingViews(p.Shape, b)
-	views := [numViews]View{q, kk, v, b.G, b.Beta, b.StateIn, b.Output, b.StateOut, stand, stand, aLog, dtBias, slots, cu}
+	capture := stand
+	if b.Capture != (View{}) {
+		capture = b.Capture
+	}
+	views := [numViews]View{q, kk, v, b.G, b.Beta, b.StateIn, b.Output, b.StateOut, stand, capture, aLog, dtBias, slots, cu}
 	core := [numViews]View{c.MixedQKV, c.ConvWeight, c.ConvStateIn, c.ConvStateOut, c.Z, c.NormWeight}
 	if p.Core.Conv == 0 {
 		core[0], core[1], core[2], core[3] = stand, stand, stand, stand
@@ -331,7 +346,7 @@ func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) 
 	}
 	enc.setViews(bufs, offsets, coreFirstIndex)
 	enc.setParams(paramBytes(p), paramsIndex)
-	enc.setParams(coreBytes(p), coreParamsIndex)
+	enc.setParams(coreBytes(p, b.Capture != View{}), coreParamsIndex)
 	enc.DispatchThreadgroups(grid, group)
 	if err := enc.Err(); err != nil {
 		return fmt.Errorf("gdn: core kernel: %w", err)

@@ -74,7 +74,7 @@ func TestValidateCore(t *testing.T) {
 		{"q with the convolution", func(_ *Params, b *Buffers, _ *CoreBuffers) { b.Q = fb.typedView(BF16, s.QKLen()) }, "Q"},
 		{"z without the norm", func(p *Params, _ *Buffers, _ *CoreBuffers) { p.Core = spec.Core{Conv: 4} }, "CoreBuffers.Z"},
 		{"mixed without the convolution", func(p *Params, _ *Buffers, _ *CoreBuffers) { p.Core.Conv = 0 }, "CoreBuffers.MixedQKV"},
-		{"capture", func(_ *Params, b *Buffers, _ *CoreBuffers) { b.Capture = fb.view(8) }, "Capture"},
+		{"capture short", func(_ *Params, b *Buffers, _ *CoreBuffers) { b.Capture = fb.view(8) }, "Capture"},
 		{"state out misaligned", func(_ *Params, b *Buffers, _ *CoreBuffers) {
 			b.StateOut = View{Buffer: fb.buffer(4*b.StateOut.Len + 4), Offset: 4, Type: F32, Len: b.StateOut.Len}
 		}, "StateOut"},
@@ -100,11 +100,11 @@ func TestValidateCore(t *testing.T) {
 func TestCoreBytes(t *testing.T) {
 	p := Params{Shape: Shape{DK: 64, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1},
 		Core: Core{Conv: 4, Norm: true, NormGate: GateSigmoid, NormEps: 1e-5}}
-	b := coreBytes(p)
+	b := coreBytes(p, true)
 	word := func(i int) uint32 {
 		return uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24
 	}
-	if got, want := word(0), uint32(coreConv|coreNorm|coreSigmoid); got != want {
+	if got, want := word(0), uint32(coreConv|coreNorm|coreSigmoid|coreCapture); got != want {
 		t.Errorf("flags %#x, want %#x", got, want)
 	}
 	if got := math.Float32frombits(word(1)); got != 1e-5 {
@@ -113,7 +113,7 @@ func TestCoreBytes(t *testing.T) {
 	if got := word(2); got != 2*64+2*32 {
 		t.Errorf("conv_dim %d, want %d", got, 2*64+2*32)
 	}
-	if z := coreBytes(Params{Shape: p.Shape}); [8]byte(z[:8]) != [8]byte{} {
+	if z := coreBytes(Params{Shape: p.Shape}, false); [8]byte(z[:8]) != [8]byte{} {
 		t.Errorf("zero core: flags and eps %v, want zeros", z[:8])
 	}
 }

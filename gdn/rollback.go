@@ -51,6 +51,11 @@ func rollback(blit blitEncoder, p Params, b Buffers, accepted []int32) error {
 	if err := Validate(KernelDecodeCapture, p, b); err != nil {
 		return err
 	}
+	return rollbackStates(blit, p, b, accepted)
+}
+
+// rollbackStates is rollback for arguments already validated.
+func rollbackStates(blit blitEncoder, p Params, b Buffers, accepted []int32) error {
 	s := p.Shape
 	if len(accepted) != s.NSeqs {
 		return invalid("accepted", "%d counts, want one per sequence, n_seqs = %d", len(accepted), s.NSeqs)

@@ -34,6 +34,12 @@
 // overwriting this one's while it is read. The partial sums alternate
 // between two arrays by token parity, so one barrier suffices for them.
 //
+// Capture (speculative decoding): with GDN_CORE_CAPTURE the lanes also
+// write S after every token to capture[..., t, s] as the packed capture
+// kernel does. The conv state after token t is not written: it is the
+// newest K-1 inputs of (conv state in, mixed_qkv of tokens 0..t), which a
+// rollback copies from those buffers (gdn.RollbackCore).
+//
 // Buffers: 0-13 as every kernel (q, k, v unused with the convolution),
 // 14 mixed_qkv, 15 conv weight [K, conv_dim], 16 conv_state_in, 17
 // conv_state_out ([conv_dim, K-1, states], type A), 18 z, 19 norm_w (type A),
@@ -47,6 +53,7 @@
 #define GDN_CORE_CONV    1u  // mixed_qkv and the conv state replace q, k and v
 #define GDN_CORE_NORM    2u  // the gated RMSNorm of the output
 #define GDN_CORE_SIGMOID 4u  // the norm's gate is sigmoid(z), not silu(z)
+#define GDN_CORE_CAPTURE 8u  // S after every token to capture[..., t, s] (buffer 9)
 
 // The core parameters, bound with setBytes at buffer index 20.
 struct gdn_core_params {
@@ -106,6 +113,7 @@ kernel void gated_delta_net_core_packed(
     device A           *output     [[buffer(6)]],
     device S           *state_out  [[buffer(7)]],
     constant gdn_params &p         [[buffer(8)]],
+    device S           *capture    [[buffer(9)]],
     device const float *a_log      [[buffer(10)]],
     device const float *dt_bias    [[buffer(11)]],
     device const int   *slots      [[buffer(12)]],
@@ -227,6 +235,9 @@ kernel void gated_delta_net_core_packed(
         }
         if (u == 0u) {
             gdn_store(output + vh * p.d_v + row, o);
+        }
+        if (c.flags & GDN_CORE_CAPTURE) {
+            gdn_packed_store<S, 2 * NSG>(capture + (ulong(vh) * p.d_v + row) * DK, s, u);
         }
     }
 

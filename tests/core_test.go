@@ -23,9 +23,9 @@ const (
 // coreOutcome is what one dispatch of the core kernel wrote, read back
 // and widened, with the emulator's counters.
 type coreOutcome struct {
-	Output, StateOut, ConvState []float32
-	output, stateOut, convState []byte
-	Counters                    *msl.Counters
+	Output, StateOut, ConvState, Capture []float32
+	output, stateOut, convState          []byte
+	Counters                             *msl.Counters
 }
 
 // coreJob is one dispatch of gdn.Kernels.Core.
@@ -33,6 +33,7 @@ type coreJob struct {
 	p       spec.Params
 	in      cpuref.Inputs
 	inPlace bool // StateOut = StateIn and ConvStateOut = ConvStateIn (one view each)
+	capture bool // b.Capture set: the state after every token
 }
 
 // prefilled reports whether a call leaves some state or conv state as it
@@ -56,6 +57,13 @@ func prefilled(p spec.Params, in cpuref.Inputs) bool {
 // runCore uploads j's inputs, poisons what the kernel writes (outputs
 // always; the states unless prefilled), runs one dispatch and reads back.
 func (r *rig) runCore(t *testing.T, j coreJob) (coreOutcome, error) {
+	t.Helper()
+	o, _, _, err := r.runCoreBuffers(t, j)
+	return o, err
+}
+
+// runCoreBuffers is runCore returning the dispatch's views too.
+func (r *rig) runCoreBuffers(t *testing.T, j coreJob) (coreOutcome, gdn.Buffers, gdn.CoreBuffers, error) {
 	t.Helper()
 	p, in := j.p, j.in
 	a, st := p.Activation, p.State
@@ -97,9 +105,12 @@ func (r *rig) runCore(t *testing.T, j coreJob) (coreOutcome, error) {
 	if p.Varlen {
 		b.CuSeqlens = r.uploadInt32(t, in.CuSeqlens, false)
 	}
+	if j.capture {
+		b.Capture = r.poisonedTyped(t, st, p.CaptureLen())
+	}
 	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Core(enc, p, b, c) })
 	if err != nil {
-		return coreOutcome{}, err
+		return coreOutcome{}, b, c, err
 	}
 	o := coreOutcome{output: viewBytes(b.Output), stateOut: viewBytes(b.StateOut)}
 	o.Output, o.StateOut = decode(a, o.output), decode(st, o.stateOut)
@@ -107,13 +118,16 @@ func (r *rig) runCore(t *testing.T, j coreJob) (coreOutcome, error) {
 		o.convState = viewBytes(c.ConvStateOut)
 		o.ConvState = decode(a, o.convState)
 	}
+	if j.capture {
+		o.Capture = readBack(b.Capture)
+	}
 	if r.emulated {
 		if len(cs) != 1 {
-			return coreOutcome{}, fmt.Errorf("the command buffer ran %d dispatches, want 1", len(cs))
+			return coreOutcome{}, b, c, fmt.Errorf("the command buffer ran %d dispatches, want 1", len(cs))
 		}
 		o.Counters = &cs[0]
 	}
-	return o, nil
+	return o, b, c, nil
 }
 
 // coreParts returns the token ranges and states a call writes.
