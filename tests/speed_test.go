@@ -70,6 +70,7 @@ func BenchmarkMetalKernels(b *testing.B) {
 			}
 		}
 	}
+	benchCorePairs(b, r)
 }
 
 // speedBuffers allocates the buffers of p (state in place), filled with
