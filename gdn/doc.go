@@ -116,6 +116,20 @@
 // convolution's output (after its SiLU), not normalised; QScale is
 // 1/sqrt(D_k).
 //
+// # The layer core
+//
+// [Kernels.Core] runs what a linear-attention layer computes between its
+// input projections and out_proj in one dispatch (SPEC.md section 13), as
+// [spec.Core] (Params.Core) says: the depthwise causal convolution (K = 4)
+// of mixed_qkv with its conv state and SiLU, split into q, k and v; the
+// step of Params.Fused; the gated RMSNorm of each value head's output
+// with z (silu or sigmoid gate, eps from the layer). Its extra views are
+// [CoreBuffers]; [ValidateCore] is its validation, [RollbackCore] its
+// rollback after a speculative window (with Buffers.Capture set). One
+// threadgroup owns one value head of one sequence, so the norm's
+// reduction stays in the dispatch. Every other kernel refuses a non-zero
+// Params.Core; its zero value leaves every call as it was.
+//
 // # Serving: state slots and packed sequences
 //
 // A server batching sequences continuously keeps every layer's states in a
