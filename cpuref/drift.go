@@ -34,6 +34,9 @@ func DecodeDrift(p spec.Params, seed uint64) (Drift, error) {
 	if p.NSlots > 0 || p.Varlen {
 		return Drift{}, fmt.Errorf("cpuref: DecodeDrift takes neither a state pool nor packed tokens (shape %v)", p.Shape)
 	}
+	if p.Core != (spec.Core{}) {
+		return Drift{}, fmt.Errorf("cpuref: DecodeDrift measures the recurrence alone, not Params.Core %+v", p.Core)
+	}
 	in, err := RandomInputs(p, seed)
 	if err != nil {
 		return Drift{}, err

@@ -207,4 +207,7 @@ func TestCoreRefusesBadInput(t *testing.T) {
 	if _, err := cpuref.Chunked64(p, good, 4); err == nil {
 		t.Error("Chunked64 ran a layer core; it runs the recurrence alone")
 	}
+	if _, err := cpuref.DecodeDrift(p, 1); err == nil {
+		t.Error("DecodeDrift ran a layer core; it measures the recurrence alone")
+	}
 }

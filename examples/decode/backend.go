@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 // A backend runs decode steps of every layer and keeps the layers' states.
@@ -68,6 +70,7 @@ func cloneAll(x [][]float32) [][]float32 {
 type cpuBackend struct {
 	p       spec.Params
 	states  [][]float32
+	conv    [][]float32 // the conv states, with the layer core
 	outputs [][]float32
 }
 
@@ -79,8 +82,10 @@ func (c *cpuBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
 	c.p = p
 	c.states = make([][]float32, len(consts))
 	c.outputs = make([][]float32, len(consts))
+	c.conv = make([][]float32, len(consts))
 	for l, x := range consts {
 		c.states[l] = slices.Clone(x.StateIn)
+		c.conv[l] = slices.Clone(x.ConvState)
 	}
 	return nil
 }
@@ -92,12 +97,12 @@ func (c *cpuBackend) Step(in []cpuref.Inputs) (stepTime, error) {
 	start := time.Now()
 	for l := range in {
 		x := in[l]
-		x.StateIn = c.states[l]
+		x.StateIn, x.ConvState = c.states[l], c.conv[l]
 		r, err := cpuref.Reference32(c.p, x, false)
 		if err != nil {
 			return stepTime{}, fmt.Errorf("layer %d: %w", l, err)
 		}
-		c.states[l], c.outputs[l] = r.StateOut, r.Output
+		c.states[l], c.conv[l], c.outputs[l] = r.StateOut, r.ConvState, r.Output
 	}
 	return stepTime{wall: time.Since(start)}, nil
 }
@@ -144,6 +149,19 @@ type deviceBackend struct {
 	// written in place every token.
 	states *layerstack.States
 	layers int
+	// With the layer core, per layer: mixed_qkv and z (written every
+	// token), the conv weight and norm weight, and the conv state in two
+	// buffers that swap every token (the value heads of a key head read
+	// its conv state while one of them writes it).
+	core     []coreViews
+	tokens   int
+	coreBufs []*mtl.Buffer
+}
+
+// coreViews are one layer's views of the layer core.
+type coreViews struct {
+	mixed, z, convW, normW gdn.View
+	conv                   [2]gdn.View
 }
 
 func (b *deviceBackend) Describe() string { return b.d.Desc }
@@ -168,6 +186,9 @@ func (b *deviceBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
 	for l, x := range consts {
 		b.states.Set(l, 0, x.StateIn)
 	}
+	if p.Core != (spec.Core{}) {
+		return b.initCore(p, consts)
+	}
 	// The pipelines Kernels.Decode will pick for the layers' views (the
 	// packed kernel where it applies), made before the first token.
 	var entries []string
@@ -185,6 +206,82 @@ func (b *deviceBackend) Init(p spec.Params, consts []cpuref.Inputs) error {
 	return err
 }
 
+// initCore allocates and fills the layer core's views of every layer and
+// makes the core kernel's pipeline.
+func (b *deviceBackend) initCore(p spec.Params, consts []cpuref.Inputs) error {
+	a := p.Activation
+	view := func(n int, x []float32) (gdn.View, error) {
+		buf, err := b.d.Dev.NewBuffer(n*a.Size(), mtl.ResourceStorageModeShared)
+		if err != nil {
+			return gdn.View{}, err
+		}
+		b.coreBufs = append(b.coreBufs, buf)
+		v := gdn.NewView(buf, 0, a, n)
+		layerstack.Store(v, x)
+		return v, nil
+	}
+	b.core = make([]coreViews, b.layers)
+	for l, x := range consts {
+		c := &b.core[l]
+		var errs [6]error
+		c.mixed, errs[0] = view(p.MixedLen(), nil)
+		c.z, errs[1] = view(p.ZLen(), nil)
+		c.convW, errs[2] = view(p.ConvWeightLen(), x.ConvWeight)
+		c.normW, errs[3] = view(p.DV, x.NormWeight)
+		c.conv[0], errs[4] = view(p.ConvStateLen(), x.ConvState)
+		c.conv[1], errs[5] = view(p.ConvStateLen(), nil)
+		if err := errors.Join(errs[:]...); err != nil {
+			return err
+		}
+	}
+	entry, err := gdn.CoreEntryPoint(p)
+	if err != nil {
+		return err
+	}
+	b.entry = entry
+	b.compile, err = b.d.Compile(entry)
+	return err
+}
+
+// coreBuffers returns layer l's views for the core kernel at token t.
+func (b *deviceBackend) coreBuffers(l, t int) (gdn.Buffers, gdn.CoreBuffers) {
+	bufs := b.buffers(l)
+	bufs.Q, bufs.K, bufs.V = gdn.View{}, gdn.View{}, gdn.View{} // the convolution makes them
+	c := b.core[l]
+	return bufs, gdn.CoreBuffers{MixedQKV: c.mixed, ConvWeight: c.convW, ConvStateIn: c.conv[t%2], ConvStateOut: c.conv[(t+1)%2],
+		Z: c.z, NormWeight: c.normW}
+}
+
+// stepCore runs one command buffer: one core dispatch per layer.
+func (b *deviceBackend) stepCore(in []cpuref.Inputs) (stepTime, error) {
+	for l, x := range in {
+		b.acts.Write(l, x)
+		layerstack.Store(b.core[l].mixed, x.MixedQKV)
+		layerstack.Store(b.core[l].z, x.Z)
+	}
+	start := time.Now()
+	seconds, err := b.d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
+		for l := range b.layers {
+			bufs, core := b.coreBuffers(l, b.tokens)
+			if err := b.d.Kernels.Core(enc, b.p, bufs, core); err != nil {
+				return fmt.Errorf("layer %d: %w", l, err)
+			}
+		}
+		return nil
+	})
+	wall := time.Since(start)
+	if err != nil {
+		return stepTime{}, err
+	}
+	b.tokens++
+	b.dispatches += b.layers
+	st := stepTime{wall: wall, hasDevice: b.d.GPU}
+	if b.d.GPU {
+		st.device = time.Duration(seconds * 1e9)
+	}
+	return st, nil
+}
+
 // buffers returns layer l's views.
 func (b *deviceBackend) buffers(l int) gdn.Buffers {
 	bufs := b.acts.Buffers(l)
@@ -198,6 +295,9 @@ func (b *deviceBackend) buffers(l int) gdn.Buffers {
 func (b *deviceBackend) Step(in []cpuref.Inputs) (stepTime, error) {
 	if len(in) != b.layers {
 		return stepTime{}, fmt.Errorf("%d layers of inputs for %d layers", len(in), b.layers)
+	}
+	if b.core != nil {
+		return b.stepCore(in)
 	}
 	for l, x := range in {
 		b.acts.Write(l, x)
@@ -246,6 +346,9 @@ func (b *deviceBackend) Close() {
 	}
 	if b.states != nil {
 		b.states.Release()
+	}
+	for _, buf := range b.coreBufs {
+		buf.Release()
 	}
 	b.d.Close()
 }

@@ -27,15 +27,15 @@ func typeFlags(act, state string, fused bool) []string {
 }
 
 // The defaults are what a Qwen3.5 model runs: bf16 activations, an f32
-// state, the fused step.
+// state, the fused step, the whole layer core.
 func TestDefaults(t *testing.T) {
 	cfg, err := parseFlags(nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := cfg.params()
-	if p.Activation != spec.BF16 || p.State != spec.F32 || p.Fused != spec.FusedAll {
-		t.Errorf("defaults: %v activations, %v state, fused %+v; want bf16, f32, all", p.Activation, p.State, p.Fused)
+	if p.Activation != spec.BF16 || p.State != spec.F32 || p.Fused != spec.FusedAll || p.Core != spec.Qwen {
+		t.Errorf("defaults: %v activations, %v state, fused %+v, core %+v; want bf16, f32, all, the Qwen core", p.Activation, p.State, p.Fused, p.Core)
 	}
 }
 
@@ -118,7 +118,8 @@ func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	}
 }
 
-// The real decode kernels on the emulated device: the programs' type
+// The real kernels on the emulated device (the layer core, the default):
+// the programs' type
 // cases (f32 unfused, the defaults: bf16 activations, f32 state, fused;
 // f16 activations with a bf16 state, fused) and f16 activations and state
 // unfused; every check passes, one dispatch per layer and token, the
@@ -126,46 +127,52 @@ func checkMoved(t *testing.T, cfg config, states [][]float32) {
 func TestEmulatedBackend(t *testing.T) {
 	f16 := layerstacktest.TypeCase{Name: "f16-f16-unfused", Args: typeFlags("f16", "f16", false), Types: "types:   f16 activations (q, k, v, g, beta, output), f16 state; unfused: "}
 	for _, c := range append(slices.Clone(layerstacktest.TypeCases), f16) {
-		t.Run(c.Name, func(t *testing.T) {
-			var log strings.Builder
-			be := &deviceBackend{d: layerstacktest.Device(t), log: &log}
-			defer be.Close()
-			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c.Args...)...)
-			res, out := layerstacktest.Run(t, run, cfg, backend(be))
-			// Before the first compile the program says what it compiles
-			// and where the emulated device caches it; off a GPU it
-			// prints no bandwidth.
-			if said := log.String(); !strings.HasPrefix(said, "compiling ") || !strings.Contains(said, "cached in "+msl.DefaultCacheDir()) {
-				t.Errorf("before compiling it said %q", said)
-			}
-			if strings.Contains(out, "GB/s") || !strings.Contains(out, "no bandwidth figure: this backend is not a GPU") {
-				t.Errorf("the report gives a bandwidth off a GPU:\n%s", out)
-			}
-			if !res.Pass() || !(res.Worst() <= 1) || len(res.Checks) != 4 {
-				t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), out)
-			}
-			if len(res.Latency) != cfg.tokens {
-				t.Errorf("%d latencies for %d tokens", len(res.Latency), cfg.tokens)
-			}
-			if res.Dispatches != cfg.Layers*cfg.tokens {
-				t.Errorf("%d dispatches for %d layers x %d tokens", res.Dispatches, cfg.Layers, cfg.tokens)
-			}
-			p := cfg.params()
-			for _, w := range []string{c.Types, "against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", "kernel:  " + kernels.DecodeOf(p.Activation, p.State, 1) + ","} {
-				if !strings.Contains(out, w) {
-					t.Errorf("the report lacks %q:\n%s", w, out)
+		for _, core := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/core=%v", c.Name, core), func(t *testing.T) {
+				var log strings.Builder
+				be := &deviceBackend{d: layerstacktest.Device(t), log: &log}
+				defer be.Close()
+				cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu", fmt.Sprintf("-core=%v", core)}, c.Args...)...)
+				res, out := layerstacktest.Run(t, run, cfg, backend(be))
+				// Before the first compile the program says what it compiles
+				// and where the emulated device caches it; off a GPU it
+				// prints no bandwidth.
+				if said := log.String(); !strings.HasPrefix(said, "compiling ") || !strings.Contains(said, "cached in "+msl.DefaultCacheDir()) {
+					t.Errorf("before compiling it said %q", said)
 				}
-			}
-			// The device's state is rounded to its type once per token:
-			// a 16-bit state is off the float64 truth by a rounding
-			// after the first token already, an f32 one is not.
-			if d := res.Drift.State; len(d) != 4 || res.Drift.Tokens[0] != 1 || len(res.Drift.Output) != cfg.tokens {
-				t.Errorf("drift after tokens %v (%d errors), outputs of %d tokens; want 1, 2, 4, 5 and 5", res.Drift.Tokens, len(d), len(res.Drift.Output))
-			} else if p.State != spec.F32 && !(d[0] > layerstack.BoundOf(p.State, 0)/16) || p.State == spec.F32 && !(d[0] < Bound) {
-				t.Errorf("%v state: error %.3g after one token, bound %.3g", p.State, d[0], layerstack.BoundOf(p.State, Bound))
-			}
-			checkMoved(t, cfg, res.FinalState)
-		})
+				if strings.Contains(out, "GB/s") || !strings.Contains(out, "no bandwidth figure: this backend is not a GPU") {
+					t.Errorf("the report gives a bandwidth off a GPU:\n%s", out)
+				}
+				if !res.Pass() || !(res.Worst() <= 1) || len(res.Checks) != 4 {
+					t.Fatalf("parity failed (%d checks, worst %.3g of its bound)\n%s", len(res.Checks), res.Worst(), out)
+				}
+				if len(res.Latency) != cfg.tokens {
+					t.Errorf("%d latencies for %d tokens", len(res.Latency), cfg.tokens)
+				}
+				if res.Dispatches != cfg.Layers*cfg.tokens {
+					t.Errorf("%d dispatches for %d layers x %d tokens", res.Dispatches, cfg.Layers, cfg.tokens)
+				}
+				p := cfg.params()
+				entry := kernels.CorePackedOf(p.Activation, p.State, 1) // the whole layer core by default
+				if p.Core == (spec.Core{}) {
+					entry = kernels.DecodeOf(p.Activation, p.State, 1)
+				}
+				for _, w := range []string{c.Types, "against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", "kernel:  " + entry + ","} {
+					if !strings.Contains(out, w) {
+						t.Errorf("the report lacks %q:\n%s", w, out)
+					}
+				}
+				// The device's state is rounded to its type once per token:
+				// a 16-bit state is off the float64 truth by a rounding
+				// after the first token already, an f32 one is not.
+				if d := res.Drift.State; len(d) != 4 || res.Drift.Tokens[0] != 1 || len(res.Drift.Output) != cfg.tokens {
+					t.Errorf("drift after tokens %v (%d errors), outputs of %d tokens; want 1, 2, 4, 5 and 5", res.Drift.Tokens, len(d), len(res.Drift.Output))
+				} else if p.State != spec.F32 && !(d[0] > layerstack.BoundOf(p.State, 0)/16) || p.State == spec.F32 && !(d[0] < Bound) {
+					t.Errorf("%v state: error %.3g after one token, bound %.3g", p.State, d[0], layerstack.BoundOf(p.State, Bound))
+				}
+				checkMoved(t, cfg, res.FinalState)
+			})
+		}
 	}
 }
 
@@ -175,7 +182,7 @@ func TestEmulatedBackend(t *testing.T) {
 func TestEmulatedBackendPacked(t *testing.T) {
 	be := &deviceBackend{d: layerstacktest.Device(t), log: io.Discard}
 	defer be.Close()
-	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-dk", "64", "-layers", "2", "-tokens", "3")
+	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-dk", "64", "-layers", "2", "-tokens", "3", "-core=false")
 	res, out := layerstacktest.Run(t, run, cfg, backend(be))
 	if !res.Pass() {
 		t.Fatalf("parity failed\n%s", out)
@@ -183,6 +190,40 @@ func TestEmulatedBackendPacked(t *testing.T) {
 	p := cfg.params()
 	if w := "kernel:  " + kernels.DecodePackedOf(p.Activation, p.State, 2) + ","; !strings.Contains(out, w) {
 		t.Errorf("the report lacks %q:\n%s", w, out)
+	}
+}
+
+// By default the emulated backend runs the whole layer core, one
+// gdn.Kernels.Core dispatch per layer and token, at D_k 32 and 64, and its
+// checks pass; the report names the core kernel and counts the conv state
+// in the bytes per token.
+func TestEmulatedBackendCore(t *testing.T) {
+	for _, dk := range []string{"32", "64"} {
+		be := &deviceBackend{d: layerstacktest.Device(t), log: io.Discard}
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-dk", dk, "-layers", "2", "-tokens", "4")
+		res, out := layerstacktest.Run(t, run, cfg, backend(be))
+		be.Close()
+		p := cfg.params()
+		if p.Core != spec.Qwen {
+			t.Fatalf("-core by default: Params.Core %+v, want spec.Qwen", p.Core)
+		}
+		if !res.Pass() || res.Dispatches != 2*4 {
+			t.Errorf("D_k %s: parity %v, %d dispatches for 2 layers x 4 tokens\n%s", dk, res.Pass(), res.Dispatches, out)
+		}
+		for _, w := range []string{"kernel:  " + kernels.CorePackedOf(p.Activation, p.State, p.DK/32) + ",", "state per token with the bf16 conv state", "core:    the whole layer core"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("the report lacks %q:\n%s", w, out)
+			}
+		}
+	}
+}
+
+// With -core=false the cpu backend runs the step on q, k and v given, and
+// its checks pass.
+func TestCPUBackendWithoutCore(t *testing.T) {
+	var out bytes.Buffer
+	if code := cli(append([]string{"-backend", "cpu", "-core=false"}, tiny...), &out, io.Discard); code != 0 || strings.Contains(out.String(), "core:") || !strings.Contains(out.String(), "parity: PASS") {
+		t.Errorf("exit status %d:\n%s", code, &out)
 	}
 }
 

@@ -2,7 +2,12 @@
 // DeltaNet layers, the recurrent half of hybrid models such as Qwen3.5 and
 // Qwen3-Next, as such a model runs it, and reports what one token costs.
 //
-// By default it runs what a Qwen3.5 layer hands its recurrent core: bf16
+// By default it runs a Qwen3.5 layer's whole core in one dispatch per layer
+// and token (-core): the pre-convolution mixed_qkv through the short
+// convolution (K = 4) with a conv state per layer kept on the device,
+// SiLU, the fused step below, and the gated RMSNorm with z (SPEC section
+// 13, gdn.Kernels.Core); -core=false gives the step q, k and v directly.
+// The step takes what a Qwen3.5 layer hands its recurrent core: bf16
 // activations (-dtype), an f32 state (-state) and the fused step (-fused):
 // raw q and k, v, and the raw gate projections a and b, with the layer's
 // constants A_log and dt_bias, so that one dispatch per layer and token
@@ -99,11 +104,19 @@ func main() {
 type config struct {
 	*layerstack.Flags
 	tokens int
-	every  int // progress line every this many tokens
+	every  int  // progress line every this many tokens
+	core   bool // the whole layer core: the short convolution and the gated norm in the dispatch
 }
 
-// params returns the parameters of one decode step of one layer.
-func (c config) params() spec.Params { return c.Params(1) }
+// params returns the parameters of one decode step of one layer: with
+// -core, the whole layer core of a Qwen3.5 layer (spec.Qwen).
+func (c config) params() spec.Params {
+	p := c.Params(1)
+	if c.core {
+		p.Core = spec.Qwen
+	}
+	return p
+}
 
 // cli reads the flags in args, opens the backend they name, decodes the
 // tokens through the layers and checks them, and returns the exit status
@@ -119,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto (metal on a Mac, else emu where the emulated device runs, else cpu), metal, emu or cpu", 4)}
 	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
 	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
+	fs.BoolVar(&cfg.core, "core", true, "the whole layer core in the dispatch: mixed_qkv through the short convolution with its conv state, and the gated RMSNorm with z (false: q, k and v given, the recurrence's output)")
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -201,6 +215,19 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
+	if p.Core != (spec.Core{}) {
+		// The layer's convolution and norm weights and its conv state, as
+		// a prefill would leave it.
+		for l := range consts {
+			in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.Seed, l, -1))
+			if err != nil {
+				return result{}, err
+			}
+			consts[l].ConvWeight, consts[l].ConvState, consts[l].NormWeight = in.ConvWeight, in.ConvState, in.NormWeight
+		}
+		fmt.Fprintf(stdout, "core:    the whole layer core in the dispatch: mixed_qkv (%d channels) through the short convolution (K = %d) with a %s conv state per layer, SiLU, the step, the gated RMSNorm with z (silu, eps %g)\n",
+			p.ConvDim(), p.Core.Conv, p.Activation, p.Core.NormEps)
+	}
 	if err := be.Init(p, consts); err != nil {
 		return result{}, err
 	}
@@ -281,8 +308,9 @@ func decodeTokens(cfg config, p spec.Params, be backend, consts []cpuref.Inputs,
 			if err != nil {
 				return nil, nil, err
 			}
-			in.StateIn = nil // the state is the backend's
+			in.StateIn, in.ConvState = nil, nil // the states are the backend's
 			in.ALog, in.DtBias = consts[l].ALog, consts[l].DtBias
+			in.ConvWeight, in.NormWeight = consts[l].ConvWeight, consts[l].NormWeight
 			step[l], inputs[l][t] = in, in
 		}
 		st, err := be.Step(step)
@@ -354,6 +382,9 @@ func reportDispatches(cfg config, p spec.Params, n int, stdout io.Writer) {
 	} else {
 		fmt.Fprintf(stdout, "dispatches: %.3g per layer and token (%d counted for %d layers x %d tokens)\n", float64(n)/float64(steps), n, cfg.Layers, cfg.tokens)
 	}
+	if p.Core != (spec.Core{}) {
+		fmt.Fprintf(stdout, "  core: the short convolution with its conv state, SiLU and the gated RMSNorm with z run inside that one dispatch as well (gdn.Kernels.Core); peers run them as dispatches of their own (llama.cpp: ssm_conv, its GDN op, a norm and a multiply)\n")
+	}
 	if p.Fused == spec.FusedAll {
 		fmt.Fprintf(stdout, "  fused: the L2 norm of q and k, g = exp(A_log) * softplus(a + dt_bias) and beta = sigmoid(b) run inside that one dispatch, which reads the %s activations as the layer hands them over; unfused, a model runs them before it as dispatches of their own, 3 more per layer and token (norm, gate, sigmoid), and with kernels that take only f32 conversions in and out besides (said, not measured)\n", p.Activation)
 		return
@@ -372,19 +403,25 @@ func reportTiming(cfg config, stateBytes int, st spec.ElemType, timed string, re
 		med = layerstack.Percentile(res.Device, 50)
 	}
 	moved := 2 * stateBytes * cfg.Layers
-	floor := time.Duration(float64(moved) / FloorBandwidth * 1e9)
 	half := ""
 	if st != spec.F32 {
 		half = ", half an f32 state's"
 	}
+	conv := ""
+	if p := cfg.params(); p.Core.Conv > 0 {
+		// The conv state, (K-1) conv_dim elements, once in and once out.
+		moved += 2 * (p.Core.Conv - 1) * p.ConvDim() * p.Activation.Size() * cfg.Layers
+		conv = fmt.Sprintf(" with the %s conv state", p.Activation)
+	}
 	if len(res.Device) == 0 {
 		// Off a GPU a bandwidth against a GPU's floor means nothing.
-		fmt.Fprintf(stdout, "traffic: %s of %s state per token (read once, written once per layer: the floor of SPEC.md section 8%s); no bandwidth figure: this backend is not a GPU\n",
-			mb(moved), st, half)
+		fmt.Fprintf(stdout, "traffic: %s of %s state per token%s (read once, written once per layer: the floor of SPEC.md section 8%s); no bandwidth figure: this backend is not a GPU\n",
+			mb(moved), st, conv, half)
 		return
 	}
-	fmt.Fprintf(stdout, "bandwidth: %s of %s state per token (read once, written once per layer: the floor of SPEC.md section 8%s); %.2f GB/s at the median GPU time; the floor at 400 GB/s is %s per token\n",
-		mb(moved), st, half, float64(moved)/med.Seconds()/1e9, layerstack.Duration(floor))
+	floor := time.Duration(float64(moved) / FloorBandwidth * 1e9)
+	fmt.Fprintf(stdout, "bandwidth: %s of %s state per token%s (read once, written once per layer: the floor of SPEC.md section 8%s); %.2f GB/s at the median GPU time; the floor at 400 GB/s is %s per token\n",
+		mb(moved), st, conv, half, float64(moved)/med.Seconds()/1e9, layerstack.Duration(floor))
 }
 
 // newCheck returns the check of err against bound, printed on stdout.
@@ -404,12 +441,12 @@ func parityReference(p spec.Params, consts []cpuref.Inputs, inputs [][]cpuref.In
 		x := consts[l]
 		var r cpuref.Result
 		for _, in := range inputs[l] {
-			in.StateIn = x.StateIn
+			in.StateIn, in.ConvState = x.StateIn, x.ConvState
 			var err error
 			if r, err = cpuref.Reference32(p, in, false); err != nil {
 				return nil, fmt.Errorf("layer %d: %w", l, err)
 			}
-			x.StateIn = r.StateOut
+			x.StateIn, x.ConvState = r.StateOut, r.ConvState
 		}
 		st = max(st, cpuref.MaxRelErr(states[l], r.StateOut))
 		out = max(out, cpuref.MaxRelErr(outputs[l], r.Output))
@@ -508,6 +545,7 @@ func reportDrift(p spec.Params, seed uint64, d *drift, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "drift:  the %s state against the float64 oracle after tokens %s (max rel err; rounded once per token, the truth never)\n", p.State, strings.Join(at, ", "))
 	one := p
 	one.NKHeads, one.NVHeads, one.NTokens = 1, 1, DriftTokens
+	one.Core = spec.Core{} // the state's drift is the recurrence's
 	ref, err := cpuref.DecodeDrift(one, seed)
 	if err != nil {
 		return err
@@ -530,10 +568,39 @@ func oneHead(p spec.Params, h int, consts cpuref.Inputs, steps []cpuref.Inputs) 
 	if p.Fused.Gate {
 		in.ALog, in.DtBias = consts.ALog[h:h+1], consts.DtBias[h:h+1]
 	}
+	// With the core, the head's channels of mixed_qkv (q and k of key head
+	// kh, v of value head h), of the conv weight and of the conv state.
+	qk := p.NKHeads * p.DK
+	channels := func(x []float32, width int) []float32 {
+		var out []float32
+		for t := 0; t+p.ConvDim()*width <= len(x); t += p.ConvDim() * width {
+			row := x[t:]
+			for _, r := range [][2]int{{kh * p.DK, p.DK}, {qk + kh*p.DK, p.DK}, {2*qk + h*p.DV, p.DV}} {
+				out = append(out, row[r[0]*width:(r[0]+r[1])*width]...)
+			}
+		}
+		return out
+	}
+	if p.Core.Conv > 0 {
+		in.ConvWeight = channels(consts.ConvWeight, p.Core.Conv)
+		for j := 0; j < p.Core.Conv-1; j++ {
+			in.ConvState = append(in.ConvState, channels(consts.ConvState[j*p.ConvDim():(j+1)*p.ConvDim()], 1)...)
+		}
+	}
+	if p.Core.Norm {
+		in.NormWeight = consts.NormWeight
+	}
 	for _, s := range steps {
-		in.Q = append(in.Q, s.Q[kh*p.DK:(kh+1)*p.DK]...)
-		in.K = append(in.K, s.K[kh*p.DK:(kh+1)*p.DK]...)
-		in.V = append(in.V, s.V[h*p.DV:(h+1)*p.DV]...)
+		if p.Core.Conv > 0 {
+			in.MixedQKV = append(in.MixedQKV, channels(s.MixedQKV, 1)...)
+		} else {
+			in.Q = append(in.Q, s.Q[kh*p.DK:(kh+1)*p.DK]...)
+			in.K = append(in.K, s.K[kh*p.DK:(kh+1)*p.DK]...)
+			in.V = append(in.V, s.V[h*p.DV:(h+1)*p.DV]...)
+		}
+		if p.Core.Norm {
+			in.Z = append(in.Z, s.Z[h*p.DV:(h+1)*p.DV]...)
+		}
 		in.G = append(in.G, s.G[h])
 		in.Beta = append(in.Beta, s.Beta[h])
 	}
