@@ -127,7 +127,10 @@ kernel void gated_delta_net_core_packed(
     constant gdn_core_params &c    [[buffer(20)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
-    threadgroup float tg_u[GDN_CORE_MAX_CHANNELS];
+    // float4 storage: the lanes read q and k from it 4 floats at a time,
+    // which needs 16-byte alignment.
+    threadgroup float4 tg_u4[GDN_CORE_MAX_CHANNELS / 4];
+    threadgroup float *tg_u = (threadgroup float *)tg_u4;
     threadgroup float tg_ss[2][GDN_CORE_MAX_DV / GDN_PACKED_ROWS];
 
     const uint DK = 32 * NSG;
