@@ -264,8 +264,7 @@ func CoreEntryPoint(p Params) (string, error) {
 // the core kernel: (1, n_v_heads, n_seqs) threadgroups of (32, D_v/8, 1),
 // one per value head and sequence.
 func coreGeometry(s Shape) (grid, group mtl.Size) {
-	return mtl.Size{Width: 1, Height: uint(s.NVHeads), Depth: uint(s.NSeqs)},
-		mtl.Size{Width: 32, Height: uint(s.DV / packedRowsPerGroup), Depth: 1}
+	return mtl.Sz(1, s.NVHeads, s.NSeqs), mtl.Sz(32, s.DV/packedRowsPerGroup, 1)
 }
 
 // Core encodes the layer core of SPEC section 13 in one dispatch, for any
@@ -306,7 +305,7 @@ func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) 
 		return fmt.Errorf("gdn: core kernel: %w", err)
 	}
 	grid, group := coreGeometry(p.Shape)
-	if n := group.Width * group.Height; n > uint(maxThreads) {
+	if n := group.Width * group.Height; n > maxThreads {
 		return invalid("Shape.DV", "at %v the core kernel runs 4*D_v = %d threads per threadgroup, more than the %d the %s pipeline allows", p.Shape, n, maxThreads, entry)
 	}
 	enc.SetComputePipelineState(pso)

@@ -239,7 +239,7 @@ func (b *deviceBackend) initCore(p spec.Params, consts []cpuref.Inputs) error {
 		return err
 	}
 	b.entry = entry
-	b.compile, err = b.d.Compile(entry)
+	b.compile, err = b.d.Compile(b.log, entry)
 	return err
 }
 

@@ -148,14 +148,14 @@ func open(backend string, w io.Writer) (*layerstack.Device, error) {
 
 // result is what a run found.
 type result struct {
-	pass                    bool
-	coreErr, stateErr       float64 // largest over the steps, against Reference32
-	convSame                bool
-	stateBytes, floorBytes  uint64 // per decode token, measured (emulated device) and the floor
-	dispatchesPerToken      int
-	format                  string
-	measured                bool
-	wroteFile, loadedPrefix string
+	pass                   bool
+	coreErr, stateErr      float64 // largest over the steps, against Reference32
+	convSame               bool
+	stateBytes, floorBytes uint64 // per decode token, measured (emulated device) and the floor
+	dispatchesPerToken     int
+	format                 string
+	measured               bool
+	wroteFile              string
 }
 
 // randomFile writes a layer of random weights named as c.format names them.
