@@ -57,8 +57,7 @@ type config struct {
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
-	fs := flag.NewFlagSet("layer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := layerstack.NewFlagSet("layer", "Runs one linear-attention layer from a safetensors file (given none, one of random weights in a real checkpoint's names): projections on the CPU, the whole layer core in one dispatch, out_proj; prefill then decode, checked against cpuref.", stderr)
 	var c config
 	var act, state string
 	var seed int64
