@@ -9,6 +9,7 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 // A backend keeps every layer's pool of states and runs batches on it.
@@ -16,9 +17,11 @@ type backend interface {
 	// Describe says what runs the kernels.
 	Describe() string
 	// Open makes a pool of nSlots zeroed states of the shape one (one
-	// sequence of one layer) for every layer.
-	Open(one spec.Params, layers, nSlots int) error
-	// Reset zeroes state slot of every layer's pool.
+	// sequence of one layer) for every layer of consts, which hold each
+	// layer's conv and norm weights with the layer core (one.Core), and
+	// with the convolution a pool of nSlots zeroed conv states too.
+	Open(one spec.Params, consts []cpuref.Inputs, nSlots int) error
+	// Reset zeroes state slot (and conv state slot) of every layer's pool.
 	Reset(slot int)
 	// Run runs one dispatch of kern per layer, in one command buffer,
 	// over the batch p: in[l] holds layer l's activations, slots and
@@ -28,10 +31,14 @@ type backend interface {
 	// Alone runs one dispatch of kern (KernelPrefill: the kernel
 	// Kernels.Prefill picks; KernelPrefillChunked, KernelDecode) for one
 	// sequence with its own state (in.StateIn; no pool, no packing) and
-	// returns its output and new state.
-	Alone(kern gdn.Kernel, p spec.Params, in cpuref.Inputs) (out, state []float32, err error)
+	// returns its output and new state, and with the convolution its
+	// new conv state (from in.ConvState), as layer l.
+	Alone(kern gdn.Kernel, p spec.Params, l int, in cpuref.Inputs) (out, state, conv []float32, err error)
 	// State returns a copy of state slot of layer l's pool.
 	State(l, slot int) []float32
+	// ConvState returns a copy of conv state slot of layer l's pool; nil
+	// without the convolution.
+	ConvState(l, slot int) []float32
 	Close()
 }
 
@@ -39,24 +46,32 @@ type backend interface {
 type cpuBackend struct {
 	state int // elements of one state
 	pools [][]float32
+	conv  int // elements of one conv state; 0 without the convolution
+	convs [][]float32
 }
 
 func (c *cpuBackend) Describe() string {
 	return "cpu: cpuref.Reference32 with slots and cu_seqlens, float32 in the kernels' per-element order, rounding to the run's types as the kernels do, on the CPU"
 }
 
-func (c *cpuBackend) Open(one spec.Params, layers, nSlots int) error {
+func (c *cpuBackend) Open(one spec.Params, consts []cpuref.Inputs, nSlots int) error {
 	c.state = one.StateLen()
-	c.pools = make([][]float32, layers)
+	c.pools = make([][]float32, len(consts))
+	c.convs = make([][]float32, len(consts))
+	if one.Core.Conv > 0 {
+		c.conv = one.ConvStateLen()
+	}
 	for l := range c.pools {
 		c.pools[l] = make([]float32, nSlots*c.state)
+		c.convs[l] = make([]float32, nSlots*c.conv)
 	}
 	return nil
 }
 
 func (c *cpuBackend) Reset(slot int) {
-	for _, pool := range c.pools {
+	for l, pool := range c.pools {
 		clear(pool[slot*c.state : (slot+1)*c.state])
+		clear(c.convs[l][slot*c.conv : (slot+1)*c.conv])
 	}
 }
 
@@ -65,22 +80,35 @@ func (c *cpuBackend) Run(_ gdn.Kernel, p spec.Params, in []cpuref.Inputs) ([][]f
 	out := make([][]float32, len(in))
 	for l, x := range in {
 		x.StateIn = c.pools[l]
+		if c.conv > 0 {
+			x.ConvState = c.convs[l]
+		}
 		r, err := cpuref.Reference32(p, x, false)
 		if err != nil {
 			return nil, 0, fmt.Errorf("layer %d: %w", l, err)
 		}
 		out[l], c.pools[l] = r.Output, r.StateOut
+		if c.conv > 0 {
+			c.convs[l] = r.ConvState
+		}
 	}
 	return out, time.Since(start), nil
 }
 
-func (c *cpuBackend) Alone(_ gdn.Kernel, p spec.Params, in cpuref.Inputs) ([]float32, []float32, error) {
+func (c *cpuBackend) Alone(_ gdn.Kernel, p spec.Params, _ int, in cpuref.Inputs) ([]float32, []float32, []float32, error) {
 	r, err := cpuref.Reference32(p, in, false)
-	return r.Output, r.StateOut, err
+	return r.Output, r.StateOut, r.ConvState, err
 }
 
 func (c *cpuBackend) State(l, slot int) []float32 {
 	return slices.Clone(c.pools[l][slot*c.state : (slot+1)*c.state])
+}
+
+func (c *cpuBackend) ConvState(l, slot int) []float32 {
+	if c.conv == 0 {
+		return nil
+	}
+	return slices.Clone(c.convs[l][slot*c.conv : (slot+1)*c.conv])
 }
 
 func (c *cpuBackend) Close() {}
@@ -101,11 +129,38 @@ type deviceBackend struct {
 	// and a decode batch's.
 	sets   [2][2]*layerstack.Activations
 	layers int
+	// core holds the conv-state pools and the core's weights with the
+	// layer core (core.go); nil for the step alone.
+	core *corePools
 }
 
 func (b *deviceBackend) Describe() string { return b.d.Desc }
 
-func (b *deviceBackend) Open(one spec.Params, layers, nSlots int) error {
+func (b *deviceBackend) Open(one spec.Params, consts []cpuref.Inputs, nSlots int) error {
+	layers := len(consts)
+	if one.Core != (spec.Core{}) {
+		// The one pipeline every batch runs: Kernels.Core, for a decode
+		// step, a window and a packed prefill alike.
+		entry, err := gdn.CoreEntryPoint(one)
+		if err != nil {
+			return err
+		}
+		if _, err := b.d.Registry.Pipeline(b.d.Dev, entry); err != nil {
+			return err
+		}
+		if b.core, err = newCorePools(b.d.Dev, one, consts, nSlots); err != nil {
+			return err
+		}
+		b.layers = layers
+		if b.states, err = layerstack.NewStates(b.d.Dev, one, layers, nSlots); err != nil {
+			return err
+		}
+		if b.acts, err = layerstack.NewActivations(b.d.Dev, one, layers); err != nil {
+			return err
+		}
+		b.alone, err = layerstack.NewActivations(b.d.Dev, one, 1)
+		return err
+	}
 	// The pipelines the batches will run, made before the first step: the
 	// prefill kernels Kernels.Prefill picks below and from
 	// gdn.ChunkedMinTokens tokens, and the decode kernel Kernels.Decode
@@ -132,7 +187,12 @@ func (b *deviceBackend) Open(one spec.Params, layers, nSlots int) error {
 	return err
 }
 
-func (b *deviceBackend) Reset(slot int) { b.states.Reset(slot) }
+func (b *deviceBackend) Reset(slot int) {
+	b.states.Reset(slot)
+	if b.core != nil {
+		b.core.Reset(slot)
+	}
+}
 
 // dispatcher returns the dispatcher of kern: Prefill, PrefillChunked or
 // Decode.
@@ -157,9 +217,23 @@ func (b *deviceBackend) Run(kern gdn.Kernel, p spec.Params, in []cpuref.Inputs) 
 		pool := b.states.Pool(l)
 		views[l].StateIn, views[l].StateOut = pool, pool // in place
 	}
-	took, _, err := b.d.RunLayers(dispatcher(kern), p, len(in), func(l int) gdn.Buffers { return views[l] })
-	if err != nil {
-		return nil, 0, err
+	var took time.Duration
+	if b.core != nil {
+		if err := b.core.stage(b.d.Dev, 0, 0, p, in); err != nil {
+			return nil, 0, err
+		}
+		start := time.Now()
+		if err := b.d.Queue.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
+			return b.core.encode(b.d.Kernels, cb, 0, 0, p, in[0].Slots, func(l int) gdn.Buffers { return views[l] })
+		}); err != nil {
+			return nil, 0, err
+		}
+		took = time.Since(start)
+	} else {
+		var err error
+		if took, _, err = b.d.RunLayers(dispatcher(kern), p, len(in), func(l int) gdn.Buffers { return views[l] }); err != nil {
+			return nil, 0, err
+		}
 	}
 	out := make([][]float32, len(in))
 	for l := range in {
@@ -168,26 +242,39 @@ func (b *deviceBackend) Run(kern gdn.Kernel, p spec.Params, in []cpuref.Inputs) 
 	return out, took, nil
 }
 
-func (b *deviceBackend) Alone(kern gdn.Kernel, p spec.Params, in cpuref.Inputs) ([]float32, []float32, error) {
+func (b *deviceBackend) Alone(kern gdn.Kernel, p spec.Params, l int, in cpuref.Inputs) ([]float32, []float32, []float32, error) {
 	if err := b.alone.Reshape(p); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	b.alone.Write(0, in)
 	state, err := layerstack.NewStates(b.d.Dev, p, 1, 1)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer state.Release()
 	state.Set(0, 0, in.StateIn)
 	bufs := b.alone.Buffers(0)
 	bufs.StateIn, bufs.StateOut = state.Pool(0), state.Pool(0)
-	if _, _, err := b.d.RunLayers(dispatcher(kern), p, 1, func(int) gdn.Buffers { return bufs }); err != nil {
-		return nil, nil, err
+	var conv []float32
+	if b.core != nil {
+		conv, err = b.core.alone(b.d, p, l, in, bufs)
+	} else {
+		_, _, err = b.d.RunLayers(dispatcher(kern), p, 1, func(int) gdn.Buffers { return bufs })
 	}
-	return b.alone.ReadOutput(0, make([]float32, p.VLen())), state.Read(0, 0), nil
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return b.alone.ReadOutput(0, make([]float32, p.VLen())), state.Read(0, 0), conv, nil
 }
 
 func (b *deviceBackend) State(l, slot int) []float32 { return b.states.Read(l, slot) }
+
+func (b *deviceBackend) ConvState(l, slot int) []float32 {
+	if b.core == nil {
+		return nil
+	}
+	return b.core.ConvState(l, slot)
+}
 
 func (b *deviceBackend) Close() {
 	for _, a := range []*layerstack.Activations{b.acts, b.alone, b.sets[0][0], b.sets[0][1], b.sets[1][0], b.sets[1][1]} {
@@ -197,6 +284,9 @@ func (b *deviceBackend) Close() {
 	}
 	if b.states != nil {
 		b.states.Release()
+	}
+	if b.core != nil {
+		b.core.Release()
 	}
 	b.d.Close()
 }

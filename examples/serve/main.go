@@ -21,6 +21,23 @@
 //  4. retires the requests that generated all their tokens, freeing their
 //     slots for the next admissions.
 //
+// By default every dispatch is a Qwen3.5 layer's whole core (-core,
+// gdn.Kernels.Core, SPEC section 13), prefill and decode alike: the
+// pre-convolution mixed_qkv through the short convolution (K = 4) with a
+// conv state per slot, indexed by the same slot as the recurrent state,
+// SiLU, the step, and the gated RMSNorm with z; -core=false gives the
+// step q, k and v directly. With grouped heads the core kernel cannot
+// update a conv state in place (the value heads of a key head read its
+// q and k conv state in threadgroups of their own while one writes it),
+// so each layer has a second, scratch conv-state pool the kernel writes,
+// and each step's command buffer ends with one blit copying exactly the
+// slots it touched back into the pool: (K-1) conv_dim activations read
+// and written per sequence and layer, 48 KiB each way at Qwen3.5's shape
+// in bf16 beside its 2 MiB f32 state, which the report counts against the
+// floor (state and conv state read once and written once). Swapping two
+// pools instead, as examples/decode does for its one sequence, would leave
+// the slots a step does not touch stale in the pool the next step reads.
+//
 // Each layer's inputs are drawn like a real model's (cpuref.RandomInputs)
 // per request, layer and token, so any run can be replayed. By default
 // they are what a Qwen3.5 layer hands its recurrent core, as in
@@ -41,17 +58,19 @@
 // (-overlap=false prepares each step after the previous one completed).
 //
 // At the end it reports tokens per second (prompt and generated tokens
-// over the wall clock of the dispatches), dispatches per step, and the
-// pool's occupancy; and it checks every finished request against a run of
+// over the wall clock of the dispatches), dispatches per step (with the
+// core, one per layer and batch) and the bytes the states moved against
+// the floor, and the pool's occupancy; and it checks every finished request against a run of
 // that request alone on the same backend, from a zero state, with no slots
 // and no packing (a prefill of its prompt, then one decode per token):
 // the same kernels on the same bytes, so every output and the final state
-// of every layer must be bit-identical, whatever the types. (Kernels.Prefill
+// of every layer (with the convolution the conv state too) must be
+// bit-identical, whatever the types. (Kernels.Prefill
 // picks the chunked kernel from gdn.ChunkedMinTokens packed tokens on,
 // whose sums run in another order than the token-by-token kernel's, so a
 // request prefilled in a batch that long is prefilled alone with the
 // chunked kernel too.) Check 2 holds
-// the outputs and final states against cpuref.Reference32 run as the
+// the outputs and final states (and conv states) against cpuref.Reference32 run as the
 // request was (its prompt in one call, then one call per token, so that a
 // 16-bit state is rounded where the kernels round it; with an f32 state
 // that is the same as one call), within SPEC.md section 9's bounds: 1e-5 for
@@ -67,6 +86,7 @@
 //	go run ./examples/serve -backend emu      # the real kernels on the emulated device
 //	go run ./examples/serve -slots 16 -requests 64 -prompt 32
 //	go run ./examples/serve -dtype f32 -fused=false -state bf16
+//	go run ./examples/serve -core=false       # the step alone: q, k and v given
 //
 // Backends as in examples/decode: metal, emu (smaller shapes unless shape
 // flags are given), cpu (cpuref.Reference32 with slots and cu_seqlens) and
@@ -85,6 +105,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/floats"
 )
 
@@ -104,12 +125,30 @@ type config struct {
 	// instead of zeroing it: the wrong admission, which the checks must
 	// catch (tests only).
 	keepStale bool
+	// skipCopyBack leaves out the blit that copies the touched slots'
+	// conv states back into the pool after each step (see core.go): the
+	// wrong pool handling, which the checks must catch (tests only).
+	skipCopyBack bool
 	// overlap prepares step t+1 while the device runs step t (device
 	// backends).
 	overlap bool
 	// consts[l] holds layer l's A_log and dt_bias with the fused gate,
-	// which every request's tokens share (set by run).
+	// and its conv and norm weights with the layer core, which every
+	// request's tokens share (set by run).
 	consts []cpuref.Inputs
+	// core runs the whole layer core in each dispatch: the short
+	// convolution with a conv state per slot and the gated RMSNorm.
+	core bool
+}
+
+// params returns the parameters of a batch of n tokens of one layer: with
+// -core, the whole core of a Qwen3.5 layer (spec.Qwen).
+func (c config) params(n int) spec.Params {
+	p := c.Params(n)
+	if c.core {
+		p.Core = spec.Qwen
+	}
+	return p
 }
 
 // cli reads the flags in args, opens the backend they name, serves the
@@ -129,6 +168,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.prompt, "prompt", 12, "longest prompt, in tokens (each request's is drawn from 1 to this)")
 	fs.IntVar(&cfg.gen, "gen", 6, "most tokens a request generates (each draws from 1 to this)")
 	fs.IntVar(&cfg.arrive, "arrive", 3, "most requests arriving per step (each step draws from 0 to this)")
+	fs.BoolVar(&cfg.core, "core", true, "the whole layer core in each dispatch: mixed_qkv through the short convolution with a conv state per slot, and the gated RMSNorm with z (false: q, k and v given, the recurrence's output)")
 	fs.BoolVar(&cfg.overlap, "overlap", true, "on a device, prepare step t+1 (admission, drawing and packing the inputs, writing them to the device's buffers) while the device runs step t")
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
@@ -160,6 +200,9 @@ type request struct {
 	// prompt first; final[l] its state when it finished.
 	outputs [][]float32
 	final   [][]float32
+	// finalConv[l] is layer l's conv state when it finished, with the
+	// convolution.
+	finalConv [][]float32
 }
 
 // tokens returns the request's token count: prompt and generated.
@@ -175,10 +218,14 @@ type result struct {
 	Bits              bool    // every finished request bit-identical to its run alone
 	RefErr            float64 // worst final state against the CPU reference
 	OutErr            float64 // worst output against the CPU reference
+	ConvErr           float64 // worst final conv state against the CPU reference (bound OutBound: the activation type's)
 	RefBound          float64 // the bound on RefErr: the state type's
 	OutBound          float64 // the bound on OutErr: the activation type's
 	SlotsReused       int     // admissions into a slot an earlier request had used
 	Chunked           int     // prefills of gdn.ChunkedMinTokens packed tokens or more
+	// SeqSteps counts the sequences the batches touched (padding not
+	// counted): each moves its state and conv state once per layer.
+	SeqSteps int
 	// Overlapped reports whether steps were prepared while the device
 	// ran the previous one; HostPrep is the host's preparation of the
 	// steps that had a previous one in flight, HostHidden the part of it
@@ -190,7 +237,7 @@ type result struct {
 
 // Pass reports whether every check passed.
 func (r result) Pass() bool {
-	return r.Bits && r.RefErr <= r.RefBound && r.OutErr <= r.OutBound && r.Finished > 0
+	return r.Bits && r.RefErr <= r.RefBound && r.OutErr <= r.OutBound && r.ConvErr <= r.OutBound && r.Finished > 0
 }
 
 // openBackend opens the backend cfg names (auto: metal, else emu, else
@@ -211,16 +258,17 @@ func openBackend(cfg *config, stdout io.Writer) (backend, error) {
 // inputs draws request r's inputs of layer l for tokens [t0, t0+n), as one
 // call (its StateIn unset), with the layer's A_log and dt_bias.
 func inputs(cfg config, r *request, l, t0, n int) (cpuref.Inputs, error) {
-	in, err := cpuref.RandomInputs(cfg.Params(n), layerstack.Seed(cfg.Seed, l, r.id*(cfg.prompt+cfg.gen)+t0))
-	in.StateIn = nil
+	in, err := cpuref.RandomInputs(cfg.params(n), layerstack.Seed(cfg.Seed, l, r.id*(cfg.prompt+cfg.gen)+t0))
+	in.StateIn, in.ConvState = nil, nil
 	in.ALog, in.DtBias = cfg.consts[l].ALog, cfg.consts[l].DtBias
+	in.ConvWeight, in.NormWeight = cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight
 	return in, err
 }
 
 // run serves cfg.requests requests on be and checks them, a line per
 // step on stderr and the report on stdout.
 func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
-	one := cfg.Params(1)
+	one := cfg.params(1)
 	if err := one.Validate(); err != nil {
 		return result{}, err
 	}
@@ -228,14 +276,31 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 	if cfg.consts, err = layerstack.Constants(one, cfg.Seed, cfg.Layers); err != nil {
 		return result{}, err
 	}
+	if one.Core != (spec.Core{}) {
+		// The layer's convolution and norm weights.
+		for l := range cfg.consts {
+			in, err := cpuref.RandomInputs(one, layerstack.Seed(cfg.Seed, l, -1))
+			if err != nil {
+				return result{}, err
+			}
+			cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight = in.ConvWeight, in.NormWeight
+		}
+	}
 	fmt.Fprintf(stdout, "backend: %s\n", be.Describe())
 	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map; layers %d; pool of %d slots per layer (%.2f MB of state per layer)\n",
 		one.DK, one.DV, one.NKHeads, one.NVHeads, one.HeadMap, cfg.Layers, cfg.slots, float64(one.State.Size()*one.StateLen()*cfg.slots)/1e6)
 	fmt.Fprintf(stdout, "types:   %s\n", layerstack.Types(one))
+	if one.Core != (spec.Core{}) {
+		fmt.Fprintf(stdout, "core:    the whole layer core in each dispatch: mixed_qkv (%d channels) through the short convolution (K = %d) with a %s conv state per slot (%.2f MB per layer), SiLU, the step, the gated RMSNorm with z (silu, eps %g)\n",
+			one.ConvDim(), one.Core.Conv, one.Activation, float64(one.Activation.Size()*one.ConvStateLen()*cfg.slots)/1e6, one.Core.NormEps)
+	}
 	fmt.Fprintf(stdout, "load:    %d requests, prompts of 1 to %d tokens, 1 to %d generated, 0 to %d arriving per step, seed %d\n",
 		cfg.requests, cfg.prompt, cfg.gen, cfg.arrive, cfg.Seed)
-	if err := be.Open(one, cfg.Layers, cfg.slots); err != nil {
+	if err := be.Open(one, cfg.consts, cfg.slots); err != nil {
 		return result{}, err
+	}
+	if db, ok := be.(*deviceBackend); ok && db.core != nil {
+		db.core.skipCopyBack = cfg.skipCopyBack
 	}
 
 	var (
@@ -331,8 +396,10 @@ func serveSerial(cfg config, be backend, stderr io.Writer) (result, []*request, 
 				return false
 			}
 			r.final = make([][]float32, cfg.Layers)
+			r.finalConv = make([][]float32, cfg.Layers)
 			for l := range r.final {
 				r.final[l] = be.State(l, r.slot)
+				r.finalConv[l] = be.ConvState(l, r.slot)
 			}
 			r.done = step
 			free = append(free, r.slot)
@@ -377,7 +444,7 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 
 // prefillBatch draws and packs the admitted requests' prompts.
 func prefillBatch(cfg config, admitted []*request, res *result) (batchPlan, error) {
-	p := cfg.Params(0)
+	p := cfg.params(0)
 	p.NSeqs, p.NSlots, p.Varlen = len(admitted), cfg.slots, true
 	batch := make([]cpuref.Inputs, cfg.Layers)
 	for _, r := range admitted {
@@ -386,6 +453,7 @@ func prefillBatch(cfg config, admitted []*request, res *result) (batchPlan, erro
 	for l := range batch {
 		b := &batch[l]
 		b.ALog, b.DtBias = cfg.consts[l].ALog, cfg.consts[l].DtBias
+		b.ConvWeight, b.NormWeight = cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight
 		b.CuSeqlens = []int32{0}
 		for _, r := range admitted {
 			in, err := inputs(cfg, r, l, 0, r.prompt)
@@ -398,7 +466,7 @@ func prefillBatch(cfg config, admitted []*request, res *result) (batchPlan, erro
 		}
 	}
 	kern := gdn.KernelPrefill
-	if p.NTokens >= gdn.ChunkedMinTokens {
+	if p.NTokens >= gdn.ChunkedMinTokens && p.Core == (spec.Core{}) { // Kernels.Core runs any window
 		kern = gdn.KernelPrefillChunked
 		res.Chunked++
 	}
@@ -427,15 +495,16 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 // decodeBatch draws and packs one token of every request in decoding,
 // padded to the pool's width.
 func decodeBatch(cfg config, decoding []*request) (batchPlan, error) {
-	p := cfg.Params(1)
+	p := cfg.params(1)
 	p.NSeqs, p.NSlots = cfg.slots, cfg.slots
 	batch := make([]cpuref.Inputs, cfg.Layers)
 	for l := range batch {
 		b := &batch[l]
 		b.ALog, b.DtBias = cfg.consts[l].ALog, cfg.consts[l].DtBias
+		b.ConvWeight, b.NormWeight = cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight
 		for s := range p.NSeqs {
 			if s >= len(decoding) {
-				pad, err := cpuref.RandomInputs(cfg.Params(1), 0) // any values: the kernel reads none
+				pad, err := cpuref.RandomInputs(cfg.params(1), 0) // any values: the kernel reads none
 				if err != nil {
 					return batchPlan{}, err
 				}
@@ -483,6 +552,7 @@ func record(plan batchPlan, out [][]float32, res *result) {
 		}
 	}
 	res.Tokens += int(cu[len(plan.reqs)])
+	res.SeqSteps += len(plan.reqs)
 	res.Dispatches += len(plan.batch)
 }
 
@@ -495,6 +565,9 @@ func report(cfg config, res result, stdout io.Writer) {
 		res.Finished, res.Steps, res.Tokens, float64(res.Tokens)/res.Busy.Seconds(), layerstack.Duration(res.Busy))
 	fmt.Fprintf(stdout, "steps:   %.2f dispatches per step (one prefill and one decode dispatch per layer at most, %d layers); %d prefills of %d packed tokens or more, which Kernels.Prefill runs chunked\n",
 		float64(res.Dispatches)/float64(res.Steps), cfg.Layers, res.Chunked, gdn.ChunkedMinTokens)
+	if p := cfg.params(1); p.Core != (spec.Core{}) {
+		reportCore(cfg, p, res, stdout)
+	}
 	if res.Overlapped {
 		pct := 0.0
 		if res.HostPrep > 0 {
@@ -511,6 +584,26 @@ func report(cfg config, res result, stdout io.Writer) {
 	fmt.Fprintf(stdout, "pool:    occupancy %.1f of %d slots on average, %d at the peak; %d admissions reused a freed slot\n",
 		float64(sum)/float64(len(res.Occupancy)), cfg.slots, peak, res.SlotsReused)
 }
+
+// reportCore says what the layer core dispatches cost: one dispatch per
+// layer and batch, and the bytes the states move against the floor.
+func reportCore(cfg config, p spec.Params, res result, stdout io.Writer) {
+	state := p.State.Size() * p.StateLen()
+	conv := p.Activation.Size() * p.ConvStateLen()
+	touched := res.SeqSteps * cfg.Layers // sequences times layers
+	floor := 2 * (state + conv) * touched
+	fmt.Fprintf(stdout, "kernel:  1 dispatch per layer and batch (prefill or decode): the short convolution with its conv state, SiLU, the fused step and the gated RMSNorm in it (gdn.Kernels.Core); peers run the convolution and the norm as dispatches of their own\n")
+	fmt.Fprintf(stdout, "traffic: %s of %s state and %s conv state over the run (%d sequences x %d layers, each state read once and written once: the floor, %d + %d bytes each way per sequence and layer)\n",
+		mb(floor), p.State, p.Activation, res.SeqSteps, cfg.Layers, state, conv)
+	if cfg.Backend != "cpu" && p.Core.Conv > 0 {
+		copied := 2 * conv * touched
+		fmt.Fprintf(stdout, "         plus %s the conv state's copy back (grouped heads: the kernel writes a scratch pool, one blit per step copies the %d bytes of each touched slot back into the pool, read and written): %.1f%% over the floor\n",
+			mb(copied), conv, 100*float64(copied)/float64(floor))
+	}
+}
+
+// mb formats n bytes in MB.
+func mb(n int) string { return fmt.Sprintf("%.3f MB", float64(n)/1e6) }
 
 // check runs every finished request alone on be and compares (check 1),
 // then holds its outputs and final states against the CPU reference
@@ -532,7 +625,7 @@ func check(cfg config, be backend, finished []*request, res *result, stdout io.W
 	if !res.Bits {
 		verdict = fmt.Sprintf("%d of them differ", differ)
 	}
-	one := cfg.Params(1)
+	one := cfg.params(1)
 	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; a prefill, chunked where its batch's was, then one decode per token): outputs and final states of every layer %s\n",
 		len(finished), verdict)
 	if _, ok := be.(*cpuBackend); ok {
@@ -541,6 +634,9 @@ func check(cfg config, be backend, finished []*request, res *result, stdout io.W
 	}
 	fmt.Fprintf(stdout, "check 2: outputs and final states against cpuref.Reference32 run as each request was (its prompt in one call, then one call per token): max rel err %.3g (%s states, bound %.3g), %.3g (%s outputs, bound %.3g)\n",
 		res.RefErr, one.State, res.RefBound, res.OutErr, one.Activation, res.OutBound)
+	if one.Core.Conv > 0 {
+		fmt.Fprintf(stdout, "         final conv states: max rel err %.3g (%s, bound %.3g)\n", res.ConvErr, one.Activation, res.OutBound)
+	}
 	return nil
 }
 
@@ -548,10 +644,15 @@ func check(cfg config, be backend, finished []*request, res *result, stdout io.W
 // cpuref.Reference32 on the same calls, into res.
 func checkRequest(cfg config, be backend, r *request, res *result) (same bool, err error) {
 	same = true
-	sw := cfg.Params(1).StateLen()
+	one := cfg.params(1)
+	sw := one.StateLen()
 	for l := range cfg.Layers {
 		var outs, refOuts []float32
 		state, refState := make([]float32, sw), make([]float32, sw)
+		var conv, refConv []float32
+		if one.Core.Conv > 0 {
+			conv, refConv = make([]float32, one.ConvStateLen()), make([]float32, one.ConvStateLen())
+		}
 		for t := 0; t < r.tokens(); {
 			n, kern := r.prompt, r.prefill
 			if t > 0 {
@@ -561,23 +662,26 @@ func checkRequest(cfg config, be backend, r *request, res *result) (same bool, e
 			if err != nil {
 				return false, err
 			}
-			in.StateIn = state
-			out, newState, err := be.Alone(kern, cfg.Params(n), in)
+			in.StateIn, in.ConvState = state, conv
+			out, newState, newConv, err := be.Alone(kern, cfg.params(n), l, in)
 			if err != nil {
 				return false, err
 			}
-			outs, state = append(outs, out...), newState
-			in.StateIn = refState
-			want, err := cpuref.Reference32(cfg.Params(n), in, false)
+			outs, state, conv = append(outs, out...), newState, newConv
+			in.StateIn, in.ConvState = refState, refConv
+			want, err := cpuref.Reference32(cfg.params(n), in, false)
 			if err != nil {
 				return false, err
 			}
-			refOuts, refState = append(refOuts, want.Output...), want.StateOut
+			refOuts, refState, refConv = append(refOuts, want.Output...), want.StateOut, want.ConvState
 			t += n
 		}
-		same = same && floats.Equal(outs, r.outputs[l]) && floats.Equal(state, r.final[l])
+		same = same && floats.Equal(outs, r.outputs[l]) && floats.Equal(state, r.final[l]) && floats.Equal(conv, r.finalConv[l])
 		res.RefErr = max(res.RefErr, cpuref.MaxRelErr(r.final[l], refState))
 		res.OutErr = max(res.OutErr, cpuref.MaxRelErr(r.outputs[l], refOuts))
+		if conv != nil {
+			res.ConvErr = max(res.ConvErr, cpuref.MaxRelErr(r.finalConv[l], refConv))
+		}
 	}
 	return same, nil
 }

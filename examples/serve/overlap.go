@@ -10,6 +10,7 @@ import (
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 // An overlapper is a backend that runs a step without waiting for it, so
@@ -99,6 +100,7 @@ func serveOverlapped(cfg config, be overlapper, stderr io.Writer) (result, []*re
 		for _, f := range sr.retiring {
 			for l := range f.r.final {
 				f.r.final[l] = be.State(l, f.slot)
+				f.r.finalConv[l] = be.ConvState(l, f.slot)
 			}
 		}
 		return nil
@@ -166,6 +168,7 @@ func serveOverlapped(cfg config, be overlapper, stderr io.Writer) (result, []*re
 				return false
 			}
 			r.final = make([][]float32, cfg.Layers)
+			r.finalConv = make([][]float32, cfg.Layers)
 			r.done = step
 			sr.retiring = append(sr.retiring, retired{r, r.slot})
 			free = append(free, r.slot)
@@ -228,6 +231,9 @@ func (b *deviceBackend) Stage(set int, plan batchPlan) error {
 	for l, x := range plan.batch {
 		acts.Write(l, x)
 	}
+	if b.core != nil {
+		return b.core.stage(b.d.Dev, set, kind(plan), plan.p, plan.batch)
+	}
 	return nil
 }
 
@@ -239,6 +245,11 @@ func (b *deviceBackend) Launch(set int, plan batchPlan) (*layerstack.Submitted, 
 		views[l] = acts.Buffers(l)
 		pool := b.states.Pool(l)
 		views[l].StateIn, views[l].StateOut = pool, pool
+	}
+	if b.core != nil {
+		return b.d.Submit(plan.p, func(cb *mtl.CommandBuffer) error {
+			return b.core.encode(b.d.Kernels, cb, set, kind(plan), plan.p, plan.batch[0].Slots, func(l int) gdn.Buffers { return views[l] })
+		})
 	}
 	return b.d.SubmitLayers(dispatcher(plan.kern), plan.p, len(views), func(l int) gdn.Buffers { return views[l] })
 }

@@ -34,7 +34,17 @@ func checkReport(t *testing.T, cfg config, res result, out, types string) {
 	if cfg.Backend == "cpu" {
 		check2 = "check 2: not run: the cpu backend is cpuref.Reference32 itself"
 	}
-	for _, want := range []string{types, "tokens/s", "dispatches per step", "occupancy", "bit-identical", check2} {
+	wants := []string{types, "tokens/s", "dispatches per step", "occupancy", "bit-identical", check2}
+	if cfg.core {
+		wants = append(wants, "core:    the whole layer core", "kernel:  1 dispatch per layer and batch", "traffic: ")
+		if cfg.Backend != "cpu" {
+			wants = append(wants, "the conv state's copy back", "final conv states: max rel err")
+		}
+		if res.SeqSteps == 0 || res.Chunked != 0 {
+			t.Errorf("%d sequences touched (want some), %d prefills chunked (Kernels.Core runs every window)", res.SeqSteps, res.Chunked)
+		}
+	}
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -42,10 +52,12 @@ func checkReport(t *testing.T, cfg config, res result, out, types string) {
 }
 
 func TestCPUBackend(t *testing.T) {
-	for _, c := range layerstacktest.TypeCases {
-		cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu"}, c.Args...)...)
-		res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
-		checkReport(t, cfg, res, out, c.Types)
+	for _, core := range []string{"-core=true", "-core=false"} {
+		for _, c := range layerstacktest.TypeCases {
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu", core}, c.Args...)...)
+			res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
+			checkReport(t, cfg, res, out, c.Types)
+		}
 	}
 	var out, errs bytes.Buffer
 	if code := cli(append([]string{"-backend", "cpu"}, tiny...), &out, &errs); code != 0 || !strings.Contains(errs.String(), "step") {
@@ -79,26 +91,46 @@ func TestFlags(t *testing.T) {
 }
 
 // The real kernels on the emulated device, with f32, Qwen3.5's and 16-bit
-// types and both head maps: every request bit-identical to its run alone,
-// within the bounds of Reference32 for the types.
+// types and both head maps, the whole layer core (the default) and the
+// step alone: every request bit-identical to its run alone (outputs,
+// states and conv states), within the bounds of Reference32 for the types.
 func TestEmulatedBackend(t *testing.T) {
-	for _, c := range layerstacktest.TypeCases {
-		t.Run(c.Name, func(t *testing.T) {
-			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu"}, c.Args...)...)
-			be := &deviceBackend{d: layerstacktest.Device(t)}
-			defer be.Close()
-			res, out := layerstacktest.Run(t, run, cfg, backend(be))
-			checkReport(t, cfg, res, out, c.Types)
-		})
+	for _, core := range []string{"-core=true", "-core=false"} {
+		for _, c := range layerstacktest.TypeCases {
+			t.Run(core[1:]+"/"+c.Name, func(t *testing.T) {
+				cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu", core}, c.Args...)...)
+				be := &deviceBackend{d: layerstacktest.Device(t)}
+				defer be.Close()
+				res, out := layerstacktest.Run(t, run, cfg, backend(be))
+				checkReport(t, cfg, res, out, c.Types)
+			})
+		}
 	}
 }
 
-// A batch of prompts long enough for Kernels.Prefill to pick the chunked
+// With grouped heads the core kernel writes the conv states into a scratch
+// pool, and each step copies the slots it touched back into the pool; a
+// server that leaves the copy out must fail the checks, overlapped or not.
+func TestEmulatedCoreWithoutCopyBackFails(t *testing.T) {
+	for _, overlap := range []string{"-overlap=true", "-overlap=false"} {
+		cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-layers", "1", overlap)
+		cfg.skipCopyBack = true
+		be := &deviceBackend{d: layerstacktest.Device(t)}
+		res, out := layerstacktest.Run(t, run, cfg, backend(be))
+		be.Close()
+		if res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
+			t.Errorf("%s: conv states never copied back passed the checks:\n%s", overlap, out)
+		}
+	}
+}
+
+// A batch of prompts long enough for Kernels.Prefill (the step alone:
+// Kernels.Core runs every window itself) to pick the chunked
 // kernel, whose sums run in another order, must still be bit-identical to
 // its requests run alone: they are prefilled alone with the chunked
 // kernel too.
 func TestEmulatedChunkedPrefill(t *testing.T) {
-	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-layers", "1", "-requests", "4", "-prompt", "40", "-gen", "1", "-seed", "1")
+	cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-core=false", "-layers", "1", "-requests", "4", "-prompt", "40", "-gen", "1", "-seed", "1")
 	be := &deviceBackend{d: layerstacktest.Device(t)}
 	defer be.Close()
 	res, out := layerstacktest.Run(t, run, cfg, backend(be))

@@ -99,9 +99,11 @@ func Tokens(one spec.Params, in cpuref.Inputs, t0, n int) cpuref.Inputs {
 	}
 }
 
-// AppendTokens appends the tokens of in (its q, k, v, g and beta) to
-// those of dst.
+// AppendTokens appends the tokens of in (its q, k, v, g and beta, and
+// the layer core's mixed_qkv and z) to those of dst.
 func AppendTokens(dst *cpuref.Inputs, in cpuref.Inputs) {
+	dst.MixedQKV = append(dst.MixedQKV, in.MixedQKV...)
+	dst.Z = append(dst.Z, in.Z...)
 	dst.Q = append(dst.Q, in.Q...)
 	dst.K = append(dst.K, in.K...)
 	dst.V = append(dst.V, in.V...)

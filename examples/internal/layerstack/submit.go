@@ -28,17 +28,7 @@ type Submitted struct {
 // the caller prepares the next step while the device runs this one. The
 // buffers bufs names must not be written until the step is done.
 func (d *Device) SubmitLayers(dispatch Dispatcher, p gdn.Params, layers int, bufs func(l int) gdn.Buffers) (*Submitted, error) {
-	s := &Submitted{endCapture: d.capture.begin(d.Queue, p)}
-	var err error
-	s.pending, err = d.Queue.Submit(func(cb *mtl.CommandBuffer) error {
-		// Runs before Submit's own handler, which makes the Pending done.
-		if err := cb.AddCompletedHandler(func(mtl.Completion) {
-			s.mu.Lock()
-			s.done = time.Now()
-			s.mu.Unlock()
-		}); err != nil {
-			return err
-		}
+	return d.Submit(p, func(cb *mtl.CommandBuffer) error {
 		enc, err := cb.ComputeCommandEncoder()
 		if err != nil {
 			return err
@@ -50,6 +40,26 @@ func (d *Device) SubmitLayers(dispatch Dispatcher, p gdn.Params, layers int, buf
 			}
 		}
 		return enc.EndEncoding()
+	})
+}
+
+// Submit encodes one command buffer with encode and commits it without
+// waiting, as [Device.SubmitLayers] does for any encoders (a step of the
+// layer core and the blit that follows it); p names the step for
+// CaptureEnv.
+func (d *Device) Submit(p gdn.Params, encode func(cb *mtl.CommandBuffer) error) (*Submitted, error) {
+	s := &Submitted{endCapture: d.capture.begin(d.Queue, p)}
+	var err error
+	s.pending, err = d.Queue.Submit(func(cb *mtl.CommandBuffer) error {
+		// Runs before Submit's own handler, which makes the Pending done.
+		if err := cb.AddCompletedHandler(func(mtl.Completion) {
+			s.mu.Lock()
+			s.done = time.Now()
+			s.mu.Unlock()
+		}); err != nil {
+			return err
+		}
+		return encode(cb)
 	})
 	s.Committed = time.Now()
 	if err != nil {

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/examples/internal/layerstack"
+	"github.com/puremetal/puremetal/gdn"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/mtl"
+)
+
+// The layer core on a device keeps, per layer, two pools of conv states
+// beside the pool of recurrent states: the pool, which the kernel reads
+// (ConvStateIn), and a scratch pool it writes (ConvStateOut). With grouped
+// heads (n_v_heads > n_k_heads) the core kernel refuses one view for both:
+// the value heads of a key head read its q and k conv state in
+// threadgroups of their own while the first of them writes it, and no
+// order exists between threadgroups. Swapping the two pools every step, as
+// examples/decode does for one sequence, would leave the slots a step does
+// not touch stale in the pool it reads next; so each step's command buffer
+// ends with one blit encoder copying exactly the slots it touched from the
+// scratch pool back into the pool: (K-1) conv_dim elements per sequence
+// and layer, read once and written once (see copyBytes).
+
+// corePools are every layer's conv-state pools and the layer's conv and
+// norm weights on the device.
+type corePools struct {
+	one           spec.Params // one sequence's shape, with the core
+	slots         int
+	pool, scratch []*mtl.Buffer
+	convW, normW  []gdn.View
+	owned         []*mtl.Buffer // every buffer made, released by Release
+	mixed, z      [2][2]*mtl.Buffer
+	aloneMixed    *mtl.Buffer
+	aloneZ        *mtl.Buffer
+	aloneConv     [2]*mtl.Buffer
+	skipCopyBack  bool // tests only: the checks must catch it
+}
+
+// convBytes returns the bytes of one slot's conv state.
+func (c *corePools) convBytes() int { return c.one.ConvStateLen() * c.one.Activation.Size() }
+
+func newCorePools(dev *mtl.Device, one spec.Params, consts []cpuref.Inputs, slots int) (*corePools, error) {
+	c := &corePools{one: one, slots: slots}
+	a := one.Activation
+	newBuf := func(n int) (*mtl.Buffer, error) {
+		buf, err := dev.NewBuffer(max(n, 1), mtl.ResourceStorageModeShared)
+		if err == nil {
+			c.owned = append(c.owned, buf)
+		}
+		return buf, err
+	}
+	for _, x := range consts {
+		pool, err := newBuf(slots * c.convBytes())
+		if err != nil {
+			c.Release()
+			return nil, err
+		}
+		scratch, err := newBuf(slots * c.convBytes())
+		if err != nil {
+			c.Release()
+			return nil, err
+		}
+		w, err := newBuf(one.ConvWeightLen() * a.Size())
+		if err != nil {
+			c.Release()
+			return nil, err
+		}
+		nw, err := newBuf(one.DV * a.Size())
+		if err != nil {
+			c.Release()
+			return nil, err
+		}
+		c.pool, c.scratch = append(c.pool, pool), append(c.scratch, scratch)
+		c.convW = append(c.convW, gdn.NewView(w, 0, a, one.ConvWeightLen()))
+		c.normW = append(c.normW, gdn.NewView(nw, 0, a, one.DV))
+		layerstack.Store(c.convW[len(c.convW)-1], x.ConvWeight)
+		layerstack.Store(c.normW[len(c.normW)-1], x.NormWeight)
+	}
+	return c, nil
+}
+
+// slot returns the view of slot s of buf, a conv-state pool.
+func (c *corePools) slot(buf *mtl.Buffer, s int) gdn.View {
+	return gdn.NewView(buf, s*c.convBytes(), c.one.Activation, c.one.ConvStateLen())
+}
+
+// poolView returns the view of the whole conv-state pool buf.
+func (c *corePools) poolView(buf *mtl.Buffer) gdn.View {
+	return gdn.NewView(buf, 0, c.one.Activation, c.slots*c.one.ConvStateLen())
+}
+
+// Reset zeroes slot s of every layer's conv-state pool.
+func (c *corePools) Reset(s int) {
+	n := c.convBytes()
+	for _, pool := range c.pool {
+		clear(mtl.Slice[byte](pool)[s*n : (s+1)*n])
+	}
+}
+
+// ConvState returns a copy of slot s of layer l's conv-state pool.
+func (c *corePools) ConvState(l, s int) []float32 {
+	return layerstack.Load(c.slot(c.pool[l], s), make([]float32, c.one.ConvStateLen()))
+}
+
+// grow makes *buf at least n bytes.
+func (c *corePools) grow(dev *mtl.Device, buf **mtl.Buffer, n int) error {
+	if *buf != nil && (*buf).Length() >= n {
+		return nil
+	}
+	nb, err := dev.NewBuffer(max(n, 1), mtl.ResourceStorageModeShared)
+	if err != nil {
+		return err
+	}
+	if *buf != nil {
+		(*buf).Release()
+	}
+	*buf = nb
+	return nil
+}
+
+// stage writes every layer's mixed_qkv and z of the batch p into the
+// buffers of set and kind.
+func (c *corePools) stage(dev *mtl.Device, set, k int, p spec.Params, in []cpuref.Inputs) error {
+	a := p.Activation.Size()
+	if err := c.grow(dev, &c.mixed[set][k], len(in)*p.MixedLen()*a); err != nil {
+		return err
+	}
+	if err := c.grow(dev, &c.z[set][k], len(in)*p.ZLen()*a); err != nil {
+		return err
+	}
+	for l, x := range in {
+		m, z := c.views(set, k, p, l)
+		layerstack.Store(m, x.MixedQKV)
+		layerstack.Store(z, x.Z)
+	}
+	return nil
+}
+
+// views returns layer l's mixed_qkv and z of the batch p in set and kind.
+func (c *corePools) views(set, k int, p spec.Params, l int) (mixed, z gdn.View) {
+	a := p.Activation
+	return gdn.NewView(c.mixed[set][k], l*p.MixedLen()*a.Size(), a, p.MixedLen()),
+		gdn.NewView(c.z[set][k], l*p.ZLen()*a.Size(), a, p.ZLen())
+}
+
+// coreBuffers returns layer l's core views of the batch p staged in set
+// and kind: the pool read, the scratch pool written.
+func (c *corePools) coreBuffers(set, k int, p spec.Params, l int) gdn.CoreBuffers {
+	m, z := c.views(set, k, p, l)
+	return gdn.CoreBuffers{MixedQKV: m, ConvWeight: c.convW[l], ConvStateIn: c.poolView(c.pool[l]), ConvStateOut: c.poolView(c.scratch[l]),
+		Z: z, NormWeight: c.normW[l]}
+}
+
+// encode encodes one step of the batch p on every layer into cb: one
+// compute encoder with one core dispatch per layer (acts(l) the layer's
+// views of the step), then one blit encoder copying the conv states of the
+// slots the batch touched from the scratch pools back into the pools.
+func (c *corePools) encode(k *gdn.Kernels, cb *mtl.CommandBuffer, set, kind int, p spec.Params, slots []int32, acts func(l int) gdn.Buffers) error {
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		return err
+	}
+	for l := range c.pool {
+		b := acts(l)
+		b.Q, b.K, b.V = gdn.View{}, gdn.View{}, gdn.View{} // the convolution makes them
+		if err := k.Core(enc, p, b, c.coreBuffers(set, kind, p, l)); err != nil {
+			enc.EndEncoding()
+			return fmt.Errorf("layer %d: %w", l, err)
+		}
+	}
+	if err := enc.EndEncoding(); err != nil {
+		return err
+	}
+	blit, err := cb.BlitCommandEncoder()
+	if err != nil {
+		return err
+	}
+	n := c.convBytes()
+	for l := range c.pool {
+		for _, s := range slots {
+			if s >= 0 && !c.skipCopyBack {
+				blit.CopyFromBuffer(c.scratch[l], int(s)*n, c.pool[l], int(s)*n, n)
+			}
+		}
+	}
+	return blit.EndEncoding()
+}
+
+// alone runs layer l's core for one sequence (no pool, no packing) on
+// bufs from its conv state in.ConvState and returns its new conv state;
+// the output and the state are in bufs.
+func (c *corePools) alone(d *layerstack.Device, p spec.Params, l int, in cpuref.Inputs, bufs gdn.Buffers) ([]float32, error) {
+	a := p.Activation.Size()
+	for _, g := range []struct {
+		buf **mtl.Buffer
+		n   int
+	}{{&c.aloneMixed, p.MixedLen() * a}, {&c.aloneZ, p.ZLen() * a}, {&c.aloneConv[0], p.ConvStateLen() * a}, {&c.aloneConv[1], p.ConvStateLen() * a}} {
+		if err := c.grow(d.Dev, g.buf, g.n); err != nil {
+			return nil, err
+		}
+	}
+	view := func(buf *mtl.Buffer, n int) gdn.View { return gdn.NewView(buf, 0, p.Activation, n) }
+	core := gdn.CoreBuffers{MixedQKV: view(c.aloneMixed, p.MixedLen()), ConvWeight: c.convW[l], ConvStateIn: view(c.aloneConv[0], p.ConvStateLen()),
+		ConvStateOut: view(c.aloneConv[1], p.ConvStateLen()), Z: view(c.aloneZ, p.ZLen()), NormWeight: c.normW[l]}
+	layerstack.Store(core.MixedQKV, in.MixedQKV)
+	layerstack.Store(core.Z, in.Z)
+	layerstack.Store(core.ConvStateIn, in.ConvState)
+	layerstack.Poison(core.ConvStateOut)
+	bufs.Q, bufs.K, bufs.V = gdn.View{}, gdn.View{}, gdn.View{}
+	if err := d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error { return d.Kernels.Core(enc, p, bufs, core) }); err != nil {
+		return nil, err
+	}
+	return layerstack.Load(core.ConvStateOut, make([]float32, p.ConvStateLen())), nil
+}
+
+// Release releases every buffer.
+func (c *corePools) Release() {
+	for _, b := range c.owned {
+		b.Release()
+	}
+	for _, b := range []*mtl.Buffer{c.mixed[0][0], c.mixed[0][1], c.mixed[1][0], c.mixed[1][1], c.z[0][0], c.z[0][1], c.z[1][0], c.z[1][1],
+		c.aloneMixed, c.aloneZ, c.aloneConv[0], c.aloneConv[1]} {
+		if b != nil {
+			b.Release()
+		}
+	}
+}
