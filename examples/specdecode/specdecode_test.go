@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -23,8 +24,14 @@ var tiny = []string{"-backend", "emu", "-dk", "32", "-dv", "32", "-kheads", "2",
 
 func tinyRun(t *testing.T, keepLastDraft bool, args ...string) (config, result, string) {
 	t.Helper()
+	return tinyRunWith(t, func(cfg *config) { cfg.keepLastDraft = keepLastDraft }, args...)
+}
+
+// tinyRunWith is tinyRun with the configuration edited by edit.
+func tinyRunWith(t *testing.T, edit func(*config), args ...string) (config, result, string) {
+	t.Helper()
 	cfg := layerstacktest.Flags(t, parseFlags, tiny, args...)
-	cfg.keepLastDraft = keepLastDraft
+	edit(&cfg)
 	d := layerstacktest.Device(t)
 	defer d.Close()
 	res, out := layerstacktest.Run(t, run, cfg, d)
@@ -33,41 +40,72 @@ func tinyRun(t *testing.T, keepLastDraft bool, args ...string) (config, result, 
 
 // Speculative windows with restores from the capture buffer end where a
 // plain decode of the accepted tokens ends, bit for bit, and within the
-// bounds of cpuref.Reference32 for the types.
+// bounds of cpuref.Reference32 for the types: with the whole layer core
+// (the default; gdn.RollbackCore restores the conv state too) and with
+// the step alone.
 func TestSpeculativeMatchesPlainDecode(t *testing.T) {
-	for _, c := range layerstacktest.TypeCases {
-		t.Run(c.Name, func(t *testing.T) {
-			cfg, res, out := tinyRun(t, false, c.Args...)
-			all := slices.Concat(res.Accepted...)
-			for _, a := range []int{0, 1, 3} {
-				if !slices.Contains(all, a) {
-					t.Errorf("accepted lengths %v never %d: the run does not cover every restore path", res.Accepted, a)
-				}
-			}
-			if !res.StateBits || !res.OutputBits {
-				t.Errorf("not bit-identical to the plain decode: states %v, outputs %v\n%s", res.StateBits, res.OutputBits, out)
-			}
-			p := cfg.Params(1)
-			sb, ob := layerstack.BoundOf(p.State, layerstack.Bound), layerstack.BoundOf(p.Activation, layerstack.Bound)
-			if res.StateBound != sb || res.OutputBound != ob || !(res.StateErr <= sb) || !(res.OutputErr <= ob) {
-				t.Errorf("against Reference32: %g (states, bound %g), %g (outputs, bound %g); want bounds %g and %g", res.StateErr, res.StateBound, res.OutputErr, res.OutputBound, sb, ob)
-			}
-			if !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, c.Types) {
-				t.Errorf("the run did not pass, or its report lacks %q:\n%s", c.Types, out)
-			}
-		})
+	for _, core := range []string{"-core=true", "-core=false"} {
+		for _, c := range layerstacktest.TypeCases {
+			t.Run(core[1:]+"/"+c.Name, func(t *testing.T) { testMatchesPlainDecode(t, c, core) })
+		}
+	}
+}
+
+func testMatchesPlainDecode(t *testing.T, c layerstacktest.TypeCase, core string) {
+	cfg, res, out := tinyRun(t, false, append([]string{core}, c.Args...)...)
+	if cfg.core != (core == "-core=true") {
+		t.Fatalf("%s: core %v", core, cfg.core)
+	}
+	if cfg.core && (!res.ConvBits || res.ConvCopied == 0 || len(res.FinalConv) != cfg.batch || !strings.Contains(out, "final conv state of every layer bit-identical") || !(res.ConvErr <= res.OutputBound)) {
+		t.Errorf("layer core: conv states bit-identical %v, %d bytes copied, %g from Reference32:\n%s", res.ConvBits, res.ConvCopied, res.ConvErr, out)
+	}
+	all := slices.Concat(res.Accepted...)
+	for _, a := range []int{0, 1, 3} {
+		if !slices.Contains(all, a) {
+			t.Errorf("accepted lengths %v never %d: the run does not cover every restore path", res.Accepted, a)
+		}
+	}
+	if !res.StateBits || !res.OutputBits {
+		t.Errorf("not bit-identical to the plain decode: states %v, outputs %v\n%s", res.StateBits, res.OutputBits, out)
+	}
+	p := cfg.Params(1)
+	sb, ob := layerstack.BoundOf(p.State, layerstack.Bound), layerstack.BoundOf(p.Activation, layerstack.Bound)
+	if res.StateBound != sb || res.OutputBound != ob || !(res.StateErr <= sb) || !(res.OutputErr <= ob) {
+		t.Errorf("against Reference32: %g (states, bound %g), %g (outputs, bound %g); want bounds %g and %g", res.StateErr, res.StateBound, res.OutputErr, res.OutputBound, sb, ob)
+	}
+	if !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, c.Types) {
+		t.Errorf("the run did not pass, or its report lacks %q:\n%s", c.Types, out)
 	}
 }
 
 // At D_k = 64 the windows run the packed capture kernel and the plain
 // decode the packed decode kernel, the ones Kernels.DecodeWithCapture and
 // Kernels.Decode pick; the report names them, and the checks pass.
+// With the layer core both run the core kernel.
 func TestPackedKernels(t *testing.T) {
-	cfg, res, out := tinyRun(t, false, "-dk", "64", "-steps", "3")
-	p := cfg.Params(1)
+	cfg, res, out := tinyRun(t, false, "-dk", "64", "-steps", "3", "-core=false")
+	p := cfg.params(1)
 	want := "kernels: " + kernels.DecodePackedCaptureOf(p.Activation, p.State, 2) + " and " + kernels.DecodePackedOf(p.Activation, p.State, 2) + " ready"
 	if !res.Pass() || !strings.Contains(out, want) {
 		t.Errorf("the run did not pass, or its report lacks %q:\n%s", want, out)
+	}
+	cfg, res, out = tinyRun(t, false, "-dk", "64", "-dv", "64", "-steps", "3")
+	p = cfg.params(1)
+	want = "kernels: " + kernels.CorePackedOf(p.Activation, p.State, 2) + " (the windows and the plain decode) ready"
+	if !res.Pass() || !strings.Contains(out, want) {
+		t.Errorf("layer core: the run did not pass, or its report lacks %q:\n%s", want, out)
+	}
+}
+
+// With the layer core, restoring the recurrent state alone (gdn.Rollback)
+// leaves the conv state after the whole draft; the checks must catch it.
+func TestStateOnlyRollbackFails(t *testing.T) {
+	_, res, out := tinyRunWith(t, func(cfg *config) { cfg.stateOnlyRollback = true })
+	if res.ConvBits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
+		t.Errorf("the conv state left after the whole draft passed the checks (conv states bit-identical: %v)\n%s", res.ConvBits, out)
+	}
+	if !(res.ConvErr > res.OutputBound) {
+		t.Errorf("conv states %g from Reference32, within the bound %g", res.ConvErr, res.OutputBound)
 	}
 }
 
@@ -75,8 +113,8 @@ func TestPackedKernels(t *testing.T) {
 // after the accepted prefix, is what the example exists to avoid; the
 // checks must catch it, with a 16-bit state too.
 func TestWrongRestoreFails(t *testing.T) {
-	for _, c := range layerstacktest.TypeCases[1:] {
-		_, res, out := tinyRun(t, true, c.Args...)
+	for i, c := range layerstacktest.TypeCases[1:] {
+		_, res, out := tinyRun(t, true, append([]string{"-core=" + fmt.Sprint(i == 0)}, c.Args...)...)
 		if res.StateBits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
 			t.Errorf("%s: keeping the last draft state passed the checks (states bit-identical: %v)\n%s", c.Name, res.StateBits, out)
 		}
@@ -93,7 +131,7 @@ func TestCLI(t *testing.T) {
 	if code := cli(tiny, &out, &errs); code != 0 {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errs)
 	}
-	for _, want := range []string{"sequences in slots", "state bytes copied to restore", "final state of every layer bit-identical", "output of every accepted token bit-identical", "PASS"} {
+	for _, want := range []string{"sequences in slots", "state bytes copied to restore", "conv state bytes copied to restore", "final state of every layer bit-identical", "output of every accepted token bit-identical", "final conv state of every layer bit-identical", "PASS"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, &out)
 		}

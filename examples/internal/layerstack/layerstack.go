@@ -87,15 +87,27 @@ func Seed(run uint64, l, t int) uint64 {
 	return x ^ x>>31
 }
 
-// Tokens returns tokens [t0, t0+n) of in's q, k, v, g and beta, in in's
-// memory, each token of the shape one (one token of one sequence), with
-// in's A_log and dt_bias, which are the layer's, no token's.
+// Tokens returns tokens [t0, t0+n) of in's q, k, v, g and beta (and the
+// layer core's mixed_qkv and z), in in's memory, each token of the shape
+// one (one token of one sequence), with in's A_log and dt_bias (and conv
+// and norm weights), which are the layer's, no token's.
 func Tokens(one spec.Params, in cpuref.Inputs, t0, n int) cpuref.Inputs {
 	qk, v, gate := one.QKLen(), one.VLen(), one.GateLen()
+	// tokens returns tokens [t0, t0+n) of x, w elements each; nothing of
+	// an empty x (q, k and v with the convolution, the core's views
+	// without the core).
+	tokens := func(x []float32, w int) []float32 {
+		if len(x) == 0 {
+			return nil
+		}
+		return x[t0*w : (t0+n)*w]
+	}
 	return cpuref.Inputs{
-		Q: in.Q[t0*qk : (t0+n)*qk], K: in.K[t0*qk : (t0+n)*qk], V: in.V[t0*v : (t0+n)*v],
+		Q: tokens(in.Q, qk), K: tokens(in.K, qk), V: tokens(in.V, v),
 		G: in.G[t0*gate : (t0+n)*gate], Beta: in.Beta[t0*gate : (t0+n)*gate],
 		ALog: in.ALog, DtBias: in.DtBias,
+		MixedQKV: tokens(in.MixedQKV, one.MixedLen()), Z: tokens(in.Z, one.ZLen()),
+		ConvWeight: in.ConvWeight, NormWeight: in.NormWeight,
 	}
 }
 
