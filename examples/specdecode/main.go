@@ -47,9 +47,9 @@
 // kernels normalise q and k and compute g and beta.
 //
 // At the end it decodes every sequence's accepted tokens alone with the
-// plain decode kernels (with the layer core, Kernels.Core without capture)
-// on the same device, from the same initial states,
-// with no pool: with an f32 state one token at a time; with a 16-bit
+// plain decode kernels (with the layer core, Kernels.Core without
+// capture) on the same device, from the same initial states, with no
+// pool: with an f32 state one token at a time; with a 16-bit
 // state, which the capture kernel rounds once per window (when it writes
 // the capture slot or state_out), each window's accepted tokens in one
 // dispatch, so that the state is rounded where the speculative run
