@@ -42,8 +42,10 @@ const (
 // convolution, Buffers.Q, K and V stay empty. ConvStateOut may be the same
 // view as ConvStateIn (in place) when n_v_heads == n_k_heads; with
 // grouped heads the value heads of a key head all read its q and k conv
-// state while one of them writes it, so the two must be apart (ping-pong
-// two buffers).
+// state while one of them writes it, so the two must be apart: swap two
+// buffers when every sequence is in every call, or, with a slot pool that
+// a call touches only in part, write a scratch pool and copy the touched
+// slots back in the same command buffer (examples/serve does).
 type CoreBuffers struct {
 	MixedQKV, ConvWeight      View
 	ConvStateIn, ConvStateOut View
