@@ -184,6 +184,17 @@
 //   - Accesses are checked against the bound ranges (Binding.Ptr to
 //     Ptr+Len), so reading before the offset of a binding is reported even
 //     though it lies inside the MTLBuffer.
+//   - What a kernel may touch is told by address: the bound ranges, the
+//     threadgroup allocations, its thread's own frames (its stack, above
+//     its stack pointer), its built-ins (which the launcher reads once)
+//     and, for loads only, the library's constant data. Any other access,
+//     load or store, is a fault reported before it happens, never a crash
+//     of the process and never a write into the emulator's own memory; up
+//     to 2 MiB before and 4 MiB past the start of threadgroup memory it is
+//     reported as a threadgroup access with its offset. A pointer moved so
+//     far that it lands inside another bound buffer, or in the thread's
+//     own frames, is taken for an access there (the hooks see addresses,
+//     not the address space a pointer was made in).
 //   - Atomics are sequentially consistent (stronger than
 //     memory_order_relaxed); atomic_float is supported.
 //   - Integer division by zero and signed division overflow (INT_MIN / -1,

@@ -175,7 +175,14 @@ typedef struct pm_tg_alloc {
 } pm_tg_alloc;
 
 #define PM_MAX_TG_ALLOCS (PM_MAX_BINDINGS + 64)
-#define PM_TG_GAP 4096
+/* The threadgroup zone of an arena: PM_TG_BEFORE bytes before threadgroup
+ * memory and PM_TG_AFTER bytes from its start (its shadow lies there too).
+ * Every access in the zone is a threadgroup memory access, refused unless
+ * it lies inside an allocation, so a threadgroup pointer moved that far
+ * either way is reported with its threadgroup offset; nothing a kernel may
+ * touch otherwise (its stack, the built-ins) lies in the zone. */
+#define PM_TG_BEFORE ((uint64_t)2 << 20)
+#define PM_TG_AFTER ((uint64_t)4 << 20)
 
 /* The access hooks' cache of pages known to be inside one binding. */
 #define PM_PAGE_SHIFT 12
@@ -207,13 +214,14 @@ typedef struct pm_worker {
 	size_t arena_size;
 	pm_run *run;
 	/* access checks */
-	int32_t tick;      /* accesses left until the time limit is checked */
-	uint64_t stack_lo; /* the running fiber's stack */
+	int32_t tick;       /* accesses left until the time limit is checked */
+	uint64_t stack_lo;  /* the running fiber's stack */
+	uint64_t stack_top; /* its end: the thread's frames lie below, down to its stack pointer */
 	int nb, last, overlap;
 	int bidx[PM_MAX_BINDINGS];
 	uint64_t blo[PM_MAX_BINDINGS], blen[PM_MAX_BINDINGS];
 	uint64_t mod_lo, mod_len;
-	uint64_t state_lo, state_len;   /* built-ins the kernel may read */
+	uint64_t state_lo, state_len;   /* where the built-ins lie (of which a kernel reads its own) */
 	uint64_t tg_lo, tg_len;         /* threadgroup memory and its shadow */
 	uint64_t stacks_lo, stacks_len; /* every fiber stack */
 	uint64_t deadline;              /* CLOCK_MONOTONIC ns, 0 for none */
@@ -313,10 +321,10 @@ static pm_worker *arena_new(void) {
 	off = align_up(off + sizeof(pm_fiber) * PM_MAX_THREADS, 64);
 	size_t o_shared = off;
 	off = align_up(off + sizeof(pm_shared), 64);
-	/* accesses up to PM_TG_GAP bytes before threadgroup memory are still
-	 * taken for threadgroup accesses (and refused) */
+	/* the threadgroup zone (PM_TG_BEFORE, PM_TG_AFTER) */
+	off = align_up(off, page);
 	size_t o_tg_lo = off;
-	off += PM_TG_GAP;
+	off += PM_TG_BEFORE;
 	size_t o_tg = off;
 	off = align_up(off + PM_TG_MEMORY_MAX, 64);
 	size_t o_shadow = off;
@@ -325,6 +333,9 @@ static pm_worker *arena_new(void) {
 	off = align_up(off + sizeof(pm_shadow_pc) * PM_TG_MEMORY_MAX, 64);
 	size_t o_shadow_ro = off;
 	off = align_up(off + sizeof(uint32_t) * (PM_TG_MEMORY_MAX / 4), page);
+	_Static_assert(PM_TG_MEMORY_MAX * (1 + sizeof(pm_shadow) + sizeof(pm_shadow_pc) + 1) < PM_TG_AFTER,
+	               "the threadgroup zone holds threadgroup memory and its shadow");
+	off = o_tg + PM_TG_AFTER;
 	off = align_up(off + page, PM_STACK_SIZE);
 	/* the stacks, above a spare one that catches an overflow of the lowest
 	 * (a hook sees the access there) and the guard page */
@@ -454,6 +465,29 @@ static void record_fault(pm_worker *w, pm_fiber *f, int kind, uint32_t line, con
 static inline void set_cur(pm_worker *w, pm_fiber *f) {
 	w->cur = f;
 	w->stack_lo = (uint64_t)(uintptr_t)(f->stack_top - PM_STACK_SIZE);
+	w->stack_top = (uint64_t)(uintptr_t)f->stack_top;
+}
+
+/* The stack pointer of the calling hook: the running thread's frames lie
+ * above it. */
+static inline __attribute__((always_inline)) uint64_t stack_pointer(void) {
+	uint64_t sp;
+#if defined(__x86_64__)
+	__asm__("movq %%rsp, %0" : "=r"(sp));
+#else
+	__asm__("mov %0, sp" : "=r"(sp));
+#endif
+	return sp;
+}
+
+/* Whether [a, a+size) lies in the running thread's own frames: its stack,
+ * from the stack pointer of the hook (below every frame of the kernel's)
+ * up. Below the stack pointer lie no frames of the thread, and a pointer
+ * there points outside the memory it was made for. */
+static inline __attribute__((always_inline)) int own_frames(const pm_worker *w, uint64_t a, uint64_t size) {
+	uint64_t sp = stack_pointer();
+	uint64_t lo = sp > w->stack_lo ? sp : w->stack_lo;
+	return a - lo <= w->stack_top - lo - size;
 }
 
 /* Leaves the current fiber for good after a fault. */
@@ -715,8 +749,10 @@ EXPORT void *__pm_tg_static(uint32_t id, uint64_t size, uint64_t align) {
 /* ---------------------------------------------------------------------------
  * Memory access hooks. */
 
+/* Reports an access outside every memory the kernel may touch; note, if
+ * not NULL, says where it lands. */
 __attribute__((noinline)) static void access_fault(pm_worker *w, uint64_t a, uint64_t size, int store,
-                                                   void *pc) {
+                                                   void *pc, const char *note) {
 	char where[256];
 	int best = -1;
 	uint64_t dist = 0;
@@ -749,8 +785,9 @@ __attribute__((noinline)) static void access_fault(pm_worker *w, uint64_t a, uin
 		         (unsigned long long)dist, w->bidx[best], (unsigned long long)w->blen[best]);
 	}
 	record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
-	             "out-of-bounds device memory access: %s of %llu bytes at 0x%llx, %s",
-	             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a, where);
+	             "out-of-bounds device memory access: %s of %llu bytes at 0x%llx, %s%s%s",
+	             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a, where,
+	             note ? ", " : "", note ? note : "");
 	fiber_abort(w);
 }
 
@@ -900,23 +937,57 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 }
 
 /* An access outside the bound buffers, threadgroup memory, the built-ins
- * and the library: another thread's stack, or a fault. */
+ * and the library: the thread's own frames (an atomic access, or one after
+ * the time limit check), another thread's stack, or a fault. */
 __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	if (a - w->stacks_lo < w->stacks_len) {
 		if (w->in_simd) return; /* a SIMD-group function reads its lanes' operands */
+		if (a - w->stack_lo < PM_STACK_SIZE) {
+			if (own_frames(w, a, size)) return;
+			if (stack_pointer() >= w->stack_lo) {
+				record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
+				             "out-of-bounds access: %s of %llu bytes at 0x%llx, in this thread's stack below "
+				             "its frames (%llu bytes below its stack pointer): a pointer outside the memory "
+				             "it was made for",
+				             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a,
+				             (unsigned long long)(stack_pointer() - a));
+				fiber_abort(w);
+			}
+		}
 		uint64_t slot = (a - w->stacks_lo) / PM_STACK_SIZE;
 		char where[64];
 		if (slot == 0)
 			snprintf(where, sizeof where, "below the lowest thread's stack");
 		else
 			snprintf(where, sizeof where, "in the stack of thread %llu", (unsigned long long)(slot - 1));
+		if (stack_pointer() >= w->stack_lo) {
+			/* the thread's own stack has not overflowed: a stray pointer */
+			record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
+			             "out-of-bounds access: %s of %llu bytes at 0x%llx, %s: a pointer outside the "
+			             "memory it was made for",
+			             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a, where);
+			fiber_abort(w);
+		}
 		record_fault(w, w->cur, PM_FAULT_STACK, 0, "", (uint64_t)(uintptr_t)pc,
 		             "%s of %llu bytes %s: this thread's %u-byte stack overflowed (recursion, or "
 		             "private arrays too large?)",
 		             store ? "store" : "load", (unsigned long long)size, where, PM_STACK_SIZE);
 		fiber_abort(w);
 	}
-	access_fault(w, a, size, store, pc);
+	access_fault(w, a, size, store, pc, NULL);
+}
+
+/* An access to the arena's built-ins region: a load of the thread's own
+ * built-in values or of the shared ones (the kernel's launcher reads them),
+ * or of its SIMD-group's exchange record inside a SIMD-group function. */
+__attribute__((noinline)) static void state_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
+	uint64_t t = (uint64_t)(uintptr_t)&w->cur->t, s = (uint64_t)(uintptr_t)w->shared;
+	uint64_t x = (uint64_t)(uintptr_t)&w->sgx[w->cur->sg];
+	if (!store && ((a - t < sizeof(pm_thread) && a + size <= t + sizeof(pm_thread)) ||
+	               (a - s < sizeof(pm_shared) && a + size <= s + sizeof(pm_shared)) ||
+	               (w->in_simd && a - x < sizeof(pm_simd_x) && a + size <= x + sizeof(pm_simd_x))))
+		return;
+	access_fault(w, a, size, store, pc, "in the emulated device's own memory (its threads' state)");
 }
 
 /* Whether no binding holds any byte of the page. */
@@ -944,7 +1015,7 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
                                                     void *pc) {
 	if (w->tick <= 0) {
 		watch(w, 0, "", pc);
-		if (a - w->stack_lo < PM_STACK_SIZE) return;
+		if (!atomic && own_frames(w, a, size)) return;
 	}
 	if (a - w->tg_lo < w->tg_len) {
 		tg_access(w, a, size, store, atomic, pc);
@@ -962,10 +1033,12 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
 		if (k == w->nb) {
 			uint64_t page = a >> PM_PAGE_SHIFT;
 			if (a - w->state_lo < w->state_len) {
-				/* built-ins */
-				if (page_outside_bindings(w, page)) cache_page(w, page, w->state_lo, w->state_len, PM_UNCOUNTED);
+				/* built-ins: a thread reads its own and the shared
+				 * ones (once, in the kernel's launcher), nothing else */
+				state_access(w, a, size, store, pc);
 			} else if (a - w->mod_lo < w->mod_len) {
-				/* the library's constants */
+				/* the library's constants, read-only */
+				if (store) access_fault(w, a, size, store, pc, "in the kernel library's constant memory, which is read-only");
 				if (page_outside_bindings(w, page)) cache_page(w, page, w->mod_lo, w->mod_len, PM_UNCOUNTED);
 			} else {
 				other_access(w, a, size, store, pc);
@@ -1000,10 +1073,13 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
 	pm_worker *w = tls_w;
 	if (__builtin_expect(w == NULL, 0)) return;
 	if (__builtin_expect(--w->tick > 0 && !atomic, 1)) {
-		if (a - w->stack_lo < PM_STACK_SIZE) return;
+		if (own_frames(w, a, size)) return;
 		uint64_t page = a >> PM_PAGE_SHIFT, off = a - w->pages[page % PM_PAGES].lo;
 		if (w->pages[page % PM_PAGES].page == page && off < w->pages[page % PM_PAGES].len &&
-		    off + size <= w->pages[page % PM_PAGES].len) {
+		    off + size <= w->pages[page % PM_PAGES].len &&
+		    !(store && w->pages[page % PM_PAGES].k == PM_UNCOUNTED)) {
+			/* (uncounted pages are the library's constants: stores there
+			 * go to the slow path, which refuses them) */
 			uint64_t k = w->pages[page % PM_PAGES].k;
 			w->count[store][k] += size;
 			if (__builtin_expect(w->seg_rec != NULL, 0) && k < PM_MAX_BINDINGS) seg_record(w, (int)k, a, size, store, pc);
