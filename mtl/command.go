@@ -145,7 +145,10 @@ func (c *CommandBuffer) Label() string { return getLabel(c.ID()) }
 // (whether or not encode looked at EndEncoding's error), an encoder encode
 // left open (RunCommandBuffer ends it), or the error the command buffer
 // failed with. When anything fails before the commit, nothing is
-// committed.
+// committed. The command buffer is RunCommandBuffer's to commit and
+// release: one encode commits or releases itself is an error. If encode
+// panics, RunCommandBuffer ends the encoder it left open, releases the
+// command buffer and lets the panic go on.
 //
 // Like [CommandQueue.Run], the whole sequence runs inside one autorelease
 // pool on a locked OS thread.
@@ -212,6 +215,13 @@ func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, ti
 			return
 		}
 		defer cb.Release()
+		// An encoder encode leaves open is ended (and released) on every
+		// path, a panic of encode's included, which then goes on up.
+		defer func() {
+			if open := cb.open; open != nil {
+				open.EndEncoding()
+			}
+		}()
 		err = encode(cb)
 		if open := cb.open; open != nil {
 			open.EndEncoding()
@@ -222,7 +232,15 @@ func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, ti
 		if err == nil {
 			err = cb.refused
 		}
+		if err == nil && cb.ID() == 0 {
+			err = fmt.Errorf("mtl: %s: encode released the command buffer, so nothing ran; %s releases it", what, what)
+		}
 		if err != nil {
+			return
+		}
+		if s := CommandBufferStatus(cb.ID().SendWord(sel.status)); s != CommandBufferStatusNotEnqueued {
+			cb.waitUntilCompleted()
+			err = fmt.Errorf("mtl: %s: encode committed the command buffer (status %v); %s commits it", what, s, what)
 			return
 		}
 		cb.commit()

@@ -870,3 +870,117 @@ func TestCommandBufferStatusNames(t *testing.T) {
 		}
 	}
 }
+
+// A panic inside the encode function of Run or RunCommandBuffer goes on up
+// to the caller, after the encoder encode left open is ended and every
+// object made for the command buffer released: twenty panics leak nothing
+// and commit nothing.
+func TestQueueRunEncodePanics(t *testing.T) {
+	g := newGPU(t)
+	q, fill := g.Q, g.pipeline("fill")
+	const n = 64
+	x := g.Buffer(4*n, mtl.ResourceStorageModeShared)
+	xs := mtl.Slice[float32](x)
+	floats.Fill(xs, -1)
+	before := emu.LiveObjects()
+	type boom struct{ i int }
+	for i := 0; i < 20; i++ {
+		func() {
+			defer func() {
+				if r := recover(); r != (boom{i}) {
+					t.Fatalf("panic %d: recovered %v, want the encode function's panic", i, r)
+				}
+			}()
+			switch i % 3 {
+			case 0:
+				q.Run(func(e *mtl.ComputeCommandEncoder) error {
+					encodeFill(fill, x, n)(e)
+					panic(boom{i})
+				})
+			case 1:
+				q.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
+					e, err := cb.ComputeCommandEncoder()
+					if err != nil {
+						return err
+					}
+					encodeFill(fill, x, n)(e)
+					panic(boom{i})
+				})
+			default:
+				q.RunCommandBuffer(func(cb *mtl.CommandBuffer) error { panic(boom{i}) })
+			}
+			t.Fatalf("panic %d did not reach the caller", i)
+		}()
+	}
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before 20 panics, %d after", before, after)
+	}
+	for i, v := range xs {
+		if v != -1 {
+			t.Fatalf("x[%d] = %v: a command buffer whose encode panicked ran", i, v)
+		}
+	}
+	// the queue still runs work
+	if err := q.Run(encodeFill(fill, x, n)); err != nil || xs[n-1] != n {
+		t.Fatalf("Run after the panics: %v, x[%d] = %v", err, n-1, xs[n-1])
+	}
+}
+
+// The command buffer is RunCommandBuffer's to commit and release: an
+// encode function that releases it, or commits it, is told so, whether or
+// not it left an encoder open, and nothing leaks.
+func TestQueueRunCommandBufferMisuse(t *testing.T) {
+	g := newGPU(t)
+	q, fill := g.Q, g.pipeline("fill")
+	const n = 64
+	x := g.Buffer(4*n, mtl.ResourceStorageModeShared)
+	xs := mtl.Slice[float32](x)
+	before := emu.LiveObjects()
+	for _, tc := range []struct {
+		name   string
+		encode func(cb *mtl.CommandBuffer) error
+		want   string
+	}{
+		{"released", func(cb *mtl.CommandBuffer) error {
+			e, err := cb.ComputeCommandEncoder()
+			if err != nil {
+				return err
+			}
+			encodeFill(fill, x, n)(e)
+			if err := e.EndEncoding(); err != nil {
+				return err
+			}
+			cb.Release()
+			return nil
+		}, "RunCommandBuffer: encode released the command buffer, so nothing ran"},
+		{"released with an encoder open", func(cb *mtl.CommandBuffer) error {
+			e, err := cb.ComputeCommandEncoder()
+			if err != nil {
+				return err
+			}
+			encodeFill(fill, x, n)(e)
+			cb.Release()
+			return nil
+		}, "RunCommandBuffer: an encoder was left open"},
+		{"released, nothing encoded", func(cb *mtl.CommandBuffer) error {
+			cb.Release()
+			return nil
+		}, "encode released the command buffer"},
+		{"committed", func(cb *mtl.CommandBuffer) error {
+			cb.Commit()
+			return nil
+		}, "RunCommandBuffer: encode committed the command buffer"},
+	} {
+		floats.Fill(xs, -1)
+		err := q.RunCommandBuffer(tc.encode)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: RunCommandBuffer returned %v, want an error saying %q", tc.name, err, tc.want)
+		}
+		if strings.HasPrefix(tc.name, "released") && xs[0] != -1 {
+			t.Errorf("%s: x[0] = %v: the command buffer ran", tc.name, xs[0])
+		}
+	}
+	if after := emu.LiveObjects(); after != before {
+		t.Errorf("live objects %d before, %d after", before, after)
+	}
+}
