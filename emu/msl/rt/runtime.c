@@ -294,6 +294,9 @@ struct pm_run {
 
 static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
 
+static int page_outside_bindings(const pm_worker *w, uint64_t page);
+static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, uint64_t k);
+
 static void seg_record(pm_worker *w, int binding, uint64_t a, uint64_t size, int store, void *pc);
 static void seg_flush(pm_worker *w, uint32_t sg);
 static void seg_flush_all(pm_worker *w);
@@ -462,7 +465,18 @@ static void record_fault(pm_worker *w, pm_fiber *f, int kind, uint32_t line, con
 }
 
 /* Makes f the running fiber. */
+/* Drops the access hooks' cache of the running thread's built-ins (see
+ * state_access), which other threads may not read. */
+static inline void forget_builtins(pm_worker *w) {
+	if (!w->cur) return;
+	uint64_t lo = (uint64_t)(uintptr_t)&w->cur->t;
+	for (uint64_t page = lo >> PM_PAGE_SHIFT; page <= (lo + sizeof(pm_thread) - 1) >> PM_PAGE_SHIFT; page++)
+		if (w->pages[page % PM_PAGES].page == page && w->pages[page % PM_PAGES].k == PM_UNCOUNTED)
+			w->pages[page % PM_PAGES].page = UINT64_MAX;
+}
+
 static inline void set_cur(pm_worker *w, pm_fiber *f) {
+	forget_builtins(w);
 	w->cur = f;
 	w->stack_lo = (uint64_t)(uintptr_t)(f->stack_top - PM_STACK_SIZE);
 	w->stack_top = (uint64_t)(uintptr_t)f->stack_top;
@@ -983,10 +997,17 @@ __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uin
 __attribute__((noinline)) static void state_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	uint64_t t = (uint64_t)(uintptr_t)&w->cur->t, s = (uint64_t)(uintptr_t)w->shared;
 	uint64_t x = (uint64_t)(uintptr_t)&w->sgx[w->cur->sg];
-	if (!store && ((a - t < sizeof(pm_thread) && a + size <= t + sizeof(pm_thread)) ||
-	               (a - s < sizeof(pm_shared) && a + size <= s + sizeof(pm_shared)) ||
-	               (w->in_simd && a - x < sizeof(pm_simd_x) && a + size <= x + sizeof(pm_simd_x))))
+	uint64_t page = a >> PM_PAGE_SHIFT;
+	if (!store && a - t < sizeof(pm_thread) && a + size <= t + sizeof(pm_thread)) {
+		/* cached for loads until the thread stops running (set_cur) */
+		if (page_outside_bindings(w, page)) cache_page(w, page, t, sizeof(pm_thread), PM_UNCOUNTED);
 		return;
+	}
+	if (!store && a - s < sizeof(pm_shared) && a + size <= s + sizeof(pm_shared)) {
+		if (page_outside_bindings(w, page)) cache_page(w, page, s, sizeof(pm_shared), PM_UNCOUNTED);
+		return;
+	}
+	if (!store && w->in_simd && a - x < sizeof(pm_simd_x) && a + size <= x + sizeof(pm_simd_x)) return;
 	access_fault(w, a, size, store, pc, "in the emulated device's own memory (its threads' state)");
 }
 
@@ -1571,6 +1592,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			/* runs f and the runnable fibers after it, until the end of
 			 * the pass (pm_yield) or a fault */
 			pm_switch(&w->sched_sp, f->sp);
+			forget_builtins(w);
 			w->cur = NULL;
 			if (w->fault || w->abandon) return;
 			ran++;
