@@ -26,6 +26,10 @@ func blitEncoderSynchronizeResource(self objc.ID, _ objc.SEL, resource objc.ID) 
 		e.refuse(fmt.Errorf("synchronizeResource: %#x is not a buffer of the emulated device", uintptr(resource)))
 		return
 	}
+	if err := otherDevice("synchronizeResource: buffer", resource, b.dev, e.cb.queue.dev); err != nil {
+		e.refuse(err)
+		return
+	}
 	if b.cpu == nil {
 		return
 	}
@@ -35,8 +39,9 @@ func blitEncoderSynchronizeResource(self objc.ID, _ objc.SEL, resource objc.ID) 
 
 // blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize
 // records a copy between buffers, checked as Metal's validation checks it:
-// both ranges inside their buffers, offsets and size multiples of 4 (the
-// macOS rule).
+// both buffers of the command buffer's device, both ranges inside their
+// buffers, offsets and size multiples of 4 (the macOS rule), and within one
+// buffer ranges that do not overlap (Metal leaves such a copy undefined).
 func blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize(self objc.ID, _ objc.SEL, src objc.ID, srcOffset uintptr, dst objc.ID, dstOffset, size uintptr) {
 	e := openBlitEncoder(self)
 	if e == nil {
@@ -53,6 +58,12 @@ func blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize(self obj
 		err = fmt.Errorf("destination range [%d, %d+%d) outside the buffer's %d bytes", dstOffset, dstOffset, size, d.length)
 	case srcOffset%4 != 0 || dstOffset%4 != 0 || size%4 != 0:
 		err = fmt.Errorf("source offset %d, destination offset %d and size %d must be multiples of 4", srcOffset, dstOffset, size)
+	case s == d && size > 0 && srcOffset < dstOffset+size && dstOffset < srcOffset+size:
+		err = fmt.Errorf("source range [%d, %d) and destination range [%d, %d) overlap in the same buffer, which Metal leaves undefined", srcOffset, srcOffset+size, dstOffset, dstOffset+size)
+	default:
+		if err = otherDevice("source buffer", src, s.dev, e.cb.queue.dev); err == nil {
+			err = otherDevice("destination buffer", dst, d.dev, e.cb.queue.dev)
+		}
 	}
 	if err != nil {
 		e.refuse(fmt.Errorf("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size: %w", err))
@@ -61,7 +72,6 @@ func blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize(self obj
 	e.cb.retain(src)
 	e.cb.retain(dst)
 	e.record(command{blit: func() {
-		// memmove semantics: the ranges may overlap within one buffer.
 		copy(unsafe.Slice((*byte)(cptr(d.data+dstOffset)), size), unsafe.Slice((*byte)(cptr(s.data+srcOffset)), size))
 	}})
 }

@@ -27,7 +27,8 @@ type buffer struct {
 	data        uintptr
 	length      int
 	private     bool
-	modified    int // didModifyRange: calls
+	modified    int     // didModifyRange: calls
+	dev         *device // the device that made it
 }
 
 func (b *buffer) free() {

@@ -28,6 +28,10 @@ func encoderSetComputePipelineState(self objc.ID, _ objc.SEL, p objc.ID) {
 	if e == nil || ps == nil {
 		return
 	}
+	if err := otherDevice("setComputePipelineState: pipeline", p, ps.dev, e.cb.queue.dev); err != nil {
+		e.refuse(err)
+		return
+	}
 	e.cb.retain(p)
 	e.current.pipeline = ps
 }
@@ -44,6 +48,10 @@ func (e *encoder) setBuffer(id objc.ID, offset, index uintptr) {
 	}
 	if offset > uintptr(b.length) {
 		e.refuse(fmt.Errorf("offset %d at buffer index %d outside the buffer's %d bytes", offset, index, b.length))
+		return
+	}
+	if err := otherDevice(fmt.Sprintf("buffer at index %d:", index), id, b.dev, e.cb.queue.dev); err != nil {
+		e.refuse(err)
 		return
 	}
 	e.cb.retain(id)

@@ -42,6 +42,24 @@ type device struct {
 	registry uint64
 }
 
+// String names the device in errors: its name and registry ID, which tell
+// two emulated devices apart.
+func (d *device) String() string {
+	if d == nil {
+		return "no device"
+	}
+	return fmt.Sprintf("%q (registry ID %#x)", Name, d.registry)
+}
+
+// otherDevice returns the error of an object of device of used with
+// device want, or nil if they are the same.
+func otherDevice(what string, id objc.ID, of, want *device) error {
+	if of == want {
+		return nil
+	}
+	return fmt.Errorf("%s %#x belongs to device %v, not to %v", what, uintptr(id), of, want)
+}
+
 var registryIDs atomic.Uint64
 
 // ErrUnsupportedPlatform is the error of NewDevice on a system the
@@ -118,15 +136,16 @@ func deviceNewCommandQueue(self objc.ID, _ objc.SEL) objc.ID {
 	return newObject(classes.queue, newQueue(d))
 }
 
-func deviceNewBufferWithLengthOptions(_ objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
+func deviceNewBufferWithLengthOptions(self objc.ID, _ objc.SEL, length, opts uintptr) objc.ID {
 	b, err := newBufferMemory(int(length), opts)
 	if err != nil {
 		return 0
 	}
+	b.dev = stateOf[device](self)
 	return newObject(classes.buffer, b)
 }
 
-func deviceNewBufferWithBytesLengthOptions(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr) objc.ID {
+func deviceNewBufferWithBytesLengthOptions(self objc.ID, _ objc.SEL, bytes, length, opts uintptr) objc.ID {
 	b, err := newBufferMemory(int(length), opts)
 	if err != nil || bytes == 0 {
 		if b != nil {
@@ -136,18 +155,19 @@ func deviceNewBufferWithBytesLengthOptions(_ objc.ID, _ objc.SEL, bytes, length,
 	}
 	copy(b.bytes(), unsafe.Slice((*byte)(cptr(bytes)), int(length)))
 	copy(b.cpu, b.bytes())
+	b.dev = stateOf[device](self)
 	return newObject(classes.buffer, b)
 }
 
 // deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator keeps a copy of the deallocator block, as Metal
 // does, and runs it when the buffer is deallocated.
-func deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator(_ objc.ID, _ objc.SEL, bytes, length, opts uintptr, deallocator objc.Block) objc.ID {
+func deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator(self objc.ID, _ objc.SEL, bytes, length, opts uintptr, deallocator objc.Block) objc.ID {
 	page := uintptr(os.Getpagesize())
 	if bytes == 0 || bytes%page != 0 || length == 0 || length%page != 0 {
 		return 0 // Metal requires page-aligned memory and length
 	}
 	return newObject(classes.buffer, &buffer{data: bytes, length: int(length), deallocator: deallocator.Copy(),
-		private: storageMode(opts) == mtl.ResourceStorageModePrivate})
+		private: storageMode(opts) == mtl.ResourceStorageModePrivate, dev: stateOf[device](self)})
 }
 
 // libraryErrorCompileFailure is MTLLibraryErrorCompileFailure, the code of a
@@ -177,7 +197,7 @@ func deviceNewLibraryWithSourceOptionsError(self objc.ID, _ objc.SEL, source, op
 	if !lib.Cached() {
 		libraryBuilds.Add(1)
 	}
-	return newObject(classes.library, &library{lib: lib})
+	return newObject(classes.library, &library{lib: lib, dev: stateOf[device](self)})
 }
 
 func deviceNewComputePipelineStateWithFunctionError(self objc.ID, _ objc.SEL, fn objc.ID, errOut uintptr) objc.ID {
@@ -186,9 +206,13 @@ func deviceNewComputePipelineStateWithFunctionError(self objc.ID, _ objc.SEL, fn
 		storeOut(errOut, newNSError("CompilerError", 1, "newComputePipelineStateWithFunction: the function is not one of the emulated device's"))
 		return 0
 	}
+	if err := otherDevice("function", fn, f.dev, stateOf[device](self)); err != nil {
+		storeOut(errOut, newNSError("CompilerError", 1, "newComputePipelineStateWithFunction: "+err.Error()))
+		return 0
+	}
 	if need := unspecialized(f.fn); need != nil {
 		storeOut(errOut, newNSError("CompilerError", 1, fmt.Sprintf("newComputePipelineStateWithFunction: function %s uses function constants without values: %s; create it with newFunctionWithName:constantValues:error:", f.fn.Name, strings.Join(need, ", "))))
 		return 0
 	}
-	return newObject(classes.pipeline, &pipeline{fn: f.fn})
+	return newObject(classes.pipeline, &pipeline{fn: f.fn, dev: f.dev})
 }

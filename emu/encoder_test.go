@@ -1,10 +1,13 @@
 package emu_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"unsafe"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
 )
 
@@ -72,6 +75,9 @@ func TestBlitCopyRefused(t *testing.T) {
 		{"wrapping size", src.ID(), dst.ID(), 4, 0, ^uintptr(0) - 2, "source range"},
 		{"alignment", src.ID(), dst.ID(), 0, 0, 6, "size 6 must be multiples of 4"},
 		{"not a buffer", g.Q.ID(), dst.ID(), 0, 0, 4, "not a buffer of the emulated device"},
+		{"overlap", src.ID(), src.ID(), 0, 4, 64, "source range [0, 64) and destination range [4, 68) overlap in the same buffer"},
+		{"overlap below", src.ID(), src.ID(), 64, 0, 68, "source range [64, 132) and destination range [0, 68) overlap"},
+		{"onto itself", src.ID(), src.ID(), 8, 8, 4, "source range [8, 12) and destination range [8, 12) overlap"},
 	} {
 		cb, err := g.Q.CommandBuffer()
 		if err != nil {
@@ -97,7 +103,109 @@ func TestBlitCopyRefused(t *testing.T) {
 				t.Fatalf("%s: dst[%d] = %#x: the failed command buffer copied", tc.name, i, v)
 			}
 		}
+		for i, v := range sv {
+			if v != uint32(i) {
+				t.Fatalf("%s: src[%d] = %#x: the failed command buffer copied", tc.name, i, v)
+			}
+		}
 	}
+	// adjacent ranges of one buffer do not overlap: that copy runs
+	err := g.Q.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
+		blit, err := cb.BlitCommandEncoder()
+		if err != nil {
+			return err
+		}
+		objc.Send(blit.ID(), copySel, uintptr(src.ID()), 0, uintptr(src.ID()), 32, 32)
+		return blit.EndEncoding()
+	})
+	if err != nil || sv[8] != 0 || sv[15] != 7 || sv[16] != 16 {
+		t.Fatalf("copy of [0, 32) to [32, 64) of one buffer: %v, src[8], src[15], src[16] = %d, %d, %d, want 0, 7, 16", err, sv[8], sv[15], sv[16])
+	}
+}
+
+// Buffers and pipelines of another emulated device, sent to this one's
+// encoders directly (package mtl refuses them before sending), fail the
+// command buffer with an error naming both devices; a function of another
+// device's library makes no pipeline.
+func TestOtherDeviceRefused(t *testing.T) {
+	g, p, x, xv := newScaleGPU(t)
+	other, err := emu.NewDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	ob, err := other.NewBuffer(256, mtl.ResourceStorageModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Release()
+	lib, err := other.NewLibraryWithSource(source(t, "vector_add.metal"), mtl.CompileOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lib.Release()
+	fn, err := lib.NewFunction("scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fn.Release()
+	op, err := other.NewComputePipelineState(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Release()
+	if _, err := g.D.NewComputePipelineState(fn); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("registry ID %#x", other.RegistryID())) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("registry ID %#x", g.D.RegistryID())) {
+		t.Errorf("pipeline of another device's function: %v, want an error naming both devices", err)
+	}
+	both := []string{fmt.Sprintf("registry ID %#x", other.RegistryID()), fmt.Sprintf("registry ID %#x", g.D.RegistryID())}
+	setBuffer := objc.RegisterName("setBuffer:offset:atIndex:")
+	setPipeline := objc.RegisterName("setComputePipelineState:")
+	for _, tc := range []struct {
+		name string
+		send func(enc objc.ID)
+		want string
+	}{
+		{"buffer", func(enc objc.ID) { objc.Send(enc, setBuffer, uintptr(ob.ID()), 0, 0) }, "buffer at index 0:"},
+		{"pipeline", func(enc objc.ID) { objc.Send(enc, setPipeline, uintptr(op.ID())) }, "setComputePipelineState: pipeline"},
+	} {
+		for i := range xv {
+			xv[i] = float32(i)
+		}
+		cb, enc := g.Encoder()
+		setScale(enc, p, x, 2)
+		tc.send(enc.ID())
+		enc.DispatchThreads(size1(64), size1(64))
+		if err := enc.EndEncoding(); err != nil {
+			t.Fatal(err)
+		}
+		cb.Commit()
+		cb.WaitUntilCompleted()
+		t.Run(tc.name, func(t *testing.T) { failed(t, ended(t, cb), errorInternal, append([]string{tc.want}, both...)...) })
+		cb.Release()
+		for i, v := range xv {
+			if v != float32(i) {
+				t.Fatalf("%s: x[%d] = %v: the failed command buffer ran", tc.name, i, v)
+			}
+		}
+	}
+	copySel := objc.RegisterName("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:")
+	cb, err := g.Q.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Release()
+	blit, err := cb.BlitCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objc.Send(blit.ID(), copySel, uintptr(ob.ID()), 0, uintptr(x.ID()), 0, 64)
+	if err := blit.EndEncoding(); err != nil {
+		t.Fatal(err)
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	failed(t, ended(t, cb), errorInternal, append([]string{"source buffer"}, both...)...)
 }
 
 // Arguments that Metal's validation refuses, sent to the emulated encoder

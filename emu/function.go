@@ -7,7 +7,8 @@ import (
 
 // function is an MTLFunction's state.
 type function struct {
-	fn *msl.Function
+	fn  *msl.Function
+	dev *device
 }
 
 func functionName(self objc.ID, _ objc.SEL) objc.ID {

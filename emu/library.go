@@ -13,6 +13,7 @@ import (
 // library is an MTLLibrary's state.
 type library struct {
 	lib *msl.Library
+	dev *device
 }
 
 func libraryNewFunctionWithName(self objc.ID, _ objc.SEL, name objc.ID) objc.ID {
@@ -24,7 +25,7 @@ func libraryNewFunctionWithName(self objc.ID, _ objc.SEL, name objc.ID) objc.ID 
 	if err != nil {
 		return 0
 	}
-	return newObject(classes.function, &function{fn: f})
+	return newObject(classes.function, &function{fn: f, dev: l.dev})
 }
 
 func libraryFunctionNames(self objc.ID, _ objc.SEL) objc.ID {
@@ -137,7 +138,7 @@ func libraryNewFunctionWithNameConstantValuesError(self objc.ID, _ objc.SEL, nam
 		storeCompileError(errOut, err)
 		return 0
 	}
-	return newObject(classes.function, &function{fn: f})
+	return newObject(classes.function, &function{fn: f, dev: l.dev})
 }
 
 // unspecialized names the required function constants of f when it was

@@ -7,7 +7,8 @@ import (
 
 // pipeline is an MTLComputePipelineState's state.
 type pipeline struct {
-	fn *msl.Function
+	fn  *msl.Function
+	dev *device
 }
 
 func pipelineMaxTotalThreadsPerThreadgroup(self objc.ID, _ objc.SEL) uintptr {

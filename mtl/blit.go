@@ -45,7 +45,9 @@ func (e *BlitCommandEncoder) SynchronizeResource(b *Buffer) {
 // CopyFromBuffer copies size bytes from src at srcOffset to dst at dstOffset
 // (copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:). Both
 // ranges must lie inside their buffers and, as macOS requires, the offsets
-// and the size must be multiples of 4 bytes. A size of 0 sends nothing.
+// and the size must be multiples of 4 bytes; within one buffer the ranges
+// must not overlap (Metal leaves such a copy undefined). Both buffers must
+// be the command buffer's device's. A size of 0 sends nothing.
 func (e *BlitCommandEncoder) CopyFromBuffer(src *Buffer, srcOffset int, dst *Buffer, dstOffset, size int) {
 	if e.refuses("CopyFromBuffer") {
 		return
@@ -65,6 +67,10 @@ func (e *BlitCommandEncoder) CopyFromBuffer(src *Buffer, srcOffset int, dst *Buf
 	}
 	if srcOffset%4 != 0 || dstOffset%4 != 0 || size%4 != 0 {
 		e.fail("CopyFromBuffer: source offset %d, destination offset %d and size %d must be multiples of 4", srcOffset, dstOffset, size)
+		return
+	}
+	if src.ID() == dst.ID() && size > 0 && srcOffset < dstOffset+size && dstOffset < srcOffset+size {
+		e.fail("CopyFromBuffer: source range [%d, %d) and destination range [%d, %d) overlap in the same buffer, which Metal leaves undefined", srcOffset, srcOffset+size, dstOffset, dstOffset+size)
 		return
 	}
 	if size == 0 {

@@ -815,6 +815,8 @@ func TestBlitCopy(t *testing.T) {
 		{"size alignment", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, back, 0, 6) }, []string{"size 6", "multiples of 4"}},
 		{"offset alignment", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 2, back, 0, 4) }, []string{"source offset 2"}},
 		{"nil destination", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(src, 0, nil, 0, 4) }, []string{"nil destination buffer"}},
+		{"overlap", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(back, 0, back, 32, 64) }, []string{"source range [0, 64) and destination range [32, 96) overlap in the same buffer"}},
+		{"onto itself", func(e *mtl.BlitCommandEncoder) { e.CopyFromBuffer(back, 16, back, 16, 16) }, []string{"source range [16, 32) and destination range [16, 32) overlap"}},
 		{"nil resource", func(e *mtl.BlitCommandEncoder) { e.SynchronizeResource(nil) }, []string{"SynchronizeResource: nil"}},
 		{"after EndEncoding", func(e *mtl.BlitCommandEncoder) { e.EndEncoding() }, []string{"CopyFromBuffer: encoder used after EndEncoding"}},
 	} {
