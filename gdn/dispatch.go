@@ -308,7 +308,8 @@ var entryNames = [...]func(act, state ElemType, nsg int) string{
 // parameters with setBytes at index 8, the prefill kernels' threadgroup
 // memory, and the threadgroups: four sends at most, three when the
 // pipeline state stays (the prefill kernels add one). Nothing reaches enc
-// when an argument is invalid. An error
+// when an argument is invalid, nor for a packed batch of empty sequences
+// (n_tokens 0), which writes nothing. An error
 // the encoder recorded (an earlier call on it failed, for one) is returned,
 // and does not wrap ErrInvalidArgument.
 func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error {
@@ -317,6 +318,9 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 	}
 	if err := k.checkDevice(b); err != nil {
 		return err
+	}
+	if p.Shape.Varlen && p.Shape.NTokens == 0 {
+		return nil // every sequence is empty: nothing to read or write
 	}
 	entry := entryPoint(kern, p)
 	pso, maxThreads, err := k.pipelines.pipeline(entry)

@@ -322,3 +322,32 @@ func BenchmarkServingDispatch(b *testing.B) {
 		})
 	}
 }
+
+// A packed batch whose sequences are all empty (n_tokens 0, cu_seqlens all
+// zero) is a valid call for every kernel that takes packed sequences, and
+// encodes nothing, so it writes nothing; n_tokens 0 without packed
+// sequences, or with cu_seqlens naming tokens, is still refused.
+func TestEmptyPackedBatch(t *testing.T) {
+	fb := useFakeBuffers(t)
+	fc := useFakeContents(t)
+	s := servingShape
+	s.NTokens = 0
+	for _, k := range servingKernels {
+		p, b := fb.args(k, s)
+		b.Slots = int32View(fb, fc, true, 5, -1, 0, 2)
+		b.CuSeqlens = int32View(fb, fc, true, 0, 0, 0, 0, 0)
+		if err := Validate(k, p, b); err != nil {
+			t.Errorf("%v: %v", k, err)
+		}
+		pipes := &fakePipelines{maxThreads: 1024}
+		rec := &recorder{}
+		if err := (&Kernels{pipelines: pipes}).dispatch(rec, k, p, b); err != nil || len(rec.calls) != 0 || len(pipes.asked) != 0 {
+			t.Errorf("%v: dispatch returned %v after %d encoder calls and %d pipeline lookups, want nil and none", k, err, len(rec.calls), len(pipes.asked))
+		}
+		b.CuSeqlens = int32View(fb, fc, true, 0, 0, 1, 1, 1)
+		checkInvalid(t, fmt.Sprintf("%v, cu_seqlens naming a token", k), Validate(k, p, b), []string{"CuSeqlens"})
+	}
+	s.Varlen = false
+	p, b := fb.args(KernelPrefill, s)
+	checkInvalid(t, "n_tokens 0 without packed sequences", Validate(KernelPrefill, p, b), []string{"Shape.NTokens", "0, must be > 0"})
+}

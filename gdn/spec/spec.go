@@ -54,7 +54,7 @@ type Shape struct {
 	// total, and an int32 cu_seqlens[n_seqs+1] (0 first, non-decreasing,
 	// NTokens last) gives sequence s the tokens cu_seqlens[s] to
 	// cu_seqlens[s+1]-1. A sequence may be empty: its state is left as it
-	// is.
+	// is. Every sequence may be (NTokens 0): the call then writes nothing.
 	Varlen bool
 }
 
@@ -136,7 +136,9 @@ func count(dims ...int) int {
 }
 
 // Validate checks the rules every kernel and reference shares: every
-// dimension positive and n_v_heads a multiple of n_k_heads. The error is an
+// dimension positive (NTokens may be 0 with Varlen: every sequence of the
+// packed batch is empty, and the call writes nothing) and n_v_heads a
+// multiple of n_k_heads. The error is an
 // [*ArgumentError] naming the field.
 func (s Shape) Validate() error {
 	dims := [...]struct {
@@ -148,7 +150,13 @@ func (s Shape) Validate() error {
 		{"Shape.NTokens", s.NTokens}, {"Shape.NSeqs", s.NSeqs},
 	}
 	for _, d := range dims {
+		if d.n == 0 && d.name == "Shape.NTokens" && s.Varlen {
+			continue // a packed batch of empty sequences: nothing to do
+		}
 		if d.n <= 0 {
+			if d.name == "Shape.NTokens" && !s.Varlen {
+				return argError(d.name, "%d, must be > 0 (0 only with Shape.Varlen, every sequence empty)", d.n)
+			}
 			return argError(d.name, "%d, must be > 0", d.n)
 		}
 	}
