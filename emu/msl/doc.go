@@ -205,7 +205,8 @@
 //     where the memory belongs to the kernel; through a pointer, only the
 //     buffer or threadgroup allocation bounds are checked.
 //   - Time limit: a dispatch running longer than Dispatch.Timeout (default
-//     60 s, or the duration in PUREMETAL_EMU_TIMEOUT; "0" for none) is
+//     60 s, or the duration in PUREMETAL_EMU_TIMEOUT, "0" for none; any
+//     other value fails the dispatch with an error naming the variable) is
 //     stopped with a fault (KernelError.Timeout), as the GPU kills a
 //     command buffer that runs too long. Threads cannot be preempted: the
 //     limit is checked every 4096 memory accesses, barriers and SIMD-group

@@ -1,6 +1,7 @@
 package msl
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,10 +59,31 @@ func TestThreadgroupMemoryLengthsDoNotOverflow(t *testing.T) {
 }
 
 func TestEnvironmentKnobs(t *testing.T) {
-	for v, want := range map[string]time.Duration{"": DefaultTimeout, "5m": 5 * time.Minute, "0": -1, "-3s": DefaultTimeout, "soon": DefaultTimeout, "250ms": 250 * time.Millisecond} {
-		if got := parseTimeout(v); got != want {
-			t.Errorf("PUREMETAL_EMU_TIMEOUT=%q: %v, want %v", v, got, want)
+	for v, want := range map[string]time.Duration{"": DefaultTimeout, "5m": 5 * time.Minute, "0": -1, "250ms": 250 * time.Millisecond} {
+		if got, err := parseTimeout(v); got != want || err != nil {
+			t.Errorf("PUREMETAL_EMU_TIMEOUT=%q: %v, %v; want %v", v, got, err, want)
 		}
+	}
+	// a bad value is an error naming the variable, never the default
+	for _, v := range []string{"2", "-1s", "abc", "-3s", "soon", "1.5"} {
+		if got, err := parseTimeout(v); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("PUREMETAL_EMU_TIMEOUT=%q", v)) {
+			t.Errorf("PUREMETAL_EMU_TIMEOUT=%q: %v, %v; want an error naming the variable and the value", v, got, err)
+		}
+	}
+	// and so is a dispatch that would take it
+	old := envTimeout
+	t.Cleanup(func() { envTimeout = old })
+	envTimeout = func() (time.Duration, error) { return parseTimeout("2") }
+	f := functionT(t, compileT(t, "kernel void k(device float* x [[buffer(0)]]) { x[0] = 1; }", CompileOptions{}), "k")
+	x := newF32(t, 1)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{1, 1, 1})}
+	d.Buffers[0] = x.binding()
+	if _, err := f.Run(d); err == nil || !strings.Contains(err.Error(), `PUREMETAL_EMU_TIMEOUT="2" is not a time limit`) || x.f32()[0] != 0 {
+		t.Errorf("dispatch with PUREMETAL_EMU_TIMEOUT=2: %v, x[0] = %v; want an error naming the variable and nothing run", err, x.f32()[0])
+	}
+	d.Timeout = time.Second // a dispatch with a limit of its own does not read it
+	if _, err := f.Run(d); err != nil || x.f32()[0] != 1 {
+		t.Errorf("dispatch with its own time limit: %v, x[0] = %v", err, x.f32()[0])
 	}
 	for v, want := range map[string]int{"": 0, "64": 64, "-2": 0, "many": 0, "3": 3} {
 		if got := parseWorkers(v); got != want {

@@ -64,21 +64,26 @@ const (
 // DefaultTimeout is the time limit of a dispatch whose Dispatch.Timeout is
 // zero, unless the environment variable PUREMETAL_EMU_TIMEOUT holds another
 // duration (time.ParseDuration syntax, such as "5m"; "0" for no limit).
+// Any other value of the variable makes such dispatches fail with an error
+// naming it.
 const DefaultTimeout = 60 * time.Second
 
-var envTimeout = sync.OnceValue(func() time.Duration { return parseTimeout(os.Getenv("PUREMETAL_EMU_TIMEOUT")) })
+var envTimeout = sync.OnceValues(func() (time.Duration, error) { return parseTimeout(os.Getenv("PUREMETAL_EMU_TIMEOUT")) })
 
-// parseTimeout reads PUREMETAL_EMU_TIMEOUT: a duration, "0" for no limit
-// (-1), DefaultTimeout if empty or invalid.
-func parseTimeout(v string) time.Duration {
+// parseTimeout reads PUREMETAL_EMU_TIMEOUT: a positive duration, "0" for
+// no limit (-1), DefaultTimeout if empty; anything else is an error.
+func parseTimeout(v string) (time.Duration, error) {
+	if v == "" {
+		return DefaultTimeout, nil
+	}
 	t, err := time.ParseDuration(v)
 	switch {
 	case err != nil || t < 0:
-		return DefaultTimeout
+		return 0, fmt.Errorf("PUREMETAL_EMU_TIMEOUT=%q is not a time limit: want a duration such as 90s or 5m (a number needs its unit), or 0 for none", v)
 	case t == 0:
-		return -1
+		return -1, nil
 	}
-	return t
+	return t, nil
 }
 
 // envWorkers is the number of workers of a dispatch whose Dispatch.Workers
@@ -224,7 +229,10 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	}
 	timeout := d.Timeout
 	if timeout == 0 {
-		timeout = envTimeout()
+		var err error
+		if timeout, err = envTimeout(); err != nil {
+			return fmt.Errorf("msl: %s: Dispatch.Timeout is 0 and %v", f.Name, err)
+		}
 	}
 	if timeout > 0 {
 		desc.timeoutNS = uint64(timeout)
