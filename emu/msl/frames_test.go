@@ -131,3 +131,22 @@ kernel void recurse(device int* out [[buffer(0)]],
 		t.Fatal(err)
 	}
 }
+
+// A library with no kernels, only helper functions or nothing at all,
+// compiles, as on Apple's compiler, and has no functions.
+func TestLibraryWithoutKernels(t *testing.T) {
+	for name, src := range map[string]string{
+		"empty":     "",
+		"comment":   "// nothing here\n",
+		"helpers":   mslPrelude + "float twice(float x) { return 2 * x; }\nstruct S { int a; };\nconstant float table[2] = {1, 2};\n",
+		"templates": mslPrelude + "template <typename T> T sq(T x) { return x * x; }\ninline int f(int x) { return sq(x) + 1; }\n",
+	} {
+		lib := compileT(t, src, CompileOptions{})
+		if names := lib.FunctionNames(); len(names) != 0 {
+			t.Errorf("%s: functions %q, want none", name, names)
+		}
+		if _, err := lib.Function("twice"); err == nil {
+			t.Errorf("%s: a function that is not a kernel was found", name)
+		}
+	}
+}
