@@ -167,3 +167,47 @@ func TestStoreAfterManyLoads(t *testing.T) {
 		}
 	}
 }
+
+// Lanes of one SIMD-group exchanging a value through threadgroup memory
+// with n SIMD-group functions between the store and the load (or the load
+// and the store) are ordered whatever n is: the SIMD-group epochs the race
+// detector records never alias, at 2^16 and 2^17 functions as at any other
+// count. With none between them, the exchange is a race.
+func TestSIMDGroupEpochsDoNotAlias(t *testing.T) {
+	const src = mslPrelude + `kernel void epochs(device uint* io [[buffer(0)]],
+                   uint lane [[thread_index_in_simdgroup]]) {
+    threadgroup float t[32];
+    if (lane == 0) t[1] = 1.0f;
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    if (io[1] == 0 && lane == 0) t[0] = 1.0f;
+    if (io[1] != 0 && lane == 1) io[2] = uint(t[0]);
+    for (uint i = 0; i < io[0]; i++) simdgroup_barrier(mem_flags::mem_threadgroup);
+    if (io[1] == 0 && lane == 1) io[2] = uint(t[0]);
+    if (io[1] != 0 && lane == 0) t[0] = 2.0f;
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "epochs")
+	io := newMem(t, 16)
+	for _, mode := range []uint32{0, 1} { // store then load, load then store
+		for _, n := range []uint32{1, 3, 1<<15 - 1, 1 << 15, 1<<16 - 1, 1 << 16, 1<<16 + 1, 1 << 17} {
+			for _, order := range []Order{Forward, Reverse} {
+				copy(io.u32(), []uint32{n, mode, 0})
+				d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1}), Order: order}
+				d.Buffers[0] = io.binding()
+				c, err := f.Run(d)
+				if err != nil {
+					t.Fatalf("mode %d, %d SIMD-group functions between the accesses, %v: %v", mode, n, order, err)
+				}
+				if c.SIMDGroupOps != uint64(n)+1 {
+					t.Fatalf("mode %d, n %d: %d SIMD-group functions counted, want %d", mode, n, c.SIMDGroupOps, n+1)
+				}
+			}
+		}
+		copy(io.u32(), []uint32{0, mode, 0})
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+		d.Buffers[0] = io.binding()
+		if _, err := f.Run(d); err == nil || !strings.Contains(err.Error(), "threadgroup memory race") {
+			t.Fatalf("mode %d with no SIMD-group function between the accesses: %v, want a race", mode, err)
+		}
+	}
+}

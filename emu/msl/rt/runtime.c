@@ -148,8 +148,8 @@ enum { F_READY = 1, F_RUNNING, F_AT_SIMD, F_AT_BARRIER, F_DONE, F_FAULTED };
 /* Shadow of one byte of threadgroup memory: the last store, and the loads
  * since (the first loading thread; whether others loaded it too, and from
  * other SIMD-groups), with the barrier epochs they happened in. SIMD-group
- * epochs are kept modulo 2^16, which is enough to tell "a SIMD-group
- * function since" from "none". The program counters of the last store and
+ * epochs are kept modulo 2^16, which with sg_epoch_window is enough to
+ * tell "a SIMD-group function since" from "none". The program counters of the last store and
  * the first load, for messages, are kept apart (pm_shadow_pc). */
 typedef struct pm_shadow {
 	uint32_t st_ep; /* threadgroup barrier epoch, 0 for none */
@@ -712,6 +712,22 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 	return NULL;
 }
 
+/* SIMD-group epochs are kept in the shadow modulo 2^16. So that an old
+ * epoch is never taken for the current one, every 2^15 SIMD-group
+ * functions of a SIMD-group the epochs its accesses of the current barrier
+ * epoch recorded become the one before: the shadow then only holds epochs
+ * of the last 2^15 and that one, none of which the next 2^15 reach. */
+#define PM_SGEP_WINDOW 0x7fffu
+__attribute__((noinline)) static void sg_epoch_window(pm_worker *w, uint32_t sg) {
+	const uint32_t ep = w->tg_ep;
+	const uint16_t before = (uint16_t)(w->sg_ep[sg] - 1);
+	for (uint32_t i = 0; i < w->tg_used; i++) {
+		pm_shadow *sh = &w->shadow[i];
+		if (sh->st_ep == ep && sh->st_tid / PM_SIMD_WIDTH == sg) sh->st_sgep = before;
+		if (sh->ld_ep == ep && (sh->ld_tid & PM_LD_TID) / PM_SIMD_WIDTH == sg) sh->ld_sgep = before;
+	}
+}
+
 /* Completes a SIMD-group function after the computing lane wrote every
  * result: the other lanes become runnable. */
 EXPORT void __pm_simd_done(pm_simd_x *x) {
@@ -727,7 +743,7 @@ EXPORT void __pm_simd_done(pm_simd_x *x) {
 	w->simd_ops++;
 	if (f->op < PM_OP_COUNT) w->simd_by_op[f->op]++;
 	if (w->seg_rec) seg_flush(w, f->sg);
-	w->sg_ep[f->sg]++; /* the lanes synchronised here */
+	if ((++w->sg_ep[f->sg] & PM_SGEP_WINDOW) == 0) sg_epoch_window(w, f->sg); /* the lanes synchronised here */
 	w->in_simd = 0;
 }
 
