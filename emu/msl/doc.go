@@ -225,11 +225,14 @@
 //     writes past it without a load or store the compiler instruments (a
 //     call's return address) is not caught before that.
 //   - Races on threadgroup memory: two threads of a threadgroup accessing
-//     the same bytes, at least one storing, with no threadgroup_barrier
-//     between them (any mem_flags) is a fault naming both accesses, even
-//     when two threads store the same value. Lanes
+//     the same bytes, at least one storing, with no
+//     threadgroup_barrier(mem_flags::mem_threadgroup) between them (a
+//     barrier without mem_threadgroup, such as mem_none or mem_device
+//     alone, only waits, as Metal defines it) is a fault naming both
+//     accesses, even when two threads store the same value. Lanes
 //     of one SIMD-group are also ordered by the SIMD-group functions and
-//     simdgroup_barrier calls they make together, since the emulator
+//     simdgroup_barrier(mem_flags::mem_threadgroup) calls they make
+//     together (simdgroup_barrier without mem_threadgroup only waits), since the emulator
 //     switches between the lanes there, as they step together on the GPU;
 //     without one, lanes exchanging values through threadgroup memory race
 //     here (the GPU's lockstep is not guaranteed by Metal). Atomic

@@ -211,3 +211,50 @@ func TestSIMDGroupEpochsDoNotAlias(t *testing.T) {
 		}
 	}
 }
+
+// A barrier orders threadgroup memory only with mem_flags::mem_threadgroup,
+// as Metal defines it: across threadgroup_barrier(mem_none) or
+// (mem_device) alone threads exchanging values through threadgroup memory
+// race, and so do lanes across simdgroup_barrier without it.
+func TestBarrierMemFlagsHonoured(t *testing.T) {
+	const src = mslPrelude + `kernel void shift(device float* out [[buffer(0)]],
+                  threadgroup float* tile [[threadgroup(0)]],
+                  uint tid [[thread_index_in_threadgroup]],
+                  uint n [[threads_per_threadgroup]]) {
+    tile[tid] = out[tid];
+    BARRIER;
+    out[tid] = tile[INDEX];
+}
+`
+	const other, lane = "(tid + 33) % n", "(tid & ~31u) | ((tid + 1) & 31u)"
+	for _, c := range []struct {
+		barrier string
+		index   string // another SIMD-group's value, or another lane's of the same
+		race    bool
+	}{
+		{"threadgroup_barrier(mem_flags::mem_threadgroup)", other, false},
+		{"threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup)", other, false},
+		{"threadgroup_barrier(mem_flags::mem_none)", other, true},
+		{"threadgroup_barrier(mem_flags::mem_device)", other, true},
+		{"threadgroup_barrier(mem_flags::mem_texture)", other, true},
+		{"simdgroup_barrier(mem_flags::mem_threadgroup)", lane, false},
+		{"simdgroup_barrier(mem_flags::mem_none)", lane, true},
+		{"simdgroup_barrier(mem_flags::mem_device)", lane, true},
+	} {
+		k := strings.Replace(strings.Replace(src, "BARRIER", c.barrier, 1), "INDEX", c.index, 1)
+		f := functionT(t, compileT(t, k, CompileOptions{}), "shift")
+		out := newMem(t, 4096)
+		for _, order := range []Order{Forward, Reverse} {
+			d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{64, 1, 1}), Order: order}
+			d.Buffers[0] = out.binding()
+			d.ThreadgroupMemoryLength[0] = 256
+			_, err := f.Run(d)
+			if !c.race && err != nil {
+				t.Errorf("%s, %v: %v", c.barrier, order, err)
+			}
+			if c.race && (err == nil || !strings.Contains(err.Error(), "threadgroup memory race")) {
+				t.Errorf("%s, %v: %v, want a threadgroup memory race", c.barrier, order, err)
+			}
+		}
+	}
+}

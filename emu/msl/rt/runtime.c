@@ -255,6 +255,7 @@ typedef struct pm_worker {
 	void *sched_sp;
 	pm_fiber *cur;
 	uint32_t n, live, done, at_barrier, first_barrier;
+	uint32_t barrier_flags; /* the mem_flags every thread waiting at the barrier gave */
 	uint32_t pos; /* position in order of the running fiber */
 	uint32_t tg_linear;
 	uint32_t tgpos[3];
@@ -540,6 +541,10 @@ static void next_epoch(pm_worker *w) {
 	}
 }
 
+/* mem_flags::mem_threadgroup: a barrier with it orders threadgroup memory
+ * accesses; without it (mem_none, mem_device alone) it only waits. */
+#define PM_MEM_THREADGROUP 2u
+
 static void release_barrier(pm_worker *w) {
 	if (w->seg_rec) seg_flush_all(w);
 	for (uint32_t i = 0; i < w->n; i++) {
@@ -547,7 +552,7 @@ static void release_barrier(pm_worker *w) {
 	}
 	w->at_barrier = 0;
 	w->barriers++;
-	next_epoch(w);
+	if (w->barrier_flags & PM_MEM_THREADGROUP) next_epoch(w);
 }
 
 static uint64_t now_ns(void) {
@@ -622,7 +627,6 @@ static inline void set_site(pm_fiber *f, uint32_t op, uint32_t line, uint32_t co
  * Functions called by kernel code. */
 
 EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char *file) {
-	(void)flags;
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
 	tick(w, line, file, NULL);
@@ -641,8 +645,10 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 			             b->index, b->line, f->index, line);
 			fiber_abort(w);
 		}
+		w->barrier_flags &= flags;
 	} else {
 		w->first_barrier = f->index;
+		w->barrier_flags = flags;
 	}
 	set_site(f, 0, line, col, file);
 	w->at_barrier++;
@@ -743,7 +749,10 @@ EXPORT void __pm_simd_done(pm_simd_x *x) {
 	w->simd_ops++;
 	if (f->op < PM_OP_COUNT) w->simd_by_op[f->op]++;
 	if (w->seg_rec) seg_flush(w, f->sg);
-	if ((++w->sg_ep[f->sg] & PM_SGEP_WINDOW) == 0) sg_epoch_window(w, f->sg); /* the lanes synchronised here */
+	/* the lanes synchronised here, and ordered their threadgroup memory
+	 * accesses, but at a simdgroup_barrier without mem_threadgroup */
+	if (f->op != PM_OP_SIMDGROUP_BARRIER || (*(const uint32_t *)x->in[f->lane] & PM_MEM_THREADGROUP))
+		if ((++w->sg_ep[f->sg] & PM_SGEP_WINDOW) == 0) sg_epoch_window(w, f->sg);
 	w->in_simd = 0;
 }
 
