@@ -64,6 +64,7 @@ type Function struct {
 	modLo    uint64
 	modHi    uint64
 	modBase  uint64
+	modSegs  [maxModuleSegs][2]uint64 // readable segments, loaded
 	fileName string
 }
 
@@ -370,6 +371,10 @@ func compile(source string, opts CompileOptions, values []ConstantValue, only st
 	if err != nil {
 		return nil, fmt.Errorf("msl: reading the frame sizes of %s: %w", so, err)
 	}
+	segs, err := readableSegments(so)
+	if err != nil {
+		return nil, fmt.Errorf("msl: reading the segments of %s: %w", so, err)
+	}
 	for i, e := range tr.entries {
 		if needs[i] > MaxPrivateBytes {
 			return nil, &CompileError{File: file, Line: e.line,
@@ -404,6 +409,9 @@ func compile(source string, opts CompileOptions, values []ConstantValue, only st
 			return nil, fmt.Errorf("msl: %s: cannot find the loaded library's address range", so)
 		}
 		f.modLo, f.modHi, f.modBase = lo, hi, base
+		for k, s := range segs {
+			f.modSegs[k] = [2]uint64{base + s[0], base + s[1]}
+		}
 		lib.functions[e.name] = f
 		lib.names = append(lib.names, e.name)
 	}

@@ -187,7 +187,8 @@
 //   - What a kernel may touch is told by address: the bound ranges, the
 //     threadgroup allocations, its thread's own frames (its stack, above
 //     its stack pointer), its built-ins (which the launcher reads once)
-//     and, for loads only, the library's constant data. Any other access,
+//     and, for loads only, the library's constant data (its readable
+//     segments). Any other access,
 //     load or store, is a fault reported before it happens, never a crash
 //     of the process and never a write into the emulator's own memory; up
 //     to 2 MiB before and 4 MiB past the start of threadgroup memory it is

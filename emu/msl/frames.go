@@ -159,3 +159,30 @@ func stackNeeds(path string, entries int) ([]int, error) {
 	}
 	return out, nil
 }
+
+// maxModuleSegs is the most readable segments a kernel library may have
+// (PM_MODULE_SEGS).
+const maxModuleSegs = 8
+
+// readableSegments returns the address ranges, before relocation, of the
+// readable loaded segments of the library at path: where its constants
+// lie. The pages between segments may be unmapped, so a kernel's load is
+// checked against these, not against the library's whole range.
+func readableSegments(path string) ([][2]uint64, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var segs [][2]uint64
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_R == 0 || p.Memsz == 0 {
+			continue
+		}
+		if len(segs) == maxModuleSegs {
+			return nil, fmt.Errorf("more than %d readable segments", maxModuleSegs)
+		}
+		segs = append(segs, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
+	}
+	return segs, nil
+}

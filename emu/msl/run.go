@@ -42,6 +42,7 @@ type pmDesc struct {
 	seg                       [MaxBindings][2]Segments
 	segUntracked              uint64
 	tgStatic                  uint64
+	moduleSeg                 [maxModuleSegs][2]uint64
 }
 
 const (
@@ -221,6 +222,7 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	}
 	desc.entry = uint64(f.entry)
 	desc.moduleLo, desc.moduleHi = f.modLo, f.modHi
+	desc.moduleSeg = f.modSegs
 	desc.order = uint64(d.Order)
 	desc.seed = d.Seed
 	desc.workers = uint64(d.Workers)

@@ -220,7 +220,8 @@ typedef struct pm_worker {
 	int nb, last, overlap;
 	int bidx[PM_MAX_BINDINGS];
 	uint64_t blo[PM_MAX_BINDINGS], blen[PM_MAX_BINDINGS];
-	uint64_t mod_lo, mod_len;
+	uint64_t mod_lo, mod_len;         /* the kernel library's whole range */
+	const uint64_t (*mod_seg)[2];     /* its readable segments (pm_desc.module_seg) */
 	uint64_t state_lo, state_len;   /* where the built-ins lie (of which a kernel reads its own) */
 	uint64_t tg_lo, tg_len;         /* threadgroup memory and its shadow */
 	uint64_t stacks_lo, stacks_len; /* every fiber stack */
@@ -1083,9 +1084,16 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
 				 * ones (once, in the kernel's launcher), nothing else */
 				state_access(w, a, size, store, pc);
 			} else if (a - w->mod_lo < w->mod_len) {
-				/* the library's constants, read-only */
+				/* the library's constants, read-only, in its readable
+				 * segments (between them may lie unmapped pages) */
 				if (store) access_fault(w, a, size, store, pc, "in the kernel library's constant memory, which is read-only");
-				if (page_outside_bindings(w, page)) cache_page(w, page, w->mod_lo, w->mod_len, PM_UNCOUNTED);
+				int s;
+				for (s = 0; s < PM_MODULE_SEGS && w->mod_seg[s][1]; s++)
+					if (a >= w->mod_seg[s][0] && a + size <= w->mod_seg[s][1]) break;
+				if (s == PM_MODULE_SEGS || !w->mod_seg[s][1])
+					access_fault(w, a, size, store, pc, "in the kernel library, outside its segments");
+				if (page_outside_bindings(w, page))
+					cache_page(w, page, w->mod_seg[s][0], w->mod_seg[s][1] - w->mod_seg[s][0], PM_UNCOUNTED);
 			} else {
 				other_access(w, a, size, store, pc);
 			}
@@ -1691,6 +1699,7 @@ static void *worker_main(void *arg) {
 	}
 	w->mod_lo = d->module_lo;
 	w->mod_len = d->module_hi - d->module_lo;
+	w->mod_seg = (const uint64_t (*)[2])d->module_seg;
 	w->simd_ops = w->barriers = 0;
 	seg_begin(w, d);
 	w->cur = NULL;

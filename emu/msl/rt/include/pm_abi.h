@@ -15,6 +15,7 @@
  * MaxPrivateBytes of it (see frames.go), the rest is kept for the runtime
  * and the C library functions the kernel calls. */
 #define PM_STACK_SIZE (64 * 1024)
+#define PM_MODULE_SEGS 8
 
 /* SIMD-group operation codes, used to tell call sites apart. */
 enum {
@@ -135,6 +136,9 @@ typedef struct pm_desc {
 	pm_seg_counts seg[PM_MAX_BINDINGS][2]; /* by binding; [0] loads, [1] stores */
 	uint64_t seg_untracked;                /* lane accesses past the record limit, not in seg */
 	uint64_t tg_static;                    /* threadgroup variables' bytes, largest threadgroup */
+	/* input: the kernel library's readable segments, [lo, hi) each (hi 0:
+	 * none), where its constants lie; between them may lie unmapped pages */
+	uint64_t module_seg[PM_MODULE_SEGS][2];
 } pm_desc;
 
 #endif
