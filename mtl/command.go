@@ -146,9 +146,10 @@ func (c *CommandBuffer) Label() string { return getLabel(c.ID()) }
 // left open (RunCommandBuffer ends it), or the error the command buffer
 // failed with. When anything fails before the commit, nothing is
 // committed. The command buffer is RunCommandBuffer's to commit and
-// release: one encode commits or releases itself is an error. If encode
-// panics, RunCommandBuffer ends the encoder it left open, releases the
-// command buffer and lets the panic go on.
+// release: an encode that commits or releases it makes RunCommandBuffer
+// return an error saying so. If encode panics, RunCommandBuffer ends the
+// encoder it left open, releases the command buffer and lets the panic go
+// on.
 //
 // Like [CommandQueue.Run], the whole sequence runs inside one autorelease
 // pool on a locked OS thread.
@@ -163,7 +164,8 @@ func (q *CommandQueue) RunCommandBuffer(encode func(cb *CommandBuffer) error) er
 // releases both, on every path. It returns the first error: making the
 // command buffer or encoder, encode's own error, an argument the encoder
 // refused, or the error the command buffer failed with. When encode or the
-// encoder fails, nothing is committed.
+// encoder fails, nothing is committed. If encode panics, Run ends and
+// releases what it made and lets the panic go on.
 //
 // The whole sequence runs inside one autorelease pool on a locked OS
 // thread, so whatever Metal autoreleases while encoding, committing and
