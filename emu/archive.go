@@ -265,6 +265,9 @@ func (a *binaryArchive) contains(key archivedFunction) bool {
 
 func deviceNewComputePipelineStateWithDescriptorOptionsReflectionError(self objc.ID, _ objc.SEL, desc objc.ID, options, reflection, errOut uintptr) objc.ID {
 	f, err := pipelineFunction(desc)
+	if err == nil {
+		err = otherDevice("function", desc.Send(fsel.computeFunction), f.dev, stateOf[device](self))
+	}
 	if err != nil {
 		storeOut(errOut, newNSError("CompilerError", 1, "newComputePipelineStateWithDescriptor:options:reflection:error: "+err.Error()))
 		return 0
@@ -285,7 +288,7 @@ func deviceNewComputePipelineStateWithDescriptorOptionsReflectionError(self objc
 		return 0
 	}
 	storeOut(reflection, 0)
-	return newObject(classes.pipeline, &pipeline{fn: f.fn})
+	return newObject(classes.pipeline, &pipeline{fn: f.fn, dev: f.dev})
 }
 
 // computePipelineDescriptor is the state of the emulated

@@ -175,7 +175,7 @@ func (d *Device) describe() string {
 	if d.ID() == 0 {
 		return fmt.Sprintf("released device %#x", uintptr(d.self))
 	}
-	return fmt.Sprintf("device %q (%#x)", d.Name(), uintptr(d.self))
+	return fmt.Sprintf("device %q (registry ID %#x)", d.Name(), d.RegistryID())
 }
 
 // Same reports whether d and other are the same MTLDevice (two Go values
