@@ -36,7 +36,9 @@ type Library struct {
 	names     []string
 	cached    bool
 	source    string
+	srcPath   string
 	opts      CompileOptions
+	files     map[string]bool // the program's files (the source and its headers)
 }
 
 // Function is a kernel entry point of a Library.
@@ -268,7 +270,34 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 // value (is_function_constant_defined is false); Library.Specialize gives
 // them values.
 func Compile(source string, opts CompileOptions) (*Library, error) {
-	return compile(source, opts, nil, "")
+	return compile(source, "", opts, nil, "")
+}
+
+// CompileFile compiles the Metal source file at path, as Apple's offline
+// compiler does (xcrun metal -c path -I dir...): its #include "..."
+// directives find files beside the including file first, then in
+// opts.IncludeDirs, which #include <...> searches too (Metal's own headers
+// come first). Diagnostics and kernel faults name the file and line of
+// each part, headers included, by the paths the compiler found them at.
+// FileName, when empty, is path. Everything else is as in Compile; the
+// library is cached by the preprocessed program, so editing a header
+// compiles again.
+func CompileFile(path string, opts CompileOptions) (*Library, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("msl: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("msl: %w", err)
+	}
+	if opts.FileName == "" {
+		opts.FileName = path
+	}
+	return compile(string(b), abs, opts, nil, "")
 }
 
 // Specialize returns the named function with its function constants set
@@ -295,7 +324,7 @@ func (l *Library) Specialize(name string, values []ConstantValue) (*Function, er
 			return nil, fmt.Errorf("msl: function %s: function constant %s (index %d): %v", name, c.Name, c.Index, err)
 		}
 	}
-	lib, err := compile(l.source, l.opts, values, name)
+	lib, err := compile(l.source, l.srcPath, l.opts, values, name)
 	if err != nil {
 		return nil, err
 	}
@@ -308,8 +337,9 @@ func (l *Library) Specialize(name string, values []ConstantValue) (*Function, er
 }
 
 // compile is Compile with function constant values, of the entry point
-// only alone when only is not empty.
-func compile(source string, opts CompileOptions, values []ConstantValue, only string) (*Library, error) {
+// only alone when only is not empty; srcPath, when not empty, is the file
+// source was read from (CompileFile).
+func compile(source, srcPath string, opts CompileOptions, values []ConstantValue, only string) (*Library, error) {
 	if err := Supported(); err != nil {
 		return nil, err
 	}
@@ -333,7 +363,7 @@ func compile(source string, opts CompileOptions, values []ConstantValue, only st
 		return nil, err
 	}
 	includeDir := filepath.Join(dir, "include")
-	pp, err := preprocess(cc, root, dir, source, file, opts)
+	pp, err := preprocess(cc, root, dir, source, srcPath, file, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +415,7 @@ func compile(source string, opts CompileOptions, values []ConstantValue, only st
 	if err != nil {
 		return nil, fmt.Errorf("msl: loading %s: %w", so, err)
 	}
-	lib := &Library{path: so, handle: handle, functions: map[string]*Function{}, cached: cached, source: source, opts: opts}
+	lib := &Library{path: so, handle: handle, functions: map[string]*Function{}, cached: cached, source: source, srcPath: srcPath, opts: opts, files: tr.files}
 	for i, e := range tr.entries {
 		entry, err := purego.Dlsym(handle, entrySymbol(i))
 		if err != nil {
@@ -488,8 +518,11 @@ var missingInclude = regexp.MustCompile(`fatal error: '([^']*)' file not found`)
 // would (its predefined macros and the user's), before the translator reads
 // it, so that macros, conditionals and macro-declared kernels are expanded.
 // The output keeps line markers naming file, which the translator turns
-// into #line directives. Results are cached like libraries.
-func preprocess(cc clang.Compiler, root, rt, source, file string, opts CompileOptions) (string, error) {
+// into #line directives. srcPath, when not empty, is the absolute path
+// source was read from: the preprocessor reads that file, so that its
+// quoted includes find the files beside it. Results are cached like
+// libraries when they depend on source alone (no srcPath, no IncludeDirs).
+func preprocess(cc clang.Compiler, root, rt, source, srcPath, file string, opts CompileOptions) (string, error) {
 	macros, err := preprocessorMacros(opts)
 	if err != nil {
 		return "", err
@@ -499,21 +532,53 @@ func preprocess(cc clang.Compiler, root, rt, source, file string, opts CompileOp
 		return "", err
 	}
 	args := append([]string{"-E", "-x", "c++", "-std=c++17", "-fsigned-char", "-nostdinc", "-nostdinc++", "-isystem", inc, "-fno-color-diagnostics"}, macros...)
+	// paths maps the absolute directories given to clang back to the
+	// spelling of the caller's, in line markers and diagnostics
+	var paths []string
+	for _, d := range opts.IncludeDirs {
+		if d == "" || strings.ContainsAny(d, "\n\"") {
+			return "", fmt.Errorf("msl: CompileOptions.IncludeDirs: %q is empty or contains a newline or quote", d)
+		}
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return "", fmt.Errorf("msl: CompileOptions.IncludeDirs: %w", err)
+		}
+		if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+			return "", fmt.Errorf("msl: CompileOptions.IncludeDirs: %s is not a directory", d)
+		}
+		args = append(args, "-I", abs)
+		if abs != filepath.Clean(d) {
+			paths = append(paths, abs+string(filepath.Separator), filepath.Clean(d)+string(filepath.Separator))
+		}
+	}
+	if srcPath != "" {
+		if dir, fdir := filepath.Dir(srcPath), filepath.Dir(file); fdir != dir && filepath.Base(file) == filepath.Base(srcPath) {
+			if abs, err := filepath.Abs(fdir); err == nil && abs == dir {
+				paths = append(paths, dir+string(filepath.Separator), fdir+string(filepath.Separator))
+			}
+		}
+	}
+	cache := srcPath == "" && len(opts.IncludeDirs) == 0
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Key(), strings.Join(args, " "), file)
 	h.Write([]byte(source))
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	dir := filepath.Join(root, "pp", key[:2])
 	out := filepath.Join(dir, key+".ii")
-	if b, err := os.ReadFile(out); err == nil {
-		return string(b), nil
+	if cache {
+		if b, err := os.ReadFile(out); err == nil {
+			return string(b), nil
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("msl: cache directory: %w", err)
 	}
-	src := filepath.Join(dir, key+".metal")
-	if err := clang.WriteFileAtomic(src, []byte(source)); err != nil {
-		return "", fmt.Errorf("msl: cache directory: %w", err)
+	src := srcPath
+	if src == "" {
+		src = filepath.Join(dir, key+".metal")
+		if err := clang.WriteFileAtomic(src, []byte(source)); err != nil {
+			return "", fmt.Errorf("msl: cache directory: %w", err)
+		}
 	}
 	text, log, err := cc.Run(dir, append(args, src)...)
 	if err != nil {
@@ -523,15 +588,25 @@ func preprocess(cc clang.Compiler, root, rt, source, file string, opts CompileOp
 		}
 		log = strings.ReplaceAll(log, src, file)
 		log = strings.ReplaceAll(log, inc+"/", "")
-		if m := missingInclude.FindStringSubmatch(log); m != nil {
-			log = missingInclude.ReplaceAllString(log, "error: #include of $1 is not supported by the emulated device (only Metal's own headers: pass the whole program as one source)")
+		log = strings.NewReplacer(paths...).Replace(log)
+		if m := missingInclude.FindStringSubmatch(log); m != nil && len(opts.IncludeDirs) == 0 && srcPath == "" {
+			log = missingInclude.ReplaceAllString(log, "error: #include of $1 is not supported by the emulated device (only Metal's own headers: pass the whole program as one source, or compile a file with CompileFile and CompileOptions.IncludeDirs)")
 		}
 		return "", newCompileError(log, file)
 	}
 	pp := strings.ReplaceAll(string(text), strconv.Quote(src), strconv.Quote(file))
+	if len(paths) > 0 {
+		var r []string
+		for i := 0; i < len(paths); i += 2 {
+			r = append(r, "\""+paths[i], "\""+paths[i+1])
+		}
+		pp = strings.NewReplacer(r...).Replace(pp)
+	}
 	pp = unrollCount.ReplaceAllString(pp, "$1")
-	if err := clang.WriteFileAtomic(out, []byte(pp)); err != nil {
-		return "", fmt.Errorf("msl: cache directory: %w", err)
+	if cache {
+		if err := clang.WriteFileAtomic(out, []byte(pp)); err != nil {
+			return "", fmt.Errorf("msl: cache directory: %w", err)
+		}
 	}
 	return pp, nil
 }

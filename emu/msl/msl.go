@@ -49,6 +49,14 @@ type CompileOptions struct {
 	// FileName names the source in diagnostics and kernel errors. Empty
 	// means DefaultFileName.
 	FileName string
+	// IncludeDirs are searched for the files of #include "..." and
+	// #include <...> that are not Metal's own headers, in order, as the
+	// -I options of Apple's offline compiler (xcrun metal -I dir). They
+	// are used by CompileFile (a source given to Compile has no directory
+	// of its own, and with no IncludeDirs, as in Metal's
+	// newLibraryWithSource:options:error:, including other files is an
+	// error). #pragma once and include guards work as in C++.
+	IncludeDirs []string
 }
 
 // CompileError is a failed compilation. Log is the compiler's log, whose
@@ -75,13 +83,22 @@ func (e *CompileError) Error() string {
 var diagLine = regexp.MustCompile(`(?m)^(.*?):(\d+):(\d+): (?:fatal )?error: `)
 
 // newCompileError builds a CompileError whose Line is the first error
-// located in file.
+// located in file, or else in a header of the program (a file named by a
+// path, from CompileOptions.IncludeDirs), which File then names.
 func newCompileError(log, file string) *CompileError {
 	e := &CompileError{Log: log, File: file}
-	for _, m := range diagLine.FindAllStringSubmatch(log, -1) {
+	ms := diagLine.FindAllStringSubmatch(log, -1)
+	for _, m := range ms {
 		if m[1] == file || strings.HasSuffix(m[1], "/"+file) {
 			e.Line, _ = strconv.Atoi(m[2])
-			break
+			return e
+		}
+	}
+	for _, m := range ms {
+		if strings.ContainsRune(m[1], '/') && !strings.HasPrefix(m[1], "<") {
+			e.File = m[1]
+			e.Line, _ = strconv.Atoi(m[2])
+			return e
 		}
 	}
 	return e

@@ -316,7 +316,8 @@ var addr2line = sync.OnceValue(func() string {
 })
 
 // symbolize finds the source line of a code offset in the library, using
-// the innermost inlined frame that lies in the kernel source file.
+// the innermost inlined frame that lies in the kernel source file or in one
+// of the program's headers.
 func (l *Library) symbolize(offset uint64, file string) (string, int) {
 	tool := addr2line()
 	if tool == "" {
@@ -338,6 +339,15 @@ func (l *Library) symbolize(offset uint64, file string) (string, int) {
 		if name == file || filepath.Base(name) == filepath.Base(file) {
 			if n, err := strconv.Atoi(num); err == nil && n > 0 {
 				return file, n
+			}
+		}
+		// a header of the program (CompileOptions.IncludeDirs); a relative
+		// name is shown joined to the compilation's directory
+		for f := range l.files {
+			if name == f || !filepath.IsAbs(f) && strings.HasSuffix(name, "/"+f) {
+				if n, err := strconv.Atoi(num); err == nil && n > 0 {
+					return f, n
+				}
 			}
 		}
 	}

@@ -77,6 +77,7 @@ type entryPoint struct {
 type translation struct {
 	cpp     string
 	entries []entryPoint
+	files   map[string]bool // the files of the program, named by line markers
 }
 
 type translator struct {
@@ -152,7 +153,13 @@ func translate(source, file string, values []ConstantValue, only string) (*trans
 		}
 		b.WriteString("); }\n")
 	}
-	return &translation{cpp: b.String(), entries: tr.entries}, nil
+	files := map[string]bool{file: true}
+	for _, m := range tr.marks {
+		if !strings.HasPrefix(m.file, "<") {
+			files[m.file] = true
+		}
+	}
+	return &translation{cpp: b.String(), entries: tr.entries, files: files}, nil
 }
 
 func entrySymbol(i int) string { return fmt.Sprintf("__pm_entry_%d", i) }
@@ -970,7 +977,38 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 		if len(items) == 0 && g[1]-g[0] == 1 && t[g[0]].text == "void" {
 			continue
 		}
+		// an array parameter (constant const int64_t strides[2]) is a
+		// pointer to its first element, as in C++: a buffer
+		isArray := false
+		for lastPlain > g[0] && t[lastPlain].text == "]" {
+			depth := 0
+			j := lastPlain
+			for ; j > g[0]; j-- {
+				if t[j].attr >= 0 {
+					continue
+				}
+				if t[j].text == "]" {
+					depth++
+				} else if t[j].text == "[" {
+					depth--
+					if depth == 0 {
+						break
+					}
+				}
+			}
+			if t[j].text != "[" || j == g[0] {
+				break
+			}
+			lastPlain = j - 1
+			for lastPlain > g[0] && t[lastPlain].attr >= 0 {
+				lastPlain--
+			}
+			isArray = true
+		}
 		nameTok := t[lastPlain]
+		if isArray {
+			isPtr = true
+		}
 		for i := g[0]; i < lastPlain; i++ {
 			switch t[i].text {
 			case "constant":
@@ -987,6 +1025,9 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			if t[i].text == "*" || t[i].text == "&" {
 				lastStar = i
 			}
+		}
+		if isArray && lastStar < 0 {
+			lastStar = lastPlain
 		}
 		dataConst := false
 		for i := g[0]; i < lastStar; i++ {
@@ -1150,6 +1191,7 @@ func (tr *translator) instantiation(i int, ns string) int {
 	var items []attrItem
 	isKernel := false
 	target, targetEnd := -1, -1
+	deduced := [2]int{-1, -1} // the parameter list of a declaration deducing the arguments
 	for j := i + 1; j < end; j++ {
 		if t[j].attr >= 0 {
 			if t[j-1].attr != t[j].attr {
@@ -1162,6 +1204,16 @@ func (tr *translator) instantiation(i int, ns string) int {
 		}
 		if t[j].text == "(" && target >= 0 {
 			break
+		}
+		if t[j].text == "(" {
+			// template [[host_name("x")]] [[kernel]] void f(params);
+			// deduces f's template arguments from the parameters
+			if p := tr.prev(j); p > i && t[p].kind == tIdent && t[p].text != "decltype" {
+				if m := tr.match(j); m > 0 && m < end {
+					target, targetEnd, deduced = p, p, [2]int{j + 1, m}
+				}
+				break
+			}
 		}
 		if t[j].kind == tIdent {
 			n := tr.next(j + 1)
@@ -1209,6 +1261,9 @@ func (tr *translator) instantiation(i int, ns string) int {
 	callee := args.String()
 	if !strings.Contains(q, "::") {
 		callee = ns + callee
+	}
+	if deduced[0] >= 0 {
+		callee = fmt.Sprintf("static_cast<void (*)(%s)>(&%s)", tr.text(deduced[0], deduced[1]), callee)
 	}
 	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, tok: i, body: [2]int{t[i].start, t[end].end}}
 	e.file, e.line = tr.origin(t[target].line)
