@@ -431,6 +431,18 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 			fileName:                      file,
 			Constants:                     e.constants,
 		}
+		if e.maxHelper != "" {
+			sym, err := purego.Dlsym(handle, maxTotalSymbol(i))
+			if err != nil {
+				return nil, fmt.Errorf("msl: %s: max_total_threads_per_threadgroup of %s: %w", so, e.name, err)
+			}
+			r, _, _ := purego.SyscallN(sym)
+			if v := int64(r); v < 1 || v > MaxThreadsPerThreadgroup {
+				return nil, &CompileError{File: e.file, Line: e.line,
+					Log: fmt.Sprintf("%s:%d: error: max_total_threads_per_threadgroup(%s) of %s is %d, not between 1 and %d", e.file, e.line, e.maxExpr, e.name, v, MaxThreadsPerThreadgroup)}
+			}
+			f.MaxTotalThreadsPerThreadgroup = int(r)
+		}
 		for _, p := range e.params {
 			f.Params = append(f.Params, p.Param)
 		}

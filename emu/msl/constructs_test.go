@@ -94,3 +94,38 @@ template [[host_name("addp_u1")]] [[kernel]] void addp(device uint* out [[buffer
 		wantU32(t, c.name, out.u32(), func(i int) uint32 { return uint32(i) + c.sum })
 	}
 }
+
+// max_total_threads_per_threadgroup computed from the template parameters
+// (MLX's gemv, sort and steel kernels: BM * BN * 32), from a constant, and
+// out of range.
+func TestMaxTotalThreadsExpression(t *testing.T) {
+	src := mslPrelude + `
+constant constexpr int kWidth = 2;
+template <typename T, int BM, int BN = 2, typename U = vec<T, 2>>
+[[kernel, max_total_threads_per_threadgroup(BM * BN * 32)]] void k(device T* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  out[i] = T(BM * BN);
+}
+template [[host_name("k_4")]] [[kernel]] decltype(k<float, 4>) k<float, 4>;
+template [[host_name("k_2_8")]] [[kernel]] decltype(k<float, 2, 8>) k<float, 2, 8>;
+[[kernel, max_total_threads_per_threadgroup(kWidth * 64)]] void c(device float* out [[buffer(0)]]) {}
+`
+	lib := compileT(t, src, CompileOptions{})
+	for name, want := range map[string]int{"k_4": 256, "k_2_8": 512, "c": 128} {
+		if got := functionT(t, lib, name).MaxTotalThreadsPerThreadgroup; got != want {
+			t.Errorf("%s: MaxTotalThreadsPerThreadgroup %d, want %d", name, got, want)
+		}
+	}
+	out := newF32(t, 64)
+	runBufs(t, lib, "k_2_8", 64, out)
+	if out.f32()[63] != 16 {
+		t.Errorf("k_2_8 wrote %v, want 16", out.f32()[63])
+	}
+	needClang(t)
+	_, err := Compile(mslPrelude+`
+template <int N> [[kernel, max_total_threads_per_threadgroup(N * 32)]] void big(device float* o [[buffer(0)]]) {}
+template [[host_name("big_64")]] [[kernel]] decltype(big<64>) big<64>;
+`, CompileOptions{CacheDir: testCacheDir})
+	if err == nil || !contains(err.Error(), "max_total_threads_per_threadgroup(N*32) of big_64 is 2048, not between 1 and 1024") {
+		t.Errorf("max_total_threads_per_threadgroup of 2048: got %v", err)
+	}
+}

@@ -72,6 +72,11 @@ type entryPoint struct {
 	file      string // where the function is defined, for #line
 	line      int
 	templated bool
+	// maxHelper names the C++ type whose v is the value of a
+	// max_total_threads_per_threadgroup(expr) that is not a literal (a
+	// template of the kernel's template parameters), maxExpr.
+	maxHelper, maxExpr string
+	maxArgs            string // the template arguments of an instantiation
 }
 
 type translation struct {
@@ -94,6 +99,7 @@ type translator struct {
 	kernels   map[string]*entryPoint // primary definitions, by qualified name
 	entries   []entryPoint
 	tgID      int
+	maxID     int
 }
 
 // lineMark is a line marker of preprocessed source (# 12 "file.metal" or
@@ -152,6 +158,9 @@ func translate(source, file string, values []ConstantValue, only string) (*trans
 			b.WriteString(p.expr)
 		}
 		b.WriteString("); }\n")
+		if e.maxHelper != "" {
+			fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"))) long %s(void) { return %s::v; }\n", maxTotalSymbol(i), e.maxHelper)
+		}
 	}
 	files := map[string]bool{file: true}
 	for _, m := range tr.marks {
@@ -163,6 +172,10 @@ func translate(source, file string, values []ConstantValue, only string) (*trans
 }
 
 func entrySymbol(i int) string { return fmt.Sprintf("__pm_entry_%d", i) }
+
+// maxTotalSymbol returns the max_total_threads_per_threadgroup of entry
+// point i, where it is an expression.
+func maxTotalSymbol(i int) string { return fmt.Sprintf("__pm_entry_maxtotal_%d", i) }
 
 // ---------------------------------------------------------------------------
 // Tokens.
@@ -632,6 +645,34 @@ func (tr *translator) prev(i int) int {
 	return i
 }
 
+// matchBack returns the index of the "<" that the ">" (or ">>") at i
+// closes, or -1.
+func (tr *translator) matchBack(i int) int {
+	depth := 0
+	for j := i; j >= 0; j-- {
+		k := tr.toks[j]
+		if k.attr >= 0 {
+			continue
+		}
+		switch k.text {
+		case ">":
+			depth++
+		case ">>":
+			depth += 2
+		case "<":
+			depth--
+		case "(", "{", ";":
+			if depth > 0 && k.text != "(" {
+				return -1
+			}
+		}
+		if depth == 0 {
+			return j
+		}
+	}
+	return -1
+}
+
 // match returns the index of the token closing the bracket at i, or -1
 // where none does; tokens of attributes already found are passed over,
 // and a ">>" closes two "<".
@@ -829,18 +870,6 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 			items = append(items, tr.attrs[t[x].attr].items...)
 		}
 	}
-	for _, it := range items {
-		switch it.name {
-		case "max_total_threads_per_threadgroup":
-			if len(it.args) == 1 {
-				if v, err := strconv.Atoi(it.args[0]); err == nil && v > 0 && v <= MaxThreadsPerThreadgroup {
-					e.maxTotal = v
-				} else {
-					tr.errorf(it.line, it.col, "max_total_threads_per_threadgroup must be a literal between 1 and %d", MaxThreadsPerThreadgroup)
-				}
-			}
-		}
-	}
 	if n, ok := hostName(items); ok {
 		e.name = n
 	}
@@ -851,6 +880,45 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	}
 	if p >= 0 && (t[p].text == ">" || t[p].text == ">>") {
 		e.templated = true
+	}
+	for _, it := range items {
+		switch it.name {
+		case "max_total_threads_per_threadgroup":
+			if len(it.args) != 1 {
+				break
+			}
+			if v, err := strconv.Atoi(it.args[0]); err == nil && v > 0 && v <= MaxThreadsPerThreadgroup {
+				e.maxTotal = v
+				break
+			} else if err == nil {
+				tr.errorf(it.line, it.col, "max_total_threads_per_threadgroup must be between 1 and %d", MaxThreadsPerThreadgroup)
+				break
+			}
+			// an expression (of the template's parameters, say): a
+			// constant evaluated by the compiler, for each instantiation
+			tr.maxID++
+			e.maxHelper = fmt.Sprintf("__pm_maxtotal_%d", tr.maxID)
+			e.maxExpr = it.args[0]
+			at, params := t[k].start, ""
+			if e.templated {
+				lt := tr.matchBack(p)
+				if lt < 0 || tr.prev(lt) < 0 || t[tr.prev(lt)].text != "template" {
+					tr.errorf(it.line, it.col, "cannot find the template parameters of kernel %s", t[nameIdx].text)
+					break
+				}
+				at, params = t[tr.prev(lt)].start, tr.text(lt+1, p)
+				if t[p].text == ">>" {
+					params += ">"
+				}
+				tr.repls = append(tr.repls, replacement{start: at, end: at,
+					text: fmt.Sprintf("template <%s> struct %s { static constexpr long v = (%s); }; ", params, e.maxHelper, e.maxExpr)})
+			} else {
+				// before the blanked attribute that starts at the same place
+				tr.repls = append([]replacement{{start: at, end: at,
+					text: fmt.Sprintf("struct %s { static constexpr long v = (%s); }; ", e.maxHelper, e.maxExpr)}}, tr.repls...)
+			}
+			e.maxHelper = ns + e.maxHelper
+		}
 	}
 	e.params = tr.params(j, closeIdx, e.name)
 	if bodyEnd := tr.match(after); bodyEnd > after {
@@ -1267,6 +1335,14 @@ func (tr *translator) instantiation(i int, ns string) int {
 	}
 	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, tok: i, body: [2]int{t[i].start, t[end].end}}
 	e.file, e.line = tr.origin(t[target].line)
+	if prim.maxHelper != "" && prim.templated {
+		if deduced[0] >= 0 {
+			tr.errorf(t[target].line, t[target].col, "host_name %q: an instantiation deducing its template arguments of kernel %s, whose max_total_threads_per_threadgroup(%s) depends on them, is not supported by the emulated device (name the template arguments: %s<...>)", hostName, q, prim.maxExpr, q)
+			return end
+		}
+		e.maxHelper = prim.maxHelper + "<" + tr.text(tr.next(target+1)+1, targetEnd) + ">"
+		e.maxExpr = prim.maxExpr
+	}
 	for _, it := range items {
 		if it.name == "max_total_threads_per_threadgroup" && len(it.args) == 1 {
 			if v, err := strconv.Atoi(it.args[0]); err == nil && v > 0 && v <= MaxThreadsPerThreadgroup {
