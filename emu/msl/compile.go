@@ -465,7 +465,10 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 // user's MTLCompileOptions.preprocessorMacros, as clang arguments.
 func preprocessorMacros(opts CompileOptions) ([]string, error) {
 	version := languageMacro(opts.LanguageVersion)
-	args := []string{"-D__METAL_VERSION__=" + version, "-D__METAL__=1", "-D__METAL_MACOS__=1"}
+	args := []string{"-D__METAL_VERSION__=" + version, "-D__METAL__=1", "-D__METAL_MACOS__=1",
+		// the values of metal::thread_scope
+		"-D__METAL_MEMORY_SCOPE_DEVICE__=0", "-D__METAL_MEMORY_SCOPE_THREADGROUP__=1",
+		"-D__METAL_MEMORY_SCOPE_SIMDGROUP__=4", "-D__METAL_MEMORY_SCOPE_THREAD__=5", "-D__METAL_MEMORY_SCOPE_SYSTEM__=6"}
 	if version >= "310" {
 		args = append(args, "-D__HAVE_BFLOAT__=1") // bfloat is MSL 3.1's
 	}

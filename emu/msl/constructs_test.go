@@ -129,3 +129,83 @@ template [[host_name("big_64")]] [[kernel]] decltype(big<64>) big<64>;
 		t.Errorf("max_total_threads_per_threadgroup of 2048: got %v", err)
 	}
 }
+
+// Quad-group functions combine the four lanes of each quad, lanes that
+// have returned left out (MLX's quantized kernels call quad_sum).
+func TestQuadFunctions(t *testing.T) {
+	src := mslPrelude + `
+kernel void q(device float* out [[buffer(0)]], device const float* in [[buffer(1)]],
+              uint i [[thread_position_in_grid]], uint lane [[thread_index_in_simdgroup]]) {
+  if (lane == 6) return;
+  float x = in[i];
+  out[4 * i + 0] = quad_sum(x);
+  out[4 * i + 1] = quad_max(x);
+  out[4 * i + 2] = quad_shuffle_xor(x, 1);
+  out[4 * i + 3] = quad_prefix_exclusive_sum(x);
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	in, out := newF32(t, 64), newF32(t, 4*64)
+	for i := range in.f32() {
+		in.f32()[i] = float32(i*i%7) + 0.5
+	}
+	runBufs(t, lib, "q", 64, out, in)
+	x := in.f32()
+	live := func(i int) bool { return i%32 != 6 }
+	for i := 0; i < 64; i++ {
+		if !live(i) {
+			continue
+		}
+		base := i &^ 3
+		var sum, pre float32
+		max := float32(-1)
+		for l := base; l < base+4; l++ {
+			if !live(l) {
+				continue
+			}
+			if l < i {
+				pre += x[l]
+			}
+			sum += x[l]
+			if x[l] > max {
+				max = x[l]
+			}
+		}
+		xor := x[i^1]
+		if !live(i ^ 1) {
+			xor = x[i] // a source lane that is not running gives the caller's value
+		}
+		got := out.f32()[4*i : 4*i+4]
+		if got[0] != sum || got[1] != max || got[2] != xor || got[3] != pre {
+			t.Fatalf("lane %d: quad_sum, max, shuffle_xor, prefix_exclusive_sum = %v, want [%v %v %v %v]", i, got, sum, max, xor, pre)
+		}
+	}
+}
+
+// A program's own erf does not collide with the standard library's, which
+// has none (MLX's unary ops define erf), and metal::array, _disjunction,
+// thread_scope and atomic_thread_fence are there.
+func TestStandardLibraryNames(t *testing.T) {
+	src := mslPrelude + `
+float erf(float x) { return x * 2.0; }
+#pragma METAL internals : enable
+template <typename T>
+constexpr constant bool small_int = _disjunction<is_same<T, short>, is_same<T, char>>::value;
+#pragma METAL internals : disable
+constexpr constant metal::thread_scope scope = static_cast<thread_scope>(__METAL_MEMORY_SCOPE_SYSTEM__);
+metal::array<float, 2> pair(float x) { return {x, x + 1}; }
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  metal::array<float, 2> p = pair(float(i));
+  metal::atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, scope);
+  out[i] = erf(p[1]) + (small_int<short> ? 100.0 : 0.0) + (small_int<int> ? 1000.0 : 0.0) + float(p.size());
+}
+`
+	lib := compileT(t, src, CompileOptions{LanguageVersion: 3<<16 | 2})
+	out := newF32(t, 32)
+	runBufs(t, lib, "k", 32, out)
+	for i, g := range out.f32() {
+		if w := float32(2*(i+1) + 100 + 2); g != w {
+			t.Fatalf("out[%d] = %v, want %v", i, g, w)
+		}
+	}
+}

@@ -118,9 +118,21 @@
 //     intersection function tables, ray tracing, indirect command buffers,
 //     raster order groups, vertex and fragment functions, vector function
 //     constants, simdgroup_matrix shapes other than 8x8, bfloat in
-//     threadgroup memory, quad-group functions (the quad built-ins work),
-//     and #include of files other than Metal's own headers (pass the
-//     program as one source).
+//     threadgroup memory, the quad-group votes (quad_all, quad_any,
+//     quad_ballot, quad_active_threads_mask, quad_is_first), and, in
+//     Compile without CompileOptions.IncludeDirs (as in Metal's
+//     newLibraryWithSource), #include of files other than Metal's own
+//     headers: CompileFile with IncludeDirs builds a program of several
+//     files, as Apple's offline compiler (metal -I) does.
+//   - Quad-group functions (quad_sum, quad_shuffle_xor, ...) combine the
+//     live lanes of each group of four lanes in ascending lane order, and
+//     are SIMD-group exchanges of the whole SIMD-group here (all its lanes
+//     must call them at the same site, and they are counted as the
+//     SIMD-group function of the same kind).
+//   - max_total_threads_per_threadgroup may be any constant expression,
+//     of a kernel template's parameters too; it is evaluated for each
+//     instantiation. A kernel parameter declared as an array (constant
+//     int64_t strides[2]) is a buffer, as a pointer would be.
 //   - A device or constant buffer, or a threadgroup pointer, without an
 //     index attribute takes the lowest index of its kind no attributed
 //     parameter uses, in parameter order (llama.cpp's kernels number them

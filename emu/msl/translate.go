@@ -393,10 +393,7 @@ var unsupportedTypes = map[string]string{
 }
 
 func init() {
-	for _, f := range []string{"sum", "product", "min", "max", "and", "or", "xor", "shuffle", "shuffle_up",
-		"shuffle_down", "shuffle_xor", "shuffle_rotate_up", "shuffle_rotate_down", "broadcast", "broadcast_first",
-		"all", "any", "ballot", "active_threads_mask", "is_first", "prefix_inclusive_sum", "prefix_exclusive_sum",
-		"prefix_inclusive_product", "prefix_exclusive_product"} {
+	for _, f := range []string{"all", "any", "ballot", "active_threads_mask", "is_first"} {
 		unsupportedTypes["quad_"+f] = "quad-group functions"
 	}
 }
