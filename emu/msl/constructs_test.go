@@ -209,3 +209,27 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
 		}
 	}
 }
+
+// A brace list passed as a vector or struct argument (MLX's copy kernels:
+// elem_to_loc_2_nd<IdxT>({N * index.x, index.y, index.z}, ...)).
+func TestBraceListArgument(t *testing.T) {
+	src := mslPrelude + `
+struct P { int a; float b; };
+template <typename I> I loc(uint3 e, constant const int* s) { return I(e.x) * s[0] + I(e.y) * s[1] + I(e.z); }
+float g(P p) { return float(p.a) + p.b; }
+template <int N>
+[[kernel]] void k(device float* out [[buffer(0)]], constant const int* s [[buffer(1)]], uint3 index [[thread_position_in_grid]]) {
+  out[index.x] = float(loc<long>({N * index.x, index.y, index.z + 1}, s)) + g({2, 0.5});
+}
+template [[host_name("k2")]] [[kernel]] decltype(k<2>) k<2>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	out, s := newF32(t, 32), newMem(t, 8)
+	copy(s.i32(), []int32{10, 100})
+	runBufs(t, lib, "k2", 32, out, s)
+	for i, g := range out.f32() {
+		if w := float32(2*i*10+1) + 2.5; g != w {
+			t.Fatalf("out[%d] = %v, want %v", i, g, w)
+		}
+	}
+}

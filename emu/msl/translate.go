@@ -135,6 +135,7 @@ func translate(source, file string, values []ConstantValue, only string) (*trans
 	tr.tokenize()
 	tr.findAttributes()
 	tr.checkTokens()
+	tr.braceArguments()
 	tr.memberQualifiers()
 	tr.walk()
 	tr.resolveConstants()
@@ -584,6 +585,65 @@ func (tr *translator) checkTokens() {
 		case tNumber:
 			tr.rewriteNumber(k)
 		}
+	}
+}
+
+// callKeywords are the keywords that a parenthesis follows without making
+// a call.
+var callKeywords = map[string]bool{"if": true, "for": true, "while": true, "switch": true, "return": true,
+	"sizeof": true, "alignof": true, "decltype": true, "static_assert": true, "catch": true}
+
+// braceArguments rewrites a brace list passed as a function argument,
+// f({a, b, c}) (MLX's elem_to_loc_2_nd<IdxT>({N * index.x, index.y,
+// index.z}, ...)), to __pm_brace(a, b, c), which converts to the
+// parameter's type T as T{a, b, c} would: MSL's compiler accepts a brace
+// list for a vector parameter, which C++ vectors do not.
+func (tr *translator) braceArguments() {
+	t := tr.toks
+	for i := range t {
+		if t[i].attr >= 0 || t[i].text != "{" {
+			continue
+		}
+		p := tr.prev(i)
+		if p < 0 || (t[p].text != "(" && t[p].text != ",") {
+			continue
+		}
+		// the parenthesis holding the argument
+		open := p
+		if t[p].text == "," {
+			open = -1
+			depth := 0
+			for j := p - 1; j >= 0 && j > p-4096; j-- {
+				if t[j].attr >= 0 {
+					continue
+				}
+				switch t[j].text {
+				case ")", "]", "}":
+					depth++
+				case "(", "[", "{":
+					depth--
+				case ";":
+					j = -1
+				}
+				if depth < 0 {
+					open = j
+					break
+				}
+			}
+			if open < 0 || t[open].text != "(" {
+				continue
+			}
+		}
+		callee := tr.prev(open)
+		if callee < 0 || !(t[callee].kind == tIdent && !callKeywords[t[callee].text] || t[callee].text == ">") {
+			continue
+		}
+		end := tr.match(i)
+		if end < 0 || tr.next(i+1) == end {
+			continue
+		}
+		tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_brace("},
+			replacement{start: t[end].start, end: t[end].end, text: ")"})
 	}
 }
 

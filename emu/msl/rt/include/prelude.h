@@ -56,6 +56,23 @@ template <class T, int N> struct __pm_vt<T __attribute__((ext_vector_type(N)))> 
 };
 template <class T> struct __pm_vt<const T> : __pm_vt<T> {};
 
+// __pm_brace(a, b, c) is a brace list passed as a function argument,
+// f({a, b, c}): it converts to the parameter's type T as T{a, b, c}.
+template <class T> struct __pm_tag {
+	typedef T type;
+};
+template <class F> struct __pm_braced {
+	F f;
+	template <class T> operator T() const { return f(__pm_tag<T>{}); }
+};
+template <class... A> inline auto __pm_brace(A... a) {
+	auto f = [=](auto tag) {
+		typedef typename decltype(tag)::type T;
+		return T{a...};
+	};
+	return __pm_braced<decltype(f)>{f};
+}
+
 template <bool B, class T = void> struct __pm_enable_if {};
 template <class T> struct __pm_enable_if<true, T> {
 	typedef T type;
