@@ -233,3 +233,61 @@ template [[host_name("k2")]] [[kernel]] decltype(k<2>) k<2>;
 		}
 	}
 }
+
+// Threadgroup variables with initializers (MLX's layer_norm:
+// threadgroup float local_buffer[32] = {0};) compile; the initializer is
+// not applied, so the memory holds the emulator's NaN fill until stored.
+func TestThreadgroupInitializer(t *testing.T) {
+	src := mslPrelude + `
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]], uint l [[thread_index_in_threadgroup]]) {
+  threadgroup float buf[32] = {0}, other[4] = {1, 2, 3, 4};
+  threadgroup int count = 0;
+  buf[l] = float(l);
+  if (l == 0) count = 7;
+  if (l < 4) other[l] = 1.0;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[i] = buf[31 - l] + float(count) + other[l % 4];
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newF32(t, 64)
+	runBufs(t, lib, "k", 64, out)
+	for i, g := range out.f32() {
+		if w := float32(31-i%32) + 8; g != w {
+			t.Fatalf("out[%d] = %v, want %v", i, g, w)
+		}
+	}
+}
+
+// Structs and bfloat in threadgroup memory, through typedefs and template
+// parameters, are copied as a whole (MLX's arg_reduce and softmax).
+func TestThreadgroupStructs(t *testing.T) {
+	src := mslPrelude + `
+template <typename U> struct Pair { uint index; U val; };
+template <typename T, typename AccT>
+[[kernel]] void k(device float* out [[buffer(0)]], uint l [[thread_index_in_threadgroup]], uint i [[thread_position_in_grid]]) {
+  typedef Pair<T> P;
+  threadgroup P pairs[32];
+  threadgroup AccT acc[32];
+  P mine = {l, T(l) * T(0.5)};
+  pairs[l] = mine;
+  acc[l] = AccT(float(l) + 1.0);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  P other = pairs[31 - l];
+  out[i] = float(other.val) + float(other.index) + float(acc[(l + 1) % 32]);
+}
+template [[host_name("k_bf")]] [[kernel]] decltype(k<bfloat, bfloat>) k<bfloat, bfloat>;
+template [[host_name("k_f")]] [[kernel]] decltype(k<float, float>) k<float, float>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for _, name := range []string{"k_bf", "k_f"} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			o := float32(31 - i)
+			if w := o*0.5 + o + float32((i+1)%32) + 1; g != w {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
+			}
+		}
+	}
+}

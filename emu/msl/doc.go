@@ -103,8 +103,12 @@
 //     (constant adds const): assigning a constant pointer to a device
 //     pointer is rejected (const), but a device pointer to a constant one,
 //     or the address of a local variable to a device pointer, compiles here
-//     and not on Apple's compiler. A struct stored in threadgroup memory
-//     cannot be copied as a whole (copy its fields).
+//     and not on Apple's compiler. A struct or class (bfloat too) declared
+//     in threadgroup memory in a function body is in the generic address
+//     space, so that it is copied as a whole; its accesses are checked and
+//     counted as threadgroup memory all the same. An initializer of a
+//     threadgroup variable (threadgroup float a[32] = {0};) is not
+//     applied: the memory holds the emulator's NaN fill until stored.
 //   - Vectors: boolN are int vectors, and comparing vectors yields int
 //     vectors (0 or -1 per component); all, any and select accept them.
 //     Vector constructors such as float4(a.xy, 0, 1) work, but direct
@@ -117,8 +121,8 @@
 //     emulated device": textures, samplers, imageblocks, visible and
 //     intersection function tables, ray tracing, indirect command buffers,
 //     raster order groups, vertex and fragment functions, vector function
-//     constants, simdgroup_matrix shapes other than 8x8, bfloat in
-//     threadgroup memory, the quad-group votes (quad_all, quad_any,
+//     constants, simdgroup_matrix shapes other than 8x8, a threadgroup
+//     bfloat pointer parameter, the quad-group votes (quad_all, quad_any,
 //     quad_ballot, quad_active_threads_mask, quad_is_first), and, in
 //     Compile without CompileOptions.IncludeDirs (as in Metal's
 //     newLibraryWithSource), #include of files other than Metal's own

@@ -472,6 +472,9 @@ func (tr *translator) startsFunction(i int) bool {
 // address space.
 func (tr *translator) checkThreadgroupType(i int) {
 	t := tr.toks
+	if p := tr.prev(i); p >= 0 && (t[p].text == ";" || t[p].text == "{" || t[p].text == "}") {
+		return // a declaration in a body: a class type there is in the generic address space
+	}
 	for k := tr.next(i + 1); k < len(t) && k < i+4; k = tr.next(k + 1) {
 		switch t[k].text {
 		case "bfloat", "bfloat2", "bfloat3", "bfloat4", "bfloat16_t":
@@ -1447,9 +1450,33 @@ func (tr *translator) threadgroupDecl(i int) {
 			continue
 		}
 		switch t[j].text {
-		case "*", "&", "=", "(":
+		case "*", "&", "(":
 			if depth == 0 {
-				return // a pointer or an initialised variable: nothing shared
+				return // a pointer: nothing shared
+			}
+		case "=":
+			if depth == 0 {
+				// an initializer (threadgroup float a[32] = {0};) is not
+				// applied: the memory starts uninitialised, as the
+				// emulator fills it
+				initEnd, d := j+1, 0
+				for ; initEnd < end; initEnd++ {
+					switch t[initEnd].text {
+					case "(", "[", "{":
+						d++
+					case ")", "]", "}":
+						d--
+					}
+					if d == 0 && t[initEnd].text == "," {
+						break
+					}
+				}
+				decls = append(decls, [2]int{start, j})
+				start = initEnd + 1
+				j = initEnd
+				if initEnd >= end {
+					start = -1
+				}
 			}
 		case "[", "<":
 			depth++
@@ -1462,7 +1489,9 @@ func (tr *translator) threadgroupDecl(i int) {
 			}
 		}
 	}
-	decls = append(decls, [2]int{start, end})
+	if start >= 0 {
+		decls = append(decls, [2]int{start, end})
+	}
 	// first declarator: type tokens, then name, then dims
 	nameOf := func(d [2]int) (int, bool) {
 		for j := d[0]; j < d[1]; j++ {
