@@ -604,8 +604,13 @@ func preprocess(cc clang.Compiler, root, rt, source, srcPath, file string, opts 
 		log = strings.ReplaceAll(log, src, file)
 		log = strings.ReplaceAll(log, inc+"/", "")
 		log = strings.NewReplacer(paths...).Replace(log)
-		if m := missingInclude.FindStringSubmatch(log); m != nil && len(opts.IncludeDirs) == 0 && srcPath == "" {
-			log = missingInclude.ReplaceAllString(log, "error: #include of $1 is not supported by the emulated device (only Metal's own headers: pass the whole program as one source, or compile a file with CompileFile and CompileOptions.IncludeDirs)")
+		if m := missingInclude.FindStringSubmatch(log); m != nil {
+			switch {
+			case strings.HasPrefix(m[1], "MetalPerformancePrimitives/") || m[1] == "metal_tensor":
+				log = missingInclude.ReplaceAllString(log, "error: #include of $1 is not supported by the emulated device (Apple's MetalPerformancePrimitives and Metal 4 tensors)")
+			case len(opts.IncludeDirs) == 0 && srcPath == "":
+				log = missingInclude.ReplaceAllString(log, "error: #include of $1 is not supported by the emulated device (only Metal's own headers: pass the whole program as one source, or compile a file with CompileFile and CompileOptions.IncludeDirs)")
+			}
 		}
 		return "", newCompileError(log, file)
 	}

@@ -125,3 +125,18 @@ func TestCompileRefusesIncludesWithoutDirs(t *testing.T) {
 		t.Errorf("got %v, want the include refused", err)
 	}
 }
+
+// Apple's MetalPerformancePrimitives (Metal 4 tensor operations, MLX's
+// *_nax kernels) are refused by name, with include directories too.
+func TestCompileFileRefusesPerformancePrimitives(t *testing.T) {
+	needClang(t)
+	dir := writeTree(t, map[string]string{
+		"nax.h":   "#pragma once\n#include <metal_tensor>\n#include <MetalPerformancePrimitives/MetalPerformancePrimitives.h>\n",
+		"k.metal": "#include <metal_stdlib>\n#include \"nax.h\"\n",
+	})
+	_, err := CompileFile(filepath.Join(dir, "k.metal"), CompileOptions{IncludeDirs: []string{dir}, CacheDir: testCacheDir})
+	ce := errorAs[*CompileError](t, err, "compiling an include of metal_tensor succeeded")
+	if !strings.Contains(ce.Log, "#include of metal_tensor is not supported by the emulated device") || !strings.HasSuffix(ce.File, "nax.h") || ce.Line != 2 {
+		t.Errorf("error at %s:%d:\n%s", ce.File, ce.Line, ce.Log)
+	}
+}
