@@ -103,10 +103,12 @@
 //     (constant adds const): assigning a constant pointer to a device
 //     pointer is rejected (const), but a device pointer to a constant one,
 //     or the address of a local variable to a device pointer, compiles here
-//     and not on Apple's compiler. A struct or class (bfloat too) declared
-//     in threadgroup memory in a function body is in the generic address
-//     space, so that it is copied as a whole; its accesses are checked and
-//     counted as threadgroup memory all the same. An initializer of a
+//     and not on Apple's compiler. A struct stored in threadgroup memory
+//     cannot be copied as a whole (copy its fields). bfloat (a class here)
+//     declared in threadgroup memory in a function body, by name or
+//     through a typedef or template parameter, is in the generic address
+//     space, so that it is assigned as a whole; its accesses are checked
+//     and counted as threadgroup memory all the same. An initializer of a
 //     threadgroup variable (threadgroup float a[32] = {0};) is not
 //     applied: the memory holds the emulator's NaN fill until stored.
 //   - Vectors: boolN are int vectors, and comparing vectors yields int
