@@ -2,6 +2,8 @@ package msl
 
 import (
 	"testing"
+
+	"github.com/puremetal/puremetal/half"
 )
 
 // runBufs runs the named kernel over n threads (threadgroups of 32) with
@@ -286,6 +288,79 @@ template [[host_name("k_f")]] [[kernel]] decltype(k<float, bfloat>) k<float, bfl
 			if w := o*0.5 + float32((i+1)%32) + 1; g != w {
 				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
 			}
+		}
+	}
+}
+
+// Vectors declared by direct initialisation with several values (MLX's
+// short2 offset(a, b)), next to a function returning a vector; uniform<T>
+// and make_uniform; and a partial specialization that only the address
+// space tells from another (MLX's pointer_element<thread T*> and
+// <device T*>).
+func TestVectorDirectInitAndTraits(t *testing.T) {
+	src := mslPrelude + `
+template <typename T> struct elem {};
+template <typename T> struct elem<thread T*> { using type = T; };
+template <typename T> struct elem<device T*> { using type = T; };
+template <typename T> struct elem<constant T*> { using type = T; };
+float2 twice(float2 v, float s);
+float2 twice(float2 v, float s) { return v * s; }
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  short2 offset(short(i % 4), 3);
+  const float2 a(float(offset.x), 0.5), b(1, 2);
+  const uniform<int> n = make_uniform(int(i));
+  typename elem<device float*>::type x = twice(a, 2.0).x + b.y + float(n) + float(offset.y);
+  out[i] = x;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newF32(t, 32)
+	runBufs(t, lib, "k", 32, out)
+	for i, g := range out.f32() {
+		if w := float32(2*(i%4)) + 2 + float32(i) + 3; g != w {
+			t.Fatalf("out[%d] = %v, want %v", i, g, w)
+		}
+	}
+}
+
+// Casts through a template parameter or a typedef between vector types of
+// different element types convert, as in MSL (ggml's (TC) src0_ptr[i0],
+// (T) (x * x) and TC(y)), and keep working for scalars and structs.
+func TestTemplateParameterVectorCasts(t *testing.T) {
+	src := mslPrelude + `
+typedef half4 H4;
+using F4 = float4;
+struct S { float v; S(float x) : v(x + 1) {} };
+template <typename T, typename TC, typename U>
+[[kernel]] void k(device const T* in [[buffer(0)]], device T* out [[buffer(1)]], device float* s [[buffer(2)]],
+                  uint i [[thread_position_in_grid]]) {
+  const TC x = (TC) in[i];
+  const TC y = TC(x * 2) + (TC) -x;
+  out[i] = (T) (y * x);
+  H4 h = (H4) (F4) in[i];
+  F4 back = F4(h);
+  U u = U(back.x);
+  s[i] = (float) back.y + u.v + float(int(1.5));
+}
+template [[host_name("k_h")]] [[kernel]] decltype(k<half4, float4, S>) k<half4, float4, S>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	in, out, s := newMem(t, 8*32), newMem(t, 8*32), newF32(t, 32)
+	vals := make([]float32, 4*32)
+	for i := range vals {
+		vals[i] = float32(i%9) * 0.25
+		in.u16()[i] = uint16(half.ToFloat16(vals[i]))
+	}
+	runBufs(t, lib, "k_h", 32, in, out, s)
+	for i := range vals {
+		x := vals[i]
+		if g := half.Float16(out.u16()[i]).Float32(); g != half.ToFloat16(x*x).Float32() {
+			t.Fatalf("out component %d = %v, want %v", i, g, x*x)
+		}
+	}
+	for i, g := range s.f32() {
+		if w := vals[4*i+1] + vals[4*i] + 1 + 1; g != w {
+			t.Fatalf("s[%d] = %v, want %v", i, g, w)
 		}
 	}
 }

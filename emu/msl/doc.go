@@ -113,12 +113,15 @@
 //     applied: the memory holds the emulator's NaN fill until stored.
 //   - Vectors: boolN are int vectors, and comparing vectors yields int
 //     vectors (0 or -1 per component); all, any and select accept them.
-//     Vector constructors such as float4(a.xy, 0, 1) work, but direct
-//     initialisation with several values (float4 v(1, 2, 3, 4);) does not:
-//     write float4 v = float4(1, 2, 3, 4). Casts in cast notation that name
-//     the vector type, (float4)h, convert as in MSL; through a template
-//     parameter or a typedef T ((T)h, T(h)) a cast between vector types of
-//     different element types is an error here: write float4(h).
+//     Vector constructors such as float4(a.xy, 0, 1) and direct
+//     initialisation with several values (float4 v(1, 2, 3, 4);) work.
+//     Casts in cast notation that name the vector type, (float4)h, convert
+//     as in MSL, and so do casts through a template type parameter or a
+//     typedef or alias name T ((T)h, and T(h) with one argument in an
+//     expression). Since boolN are int vectors, converting a comparison
+//     of vectors to a float vector gives -1 for true, not 1. A brace list
+//     passed as a function argument (f({a, b, c})) converts to the
+//     parameter's type, vectors included.
 //   - Not supported, each failing with "... is not supported by the
 //     emulated device": textures, samplers, imageblocks, visible and
 //     intersection function tables, ray tracing, indirect command buffers,
@@ -135,6 +138,9 @@
 //     are SIMD-group exchanges of the whole SIMD-group here (all its lanes
 //     must call them at the same site, and they are counted as the
 //     SIMD-group function of the same kind).
+//   - uniform<T> is T. Class template partial specializations that only
+//     the address space of a pointer tells apart (S<thread T*> and
+//     S<device T*>) are one here: the later ones are left out.
 //   - max_total_threads_per_threadgroup may be any constant expression,
 //     of a kernel template's parameters too; it is evaluated for each
 //     instantiation. A kernel parameter declared as an array (constant

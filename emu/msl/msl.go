@@ -71,6 +71,9 @@ type CompileError struct {
 
 func (e *CompileError) Error() string {
 	first := e.Log
+	if loc := diagLine.FindStringIndex(first); loc != nil {
+		first = first[loc[0]:] // the first error, past "In file included from" lines
+	}
 	if i := strings.Index(first, "\n"); i >= 0 {
 		first = first[:i]
 	}

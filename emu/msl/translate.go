@@ -100,6 +100,7 @@ type translator struct {
 	entries   []entryPoint
 	tgID      int
 	maxID     int
+	typeNames map[string]bool // template type parameters and typedef names
 }
 
 // lineMark is a line marker of preprocessed source (# 12 "file.metal" or
@@ -136,6 +137,7 @@ func translate(source, file string, values []ConstantValue, only string) (*trans
 	tr.findAttributes()
 	tr.checkTokens()
 	tr.braceArguments()
+	tr.addressSpaceSpecializations()
 	tr.memberQualifiers()
 	tr.walk()
 	tr.resolveConstants()
@@ -416,7 +418,7 @@ func (tr *translator) rewriteVectorCast(i int) {
 		return
 	}
 	if q := tr.prev(open); q >= 0 {
-		castOfCast := t[q].text == ")" && tr.prev(q) >= 0 && vectorTypeName.MatchString(t[tr.prev(q)].text) &&
+		castOfCast := t[q].text == ")" && tr.prev(q) >= 0 && (vectorTypeName.MatchString(t[tr.prev(q)].text) || tr.typeNames[t[tr.prev(q)].text]) &&
 			tr.prev(tr.prev(q)) >= 0 && t[tr.prev(tr.prev(q))].text == "("
 		if !castOfCast && (t[q].kind == tIdent && t[q].text != "return" || t[q].kind == tNumber || t[q].kind == tString ||
 			t[q].text == ")" || t[q].text == "]" || t[q].text == ">") {
@@ -563,6 +565,7 @@ func (tr *translator) rewriteThreadgroupType(i int) {
 // checkTokens rejects double and rewrites floating-point literals: an
 // unsuffixed literal is a float in MSL, and 1.5h is a half.
 func (tr *translator) checkTokens() {
+	tr.findTypeNames()
 	for i, k := range tr.toks {
 		if k.attr >= 0 {
 			continue
@@ -584,11 +587,235 @@ func (tr *translator) checkTokens() {
 			}
 			if vectorTypeName.MatchString(k.text) {
 				tr.rewriteVectorCast(i)
+				tr.rewriteVectorDirectInit(i)
+			} else if tr.typeNames[k.text] {
+				// a template parameter or typedef may name a vector type:
+				// its casts convert, as the vector type's do
+				tr.rewriteVectorCast(i)
+				tr.rewriteFunctionalCast(i)
 			}
 		case tNumber:
 			tr.rewriteNumber(k)
 		}
 	}
+}
+
+// addressSpaceSpecializations drops a class template partial
+// specialization that only the address space of a pointer tells from an
+// earlier one (MLX's pointer_element<thread T*> and pointer_element<device
+// T*>): thread and device are the same address space here, so the second
+// would be a redefinition.
+func (tr *translator) addressSpaceSpecializations() {
+	t := tr.toks
+	seen := map[string]bool{}
+	for i := 0; i+2 < len(t); i++ {
+		if t[i].attr >= 0 || (t[i].text != "struct" && t[i].text != "class") {
+			continue
+		}
+		name := tr.next(i + 1)
+		if name >= len(t) || t[name].kind != tIdent {
+			continue
+		}
+		lt := tr.next(name + 1)
+		if lt >= len(t) || t[lt].text != "<" {
+			continue
+		}
+		gt := tr.match(lt)
+		if gt < 0 {
+			continue
+		}
+		p := tr.prev(i)
+		if p < 0 || t[p].text != ">" {
+			continue
+		}
+		tl := tr.matchBack(p)
+		if tl < 0 || tr.prev(tl) < 0 || t[tr.prev(tl)].text != "template" {
+			continue
+		}
+		var norm, orig strings.Builder
+		for j := lt + 1; j < gt; j++ {
+			if t[j].attr >= 0 {
+				continue
+			}
+			orig.WriteString(t[j].text + " ")
+			if t[j].text != "thread" && t[j].text != "device" {
+				norm.WriteString(t[j].text + " ")
+			}
+		}
+		key := t[name].text + "<" + norm.String()
+		if !seen[key] {
+			seen[key] = true
+			continue
+		}
+		if norm.String() == orig.String() {
+			continue // a true redefinition: left for the compiler to report
+		}
+		open := tr.next(gt + 1)
+		for open < len(t) && t[open].text != "{" && t[open].text != ";" {
+			open = tr.next(open + 1)
+		}
+		if open >= len(t) || t[open].text != "{" {
+			continue
+		}
+		end := tr.match(open)
+		if end < 0 {
+			continue
+		}
+		if n := tr.next(end + 1); n < len(t) && t[n].text == ";" {
+			end = n
+		}
+		start := t[tr.prev(tl)].start
+		tr.dropInside(start, t[end].end)
+		tr.repls = append(tr.repls, replacement{start: start, end: t[end].end, text: strings.Repeat("\n", strings.Count(tr.src[start:t[end].end], "\n"))})
+		i = end
+	}
+}
+
+// rewriteVectorDirectInit writes a vector declared by direct
+// initialisation with several values, float2 a(x, y) (MLX's short2
+// offset(...)), as float2 a = float2(x, y). A function declaration
+// (float2 f(float x)) is told apart by its parameters: a type and a name,
+// two identifiers in a row, or none.
+func (tr *translator) rewriteVectorDirectInit(i int) {
+	t := tr.toks
+	if p := tr.prev(i); p >= 0 {
+		switch t[p].text {
+		case ";", "{", "}", "const", "constexpr":
+		default:
+			return
+		}
+	}
+	for name := tr.next(i + 1); name < len(t) && t[name].kind == tIdent; {
+		open := tr.next(name + 1)
+		if open >= len(t) || t[open].text != "(" {
+			return
+		}
+		end := tr.match(open)
+		if end < 0 || tr.next(open+1) == end {
+			return
+		}
+		after := tr.next(end + 1)
+		if after >= len(t) || (t[after].text != ";" && t[after].text != ",") {
+			return
+		}
+		commas := 0
+		for j := tr.next(open + 1); j < end; j = tr.next(j + 1) {
+			if t[j].text == "," {
+				commas++
+			}
+			if n := tr.next(j + 1); n < end && t[j].kind == tIdent && t[n].kind == tIdent {
+				return // parameters: a function declaration
+			}
+		}
+		if commas > 0 { // float4 v(x) is a conversion C++ does too
+			tr.repls = append(tr.repls, replacement{start: t[open].start, end: t[open].start, text: "= " + t[i].text})
+		}
+		if t[after].text == ";" {
+			return
+		}
+		// the next declarator: , name(...) or , name = ... (left alone)
+		name = tr.next(after + 1)
+		if n := tr.next(name + 1); n >= len(t) || t[n].text != "(" {
+			return
+		}
+	}
+}
+
+// findTypeNames collects the names of template type parameters
+// (template <typename T, class U = float>), typedefs and alias
+// declarations (using T4 = ...), which may name vector types.
+func (tr *translator) findTypeNames() {
+	t := tr.toks
+	tr.typeNames = map[string]bool{}
+	add := func(j int) {
+		if j >= 0 && j < len(t) && t[j].kind == tIdent && !builtinTypeName(t[j].text) {
+			tr.typeNames[t[j].text] = true
+		}
+	}
+	for i := 0; i+1 < len(t); i++ {
+		if t[i].attr >= 0 {
+			continue
+		}
+		switch t[i].text {
+		case "template":
+			lt := tr.next(i + 1)
+			if lt >= len(t) || t[lt].text != "<" {
+				continue
+			}
+			gt := tr.match(lt)
+			for j := lt + 1; gt > 0 && j < gt; j++ {
+				if t[j].text == "typename" || t[j].text == "class" {
+					if n := tr.next(j + 1); n < gt {
+						if m := tr.next(n + 1); m <= gt && (t[m].text == "," || t[m].text == "=" || t[m].text == ">" || m == gt) {
+							add(n)
+						}
+					}
+				}
+			}
+		case "using":
+			if n := tr.next(i + 1); n < len(t) {
+				if m := tr.next(n + 1); m < len(t) && t[m].text == "=" {
+					add(n)
+				}
+			}
+		case "typedef":
+			depth := 0
+			for j := i + 1; j < len(t) && j < i+256; j++ {
+				switch t[j].text {
+				case "(", "{", "[", "<":
+					depth++
+				case ")", "}", "]", ">":
+					depth--
+				}
+				if depth == 0 && t[j].text == ";" {
+					add(tr.prev(j))
+					break
+				}
+			}
+		}
+	}
+}
+
+// rewriteFunctionalCast writes T(x), for a template parameter or typedef
+// T and one argument x in an expression, as __pm_cast<T>() ->* (x), a
+// conversion when T names a vector type (ggml's TC(x > 0)).
+func (tr *translator) rewriteFunctionalCast(i int) {
+	t := tr.toks
+	open := tr.next(i + 1)
+	if open >= len(t) || t[open].text != "(" {
+		return
+	}
+	p := tr.prev(i)
+	if p < 0 {
+		return
+	}
+	switch {
+	case t[p].kind == tIdent && t[p].text != "return":
+		return
+	case t[p].kind == tPunct && strings.Contains(" :: . -> ~ ! > ) ] } ; { ", " "+t[p].text+" "):
+		return
+	}
+	end := tr.match(open)
+	if end < 0 || tr.next(open+1) == end {
+		return
+	}
+	depth := 0
+	for j := open + 1; j < end; j++ {
+		switch t[j].text {
+		case "(", "[", "{":
+			depth++
+		case ")", "]", "}":
+			depth--
+		case ",":
+			if depth == 0 {
+				return
+			}
+		}
+	}
+	if n := tr.next(end + 1); n < len(t) && strings.Contains(" . -> [ ( { ", " "+t[n].text+" ") {
+		return
+	}
+	tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_cast<" + t[i].text + ">() ->*"})
 }
 
 // callKeywords are the keywords that a parenthesis follows without making

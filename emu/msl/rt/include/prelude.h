@@ -396,6 +396,20 @@ constexpr half operator""_h(unsigned long long v) { return (half)(float)v; }
 #define thread
 #define kernel
 
+// Memory scopes of atomic_thread_fence and coherent(scope) (MSL 3.2), which
+// Apple's compiler knows without an #include; the values are those of the
+// __METAL_MEMORY_SCOPE_*__ macros the preprocessor defines. Memory is
+// coherent everywhere here, so coherent(scope) qualifies nothing.
+namespace metal {
+enum thread_scope {
+	thread_scope_thread = 5,
+	thread_scope_simdgroup = 4,
+	thread_scope_threadgroup = 1,
+	thread_scope_device = 0,
+};
+}
+#define coherent(scope)
+
 // METAL_FUNC marks helper functions in Apple's headers and MLX's.
 #define METAL_FUNC inline __attribute__((always_inline))
 
