@@ -364,3 +364,20 @@ template [[host_name("k_h")]] [[kernel]] decltype(k<half4, float4, S>) k<half4, 
 		}
 	}
 }
+
+// A cast through a typedef in a constant expression (MLX's complex.h:
+// static_assert(... bfloat16_t(-5.0f))).
+func TestConstexprTypedefCast(t *testing.T) {
+	src := mslPrelude + `
+typedef bfloat bf16;
+static_assert(float(bf16(2.0f) * bf16(3.0f)) == 6.0f);
+constant constexpr float four = float(bf16(4.0f));
+kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) { out[i] = four; }
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newF32(t, 32)
+	runBufs(t, lib, "k", 32, out)
+	if out.f32()[5] != 4 {
+		t.Fatalf("out[5] = %v, want 4", out.f32()[5])
+	}
+}

@@ -279,15 +279,15 @@ typedef __pm_bfvec<4> bfloat4;
 // float4(a.xy, z, w) concatenates. In C++ a functional cast takes one
 // argument, so each vector type name followed by '(' is a macro calling
 // __pm_vmake; the plain name stays a type.
-template <class E, class A> inline void __pm_vput(E *t, int &i, const A &a) {
+template <class E, class A> constexpr inline void __pm_vput(E *t, int &i, const A &a) {
 	if constexpr (__pm_vt<A>::n == 1) {
 		t[i++] = (E)a;
 	} else {
 		for (int j = 0; j < __pm_vt<A>::n; j++) t[i++] = (E)a[j];
 	}
 }
-template <class V> inline V __pm_vmake() { return (V)(typename __pm_vt<V>::elem)0; }
-template <class V, class A> inline V __pm_vmake(A a) {
+template <class V> constexpr inline V __pm_vmake() { return (V)(typename __pm_vt<V>::elem)0; }
+template <class V, class A> constexpr inline V __pm_vmake(A a) {
 	typedef typename __pm_vt<V>::elem E;
 	if constexpr (__pm_vt<A>::n == 1) {
 		return (V)(E)a;
@@ -296,21 +296,21 @@ template <class V, class A> inline V __pm_vmake(A a) {
 		return __builtin_convertvector(a, V);
 	} else {
 		static_assert(__pm_vt<A>::n == __pm_vt<V>::n, "vector conversion between different sizes");
-		V r;
+		V r{};
 		for (int i = 0; i < __pm_vt<V>::n; i++) r[i] = (E)a[i];
 		return r;
 	}
 }
-template <class V, class A, class B, class... R> inline V __pm_vmake(A a, B b, R... r) {
+template <class V, class A, class B, class... R> constexpr inline V __pm_vmake(A a, B b, R... r) {
 	typedef typename __pm_vt<V>::elem E;
 	static_assert(__pm_vt<A>::n + __pm_vt<B>::n + (0 + ... + __pm_vt<R>::n) == __pm_vt<V>::n,
 	              "wrong number of components in vector constructor");
-	E t[__pm_vt<V>::n];
+	E t[__pm_vt<V>::n] = {};
 	int i = 0;
 	__pm_vput(t, i, a);
 	__pm_vput(t, i, b);
 	(__pm_vput(t, i, r), ...);
-	V v;
+	V v{};
 	for (int j = 0; j < __pm_vt<V>::n; j++) v[j] = t[j];
 	return v;
 }
@@ -357,7 +357,7 @@ template <class V, class A, class B, class... R> inline V __pm_vmake(A a, B b, R
 // result, and a cast of a cast converts twice.
 template <class V, char Op = 0> struct __pm_cast {};
 template <class V, char Op, class B, char OpB> struct __pm_cast2 {};
-template <class V, char Op, class A> inline V operator->*(__pm_cast<V, Op>, A a) {
+template <class V, char Op, class A> constexpr inline V operator->*(__pm_cast<V, Op>, A a) {
 	V r = __pm_vmake<V>(a);
 	if constexpr (Op == '-') {
 		return -r;
@@ -368,15 +368,15 @@ template <class V, char Op, class A> inline V operator->*(__pm_cast<V, Op>, A a)
 	}
 }
 template <class V, char Op, class B, char OpB>
-inline __pm_cast2<V, Op, B, OpB> operator->*(__pm_cast<V, Op>, __pm_cast<B, OpB>) {
+constexpr inline __pm_cast2<V, Op, B, OpB> operator->*(__pm_cast<V, Op>, __pm_cast<B, OpB>) {
 	return {};
 }
-template <class V, char Op, class B, char OpB, class A> inline V operator->*(__pm_cast2<V, Op, B, OpB>, A a) {
+template <class V, char Op, class B, char OpB, class A> constexpr inline V operator->*(__pm_cast2<V, Op, B, OpB>, A a) {
 	return __pm_cast<V, Op>() ->* (__pm_cast<B, OpB>() ->* a);
 }
-template <class V> inline __pm_cast<V, '-'> operator-(__pm_cast<V>) { return {}; }
-template <class V> inline __pm_cast<V> operator+(__pm_cast<V>) { return {}; }
-template <class V> inline __pm_cast<V, '~'> operator~(__pm_cast<V>) { return {}; }
+template <class V> constexpr inline __pm_cast<V, '-'> operator-(__pm_cast<V>) { return {}; }
+template <class V> constexpr inline __pm_cast<V> operator+(__pm_cast<V>) { return {}; }
+template <class V> constexpr inline __pm_cast<V, '~'> operator~(__pm_cast<V>) { return {}; }
 
 // half literals: the translator turns 1.5h into 1.5_h.
 constexpr half operator""_h(long double v) { return (half)(float)v; }
