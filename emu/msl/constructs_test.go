@@ -381,3 +381,32 @@ kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]
 		t.Fatalf("out[5] = %v, want 4", out.f32()[5])
 	}
 }
+
+// cond ? b : 0 with a bfloat b is a bfloat, as in MSL (ggml's
+// mul_mm: ... ? *((device T0 *) x + i) : 0), and bfloat still converts
+// to float implicitly and to integers by a cast.
+func TestBfloatConditional(t *testing.T) {
+	src := mslPrelude + `
+kernel void k(device const bfloat* in [[buffer(0)]], device float* out [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  bfloat b = i % 2 ? in[i] : 0;
+  float f = b;
+  int n = int(in[i]);
+  out[i] = f + float(n) * 100.0;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	in, out := newMem(t, 2*32), newF32(t, 32)
+	for i := range in.u16() {
+		in.u16()[i] = uint16(half.ToBFloat16(float32(i) + 0.5))
+	}
+	runBufs(t, lib, "k", 32, in, out)
+	for i, g := range out.f32() {
+		w := float32(i*100) + 0
+		if i%2 == 1 {
+			w += half.BFloat16(in.u16()[i]).Float32()
+		}
+		if g != w {
+			t.Fatalf("out[%d] = %v, want %v", i, g, w)
+		}
+	}
+}

@@ -152,7 +152,9 @@
 //   - bfloat is a class (clang has no bfloat arithmetic on x86-64):
 //     conversion from float rounds to nearest even, arithmetic computes in
 //     float and rounds each result to bfloat, and an operation with a float
-//     or half operand yields float. bfloat2/3/4 have the components x, y,
+//     or half operand yields float. It converts implicitly to float and
+//     half, and to integer types only by a cast (int(b)), so that
+//     c ? b : 0 is a bfloat as in MSL. bfloat2/3/4 have the components x, y,
 //     z, w and [i] but no multi-component swizzles.
 //   - Matrix types (float4x4, half2x3, matrix<T, C, R> with T float,
 //     half or bfloat): column-major, laid out as Metal lays them out

@@ -151,7 +151,17 @@ struct bfloat {
 	ushort __bits;
 	bfloat() = default;
 	template <class T, PM_IF_BF_ARG(T)> constexpr bfloat(T x) : __bits(__pm_bf_round((float)x)) {}
-	constexpr operator float() const { return __builtin_bit_cast(float, (uint)__bits << 16); }
+	// Implicitly bfloat becomes float or half, and an integer only by a
+	// cast, so that cond ? b : 0 is a bfloat (as in MSL) rather than
+	// ambiguous between bfloat and int.
+	template <class T, typename __pm_enable_if<__pm_bf_arg<T>::ok && (T)0.5f != 0, int>::type = 0>
+	constexpr operator T() const {
+		return (T)__builtin_bit_cast(float, (uint)__bits << 16);
+	}
+	template <class T, typename __pm_enable_if<__pm_bf_arg<T>::ok && (T)0.5f == 0, int>::type = 0>
+	explicit constexpr operator T() const {
+		return (T)__builtin_bit_cast(float, (uint)__bits << 16);
+	}
 	static constexpr bfloat __from_bits(ushort b) {
 		bfloat r{};
 		r.__bits = b;
