@@ -372,6 +372,9 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 		return nil, err
 	}
 	flags := compileFlags(opts, includeDir)
+	if tr.tgClassesGeneric {
+		flags = append(flags, "-D__PM_TG_CLASSES_GENERIC=1")
+	}
 
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Key(), strings.Join(flags, " "))

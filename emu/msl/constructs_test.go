@@ -410,3 +410,34 @@ kernel void k(device const bfloat* in [[buffer(0)]], device float* out [[buffer(
 		}
 	}
 }
+
+// A struct in threadgroup memory is copied as a whole (MLX's arg_reduce:
+// local_data[simd_group_id] = best) in a program without threadgroup
+// pointers to structs; TestAddressSpaceOverloadedFunctions covers those.
+func TestThreadgroupStructCopy(t *testing.T) {
+	src := mslPrelude + `
+template <typename U> struct Pair { uint index; U val; };
+template <typename T>
+[[kernel]] void k(device float* out [[buffer(0)]], uint l [[thread_index_in_threadgroup]], uint i [[thread_position_in_grid]]) {
+  typedef Pair<T> P;
+  threadgroup P pairs[32];
+  P mine = {l, T(l) * T(0.5)};
+  pairs[l] = mine;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  P other = pairs[31 - l];
+  out[i] = float(other.val) + float(other.index);
+}
+template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
+template [[host_name("k_h")]] [[kernel]] decltype(k<half>) k<half>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for _, name := range []string{"k_f", "k_h"} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			if o := float32(31 - i); g != o*1.5 {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, o*1.5)
+			}
+		}
+	}
+}

@@ -104,7 +104,11 @@
 //     pointer is rejected (const), but a device pointer to a constant one,
 //     or the address of a local variable to a device pointer, compiles here
 //     and not on Apple's compiler. A struct stored in threadgroup memory
-//     cannot be copied as a whole (copy its fields). bfloat (a class here)
+//     is in the generic address space, so that it is copied as a whole,
+//     unless the program declares a threadgroup pointer or reference to a
+//     type that is not a scalar or vector (threadgroup T& x, as functions
+//     overloaded by address space take): then it cannot be copied as a
+//     whole (copy its fields). bfloat (a class here)
 //     declared in threadgroup memory in a function body, by name or
 //     through a typedef or template parameter, is in the generic address
 //     space, so that it is assigned as a whole; its accesses are checked
@@ -138,6 +142,10 @@
 //     are SIMD-group exchanges of the whole SIMD-group here (all its lanes
 //     must call them at the same site, and they are counted as the
 //     SIMD-group function of the same kind).
+//   - simdgroup_matrix a * b is a SIMD-group operation at the operator's
+//     own site (so lanes calling it from different lines are not told
+//     apart), a + b each lane's own. metal::remove_addrspace_t removes
+//     threadgroup, the only distinct address space here.
 //   - uniform<T> is T. Class template partial specializations that only
 //     the address space of a pointer tells apart (S<thread T*> and
 //     S<device T*>) are one here: the later ones are left out.

@@ -83,6 +83,9 @@ type translation struct {
 	cpp     string
 	entries []entryPoint
 	files   map[string]bool // the files of the program, named by line markers
+	// tgClassesGeneric puts structs in threadgroup memory in the generic
+	// address space (__PM_TG_CLASSES_GENERIC)
+	tgClassesGeneric bool
 }
 
 type translator struct {
@@ -171,7 +174,7 @@ func translate(source, file string, values []ConstantValue, only string) (*trans
 			files[m.file] = true
 		}
 	}
-	return &translation{cpp: b.String(), entries: tr.entries, files: files}, nil
+	return &translation{cpp: b.String(), entries: tr.entries, files: files, tgClassesGeneric: !tr.threadgroupClassPointers()}, nil
 }
 
 func entrySymbol(i int) string { return fmt.Sprintf("__pm_entry_%d", i) }
@@ -514,7 +517,7 @@ func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool)
 	for name < len(t) && (t[name].text == "const" || t[name].text == "volatile") {
 		name = tr.next(name + 1)
 	}
-	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) {
+	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) || t[name].text == "typename" {
 		return 0, 0, 0, 0, false
 	}
 	last, to = name, tr.next(name+1)
@@ -816,6 +819,45 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 		return
 	}
 	tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_cast<" + t[i].text + ">() ->*"})
+}
+
+// threadgroupClassPointers reports whether the program declares a
+// threadgroup pointer or reference to a type that is not a scalar or a
+// vector (threadgroup T& x, threadgroup S* p): then structs in threadgroup
+// memory stay in the threadgroup address space, so that such pointers and
+// functions overloaded on them work; otherwise they are in the generic
+// address space and copied as a whole.
+func (tr *translator) threadgroupClassPointers() bool {
+	t := tr.toks
+	for i := range t {
+		if t[i].attr >= 0 || t[i].text != "threadgroup" {
+			continue
+		}
+		j := tr.next(i + 1)
+		for j < len(t) && (t[j].text == "const" || t[j].text == "volatile") {
+			j = tr.next(j + 1)
+		}
+		if j >= len(t) || t[j].kind != tIdent || builtinTypeName(t[j].text) || matrixTypeName.MatchString(t[j].text) {
+			continue
+		}
+	scan:
+		for n := tr.next(j + 1); n < len(t); n = tr.next(n + 1) {
+			switch t[n].text {
+			case "::":
+				n = tr.next(n + 1) // a qualified name
+			case "<":
+				if n = tr.match(n); n < 0 {
+					return true
+				}
+			case "const", "volatile":
+			case "*", "&":
+				return true
+			default:
+				break scan
+			}
+		}
+	}
+	return false
 }
 
 // callKeywords are the keywords that a parenthesis follows without making
