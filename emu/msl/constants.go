@@ -426,7 +426,7 @@ func (tr *translator) ownersOf(first, last int) []string {
 				owners = append(owners, t[n].text)
 			}
 		case s == "(" && depth == 0:
-			if lastIdent != "" {
+			if lastIdent != "" && !notOwners[lastIdent] {
 				owners = append(owners, lastIdent)
 			}
 			return owners
@@ -449,6 +449,11 @@ func (tr *translator) ownersOf(first, last int) []string {
 	}
 	return owners
 }
+
+// notOwners are the keywords before a parenthesis that declare nothing:
+// an explicit instantiation template ... decltype(f<T>) f<T>; declares no
+// function named decltype (which every instantiation would reach).
+var notOwners = map[string]bool{"decltype": true, "sizeof": true, "alignof": true, "static_assert": true, "alignas": true}
 
 // resolveConstants lists, for every entry point, the function constants
 // its code can reach: those named in its declaration or, transitively, in

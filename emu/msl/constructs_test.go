@@ -441,3 +441,23 @@ template [[host_name("k_h")]] [[kernel]] decltype(k<half>) k<half>;
 		}
 	}
 }
+
+// A kernel template that names no function constant requires none, even
+// when its instantiation shares a line (one macro) with another kernel's
+// that does (MLX's instantiate_rms: rmsfloat32 and vjp_rmsfloat32).
+func TestConstantsOfInstantiationsOnOneLine(t *testing.T) {
+	src := mslPrelude + `
+constant bool has_w [[function_constant(20)]];
+template <typename T> [[kernel]] void plain(device T* o [[buffer(0)]], uint i [[thread_position_in_grid]]) { o[i] = T(i); }
+template <typename T> [[kernel]] void weighted(device T* o [[buffer(0)]], uint i [[thread_position_in_grid]]) { o[i] = has_w ? T(1) : T(2); }
+#define inst(n, t) template [[host_name("plain" #n)]] [[kernel]] decltype(plain<t>) plain<t>; template [[host_name("weighted" #n)]] [[kernel]] decltype(weighted<t>) weighted<t>;
+inst(f, float)
+`
+	lib := compileT(t, src, CompileOptions{})
+	if c := functionT(t, lib, "plainf").Constants; len(c) != 0 {
+		t.Errorf("plainf uses constants %+v, want none", c)
+	}
+	if c := functionT(t, lib, "weightedf").Constants; len(c) != 1 || c[0].Name != "has_w" || !c[0].Required {
+		t.Errorf("weightedf uses constants %+v, want has_w", c)
+	}
+}

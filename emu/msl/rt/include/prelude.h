@@ -189,6 +189,33 @@ PM_BF_OP(-)
 PM_BF_OP(*)
 PM_BF_OP(/)
 #undef PM_BF_OP
+// comparisons, and float or half op= bfloat, which the built-in operators
+// do not reach through bfloat's conversion template
+#define PM_BF_CMP(op)                                                                            \
+	constexpr bool operator op(bfloat a, bfloat b) { return (float)a op(float) b; }              \
+	template <class T, PM_IF_BF_ARG(T)> constexpr bool operator op(bfloat a, T b) {              \
+		return (float)a op(float) b;                                                             \
+	}                                                                                            \
+	template <class T, PM_IF_BF_ARG(T)> constexpr bool operator op(T a, bfloat b) {              \
+		return (float)a op(float) b;                                                             \
+	}
+PM_BF_CMP(==)
+PM_BF_CMP(!=)
+PM_BF_CMP(<)
+PM_BF_CMP(>)
+PM_BF_CMP(<=)
+PM_BF_CMP(>=)
+#undef PM_BF_CMP
+#define PM_BF_FOP(op)                                                                                          \
+	template <class T, typename __pm_enable_if<__pm_bf_arg<T>::ok && (T)0.5f != 0, int>::type = 0>            \
+	constexpr T &operator op##=(T &a, bfloat b) {                                                              \
+		return a = (T)((float)a op(float) b);                                                                  \
+	}
+PM_BF_FOP(+)
+PM_BF_FOP(-)
+PM_BF_FOP(*)
+PM_BF_FOP(/)
+#undef PM_BF_FOP
 constexpr bfloat &operator++(bfloat &a) { return a += 1; }
 constexpr bfloat &operator--(bfloat &a) { return a -= 1; }
 constexpr bfloat operator++(bfloat &a, int) {
