@@ -39,6 +39,10 @@ type Library struct {
 	srcPath   string
 	opts      CompileOptions
 	files     map[string]bool // the program's files (the source and its headers)
+	// lazy: the functions are built by Function, one library each
+	lazy    map[string]*entryPoint
+	lazyMu  sync.Mutex
+	lazyErr map[string]error
 }
 
 // Function is a kernel entry point of a Library.
@@ -73,12 +77,51 @@ type Function struct {
 // FunctionNames lists the library's functions, sorted.
 func (l *Library) FunctionNames() []string { return append([]string(nil), l.names...) }
 
-// Function returns the named function.
+// Function returns the named function (building it first in a library
+// compiled with CompileOptions.Lazy).
 func (l *Library) Function(name string) (*Function, error) {
+	if l.lazy != nil {
+		return l.lazyFunction(name)
+	}
 	if f, ok := l.functions[name]; ok {
 		return f, nil
 	}
-	return nil, fmt.Errorf("msl: no function %q in library (functions: %s)", name, strings.Join(l.names, ", "))
+	return nil, l.noFunction(name)
+}
+
+func (l *Library) noFunction(name string) error {
+	names := l.names
+	if len(names) > 20 {
+		names = append(append([]string(nil), names[:20]...), fmt.Sprintf("... (%d in all)", len(l.names)))
+	}
+	return fmt.Errorf("msl: no function %q in library (functions: %s)", name, strings.Join(names, ", "))
+}
+
+// lazyFunction builds the named function of a lazy library once.
+func (l *Library) lazyFunction(name string) (*Function, error) {
+	l.lazyMu.Lock()
+	defer l.lazyMu.Unlock()
+	if f, ok := l.functions[name]; ok {
+		return f, nil
+	}
+	if err, ok := l.lazyErr[name]; ok {
+		return nil, err
+	}
+	if _, ok := l.lazy[name]; !ok {
+		return nil, l.noFunction(name)
+	}
+	opts := l.opts
+	opts.Lazy = false
+	one, err := compile(l.source, l.srcPath, opts, nil, name)
+	if err == nil {
+		var f *Function
+		if f, err = one.Function(name); err == nil {
+			l.functions[name] = f
+			return f, nil
+		}
+	}
+	l.lazyErr[name] = err
+	return nil, err
 }
 
 // Cached reports whether Compile found the library in the cache instead of
@@ -307,12 +350,18 @@ func CompileFile(path string, opts CompileOptions) (*Library, error) {
 // function does not use are ignored). The source is compiled again with the
 // values, without the other kernels (and cached).
 func (l *Library) Specialize(name string, values []ConstantValue) (*Function, error) {
-	f, err := l.Function(name)
-	if err != nil {
-		return nil, err
+	var constants []FunctionConstant
+	if e, ok := l.lazy[name]; ok {
+		constants = e.constants // no need to build the unspecialized function
+	} else {
+		f, err := l.Function(name)
+		if err != nil {
+			return nil, err
+		}
+		constants = f.Constants
 	}
 	vs := constantValues(values)
-	for _, c := range f.Constants {
+	for _, c := range constants {
 		v := vs.lookup(c.Index, c.Name)
 		if v == nil {
 			if c.Required {
@@ -324,7 +373,9 @@ func (l *Library) Specialize(name string, values []ConstantValue) (*Function, er
 			return nil, fmt.Errorf("msl: function %s: function constant %s (index %d): %v", name, c.Name, c.Index, err)
 		}
 	}
-	lib, err := compile(l.source, l.srcPath, l.opts, values, name)
+	opts := l.opts
+	opts.Lazy = false
+	lib, err := compile(l.source, l.srcPath, opts, values, name)
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +422,17 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 	if err != nil {
 		return nil, err
 	}
+	if opts.Lazy && only == "" && values == nil {
+		lib := &Library{functions: map[string]*Function{}, source: source, srcPath: srcPath, opts: opts, files: tr.files,
+			lazy: map[string]*entryPoint{}, lazyErr: map[string]error{}}
+		for i := range tr.entries {
+			e := &tr.entries[i]
+			lib.lazy[e.name] = e
+			lib.names = append(lib.names, e.name)
+		}
+		sort.Strings(lib.names)
+		return lib, nil
+	}
 	flags := compileFlags(opts, includeDir)
 	if tr.tgClassesGeneric {
 		flags = append(flags, "-D__PM_TG_CLASSES_GENERIC=1")
@@ -400,6 +462,11 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 		return nil, newCompileError(cleanLog(log, src, includeDir), file)
 	}
 	cached := !built
+	if cached {
+		touch(so)
+	} else {
+		maybePrune(root)
+	}
 	needs, err := stackNeeds(so, len(tr.entries))
 	if err != nil {
 		return nil, fmt.Errorf("msl: reading the frame sizes of %s: %w", so, err)

@@ -36,9 +36,15 @@
 // constants (constant T name [[function_constant(i)]]) have no value in a library
 // from Compile; Library.Specialize compiles the source again with values,
 // as newFunctionWithName:constantValues:error: does.
-// Compiled libraries are cached in the user cache directory by a hash of
+// Compiled libraries are cached in the user cache directory
+// (os.UserCacheDir()/puremetal/msl, or CompileOptions.CacheDir) by a hash of
 // the source, the runtime, the options, the compiler version and the
-// target: a second run only loads them. Kernels and the runtime are built
+// target: a second run only loads them. The cache is pruned after builds,
+// least recently used first, to 80% of a cap (DefaultCacheMax, 4 GiB, or
+// PUREMETAL_EMU_CACHE_MAX), keeping files used in the last ten minutes.
+// CompileOptions.Lazy builds each function only when it is first fetched,
+// which makes large libraries (thousands of instantiations) cheap when a
+// program uses a few of their kernels. Kernels and the runtime are built
 // for the architecture of the running process, also when clang++ is
 // another architecture's (an arm64 process under qemu-user runs the host's
 // x86-64 clang++: it then builds with --target=aarch64-linux-gnu and lld,
@@ -105,10 +111,11 @@
 //     or the address of a local variable to a device pointer, compiles here
 //     and not on Apple's compiler. A struct stored in threadgroup memory
 //     is in the generic address space, so that it is copied as a whole,
-//     unless the program declares a threadgroup pointer or reference to a
-//     type that is not a scalar or vector (threadgroup T& x, as functions
-//     overloaded by address space take): then it cannot be copied as a
-//     whole (copy its fields). bfloat (a class here)
+//     unless the program declares a threadgroup reference to a type that
+//     is not a scalar or vector (threadgroup T& x, as functions overloaded
+//     by address space take): then it cannot be copied as a whole (copy
+//     its fields). In the generic address space, such a struct's address
+//     does not convert to a threadgroup S* parameter. bfloat (a class here)
 //     declared in threadgroup memory in a function body, by name or
 //     through a typedef or template parameter, is in the generic address
 //     space, so that it is assigned as a whole; its accesses are checked

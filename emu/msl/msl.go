@@ -57,6 +57,13 @@ type CompileOptions struct {
 	// newLibraryWithSource:options:error:, including other files is an
 	// error). #pragma once and include guards work as in C++.
 	IncludeDirs []string
+	// Lazy builds each function when Library.Function first asks for it,
+	// from a translation holding that entry point alone (as Specialize
+	// does), instead of the whole library at once: a library of thousands
+	// of instantiations (MLX's binary.metal) then costs only the kernels a
+	// program uses. Compile still reads and checks every kernel's
+	// declaration; errors in a body show when its function is built.
+	Lazy bool
 }
 
 // CompileError is a failed compilation. Log is the compiler's log, whose

@@ -558,11 +558,88 @@ func (tr *translator) rewriteThreadgroupType(i int) {
 		}
 		cast = k > to && k < len(t) && t[k].text == ")"
 	}
-	if !matrix && !statement && !cast {
+	if !matrix && !statement && !cast && !tr.aliasableParameter(i, name, to) {
 		return
 	}
 	tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[last].end,
 		text: "__pm_threadgroup<" + tr.src[t[from].start:t[last].end] + ">"})
+}
+
+// aliasableParameter reports whether threadgroup token i begins a
+// function parameter threadgroup T* (or &) whose T, named by token name,
+// can be written __pm_threadgroup<T> (generic for bfloat and matrices)
+// without keeping T from being deduced: T is not a template parameter of
+// the function, or another parameter names it too (MLX's
+// qmm_n_impl<T, ...>(const device T* x, ..., threadgroup T* Xs)).
+func (tr *translator) aliasableParameter(i, name, to int) bool {
+	t := tr.toks
+	p := tr.prev(i)
+	if p < 0 || (t[p].text != "(" && t[p].text != ",") || to >= len(t) || (t[to].text != "*" && t[to].text != "&") {
+		return false
+	}
+	// the parenthesis opening the parameter list
+	open, depth := -1, 0
+	for j := p; j >= 0 && j > p-4096; j-- {
+		if t[j].attr >= 0 {
+			continue
+		}
+		switch t[j].text {
+		case ")", "]", "}":
+			depth++
+		case "(", "[", "{":
+			if depth == 0 {
+				open = j
+			}
+			depth--
+		case ";":
+			return false
+		}
+		if open >= 0 {
+			break
+		}
+	}
+	if open < 0 || t[open].text != "(" {
+		return false
+	}
+	fn := tr.prev(open)
+	if fn < 0 || t[fn].kind != tIdent || callKeywords[t[fn].text] {
+		return false
+	}
+	end := tr.match(open)
+	if end < 0 {
+		return false
+	}
+	if n := tr.next(end + 1); n >= len(t) || (t[n].text != "{" && t[n].text != ";" && t[n].text != "const") {
+		return false // a call, not a declaration
+	}
+	// the template parameters of the function, if it is a template
+	var params map[string]bool
+	for j := tr.prev(fn); j >= 0 && j > fn-512; j = tr.prev(j) {
+		if s := t[j].text; s == ";" || s == "}" || s == "{" {
+			break
+		}
+		if t[j].text == ">" {
+			if lt := tr.matchBack(j); lt > 0 && t[tr.prev(lt)].text == "template" {
+				params = map[string]bool{}
+				for k := lt + 1; k < j; k++ {
+					if (t[k].text == "typename" || t[k].text == "class") && tr.next(k+1) < j {
+						params[t[tr.next(k+1)].text] = true
+					}
+				}
+				break
+			}
+		}
+	}
+	x := t[name].text
+	if !params[x] {
+		return true
+	}
+	for k := open + 1; k < end; k++ {
+		if k != name && t[k].attr < 0 && t[k].text == x {
+			return true
+		}
+	}
+	return false
 }
 
 // checkTokens rejects double and rewrites floating-point literals: an
@@ -795,8 +872,8 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 	switch {
 	case t[p].kind == tIdent && t[p].text != "return":
 		return
-	case t[p].kind == tPunct && strings.Contains(" :: . -> ~ ! > ) ] } ; { ", " "+t[p].text+" "):
-		return
+	case t[p].kind == tPunct && strings.Contains(" : . ~ ! > ) ] } ; { ", " "+t[p].text+" "):
+		return // a::T(x), a.T(x), a->T(x), ~T(), declarations
 	}
 	end := tr.match(open)
 	if end < 0 || tr.next(open+1) == end {
@@ -815,17 +892,18 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 			}
 		}
 	}
-	if n := tr.next(end + 1); n < len(t) && strings.Contains(" . -> [ ( { ", " "+t[n].text+" ") {
-		return
+	if n := tr.next(end + 1); n < len(t) && (strings.Contains(" . [ ( { ", " "+t[n].text+" ") ||
+		t[n].text == "-" && n+1 < len(t) && t[n+1].text == ">" && t[n+1].start == t[n].end) {
+		return // T(x).y, T(x)[i], T(x)->y bind tighter than the cast would
 	}
 	tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_cast<" + t[i].text + ">() ->*"})
 }
 
 // threadgroupClassPointers reports whether the program declares a
-// threadgroup pointer or reference to a type that is not a scalar or a
-// vector (threadgroup T& x, threadgroup S* p): then structs in threadgroup
-// memory stay in the threadgroup address space, so that such pointers and
-// functions overloaded on them work; otherwise they are in the generic
+// threadgroup reference to a type that is not a scalar or a vector
+// (threadgroup T& x, as functions overloaded by address space take): then
+// structs in threadgroup memory stay in the threadgroup address space, so
+// that such overloads are chosen by it; otherwise they are in the generic
 // address space and copied as a whole.
 func (tr *translator) threadgroupClassPointers() bool {
 	t := tr.toks
@@ -850,7 +928,7 @@ func (tr *translator) threadgroupClassPointers() bool {
 					return true
 				}
 			case "const", "volatile":
-			case "*", "&":
+			case "&":
 				return true
 			default:
 				break scan
@@ -1808,14 +1886,17 @@ func (tr *translator) threadgroupDecl(i int) {
 // rewrites applied and attributes left out.
 func (tr *translator) text(from, to int) string {
 	var b strings.Builder
+	prevEnd := -1
 	for j := from; j < to; j++ {
 		k := tr.toks[j]
 		if k.attr >= 0 {
 			continue
 		}
-		if b.Len() > 0 {
+		// tokens adjacent in the source stay so (a::b, not a : : b)
+		if b.Len() > 0 && k.start != prevEnd {
 			b.WriteByte(' ')
 		}
+		prevEnd = k.end
 		txt := k.text
 		for _, r := range tr.repls {
 			switch {
