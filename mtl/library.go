@@ -100,6 +100,24 @@ func (d *Device) newLibrary(src string, opts CompileOptions) (*Library, error) {
 	return l, nil
 }
 
+// LibraryFromObject wraps an object that answers MTLLibrary's selectors,
+// such as a library the emulated device built from files
+// (emu.NewLibraryWithFile), and retains it.
+func LibraryFromObject(id objc.ID) (*Library, error) {
+	if id == 0 {
+		return nil, fmt.Errorf("mtl: LibraryFromObject was given nil")
+	}
+	loadSels()
+	for _, s := range []objc.SEL{sel.newFunctionWithName, sel.functionNames} {
+		if !id.RespondsToSelector(s) {
+			return nil, fmt.Errorf("mtl: object of class %s does not answer MTLLibrary's selectors", id.Class().Name())
+		}
+	}
+	l := &Library{}
+	l.set(id.Retain())
+	return l, nil
+}
+
 func boolArg(b bool) uintptr {
 	if b {
 		return 1

@@ -111,11 +111,13 @@
 //     or the address of a local variable to a device pointer, compiles here
 //     and not on Apple's compiler. A struct stored in threadgroup memory
 //     is in the generic address space, so that it is copied as a whole,
-//     unless the program declares a threadgroup reference to a type that
-//     is not a scalar or vector (threadgroup T& x, as functions overloaded
-//     by address space take): then it cannot be copied as a whole (copy
-//     its fields). In the generic address space, such a struct's address
-//     does not convert to a threadgroup S* parameter. bfloat (a class here)
+//     unless the program declares a threadgroup reference to a template
+//     parameter or typedef (threadgroup T& x, as functions overloaded by
+//     address space take): then it cannot be copied as a whole (copy its
+//     fields). In the generic address space, such a struct's address does
+//     not convert to a threadgroup S* parameter that names the struct; one
+//     whose type is a template parameter named by another parameter too
+//     follows the argument. bfloat (a class here)
 //     declared in threadgroup memory in a function body, by name or
 //     through a typedef or template parameter, is in the generic address
 //     space, so that it is assigned as a whole; its accesses are checked

@@ -632,7 +632,9 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 	}
 	x := t[name].text
 	if !params[x] {
-		return true
+		// a named type: bfloat's pointers follow bfloat's address space;
+		// a struct's stay threadgroup, a distinct overload
+		return strings.HasPrefix(x, "bfloat")
 	}
 	for k := open + 1; k < end; k++ {
 		if k != name && t[k].attr < 0 && t[k].text == x {
@@ -900,8 +902,9 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 }
 
 // threadgroupClassPointers reports whether the program declares a
-// threadgroup reference to a type that is not a scalar or a vector
-// (threadgroup T& x, as functions overloaded by address space take): then
+// threadgroup reference to a template parameter or typedef that is not a
+// scalar or a vector (threadgroup T& x, as functions overloaded by address
+// space take): then
 // structs in threadgroup memory stay in the threadgroup address space, so
 // that such overloads are chosen by it; otherwise they are in the generic
 // address space and copied as a whole.
@@ -915,8 +918,8 @@ func (tr *translator) threadgroupClassPointers() bool {
 		for j < len(t) && (t[j].text == "const" || t[j].text == "volatile") {
 			j = tr.next(j + 1)
 		}
-		if j >= len(t) || t[j].kind != tIdent || builtinTypeName(t[j].text) || matrixTypeName.MatchString(t[j].text) {
-			continue
+		if j >= len(t) || t[j].kind != tIdent || builtinTypeName(t[j].text) || matrixTypeName.MatchString(t[j].text) || !tr.typeNames[t[j].text] {
+			continue // only a template parameter (or typedef) may name the program's structs
 		}
 	scan:
 		for n := tr.next(j + 1); n < len(t); n = tr.next(n + 1) {
