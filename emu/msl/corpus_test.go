@@ -103,7 +103,21 @@ func logCompileError(t testing.TB, err error) {
 	t.Helper()
 	var ce *CompileError
 	if errors.As(err, &ce) {
-		log := ce.Log
+		// the errors and their notes, without the warnings
+		var b strings.Builder
+		keep := true
+		for _, line := range strings.SplitAfter(ce.Log, "\n") {
+			switch {
+			case strings.Contains(line, ": warning: "):
+				keep = false
+			case strings.Contains(line, ": error: ") || strings.Contains(line, ": note: ") && keep:
+				keep = true
+			}
+			if keep {
+				b.WriteString(line)
+			}
+		}
+		log := b.String()
 		if len(log) > 4000 {
 			log = log[:4000] + "\n..."
 		}

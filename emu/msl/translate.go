@@ -609,8 +609,8 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 	if end < 0 {
 		return false
 	}
-	if n := tr.next(end + 1); n >= len(t) || (t[n].text != "{" && t[n].text != ";" && t[n].text != "const") {
-		return false // a call, not a declaration
+	if n := tr.next(end + 1); n >= len(t) || (t[n].text != "{" && t[n].text != ";" && t[n].text != "const" && t[n].text != ":") {
+		return false // a call, not a declaration (or a constructor's)
 	}
 	// the template parameters of the function, if it is a template
 	var params map[string]bool
@@ -632,9 +632,10 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 	}
 	x := t[name].text
 	if !params[x] {
-		// a named type: bfloat's pointers follow bfloat's address space;
-		// a struct's stay threadgroup, a distinct overload
-		return strings.HasPrefix(x, "bfloat")
+		// a class template's parameter or a typedef (which may be bfloat)
+		// follows the declarations; a struct named as such stays
+		// threadgroup, a distinct overload (MLX's complex_t operators)
+		return tr.typeNames[x] || strings.HasPrefix(x, "bfloat")
 	}
 	for k := open + 1; k < end; k++ {
 		if k != name && t[k].attr < 0 && t[k].text == x {

@@ -326,7 +326,11 @@ template <class E, class A> constexpr inline void __pm_vput(E *t, int &i, const 
 template <class V> constexpr inline V __pm_vmake() { return (V)(typename __pm_vt<V>::elem)0; }
 template <class V, class A> constexpr inline V __pm_vmake(A a) {
 	typedef typename __pm_vt<V>::elem E;
-	if constexpr (__pm_vt<A>::n == 1) {
+	if constexpr (__pm_vt<A>::n == 1 && __is_class(A) && __is_class(E) && !__is_constructible(E, A)) {
+		// a class converting to a scalar (MLX's _NoMask: operator bool)
+		// reaches bfloat through float, one conversion as MSL's bfloat has
+		return (V)(E)(float)a;
+	} else if constexpr (__pm_vt<A>::n == 1) {
 		return (V)(E)a;
 	} else if constexpr (__pm_vt<A>::is_vec && __pm_vt<V>::is_vec) {
 		static_assert(__pm_vt<A>::n == __pm_vt<V>::n, "vector conversion between different sizes");
