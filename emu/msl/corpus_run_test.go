@@ -4,6 +4,7 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -149,5 +150,55 @@ func TestCorpusMLXRun(t *testing.T) {
 			}
 		})
 		t.Logf("block_softmax_float32: max relative error %g", maxRelErr(out.f32(), want))
+	})
+}
+
+// ggmlGetRowsArgs mirrors ggml_metal_kargs_get_rows (ggml-metal-impl.h).
+type ggmlGetRowsArgs struct {
+	ne00t, ne00      int32
+	nb01, nb02, nb03 uint64
+	ne10             int32
+	nb10, nb11, nb12 uint64
+	nb1, nb2, nb3    uint64
+}
+
+// TestCorpusGGMLRun runs a sample of ggml's kernels as
+// ggml-metal-ops.cpp dispatches them, from a lazy library (only the
+// kernels used are built), and compares them with Go computations.
+func TestCorpusGGMLRun(t *testing.T) {
+	root := corpusDir(t, ggmlDirEnv, "src/ggml-metal/ggml-metal.metal")
+	opts := ggmlOptions()
+	opts.Lazy = true
+	start := time.Now()
+	lib, err := Compile(ggmlSource(t, root), opts)
+	if err != nil {
+		logCompileError(t, err)
+		t.FailNow()
+	}
+	t.Logf("lazy library: %d entry points in %.1fs", len(lib.FunctionNames()), time.Since(start).Seconds())
+
+	t.Run("get_rows_f32", func(t *testing.T) {
+		start := time.Now()
+		f := pipelineFunction(t, lib, "kernel_get_rows_f32")
+		t.Logf("kernel_get_rows_f32 built in %.1fs", time.Since(start).Seconds())
+		const ne00, rows = 100, 5
+		idx := []int32{4, 0, 2}
+		src0, src1, dst := newF32(t, rows*ne00), newMem(t, 4*len(idx)), newF32(t, len(idx)*ne00)
+		fillRandom(src0.f32(), 3)
+		copy(src1.i32(), idx)
+		args := ggmlGetRowsArgs{ne00t: ne00, ne00: ne00, nb01: 4 * ne00, nb02: 4 * ne00 * rows, nb03: 4 * ne00 * rows,
+			ne10: int32(len(idx)), nb10: 4, nb11: uint64(4 * len(idx)), nb12: uint64(4 * len(idx)),
+			nb1: 4 * ne00, nb2: uint64(4 * ne00 * len(idx)), nb3: uint64(4 * ne00 * len(idx))}
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{len(idx), 1, 1}, [3]int{ne00, 1, 1})}
+		d.Buffers[0], d.Buffers[1], d.Buffers[2], d.Buffers[3] = scalarMem(t, args).binding(), src0.binding(), src1.binding(), dst.binding()
+		runOrders(t, f, d, func() { copy(dst.f32(), make([]float32, len(idx)*ne00)) }, func(o Order) {
+			for r, i := range idx {
+				for c := 0; c < ne00; c++ {
+					if g, w := dst.f32()[r*ne00+c], src0.f32()[int(i)*ne00+c]; g != w {
+						t.Fatalf("%v: dst[%d][%d] = %v, want row %d's %v", o, r, c, g, i, w)
+					}
+				}
+			}
+		})
 	})
 }

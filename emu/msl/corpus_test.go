@@ -146,7 +146,7 @@ func TestCorpusMLXCompile(t *testing.T) {
 				logCompileError(t, err)
 				return
 			}
-			t.Logf("%s: %d entry points, %.1fs", rel, len(lib.FunctionNames()), time.Since(start).Seconds())
+			t.Logf("%s: %d entry points, %d pipelines without function constants, %.1fs", rel, len(lib.FunctionNames()), pipelines(t, lib), time.Since(start).Seconds())
 		})
 	}
 }
@@ -160,5 +160,26 @@ func TestCorpusGGMLCompile(t *testing.T) {
 		logCompileError(t, err)
 		return
 	}
-	t.Logf("ggml-metal.metal: %d entry points, %.1fs", len(lib.FunctionNames()), time.Since(start).Seconds())
+	t.Logf("ggml-metal.metal: %d entry points, %d pipelines without function constants, %.1fs", len(lib.FunctionNames()), pipelines(t, lib), time.Since(start).Seconds())
+}
+
+// pipelines counts the functions of lib that make a pipeline without
+// function constants (the others need the values their hosts give).
+func pipelines(t *testing.T, lib *Library) int {
+	n := 0
+	for _, name := range lib.FunctionNames() {
+		f, err := lib.Function(name)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		required := false
+		for _, c := range f.Constants {
+			required = required || c.Required
+		}
+		if !required {
+			n++
+		}
+	}
+	return n
 }

@@ -262,6 +262,10 @@ template <int N> struct alignas(N == 2 ? 4 : 8) __pm_bfvec : __pm_bfstore<N> {
 	__pm_bfvec(bfloat s) {
 		for (int i = 0; i < N; i++) this->__v[i] = s;
 	}
+	// a splat of an integer or float scalar, bfloat4 v = 0 as in MSL
+	template <class T, PM_IF_BF_ARG(T)> __pm_bfvec(T s) {
+		for (int i = 0; i < N; i++) this->__v[i] = bfloat(s);
+	}
 	template <class T> __pm_bfvec(__pm_ext<T, N> x) {
 		for (int i = 0; i < N; i++) this->__v[i] = bfloat(x[i]);
 	}
