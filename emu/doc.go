@@ -22,6 +22,10 @@
 // cache directory by a hash of the source);
 // a compilation failure is an *mtl.CompileError whose log names the
 // original line, as Apple's compiler's does (program_source:LINE:COL).
+// As with Metal, newLibraryWithSource includes no file but Metal's own
+// headers; NewLibraryWithFile builds a library from a source file and the
+// files it includes through include directories, as Apple's offline
+// compiler (xcrun metal -I) builds one for newLibraryWithURL.
 //
 // A command queue runs its committed command buffers in commit order on
 // its own goroutine, and keeps each alive, with the buffers and pipelines

@@ -430,7 +430,9 @@ func (tr *translator) ownersOf(first, last int) []string {
 				owners = append(owners, lastIdent)
 			}
 			return owners
-		case s == "<" && depth == 0 && (lastIdent == "template" || lastIdent == ""):
+		case s == "<" && depth == 0:
+			// template parameters, or the template arguments after a
+			// name (template void f<float>(...) declares f, not float)
 			if m := tr.match(k); m > 0 && m <= last {
 				k = m
 			}

@@ -461,3 +461,20 @@ inst(f, float)
 		t.Errorf("weightedf uses constants %+v, want has_w", c)
 	}
 }
+
+// A declaration with template arguments after its name (template void
+// f<float>(...);) declares f, not float: a kernel using float does not
+// reach the constants of f (ggml's kernel_get_rows_f32 and mul_mv's).
+func TestConstantsThroughTemplateArguments(t *testing.T) {
+	src := mslPrelude + `
+constant short nsg [[function_constant(600)]];
+template <typename T> void helper(device T* o, uint i) { o[i] = T(nsg); }
+template void helper<float>(device float* o, uint i);
+template <typename T> [[kernel]] void copy1(device T* o [[buffer(0)]], uint i [[thread_position_in_grid]]) { o[i] = float(i); }
+template [[host_name("copy_f32")]] [[kernel]] decltype(copy1<float>) copy1<float>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	if c := functionT(t, lib, "copy_f32").Constants; len(c) != 0 {
+		t.Errorf("copy_f32 uses constants %+v, want none", c)
+	}
+}

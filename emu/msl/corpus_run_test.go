@@ -202,3 +202,46 @@ func TestCorpusGGMLRun(t *testing.T) {
 		})
 	})
 }
+
+// TestCorpusMLXLazyUnary builds MLX's unary library (877 kernels) lazily
+// and runs its exp, sigmoid and abs kernels (v_ variants, one element per
+// thread, as unary.cpp dispatches small contiguous arrays).
+func TestCorpusMLXLazyUnary(t *testing.T) {
+	root := corpusDir(t, mlxDirEnv, "mlx/backend/metal/kernels/utils.h")
+	opts := mlxOptions(root)
+	opts.Lazy = true
+	start := time.Now()
+	lib, err := CompileFile(filepath.Join(root, "mlx", "backend", "metal", "kernels", "unary.metal"), opts)
+	if err != nil {
+		logCompileError(t, err)
+		t.FailNow()
+	}
+	t.Logf("lazy unary.metal: %d entry points in %.1fs", len(lib.FunctionNames()), time.Since(start).Seconds())
+	const n = 1000
+	in, out := newF32(t, n), newF32(t, n)
+	fillRandom(in.f32(), 11)
+	for _, c := range []struct {
+		name string
+		f    func(float64) float64
+	}{
+		{"v_Expfloat32float32", math.Exp},
+		{"v_Sigmoidfloat32float32", func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }},
+		{"v_Absfloat32float32", math.Abs},
+	} {
+		start := time.Now()
+		f := pipelineFunction(t, lib, c.name)
+		built := time.Since(start)
+		d := &Dispatch{Grid: ThreadsGrid([3]int{n, 1, 1}, [3]int{256, 1, 1})}
+		d.Buffers[0], d.Buffers[1], d.Buffers[2] = in.binding(), out.binding(), scalarMem(t, uint32(n)).binding()
+		want := make([]float64, n)
+		for i, x := range in.f32() {
+			want[i] = c.f(float64(x))
+		}
+		runOrders(t, f, d, func() { copy(out.f32(), make([]float32, n)) }, func(o Order) {
+			if e := maxRelErr(out.f32(), want); e > 1e-6 {
+				t.Fatalf("%s, %v: max relative error %g", c.name, o, e)
+			}
+		})
+		t.Logf("%s: built in %.1fs, max relative error %g", c.name, built.Seconds(), maxRelErr(out.f32(), want))
+	}
+}

@@ -10,6 +10,10 @@
 // language version, __METAL__, __METAL_MACOS__, __HAVE_BFLOAT__ from MSL
 // 3.1) and CompileOptions.PreprocessorMacros, so macros, #if and kernels or
 // instantiations declared through macros (MLX's instantiate_kernel) work.
+// CompileFile compiles a file and the files it includes (#include "..."
+// beside the including file, then CompileOptions.IncludeDirs, as xcrun
+// metal -I does; #pragma once and include guards work), naming each
+// file's lines in diagnostics and faults.
 // It then translates the result to C++ and builds it with clang++ (Debian
 // and Ubuntu: apt-get install clang) into a shared object loaded with
 // purego; no cgo is involved. A force-included prelude and a shim
