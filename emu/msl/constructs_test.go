@@ -478,3 +478,39 @@ template [[host_name("copy_f32")]] [[kernel]] decltype(copy1<float>) copy1<float
 		t.Errorf("copy_f32 uses constants %+v, want none", c)
 	}
 }
+
+// Threadgroup bfloat arrays, declared through typename A::B or a class
+// template's parameter, passed to a constructor and a member function
+// taking threadgroup T* (MLX's steel BlockLoader and gemv's tgp_memory).
+func TestThreadgroupBfloatParameters(t *testing.T) {
+	src := mslPrelude + `
+template <typename T> struct Traits { typedef T acc_type; };
+template <typename T> struct Loader {
+  threadgroup T* dst;
+  Loader(threadgroup T* d, ushort lane [[thread_index_in_simdgroup]]) thread : dst(d) { dst[lane] = T(lane); }
+  T get(threadgroup T* other, int i) const thread { return other[i]; }
+};
+template <typename T>
+[[kernel]] void k(device float* out [[buffer(0)]], uint l [[thread_index_in_simdgroup]]) {
+  using tr = Traits<T>;
+  threadgroup typename tr::acc_type mem[32];
+  threadgroup T tile[32];
+  Loader<T> loader(tile, l);
+  mem[l] = T(2 * l);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[l] = float(loader.get(tile, 31 - l)) + float(mem[31 - l]);
+}
+template [[host_name("k_bf")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
+template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for _, name := range []string{"k_bf", "k_f"} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			if w := float32(3 * (31 - i)); g != w {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
+			}
+		}
+	}
+}

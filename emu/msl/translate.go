@@ -517,7 +517,30 @@ func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool)
 	for name < len(t) && (t[name].text == "const" || t[name].text == "volatile") {
 		name = tr.next(name + 1)
 	}
-	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) || t[name].text == "typename" {
+	if name < len(t) && t[name].text == "typename" {
+		// typename A::B (MLX's threadgroup typename gemv_kernel::acc_type)
+		k := tr.next(name + 1)
+		if k >= len(t) || t[k].kind != tIdent {
+			return 0, 0, 0, 0, false
+		}
+		for {
+			n := tr.next(k + 1)
+			if n < len(t) && t[n].text == "<" {
+				if n = tr.match(n); n < 0 {
+					return 0, 0, 0, 0, false
+				}
+				k = n
+				n = tr.next(k + 1)
+			}
+			if n+2 < len(t) && t[n].text == ":" && t[n+1].text == ":" && t[n+1].start == t[n].end && t[n+2].kind == tIdent {
+				k = n + 2
+				continue
+			}
+			break
+		}
+		return from, name, k, tr.next(k + 1), true
+	}
+	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) {
 		return 0, 0, 0, 0, false
 	}
 	last, to = name, tr.next(name+1)
@@ -609,8 +632,8 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 	if end < 0 {
 		return false
 	}
-	if n := tr.next(end + 1); n >= len(t) || (t[n].text != "{" && t[n].text != ";" && t[n].text != "const" && t[n].text != ":") {
-		return false // a call, not a declaration (or a constructor's)
+	if n := tr.next(end + 1); n >= len(t) || !strings.Contains(" { ; : const thread device constant threadgroup ", " "+t[n].text+" ") {
+		return false // a call, not a declaration (or a constructor's, or a qualified member's)
 	}
 	// the template parameters of the function, if it is a template
 	var params map[string]bool
