@@ -488,7 +488,7 @@ template <typename T> struct Traits { typedef T acc_type; };
 template <typename T> struct Loader {
   threadgroup T* dst;
   Loader(threadgroup T* d, ushort lane [[thread_index_in_simdgroup]]) thread : dst(d) { dst[lane] = T(lane); }
-  T get(threadgroup T* other, int i) const thread { return other[i]; }
+  T get(const threadgroup T* other, int i) const thread { return other[i]; }
 };
 template <typename T>
 [[kernel]] void k(device float* out [[buffer(0)]], uint l [[thread_index_in_simdgroup]]) {

@@ -597,6 +597,9 @@ func (tr *translator) rewriteThreadgroupType(i int) {
 func (tr *translator) aliasableParameter(i, name, to int) bool {
 	t := tr.toks
 	p := tr.prev(i)
+	if p >= 0 && t[p].text == "const" {
+		p = tr.prev(p) // const threadgroup T* x
+	}
 	if p < 0 || (t[p].text != "(" && t[p].text != ",") || to >= len(t) || (t[to].text != "*" && t[to].text != "&") {
 		return false
 	}
