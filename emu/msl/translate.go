@@ -76,7 +76,6 @@ type entryPoint struct {
 	// max_total_threads_per_threadgroup(expr) that is not a literal (a
 	// template of the kernel's template parameters), maxExpr.
 	maxHelper, maxExpr string
-	maxArgs            string // the template arguments of an instantiation
 }
 
 type translation struct {
