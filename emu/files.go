@@ -47,8 +47,8 @@ func NewLibraryWithFile(d *mtl.Device, path string, opts FileOptions) (*mtl.Libr
 		}
 		return nil, fmt.Errorf("emu: %w", err)
 	}
-	id := newObject(classes.library, &library{lib: lib})
-	l, err := mtl.LibraryFromObject(id)
+	id := newObject(classes.library, &library{lib: lib, dev: stateOf[device](d.ID())})
+	l, err := mtl.LibraryFromObject(d, id)
 	id.Release() // l holds the only reference now
 	return l, err
 }

@@ -101,9 +101,9 @@ func (d *Device) newLibrary(src string, opts CompileOptions) (*Library, error) {
 }
 
 // LibraryFromObject wraps an object that answers MTLLibrary's selectors,
-// such as a library the emulated device built from files
-// (emu.NewLibraryWithFile), and retains it.
-func LibraryFromObject(id objc.ID) (*Library, error) {
+// made by the device d, such as a library the emulated device built from
+// files (emu.NewLibraryWithFile), and retains it.
+func LibraryFromObject(d *Device, id objc.ID) (*Library, error) {
 	if id == 0 {
 		return nil, fmt.Errorf("mtl: LibraryFromObject was given nil")
 	}
@@ -113,7 +113,7 @@ func LibraryFromObject(id objc.ID) (*Library, error) {
 			return nil, fmt.Errorf("mtl: object of class %s does not answer MTLLibrary's selectors", id.Class().Name())
 		}
 	}
-	l := &Library{}
+	l := &Library{dev: d}
 	l.set(id.Retain())
 	return l, nil
 }
