@@ -12,7 +12,6 @@ package golden
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -158,25 +157,37 @@ func LoadAll(t testing.TB) []Case {
 // none.
 func LoadSet(t testing.TB, subdir string) []Case {
 	t.Helper()
+	return loadSet(t, subdir, Cases)
+}
+
+// loadSet returns the cases cases loads from the set subdir, failing the
+// test on any error and skipping (failing in strict mode) when there are
+// none.
+func loadSet[C any](t testing.TB, subdir string, cases func(dir string) ([]C, error)) []C {
+	t.Helper()
 	dir := SetDir(t, subdir)
-	cases, err := Cases(dir)
+	cs, err := cases(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cases) == 0 {
+	if len(cs) == 0 {
 		testenv.SkipOrFail(t, "no golden cases in "+dir)
 	}
-	return cases
+	return cs
 }
 
 // Cases loads every case folder under dir (each subfolder holding a
 // meta.json), sorted by name.
-func Cases(dir string) ([]Case, error) {
-	entries, err := os.ReadDir(dir)
+func Cases(dir string) ([]Case, error) { return loadCases(dir, Load) }
+
+// loadCases loads with load every folder under dir that holds a
+// meta.json, in the order of their names.
+func loadCases[C any](dir string, load func(dir string) (C, error)) ([]C, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
 		return nil, fmt.Errorf("golden: %w", err)
 	}
-	var cases []Case
+	var cases []C
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
@@ -185,13 +196,12 @@ func Cases(dir string) ([]Case, error) {
 		if _, err := os.Stat(filepath.Join(sub, "meta.json")); err != nil {
 			continue
 		}
-		c, err := Load(sub)
+		c, err := load(sub)
 		if err != nil {
 			return nil, err
 		}
 		cases = append(cases, c)
 	}
-	slices.SortFunc(cases, func(a, b Case) int { return cmp.Compare(a.Name, b.Name) })
 	return cases, nil
 }
 

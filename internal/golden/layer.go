@@ -12,7 +12,6 @@ import (
 	"github.com/puremetal/puremetal/checkpoint"
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/internal/testenv"
 )
 
 // LayerMeta is the meta.json of a case of the layer set ([LayerSubdir]).
@@ -89,41 +88,12 @@ func (c LayerCase) Inputs(i int, state, convState []float32) cpuref.Inputs {
 // error and skipping (failing in strict mode) when there are none.
 func LoadLayerSet(t testing.TB) []LayerCase {
 	t.Helper()
-	dir := SetDir(t, LayerSubdir)
-	cases, err := LayerCases(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cases) == 0 {
-		testenv.SkipOrFail(t, "no golden cases in "+dir)
-	}
-	return cases
+	return loadSet(t, LayerSubdir, LayerCases)
 }
 
 // LayerCases loads every case folder under dir (each subfolder holding a
 // meta.json), sorted by name.
-func LayerCases(dir string) ([]LayerCase, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("golden: %w", err)
-	}
-	var cases []LayerCase
-	for _, e := range entries {
-		sub := filepath.Join(dir, e.Name())
-		if !e.IsDir() {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(sub, "meta.json")); err != nil {
-			continue
-		}
-		c, err := LoadLayer(sub)
-		if err != nil {
-			return nil, err
-		}
-		cases = append(cases, c)
-	}
-	return cases, nil
-}
+func LayerCases(dir string) ([]LayerCase, error) { return loadCases(dir, LoadLayer) }
 
 // LoadLayer reads the layer case in folder dir, checking its parameters
 // and every file's recorded shape, element type and size.
