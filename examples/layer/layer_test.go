@@ -33,6 +33,9 @@ func TestLayerRuns(t *testing.T) {
 			if !res.pass || !strings.HasSuffix(out.String(), "PASS\n") || res.wroteFile == "" || res.dispatchesPerToken != 1 {
 				t.Errorf("the run did not pass:\n%s", &out)
 			}
+			if !strings.Contains(out.String(), "compiling gated_delta_net_core_packed_") {
+				t.Errorf("it did not say what it compiles before the first step:\n%s", &out)
+			}
 			if !res.measured {
 				t.Errorf("no bytes measured on the emulated device:\n%s", &out)
 			} else if c.heads.NVHeads == c.heads.NKHeads && res.stateBytes != res.floorBytes {

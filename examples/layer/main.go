@@ -290,6 +290,16 @@ func run(c config, d *layerstack.Device, w io.Writer) (result, error) {
 	put(convW, weights.ConvWeight)
 	put(normW, weights.NormWeight)
 
+	// The core's pipeline, made before the first step (and said, with
+	// where it is cached).
+	entry, err := gdn.CoreEntryPoint(p0)
+	if err != nil {
+		return res, err
+	}
+	if _, err := d.Compile(w, entry); err != nil {
+		return res, err
+	}
+
 	rng := rand.New(rand.NewPCG(c.seed, 3))
 	refState := make([]float32, p0.StateLen())
 	refConv := make([]float32, p0.ConvStateLen())
