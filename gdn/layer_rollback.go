@@ -41,36 +41,18 @@ func rollbackCore(blit blitEncoder, p Params, b Buffers, c CoreBuffers, accepted
 	if err := ValidateCore(p, b, c); err != nil {
 		return err
 	}
-	s := p.Shape
-	if len(accepted) != s.NSeqs {
-		return invalid("accepted", "%d counts, want one per sequence, n_seqs = %d", len(accepted), s.NSeqs)
-	}
-	var slots, cu []byte
-	if s.NSlots > 0 {
-		if slots = int32s(b.Slots); slots == nil {
-			return invalid("Slots", "not CPU-readable: RollbackCore reads the slots on the host, so they must be in shared storage")
-		}
-	}
-	if s.Varlen {
-		if cu = int32s(b.CuSeqlens); cu == nil {
-			return invalid("CuSeqlens", "not CPU-readable: RollbackCore reads cu_seqlens on the host, so it must be in shared storage")
-		}
+	ws, err := windows("RollbackCore", p, b, accepted)
+	if err != nil {
+		return err
 	}
 	km1 := p.Core.Conv - 1
 	rowBytes := p.ConvDim() * p.Activation.Size()
 	inPlace := c.ConvStateOut == c.ConvStateIn
 	var ops [][3]int // (source: 0 conv state in, 1 mixed; source row; destination row), flattened below
 	for seq, a := range accepted {
-		state, tok0, n := seq, seq*s.NTokens, s.NTokens
-		if slots != nil {
-			state = int(int32At(slots, seq))
-			if state < 0 {
-				continue // padding
-			}
-		}
-		if cu != nil {
-			tok0 = int(int32At(cu, seq))
-			n = int(int32At(cu, seq+1)) - tok0
+		state, tok0, n := ws[seq].state, ws[seq].tok0, ws[seq].n
+		if state < 0 {
+			continue // padding
 		}
 		switch {
 		case a < 0 || int(a) > n:
@@ -90,7 +72,7 @@ func rollbackCore(blit blitEncoder, p Params, b Buffers, c CoreBuffers, accepted
 			}
 		}
 	}
-	if err := rollbackStates(blit, p, b, accepted); err != nil {
+	if err := rollbackStates(blit, p, b, accepted, ws); err != nil {
 		return err
 	}
 	for _, op := range ops {

@@ -51,39 +51,62 @@ func rollback(blit blitEncoder, p Params, b Buffers, accepted []int32) error {
 	if err := Validate(KernelDecodeCapture, p, b); err != nil {
 		return err
 	}
-	return rollbackStates(blit, p, b, accepted)
+	ws, err := windows("Rollback", p, b, accepted)
+	if err != nil {
+		return err
+	}
+	return rollbackStates(blit, p, b, accepted, ws)
 }
 
-// rollbackStates is rollback for arguments already validated.
-func rollbackStates(blit blitEncoder, p Params, b Buffers, accepted []int32) error {
+// A window is one sequence's part of a speculative window: the state it
+// reads and writes (its slot; negative for padding), its first token in the
+// packed order and its token count.
+type window struct{ state, tok0, n int }
+
+// windows reads each sequence's window on the host for the rollback
+// named who, after checking that accepted has one count per sequence and
+// that the slots and cu_seqlens it reads are in shared storage.
+func windows(who string, p Params, b Buffers, accepted []int32) ([]window, error) {
 	s := p.Shape
 	if len(accepted) != s.NSeqs {
-		return invalid("accepted", "%d counts, want one per sequence, n_seqs = %d", len(accepted), s.NSeqs)
+		return nil, invalid("accepted", "%d counts, want one per sequence, n_seqs = %d", len(accepted), s.NSeqs)
 	}
 	var slots, cu []byte
 	if s.NSlots > 0 {
 		if slots = int32s(b.Slots); slots == nil {
-			return invalid("Slots", "not CPU-readable: Rollback reads the slots on the host, so they must be in shared storage")
+			return nil, invalid("Slots", "not CPU-readable: %s reads the slots on the host, so they must be in shared storage", who)
 		}
 	}
 	if s.Varlen {
 		if cu = int32s(b.CuSeqlens); cu == nil {
-			return invalid("CuSeqlens", "not CPU-readable: Rollback reads cu_seqlens on the host, so it must be in shared storage")
+			return nil, invalid("CuSeqlens", "not CPU-readable: %s reads cu_seqlens on the host, so it must be in shared storage", who)
 		}
 	}
+	ws := make([]window, s.NSeqs)
+	for seq := range ws {
+		w := window{state: seq, tok0: seq * s.NTokens, n: s.NTokens}
+		if slots != nil {
+			w.state = int(int32At(slots, seq))
+		}
+		if cu != nil {
+			w.tok0 = int(int32At(cu, seq))
+			w.n = int(int32At(cu, seq+1)) - w.tok0
+		}
+		ws[seq] = w
+	}
+	return ws, nil
+}
+
+// rollbackStates is rollback for arguments already validated, with the
+// sequences' windows ws.
+func rollbackStates(blit blitEncoder, p Params, b Buffers, accepted []int32, ws []window) error {
+	s := p.Shape
 	// First every check, so that nothing is encoded for a bad count.
 	for pass := range 2 {
 		for seq, a := range accepted {
-			state, tok0, n := seq, seq*s.NTokens, s.NTokens
-			if slots != nil {
-				state = int(int32At(slots, seq))
-				if state < 0 {
-					continue // padding
-				}
-			}
-			if cu != nil {
-				tok0 = int(int32At(cu, seq))
-				n = int(int32At(cu, seq+1)) - tok0
+			state, tok0, n := ws[seq].state, ws[seq].tok0, ws[seq].n
+			if state < 0 {
+				continue // padding
 			}
 			inPlace := b.StateIn == b.StateOut
 			switch {
