@@ -205,6 +205,18 @@ func loadCases[C any](dir string, load func(dir string) (C, error)) ([]C, error)
 	return cases, nil
 }
 
+// readMeta decodes the meta.json of the case folder dir into meta.
+func readMeta(dir string, meta any) error {
+	raw, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return fmt.Errorf("golden: %w", err)
+	}
+	if err := json.Unmarshal(raw, meta); err != nil {
+		return fmt.Errorf("golden: %s/meta.json: %w", filepath.Base(dir), err)
+	}
+	return nil
+}
+
 // Files of a case and where they go. Each needs one of the sets, or is
 // optional in both.
 type need int
@@ -221,12 +233,8 @@ const (
 // raw gate projection a is a case of the fused step.
 func Load(dir string) (Case, error) {
 	c := Case{Name: filepath.Base(dir), Dir: dir}
-	raw, err := os.ReadFile(filepath.Join(dir, "meta.json"))
-	if err != nil {
-		return c, fmt.Errorf("golden: %w", err)
-	}
-	if err := json.Unmarshal(raw, &c.Meta); err != nil {
-		return c, fmt.Errorf("golden: %s/meta.json: %w", c.Name, err)
+	if err := readMeta(dir, &c.Meta); err != nil {
+		return c, err
 	}
 	m := c.Meta
 	hm, err := spec.ParseHeadMap(m.HeadMap)

@@ -1,10 +1,8 @@
 package golden
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -99,12 +97,8 @@ func LayerCases(dir string) ([]LayerCase, error) { return loadCases(dir, LoadLay
 // and every file's recorded shape, element type and size.
 func LoadLayer(dir string) (LayerCase, error) {
 	c := LayerCase{Name: filepath.Base(dir), Dir: dir}
-	raw, err := os.ReadFile(filepath.Join(dir, "meta.json"))
-	if err != nil {
-		return c, fmt.Errorf("golden: %w", err)
-	}
-	if err := json.Unmarshal(raw, &c.Meta); err != nil {
-		return c, fmt.Errorf("golden: %s/meta.json: %w", c.Name, err)
+	if err := readMeta(dir, &c.Meta); err != nil {
+		return c, err
 	}
 	m := c.Meta
 	hm, err := spec.ParseHeadMap(m.HeadMap)
