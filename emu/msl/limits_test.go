@@ -85,9 +85,26 @@ func TestEnvironmentKnobs(t *testing.T) {
 	if _, err := f.Run(d); err != nil || x.f32()[0] != 1 {
 		t.Errorf("dispatch with its own time limit: %v, x[0] = %v", err, x.f32()[0])
 	}
-	for v, want := range map[string]int{"": 0, "64": 64, "-2": 0, "many": 0, "3": 3} {
-		if got := parseWorkers(v); got != want {
-			t.Errorf("PUREMETAL_EMU_WORKERS=%q: %d, want %d", v, got, want)
+	for v, want := range map[string]int{"": 0, "0": 0, "64": 64, "3": 3} {
+		if got, err := parseWorkers(v); got != want || err != nil {
+			t.Errorf("PUREMETAL_EMU_WORKERS=%q: %d, %v; want %d", v, got, err, want)
 		}
+	}
+	for _, v := range []string{"-2", "many", "65", "2.5"} {
+		if _, err := parseWorkers(v); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("PUREMETAL_EMU_WORKERS=%q is not a number of workers", v)) {
+			t.Errorf("PUREMETAL_EMU_WORKERS=%q: %v; want an error naming the variable and the value", v, err)
+		}
+	}
+	oldWorkers := envWorkers
+	t.Cleanup(func() { envWorkers = oldWorkers })
+	envWorkers = func() (int, error) { return parseWorkers("many") }
+	x.f32()[0] = 0
+	d.Timeout = time.Second
+	if _, err := f.Run(d); err == nil || !strings.Contains(err.Error(), `PUREMETAL_EMU_WORKERS="many"`) || x.f32()[0] != 0 {
+		t.Errorf("dispatch with PUREMETAL_EMU_WORKERS=many: %v, x[0] = %v; want an error naming the variable and nothing run", err, x.f32()[0])
+	}
+	d.Workers = 1 // a dispatch with its own number does not read it
+	if _, err := f.Run(d); err != nil || x.f32()[0] != 1 {
+		t.Errorf("dispatch with its own workers: %v, x[0] = %v", err, x.f32()[0])
 	}
 }

@@ -89,16 +89,23 @@ func parseTimeout(v string) (time.Duration, error) {
 
 // envWorkers is the number of workers of a dispatch whose Dispatch.Workers
 // is zero: PUREMETAL_EMU_WORKERS if set (to force many workers on a small
-// machine, say), otherwise 0 (one per CPU).
-var envWorkers = sync.OnceValue(func() int { return parseWorkers(os.Getenv("PUREMETAL_EMU_WORKERS")) })
+// machine, say), otherwise 0 (one per CPU). A value that is not a number
+// from 0 to 64 is an error, which such a dispatch returns.
+var envWorkers = sync.OnceValues(func() (int, error) { return parseWorkers(os.Getenv("PUREMETAL_EMU_WORKERS")) })
 
-func parseWorkers(v string) int {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0
+func parseWorkers(v string) (int, error) {
+	if v == "" {
+		return 0, nil
 	}
-	return n
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > maxWorkers {
+		return 0, fmt.Errorf("PUREMETAL_EMU_WORKERS=%q is not a number of workers: want 0 (one per CPU) to %d", v, maxWorkers)
+	}
+	return n, nil
 }
+
+// maxWorkers is the most workers a dispatch runs on (the runtime's arenas).
+const maxWorkers = 64
 
 // Run executes one dispatch of f and returns its counters. Invalid
 // dispatches return an error naming the argument; faults of the running
@@ -227,7 +234,11 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	desc.seed = d.Seed
 	desc.workers = uint64(d.Workers)
 	if d.Workers == 0 {
-		desc.workers = uint64(envWorkers())
+		n, err := envWorkers()
+		if err != nil {
+			return fmt.Errorf("msl: %s: Dispatch.Workers is 0 and %v", f.Name, err)
+		}
+		desc.workers = uint64(n)
 	}
 	timeout := d.Timeout
 	if timeout == 0 {
