@@ -81,16 +81,6 @@ var clockStart = time.Now()
 // clock returns the GPU timestamps' clock: seconds on the monotonic clock.
 func clock() float64 { return time.Since(clockStart).Seconds() }
 
-// The codes of a failed command buffer in MTLCommandBufferErrorDomain:
-// MTLCommandBufferErrorPageFault for an out-of-bounds access,
-// MTLCommandBufferErrorTimeout for a dispatch past its time limit,
-// MTLCommandBufferErrorInternal for every other fault.
-const (
-	commandBufferErrorInternal  = 1
-	commandBufferErrorTimeout   = 2
-	commandBufferErrorPageFault = 3
-)
-
 // run executes the command buffer's dispatches in order.
 func (cb *commandBuffer) run() {
 	cb.status.Store(uint64(mtl.CommandBufferStatusScheduled))
@@ -211,19 +201,22 @@ func commandBufferError(self objc.ID, _ objc.SEL) objc.ID {
 	if cb == nil || cb.status.Load() != uint64(mtl.CommandBufferStatusError) {
 		return 0
 	}
-	code := commandBufferErrorInternal
+	// MTLCommandBufferErrorPageFault for an out-of-bounds access,
+	// MTLCommandBufferErrorTimeout for a dispatch past its time limit,
+	// MTLCommandBufferErrorInternal for every other fault
+	code := mtl.CommandBufferErrorInternal
 	if ke := (*msl.KernelError)(nil); errors.As(cb.err, &ke) {
 		switch {
 		case ke.OutOfBounds():
-			code = commandBufferErrorPageFault
+			code = mtl.CommandBufferErrorPageFault
 		case ke.Timeout():
-			code = commandBufferErrorTimeout
+			code = mtl.CommandBufferErrorTimeout
 		}
 	}
 	if et := (*eventTimeout)(nil); errors.As(cb.err, &et) {
-		code = commandBufferErrorTimeout
+		code = mtl.CommandBufferErrorTimeout
 	}
-	return newNSError("MTLCommandBufferErrorDomain", code, cb.err.Error())
+	return newNSError(mtl.CommandBufferErrorDomain, int(code), cb.err.Error())
 }
 
 // commandBufferGPUStartTime answers GPUStartTime through csrc/imps.c, as

@@ -119,9 +119,9 @@ func failed(t testing.TB, err error, code int, want ...string) string {
 
 // Metal's command buffer error codes.
 const (
-	errorInternal  = 1 // MTLCommandBufferErrorInternal
-	errorTimeout   = 2 // MTLCommandBufferErrorTimeout
-	errorPageFault = 3 // MTLCommandBufferErrorPageFault
+	errorInternal  = int(mtl.CommandBufferErrorInternal)
+	errorTimeout   = int(mtl.CommandBufferErrorTimeout)
+	errorPageFault = int(mtl.CommandBufferErrorPageFault)
 )
 
 // compileError compiles src and returns the compiler's log, failing the
