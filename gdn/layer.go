@@ -40,12 +40,9 @@ const (
 // are n_seqs, or n_slots with a state pool: the conv state of a sequence
 // is indexed by the same slot as its recurrent state. With the
 // convolution, Buffers.Q, K and V stay empty. ConvStateOut may be the same
-// view as ConvStateIn (in place) when n_v_heads == n_k_heads; with
-// grouped heads the value heads of a key head all read its q and k conv
-// state while one of them writes it, so the two must be apart: swap two
-// buffers when every sequence is in every call, or, with a slot pool that
-// a call touches only in part, write a scratch pool and copy the touched
-// slots back in the same command buffer (examples/serve does).
+// view as ConvStateIn (in place), with grouped heads too: then
+// [Kernels.Core] runs one threadgroup per key head and its value heads,
+// which reads and writes the key head's conv state once and alone.
 type CoreBuffers struct {
 	MixedQKV, ConvWeight      View
 	ConvStateIn, ConvStateOut View
@@ -60,10 +57,11 @@ const (
 
 // Bits of the core parameters' flags (GDN_CORE_* in kernels/gdn_core.metal).
 const (
-	coreConv    = 1 << 0
-	coreNorm    = 1 << 1
-	coreSigmoid = 1 << 2
-	coreCapture = 1 << 3
+	coreConv        = 1 << 0
+	coreNorm        = 1 << 1
+	coreSigmoid     = 1 << 2
+	coreCapture     = 1 << 3
+	coreGroupedFlag = 1 << 4
 )
 
 // coreMaxDV is the largest D_v of the core kernel (GDN_CORE_MAX_DV): its
@@ -85,8 +83,8 @@ func validateCore(k Kernel, p Params) error {
 // 0), the core kernel's shape (D_k 32, 64 or 128, D_v a multiple of 8
 // up to 256), every view's element type, exact element count, alignment and
 // range, the views of the parts that are off left empty, and no written
-// view sharing a byte with another but StateOut = StateIn and, with
-// n_v_heads == n_k_heads, ConvStateOut = ConvStateIn. The error wraps
+// view sharing a byte with another but StateOut = StateIn and
+// ConvStateOut = ConvStateIn (in place). The error wraps
 // [ErrInvalidArgument] and names the field.
 func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 	if err := p.Validate(); err != nil {
@@ -172,10 +170,9 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 		}
 	}
 	if conv && c.ConvStateOut == c.ConvStateIn {
-		if s.NVHeads != s.NKHeads {
-			return invalid("CoreBuffers.ConvStateOut", "the same view as ConvStateIn, but with n_v_heads = %d over n_k_heads = %d the value heads of a key head read its conv state while one writes it: use two buffers", s.NVHeads, s.NKHeads)
-		}
 		// In place: ConvStateOut's overlap checks cover ConvStateIn's.
+		// With grouped heads the dispatcher runs one threadgroup per key
+		// head (coreGrouped), the only reader and writer of its conv state.
 		for i := range views {
 			if views[i].name == "CoreBuffers.ConvStateIn" {
 				views = append(views[:i], views[i+1:]...)
@@ -226,7 +223,7 @@ const packedRowsPerGroup = 8
 
 // coreBytes returns the core parameters as the kernel reads them: flags,
 // eps bits, conv_dim, a reserved 0, in a block of paramsLen bytes.
-func coreBytes(p Params, capture bool) [paramsLen]byte {
+func coreBytes(p Params, capture, grouped bool) [paramsLen]byte {
 	var flags uint32
 	if p.Core.Conv > 0 {
 		flags |= coreConv
@@ -239,6 +236,9 @@ func coreBytes(p Params, capture bool) [paramsLen]byte {
 	}
 	if capture {
 		flags |= coreCapture
+	}
+	if grouped {
+		flags |= coreGroupedFlag
 	}
 	var b [paramsLen]byte
 	binary.LittleEndian.PutUint32(b[0:], flags)
@@ -263,10 +263,57 @@ func CoreEntryPoint(p Params) (string, error) {
 }
 
 // coreGeometry returns the grid (in threadgroups) and threadgroup size of
-// the core kernel: (1, n_v_heads, n_seqs) threadgroups of (32, D_v/8, 1),
-// one per value head and sequence.
-func coreGeometry(s Shape) (grid, group mtl.Size) {
+// the core kernel. Per value head (perPass 0): (1, n_v_heads, n_seqs)
+// threadgroups of (32, D_v/8, 1), one per value head and sequence.
+// Grouped: (1, n_k_heads, n_seqs) threadgroups of (32, perPass D_v/8, 1),
+// one per key head and sequence, running its r = n_v_heads / n_k_heads
+// value heads perPass at a time.
+func coreGeometry(s Shape, perPass int) (grid, group mtl.Size) {
+	if perPass > 0 {
+		return mtl.Sz(1, s.NKHeads, s.NSeqs), mtl.Sz(32, perPass*s.DV/packedRowsPerGroup, 1)
+	}
 	return mtl.Sz(1, s.NVHeads, s.NSeqs), mtl.Sz(32, s.DV/packedRowsPerGroup, 1)
+}
+
+// coreGrouped reports whether [Kernels.Core] runs the grouped geometry for
+// p and c: with the convolution, grouped heads (n_v_heads > n_k_heads) and
+// the conv state updated in place (ConvStateOut = ConvStateIn).
+//
+// The choice. The grouped geometry is the only one that can update a
+// grouped conv state in place, and it reads and writes the conv state
+// exactly once ((K-1) conv_dim elements per sequence; per value head the r
+// value heads of a key head each read its q and k conv state, 1.5x at
+// Qwen3.5's shape) and mixed_qkv's q and k once per token when its r value
+// heads fit one threadgroup. It has the same barriers and shuffles per
+// token and SIMD-group, the same SIMD-groups in all, but r times fewer,
+// r times larger threadgroups: at batch 1 decode with Qwen3.5's 16 key and
+// 32 value heads, 16 threadgroups of 1024 threads instead of 32 of 512,
+// half the GPU cores busy on a kernel that SPEC section 12 finds
+// latency-bound, to save (r-1) (K-1) 2 n_k_heads D_k elements of conv
+// state reads per sequence (24 KiB at bf16, against the 2 MiB the f32
+// state moves each way).
+// So the dispatcher takes it when the caller asks for in place (a state
+// pool, where the two-buffer alternative costs a copy back of every
+// touched slot) and keeps one threadgroup per value head when the conv
+// state is written to a buffer of its own (two buffers swapped per step,
+// as a single decoding sequence does).
+func coreGrouped(p Params, c CoreBuffers) bool {
+	return p.Core.Conv > 0 && p.NVHeads > p.NKHeads && c.ConvStateOut == c.ConvStateIn
+}
+
+// corePerPass returns how many of a key head's r value heads the grouped
+// geometry runs side by side: the largest divisor of r whose 4 D_v threads
+// each fit maxThreads (the pipeline's maxTotalThreadsPerThreadgroup) and
+// the kernel's threadgroup memory (perPass D_v <= GDN_CORE_MAX_DV); 0 when
+// not even one does.
+func corePerPass(s Shape, maxThreads int) int {
+	r := s.NVHeads / s.NKHeads
+	for n := r; n >= 1; n-- {
+		if r%n == 0 && 4*n*s.DV <= maxThreads && n*s.DV <= coreMaxDV {
+			return n
+		}
+	}
+	return 0
 }
 
 // Core encodes the layer core of SPEC section 13 in one dispatch, for any
@@ -276,14 +323,32 @@ func coreGeometry(s Shape) (grid, group mtl.Size) {
 // split into q, k and v; the step of Params.Fused; with Params.Core.Norm
 // the gated RMSNorm of each value head's output with Z and NormWeight.
 // Everything runs in f32; the output (y with the norm) is rounded once to
-// Params.Activation, the state once to Params.State. One threadgroup per
-// value head and sequence holds the whole head (4 D_v threads, the packed
-// layout), so the norm's reduction over D_v stays in the dispatch. With
-// b.Capture set it also writes the state after every token t to
-// capture[..., t, s] (speculative decoding; capture's rules are
+// Params.Activation, the state once to Params.State. With b.Capture set it
+// also writes the state after every token t to capture[..., t, s]
+// (speculative decoding; capture's rules are
 // [Kernels.DecodeWithCapture]'s), and [RollbackCore] restores both states
-// for the accepted tokens. The rules are [ValidateCore]'s; the threadgroup's 4 D_v threads must be at
-// most the pipeline's maxTotalThreadsPerThreadgroup.
+// for the accepted tokens. The rules are [ValidateCore]'s.
+//
+// Geometry. One threadgroup holds whole value heads (4 D_v threads each,
+// the packed layout), so the norm's reduction over D_v stays in the
+// dispatch. By default it is one threadgroup per value head and sequence.
+// With grouped heads (n_v_heads = r n_k_heads, r > 1) and the conv state
+// updated in place (c.ConvStateOut == c.ConvStateIn) it is one per key head
+// and sequence, running the key head's r value heads side by side when
+// their 4 r D_v threads fit the pipeline's maxTotalThreadsPerThreadgroup
+// (and r D_v <= 256), else in passes of the largest divisor of r that
+// fits: that threadgroup alone reads and writes the key head's conv state,
+// so the conv state is read and written exactly once, (K-1) conv_dim
+// elements per sequence, and in place is correct. Both give the same bytes.
+// The grouped geometry is not the default because it runs r times fewer
+// threadgroups: at batch 1 decode with Qwen3.5's 16 key and 32 value
+// heads, 16 of 1024 threads where the default runs 32 of 512, on a kernel
+// SPEC section 12 finds latency-bound, to save 24 KiB of conv state reads
+// per sequence (each of a key head's r value heads reads its q and k conv
+// state: 1.5x the conv state at r = 2) beside the 2 MiB the f32 state
+// moves each way; in place it also spares a state pool the copy back of
+// every touched slot that two buffers would need. The threadgroup's 4 D_v
+// threads must be at most the pipeline's maxTotalThreadsPerThreadgroup.
 func (k *Kernels) Core(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
 	if k == nil || k.pipelines == nil {
 		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
@@ -306,10 +371,14 @@ func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) 
 	if err != nil {
 		return fmt.Errorf("gdn: core kernel: %w", err)
 	}
-	grid, group := coreGeometry(p.Shape)
-	if n := group.Width * group.Height; n > maxThreads {
+	if n := 4 * p.DV; n > maxThreads {
 		return invalid("Shape.DV", "at %v the core kernel runs 4*D_v = %d threads per threadgroup, more than the %d the %s pipeline allows", p.Shape, n, maxThreads, entry)
 	}
+	perPass := 0
+	if coreGrouped(p, c) {
+		perPass = corePerPass(p.Shape, maxThreads)
+	}
+	grid, group := coreGeometry(p.Shape, perPass)
 	enc.SetComputePipelineState(pso)
 	stand := b.G // bound where the kernel reads nothing
 	q, kk, v := b.Q, b.K, b.V
@@ -347,7 +416,7 @@ func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) 
 	}
 	enc.setViews(bufs, offsets, coreFirstIndex)
 	enc.setParams(paramBytes(p), paramsIndex)
-	enc.setParams(coreBytes(p, b.Capture != View{}), coreParamsIndex)
+	enc.setParams(coreBytes(p, b.Capture != View{}, perPass > 0), coreParamsIndex)
 	enc.DispatchThreadgroups(grid, group)
 	if err := enc.Err(); err != nil {
 		return fmt.Errorf("gdn: core kernel: %w", err)

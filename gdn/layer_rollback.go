@@ -17,8 +17,7 @@ import (
 // for every sequence that accepted fewer tokens than it drafted (and for an
 // empty one when ConvStateOut is apart from ConvStateIn), so the conv state
 // needs no capture of its own: the kernel's inputs are the record. In
-// place (ConvStateOut = ConvStateIn, allowed without grouped heads) the
-// rows before the window are gone, so a sequence must then accept at least
+// place (ConvStateOut = ConvStateIn) the rows before the window are gone, so a sequence must then accept at least
 // K-1 tokens or all it drafted.
 //
 // The arguments are those of the dispatch and are validated as

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 // coreArgs returns valid arguments of the core kernel for s with the
@@ -42,6 +43,11 @@ func TestValidateCore(t *testing.T) {
 	if err := ValidateCore(pm, bm, cm); err != nil {
 		t.Errorf("in-place conv state without grouped heads refused: %v", err)
 	}
+	pg, bg, cg := fb.coreArgs(s, BF16)
+	cg.ConvStateOut = cg.ConvStateIn
+	if err := ValidateCore(pg, bg, cg); err != nil {
+		t.Errorf("in-place conv state with grouped heads refused: %v", err)
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(p *Params, b *Buffers, c *CoreBuffers)
@@ -63,7 +69,10 @@ func TestValidateCore(t *testing.T) {
 		{"conv state out f16", func(_ *Params, _ *Buffers, c *CoreBuffers) {
 			c.ConvStateOut = fb.typedView(F16, c.ConvStateOut.Len)
 		}, "CoreBuffers.ConvStateOut"},
-		{"conv state in place with grouped heads", func(_ *Params, _ *Buffers, c *CoreBuffers) { c.ConvStateOut = c.ConvStateIn }, "CoreBuffers.ConvStateOut"},
+		{"conv state out over conv state in", func(_ *Params, _ *Buffers, c *CoreBuffers) {
+			c.ConvStateOut = View{Buffer: c.ConvStateIn.Buffer, Offset: c.ConvStateIn.Offset + 2, Type: BF16, Len: c.ConvStateOut.Len}
+			fb[c.ConvStateIn.Buffer].length = 1 << 20
+		}, "CoreBuffers.ConvStateOut"},
 		{"conv state out over mixed", func(_ *Params, _ *Buffers, c *CoreBuffers) {
 			c.ConvStateOut = View{Buffer: c.MixedQKV.Buffer, Type: BF16, Len: c.ConvStateOut.Len}
 			fb[c.MixedQKV.Buffer].length = 1 << 20
@@ -100,11 +109,11 @@ func TestValidateCore(t *testing.T) {
 func TestCoreBytes(t *testing.T) {
 	p := Params{Shape: Shape{DK: 64, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1},
 		Core: Core{Conv: 4, Norm: true, NormGate: GateSigmoid, NormEps: 1e-5}}
-	b := coreBytes(p, true)
+	b := coreBytes(p, true, true)
 	word := func(i int) uint32 {
 		return uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24
 	}
-	if got, want := word(0), uint32(coreConv|coreNorm|coreSigmoid|coreCapture); got != want {
+	if got, want := word(0), uint32(coreConv|coreNorm|coreSigmoid|coreCapture|coreGroupedFlag); got != want {
 		t.Errorf("flags %#x, want %#x", got, want)
 	}
 	if got := math.Float32frombits(word(1)); got != 1e-5 {
@@ -113,7 +122,59 @@ func TestCoreBytes(t *testing.T) {
 	if got := word(2); got != 2*64+2*32 {
 		t.Errorf("conv_dim %d, want %d", got, 2*64+2*32)
 	}
-	if z := coreBytes(Params{Shape: p.Shape}, false); [8]byte(z[:8]) != [8]byte{} {
+	if z := coreBytes(Params{Shape: p.Shape}, false, false); [8]byte(z[:8]) != [8]byte{} {
 		t.Errorf("zero core: flags and eps %v, want zeros", z[:8])
+	}
+}
+
+// TestCoreGeometry checks the core dispatcher's choice: one threadgroup
+// per value head unless the conv state is updated in place with grouped
+// heads, then one per key head with as many of its value heads side by
+// side as the pipeline's thread limit takes (a divisor of r), and the
+// grouped flag in the core parameters exactly then.
+func TestCoreGeometry(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, tc := range []struct {
+		name       string
+		s          Shape
+		inPlace    bool
+		maxThreads int
+		grid       mtl.Size
+		group      mtl.Size
+	}{
+		{"Qwen3.5 apart", Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 3}, false, 1024, size(1, 32, 3), size(32, 16, 1)},
+		{"Qwen3.5 in place", Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 3}, true, 1024, size(1, 16, 3), size(32, 32, 1)},
+		{"Qwen3.5 in place, 512 threads", Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 3}, true, 1023, size(1, 16, 3), size(32, 16, 1)},
+		{"r 6 in place, 3 per pass", Shape{DK: 64, DV: 64, NKHeads: 2, NVHeads: 12, NTokens: 2, NSeqs: 1}, true, 800, size(1, 2, 1), size(32, 24, 1)},
+		{"r 4 in place, D_v 128: 2 per pass (256 rows)", Shape{DK: 128, DV: 128, NKHeads: 1, NVHeads: 4, NTokens: 2, NSeqs: 1}, true, 2048, size(1, 1, 1), size(32, 32, 1)},
+		{"mha in place", Shape{DK: 64, DV: 64, NKHeads: 2, NVHeads: 2, NTokens: 1, NSeqs: 1}, true, 1024, size(1, 2, 1), size(32, 8, 1)},
+	} {
+		p, b, c := fb.coreArgs(tc.s, BF16)
+		if tc.inPlace {
+			c.ConvStateOut = c.ConvStateIn
+		}
+		rec := &recorder{}
+		kk := &Kernels{pipelines: &fakePipelines{maxThreads: tc.maxThreads}}
+		if err := kk.dispatchCore(rec, p, b, c); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		grouped := tc.inPlace && tc.s.NVHeads > tc.s.NKHeads
+		var dispatched, flagged bool
+		for _, cl := range rec.calls {
+			switch cl.method {
+			case "DispatchThreadgroups":
+				dispatched = true
+				if grid, group := cl.args[0].(mtl.Size), cl.args[1].(mtl.Size); grid != tc.grid || group != tc.group {
+					t.Errorf("%s: grid %v, group %v; want %v, %v", tc.name, grid, group, tc.grid, tc.group)
+				}
+			case "SetBytes":
+				if cl.args[1].(int) == coreParamsIndex {
+					flagged = cl.args[0].([]byte)[0]&coreGroupedFlag != 0
+				}
+			}
+		}
+		if !dispatched || flagged != grouped {
+			t.Errorf("%s: dispatched %v, grouped flag %v, want grouped %v", tc.name, dispatched, flagged, grouped)
+		}
 	}
 }

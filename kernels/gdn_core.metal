@@ -3,24 +3,49 @@
 // number of tokens (decode and seq windows alike), D_k = 32, 64 or 128
 // (NSG = D_k / 32), D_v a multiple of 8, at most 256.
 //
-// One threadgroup owns one value head h of one sequence, all D_v rows of
-// its state, so that the norm's reduction over the D_v outputs of a token
-// stays inside it: threadgroup (32, D_v / 8, 1), the packed layout of
-// gdn_packed_common.metal (8 rows per SIMD-group, 4 lanes per row), grid
-// (1, n_v_heads, n_seqs). Each threadgroup finds its sequence's slot, first
-// token and token count (gdn_sequence) and skips padding.
+// Two geometries, one entry point (GDN_CORE_GROUPED says which):
 //
-// The convolution. The head reads 2 D_k + D_v channels of mixed_qkv: q and
-// k of its key head kh, v of its own rows. Thread i of the threadgroup
-// (4 D_v threads) owns channels i and i + 4 D_v of that list; it keeps
-// their K = 4 weights and the last K-1 inputs in registers for the whole
-// window (read once from the conv state), and per token computes, in f32,
+// Per value head: one threadgroup owns one value head h of one sequence,
+// all D_v rows of its state, so that the norm's reduction over the D_v
+// outputs of a token stays inside it: threadgroup (32, D_v / 8, 1), the
+// packed layout of gdn_packed_common.metal (8 rows per SIMD-group, 4 lanes
+// per row), grid (1, n_v_heads, n_seqs).
+//
+// Grouped (GDN_CORE_GROUPED): one threadgroup owns one key head kh of one
+// sequence and the r = n_v_heads / n_k_heads value heads that read it:
+// threadgroup (32, P D_v / 8, 1) with P a divisor of r (P D_v at most
+// GDN_CORE_MAX_DV), grid (1, n_k_heads, n_seqs). It runs the r value heads
+// in r / P passes of P heads side by side, each pass as the per-head
+// geometry runs one head (SIMD-group y belongs to head y / (D_v / 8) of the
+// pass), and is the only threadgroup that reads or writes the key head's
+// conv state, so that state is read once, written once, and may be updated
+// in place.
+//
+// Each threadgroup finds its sequence's slot, first token and token count
+// (gdn_sequence) and skips padding.
+//
+// The convolution. A pass reads 2 D_k + P D_v channels of mixed_qkv: q and
+// k of key head kh, v of its P value heads' rows. Thread i of the
+// threadgroup (4 P D_v threads) owns channels i and i + 4 P D_v of that
+// list; it keeps their K = 4 weights and the last K-1 inputs in registers
+// for the whole window (read once from the conv state), and per token
+// computes, in f32,
 //   c = ((w0 x(t-3) + w1 x(t-2)) + w2 x(t-1)) + w3 x(t),  u = c / (1 + exp(-c))
 // into threadgroup memory, where the lanes read q, k and v as they would
 // from device memory (u is never rounded). After the window it writes its
 // channels' last K-1 inputs to the conv state: the v channels always, the
-// q and k channels only in the threadgroup of the first value head that
-// reads key head kh, so that each is written exactly once.
+// q and k channels only once per key head: per value head in the
+// threadgroup of the first value head that reads key head kh, grouped in
+// the last pass. A grouped pass after the first restarts the q and k
+// channels from the conv state inputs the first pass read (kept in
+// registers), so it reads no conv state but its own v channels, and
+// recomputes q and k from mixed_qkv (with P = r there is one pass: q and k
+// are computed once per token). Every channel is read and written by one
+// thread, reads before writes: in place is safe in the grouped geometry.
+// The per-value-head geometry's r threadgroups of a key head all read its
+// q and k conv state while one of them writes it: there the two must be
+// apart (gdn.ValidateCore; the dispatcher picks the grouped geometry for a
+// conv state updated in place).
 //
 // The norm. After the step all 4 lanes of a row hold the row's output o
 // (scaled, f32). simd_shuffle_xor by 4, 8 and 16 sums o^2 over the 8 rows of
@@ -32,7 +57,9 @@
 // Barriers per token: 1 after the convolution (u visible), 1 for the norm;
 // without the norm a second barrier keeps the next token's u from
 // overwriting this one's while it is read. The partial sums alternate
-// between two arrays by token parity, so one barrier suffices for them.
+// between two arrays by the parity of the token counted over all passes,
+// so one barrier suffices for them. Both geometries do the same f32
+// operations in the same order per value head: their bytes are the same.
 //
 // Capture (speculative decoding): with GDN_CORE_CAPTURE the lanes also
 // write S after every token to capture[..., t, s] as the packed capture
@@ -54,6 +81,7 @@
 #define GDN_CORE_NORM    2u  // the gated RMSNorm of the output
 #define GDN_CORE_SIGMOID 4u  // the norm's gate is sigmoid(z), not silu(z)
 #define GDN_CORE_CAPTURE 8u  // S after every token to capture[..., t, s] (buffer 9)
+#define GDN_CORE_GROUPED 16u // one threadgroup per key head and its value heads
 
 // The core parameters, bound with setBytes at buffer index 20.
 struct gdn_core_params {
@@ -73,9 +101,27 @@ struct gdn_tg_vec {
     }
 };
 
-// The channel of mixed_qkv behind entry ch of a head's channel list: q of
-// key head kh (D_k), k of kh (D_k), v of value head h (D_v).
-inline uint gdn_core_channel(constant gdn_params &p, uint kh, uint h, uint ch) {
+// The value heads a threadgroup runs, head m being first + m * stride:
+// grouped, the r = n_v_heads / n_k_heads value heads that read key head kh
+// (kh r + m, or m n_k_heads + kh with the tiled map); per value head, h
+// alone.
+struct gdn_core_heads {
+    uint first;
+    uint stride;
+    inline uint head(uint m) const { return first + m * stride; }
+};
+
+inline gdn_core_heads gdn_core_key_heads(constant gdn_params &p, uint kh) {
+    if (p.head_map == 1u) {
+        return {kh, p.n_k_heads};
+    }
+    return {kh * (p.n_v_heads / p.n_k_heads), 1u};
+}
+
+// The channel of mixed_qkv behind entry ch of a pass's channel list: q of
+// key head kh (D_k), k of kh (D_k), then v of each of the pass's value
+// heads hs.head(m0 + j) (D_v each).
+inline uint gdn_core_channel(constant gdn_params &p, uint kh, gdn_core_heads hs, uint m0, uint ch) {
     const uint DK = p.d_k;
     if (ch < DK) {
         return kh * DK + ch;
@@ -83,7 +129,8 @@ inline uint gdn_core_channel(constant gdn_params &p, uint kh, uint h, uint ch) {
     if (ch < 2u * DK) {
         return p.n_k_heads * DK + kh * DK + (ch - DK);
     }
-    return 2u * p.n_k_heads * DK + h * p.d_v + (ch - 2u * DK);
+    const uint j = (ch - 2u * DK) / p.d_v;
+    return 2u * p.n_k_heads * DK + hs.head(m0 + j) * p.d_v + (ch - 2u * DK - j * p.d_v);
 }
 
 // Whether value head h is the first to read its key head, the one whose
@@ -126,7 +173,8 @@ kernel void gated_delta_net_core_packed(
     device const A     *norm_w     [[buffer(19)]],
     constant gdn_core_params &c    [[buffer(20)]],
     uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
+    uint3 tid [[thread_position_in_threadgroup]],
+    uint3 tpg [[threads_per_threadgroup]]) {
     // float4 storage: the lanes read q and k from it 4 floats at a time,
     // which needs 16-byte alignment.
     threadgroup float4 tg_u4[GDN_CORE_MAX_CHANNELS / 4];
@@ -134,124 +182,149 @@ kernel void gated_delta_net_core_packed(
     threadgroup float tg_ss[2][GDN_CORE_MAX_DV / GDN_PACKED_ROWS];
 
     const uint DK = 32 * NSG;
-    const uint h = tg.y;
-    const uint row = tid.y * GDN_PACKED_ROWS + tid.x / 4u;
+    const uint n_groups = p.d_v / GDN_PACKED_ROWS;  // SIMD-groups of one value head
+    const uint hj = tid.y / n_groups;                // this thread's head in a pass
+    const uint row = (tid.y % n_groups) * GDN_PACKED_ROWS + tid.x / 4u;
     const uint u = tid.x % 4u;
     const uint thread_i = tid.y * 32u + tid.x;
-    const uint n_threads = 4u * p.d_v;
-    const uint n_groups = p.d_v / GDN_PACKED_ROWS;  // SIMD-groups of the threadgroup
+    const uint n_threads = 32u * tpg.y;             // 4 D_v per head of a pass
+    const uint per_pass = tpg.y / n_groups;         // P value heads side by side
     const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
     if (sq.skip) {
         return;  // the whole threadgroup: one sequence
     }
-    const uint kh = gdn_key_head(p, h);
+    const bool grouped = (c.flags & GDN_CORE_GROUPED) != 0u;
+    const uint kh = grouped ? tg.y : gdn_key_head(p, tg.y);
+    const gdn_core_heads hs = grouped ? gdn_core_key_heads(p, kh) : gdn_core_heads{tg.y, 0u};
+    const uint n_passes = grouped ? p.n_v_heads / p.n_k_heads / per_pass : 1u;
+    // The q and k conv state is written by one threadgroup per key head:
+    // the grouped one, or the first value head's.
+    const bool writes_qk = grouped || gdn_core_owns_key_head(p, tg.y);
     const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool conv = (c.flags & GDN_CORE_CONV) != 0u;
     const bool norm = (c.flags & GDN_CORE_NORM) != 0u;
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
 
-    // The convolution's registers: two channels per thread.
-    const uint n_ch = 2u * DK + p.d_v;
+    // The convolution's registers: two channels per thread; cx0 keeps the
+    // q and k channels' conv state for the passes after the first.
+    const uint n_ch = 2u * DK + per_pass * p.d_v;
     const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(c.conv_dim);
     float cw[2][GDN_CONV_K];
     float cx[2][GDN_CONV_K - 1];
+    float cx0[2][GDN_CONV_K - 1];
     uint cch[2];
-    for (int e = 0; e < 2; ++e) {
-        const uint ch = thread_i + uint(e) * n_threads;
-        cch[e] = conv && ch < n_ch ? gdn_core_channel(p, kh, h, ch) : 0u;
-        for (int j = 0; j < GDN_CONV_K; ++j) {
-            cw[e][j] = 0.0f;
-        }
-        for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-            cx[e][j] = 0.0f;
-        }
-        if (conv && ch < n_ch) {
-            for (int j = 0; j < GDN_CONV_K; ++j) {
-                cw[e][j] = gdn_load(conv_w + cch[e] * GDN_CONV_K + uint(j));
-            }
-            for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-                cx[e][j] = gdn_load(conv_in + conv_base + ulong(j) * c.conv_dim + cch[e]);
-            }
-        }
-    }
+    uint parity = 0u;  // token count over the passes, mod 2
 
-    const ulong srow = ((sq.state * p.n_v_heads + h) * p.d_v + row) * DK;
-    float s[8 * NSG];
-    gdn_packed_load_row<S, 2 * NSG>(s, state_in + srow, u);
-    const float nw = norm ? gdn_load(norm_w + row) : 1.0f;
-
-    for (uint t = 0; t < sq.n_tokens; ++t) {
-        const uint tok = sq.tok0 + t;
-        const uint vh = tok * p.n_v_heads + h;
-        float kr[8 * NSG];
-        float vr;
-        float o;
-        const float gt = gdn_gate(p, gc, gdn_load(g + vh));
-        const float bt = gdn_beta(p, gdn_load(beta + vh));
-        if (conv) {
-            for (int e = 0; e < 2; ++e) {
-                const uint ch = thread_i + uint(e) * n_threads;
-                if (ch < n_ch) {
-                    const float x = gdn_load(mixed + ulong(tok) * c.conv_dim + cch[e]);
-                    float acc = cw[e][0] * cx[e][0];
-                    acc = acc + cw[e][1] * cx[e][1];
-                    acc = acc + cw[e][2] * cx[e][2];
-                    acc = acc + cw[e][3] * x;
-                    tg_u[ch] = acc / (1.0f + metal::exp(-acc));
-                    cx[e][0] = cx[e][1];
-                    cx[e][1] = cx[e][2];
-                    cx[e][2] = x;
-                }
-            }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            const gdn_tg_vec kv = {tg_u + DK, u};
-            const gdn_tg_vec qv = {tg_u, u};
-            gdn_packed_load<2 * NSG>(kr, kv);
-            vr = tg_u[2u * DK + row];
-            o = scale * gdn_packed_step<2 * NSG>(s, kr, qv, vr, gt, bt, l2norm);
-        } else {
-            const uint qk = (tok * p.n_k_heads + kh) * DK;
-            const gdn_device_vec<A> kv = {k + qk, u};
-            const gdn_device_vec<A> qv = {q + qk, u};
-            gdn_packed_load<2 * NSG>(kr, kv);
-            vr = gdn_load(v + vh * p.d_v + row);
-            o = scale * gdn_packed_step<2 * NSG>(s, kr, qv, vr, gt, bt, l2norm);
-        }
-        if (norm) {
-            float ss = o * o;
-            ss += simd_shuffle_xor(ss, ushort(4));
-            ss += simd_shuffle_xor(ss, ushort(8));
-            ss += simd_shuffle_xor(ss, ushort(16));
-            if (tid.x == 0u) {
-                tg_ss[t & 1u][tid.y] = ss;
-            }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            float sum = 0.0f;
-            for (uint i = 0; i < n_groups; ++i) {
-                sum += tg_ss[t & 1u][i];
-            }
-            const float r = 1.0f / metal::sqrt(sum / float(p.d_v) + c.eps);
-            o = ((o * r) * nw) * gdn_core_gate(c, gdn_load(z + vh * p.d_v + row));
-        } else if (conv) {
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-        }
-        if (u == 0u) {
-            gdn_store(output + vh * p.d_v + row, o);
-        }
-        if (c.flags & GDN_CORE_CAPTURE) {
-            gdn_packed_store<S, 2 * NSG>(capture + (ulong(vh) * p.d_v + row) * DK, s, u);
-        }
-    }
-
-    gdn_packed_store<S, 2 * NSG>(state_out + srow, s, u);
-    if (conv) {
-        const bool owner = gdn_core_owns_key_head(p, h);
+    for (uint pass = 0; pass < n_passes; ++pass) {
+        const uint m0 = pass * per_pass;
+        const uint h = hs.head(m0 + hj);
+        const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
         for (int e = 0; e < 2; ++e) {
             const uint ch = thread_i + uint(e) * n_threads;
-            if (ch < n_ch && (ch >= 2u * DK || owner)) {
+            const bool qk = ch < 2u * DK;
+            if (pass > 0u && qk) {
                 for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-                    gdn_store(conv_out + conv_base + ulong(j) * c.conv_dim + cch[e], cx[e][j]);
+                    cx[e][j] = cx0[e][j];
+                }
+                continue;  // q and k: the same channel, weights and inputs
+            }
+            cch[e] = conv && ch < n_ch ? gdn_core_channel(p, kh, hs, m0, ch) : 0u;
+            for (int j = 0; j < GDN_CONV_K; ++j) {
+                cw[e][j] = 0.0f;
+            }
+            for (int j = 0; j < GDN_CONV_K - 1; ++j) {
+                cx[e][j] = 0.0f;
+            }
+            if (conv && ch < n_ch) {
+                for (int j = 0; j < GDN_CONV_K; ++j) {
+                    cw[e][j] = gdn_load(conv_w + cch[e] * GDN_CONV_K + uint(j));
+                }
+                for (int j = 0; j < GDN_CONV_K - 1; ++j) {
+                    cx[e][j] = gdn_load(conv_in + conv_base + ulong(j) * c.conv_dim + cch[e]);
+                }
+            }
+            for (int j = 0; j < GDN_CONV_K - 1; ++j) {
+                cx0[e][j] = cx[e][j];
+            }
+        }
+
+        const ulong srow = ((sq.state * p.n_v_heads + h) * p.d_v + row) * DK;
+        float s[8 * NSG];
+        gdn_packed_load_row<S, 2 * NSG>(s, state_in + srow, u);
+        const float nw = norm ? gdn_load(norm_w + row) : 1.0f;
+
+        for (uint t = 0; t < sq.n_tokens; ++t, parity ^= 1u) {
+            const uint tok = sq.tok0 + t;
+            const uint vh = tok * p.n_v_heads + h;
+            float kr[8 * NSG];
+            float vr;
+            float o;
+            const float gt = gdn_gate(p, gc, gdn_load(g + vh));
+            const float bt = gdn_beta(p, gdn_load(beta + vh));
+            if (conv) {
+                for (int e = 0; e < 2; ++e) {
+                    const uint ch = thread_i + uint(e) * n_threads;
+                    if (ch < n_ch) {
+                        const float x = gdn_load(mixed + ulong(tok) * c.conv_dim + cch[e]);
+                        float acc = cw[e][0] * cx[e][0];
+                        acc = acc + cw[e][1] * cx[e][1];
+                        acc = acc + cw[e][2] * cx[e][2];
+                        acc = acc + cw[e][3] * x;
+                        tg_u[ch] = acc / (1.0f + metal::exp(-acc));
+                        cx[e][0] = cx[e][1];
+                        cx[e][1] = cx[e][2];
+                        cx[e][2] = x;
+                    }
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                const gdn_tg_vec kv = {tg_u + DK, u};
+                const gdn_tg_vec qv = {tg_u, u};
+                gdn_packed_load<2 * NSG>(kr, kv);
+                vr = tg_u[2u * DK + hj * p.d_v + row];
+                o = scale * gdn_packed_step<2 * NSG>(s, kr, qv, vr, gt, bt, l2norm);
+            } else {
+                const uint qk = (tok * p.n_k_heads + kh) * DK;
+                const gdn_device_vec<A> kv = {k + qk, u};
+                const gdn_device_vec<A> qv = {q + qk, u};
+                gdn_packed_load<2 * NSG>(kr, kv);
+                vr = gdn_load(v + vh * p.d_v + row);
+                o = scale * gdn_packed_step<2 * NSG>(s, kr, qv, vr, gt, bt, l2norm);
+            }
+            if (norm) {
+                float ss = o * o;
+                ss += simd_shuffle_xor(ss, ushort(4));
+                ss += simd_shuffle_xor(ss, ushort(8));
+                ss += simd_shuffle_xor(ss, ushort(16));
+                if (tid.x == 0u) {
+                    tg_ss[parity][tid.y] = ss;
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                float sum = 0.0f;
+                for (uint i = 0; i < n_groups; ++i) {
+                    sum += tg_ss[parity][hj * n_groups + i];
+                }
+                const float r = 1.0f / metal::sqrt(sum / float(p.d_v) + c.eps);
+                o = ((o * r) * nw) * gdn_core_gate(c, gdn_load(z + vh * p.d_v + row));
+            } else if (conv) {
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+            }
+            if (u == 0u) {
+                gdn_store(output + vh * p.d_v + row, o);
+            }
+            if (c.flags & GDN_CORE_CAPTURE) {
+                gdn_packed_store<S, 2 * NSG>(capture + (ulong(vh) * p.d_v + row) * DK, s, u);
+            }
+        }
+
+        gdn_packed_store<S, 2 * NSG>(state_out + srow, s, u);
+        if (conv) {
+            const bool last = pass + 1u == n_passes;
+            for (int e = 0; e < 2; ++e) {
+                const uint ch = thread_i + uint(e) * n_threads;
+                if (ch < n_ch && (ch >= 2u * DK || (writes_qk && last))) {
+                    for (int j = 0; j < GDN_CONV_K - 1; ++j) {
+                        gdn_store(conv_out + conv_base + ulong(j) * c.conv_dim + cch[e], cx[e][j]);
+                    }
                 }
             }
         }

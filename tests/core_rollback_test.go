@@ -18,8 +18,9 @@ import (
 // Reference32 on those tokens: the state within SPEC section 9's bound,
 // the conv state bit for bit. The capture itself is checked against
 // Reference32's. Cases: grouped heads (conv state apart), a state pool
-// with packed sequences and padding, and in place without grouped heads,
-// where accepting fewer than K-1 tokens is refused.
+// with packed sequences and padding, and in place (without grouped heads,
+// with them, and a pool with grouped heads), where accepting fewer than
+// K-1 tokens is refused.
 func TestEmulatedCoreRollback(t *testing.T) {
 	type rbCase struct {
 		name     string
@@ -39,6 +40,8 @@ func TestEmulatedCoreRollback(t *testing.T) {
 		{"grouped", base, nil, nil, []int32{4, 2, 0}, false},
 		{"pool_packed", pool, []int32{2, 0, -1}, []int32{0, 3, 3, 8}, []int32{1, 0, 5}, false},
 		{"mha_in_place", mha, nil, nil, []int32{3, 4}, true},
+		{"grouped_in_place", base, nil, nil, []int32{4, 3, 3}, true},
+		{"pool_packed_grouped_in_place", pool, []int32{2, 0, -1}, []int32{0, 5, 5, 8}, []int32{3, 0, 3}, true},
 	}
 	onEmulated(t, func(t *testing.T, r *rig) {
 		for _, c := range cases {
