@@ -18,8 +18,9 @@ import (
 // mixed_qkv, z, a and b; one dispatch runs the whole core (the short
 // convolution with its conv state, the L2 norm of q and k, the gates, the
 // recurrence and the gated RMSNorm); out_proj follows. The conv state is
-// kept in two buffers swapped every token, since the two value heads of a
-// key head read its conv state while one of them writes it.
+// kept in two buffers swapped every token: then Kernels.Core runs one
+// threadgroup per value head, which one sequence alone needs more than the
+// in-place geometry's saving of conv state reads.
 func ExampleKernels_Core() {
 	m := open()
 	defer m.Release()

@@ -151,8 +151,9 @@ type deviceBackend struct {
 	layers int
 	// With the layer core, per layer: mixed_qkv and z (written every
 	// token), the conv weight and norm weight, and the conv state in two
-	// buffers that swap every token (the value heads of a key head read
-	// its conv state while one of them writes it).
+	// buffers that swap every token (so that Kernels.Core keeps one
+	// threadgroup per value head: one sequence alone fills the device
+	// better that way than with the in-place geometry's one per key head).
 	core     []coreViews
 	tokens   int
 	coreBufs []*mtl.Buffer

@@ -251,8 +251,9 @@ func run(c config, d *layerstack.Device, w io.Writer) (result, error) {
 	weights := cpuref.Inputs{ALog: l.ALog, DtBias: l.DtBias, ConvWeight: round(l.ConvWeight), NormWeight: round(l.NormWeight)}
 
 	// The caches on the device: the recurrent state in place, the conv
-	// state in two buffers (the value heads of a key head read its conv
-	// state while one of them writes it), swapped every step.
+	// state in two buffers swapped every step (so that Kernels.Core keeps
+	// one threadgroup per value head: one sequence alone fills the device
+	// better that way than with the in-place geometry's one per key head).
 	newBuf := func(t spec.ElemType, n int) (gdn.View, error) {
 		b, err := d.Dev.NewBuffer(max(1, n*t.Size()), mtl.ResourceStorageModeShared)
 		if err != nil {

@@ -151,6 +151,7 @@ func (b *deviceBackend) Open(one spec.Params, consts []cpuref.Inputs, nSlots int
 		if b.core, err = newCorePools(b.d.Dev, one, consts, nSlots); err != nil {
 			return err
 		}
+		b.core.measure = !b.d.GPU
 		b.layers = layers
 		if b.states, err = layerstack.NewStates(b.d.Dev, one, layers, nSlots); err != nil {
 			return err
@@ -222,10 +223,16 @@ func (b *deviceBackend) Run(kern gdn.Kernel, p spec.Params, in []cpuref.Inputs) 
 		if err := b.core.stage(b.d.Dev, 0, 0, p, in); err != nil {
 			return nil, 0, err
 		}
+		// Submitted and waited for, as the overlapped loop does: the
+		// counting handler runs before the step is done (core.go).
 		start := time.Now()
-		if err := b.d.Queue.RunCommandBuffer(func(cb *mtl.CommandBuffer) error {
-			return b.core.encode(b.d.Kernels, cb, 0, 0, p, in[0].Slots, func(l int) gdn.Buffers { return views[l] })
-		}); err != nil {
+		sub, err := b.d.Submit(p, func(cb *mtl.CommandBuffer) error {
+			return b.core.encode(b.d.Kernels, cb, 0, 0, p, func(l int) gdn.Buffers { return views[l] })
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		if _, err := sub.Wait(); err != nil {
 			return nil, 0, err
 		}
 		took = time.Since(start)

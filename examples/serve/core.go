@@ -1,41 +1,52 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"sync"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// The layer core on a device keeps, per layer, two pools of conv states
-// beside the pool of recurrent states: the pool, which the kernel reads
-// (ConvStateIn), and a scratch pool it writes (ConvStateOut). With grouped
-// heads (n_v_heads > n_k_heads) the core kernel refuses one view for both:
-// the value heads of a key head read its q and k conv state in
-// threadgroups of their own while the first of them writes it, and no
-// order exists between threadgroups. Swapping the two pools every step, as
-// examples/decode does for one sequence, would leave the slots a step does
-// not touch stale in the pool it reads next; so each step's command buffer
-// ends with one blit encoder copying exactly the slots it touched from the
-// scratch pool back into the pool: (K-1) conv_dim elements per sequence
-// and layer, read once and written once (see copyBytes).
+// The layer core on a device keeps, per layer, one pool of conv states
+// beside the pool of recurrent states, indexed by the same slots, and the
+// core kernel updates both in place (ConvStateOut = ConvStateIn): with
+// grouped heads (n_v_heads > n_k_heads) gdn.Kernels.Core then runs one
+// threadgroup per key head, the only one that reads and writes that key
+// head's conv state, so each touched slot's conv state is read once and
+// written once, (K-1) conv_dim elements per sequence and layer, and the
+// slots a step does not touch are left as they are. On the emulated device
+// the completed step's counters measure those bytes (Traffic).
 
-// corePools are every layer's conv-state pools and the layer's conv and
+// corePools are every layer's conv-state pool and the layer's conv and
 // norm weights on the device.
 type corePools struct {
-	one           spec.Params // one sequence's shape, with the core
-	slots         int
-	pool, scratch []*mtl.Buffer
-	convW, normW  []gdn.View
-	owned         []*mtl.Buffer // every buffer made, released by Release
-	mixed, z      [2][2]*mtl.Buffer
-	aloneMixed    *mtl.Buffer
-	aloneZ        *mtl.Buffer
-	aloneConv     [2]*mtl.Buffer
-	skipCopyBack  bool // tests only: the checks must catch it
+	one          spec.Params // one sequence's shape, with the core
+	slots        int
+	pool         []*mtl.Buffer
+	convW, normW []gdn.View
+	owned        []*mtl.Buffer // every buffer made, released by Release
+	mixed, z     [2][2]*mtl.Buffer
+	aloneMixed   *mtl.Buffer
+	aloneZ       *mtl.Buffer
+	aloneConv    [2]*mtl.Buffer
+	// measure sums the emulator's counters of every step (emulated
+	// device only) into traffic.
+	measure bool
+	traffic struct {
+		sync.Mutex
+		state, conv uint64
+		err         error
+	}
+	// discard, tests only, writes the conv states into a pool of their
+	// own that nothing reads (two buffers without a copy back): the
+	// checks must catch it.
+	discard []*mtl.Buffer
 }
 
 // convBytes returns the bytes of one slot's conv state.
@@ -57,11 +68,6 @@ func newCorePools(dev *mtl.Device, one spec.Params, consts []cpuref.Inputs, slot
 			c.Release()
 			return nil, err
 		}
-		scratch, err := newBuf(slots * c.convBytes())
-		if err != nil {
-			c.Release()
-			return nil, err
-		}
 		w, err := newBuf(one.ConvWeightLen() * a.Size())
 		if err != nil {
 			c.Release()
@@ -72,7 +78,7 @@ func newCorePools(dev *mtl.Device, one spec.Params, consts []cpuref.Inputs, slot
 			c.Release()
 			return nil, err
 		}
-		c.pool, c.scratch = append(c.pool, pool), append(c.scratch, scratch)
+		c.pool = append(c.pool, pool)
 		c.convW = append(c.convW, gdn.NewView(w, 0, a, one.ConvWeightLen()))
 		c.normW = append(c.normW, gdn.NewView(nw, 0, a, one.DV))
 		layerstack.Store(c.convW[len(c.convW)-1], x.ConvWeight)
@@ -146,18 +152,39 @@ func (c *corePools) views(set, k int, p spec.Params, l int) (mixed, z gdn.View) 
 }
 
 // coreBuffers returns layer l's core views of the batch p staged in set
-// and kind: the pool read, the scratch pool written.
+// and kind: the conv-state pool read and written in place.
 func (c *corePools) coreBuffers(set, k int, p spec.Params, l int) gdn.CoreBuffers {
 	m, z := c.views(set, k, p, l)
-	return gdn.CoreBuffers{MixedQKV: m, ConvWeight: c.convW[l], ConvStateIn: c.poolView(c.pool[l]), ConvStateOut: c.poolView(c.scratch[l]),
-		Z: z, NormWeight: c.normW[l]}
+	conv := c.poolView(c.pool[l])
+	out := conv
+	if c.discard != nil {
+		out = c.poolView(c.discard[l])
+	}
+	return gdn.CoreBuffers{MixedQKV: m, ConvWeight: c.convW[l], ConvStateIn: conv, ConvStateOut: out, Z: z, NormWeight: c.normW[l]}
+}
+
+// discardConvStates makes every step write the conv states into a pool
+// of their own that nothing reads (tests only).
+func (c *corePools) discardConvStates(dev *mtl.Device) error {
+	for range c.pool {
+		buf, err := dev.NewBuffer(max(c.slots*c.convBytes(), 1), mtl.ResourceStorageModeShared)
+		if err != nil {
+			return err
+		}
+		c.owned = append(c.owned, buf)
+		c.discard = append(c.discard, buf)
+	}
+	return nil
 }
 
 // encode encodes one step of the batch p on every layer into cb: one
 // compute encoder with one core dispatch per layer (acts(l) the layer's
-// views of the step), then one blit encoder copying the conv states of the
-// slots the batch touched from the scratch pools back into the pools.
-func (c *corePools) encode(k *gdn.Kernels, cb *mtl.CommandBuffer, set, kind int, p spec.Params, slots []int32, acts func(l int) gdn.Buffers) error {
+// views of the step), each updating its layer's recurrent and conv states
+// in place. With measure set, a completed handler adds the step's state
+// and conv state bytes (the emulator's counters) to traffic; cb must be
+// committed by layerstack.Device.Submit, whose step is done only after
+// that handler has run, so a step waited for is counted.
+func (c *corePools) encode(k *gdn.Kernels, cb *mtl.CommandBuffer, set, kind int, p spec.Params, acts func(l int) gdn.Buffers) error {
 	enc, err := cb.ComputeCommandEncoder()
 	if err != nil {
 		return err
@@ -173,19 +200,42 @@ func (c *corePools) encode(k *gdn.Kernels, cb *mtl.CommandBuffer, set, kind int,
 	if err := enc.EndEncoding(); err != nil {
 		return err
 	}
-	blit, err := cb.BlitCommandEncoder()
-	if err != nil {
-		return err
+	if !c.measure {
+		return nil
 	}
-	n := c.convBytes()
-	for l := range c.pool {
-		for _, s := range slots {
-			if s >= 0 && !c.skipCopyBack {
-				blit.CopyFromBuffer(c.scratch[l], int(s)*n, c.pool[l], int(s)*n, n)
-			}
+	return cb.AddCompletedHandler(func(mtl.Completion) { c.count(cb) })
+}
+
+// Buffer bindings of the core kernel's states (gdn.Kernels.Core): the
+// recurrent state in and out, the conv state in and out. In place one view
+// is bound at both of a pair, and the emulator charges its bytes to the
+// lower index: count both.
+var stateBindings, convBindings = [2]int{5, 7}, [2]int{16, 17}
+
+// count adds the state and conv state bytes the dispatches of cb, a
+// completed command buffer of the emulated device, loaded and stored.
+func (c *corePools) count(cb *mtl.CommandBuffer) {
+	cs, err := emu.DispatchCounters(cb)
+	c.traffic.Lock()
+	defer c.traffic.Unlock()
+	if err != nil {
+		c.traffic.err = cmp.Or(c.traffic.err, err)
+		return
+	}
+	for _, d := range cs {
+		for i := range 2 {
+			c.traffic.state += d.Loaded[stateBindings[i]] + d.Stored[stateBindings[i]]
+			c.traffic.conv += d.Loaded[convBindings[i]] + d.Stored[convBindings[i]]
 		}
 	}
-	return blit.EndEncoding()
+}
+
+// Traffic returns the state and conv state bytes every step moved, as the
+// emulator counted them, and false when they were not measured (a GPU).
+func (c *corePools) Traffic() (state, conv uint64, ok bool, err error) {
+	c.traffic.Lock()
+	defer c.traffic.Unlock()
+	return c.traffic.state, c.traffic.conv, c.measure, c.traffic.err
 }
 
 // alone runs layer l's core for one sequence (no pool, no packing) on

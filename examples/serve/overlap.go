@@ -248,7 +248,7 @@ func (b *deviceBackend) Launch(set int, plan batchPlan) (*layerstack.Submitted, 
 	}
 	if b.core != nil {
 		return b.d.Submit(plan.p, func(cb *mtl.CommandBuffer) error {
-			return b.core.encode(b.d.Kernels, cb, set, kind(plan), plan.p, plan.batch[0].Slots, func(l int) gdn.Buffers { return views[l] })
+			return b.core.encode(b.d.Kernels, cb, set, kind(plan), plan.p, func(l int) gdn.Buffers { return views[l] })
 		})
 	}
 	return b.d.SubmitLayers(dispatcher(plan.kern), plan.p, len(views), func(l int) gdn.Buffers { return views[l] })

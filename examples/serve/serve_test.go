@@ -38,7 +38,19 @@ func checkReport(t *testing.T, cfg config, res result, out, types string) {
 	if cfg.core {
 		wants = append(wants, "core:    the whole layer core", "kernel:  1 dispatch per layer and batch", "traffic: ")
 		if cfg.Backend != "cpu" {
-			wants = append(wants, "the conv state's copy back", "final conv states: max rel err")
+			wants = append(wants, "the conv-state pool updated in place", "final conv states: max rel err")
+		}
+		if cfg.Backend == "emu" {
+			// The emulator measures the states' bytes: exactly the floor,
+			// each touched slot's state and conv state read once and
+			// written once per layer.
+			p := cfg.params(1)
+			touched := uint64(res.SeqSteps * cfg.Layers)
+			state, conv := 2*uint64(p.State.Size()*p.StateLen())*touched, 2*uint64(p.Activation.Size()*p.ConvStateLen())*touched
+			if !res.Measured || res.StateMoved != state || res.ConvMoved != conv {
+				t.Errorf("measured %v: state moved %d bytes, conv state %d; the floor is %d and %d", res.Measured, res.StateMoved, res.ConvMoved, state, conv)
+			}
+			wants = append(wants, "in all: exactly the floor")
 		}
 		if res.SeqSteps == 0 || res.Chunked != 0 {
 			t.Errorf("%d sequences touched (want some), %d prefills chunked (Kernels.Core runs every window)", res.SeqSteps, res.Chunked)
@@ -108,18 +120,32 @@ func TestEmulatedBackend(t *testing.T) {
 	}
 }
 
-// With grouped heads the core kernel writes the conv states into a scratch
-// pool, and each step copies the slots it touched back into the pool; a
-// server that leaves the copy out must fail the checks, overlapped or not.
-func TestEmulatedCoreWithoutCopyBackFails(t *testing.T) {
+// The core kernel updates the conv-state pool in place with grouped
+// heads (tiny: 2 key heads, 4 value heads; one threadgroup per key head):
+// every request is bit-identical to its run alone (which writes its conv
+// state to a buffer of its own, one threadgroup per value head) and within
+// the reference's bounds, and the states move exactly the floor, with no
+// copy back, overlapped or not. A server that lets the kernel write the
+// conv states apart from the pool it reads, with nothing copying them
+// back, must fail the checks.
+func TestEmulatedCoreInPlace(t *testing.T) {
 	for _, overlap := range []string{"-overlap=true", "-overlap=false"} {
-		cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-layers", "1", overlap)
-		cfg.skipCopyBack = true
-		be := &deviceBackend{d: layerstacktest.Device(t)}
-		res, out := layerstacktest.Run(t, run, cfg, backend(be))
-		be.Close()
-		if res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n") {
-			t.Errorf("%s: conv states never copied back passed the checks:\n%s", overlap, out)
+		for _, discard := range []bool{false, true} {
+			c := layerstacktest.TypeCases[1] // Qwen3.5's types
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "emu", "-layers", "1", overlap}, c.Args...)...)
+			cfg.discardConv = discard
+			be := &deviceBackend{d: layerstacktest.Device(t)}
+			res, out := layerstacktest.Run(t, run, cfg, backend(be))
+			be.Close()
+			if p := cfg.params(1); p.NVHeads <= p.NKHeads || p.Core.Conv == 0 {
+				t.Fatalf("%v, core %+v: heads not grouped, or no convolution", p.Shape, p.Core)
+			}
+			switch {
+			case !discard:
+				checkReport(t, cfg, res, out, c.Types)
+			case res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n"):
+				t.Errorf("%s: conv states written apart from the pool passed the checks:\n%s", overlap, out)
+			}
 		}
 	}
 }

@@ -45,7 +45,7 @@ func (d *Device) SubmitLayers(dispatch Dispatcher, p gdn.Params, layers int, buf
 
 // Submit encodes one command buffer with encode and commits it without
 // waiting, as [Device.SubmitLayers] does for any encoders (a step of the
-// layer core and the blit that follows it); p names the step for
+// layer core); p names the step for
 // CaptureEnv.
 func (d *Device) Submit(p gdn.Params, encode func(cb *mtl.CommandBuffer) error) (*Submitted, error) {
 	s := &Submitted{endCapture: d.capture.begin(d.Queue, p)}
