@@ -60,10 +60,11 @@ func TestCPUBackend(t *testing.T) {
 						"cpuref.Oracle64", "value heads [0 3]", st + " state, after ", act + " output, every token",
 						"dispatches: none", "latency per token", st + " state per token", "parity: PASS",
 					}
+					// The whole layer core (the default): mixed_qkv and z in.
 					if fused {
-						want = append(want, "fused step: raw q, k, a and b", "(q, k, v, a, b, output)")
+						want = append(want, "fused step: mixed_qkv, a and b", "(mixed_qkv, z, a, b, output)")
 					} else {
-						want = append(want, "unfused: q and k normalised", "(q, k, v, g, beta, output)")
+						want = append(want, "unfused: g and beta computed beforehand", "(mixed_qkv, z, g, beta, output)")
 					}
 					if st != "f32" {
 						want = append(want, "drift:  the "+st+" state against the float64 oracle after tokens 1: ", ", 4: ", ", 5: ", "cpuref.DecodeDrift", "half an f32 state's")
@@ -157,7 +158,7 @@ func TestEmulatedBackend(t *testing.T) {
 				if p.Core == (spec.Core{}) {
 					entry = kernels.DecodeOf(p.Activation, p.State, 1)
 				}
-				for _, w := range []string{c.Types, "against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", "kernel:  " + entry + ","} {
+				for _, w := range []string{c.TypesOf(p.Core != (spec.Core{})), "against cpuref.Reference32", "cpuref.Oracle64", "dispatches: 1 per layer and token", "kernel:  " + entry + ","} {
 					if !strings.Contains(out, w) {
 						t.Errorf("the report lacks %q:\n%s", w, out)
 					}

@@ -16,9 +16,9 @@ import (
 // slots are reused.
 var tiny = []string{"-dk", "32", "-dv", "32", "-kheads", "2", "-vheads", "4", "-layers", "2", "-slots", "4", "-requests", "10", "-prompt", "6", "-gen", "4", "-seed", "5"}
 
-// checkReport checks a passing run's result and report, whose types line
-// is types.
-func checkReport(t *testing.T, cfg config, res result, out, types string) {
+// checkReport checks a passing run's result and report, c the run's
+// types.
+func checkReport(t *testing.T, cfg config, res result, out string, c layerstacktest.TypeCase) {
 	t.Helper()
 	if !res.Pass() || !strings.HasSuffix(out, "PASS\n") {
 		t.Errorf("the run did not pass:\n%s", out)
@@ -34,7 +34,7 @@ func checkReport(t *testing.T, cfg config, res result, out, types string) {
 	if cfg.Backend == "cpu" {
 		check2 = "check 2: not run: the cpu backend is cpuref.Reference32 itself"
 	}
-	wants := []string{types, "tokens/s", "dispatches per step", "occupancy", "bit-identical", check2}
+	wants := []string{c.TypesOf(cfg.core), "tokens/s", "dispatches per step", "occupancy", "bit-identical", check2}
 	if cfg.core {
 		wants = append(wants, "core:    the whole layer core", "kernel:  1 dispatch per layer and batch", "traffic: ")
 		if cfg.Backend != "cpu" {
@@ -68,7 +68,7 @@ func TestCPUBackend(t *testing.T) {
 		for _, c := range layerstacktest.TypeCases {
 			cfg := layerstacktest.Flags(t, parseFlags, tiny, append([]string{"-backend", "cpu", core}, c.Args...)...)
 			res, out := layerstacktest.Run(t, run, cfg, backend(&cpuBackend{}))
-			checkReport(t, cfg, res, out, c.Types)
+			checkReport(t, cfg, res, out, c)
 		}
 	}
 	var out, errs bytes.Buffer
@@ -114,7 +114,7 @@ func TestEmulatedBackend(t *testing.T) {
 				be := &deviceBackend{d: layerstacktest.Device(t)}
 				defer be.Close()
 				res, out := layerstacktest.Run(t, run, cfg, backend(be))
-				checkReport(t, cfg, res, out, c.Types)
+				checkReport(t, cfg, res, out, c)
 			})
 		}
 	}
@@ -142,7 +142,7 @@ func TestEmulatedCoreInPlace(t *testing.T) {
 			}
 			switch {
 			case !discard:
-				checkReport(t, cfg, res, out, c.Types)
+				checkReport(t, cfg, res, out, c)
 			case res.Bits || res.Pass() || !strings.HasSuffix(out, "FAIL\n"):
 				t.Errorf("%s: conv states written apart from the pool passed the checks:\n%s", overlap, out)
 			}
@@ -176,7 +176,7 @@ func TestEmulatedOverlapMatchesSerial(t *testing.T) {
 		be := &deviceBackend{d: layerstacktest.Device(t)}
 		res, out := layerstacktest.Run(t, run, cfg, backend(be))
 		be.Close()
-		checkReport(t, cfg, res, out, c.Types)
+		checkReport(t, cfg, res, out, c)
 		if res.Overlapped != cfg.overlap || strings.Contains(out, "overlap:") != cfg.overlap {
 			t.Errorf("%s: overlapped %v; report:\n%s", overlap, res.Overlapped, out)
 		}

@@ -73,8 +73,8 @@ func testMatchesPlainDecode(t *testing.T, c layerstacktest.TypeCase, core string
 	if res.StateBound != sb || res.OutputBound != ob || !(res.StateErr <= sb) || !(res.OutputErr <= ob) {
 		t.Errorf("against Reference32: %g (states, bound %g), %g (outputs, bound %g); want bounds %g and %g", res.StateErr, res.StateBound, res.OutputErr, res.OutputBound, sb, ob)
 	}
-	if !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, c.Types) {
-		t.Errorf("the run did not pass, or its report lacks %q:\n%s", c.Types, out)
+	if types := c.TypesOf(cfg.core); !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, types) {
+		t.Errorf("the run did not pass, or its report lacks %q:\n%s", types, out)
 	}
 }
 

@@ -45,7 +45,9 @@ func BoundOf(t spec.ElemType, f32 float64) float64 {
 
 // Types says what the buffers of p hold and in which types, and what the
 // kernel computes itself: "bf16 activations (q, k, v, a, b, output), f32
-// state; fused step: ...".
+// state; fused step: ..."; with the layer core's convolution mixed_qkv
+// replaces q, k and v (the kernel makes them), and with its norm z is
+// among the activations.
 func Types(p spec.Params) string {
 	g, b := "g", "beta"
 	if p.Fused.Gate {
@@ -54,11 +56,23 @@ func Types(p spec.Params) string {
 	if p.Fused.Beta {
 		b = "b"
 	}
+	ins := "q, k, v"
 	fused := "unfused: q and k normalised and g, beta computed beforehand (here on the CPU)"
 	if p.Fused == spec.FusedAll {
 		fused = "fused step: raw q, k, a and b in, with A_log and dt_bias; the kernel normalises q and k and computes g and beta"
 	}
-	return fmt.Sprintf("%s activations (q, k, v, %s, %s, output), %s state; %s", p.Activation, g, b, p.State, fused)
+	if p.Core.Conv > 0 {
+		// The layer core: q, k and v are made in the kernel, from mixed_qkv.
+		ins = "mixed_qkv"
+		fused = "unfused: g and beta computed beforehand (here on the CPU); the kernel convolves mixed_qkv into q, k and v and takes q and k as the convolution makes them"
+		if p.Fused == spec.FusedAll {
+			fused = "fused step: mixed_qkv, a and b in, with A_log and dt_bias; the kernel convolves mixed_qkv into q, k and v, normalises q and k and computes g and beta"
+		}
+	}
+	if p.Core.Norm {
+		ins += ", z"
+	}
+	return fmt.Sprintf("%s activations (%s, %s, %s, output), %s state; %s", p.Activation, ins, g, b, p.State, fused)
 }
 
 // Constants returns what each of layers layers starts from, drawn with

@@ -189,6 +189,9 @@ func TestBoundsAndTypes(t *testing.T) {
 	}{
 		{spec.Params{Activation: spec.BF16, Fused: spec.FusedAll}, "bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
 		{spec.Params{Activation: spec.F16, State: spec.BF16}, "f16 activations (q, k, v, g, beta, output), bf16 state; unfused: "},
+		{spec.Params{Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.Qwen}, "bf16 activations (mixed_qkv, z, a, b, output), f32 state; fused step: mixed_qkv, a and b in"},
+		{spec.Params{Activation: spec.F32, Core: spec.Core{Conv: 4}}, "f32 activations (mixed_qkv, g, beta, output), f32 state; unfused: g and beta computed beforehand"},
+		{spec.Params{Activation: spec.F32, Fused: spec.FusedAll, Core: spec.Core{Norm: true, NormEps: 1e-6}}, "f32 activations (q, k, v, z, a, b, output), f32 state; fused step: raw q, k, a and b in"},
 	} {
 		if got := Types(c.p); !strings.HasPrefix(got, c.want) {
 			t.Errorf("Types(%v, %v, %+v) = %q, want it to begin %q", c.p.Activation, c.p.State, c.p.Fused, got, c.want)

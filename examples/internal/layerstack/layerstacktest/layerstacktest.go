@@ -17,11 +17,22 @@ import (
 )
 
 // A TypeCase is one combination of element types and fused step a
-// program's tests run: its flags and the start of the report's types line.
+// program's tests run: its flags and the start of the report's types line
+// for the step alone (Types) and with the whole layer core (CoreTypes).
 type TypeCase struct {
-	Name  string
-	Args  []string
-	Types string
+	Name      string
+	Args      []string
+	Types     string
+	CoreTypes string
+}
+
+// TypesOf returns the start of the report's types line with the whole
+// layer core (core) or the step alone.
+func (c TypeCase) TypesOf(core bool) string {
+	if core {
+		return c.CoreTypes
+	}
+	return c.Types
 }
 
 // TypeCases are the combinations every program's tests run: plain f32
@@ -29,9 +40,15 @@ type TypeCase struct {
 // f32 state, fused), and f16 activations with a bf16 state, fused; each
 // with a head map.
 var TypeCases = []TypeCase{
-	{"f32-f32-unfused", []string{"-dtype", "f32", "-state", "f32", "-fused=false", "-headmap", "block"}, "types:   f32 activations (q, k, v, g, beta, output), f32 state; unfused: "},
-	{"bf16-f32-fused", []string{"-headmap", "tiled"}, "types:   bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
-	{"f16-bf16-fused", []string{"-dtype", "f16", "-state", "bf16", "-headmap", "block"}, "types:   f16 activations (q, k, v, a, b, output), bf16 state; fused step: "},
+	{"f32-f32-unfused", []string{"-dtype", "f32", "-state", "f32", "-fused=false", "-headmap", "block"},
+		"types:   f32 activations (q, k, v, g, beta, output), f32 state; unfused: ",
+		"types:   f32 activations (mixed_qkv, z, g, beta, output), f32 state; unfused: "},
+	{"bf16-f32-fused", []string{"-headmap", "tiled"},
+		"types:   bf16 activations (q, k, v, a, b, output), f32 state; fused step: ",
+		"types:   bf16 activations (mixed_qkv, z, a, b, output), f32 state; fused step: "},
+	{"f16-bf16-fused", []string{"-dtype", "f16", "-state", "bf16", "-headmap", "block"},
+		"types:   f16 activations (q, k, v, a, b, output), bf16 state; fused step: ",
+		"types:   f16 activations (mixed_qkv, z, a, b, output), bf16 state; fused step: "},
 }
 
 // Flags returns what parse, a program's parser of its flags, makes of the
