@@ -3,6 +3,7 @@ package gdn
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/puremetal/puremetal/mtl"
@@ -130,14 +131,23 @@ var ErrNoFreeSlot = errors.New("gdn: no free slot in the state pool")
 // sequence), and [StatePool.Free] gives it back. The states are in shared
 // storage, which Acquire zeroes from the CPU: free a slot only once the
 // command buffers that use it have completed. A StatePool is safe for
-// concurrent use. (A layer's convolution state will join States here,
-// slot for slot.)
+// concurrent use.
+//
+// With the layer core's convolution (Params.Core.Conv) the pool holds each
+// layer's conv states too, slot for slot: ConvStates, which
+// [Kernels.Core] takes as CoreBuffers.ConvStateIn and ConvStateOut (the
+// same view: in place), and which Acquire zeroes with the state.
 type StatePool struct {
 	// States holds each layer's view of NSlots states, for
 	// Buffers.StateIn and Buffers.StateOut (or AllocOptions.State).
 	States []View
+	// ConvStates holds each layer's view of NSlots conv states
+	// ([conv_dim, K-1, NSlots] of Params.Activation) with
+	// Params.Core.Conv; nil without the convolution.
+	ConvStates []View
 
 	slotBytes int
+	convBytes int // bytes of one slot's conv state
 	mu        sync.Mutex
 	free      []int32 // free slots, the next to give last
 	used      []bool
@@ -145,7 +155,9 @@ type StatePool struct {
 
 // NewStatePool makes the state views of layers layers for p's shape, whose
 // NSlots must be positive: each D_k*D_v*n_v_heads*NSlots elements of
-// p.State, zero-filled, every slot free. Invalid parameters, a shape
+// p.State, zero-filled, every slot free; with p.Core.Conv also the conv
+// state views, each conv_dim*(K-1)*NSlots elements of p.Activation,
+// zero-filled. Invalid parameters, a shape
 // without slots or a layer count below 1 are an error wrapping
 // [ErrInvalidArgument].
 func NewStatePool(dev *mtl.Device, p Params, layers int) (*StatePool, error) {
@@ -172,6 +184,18 @@ func NewStatePool(dev *mtl.Device, p Params, layers int) (*StatePool, error) {
 		}
 		sp.States = append(sp.States, NewView(b, 0, p.State, n))
 	}
+	if p.Core.Conv > 0 {
+		nc := p.ConvStateLen()
+		sp.convBytes = nc / s.NSlots * p.Activation.Size()
+		for range layers {
+			b, err := dev.NewBuffer(nc*p.Activation.Size(), mtl.ResourceStorageModeShared)
+			if err != nil {
+				sp.Release()
+				return nil, fmt.Errorf("gdn: NewStatePool: %w", err)
+			}
+			sp.ConvStates = append(sp.ConvStates, NewView(b, 0, p.Activation, nc))
+		}
+	}
 	for slot := s.NSlots - 1; slot >= 0; slot-- {
 		sp.free = append(sp.free, int32(slot))
 	}
@@ -188,9 +212,9 @@ func (sp *StatePool) InUse() int {
 	return len(sp.used) - len(sp.free)
 }
 
-// Acquire takes a free slot, the lowest first, and zeroes its state in
-// every layer. With every slot in use it returns an error wrapping
-// [ErrNoFreeSlot].
+// Acquire takes a free slot, the lowest first, and zeroes its state (and
+// conv state) in every layer. With every slot in use it returns an error
+// wrapping [ErrNoFreeSlot].
 func (sp *StatePool) Acquire() (int32, error) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -198,7 +222,7 @@ func (sp *StatePool) Acquire() (int32, error) {
 		return -1, fmt.Errorf("%w: all %d slots are in use", ErrNoFreeSlot, len(sp.used))
 	}
 	slot := sp.free[len(sp.free)-1]
-	for _, v := range sp.States {
+	for _, v := range slices.Concat(sp.States, sp.ConvStates) {
 		if v.Buffer.Released() {
 			return -1, releasedArg("StatePool", "its state buffer was released")
 		}
@@ -207,6 +231,9 @@ func (sp *StatePool) Acquire() (int32, error) {
 	sp.used[slot] = true
 	for _, v := range sp.States {
 		clear(v.Buffer.Contents()[int(slot)*sp.slotBytes:][:sp.slotBytes])
+	}
+	for _, v := range sp.ConvStates {
+		clear(v.Buffer.Contents()[int(slot)*sp.convBytes:][:sp.convBytes])
 	}
 	return slot, nil
 }
@@ -227,9 +254,10 @@ func (sp *StatePool) Free(slot int32) error {
 	return nil
 }
 
-// Release releases the state buffers. A second call does nothing.
+// Release releases the state (and conv state) buffers. A second call does
+// nothing.
 func (sp *StatePool) Release() {
-	for _, v := range sp.States {
+	for _, v := range slices.Concat(sp.States, sp.ConvStates) {
 		v.Buffer.Release()
 	}
 }

@@ -2,6 +2,7 @@ package gdn_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -195,8 +196,8 @@ func TestStatePool(t *testing.T) {
 	}
 	defer pool.Release()
 	perSlot := p.StateLen() / 3 * 2 // bytes
-	if len(pool.States) != 2 || pool.States[1].Len != p.StateLen() || pool.States[0].Type != gdn.BF16 || pool.Slots() != 3 {
-		t.Fatalf("pool of %d layers, %+v", len(pool.States), pool.States)
+	if len(pool.States) != 2 || pool.States[1].Len != p.StateLen() || pool.States[0].Type != gdn.BF16 || pool.Slots() != 3 || pool.ConvStates != nil {
+		t.Fatalf("pool of %d layers, %+v, conv states %+v", len(pool.States), pool.States, pool.ConvStates)
 	}
 	for want := range int32(3) {
 		if slot, err := pool.Acquire(); slot != want || err != nil {
@@ -237,4 +238,53 @@ func TestStatePool(t *testing.T) {
 	argErr(t, "no slots", err, "Shape.NSlots", "0, a state pool needs at least one slot")
 	_, err = gdn.NewStatePool(g.D, p, 0)
 	argErr(t, "no layers", err, "layers", "0, a state pool needs at least one layer")
+}
+
+// With the layer core's convolution the pool holds every layer's conv
+// states as well, slot for slot, of the activation type: Acquire zeroes a
+// slot's conv state with its state, and Release releases both.
+func TestStatePoolConvStates(t *testing.T) {
+	g := testdevice.NewEmulated(t, emu.Options{})
+	p := gdn.Params{Shape: gdn.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1, NSlots: 3},
+		Activation: gdn.BF16, Fused: gdn.FusedAll, Core: gdn.QwenCore}
+	pool, err := gdn.NewStatePool(g.D, p, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pool.ConvStates) != 2 || pool.ConvStates[1].Len != p.ConvStateLen() || pool.ConvStates[0].Type != gdn.BF16 ||
+		pool.ConvStates[0].Buffer == pool.ConvStates[1].Buffer || pool.ConvStates[0].Buffer.Length() != 2*p.ConvStateLen() {
+		t.Fatalf("conv states %+v, want 2 layers of %d bf16 elements", pool.ConvStates, p.ConvStateLen())
+	}
+	for range 3 {
+		if _, err := pool.Acquire(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range slices.Concat(pool.States, pool.ConvStates) {
+		b := v.Buffer.Contents()
+		for i := range b {
+			b[i] = 0xAB
+		}
+	}
+	if err := pool.Free(2); err != nil {
+		t.Fatal(err)
+	}
+	if slot, err := pool.Acquire(); slot != 2 || err != nil {
+		t.Fatalf("Acquire after Free gave %d, %v; want 2", slot, err)
+	}
+	perSlot := p.ConvStateLen() / 3 * 2 // bytes
+	for layer, v := range pool.ConvStates {
+		for i, x := range v.Buffer.Contents() {
+			if zero := i >= 2*perSlot; zero != (x == 0) {
+				t.Fatalf("layer %d, conv state byte %d (slot %d) is %#x after slot 2 was acquired again", layer, i, i/perSlot, x)
+			}
+		}
+	}
+	pool.Release()
+	for _, v := range slices.Concat(pool.States, pool.ConvStates) {
+		if !v.Buffer.Released() {
+			t.Errorf("a buffer of the pool is not released: %+v", v)
+		}
+	}
+	pool.Release() // a second call does nothing
 }

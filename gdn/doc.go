@@ -173,8 +173,9 @@
 //
 // [NewStatePool] makes such a pool for a model's layers and hands its
 // slots out ([StatePool.Acquire], zeroed for a fresh sequence) and back
-// ([StatePool.Free]); [NewBuffers] with AllocOptions.State set to a
-// layer's pool view makes the rest of a step's views, the slot index and
+// ([StatePool.Free]), with the layer core's conv states beside the states
+// when Params.Core.Conv is set; [NewBuffers] with AllocOptions.State set to
+// a layer's pool view makes the rest of a step's views, the slot index and
 // cu_seqlens among them.
 //
 // [Rollback] ends a speculative window for a whole batch: one blit encoder
