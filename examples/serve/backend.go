@@ -148,14 +148,15 @@ func (b *deviceBackend) Open(one spec.Params, consts []cpuref.Inputs, nSlots int
 		if _, err := b.d.Registry.Pipeline(b.d.Dev, entry); err != nil {
 			return err
 		}
-		if b.core, err = newCorePools(b.d.Dev, one, consts, nSlots); err != nil {
-			return err
-		}
-		b.core.measure = !b.d.GPU
 		b.layers = layers
+		// The states and, slot for slot, the conv states.
 		if b.states, err = layerstack.NewStates(b.d.Dev, one, layers, nSlots); err != nil {
 			return err
 		}
+		if b.core, err = newCorePools(b.d.Dev, one, consts, b.states, nSlots); err != nil {
+			return err
+		}
+		b.core.measure = !b.d.GPU
 		if b.acts, err = layerstack.NewActivations(b.d.Dev, one, layers); err != nil {
 			return err
 		}
@@ -188,12 +189,7 @@ func (b *deviceBackend) Open(one spec.Params, consts []cpuref.Inputs, nSlots int
 	return err
 }
 
-func (b *deviceBackend) Reset(slot int) {
-	b.states.Reset(slot)
-	if b.core != nil {
-		b.core.Reset(slot)
-	}
-}
+func (b *deviceBackend) Reset(slot int) { b.states.Reset(slot) } // the conv state too
 
 // dispatcher returns the dispatcher of kern: Prefill, PrefillChunked or
 // Decode.
@@ -280,7 +276,7 @@ func (b *deviceBackend) ConvState(l, slot int) []float32 {
 	if b.core == nil {
 		return nil
 	}
-	return b.core.ConvState(l, slot)
+	return b.states.ReadConv(l, slot)
 }
 
 func (b *deviceBackend) Close() {

@@ -14,8 +14,9 @@ import (
 )
 
 // The layer core on a device keeps, per layer, one pool of conv states
-// beside the pool of recurrent states, indexed by the same slots, and the
-// core kernel updates both in place (ConvStateOut = ConvStateIn): with
+// beside the pool of recurrent states, indexed by the same slots (both in
+// layerstack.States, a gdn.StatePool), and the core kernel updates both in
+// place (ConvStateOut = ConvStateIn): with
 // grouped heads (n_v_heads > n_k_heads) gdn.Kernels.Core then runs one
 // threadgroup per key head, the only one that reads and writes that key
 // head's conv state, so each touched slot's conv state is read once and
@@ -23,12 +24,13 @@ import (
 // slots a step does not touch are left as they are. On the emulated device
 // the completed step's counters measure those bytes (Traffic).
 
-// corePools are every layer's conv-state pool and the layer's conv and
-// norm weights on the device.
+// corePools are the layer core's views on the device beside the pools of
+// states and conv states: every layer's conv and norm weights, the
+// staged mixed_qkv and z, and the buffers of a request run alone.
 type corePools struct {
 	one          spec.Params // one sequence's shape, with the core
 	slots        int
-	pool         []*mtl.Buffer
+	states       *layerstack.States // the pools of states and conv states
 	convW, normW []gdn.View
 	owned        []*mtl.Buffer // every buffer made, released by Release
 	mixed, z     [2][2]*mtl.Buffer
@@ -49,11 +51,8 @@ type corePools struct {
 	discard []*mtl.Buffer
 }
 
-// convBytes returns the bytes of one slot's conv state.
-func (c *corePools) convBytes() int { return c.one.ConvStateLen() * c.one.Activation.Size() }
-
-func newCorePools(dev *mtl.Device, one spec.Params, consts []cpuref.Inputs, slots int) (*corePools, error) {
-	c := &corePools{one: one, slots: slots}
+func newCorePools(dev *mtl.Device, one spec.Params, consts []cpuref.Inputs, states *layerstack.States, slots int) (*corePools, error) {
+	c := &corePools{one: one, slots: slots, states: states}
 	a := one.Activation
 	newBuf := func(n int) (*mtl.Buffer, error) {
 		buf, err := dev.NewBuffer(max(n, 1), mtl.ResourceStorageModeShared)
@@ -63,11 +62,6 @@ func newCorePools(dev *mtl.Device, one spec.Params, consts []cpuref.Inputs, slot
 		return buf, err
 	}
 	for _, x := range consts {
-		pool, err := newBuf(slots * c.convBytes())
-		if err != nil {
-			c.Release()
-			return nil, err
-		}
 		w, err := newBuf(one.ConvWeightLen() * a.Size())
 		if err != nil {
 			c.Release()
@@ -78,36 +72,12 @@ func newCorePools(dev *mtl.Device, one spec.Params, consts []cpuref.Inputs, slot
 			c.Release()
 			return nil, err
 		}
-		c.pool = append(c.pool, pool)
 		c.convW = append(c.convW, gdn.NewView(w, 0, a, one.ConvWeightLen()))
 		c.normW = append(c.normW, gdn.NewView(nw, 0, a, one.DV))
 		layerstack.Store(c.convW[len(c.convW)-1], x.ConvWeight)
 		layerstack.Store(c.normW[len(c.normW)-1], x.NormWeight)
 	}
 	return c, nil
-}
-
-// slot returns the view of slot s of buf, a conv-state pool.
-func (c *corePools) slot(buf *mtl.Buffer, s int) gdn.View {
-	return gdn.NewView(buf, s*c.convBytes(), c.one.Activation, c.one.ConvStateLen())
-}
-
-// poolView returns the view of the whole conv-state pool buf.
-func (c *corePools) poolView(buf *mtl.Buffer) gdn.View {
-	return gdn.NewView(buf, 0, c.one.Activation, c.slots*c.one.ConvStateLen())
-}
-
-// Reset zeroes slot s of every layer's conv-state pool.
-func (c *corePools) Reset(s int) {
-	n := c.convBytes()
-	for _, pool := range c.pool {
-		clear(mtl.Slice[byte](pool)[s*n : (s+1)*n])
-	}
-}
-
-// ConvState returns a copy of slot s of layer l's conv-state pool.
-func (c *corePools) ConvState(l, s int) []float32 {
-	return layerstack.Load(c.slot(c.pool[l], s), make([]float32, c.one.ConvStateLen()))
 }
 
 // grow makes *buf at least n bytes.
@@ -155,10 +125,10 @@ func (c *corePools) views(set, k int, p spec.Params, l int) (mixed, z gdn.View) 
 // and kind: the conv-state pool read and written in place.
 func (c *corePools) coreBuffers(set, k int, p spec.Params, l int) gdn.CoreBuffers {
 	m, z := c.views(set, k, p, l)
-	conv := c.poolView(c.pool[l])
+	conv := c.states.ConvPool(l)
 	out := conv
 	if c.discard != nil {
-		out = c.poolView(c.discard[l])
+		out = gdn.NewView(c.discard[l], 0, conv.Type, conv.Len)
 	}
 	return gdn.CoreBuffers{MixedQKV: m, ConvWeight: c.convW[l], ConvStateIn: conv, ConvStateOut: out, Z: z, NormWeight: c.normW[l]}
 }
@@ -166,8 +136,8 @@ func (c *corePools) coreBuffers(set, k int, p spec.Params, l int) gdn.CoreBuffer
 // discardConvStates makes every step write the conv states into a pool
 // of their own that nothing reads (tests only).
 func (c *corePools) discardConvStates(dev *mtl.Device) error {
-	for range c.pool {
-		buf, err := dev.NewBuffer(max(c.slots*c.convBytes(), 1), mtl.ResourceStorageModeShared)
+	for range c.convW {
+		buf, err := dev.NewBuffer(max(c.slots*c.one.ConvStateLen()*c.one.Activation.Size(), 1), mtl.ResourceStorageModeShared)
 		if err != nil {
 			return err
 		}
@@ -189,7 +159,7 @@ func (c *corePools) encode(k *gdn.Kernels, cb *mtl.CommandBuffer, set, kind int,
 	if err != nil {
 		return err
 	}
-	for l := range c.pool {
+	for l := range c.convW {
 		b := acts(l)
 		b.Q, b.K, b.V = gdn.View{}, gdn.View{}, gdn.View{} // the convolution makes them
 		if err := k.Core(enc, p, b, c.coreBuffers(set, kind, p, l)); err != nil {

@@ -360,7 +360,8 @@ type layer struct {
 	consts  cpuref.Inputs // A_log and dt_bias with the fused gate; conv and norm weights with the core
 	seqs    []sequence
 	// With the layer core: the window's mixed_qkv and z, the weights, and
-	// two pools of conv states, read and written as the state pools are.
+	// the two pools' conv states (layerstack.States.ConvPool), read and
+	// written as the states are.
 	mixed, z, convW, normW gdn.View
 	conv                   [2]gdn.View
 }
@@ -442,10 +443,16 @@ func (sp *speculation) allocCore(l int, ly *layer) error {
 	for _, v := range []struct {
 		dst *gdn.View
 		n   int
-	}{{&ly.mixed, p.MixedLen()}, {&ly.z, p.ZLen()}, {&ly.convW, p.ConvWeightLen()}, {&ly.normW, p.DV}, {&ly.conv[0], p.ConvStateLen()}, {&ly.conv[1], p.ConvStateLen()}} {
+	}{{&ly.mixed, p.MixedLen()}, {&ly.z, p.ZLen()}, {&ly.convW, p.ConvWeightLen()}, {&ly.normW, p.DV}} {
 		if *v.dst, err = view(v.n); err != nil {
 			return err
 		}
+	}
+	for i, pool := range sp.pools {
+		ly.conv[i] = pool.ConvPool(l) // beside the states, slot for slot
+	}
+	if ly.conv[0].Len != p.ConvStateLen() {
+		return fmt.Errorf("layer %d: a conv-state pool of %d elements, the window reads %d", l, ly.conv[0].Len, p.ConvStateLen())
 	}
 	layerstack.Store(ly.convW, w.ConvWeight)
 	layerstack.Store(ly.normW, w.NormWeight)

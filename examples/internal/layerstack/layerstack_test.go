@@ -378,43 +378,64 @@ func TestMainStatus(t *testing.T) {
 	}
 }
 
-// A pool holds each slot's state in its own place, in the state type;
-// Reset zeroes one slot of every layer and nothing else.
+// A pool holds each slot's state in its own place, in the state type, and
+// with the layer core's convolution each slot's conv state beside it, in
+// the activation type; Reset zeroes one slot (state and conv state) of
+// every layer and nothing else.
 func TestStates(t *testing.T) {
 	testdevice.CheckReleased(t)
 	dev := testdevice.Emulated(t, emu.Options{})
-	for _, ty := range []spec.ElemType{spec.F32, spec.BF16} {
-		one := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, State: ty}
-		s, err := NewStates(dev, one, 2, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := one.StateLen()
-		if v := s.Pool(1); v.Type != ty || v.Offset != 0 || v.Len != 3*n {
-			t.Errorf("%v: pool view %v of %d at %d, want %d at 0", ty, v.Type, v.Len, v.Offset, 3*n)
-		}
-		want := map[[2]int][]float32{}
-		for l := range 2 {
-			for slot := range 3 {
-				in, err := cpuref.RandomInputs(one, Seed(4, l, slot))
-				if err != nil {
-					t.Fatal(err)
+	for _, core := range []spec.Core{{}, spec.Qwen} {
+		for _, ty := range []spec.ElemType{spec.F32, spec.BF16} {
+			one := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, State: ty, Activation: spec.BF16, Core: core}
+			s, err := NewStates(dev, one, 2, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, nc := one.StateLen(), one.ConvStateLen()
+			if v := s.Pool(1); v.Type != ty || v.Offset != 0 || v.Len != 3*n {
+				t.Errorf("%v: pool view %v of %d at %d, want %d at 0", ty, v.Type, v.Len, v.Offset, 3*n)
+			}
+			conv := core.Conv > 0
+			if v := s.ConvPool(1); conv != (v != gdn.View{}) || conv && (v.Type != spec.BF16 || v.Offset != 0 || v.Len != 3*nc || v.Buffer == s.ConvPool(0).Buffer) {
+				t.Errorf("%v, core %+v: conv pool view %+v, want %d bf16 elements at 0 with the convolution, none without", ty, core, v, 3*nc)
+			}
+			want, wantConv := map[[2]int][]float32{}, map[[2]int][]float32{}
+			for l := range 2 {
+				for slot := range 3 {
+					in, err := cpuref.RandomInputs(one, Seed(4, l, slot))
+					if err != nil {
+						t.Fatal(err)
+					}
+					cpuref.Round(ty, in.StateIn)
+					s.Set(l, slot, in.StateIn)
+					want[[2]int{l, slot}] = in.StateIn
+					if conv {
+						cpuref.Round(spec.BF16, in.ConvState)
+						Store(s.ConvSlot(l, slot), in.ConvState)
+						wantConv[[2]int{l, slot}] = in.ConvState
+					}
 				}
-				cpuref.Round(ty, in.StateIn)
-				s.Set(l, slot, in.StateIn)
-				want[[2]int{l, slot}] = in.StateIn
 			}
+			s.Reset(1)
+			for k, w := range want {
+				if k[1] == 1 {
+					w = make([]float32, n)
+				}
+				if got := s.Read(k[0], k[1]); floats.FirstDiff(got, w) >= 0 {
+					t.Errorf("%v: layer %d, slot %d: Read differs from what was set (slot 1 reset)", ty, k[0], k[1])
+				}
+			}
+			for k, w := range wantConv {
+				if k[1] == 1 {
+					w = make([]float32, nc)
+				}
+				if got := s.ReadConv(k[0], k[1]); floats.FirstDiff(got, w) >= 0 {
+					t.Errorf("%v: layer %d, slot %d: ReadConv differs from what was set (slot 1 reset)", ty, k[0], k[1])
+				}
+			}
+			s.Release()
 		}
-		s.Reset(1)
-		for k, w := range want {
-			if k[1] == 1 {
-				w = make([]float32, n)
-			}
-			if got := s.Read(k[0], k[1]); floats.FirstDiff(got, w) >= 0 {
-				t.Errorf("%v: layer %d, slot %d: Read differs from what was set (slot 1 reset)", ty, k[0], k[1])
-			}
-		}
-		s.Release()
 	}
 }
 
