@@ -284,30 +284,35 @@ func coreCases() []coreCase {
 // geometry, one threadgroup per key head), whose outputs, state and conv
 // state must equal the first run's byte for byte, and whose conv state
 // traffic must be exactly the floor.
-func TestEmulatedCore(t *testing.T) {
-	onEmulated(t, eachCase(coreCases, func(t *testing.T, r *rig, c coreCase) {
-		in := c.in(t)
-		o, err := r.runCore(t, coreJob{p: c.p, in: in})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkCore(t, c.name, c.p, in, o)
-		if o.Counters != nil {
-			checkCoreTraffic(t, c.name, c.p, in, *o.Counters, false)
-		}
-		ip, err := r.runCore(t, coreJob{p: c.p, in: in, inPlace: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkSameBytes(t, c.name+": output in place", c.p.Activation, ip.output, o.output)
-		checkSameBytes(t, c.name+": state in place", c.p.State, ip.stateOut, o.stateOut)
-		if c.p.Core.Conv > 0 {
-			checkSameBytes(t, c.name+": conv state in place", c.p.Activation, ip.convState, o.convState)
-		}
-		if ip.Counters != nil {
-			checkCoreTraffic(t, c.name+" in place", c.p, in, *ip.Counters, true)
-		}
-	}))
+func TestEmulatedCore(t *testing.T) { onEmulated(t, eachCase(coreCases, coreSuiteCase)) }
+
+// TestMetalCore runs the same on the system's GPU (a Mac; it skips
+// elsewhere), where the traffic is not measured.
+func TestMetalCore(t *testing.T) { onMetal(t, eachCase(coreCases, coreSuiteCase)) }
+
+// coreSuiteCase is TestEmulatedCore's check of one case.
+func coreSuiteCase(t *testing.T, r *rig, c coreCase) {
+	in := c.in(t)
+	o, err := r.runCore(t, coreJob{p: c.p, in: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCore(t, c.name, c.p, in, o)
+	if o.Counters != nil {
+		checkCoreTraffic(t, c.name, c.p, in, *o.Counters, false)
+	}
+	ip, err := r.runCore(t, coreJob{p: c.p, in: in, inPlace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSameBytes(t, c.name+": output in place", c.p.Activation, ip.output, o.output)
+	checkSameBytes(t, c.name+": state in place", c.p.State, ip.stateOut, o.stateOut)
+	if c.p.Core.Conv > 0 {
+		checkSameBytes(t, c.name+": conv state in place", c.p.Activation, ip.convState, o.convState)
+	}
+	if ip.Counters != nil {
+		checkCoreTraffic(t, c.name+" in place", c.p, in, *ip.Counters, true)
+	}
 }
 
 // checkCoreTraffic checks the emulator's byte counts of a core dispatch:
