@@ -274,10 +274,13 @@
 //     call's return address) is not caught before that.
 //   - Races on threadgroup memory: two threads of a threadgroup accessing
 //     the same bytes, at least one storing, with no
-//     threadgroup_barrier(mem_flags::mem_threadgroup) between them (a
-//     barrier without mem_threadgroup, such as mem_none or mem_device
-//     alone, only waits, as Metal defines it) is a fault naming both
-//     accesses, even when two threads store the same value. Lanes
+//     threadgroup_barrier(mem_flags::mem_threadgroup) between them is a
+//     fault naming both accesses, even when two threads store the same
+//     value. A barrier without mem_threadgroup, such as mem_none or
+//     mem_device alone, is an execution barrier only, as Metal defines
+//     it: it orders the loads before it before the stores after it (a
+//     load has returned its value when its thread waits), but a store
+//     before it still races with another thread's load or store after it. Lanes
 //     of one SIMD-group are also ordered by the SIMD-group functions and
 //     simdgroup_barrier(mem_flags::mem_threadgroup) calls they make
 //     together (simdgroup_barrier without mem_threadgroup only waits), since the emulator

@@ -232,7 +232,8 @@ typedef struct pm_worker {
 	/* threadgroup memory allocations and race detection */
 	uint32_t n_alloc, alloc_last;
 	pm_tg_alloc alloc[PM_MAX_TG_ALLOCS];
-	uint32_t tg_ep;
+	uint32_t tg_ep;     /* barrier epoch: every threadgroup barrier starts one */
+	uint32_t tg_mem_ep; /* the epoch the last barrier ordering memory started */
 	uint32_t sg_ep[PM_MAX_THREADS / PM_SIMD_WIDTH];
 	/* counters */
 	/* bytes loaded ([0]) and stored ([1]) per binding index; the extra
@@ -372,6 +373,7 @@ static pm_worker *arena_new(void) {
 	w->stacks_lo = (uint64_t)(uintptr_t)(base + o_stacks);
 	w->stacks_len = (uint64_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
 	w->tg_ep = 0;
+	w->tg_mem_ep = 0;
 	for (int i = 0; i < PM_MAX_THREADS; i++) {
 		w->fibers[i].stack_top = w->stacks + (size_t)(i + 2) * PM_STACK_SIZE;
 	}
@@ -532,14 +534,21 @@ static void pm_yield(pm_worker *w, pm_fiber *f) {
 	pm_switch(&f->sp, w->sched_sp);
 }
 
-/* Starts a new threadgroup barrier epoch: accesses recorded in the
- * threadgroup memory shadow before it are ordered before every later one. */
-static void next_epoch(pm_worker *w) {
+/* Starts a new threadgroup barrier epoch. Every barrier is an execution
+ * barrier: the loads before it are ordered before the stores after it (a
+ * load has returned its value before its thread waits, so a later store
+ * cannot change it). A barrier ordering memory (memory true) also orders
+ * the stores before it before every later access; one that only waits
+ * (mem_none, mem_device alone) does not: stores since the last barrier that
+ * orders memory still race with other threads' loads and stores. */
+static void next_epoch(pm_worker *w, int memory) {
 	if (++w->tg_ep == 0) {
 		memset(w->shadow, 0, sizeof(pm_shadow) * PM_TG_MEMORY_MAX);
 		memset(w->shadow_ro, 0, sizeof(uint32_t) * (PM_TG_MEMORY_MAX / 4));
 		w->tg_ep = 1;
+		memory = 1;
 	}
+	if (memory) w->tg_mem_ep = w->tg_ep;
 }
 
 /* mem_flags::mem_threadgroup: a barrier with it orders threadgroup memory
@@ -553,7 +562,7 @@ static void release_barrier(pm_worker *w) {
 	}
 	w->at_barrier = 0;
 	w->barriers++;
-	if (w->barrier_flags & PM_MEM_THREADGROUP) next_epoch(w);
+	next_epoch(w, (w->barrier_flags & PM_MEM_THREADGROUP) != 0);
 }
 
 static uint64_t now_ns(void) {
@@ -726,11 +735,11 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
  * of the last 2^15 and that one, none of which the next 2^15 reach. */
 #define PM_SGEP_WINDOW 0x7fffu
 __attribute__((noinline)) static void sg_epoch_window(pm_worker *w, uint32_t sg) {
-	const uint32_t ep = w->tg_ep;
+	const uint32_t ep = w->tg_ep, mep = w->tg_mem_ep;
 	const uint16_t before = (uint16_t)(w->sg_ep[sg] - 1);
 	for (uint32_t i = 0; i < w->tg_used; i++) {
 		pm_shadow *sh = &w->shadow[i];
-		if (sh->st_ep == ep && sh->st_tid / PM_SIMD_WIDTH == sg) sh->st_sgep = before;
+		if (sh->st_ep >= mep && sh->st_tid / PM_SIMD_WIDTH == sg) sh->st_sgep = before;
 		if (sh->ld_ep == ep && (sh->ld_tid & PM_LD_TID) / PM_SIMD_WIDTH == sg) sh->ld_sgep = before;
 	}
 }
@@ -927,7 +936,7 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 		w->atomic_addr = 0;
 		return;
 	}
-	const uint32_t ep = w->tg_ep;
+	const uint32_t ep = w->tg_ep, mep = w->tg_mem_ep;
 	const int word = ((off ^ (off + (int64_t)size - 1)) >> 2) == 0; /* inside one 4-byte word */
 	if (!store && word && w->shadow_ro[off >> 2] == ep) return;
 	const uint32_t tid = w->cur->index, sg = tid / PM_SIMD_WIDTH;
@@ -936,7 +945,7 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 	int ro = !store && size == 4 && word;
 	for (uint64_t i = 0; i < size; i++) {
 		pm_shadow *sh = &w->shadow[off + i];
-		if (sh->st_ep == ep && sh->st_tid != tid && !(sh->st_tid / PM_SIMD_WIDTH == sg && sh->st_sgep != sgep))
+		if (sh->st_ep >= mep && sh->st_tid != tid && !(sh->st_tid / PM_SIMD_WIDTH == sg && sh->st_sgep != sgep))
 			race_fault(w, (uint32_t)off, size, store, sh->st_tid, 1, w->shadow_pc[off + i].st, pc);
 		if (store) {
 			if (sh->ld_ep == ep) {
@@ -968,9 +977,9 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 				if (first / PM_SIMD_WIDTH != sg) sh->ld_tid |= PM_LD_MIXED;
 			}
 			sh->ld_sgep = sgep;
-			ro = ro && (sh->ld_tid & PM_LD_MIXED) && sh->st_ep != ep;
+			ro = ro && (sh->ld_tid & PM_LD_MIXED) && sh->st_ep < mep;
 		} else {
-			ro = ro && sh->st_ep != ep;
+			ro = ro && sh->st_ep < mep;
 		}
 	}
 	if (ro) w->shadow_ro[off >> 2] = ep;
@@ -1564,7 +1573,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 	w->tg_dyn = off;
 	w->tg_used = off;
 	w->n_static = 0;
-	next_epoch(w);
+	next_epoch(w, 1);
 	w->atomic_addr = 0;
 	w->in_simd = 0;
 
