@@ -59,7 +59,10 @@
 //
 // Function.Run executes one dispatch, given the buffer bindings, the
 // threadgroup memory lengths and the grid (dispatchThreadgroups or
-// dispatchThreads with partial edge threadgroups). The threads of a
+// dispatchThreads with partial edge threadgroups). As in Metal, a buffer
+// the function does not use may be left unbound; its pointer is null, and
+// an access through it is an out-of-bounds fault naming the unbound
+// buffers. The threads of a
 // threadgroup run as fibers on one OS thread, with a hand-written context
 // switch (x86-64 and arm64); threadgroups are shared out among worker
 // threads (Dispatch.Workers, at most 64; the dispatches running at once

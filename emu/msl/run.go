@@ -130,7 +130,17 @@ func (f *Function) Run(d *Dispatch) (Counters, error) {
 		return c, fmt.Errorf("msl: %s: %s", f.Name, cString(desc.faultMsg[:]))
 	}
 	if desc.faultKind != faultNone {
-		return c, f.kernelError(desc)
+		e := f.kernelError(desc)
+		if e.OutOfBounds() {
+			// a pointer or reference of an unbound buffer is null, so an
+			// access through it is out of bounds: name the unbound buffers
+			for _, p := range f.Params {
+				if p.Kind == Buffer && d.Buffers[p.Index].Ptr == 0 {
+					e.Msg += fmt.Sprintf("; buffer(%d) (parameter %s) is not bound", p.Index, p.Name)
+				}
+			}
+		}
+		return c, e
 	}
 	return c, nil
 }
@@ -212,16 +222,13 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	if tgTotal > MaxThreadgroupMemoryLength {
 		return fmt.Errorf("msl: %s: threadgroup memory lengths add up to %d bytes, more than %d", f.Name, tgTotal, MaxThreadgroupMemoryLength)
 	}
+	// A buffer parameter may be left unbound, as in Metal, where only the
+	// arguments a function uses need a binding (MLX's gemv binds no bias
+	// without axpby): its pointer is null, and an access through it is an
+	// out-of-bounds fault naming the unbound buffers.
 	for _, p := range f.Params {
-		switch p.Kind {
-		case Buffer:
-			if d.Buffers[p.Index].Ptr == 0 {
-				return fmt.Errorf("msl: %s: buffer(%d) (parameter %s) is not bound", f.Name, p.Index, p.Name)
-			}
-		case ThreadgroupMemory:
-			if d.ThreadgroupMemoryLength[p.Index] == 0 {
-				return fmt.Errorf("msl: %s: threadgroup(%d) (parameter %s) has no threadgroup memory length set", f.Name, p.Index, p.Name)
-			}
+		if p.Kind == ThreadgroupMemory && d.ThreadgroupMemoryLength[p.Index] == 0 {
+			return fmt.Errorf("msl: %s: threadgroup(%d) (parameter %s) has no threadgroup memory length set", f.Name, p.Index, p.Name)
 		}
 	}
 	if d.CountSegments {
