@@ -151,6 +151,8 @@ func TestCorpusMLXRun(t *testing.T) {
 		})
 		t.Logf("block_softmax_float32: max relative error %g", maxRelErr(out.f32(), want))
 	})
+
+	mlxSamples(t, root)
 }
 
 // ggmlGetRowsArgs mirrors ggml_metal_kargs_get_rows (ggml-metal-impl.h).
@@ -201,6 +203,8 @@ func TestCorpusGGMLRun(t *testing.T) {
 			}
 		})
 	})
+
+	ggmlSamples(t, lib)
 }
 
 // TestCorpusMLXLazyUnary builds MLX's unary library (877 kernels) lazily
