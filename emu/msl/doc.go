@@ -69,7 +69,9 @@
 // share 64 workers' memory, and one waits when all are busy). SIMD-groups
 // have 32 lanes, and SIMD-group functions reduce over the lanes still
 // running. Threadgroup memory is filled with 0xFF bytes (NaN) before each
-// threadgroup. The scheduling Order (forward, reverse, shuffled) changes
+// threadgroup. An initializer of a threadgroup variable (threadgroup float
+// a[32] = {0};) is accepted and not applied, as with Apple's compiler,
+// which leaves such memory uninitialized: it holds the fill until stored. The scheduling Order (forward, reverse, shuffled) changes
 // which thread runs first between barriers.
 //
 // Every memory access of a kernel is checked (clang's sanitizer-coverage
@@ -128,9 +130,7 @@
 //     declared in threadgroup memory in a function body, by name or
 //     through a typedef or template parameter, is in the generic address
 //     space, so that it is assigned as a whole; its accesses are checked
-//     and counted as threadgroup memory all the same. An initializer of a
-//     threadgroup variable (threadgroup float a[32] = {0};) is not
-//     applied: the memory holds the emulator's NaN fill until stored.
+//     and counted as threadgroup memory all the same.
 //   - Vectors: boolN are int vectors, and comparing vectors yields int
 //     vectors (0 or -1 per component); all, any and select accept them.
 //     Vector constructors such as float4(a.xy, 0, 1) and direct
