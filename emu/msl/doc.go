@@ -138,8 +138,10 @@
 //     Casts in cast notation that name the vector type, (float4)h, convert
 //     as in MSL, and so do casts through a template type parameter or a
 //     typedef or alias name T ((T)h, and T(h) with one argument in an
-//     expression). Since boolN are int vectors, converting a comparison
-//     of vectors to a float vector gives -1 for true, not 1. A brace list
+//     expression). A comparison of vectors that is the whole operand of
+//     such a conversion (float4(a > b), (float4)(a > b), T(x > 0)) gives 1
+//     for true, as in MSL; a bool vector held in a variable and converted
+//     later gives -1, since boolN are int vectors. A brace list
 //     passed as a function argument (f({a, b, c})) converts to the
 //     parameter's type, vectors included.
 //   - Not supported, each failing with "... is not supported by the

@@ -438,6 +438,9 @@ func (tr *translator) rewriteVectorCast(i int) {
 		return
 	}
 	tr.repls = append(tr.repls, replacement{start: t[open].start, end: t[closeIdx].end, text: "__pm_cast<" + t[i].text + ">() ->*"})
+	if t[n].text == "(" {
+		tr.maskComparison(n, tr.match(n))
+	}
 }
 
 // isMember reports whether token i follows '.', '->' or a user's '::'
@@ -696,6 +699,9 @@ func (tr *translator) checkTokens() {
 			if vectorTypeName.MatchString(k.text) {
 				tr.rewriteVectorCast(i)
 				tr.rewriteVectorDirectInit(i)
+				if open := tr.next(i + 1); open < len(tr.toks) && tr.toks[open].text == "(" && !tr.isMember(i) {
+					tr.maskComparison(open, tr.match(open)) // float4(a > b)
+				}
 			} else if tr.typeNames[k.text] {
 				// a template parameter or typedef may name a vector type:
 				// its casts convert, as the vector type's do
@@ -925,6 +931,7 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 		return // T(x).y, T(x)[i], T(x)->y bind tighter than the cast would
 	}
 	tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_cast<" + t[i].text + ">() ->*"})
+	tr.maskComparison(open, end)
 }
 
 // threadgroupClassPointers reports whether the program declares a

@@ -359,6 +359,28 @@ template <class V, class A, class B, class... R> constexpr inline V __pm_vmake(A
 	for (int j = 0; j < __pm_vt<V>::n; j++) v[j] = t[j];
 	return v;
 }
+// __pm_mask(a > b) marks a comparison of vectors (an int vector, -1 for
+// true) that a conversion to a vector type turns into 0 and 1, as MSL's
+// bool vectors convert (float4(a > b) is 1.0 where a > b); the translator
+// writes it around a comparison that is the whole operand of a vector
+// conversion. A comparison of scalars is a bool already.
+template <class M> struct __pm_mask_t {
+	M m;
+};
+template <class M> constexpr inline auto __pm_mask(M m) {
+	if constexpr (__pm_vt<M>::is_vec) {
+		return __pm_mask_t<M>{m};
+	} else {
+		return m;
+	}
+}
+template <class V, class M> constexpr inline V __pm_vmake(__pm_mask_t<M> a) {
+	typedef typename __pm_vt<V>::elem E;
+	static_assert(__pm_vt<M>::n == __pm_vt<V>::n, "vector conversion between different sizes");
+	V r{};
+	for (int i = 0; i < __pm_vt<V>::n; i++) r[i] = a.m[i] ? (E)1 : (E)0;
+	return r;
+}
 #define char2(...) __pm_vmake<::char2>(__VA_ARGS__)
 #define char3(...) __pm_vmake<::char3>(__VA_ARGS__)
 #define char4(...) __pm_vmake<::char4>(__VA_ARGS__)
