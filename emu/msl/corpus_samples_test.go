@@ -511,8 +511,8 @@ func mlxSteelGemm(t *testing.T, root string) {
 }
 
 // ggmlSamples runs ggml's mul_mv (f32 and f16 matrices), soft_max,
-// rms_norm, rope (norm), cpy f32 to f16 and gated_delta_net kernels from
-// the lazy library lib.
+// rms_norm, rope (norm), cpy f32 to f16, gated_delta_net and leaky ReLU
+// kernels from the lazy library lib.
 func ggmlSamples(t *testing.T, lib *Library) {
 	t.Run("mul_mv_f32_f32", func(t *testing.T) { ggmlMulMv(t, lib, false) })
 	t.Run("mul_mv_f16_f32_4", func(t *testing.T) { ggmlMulMv(t, lib, true) })
@@ -521,6 +521,44 @@ func ggmlSamples(t *testing.T, lib *Library) {
 	t.Run("rope_norm_f32", func(t *testing.T) { ggmlRope(t, lib) })
 	t.Run("cpy_f32_f16", func(t *testing.T) { ggmlCpy(t, lib) })
 	t.Run("gated_delta_net_f32_2", func(t *testing.T) { ggmlGatedDeltaNet(t, lib) })
+	t.Run("unary_leaky_relu_f32_f32_4", func(t *testing.T) { ggmlLeakyReLU(t, lib) })
+}
+
+// ggmlUnaryArgs mirrors ggml_metal_kargs_unary.
+type ggmlUnaryArgs struct {
+	ne00, ne01, ne02, ne03              int32
+	nb00, nb01, nb02, nb03              uint64
+	ne0, ne1, ne2, ne3                  int32
+	nb0, nb1, nb2, nb3                  uint64
+	slope, scale, bias, val, minv, maxv float32
+}
+
+// ggmlLeakyReLU runs leaky_relu(x, 0.1) of a contiguous [64, 5] tensor as
+// ggml_metal_op_unary dispatches it: kernel_unary_f32_f32_4 (ne00 % 4 ==
+// 0, so ne00 and ne0 in float4s) with function constants op 18
+// (OP_UNARY_NUM_LEAKY_RELU) and cnt true (contiguous, fewer than 32768
+// elements; FC_UNARY 1200 + 0, 1), one thread per float4: threadgroups (n
+// / 4) of 1. The kernel computes TC(x > 0)*x + TC(x <= 0)*(x*slope) with TC
+// float4: exactly x or x*slope rounded once, as float64's product rounded
+// to float.
+func ggmlLeakyReLU(t *testing.T, lib *Library) {
+	f := specializeT(t, lib, "kernel_unary_f32_f32_4", fcShort(1200, 18), fcBool(1201, true))
+	const ne00, ne01, slope = 64, 5, float32(0.1)
+	src, dst := newF32(t, ne00*ne01), newF32(t, ne00*ne01)
+	fillRandom(src.f32(), 141)
+	want := make([]float64, ne00*ne01)
+	for i, x := range src.f32() {
+		if x > 0 {
+			want[i] = float64(x)
+		} else {
+			want[i] = float64(float32(float64(x) * float64(slope)))
+		}
+	}
+	args := ggmlUnaryArgs{ne00: ne00 / 4, ne01: ne01, ne02: 1, ne03: 1, nb00: 4, nb01: 4 * ne00, nb02: 4 * ne00 * ne01, nb03: 4 * ne00 * ne01,
+		ne0: ne00 / 4, ne1: ne01, ne2: 1, ne3: 1, nb0: 4, nb1: 4 * ne00, nb2: 4 * ne00 * ne01, nb3: 4 * ne00 * ne01, slope: slope}
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{ne00 * ne01 / 4, 1, 1}, [3]int{1, 1, 1})}
+	d.Buffers[0], d.Buffers[1], d.Buffers[2] = scalarMem(t, args).binding(), src.binding(), dst.binding()
+	sampleRun(t, f, d, []*mem{dst}, [][]float64{want}, [][]float64{zeros(ne00 * ne01)})
 }
 
 // ggmlMulMvArgs mirrors ggml_metal_kargs_mul_mv (ggml-metal-impl.h).
