@@ -320,6 +320,31 @@ func mlxReduce(t *testing.T, root string) {
 			d.Buffers[2], d.Buffers[3] = scalarMem(t, uint64(n)).binding(), scalarMem(t, uint64(n)).binding()
 			sampleRun(t, f, d, []*mem{out}, [][]float64{{w}}, [][]float64{{b}})
 		})
+		t.Run("all_reduce_2pass_"+op, func(t *testing.T) {
+			// more than 4 * 1024 elements, fewer than 2^26 bytes: 128 rows
+			// of ceil(n / 128) into an intermediate, in threadgroups of
+			// ceil(row / 4) rounded up to 32 threads, then the same kernel
+			// over the 128 partial results in one SIMD-group
+			f := lazyFunction(t, lib, "all_reduce_"+op+"float32")
+			const n, nRows = 20000, 32 * 4
+			big, inter, out := newF32(t, n), newF32(t, nRows), newF32(t, 1)
+			fillRandom(big.f32(), 32)
+			w, b := reduce(big.f32())
+			rowSize := (n + nRows - 1) / nRows
+			tg := ((rowSize+3)/4 + 31) / 32 * 32
+			partial, partialBound := make([]float64, nRows), make([]float64, nRows)
+			for r := range partial {
+				partial[r], partialBound[r] = reduce(big.f32()[r*rowSize : min((r+1)*rowSize, n)])
+			}
+			d := &Dispatch{Grid: ThreadsGrid([3]int{tg, nRows, 1}, [3]int{tg, 1, 1})}
+			d.Buffers[0], d.Buffers[1] = big.binding(), inter.binding()
+			d.Buffers[2], d.Buffers[3] = scalarMem(t, uint64(n)).binding(), scalarMem(t, uint64(rowSize)).binding()
+			sampleRun(t, f, d, []*mem{inter}, [][]float64{partial}, [][]float64{partialBound})
+			d2 := &Dispatch{Grid: ThreadsGrid([3]int{32, 1, 1}, [3]int{32, 1, 1})}
+			d2.Buffers[0], d2.Buffers[1] = inter.binding(), out.binding()
+			d2.Buffers[2], d2.Buffers[3] = scalarMem(t, uint64(nRows)).binding(), scalarMem(t, uint64(nRows)).binding()
+			sampleRun(t, f, d2, []*mem{out}, [][]float64{{w}}, [][]float64{{b}})
+		})
 	}
 }
 
@@ -516,7 +541,8 @@ func mlxSteelGemm(t *testing.T, root string) {
 func ggmlSamples(t *testing.T, lib *Library) {
 	t.Run("mul_mv_f32_f32", func(t *testing.T) { ggmlMulMv(t, lib, false) })
 	t.Run("mul_mv_f16_f32_4", func(t *testing.T) { ggmlMulMv(t, lib, true) })
-	t.Run("soft_max_f32_4", func(t *testing.T) { ggmlSoftMax(t, lib) })
+	t.Run("soft_max_f32_4", func(t *testing.T) { ggmlSoftMax(t, lib, 1000) })
+	t.Run("soft_max_f32", func(t *testing.T) { ggmlSoftMax(t, lib, 1001) })
 	t.Run("rms_norm_f32_4", func(t *testing.T) { ggmlRMSNorm(t, lib) })
 	t.Run("rope_norm_f32", func(t *testing.T) { ggmlRope(t, lib) })
 	t.Run("cpy_f32_f16", func(t *testing.T) { ggmlCpy(t, lib) })
@@ -637,18 +663,23 @@ type ggmlSoftMaxArgs struct {
 	nHeadLog2        int32
 }
 
-// ggmlSoftMax runs soft_max(x scale + mask) over rows of 1000 (two rows,
-// two heads) with an f32 mask [1000, 2] and scale 0.5, no ALiBi, no sinks,
-// as ggml_metal_op_soft_max dispatches it: kernel_soft_max_f32_4 (ne00 % 4
-// == 0), src2 bound to src0 (no sinks), threadgroups (ne01, ne02, ne03) of
-// nth threads, nth doubled from 32 while nth < ne00 / 4 and nth ne01 ne02
-// ne03 < 256 (here 64), 128 bytes of threadgroup memory. exp is within 2u
+// ggmlSoftMax runs soft_max(x scale + mask) over rows of ne00 (two rows,
+// two heads) with an f32 mask [ne00, 2] and scale 0.5, no ALiBi, no sinks,
+// as ggml_metal_op_soft_max dispatches it: kernel_soft_max_f32_4 if ne00 %
+// 4 == 0 (1000), else kernel_soft_max_f32 (1001), src2 bound to src0 (no
+// sinks), threadgroups (ne01, ne02, ne03) of nth threads, nth doubled from
+// 32 while nth < ne00 / 4 (ne00 without _4) and nth ne01 ne02 ne03 < 256
+// (here 64), 128 bytes of threadgroup memory. exp is within 2u
 // of e^z, z = x scale + mask - max is within u |z| + u |max|, and the sum
 // of n terms within γ(n): each output is within (γ(n+4) + 2u (|z| + |max|))
 // of its value (relative).
-func ggmlSoftMax(t *testing.T, lib *Library) {
-	f := lazyFunction(t, lib, "kernel_soft_max_f32_4")
-	const ne00, ne01, ne02, scale = 1000, 2, 2, 0.5
+func ggmlSoftMax(t *testing.T, lib *Library, ne00 int) {
+	name, per := "kernel_soft_max_f32_4", 4
+	if ne00%4 != 0 {
+		name, per = "kernel_soft_max_f32", 1
+	}
+	f := lazyFunction(t, lib, name)
+	const ne01, ne02, scale = 2, 2, 0.5
 	x, mask, dst := newF32(t, ne00*ne01*ne02), newF32(t, ne00*ne01), newF32(t, ne00*ne01*ne02)
 	fillRandom(x.f32(), 91)
 	fillRandom(mask.f32(), 92)
@@ -672,11 +703,11 @@ func ggmlSoftMax(t *testing.T, lib *Library) {
 		}
 	}
 	nth := 32
-	for nth < ne00/4 && nth*ne01*ne02 < 256 {
+	for nth < ne00/per && nth*ne01*ne02 < 256 {
 		nth *= 2
 	}
-	const nb1 = 4 * ne00
-	args := ggmlSoftMaxArgs{ne00: ne00, ne01: ne01, ne02: ne02, nb01: nb1, nb02: nb1 * ne01, nb03: nb1 * ne01 * ne02,
+	nb1 := uint64(4 * ne00)
+	args := ggmlSoftMaxArgs{ne00: int32(ne00), ne01: ne01, ne02: ne02, nb01: nb1, nb02: nb1 * ne01, nb03: nb1 * ne01 * ne02,
 		ne11: ne01, ne12: 1, ne13: 1, nb11: nb1, nb12: nb1 * ne01, nb13: nb1 * ne01,
 		nb1: nb1, nb2: nb1 * ne01, nb3: nb1 * ne01 * ne02, scale: scale, m0: 1, m1: 1, nHeadLog2: 2}
 	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{ne01, ne02, 1}, [3]int{nth, 1, 1})}
