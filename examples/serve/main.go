@@ -96,9 +96,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/puremetal/puremetal/cpuref"
@@ -349,49 +347,12 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 // next step is prepared. It returns what it counted and the finished
 // requests, in the order they finished.
 func serveSerial(cfg config, be backend, stderr io.Writer) (result, []*request, error) {
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5e7e))
-	var (
-		res      result
-		all      []*request
-		waiting  []*request
-		running  []*request // admission order: the decode batch's positions
-		free     = make([]int, cfg.slots)
-		used     = make([]bool, cfg.slots)
-		finished []*request
-	)
-	for i := range free {
-		free[i] = i
-	}
-	for step := 0; len(finished) < cfg.requests; step++ {
-		for range rng.IntN(cfg.arrive + 1) {
-			if len(all) == cfg.requests {
-				break
-			}
-			r := &request{id: len(all), prompt: 1 + rng.IntN(cfg.prompt), gen: 1 + rng.IntN(cfg.gen), slot: -1}
-			r.outputs = make([][]float32, cfg.Layers)
-			all, waiting = append(all, r), append(waiting, r)
-		}
-		// 1. Admission.
-		var admitted []*request
-		for len(waiting) > 0 && len(free) > 0 {
-			r := waiting[0]
-			waiting = waiting[1:]
-			i := rng.IntN(len(free))
-			r.slot, r.admitted = free[i], step
-			free = slices.Delete(free, i, i+1)
-			if used[r.slot] {
-				res.SlotsReused++
-			}
-			used[r.slot] = true
-			if !cfg.keepStale {
-				be.Reset(r.slot)
-			}
-			admitted = append(admitted, r)
-		}
-		res.Occupancy = append(res.Occupancy, cfg.slots-len(free))
+	var res result
+	s := newScheduler(cfg)
+	for step := 0; ; step++ {
+		// 1. Admission, the slots zeroed at once.
+		admitted, decoding := s.admit(step, &res, be.Reset)
 		// 2. Prefill of the admitted prompts, 3. a decode step of the others.
-		decoding := running
-		running = append(running, admitted...)
 		if len(admitted) > 0 {
 			if err := prefill(cfg, be, admitted, &res); err != nil {
 				return result{}, nil, fmt.Errorf("step %d: prefill: %w", step, err)
@@ -402,35 +363,21 @@ func serveSerial(cfg config, be backend, stderr io.Writer) (result, []*request, 
 				return result{}, nil, fmt.Errorf("step %d: decode: %w", step, err)
 			}
 		}
-		// 4. Retirement.
-		running = slices.DeleteFunc(running, func(r *request) bool {
-			if r.generated < r.gen {
-				return false
-			}
-			r.final = make([][]float32, cfg.Layers)
-			r.finalConv = make([][]float32, cfg.Layers)
+		// 4. Retirement, the final states read at once.
+		s.retire(step, func(r *request, slot int) {
 			for l := range r.final {
-				r.final[l] = be.State(l, r.slot)
-				r.finalConv[l] = be.ConvState(l, r.slot)
+				r.final[l] = be.State(l, slot)
+				r.finalConv[l] = be.ConvState(l, slot)
 			}
-			r.done = step
-			free = append(free, r.slot)
-			r.slot = -1
-			finished = append(finished, r)
-			return true
 		})
-		res.Steps++
-		fmt.Fprintf(stderr, "step %3d: %d waiting, %d admitted, %d decoded, %d in flight, %d finished\n",
-			step, len(waiting), len(admitted), len(decoding), len(running), len(finished))
-		if len(all) == cfg.requests && len(running) == 0 && len(waiting) == 0 {
-			break
+		over, err := s.end(step, &res, admitted, decoding, stderr)
+		if err != nil {
+			return result{}, nil, err
 		}
-		if step > 100*cfg.requests*(cfg.prompt+cfg.gen) {
-			return result{}, nil, fmt.Errorf("the simulation did not finish")
+		if over {
+			return res, s.finished, nil
 		}
 	}
-	res.Finished = len(finished)
-	return res, finished, nil
 }
 
 // batchPlan is one batch of a step, drawn and packed on the host: its
@@ -495,17 +442,11 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 	if err != nil {
 		return err
 	}
-	if err := dispatch(be, plan, res); err != nil {
-		return err
-	}
-	for _, r := range decoding {
-		r.generated++
-	}
-	return nil
+	return dispatch(be, plan, res)
 }
 
 // decodeBatch draws and packs one token of every request in decoding,
-// padded to the pool's width.
+// padded to the pool's width, and counts that token generated.
 func decodeBatch(cfg config, decoding []*request) (batchPlan, error) {
 	p := cfg.params(1)
 	p.NSeqs, p.NSlots = cfg.slots, cfg.slots
@@ -536,6 +477,9 @@ func decodeBatch(cfg config, decoding []*request) (batchPlan, error) {
 	cu := make([]int32, len(decoding)+1) // one token each
 	for s := range cu {
 		cu[s] = int32(s)
+	}
+	for _, r := range decoding {
+		r.generated++
 	}
 	return batchPlan{gdn.KernelDecode, p, batch, decoding, cu}, nil
 }

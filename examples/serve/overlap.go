@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/puremetal/puremetal/examples/internal/layerstack"
@@ -54,21 +52,12 @@ type retired struct {
 // freed is still being written by it). It measures how much of the host's
 // preparation ran while the device was busy.
 func serveOverlapped(cfg config, be overlapper, stderr io.Writer) (result, []*request, error) {
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5e7e))
 	var (
-		res      result
-		all      []*request
-		waiting  []*request
-		running  []*request
-		free     = make([]int, cfg.slots)
-		used     = make([]bool, cfg.slots)
-		finished []*request
-		prev     *stepRun
+		res  result
+		s    = newScheduler(cfg)
+		prev *stepRun
 	)
 	res.Overlapped = true
-	for i := range free {
-		free[i] = i
-	}
 	// finish waits for a step, records its outputs and reads the final
 	// states of the requests it finished; the host's preparation from
 	// prepStart to prepEnd counts as hidden while the step was running.
@@ -107,38 +96,12 @@ func serveOverlapped(cfg config, be overlapper, stderr io.Writer) (result, []*re
 	}
 	for step := 0; ; step++ {
 		prepStart := time.Now()
-		for range rng.IntN(cfg.arrive + 1) {
-			if len(all) == cfg.requests {
-				break
-			}
-			r := &request{id: len(all), prompt: 1 + rng.IntN(cfg.prompt), gen: 1 + rng.IntN(cfg.gen), slot: -1}
-			r.outputs = make([][]float32, cfg.Layers)
-			all, waiting = append(all, r), append(waiting, r)
-		}
 		// 1. Admission; the slots are zeroed once the previous step is
 		// done.
-		var admitted []*request
 		var resets []int
-		for len(waiting) > 0 && len(free) > 0 {
-			r := waiting[0]
-			waiting = waiting[1:]
-			i := rng.IntN(len(free))
-			r.slot, r.admitted = free[i], step
-			free = slices.Delete(free, i, i+1)
-			if used[r.slot] {
-				res.SlotsReused++
-			}
-			used[r.slot] = true
-			if !cfg.keepStale {
-				resets = append(resets, r.slot)
-			}
-			admitted = append(admitted, r)
-		}
-		res.Occupancy = append(res.Occupancy, cfg.slots-len(free))
+		admitted, decoding := s.admit(step, &res, func(slot int) { resets = append(resets, slot) })
 		// 2. and 3.: the batches, drawn, packed and staged.
 		sr := &stepRun{set: step % 2}
-		decoding := slices.Clone(running) // the plan keeps it; retirement below edits running in place
-		running = append(running, admitted...)
 		if len(admitted) > 0 {
 			plan, err := prefillBatch(cfg, admitted, &res)
 			if err != nil {
@@ -152,9 +115,6 @@ func serveOverlapped(cfg config, be overlapper, stderr io.Writer) (result, []*re
 				return result{}, nil, fmt.Errorf("step %d: decode: %w", step, err)
 			}
 			sr.plans = append(sr.plans, plan)
-			for _, r := range decoding {
-				r.generated++
-			}
 		}
 		for _, plan := range sr.plans {
 			if err := be.Stage(sr.set, plan); err != nil {
@@ -163,22 +123,11 @@ func serveOverlapped(cfg config, be overlapper, stderr io.Writer) (result, []*re
 		}
 		// 4. Retirement, decided now; the states are read once this step
 		// is done.
-		running = slices.DeleteFunc(running, func(r *request) bool {
-			if r.generated < r.gen {
-				return false
-			}
-			r.final = make([][]float32, cfg.Layers)
-			r.finalConv = make([][]float32, cfg.Layers)
-			r.done = step
-			sr.retiring = append(sr.retiring, retired{r, r.slot})
-			free = append(free, r.slot)
-			r.slot = -1
-			finished = append(finished, r)
-			return true
-		})
-		res.Steps++
-		fmt.Fprintf(stderr, "step %3d: %d waiting, %d admitted, %d decoded, %d in flight, %d finished\n",
-			step, len(waiting), len(admitted), len(decoding), len(running), len(finished))
+		s.retire(step, func(r *request, slot int) { sr.retiring = append(sr.retiring, retired{r, slot}) })
+		over, err := s.end(step, &res, admitted, decoding, stderr)
+		if err != nil {
+			return result{}, nil, err
+		}
 		prepEnd := time.Now()
 		if prev != nil {
 			if err := finish(prev, prepStart, prepEnd, true); err != nil {
@@ -196,18 +145,14 @@ func serveOverlapped(cfg config, be overlapper, stderr io.Writer) (result, []*re
 			sr.subs = append(sr.subs, sub)
 		}
 		prev = sr
-		if len(all) == cfg.requests && len(running) == 0 && len(waiting) == 0 {
+		if over {
 			break
-		}
-		if step > 100*cfg.requests*(cfg.prompt+cfg.gen) {
-			return result{}, nil, fmt.Errorf("the simulation did not finish")
 		}
 	}
 	if err := finish(prev, time.Time{}, time.Time{}, false); err != nil {
 		return result{}, nil, err
 	}
-	res.Finished = len(finished)
-	return res, finished, nil
+	return res, s.finished, nil
 }
 
 // kind is a batch's place among a set's buffers: 0 for a prefill, 1 for a
