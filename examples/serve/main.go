@@ -57,7 +57,7 @@
 //
 // At the end it reports tokens per second (prompt and generated tokens
 // over the wall clock of the dispatches), dispatches per step (with the
-// core, one per layer and batch), the bytes the states moved against the
+// core, one per layer and batch), which kernel ran the prefills, the bytes the states moved against the
 // floor, and the pool's occupancy; and it checks every finished request
 // against a run of that request alone on the same backend, from a zero
 // state, with no slots and no packing (a prefill of its prompt, then one
@@ -220,7 +220,11 @@ type result struct {
 	RefBound          float64 // the bound on RefErr: the state type's
 	OutBound          float64 // the bound on OutErr: the activation type's
 	SlotsReused       int     // admissions into a slot an earlier request had used
-	Chunked           int     // prefills of gdn.ChunkedMinTokens packed tokens or more
+	// Prefills counts the prefill batches, Long those of them of
+	// gdn.ChunkedMinTokens packed tokens or more, and Chunked those the
+	// chunked kernel ran: without the layer core Kernels.Prefill's choice
+	// for the long ones; with it none, Kernels.Core running every window.
+	Prefills, Long, Chunked int
 	// SeqSteps counts the sequences the batches touched (padding not
 	// counted): each moves its state and conv state once per layer.
 	SeqSteps int
@@ -425,9 +429,13 @@ func prefillBatch(cfg config, admitted []*request, res *result) (batchPlan, erro
 		}
 	}
 	kern := gdn.KernelPrefill
-	if p.NTokens >= gdn.ChunkedMinTokens && p.Core == (spec.Core{}) { // Kernels.Core runs any window
-		kern = gdn.KernelPrefillChunked
-		res.Chunked++
+	res.Prefills++
+	if p.NTokens >= gdn.ChunkedMinTokens {
+		res.Long++
+		if p.Core == (spec.Core{}) { // Kernels.Core runs any window itself
+			kern = gdn.KernelPrefillChunked
+			res.Chunked++
+		}
 	}
 	for _, r := range admitted {
 		r.prefill = kern
@@ -519,8 +527,9 @@ func report(cfg config, res result, stdout io.Writer) {
 	}
 	fmt.Fprintf(stdout, "served:  %d requests in %d steps, %d tokens (prompt and generated) at %.0f tokens/s (wall clock of the dispatches, %s)\n",
 		res.Finished, res.Steps, res.Tokens, float64(res.Tokens)/res.Busy.Seconds(), layerstack.Duration(res.Busy))
-	fmt.Fprintf(stdout, "steps:   %.2f dispatches per step (one prefill and one decode dispatch per layer at most, %d layers); %d prefills of %d packed tokens or more, which Kernels.Prefill runs chunked\n",
-		float64(res.Dispatches)/float64(res.Steps), cfg.Layers, res.Chunked, gdn.ChunkedMinTokens)
+	fmt.Fprintf(stdout, "steps:   %.2f dispatches per step (one prefill and one decode dispatch per layer at most, %d layers)\n",
+		float64(res.Dispatches)/float64(res.Steps), cfg.Layers)
+	fmt.Fprintf(stdout, "prefill: %s\n", prefills(cfg, res))
 	if p := cfg.params(1); p.Core != (spec.Core{}) {
 		reportCore(cfg, p, res, stdout)
 	}
@@ -539,6 +548,22 @@ func report(cfg config, res result, stdout io.Writer) {
 	fmt.Fprintf(stdout, "loop:    the serving loop took %s of wall clock, host and device, %s\n", layerstack.Duration(res.Wall), mode)
 	fmt.Fprintf(stdout, "pool:    occupancy %.1f of %d slots on average, %d at the peak; %d admissions reused a freed slot\n",
 		float64(sum)/float64(len(res.Occupancy)), cfg.slots, peak, res.SlotsReused)
+}
+
+// prefills says which kernel ran the prefill batches: with the layer core
+// gdn.Kernels.Core, whatever their length; without it Kernels.Prefill's
+// choice, the chunked kernel from gdn.ChunkedMinTokens packed tokens on.
+func prefills(cfg config, res result) string {
+	long := fmt.Sprintf("%d of them of %d packed tokens or more", res.Long, gdn.ChunkedMinTokens)
+	switch {
+	case cfg.Backend == "cpu" && cfg.core:
+		return fmt.Sprintf("%d batches, all run by cpuref.Reference32; %s, which a device runs with gdn.Kernels.Core as the others", res.Prefills, long)
+	case cfg.Backend == "cpu":
+		return fmt.Sprintf("%d batches, all run by cpuref.Reference32; %s, which a device runs with the chunked kernel of gdn.Kernels.Prefill", res.Prefills, long)
+	case cfg.core:
+		return fmt.Sprintf("%d batches, every one run by gdn.Kernels.Core, which takes a window of any length: %s, none chunked", res.Prefills, long)
+	}
+	return fmt.Sprintf("%d batches run by gdn.Kernels.Prefill, %d of them with the chunked kernel (those of %d packed tokens or more)", res.Prefills, res.Chunked, gdn.ChunkedMinTokens)
 }
 
 // reportCore says what the layer core dispatches cost: one dispatch per

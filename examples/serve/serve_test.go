@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -190,4 +191,66 @@ func TestEmulatedOverlapMatchesSerial(t *testing.T) {
 		t.Errorf("host preparation %v, hidden %v", o.HostPrep, o.HostHidden)
 	}
 	t.Logf("overlapped: %v of %v host preparation hidden; loop %v overlapped, %v serial", o.HostHidden, o.HostPrep, o.Wall, s.Wall)
+}
+
+// reportLine returns the report's line that starts with prefix, or "".
+func reportLine(out, prefix string) string {
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, prefix) {
+			return strings.TrimSuffix(line, "\n")
+		}
+	}
+	return ""
+}
+
+// The report says which kernel ran the prefill batches, with the counts
+// the run made: with the layer core every batch is Kernels.Core's, long
+// ones included, and none is chunked; without it the long ones are the
+// chunked kernel's. Prompts of up to 40 tokens make some batches of
+// gdn.ChunkedMinTokens packed tokens or more.
+func TestReportPrefills(t *testing.T) {
+	long := []string{"-layers", "1", "-requests", "8", "-prompt", "40", "-gen", "2", "-seed", "1"}
+	type backendCase struct {
+		name string
+		args []string
+		be   func(t *testing.T) backend
+	}
+	cpu := func(*testing.T) backend { return &cpuBackend{} }
+	emu := func(t *testing.T) backend { return &deviceBackend{d: layerstacktest.Device(t)} }
+	for _, c := range []backendCase{
+		{"cpu/core", []string{"-backend", "cpu"}, cpu},
+		{"cpu/step", []string{"-backend", "cpu", "-core=false"}, cpu},
+		{"emu/core", []string{"-backend", "emu"}, emu},
+		{"emu/step", []string{"-backend", "emu", "-core=false"}, emu},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := layerstacktest.Flags(t, parseFlags, tiny, append(long, c.args...)...)
+			be := c.be(t)
+			defer be.Close()
+			res, out := layerstacktest.Run(t, run, cfg, be)
+			if !res.Pass() || res.Prefills == 0 || res.Long == 0 || res.Long > res.Prefills {
+				t.Fatalf("pass %v, %d prefill batches, %d long: the run does not exercise long prefills\n%s", res.Pass(), res.Prefills, res.Long, out)
+			}
+			var want string
+			switch {
+			case cfg.Backend == "cpu" && cfg.core:
+				want = fmt.Sprintf("prefill: %d batches, all run by cpuref.Reference32; %d of them of 64 packed tokens or more, which a device runs with gdn.Kernels.Core as the others", res.Prefills, res.Long)
+			case cfg.Backend == "cpu":
+				want = fmt.Sprintf("prefill: %d batches, all run by cpuref.Reference32; %d of them of 64 packed tokens or more, which a device runs with the chunked kernel of gdn.Kernels.Prefill", res.Prefills, res.Long)
+			case cfg.core:
+				if res.Chunked != 0 {
+					t.Errorf("%d prefills chunked with the layer core", res.Chunked)
+				}
+				want = fmt.Sprintf("prefill: %d batches, every one run by gdn.Kernels.Core, which takes a window of any length: %d of them of 64 packed tokens or more, none chunked", res.Prefills, res.Long)
+			default:
+				if res.Chunked != res.Long {
+					t.Errorf("%d prefills chunked, %d long", res.Chunked, res.Long)
+				}
+				want = fmt.Sprintf("prefill: %d batches run by gdn.Kernels.Prefill, %d of them with the chunked kernel (those of 64 packed tokens or more)", res.Prefills, res.Chunked)
+			}
+			if got := reportLine(out, "prefill: "); got != want {
+				t.Errorf("report line\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
 }
