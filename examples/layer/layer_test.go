@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/examples/internal/layerstack/layerstacktest"
+	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 // TestLayerRuns runs the example on the emulated device at small shapes in
@@ -26,7 +31,7 @@ func TestLayerRuns(t *testing.T) {
 			d := layerstacktest.Device(t)
 			defer d.Close()
 			var out bytes.Buffer
-			res, err := run(c, d, &out)
+			res, err := run(c, d, &out, io.Discard)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, &out)
 			}
@@ -50,6 +55,52 @@ func TestLayerFlags(t *testing.T) {
 	for _, args := range [][]string{{"-dtype", "f8"}, {"-prefill", "0"}, {"-format", "gguf"}} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// The program end to end, as the other examples run: -backend auto opens
+// Metal where there is Metal, else the emulated device, saying the step
+// down and why (layerstack.OpenDevice); it passes with exit status 0.
+func TestLayerCLI(t *testing.T) {
+	testdevice.Emulated(t, emu.Options{}) // skips (or fails in strict mode) without the prerequisites
+	var out, errs bytes.Buffer
+	args := []string{"-dk", "32", "-dv", "32", "-kheads", "1", "-vheads", "2", "-hidden", "16", "-prefill", "3", "-decode", "2"}
+	if code := cli(args, &out, &errs); code != 0 || !strings.HasSuffix(out.String(), "PASS\n") {
+		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, &out, &errs)
+	}
+	metal := strings.Contains(out.String(), "\nmetal: ")
+	emulated := strings.Contains(out.String(), "no Metal on "+runtime.GOOS+"/"+runtime.GOARCH+": trying the emulated device") && strings.Contains(out.String(), "\nemu: ")
+	if metal == emulated {
+		t.Errorf("auto: not one of Metal, or the emulated device with the step down said:\n%s", &out)
+	}
+}
+
+// Exit statuses, as -h says: 0 for -h (the usage on stderr), 2 for a bad
+// flag (named), 1 when the device named does not open.
+func TestLayerExitStatus(t *testing.T) {
+	var errs bytes.Buffer
+	if code := cli([]string{"-h"}, io.Discard, &errs); code != 0 || !strings.Contains(errs.String(), "usage: layer [flags]") || !strings.Contains(errs.String(), "2 when the flags are bad") {
+		t.Errorf("-h: exit status %d, stderr:\n%s", code, &errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backend", "gpu"}, `-backend "gpu": want auto, metal or emu`},
+		{[]string{"-backend", "cpu"}, `-backend "cpu"`},
+		{[]string{"-dtype", "f8"}, `-dtype "f8"`},
+		{[]string{"-prefill", "0"}, "-prefill 0"},
+	} {
+		errs.Reset()
+		if code := cli(c.args, io.Discard, &errs); code != 2 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("%q: exit status %d, stderr %q; want 2 and %q", c.args, code, errs.String(), c.want)
+		}
+	}
+	if _, err := mtl.CreateSystemDefaultDevice(); errors.Is(err, mtl.ErrNoDevice) {
+		errs.Reset()
+		if code := cli([]string{"-backend", "metal"}, io.Discard, &errs); code != 1 || !strings.Contains(errs.String(), "layer: -backend metal: ") {
+			t.Errorf("-backend metal without Metal: exit status %d, stderr %q; want 1", code, errs.String())
 		}
 	}
 }

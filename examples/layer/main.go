@@ -22,13 +22,14 @@
 // It prints the dispatches per token (1 for the whole core), the bytes the
 // core must move per decode token (the recurrent state in and out and the
 // conv state in and out) and, on the emulated device, the bytes it
-// measured; and PASS or FAIL (exit status 1).
+// measured; and PASS or FAIL (exit status 1; 2 when a flag is bad).
+// -backend auto is metal where there is Metal, else emu, the step down
+// said with its reason, as in the other examples (layerstack.OpenDevice).
 package main
 
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -89,6 +90,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.prefill < 1 || c.decode < 0 {
 		return c, fmt.Errorf("-prefill %d, -decode %d: want at least 1 and 0", c.prefill, c.decode)
 	}
+	if c.backend != "auto" && c.backend != "metal" && c.backend != "emu" {
+		return c, fmt.Errorf("-backend %q: want auto, metal or emu", c.backend)
+	}
 	if c.format != "qwen3.5" && c.format != "qwen3-next" {
 		return c, fmt.Errorf("-format %q: want qwen3.5 or qwen3-next", c.format)
 	}
@@ -96,53 +100,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
+// cli reads the flags in args, opens the device they name, runs the layer
+// and checks it, and returns the exit status (see layerstack.Main).
 func cli(args []string, stdout, stderr io.Writer) int {
-	c, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "layer:", err)
-		return 2
-	}
-	d, err := open(c.backend, stdout)
-	if err != nil {
-		fmt.Fprintln(stderr, "layer:", err)
-		return 1
-	}
-	defer d.Close()
-	res, err := run(c, d, stdout)
-	if err != nil {
-		fmt.Fprintln(stderr, "layer:", err)
-		return 1
-	}
-	if !res.pass {
-		return 1
-	}
-	return 0
+	return layerstack.Main("layer", args, stdout, stderr, parseFlags, openDevice, run)
 }
 
-// open returns the device the backend names.
-func open(backend string, w io.Writer) (*layerstack.Device, error) {
-	if backend == "auto" || backend == "metal" {
-		dev, err := mtl.CreateSystemDefaultDevice()
-		if err == nil {
-			return layerstack.NewDevice(dev, "metal: "+dev.Name(), true)
-		}
-		if backend == "metal" || !errors.Is(err, mtl.ErrNoDevice) {
-			return nil, err
-		}
-		fmt.Fprintln(w, "no Metal here: the emulated device runs the kernels on the CPU")
-		backend = "emu"
-	}
-	if backend != "emu" {
-		return nil, fmt.Errorf("-backend %q: want auto, metal or emu", backend)
-	}
-	dev, err := emu.NewDevice()
-	if err != nil {
-		return nil, fmt.Errorf("emulated device: %w", err)
-	}
-	return layerstack.NewDevice(dev, "emu: "+dev.Name(), false)
+// openDevice opens the device c names (auto: metal, else emu; see
+// layerstack.OpenDevice) and sets c.backend to it.
+func openDevice(c *config, stdout io.Writer) (*layerstack.Device, error) {
+	d, backend, err := layerstack.OpenDevice(stdout, c.backend, layerstack.Fallback{})
+	c.backend = backend
+	return d, err
 }
 
 // result is what a run found.
@@ -156,6 +125,9 @@ type result struct {
 	measured               bool
 	wroteFile              string
 }
+
+// Pass reports whether every check passed.
+func (r result) Pass() bool { return r.pass }
 
 // randomFile writes a layer of random weights named as c.format names them.
 func randomFile(c config, path string) error {
@@ -210,7 +182,8 @@ func randomFile(c config, path string) error {
 	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
-func run(c config, d *layerstack.Device, w io.Writer) (result, error) {
+// run runs the layer on d and checks it, the report on w.
+func run(c config, d *layerstack.Device, w, _ io.Writer) (result, error) {
 	var res result
 	path := c.file
 	if path == "" {

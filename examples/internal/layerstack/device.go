@@ -155,53 +155,66 @@ type Smaller struct {
 	Full  string   // the defaults it replaces, as flags: "-layers 32"
 }
 
-// Open opens the backend the flags name and sets f.Backend to it: "metal",
-// the system's GPU; "emu", the emulated device; "auto", the first of these
-// that runs here: Metal, the emulated device, then cpu.Backend (when the
-// example has one), each step down announced on w with the reason. Both
-// devices need a D_k the decode kernels take. On the emulated device the
-// smaller defaults apply, 2 key heads and 4 value heads unless a shape flag
-// was given, then each of more, announced on w. The Device is nil for a
-// backend other than metal and emu, which is the caller's.
+// Open opens the backend the flags name, as [OpenDevice] does, and sets
+// f.Backend to the one it opened ("auto" resolved). Both devices need a D_k
+// the decode kernels take. On the emulated device the smaller defaults
+// apply, 2 key heads and 4 value heads unless a shape flag was given, then
+// each of more, announced on w. The Device is nil for a backend other than
+// metal and emu, which is the caller's.
 func (f *Flags) Open(w io.Writer, cpu Fallback, more ...Smaller) (*Device, error) {
-	auto := f.Backend == "auto"
+	if f.Backend == "auto" || f.Backend == "metal" || f.Backend == "emu" {
+		if err := f.CheckDecodeDK(); err != nil {
+			return nil, err
+		}
+	}
+	d, backend, err := OpenDevice(w, f.Backend, cpu)
+	if err != nil {
+		return nil, err
+	}
+	f.Backend = backend
+	if d != nil && !d.GPU {
+		f.emulatorDefaults(w, more)
+	}
+	return d, nil
+}
+
+// OpenDevice opens backend: "metal", the system's GPU; "emu", the
+// emulated device; "auto", the first of these that runs here: Metal, the
+// emulated device, then cpu.Backend (when the example has one), each step
+// down announced on w with the reason. It returns the Device and the
+// backend it opened ("auto" resolved); the Device is nil for a backend
+// other than metal and emu, which is the caller's.
+func OpenDevice(w io.Writer, backend string, cpu Fallback) (*Device, string, error) {
+	auto := backend == "auto"
 	var metalErr error
-	if auto || f.Backend == "metal" {
+	if auto || backend == "metal" {
 		dev, desc, err := openMetal()
 		switch {
 		case err == nil:
-			if err := f.CheckDecodeDK(); err != nil {
-				dev.Release()
-				return nil, err
-			}
-			f.Backend = "metal"
-			return NewDevice(dev, desc, true)
+			d, err := NewDevice(dev, desc, true)
+			return d, "metal", err
 		case !auto || !errors.Is(err, mtl.ErrNoDevice):
-			return nil, fmt.Errorf("-backend %s: %w", f.Backend, err)
+			return nil, backend, fmt.Errorf("-backend %s: %w", backend, err)
 		}
 		metalErr = err
 		fmt.Fprintf(w, "no Metal on %s/%s: trying the emulated device, which runs the real kernels on the CPU\n", runtime.GOOS, runtime.GOARCH)
-		f.Backend = "emu"
+		backend = "emu"
 	}
-	if f.Backend != "emu" {
-		return nil, nil
-	}
-	if err := f.CheckDecodeDK(); err != nil {
-		return nil, err
+	if backend != "emu" {
+		return nil, backend, nil
 	}
 	dev, desc, err := openEmulated()
 	switch {
 	case err != nil && auto && cpu.Backend != "":
 		fmt.Fprintf(w, "no emulated device either (%v): %s\n", err, cpu.Says)
-		f.Backend = cpu.Backend
-		return nil, nil
+		return nil, cpu.Backend, nil
 	case err != nil && metalErr != nil:
-		return nil, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, emulatorNeeds)
+		return nil, backend, fmt.Errorf("neither Metal nor the emulated device is available:\n  Metal: %v\n  emulated device: %v\n%s", metalErr, err, emulatorNeeds)
 	case err != nil:
-		return nil, fmt.Errorf("-backend emu: %w\n%s", err, emulatorNeeds)
+		return nil, backend, fmt.Errorf("-backend emu: %w\n%s", err, emulatorNeeds)
 	}
-	f.emulatorDefaults(w, more)
-	return NewDevice(dev, desc, false)
+	d, err := NewDevice(dev, desc, false)
+	return d, "emu", err
 }
 
 // emulatorDefaults applies the smaller defaults of the emulated device and
