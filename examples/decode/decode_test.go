@@ -33,7 +33,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := cfg.params()
+	p := cfg.Params(1)
 	if p.Activation != spec.BF16 || p.State != spec.F32 || p.Fused != spec.FusedAll || p.Core != spec.Qwen {
 		t.Errorf("defaults: %v activations, %v state, fused %+v, core %+v; want bf16, f32, all, the Qwen core", p.Activation, p.State, p.Fused, p.Core)
 	}
@@ -104,7 +104,7 @@ func TestCPUBackendHeadMaps(t *testing.T) {
 func checkMoved(t *testing.T, cfg config, states [][]float32) {
 	t.Helper()
 	for l, s := range states {
-		in, err := cpuref.RandomInputs(cfg.params(), layerstack.Seed(cfg.Seed, l, -1))
+		in, err := cpuref.RandomInputs(cfg.Params(1), layerstack.Seed(cfg.Seed, l, -1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestEmulatedBackend(t *testing.T) {
 				if res.Dispatches != cfg.Layers*cfg.tokens {
 					t.Errorf("%d dispatches for %d layers x %d tokens", res.Dispatches, cfg.Layers, cfg.tokens)
 				}
-				p := cfg.params()
+				p := cfg.Params(1)
 				entry := kernels.CorePackedOf(p.Activation, p.State, 1) // the whole layer core by default
 				if p.Core == (spec.Core{}) {
 					entry = kernels.DecodeOf(p.Activation, p.State, 1)
@@ -188,7 +188,7 @@ func TestEmulatedBackendPacked(t *testing.T) {
 	if !res.Pass() {
 		t.Fatalf("parity failed\n%s", out)
 	}
-	p := cfg.params()
+	p := cfg.Params(1)
 	if w := "kernel:  " + kernels.DecodePackedOf(p.Activation, p.State, 2) + ","; !strings.Contains(out, w) {
 		t.Errorf("the report lacks %q:\n%s", w, out)
 	}
@@ -204,7 +204,7 @@ func TestEmulatedBackendCore(t *testing.T) {
 		cfg := layerstacktest.Flags(t, parseFlags, tiny, "-backend", "emu", "-dk", dk, "-layers", "2", "-tokens", "4")
 		res, out := layerstacktest.Run(t, run, cfg, backend(be))
 		be.Close()
-		p := cfg.params()
+		p := cfg.Params(1)
 		if p.Core != spec.Qwen {
 			t.Fatalf("-core by default: Params.Core %+v, want spec.Qwen", p.Core)
 		}

@@ -104,18 +104,7 @@ func main() {
 type config struct {
 	*layerstack.Flags
 	tokens int
-	every  int  // progress line every this many tokens
-	core   bool // the whole layer core: the short convolution and the gated norm in the dispatch
-}
-
-// params returns the parameters of one decode step of one layer: with
-// -core, the whole layer core of a Qwen3.5 layer (spec.Qwen).
-func (c config) params() spec.Params {
-	p := c.Params(1)
-	if c.core {
-		p.Core = spec.Qwen
-	}
-	return p
+	every  int // progress line every this many tokens
 }
 
 // cli reads the flags in args, opens the backend they name, decodes the
@@ -132,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto (metal on a Mac, else emu where the emulated device runs, else cpu), metal, emu or cpu", 4)}
 	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
 	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
-	fs.BoolVar(&cfg.core, "core", true, "the whole layer core in the dispatch: mixed_qkv through the short convolution with its conv state, and the gated RMSNorm with z (false: q, k and v given, the recurrence's output)")
+	cfg.DefineCore(fs, "the whole layer core in the dispatch: mixed_qkv through the short convolution with its conv state, and the gated RMSNorm with z (false: q, k and v given, the recurrence's output)")
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -197,7 +186,7 @@ func (r result) Worst() (worst float64) {
 // run decodes cfg.tokens tokens through cfg.Layers layers on be, printing
 // progress to stderr and the report to stdout.
 func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
-	p := cfg.params() // one decode step of one layer
+	p := cfg.Params(1) // one decode step of one layer
 	if err := p.Validate(); err != nil {
 		return result{}, err
 	}
@@ -408,7 +397,7 @@ func reportTiming(cfg config, stateBytes int, st spec.ElemType, timed string, re
 		half = ", half an f32 state's"
 	}
 	conv := ""
-	if p := cfg.params(); p.Core.Conv > 0 {
+	if p := cfg.Params(1); p.Core.Conv > 0 {
 		// The conv state, (K-1) conv_dim elements, once in and once out.
 		moved += 2 * (p.Core.Conv - 1) * p.ConvDim() * p.Activation.Size() * cfg.Layers
 		conv = fmt.Sprintf(" with the %s conv state", p.Activation)

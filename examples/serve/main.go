@@ -134,19 +134,6 @@ type config struct {
 	// and its conv and norm weights with the layer core, which every
 	// request's tokens share (set by run).
 	consts []cpuref.Inputs
-	// core runs the whole layer core in each dispatch: the short
-	// convolution with a conv state per slot and the gated RMSNorm.
-	core bool
-}
-
-// params returns the parameters of a batch of n tokens of one layer: with
-// -core, the whole core of a Qwen3.5 layer (spec.Qwen).
-func (c config) params(n int) spec.Params {
-	p := c.Params(n)
-	if c.core {
-		p.Core = spec.Qwen
-	}
-	return p
 }
 
 // cli reads the flags in args, opens the backend they name, serves the
@@ -166,7 +153,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.prompt, "prompt", 12, "longest prompt, in tokens (each request's is drawn from 1 to this)")
 	fs.IntVar(&cfg.gen, "gen", 6, "most tokens a request generates (each draws from 1 to this)")
 	fs.IntVar(&cfg.arrive, "arrive", 3, "most requests arriving per step (each step draws from 0 to this)")
-	fs.BoolVar(&cfg.core, "core", true, "the whole layer core in each dispatch: mixed_qkv through the short convolution with a conv state per slot, and the gated RMSNorm with z (false: q, k and v given, the recurrence's output)")
+	cfg.DefineCore(fs, "the whole layer core in each dispatch: mixed_qkv through the short convolution with a conv state per slot, and the gated RMSNorm with z (false: q, k and v given, the recurrence's output)")
 	fs.BoolVar(&cfg.overlap, "overlap", true, "on a device, prepare step t+1 (admission, drawing and packing the inputs, writing them to the device's buffers) while the device runs step t")
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
@@ -265,7 +252,7 @@ func openBackend(cfg *config, stdout io.Writer) (backend, error) {
 // inputs draws request r's inputs of layer l for tokens [t0, t0+n), as one
 // call (its StateIn unset), with the layer's A_log and dt_bias.
 func inputs(cfg config, r *request, l, t0, n int) (cpuref.Inputs, error) {
-	in, err := cpuref.RandomInputs(cfg.params(n), layerstack.Seed(cfg.Seed, l, r.id*(cfg.prompt+cfg.gen)+t0))
+	in, err := cpuref.RandomInputs(cfg.Params(n), layerstack.Seed(cfg.Seed, l, r.id*(cfg.prompt+cfg.gen)+t0))
 	in.StateIn, in.ConvState = nil, nil
 	in.ALog, in.DtBias = cfg.consts[l].ALog, cfg.consts[l].DtBias
 	in.ConvWeight, in.NormWeight = cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight
@@ -275,7 +262,7 @@ func inputs(cfg config, r *request, l, t0, n int) (cpuref.Inputs, error) {
 // run serves cfg.requests requests on be and checks them, a line per
 // step on stderr and the report on stdout.
 func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
-	one := cfg.params(1)
+	one := cfg.Params(1)
 	if err := one.Validate(); err != nil {
 		return result{}, err
 	}
@@ -407,7 +394,7 @@ func prefill(cfg config, be backend, admitted []*request, res *result) error {
 
 // prefillBatch draws and packs the admitted requests' prompts.
 func prefillBatch(cfg config, admitted []*request, res *result) (batchPlan, error) {
-	p := cfg.params(0)
+	p := cfg.Params(0)
 	p.NSeqs, p.NSlots, p.Varlen = len(admitted), cfg.slots, true
 	batch := make([]cpuref.Inputs, cfg.Layers)
 	for _, r := range admitted {
@@ -456,7 +443,7 @@ func decode(cfg config, be backend, decoding []*request, res *result) error {
 // decodeBatch draws and packs one token of every request in decoding,
 // padded to the pool's width, and counts that token generated.
 func decodeBatch(cfg config, decoding []*request) (batchPlan, error) {
-	p := cfg.params(1)
+	p := cfg.Params(1)
 	p.NSeqs, p.NSlots = cfg.slots, cfg.slots
 	batch := make([]cpuref.Inputs, cfg.Layers)
 	for l := range batch {
@@ -465,7 +452,7 @@ func decodeBatch(cfg config, decoding []*request) (batchPlan, error) {
 		b.ConvWeight, b.NormWeight = cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight
 		for s := range p.NSeqs {
 			if s >= len(decoding) {
-				pad, err := cpuref.RandomInputs(cfg.params(1), 0) // any values: the kernel reads none
+				pad, err := cpuref.RandomInputs(cfg.Params(1), 0) // any values: the kernel reads none
 				if err != nil {
 					return batchPlan{}, err
 				}
@@ -530,7 +517,7 @@ func report(cfg config, res result, stdout io.Writer) {
 	fmt.Fprintf(stdout, "steps:   %.2f dispatches per step (one prefill and one decode dispatch per layer at most, %d layers)\n",
 		float64(res.Dispatches)/float64(res.Steps), cfg.Layers)
 	fmt.Fprintf(stdout, "prefill: %s\n", prefills(cfg, res))
-	if p := cfg.params(1); p.Core != (spec.Core{}) {
+	if p := cfg.Params(1); p.Core != (spec.Core{}) {
 		reportCore(cfg, p, res, stdout)
 	}
 	if res.Overlapped {
@@ -556,11 +543,11 @@ func report(cfg config, res result, stdout io.Writer) {
 func prefills(cfg config, res result) string {
 	long := fmt.Sprintf("%d of them of %d packed tokens or more", res.Long, gdn.ChunkedMinTokens)
 	switch {
-	case cfg.Backend == "cpu" && cfg.core:
+	case cfg.Backend == "cpu" && cfg.Core:
 		return fmt.Sprintf("%d batches, all run by cpuref.Reference32; %s, which a device runs with gdn.Kernels.Core as the others", res.Prefills, long)
 	case cfg.Backend == "cpu":
 		return fmt.Sprintf("%d batches, all run by cpuref.Reference32; %s, which a device runs with the chunked kernel of gdn.Kernels.Prefill", res.Prefills, long)
-	case cfg.core:
+	case cfg.Core:
 		return fmt.Sprintf("%d batches, every one run by gdn.Kernels.Core, which takes a window of any length: %s, none chunked", res.Prefills, long)
 	}
 	return fmt.Sprintf("%d batches run by gdn.Kernels.Prefill, %d of them with the chunked kernel (those of %d packed tokens or more)", res.Prefills, res.Chunked, gdn.ChunkedMinTokens)
@@ -621,7 +608,7 @@ func check(cfg config, be backend, finished []*request, res *result, stdout io.W
 	if !res.Bits {
 		verdict = fmt.Sprintf("%d of them differ", differ)
 	}
-	one := cfg.params(1)
+	one := cfg.Params(1)
 	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; a prefill, chunked where its batch's was, then one decode per token): outputs and final states of every layer %s\n",
 		len(finished), verdict)
 	if _, ok := be.(*cpuBackend); ok {
@@ -640,7 +627,7 @@ func check(cfg config, be backend, finished []*request, res *result, stdout io.W
 // cpuref.Reference32 on the same calls, into res.
 func checkRequest(cfg config, be backend, r *request, res *result) (same bool, err error) {
 	same = true
-	one := cfg.params(1)
+	one := cfg.Params(1)
 	sw := one.StateLen()
 	for l := range cfg.Layers {
 		var outs, refOuts []float32
@@ -659,13 +646,13 @@ func checkRequest(cfg config, be backend, r *request, res *result) (same bool, e
 				return false, err
 			}
 			in.StateIn, in.ConvState = state, conv
-			out, newState, newConv, err := be.Alone(kern, cfg.params(n), l, in)
+			out, newState, newConv, err := be.Alone(kern, cfg.Params(n), l, in)
 			if err != nil {
 				return false, err
 			}
 			outs, state, conv = append(outs, out...), newState, newConv
 			in.StateIn, in.ConvState = refState, refConv
-			want, err := cpuref.Reference32(cfg.params(n), in, false)
+			want, err := cpuref.Reference32(cfg.Params(n), in, false)
 			if err != nil {
 				return false, err
 			}

@@ -35,8 +35,8 @@ func checkReport(t *testing.T, cfg config, res result, out string, c layerstackt
 	if cfg.Backend == "cpu" {
 		check2 = "check 2: not run: the cpu backend is cpuref.Reference32 itself"
 	}
-	wants := []string{c.TypesOf(cfg.core), "tokens/s", "dispatches per step", "occupancy", "bit-identical", check2}
-	if cfg.core {
+	wants := []string{c.TypesOf(cfg.Core), "tokens/s", "dispatches per step", "occupancy", "bit-identical", check2}
+	if cfg.Core {
 		wants = append(wants, "core:    the whole layer core", "kernel:  1 dispatch per layer and batch", "traffic: ")
 		if cfg.Backend != "cpu" {
 			wants = append(wants, "the conv-state pool updated in place", "final conv states: max rel err")
@@ -45,7 +45,7 @@ func checkReport(t *testing.T, cfg config, res result, out string, c layerstackt
 			// The emulator measures the states' bytes: exactly the floor,
 			// each touched slot's state and conv state read once and
 			// written once per layer.
-			p := cfg.params(1)
+			p := cfg.Params(1)
 			touched := uint64(res.SeqSteps * cfg.Layers)
 			state, conv := 2*uint64(p.State.Size()*p.StateLen())*touched, 2*uint64(p.Activation.Size()*p.ConvStateLen())*touched
 			if !res.Measured || res.StateMoved != state || res.ConvMoved != conv {
@@ -138,7 +138,7 @@ func TestEmulatedCoreInPlace(t *testing.T) {
 			be := &deviceBackend{d: layerstacktest.Device(t)}
 			res, out := layerstacktest.Run(t, run, cfg, backend(be))
 			be.Close()
-			if p := cfg.params(1); p.NVHeads <= p.NKHeads || p.Core.Conv == 0 {
+			if p := cfg.Params(1); p.NVHeads <= p.NKHeads || p.Core.Conv == 0 {
 				t.Fatalf("%v, core %+v: heads not grouped, or no convolution", p.Shape, p.Core)
 			}
 			switch {
@@ -233,11 +233,11 @@ func TestReportPrefills(t *testing.T) {
 			}
 			var want string
 			switch {
-			case cfg.Backend == "cpu" && cfg.core:
+			case cfg.Backend == "cpu" && cfg.Core:
 				want = fmt.Sprintf("prefill: %d batches, all run by cpuref.Reference32; %d of them of 64 packed tokens or more, which a device runs with gdn.Kernels.Core as the others", res.Prefills, res.Long)
 			case cfg.Backend == "cpu":
 				want = fmt.Sprintf("prefill: %d batches, all run by cpuref.Reference32; %d of them of 64 packed tokens or more, which a device runs with the chunked kernel of gdn.Kernels.Prefill", res.Prefills, res.Long)
-			case cfg.core:
+			case cfg.Core:
 				if res.Chunked != 0 {
 					t.Errorf("%d prefills chunked with the layer core", res.Chunked)
 				}

@@ -107,24 +107,11 @@ type config struct {
 	// state after its last draft token whatever it accepted: the wrong
 	// restore, which the checks must catch (tests only).
 	keepLastDraft bool
-	// core runs the whole layer core in each dispatch: the short
-	// convolution with its conv state and the gated RMSNorm.
-	core bool
 	// stateOnlyRollback rolls the layer core back with gdn.Rollback,
 	// which restores the recurrent state alone and leaves the conv state
 	// after the whole draft: the wrong restore, which the checks must
 	// catch (tests only).
 	stateOnlyRollback bool
-}
-
-// params returns the parameters of n tokens of one sequence of one layer:
-// with -core, the whole core of a Qwen3.5 layer (spec.Qwen).
-func (c config) params(n int) spec.Params {
-	p := c.Params(n)
-	if c.core {
-		p.Core = spec.Qwen
-	}
-	return p
 }
 
 // cli reads the flags in args, opens the device they name, runs the
@@ -144,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.steps, "steps", 12, "speculative windows")
 	fs.IntVar(&cfg.batch, "batch", 3, "sequences drafting together")
 	fs.IntVar(&cfg.slots, "slots", 5, "states in each layer's pool (at least -batch)")
-	fs.BoolVar(&cfg.core, "core", true, "the whole layer core in each dispatch: mixed_qkv through the short convolution with a conv state per slot, and the gated RMSNorm with z, rolled back with gdn.RollbackCore (false: q, k and v given, the capture kernel and gdn.Rollback)")
+	cfg.DefineCore(fs, "the whole layer core in each dispatch: mixed_qkv through the short convolution with a conv state per slot, and the gated RMSNorm with z, rolled back with gdn.RollbackCore (false: q, k and v given, the capture kernel and gdn.Rollback)")
 	if err := cfg.Parse(fs, args); err != nil {
 		return config{}, err
 	}
@@ -222,7 +209,7 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	// the first window: what Kernels.DecodeWithCapture picks for the
 	// windows' views, and what Kernels.Decode picks for one token of views
 	// at the start of their buffers (the packed kernels at D_k 64 and 128).
-	p1 := cfg.params(1)
+	p1 := cfg.Params(1)
 	capture, decode, err := entryPoints(pw, p1, sp.buffers(0))
 	if err != nil {
 		return result{}, err
@@ -258,9 +245,9 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	fmt.Fprintf(stdout, "accepted %d of %d drafted tokens (%.0f%%); window latency median %s, p90 %s (%d layers, the window and its rollback, wall clock); state bytes copied to restore: %d (%d states)\n",
 		total, cfg.k*cfg.steps*cfg.batch, 100*float64(total)/float64(cfg.k*cfg.steps*cfg.batch),
 		layerstack.Duration(layerstack.Percentile(res.Window, 50)), layerstack.Duration(layerstack.Percentile(res.Window, 90)), cfg.Layers,
-		res.Copied, res.Copied/(pw.State.Size()*cfg.params(1).StateLen()))
+		res.Copied, res.Copied/(pw.State.Size()*cfg.Params(1).StateLen()))
 	if pw.Core.Conv > 0 {
-		one := pw.Activation.Size() * cfg.params(1).ConvStateLen()
+		one := pw.Activation.Size() * cfg.Params(1).ConvStateLen()
 		fmt.Fprintf(stdout, "conv:    conv state bytes copied to restore: %d (%d conv states of %d bytes: K-1 rows of the conv state before the window and of the accepted tokens' mixed_qkv; no per-token capture of the conv state)\n",
 			res.ConvCopied, res.ConvCopied/one, one)
 	}
@@ -324,7 +311,7 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 // windowParams returns the parameters of one draft window of one layer:
 // cfg.k tokens of each of cfg.batch sequences, in a pool of cfg.slots.
 func windowParams(cfg config) spec.Params {
-	p := cfg.params(cfg.k)
+	p := cfg.Params(cfg.k)
 	p.NSeqs, p.NSlots = cfg.batch, cfg.slots
 	return p
 }
@@ -390,7 +377,7 @@ func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculati
 		sp.release()
 		return nil, err
 	}
-	one := cfg.params(1)
+	one := cfg.Params(1)
 	consts, err := layerstack.Constants(one, cfg.Seed, cfg.Layers)
 	if err != nil {
 		sp.release()
@@ -431,7 +418,7 @@ func newSpeculation(cfg config, d *layerstack.Device, slots []int32) (*speculati
 // and norm weights.
 func (sp *speculation) allocCore(l int, ly *layer) error {
 	p, a := sp.pw, sp.pw.Activation
-	w, err := cpuref.RandomInputs(sp.cfg.params(1), layerstack.Seed(sp.cfg.Seed, l, -2))
+	w, err := cpuref.RandomInputs(sp.cfg.Params(1), layerstack.Seed(sp.cfg.Seed, l, -2))
 	if err != nil {
 		return err
 	}
@@ -461,7 +448,7 @@ func (sp *speculation) allocCore(l int, ly *layer) error {
 
 // convSlot returns the view of slot of the conv-state pool v.
 func (sp *speculation) convSlot(v gdn.View, slot int) gdn.View {
-	n := sp.cfg.params(1).ConvStateLen()
+	n := sp.cfg.Params(1).ConvStateLen()
 	return gdn.NewView(v.Buffer, v.Offset+slot*n*v.Type.Size(), v.Type, n)
 }
 
@@ -469,7 +456,7 @@ func (sp *speculation) convSlot(v gdn.View, slot int) gdn.View {
 func (sp *speculation) alloc() error {
 	var err error
 	for i := range sp.pools {
-		if sp.pools[i], err = layerstack.NewStates(sp.d.Dev, sp.cfg.params(1), sp.cfg.Layers, sp.cfg.slots); err != nil {
+		if sp.pools[i], err = layerstack.NewStates(sp.d.Dev, sp.cfg.Params(1), sp.cfg.Layers, sp.cfg.slots); err != nil {
 			return err
 		}
 	}
@@ -617,7 +604,7 @@ func (sp *speculation) rollback(accepted []int32) (copied, error) {
 			copies++
 		}
 	}
-	one := sp.cfg.params(1)
+	one := sp.cfg.Params(1)
 	c := copied{state: copies * len(sp.layers) * sp.pw.State.Size() * one.StateLen()}
 	if one.Core.Conv > 0 && !sp.cfg.stateOnlyRollback {
 		c.conv = copies * len(sp.layers) * sp.pw.Activation.Size() * one.ConvStateLen()
@@ -628,7 +615,7 @@ func (sp *speculation) rollback(accepted []int32) (copied, error) {
 // keep appends the first a tokens of sequence s of a window (its inputs d
 // and outputs out) to the accepted ones.
 func (q *sequence) keep(cfg config, d cpuref.Inputs, out []float32, s, a int) {
-	one := cfg.params(1)
+	one := cfg.Params(1)
 	t0 := s * cfg.k // the sequence's first token in the window
 	layerstack.AppendTokens(&q.accepted, layerstack.Tokens(one, d, t0, a))
 	q.outputs = append(q.outputs, out[t0*one.VLen():(t0+a)*one.VLen()]...)
@@ -646,7 +633,7 @@ func (sp *speculation) convState(l, s int) []float32 {
 	if sp.pw.Core.Conv == 0 {
 		return nil
 	}
-	one := sp.cfg.params(1)
+	one := sp.cfg.Params(1)
 	return layerstack.Load(sp.convSlot(sp.layers[l].conv[sp.cur], int(sp.slots[s])), make([]float32, one.ConvStateLen()))
 }
 
@@ -675,7 +662,7 @@ func plainCalls(pw spec.Params, accepted []int) []int {
 // one dispatch per layer, with no pool, and returns the final states and
 // conv states and the outputs.
 func plainDecode(sp *speculation, s int, calls []int) (states, convs, outputs [][]float32, err error) {
-	p1 := sp.cfg.params(1)
+	p1 := sp.cfg.Params(1)
 	layers := len(sp.layers)
 	acts, err := layerstack.NewActivations(sp.d.Dev, p1, layers)
 	if err != nil {
@@ -710,7 +697,7 @@ func plainDecode(sp *speculation, s int, calls []int) (states, convs, outputs []
 	}
 	if core {
 		longest := slices.Max(append([]int{1}, calls...))
-		pl := sp.cfg.params(longest)
+		pl := sp.cfg.Params(longest)
 		for range layers {
 			var c coreViews
 			var errs [4]error
@@ -739,7 +726,7 @@ func plainDecode(sp *speculation, s int, calls []int) (states, convs, outputs []
 	outputs = make([][]float32, layers)
 	t := 0
 	for call, n := range calls {
-		pn := sp.cfg.params(n)
+		pn := sp.cfg.Params(n)
 		if err := acts.Reshape(pn); err != nil {
 			return nil, nil, nil, err
 		}
@@ -798,7 +785,7 @@ func plainDecode(sp *speculation, s int, calls []int) (states, convs, outputs []
 // each window's accepted tokens in one call (a 16-bit state rounded once
 // per window, as the speculative run rounds it), into res.
 func checkReference(cfg config, layers []*layer, res *result) error {
-	one := cfg.params(1)
+	one := cfg.Params(1)
 	for l, ly := range layers {
 		for s, q := range ly.seqs {
 			state, conv, t := q.accepted.StateIn, q.accepted.ConvState, 0
@@ -809,7 +796,7 @@ func checkReference(cfg config, layers []*layer, res *result) error {
 				}
 				in := layerstack.Tokens(one, q.accepted, t, a)
 				in.StateIn, in.ConvState = state, conv
-				ref, err := cpuref.Reference32(cfg.params(a), in, false)
+				ref, err := cpuref.Reference32(cfg.Params(a), in, false)
 				if err != nil {
 					return err
 				}

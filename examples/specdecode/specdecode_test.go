@@ -53,10 +53,10 @@ func TestSpeculativeMatchesPlainDecode(t *testing.T) {
 
 func testMatchesPlainDecode(t *testing.T, c layerstacktest.TypeCase, core string) {
 	cfg, res, out := tinyRun(t, false, append([]string{core}, c.Args...)...)
-	if cfg.core != (core == "-core=true") {
-		t.Fatalf("%s: core %v", core, cfg.core)
+	if cfg.Core != (core == "-core=true") {
+		t.Fatalf("%s: core %v", core, cfg.Core)
 	}
-	if cfg.core && (!res.ConvBits || res.ConvCopied == 0 || len(res.FinalConv) != cfg.batch || !strings.Contains(out, "final conv state of every layer bit-identical") || !(res.ConvErr <= res.OutputBound)) {
+	if cfg.Core && (!res.ConvBits || res.ConvCopied == 0 || len(res.FinalConv) != cfg.batch || !strings.Contains(out, "final conv state of every layer bit-identical") || !(res.ConvErr <= res.OutputBound)) {
 		t.Errorf("layer core: conv states bit-identical %v, %d bytes copied, %g from Reference32:\n%s", res.ConvBits, res.ConvCopied, res.ConvErr, out)
 	}
 	all := slices.Concat(res.Accepted...)
@@ -73,7 +73,7 @@ func testMatchesPlainDecode(t *testing.T, c layerstacktest.TypeCase, core string
 	if res.StateBound != sb || res.OutputBound != ob || !(res.StateErr <= sb) || !(res.OutputErr <= ob) {
 		t.Errorf("against Reference32: %g (states, bound %g), %g (outputs, bound %g); want bounds %g and %g", res.StateErr, res.StateBound, res.OutputErr, res.OutputBound, sb, ob)
 	}
-	if types := c.TypesOf(cfg.core); !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, types) {
+	if types := c.TypesOf(cfg.Core); !res.Pass() || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, types) {
 		t.Errorf("the run did not pass, or its report lacks %q:\n%s", types, out)
 	}
 }
@@ -84,13 +84,13 @@ func testMatchesPlainDecode(t *testing.T, c layerstacktest.TypeCase, core string
 // With the layer core both run the core kernel.
 func TestPackedKernels(t *testing.T) {
 	cfg, res, out := tinyRun(t, false, "-dk", "64", "-steps", "3", "-core=false")
-	p := cfg.params(1)
+	p := cfg.Params(1)
 	want := "kernels: " + kernels.DecodePackedCaptureOf(p.Activation, p.State, 2) + " and " + kernels.DecodePackedOf(p.Activation, p.State, 2) + " ready"
 	if !res.Pass() || !strings.Contains(out, want) {
 		t.Errorf("the run did not pass, or its report lacks %q:\n%s", want, out)
 	}
 	cfg, res, out = tinyRun(t, false, "-dk", "64", "-dv", "64", "-steps", "3")
-	p = cfg.params(1)
+	p = cfg.Params(1)
 	want = "kernels: " + kernels.CorePackedOf(p.Activation, p.State, 2) + " (the windows and the plain decode) ready"
 	if !res.Pass() || !strings.Contains(out, want) {
 		t.Errorf("layer core: the run did not pass, or its report lacks %q:\n%s", want, out)

@@ -26,6 +26,10 @@ type Flags struct {
 	Activation     spec.ElemType // q, k, v, the gate inputs and the output
 	State          spec.ElemType
 	Fused          bool // raw q, k, a and b in, with A_log and dt_bias
+	// Core runs the whole layer core of a Qwen3.5 layer (spec.Qwen) in
+	// each dispatch: set by -core where the example defines it
+	// ([Flags.DefineCore]).
+	Core bool
 
 	backends          []string
 	headMap           string
@@ -70,6 +74,14 @@ func Define(fs *flag.FlagSet, backends []string, backendHelp string, layers int)
 	fs.StringVar(&f.state, "state", "f32", "state type: f32, f16 or bf16 (a 16-bit state halves the bytes per token)")
 	fs.BoolVar(&f.Fused, "fused", true, "the fused step: raw q, k, a and b in, with A_log and dt_bias (false: q and k normalised, g and beta computed beforehand)")
 	return f
+}
+
+// DefineCore defines -core on fs, on by default, as help describes what
+// it does in the example: the whole layer core in each dispatch, the short
+// convolution with its conv state and the gated RMSNorm (false: the step
+// alone, q, k and v given).
+func (f *Flags) DefineCore(fs *flag.FlagSet, help string) {
+	fs.BoolVar(&f.Core, "core", true, help)
 }
 
 // types are the element types -dtype and -state take.
@@ -135,7 +147,8 @@ func (f *Flags) Given(names ...string) bool {
 // Params returns the parameters of one layer over n tokens of one
 // sequence, with q scaled by 1/sqrt(D_k) at write-back, in the types of
 // -dtype and -state, with every part of the fused step (spec.FusedAll)
-// under -fused.
+// under -fused, and the whole core of a Qwen3.5 layer (spec.Qwen) under
+// -core.
 func (f *Flags) Params(n int) spec.Params {
 	p := spec.Params{
 		Shape:      spec.Shape{DK: f.DK, DV: f.DV, NKHeads: f.NK, NVHeads: f.NV, NTokens: n, NSeqs: 1},
@@ -146,6 +159,9 @@ func (f *Flags) Params(n int) spec.Params {
 	}
 	if f.Fused {
 		p.Fused = spec.FusedAll
+	}
+	if f.Core {
+		p.Core = spec.Qwen
 	}
 	return p
 }

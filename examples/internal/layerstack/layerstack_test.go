@@ -129,6 +129,29 @@ func parse(t *testing.T, backends []string, args ...string) *Flags {
 	return f
 }
 
+// -core, where an example defines it, is on by default and gives the
+// parameters the whole core of a Qwen3.5 layer; off, or not defined, none.
+func TestDefineCore(t *testing.T) {
+	for _, c := range []struct {
+		define bool
+		args   []string
+		want   spec.Core
+	}{{true, nil, spec.Qwen}, {true, []string{"-core=false"}, spec.Core{}}, {false, nil, spec.Core{}}} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		f := Define(fs, []string{"emu"}, "the backend", 1)
+		if c.define {
+			f.DefineCore(fs, "the whole layer core")
+		}
+		if err := f.Parse(fs, c.args); err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if p := f.Params(3); p.Core != c.want || f.Core != (c.want == spec.Qwen) || p.NTokens != 3 {
+			t.Errorf("-core defined %v, %q: Params(3).Core %+v, Core %v; want %+v", c.define, c.args, p.Core, f.Core, c.want)
+		}
+	}
+}
+
 func TestFlags(t *testing.T) {
 	f := parse(t, []string{"auto", "emu"})
 	if f.Backend != "auto" || f.DK != 128 || f.DV != 128 || f.NK != 16 || f.NV != 32 || f.Layers != 3 || f.Seed != 1 || f.HeadMap != spec.Block {
