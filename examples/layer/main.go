@@ -79,13 +79,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	types := map[string]spec.ElemType{"f32": spec.F32, "f16": spec.F16, "bf16": spec.BF16}
-	var ok bool
-	if c.act, ok = types[act]; !ok {
-		return c, fmt.Errorf("-dtype %q: want f32, f16 or bf16", act)
+	var err error
+	if c.act, err = layerstack.ParseType("dtype", act); err != nil {
+		return c, err
 	}
-	if c.state, ok = types[state]; !ok {
-		return c, fmt.Errorf("-state %q: want f32, f16 or bf16", state)
+	if c.state, err = layerstack.ParseType("state", state); err != nil {
+		return c, err
 	}
 	if c.prefill < 1 || c.decode < 0 {
 		return c, fmt.Errorf("-prefill %d, -decode %d: want at least 1 and 0", c.prefill, c.decode)
@@ -360,12 +359,7 @@ func run(c config, d *layerstack.Device, w, _ io.Writer) (result, error) {
 	a := uint64(c.act.Size())
 	res.floorBytes = 2*uint64(p0.StateLen()*c.state.Size()) + 2*uint64(3*h.ConvDim())*a
 	res.dispatchesPerToken = 1
-	bound := func(t spec.ElemType) float64 {
-		if t == spec.F32 {
-			return layerstack.Bound
-		}
-		return layerstack.BoundOf(t, layerstack.Bound)
-	}
+	bound := func(t spec.ElemType) float64 { return layerstack.BoundOf(t, layerstack.Bound) }
 	res.pass = res.coreErr <= bound(c.act) && res.stateErr <= bound(c.state) && res.convSame
 	fmt.Fprintf(w, "decode %d tokens: %d dispatch per token for the whole core (conv, step, gated norm)\n", c.decode, res.dispatchesPerToken)
 	fmt.Fprintf(w, "bytes per decode token, floor: %d (state in and out %d, conv state in and out %d)\n",

@@ -87,8 +87,9 @@ func (f *Flags) DefineCore(fs *flag.FlagSet, help string) {
 // types are the element types -dtype and -state take.
 var types = map[string]spec.ElemType{"f32": spec.F32, "f16": spec.F16, "bf16": spec.BF16}
 
-// parseType returns the element type s names, or an error naming flag.
-func parseType(flag, s string) (spec.ElemType, error) {
+// ParseType returns the element type s names (f32, f16 or bf16), or an
+// error naming flag.
+func ParseType(flag, s string) (spec.ElemType, error) {
 	t, ok := types[s]
 	if !ok {
 		return 0, fmt.Errorf("-%s %q: want f32, f16 or bf16", flag, s)
@@ -119,10 +120,10 @@ func (f *Flags) Parse(fs *flag.FlagSet, args []string) error {
 	if f.Layers <= 0 {
 		return fmt.Errorf("-layers %d: must be > 0", f.Layers)
 	}
-	if f.Activation, err = parseType("dtype", f.activation); err != nil {
+	if f.Activation, err = ParseType("dtype", f.activation); err != nil {
 		return err
 	}
-	f.State, err = parseType("state", f.state)
+	f.State, err = ParseType("state", f.state)
 	return err
 }
 
