@@ -199,21 +199,14 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 		mb(stateBytes), p.State, mb(stateBytes*cfg.Layers), be.Keeps())
 
 	// What each layer starts from: its state, as if left by a prefill,
-	// and with the fused gate its constants A_log and dt_bias.
+	// and with the fused gate its constants A_log and dt_bias; with the
+	// core its convolution and norm weights and its conv state, as a
+	// prefill would leave it.
 	consts, err := layerstack.Constants(p, cfg.Seed, cfg.Layers)
 	if err != nil {
 		return result{}, err
 	}
 	if p.Core != (spec.Core{}) {
-		// The layer's convolution and norm weights and its conv state, as
-		// a prefill would leave it.
-		for l := range consts {
-			in, err := cpuref.RandomInputs(p, layerstack.Seed(cfg.Seed, l, -1))
-			if err != nil {
-				return result{}, err
-			}
-			consts[l].ConvWeight, consts[l].ConvState, consts[l].NormWeight = in.ConvWeight, in.ConvState, in.NormWeight
-		}
 		fmt.Fprintf(stdout, "core:    the whole layer core in the dispatch: mixed_qkv (%d channels) through the short convolution (K = %d) with a %s conv state per layer, SiLU, the step, the gated RMSNorm with z (silu, eps %g)\n",
 			p.ConvDim(), p.Core.Conv, p.Activation, p.Core.NormEps)
 	}
@@ -297,9 +290,7 @@ func decodeTokens(cfg config, p spec.Params, be backend, consts []cpuref.Inputs,
 			if err != nil {
 				return nil, nil, err
 			}
-			in.StateIn, in.ConvState = nil, nil // the states are the backend's
-			in.ALog, in.DtBias = consts[l].ALog, consts[l].DtBias
-			in.ConvWeight, in.NormWeight = consts[l].ConvWeight, consts[l].NormWeight
+			in = layerstack.WithConstants(in, consts[l]) // the states are the backend's
 			step[l], inputs[l][t] = in, in
 		}
 		st, err := be.Step(step)

@@ -132,7 +132,8 @@ type config struct {
 	overlap bool
 	// consts[l] holds layer l's A_log and dt_bias with the fused gate,
 	// and its conv and norm weights with the layer core, which every
-	// request's tokens share (set by run).
+	// request's tokens share (set by run; its initial states unused: the
+	// pools' slots start zeroed).
 	consts []cpuref.Inputs
 }
 
@@ -253,10 +254,7 @@ func openBackend(cfg *config, stdout io.Writer) (backend, error) {
 // call (its StateIn unset), with the layer's A_log and dt_bias.
 func inputs(cfg config, r *request, l, t0, n int) (cpuref.Inputs, error) {
 	in, err := cpuref.RandomInputs(cfg.Params(n), layerstack.Seed(cfg.Seed, l, r.id*(cfg.prompt+cfg.gen)+t0))
-	in.StateIn, in.ConvState = nil, nil
-	in.ALog, in.DtBias = cfg.consts[l].ALog, cfg.consts[l].DtBias
-	in.ConvWeight, in.NormWeight = cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight
-	return in, err
+	return layerstack.WithConstants(in, cfg.consts[l]), err
 }
 
 // run serves cfg.requests requests on be and checks them, a line per
@@ -269,16 +267,6 @@ func run(cfg config, be backend, stdout, stderr io.Writer) (result, error) {
 	var err error
 	if cfg.consts, err = layerstack.Constants(one, cfg.Seed, cfg.Layers); err != nil {
 		return result{}, err
-	}
-	if one.Core != (spec.Core{}) {
-		// The layer's convolution and norm weights.
-		for l := range cfg.consts {
-			in, err := cpuref.RandomInputs(one, layerstack.Seed(cfg.Seed, l, -1))
-			if err != nil {
-				return result{}, err
-			}
-			cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight = in.ConvWeight, in.NormWeight
-		}
 	}
 	fmt.Fprintf(stdout, "backend: %s\n", be.Describe())
 	fmt.Fprintf(stdout, "shape:   D_k=%d D_v=%d n_k_heads=%d n_v_heads=%d, %s head map; layers %d; pool of %d slots per layer (%.2f MB of state per layer)\n",
@@ -401,9 +389,8 @@ func prefillBatch(cfg config, admitted []*request, res *result) (batchPlan, erro
 		p.NTokens += r.prompt
 	}
 	for l := range batch {
+		batch[l] = layerstack.WithConstants(cpuref.Inputs{}, cfg.consts[l])
 		b := &batch[l]
-		b.ALog, b.DtBias = cfg.consts[l].ALog, cfg.consts[l].DtBias
-		b.ConvWeight, b.NormWeight = cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight
 		b.CuSeqlens = []int32{0}
 		for _, r := range admitted {
 			in, err := inputs(cfg, r, l, 0, r.prompt)
@@ -447,9 +434,8 @@ func decodeBatch(cfg config, decoding []*request) (batchPlan, error) {
 	p.NSeqs, p.NSlots = cfg.slots, cfg.slots
 	batch := make([]cpuref.Inputs, cfg.Layers)
 	for l := range batch {
+		batch[l] = layerstack.WithConstants(cpuref.Inputs{}, cfg.consts[l])
 		b := &batch[l]
-		b.ALog, b.DtBias = cfg.consts[l].ALog, cfg.consts[l].DtBias
-		b.ConvWeight, b.NormWeight = cfg.consts[l].ConvWeight, cfg.consts[l].NormWeight
 		for s := range p.NSeqs {
 			if s >= len(decoding) {
 				pad, err := cpuref.RandomInputs(cfg.Params(1), 0) // any values: the kernel reads none

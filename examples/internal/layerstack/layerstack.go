@@ -77,8 +77,10 @@ func Types(p spec.Params) string {
 
 // Constants returns what each of layers layers starts from, drawn with
 // cpuref.RandomInputs for p from the run's seed (at t = -1, see [Seed]):
-// an initial state (StateIn, in p's state type) and, with the fused gate,
-// the layer's A_log and dt_bias, which every token of the layer shares.
+// an initial state (StateIn, in p's state type) and, with the layer core's
+// convolution, an initial conv state (ConvState, as a prefill would leave
+// it); and what every token of the layer shares: with the fused gate its
+// A_log and dt_bias, with the layer core its conv and norm weights.
 func Constants(p spec.Params, seed uint64, layers int) ([]cpuref.Inputs, error) {
 	consts := make([]cpuref.Inputs, layers)
 	for l := range consts {
@@ -86,9 +88,19 @@ func Constants(p spec.Params, seed uint64, layers int) ([]cpuref.Inputs, error) 
 		if err != nil {
 			return nil, err
 		}
-		consts[l] = cpuref.Inputs{StateIn: in.StateIn, ALog: in.ALog, DtBias: in.DtBias}
+		consts[l] = cpuref.Inputs{StateIn: in.StateIn, ConvState: in.ConvState, ALog: in.ALog, DtBias: in.DtBias, ConvWeight: in.ConvWeight, NormWeight: in.NormWeight}
 	}
 	return consts, nil
+}
+
+// WithConstants returns in with the layer's own values of c (one layer's
+// [Constants]): A_log and dt_bias, the conv and norm weights; and without
+// a state or a conv state (StateIn, ConvState), which are the pools'.
+func WithConstants(in, c cpuref.Inputs) cpuref.Inputs {
+	in.StateIn, in.ConvState = nil, nil
+	in.ALog, in.DtBias = c.ALog, c.DtBias
+	in.ConvWeight, in.NormWeight = c.ConvWeight, c.NormWeight
+	return in
 }
 
 // Seed derives the seed of layer l's inputs at step t (a token or a draft

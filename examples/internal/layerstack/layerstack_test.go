@@ -633,3 +633,47 @@ func TestTokens(t *testing.T) {
 		}
 	}
 }
+
+// Constants draws each layer's start and shared values once, at t = -1:
+// with the layer core the conv and norm weights and the conv state too,
+// without it none of them; WithConstants hands a token's inputs the
+// layer's shared values and no state.
+func TestConstants(t *testing.T) {
+	for _, core := range []spec.Core{{}, spec.Qwen} {
+		p := spec.Params{Shape: spec.Shape{DK: 32, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 1, NSeqs: 1}, Activation: spec.BF16, Fused: spec.FusedAll, Core: core}
+		consts, err := Constants(p, 7, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l, c := range consts {
+			want, err := cpuref.RandomInputs(p, Seed(7, l, -1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []struct {
+				name      string
+				got, want []float32
+			}{{"StateIn", c.StateIn, want.StateIn}, {"ConvState", c.ConvState, want.ConvState}, {"A_log", c.ALog, want.ALog}, {"dt_bias", c.DtBias, want.DtBias},
+				{"ConvWeight", c.ConvWeight, want.ConvWeight}, {"NormWeight", c.NormWeight, want.NormWeight}} {
+				if len(f.got) != len(f.want) || floats.FirstDiff(f.got, f.want) >= 0 {
+					t.Errorf("core %+v, layer %d: %s of %d values, not the draw at t = -1 (%d)", core, l, f.name, len(f.got), len(f.want))
+				}
+			}
+			if (core.Conv > 0) != (len(c.ConvWeight) > 0 && len(c.ConvState) > 0 && len(c.NormWeight) > 0) {
+				t.Errorf("core %+v: conv weight %d, conv state %d, norm weight %d values", core, len(c.ConvWeight), len(c.ConvState), len(c.NormWeight))
+			}
+			tok, err := cpuref.RandomInputs(p, Seed(7, l, 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := WithConstants(tok, c)
+			act, tokAct := in.Q, tok.Q
+			if core.Conv > 0 {
+				act, tokAct = in.MixedQKV, tok.MixedQKV
+			}
+			if in.StateIn != nil || in.ConvState != nil || &in.ALog[0] != &c.ALog[0] || &act[0] != &tokAct[0] || (core.Conv > 0 && &in.ConvWeight[0] != &c.ConvWeight[0]) {
+				t.Errorf("core %+v: WithConstants kept a state, or not the layer's constants and the token's inputs", core)
+			}
+		}
+	}
+}
