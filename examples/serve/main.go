@@ -595,8 +595,12 @@ func check(cfg config, be backend, finished []*request, res *result, stdout io.W
 		verdict = fmt.Sprintf("%d of them differ", differ)
 	}
 	one := cfg.Params(1)
-	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; a prefill, chunked where its batch's was, then one decode per token): outputs and final states of every layer %s\n",
-		len(finished), verdict)
+	prefill := "a prefill, chunked where its batch's was" // Kernels.Prefill chose by the batch's tokens
+	if cfg.Core {
+		prefill = "a prefill with Kernels.Core, as its batch's"
+	}
+	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; %s, then one decode per token): outputs and final states of every layer %s\n",
+		len(finished), prefill, verdict)
 	if _, ok := be.(*cpuBackend); ok {
 		fmt.Fprintf(stdout, "check 2: not run: the cpu backend is cpuref.Reference32 itself (cpuref's tests hold it against the float64 oracle); -backend emu or metal holds the kernels against it\n")
 		return nil

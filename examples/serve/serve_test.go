@@ -251,6 +251,14 @@ func TestReportPrefills(t *testing.T) {
 			if got := reportLine(out, "prefill: "); got != want {
 				t.Errorf("report line\n%s\nwant\n%s", got, want)
 			}
+			// Check 1 runs each request alone as its batch ran.
+			alone := "a prefill, chunked where its batch's was, then"
+			if cfg.Core {
+				alone = "a prefill with Kernels.Core, as its batch's, then"
+			}
+			if got := reportLine(out, "check 1: "); !strings.Contains(got, alone) {
+				t.Errorf("check 1 line lacks %q:\n%s", alone, got)
+			}
 		})
 	}
 }
