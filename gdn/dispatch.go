@@ -3,6 +3,7 @@ package gdn
 import (
 	"fmt"
 
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -257,7 +258,22 @@ func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, 
 // for Qwen3.5's decode step of one row per SIMD-group). An unknown kernel,
 // invalid parameters or a shape the kernel does not take are an error
 // wrapping [ErrInvalidArgument].
+//
+// With a non-zero Params.Core, kern must take the layer core
+// ([Kernels.EncodeCore]): the name is then that of its core variant
+// (gated_delta_net_chunked_core_bf16_f32), after the checks of
+// [ValidateCoreOn] that need no buffers.
 func EntryPoint(kern Kernel, p Params) (string, error) {
+	if p.Core != (spec.Core{}) && kern.known() {
+		t, err := coreTargetOf(kern)
+		if err != nil {
+			return "", err
+		}
+		if err := validateCoreParams(t, p); err != nil {
+			return "", err
+		}
+		return coreEntryOn(kern, p), nil
+	}
 	if err := validateKernelParams(kern, p); err != nil {
 		return "", err
 	}

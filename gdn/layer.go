@@ -68,13 +68,65 @@ const (
 // threadgroup runs 4 D_v threads.
 const coreMaxDV = 256
 
-// validateCore refuses a layer core (Params.Core) on a kernel other than
-// the core kernel.
+// validateCore refuses a layer core (Params.Core) on a dispatch without
+// [CoreBuffers]: the core kernel ([Kernels.Core]) and the chunked prefill
+// through [Kernels.EncodeCore] run it.
 func validateCore(k Kernel, p Params) error {
 	if p.Core == (spec.Core{}) {
 		return nil
 	}
-	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.Core runs them", p.Core, k)
+	if k.takesCore() {
+		return invalid("Params.Core", "%+v: the %s kernel runs the core through Kernels.EncodeCore, which takes its CoreBuffers", p.Core, k)
+	}
+	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.Core and the chunked prefill (Kernels.EncodeCore) run them", p.Core, k)
+}
+
+// takesCore reports whether [Kernels.EncodeCore] runs the layer core on k.
+func (k Kernel) takesCore() bool { return k == KernelPrefillChunked }
+
+// A coreTarget is a kernel that runs the layer core, with its own rules
+// beside the contract's.
+type coreTarget struct {
+	name           string            // "core" or a Kernel's name, for the errors
+	shape          func(Shape) error // the kernel's limits on D_k and D_v
+	threads        func(Shape) int   // threads per threadgroup, each holding coreChannelsPerThread channels of the convolution
+	packed         bool              // Q, K, StateIn, StateOut (and Capture) at offsets of 4 elements
+	capture        bool              // takes Capture
+	inPlaceGrouped bool              // takes ConvStateOut = ConvStateIn with grouped heads
+	serving        Kernel            // the kernel whose serving rules apply
+}
+
+// coreKernel is [Kernels.Core]'s target.
+var coreKernel = coreTarget{
+	name: "core",
+	shape: func(s Shape) error {
+		if s.DK != 32 && s.DK != 64 && s.DK != 128 {
+			return invalid("Shape.DK", "%d, the core kernel needs 32, 64 or 128", s.DK)
+		}
+		if s.DV%packedRowsPerGroup != 0 || s.DV > coreMaxDV {
+			return invalid("Shape.DV", "%d, the core kernel needs a multiple of %d up to %d (one threadgroup of 4 D_v threads per value head)", s.DV, packedRowsPerGroup, coreMaxDV)
+		}
+		return nil
+	},
+	threads: func(s Shape) int { return 4 * s.DV },
+	packed:  true, capture: true, serving: KernelDecodePackedSeq,
+}
+
+// chunkedCore is the chunked prefill's target: its own shape limits (D_k
+// and D_v at most 128), 4 D_v threads per value head, no capture.
+var chunkedCore = coreTarget{
+	name:    KernelPrefillChunked.String(),
+	shape:   func(s Shape) error { return validateKernelShape(KernelPrefillChunked, s) },
+	threads: func(s Shape) int { return kernels.ChunkLanes * s.DV },
+	serving: KernelPrefillChunked,
+}
+
+// coreTargetOf returns the target of kern for [Kernels.EncodeCore].
+func coreTargetOf(kern Kernel) (coreTarget, error) {
+	if !kern.takesCore() {
+		return coreTarget{}, invalid("kernel", "the %s kernel does not run the layer core; Kernels.Core and the chunked prefill do", kern)
+	}
+	return chunkedCore, nil
 }
 
 // ValidateCore checks p, b and c for [Kernels.Core] against every rule of
@@ -87,20 +139,31 @@ func validateCore(k Kernel, p Params) error {
 // ConvStateOut = ConvStateIn (in place). The error wraps
 // [ErrInvalidArgument] and names the field.
 func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
-	if err := p.Validate(); err != nil {
-		var e *spec.ArgumentError
-		errors.As(err, &e)
-		return invalid(e.Arg, "%s", e.Detail)
+	return validateCoreFor(coreKernel, p, b, c)
+}
+
+// ValidateCoreOn checks p, b and c for [Kernels.EncodeCore] of kern as
+// [ValidateCore] does for the core kernel, with kern's own limits: for the
+// chunked prefill D_k and D_v at most 128, D_v a multiple of 8 with
+// Core.Norm (the norm sums SIMD-groups of 8 rows), with Core.Conv 2 D_k +
+// D_v at most 8 D_v (its 4 D_v threads hold 2 channels each), no
+// alignment rule beyond the element's, and b.Capture empty.
+func ValidateCoreOn(kern Kernel, p Params, b Buffers, c CoreBuffers) error {
+	t, err := coreTargetOf(kern)
+	if err != nil {
+		return err
+	}
+	return validateCoreFor(t, p, b, c)
+}
+
+// validateCoreFor is ValidateCore for the kernel t.
+func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
+	if err := validateCoreParams(t, p); err != nil {
+		return err
 	}
 	s := p.Shape
-	if s.DK != 32 && s.DK != 64 && s.DK != 128 {
-		return invalid("Shape.DK", "%d, the core kernel needs 32, 64 or 128", s.DK)
-	}
-	if s.DV%packedRowsPerGroup != 0 || s.DV > coreMaxDV {
-		return invalid("Shape.DV", "%d, the core kernel needs a multiple of %d up to %d (one threadgroup of 4 D_v threads per value head)", s.DV, packedRowsPerGroup, coreMaxDV)
-	}
-	if ch := 2*s.DK + s.DV; p.Core.Conv > 0 && ch > coreChannelsPerThread*4*s.DV {
-		return invalid("Shape.DV", "%d: the convolution's 2*D_k + D_v = %d channels of a head are more than the core kernel's %d threads hold (%d each): D_v must be at least %d with D_k = %d", s.DV, ch, 4*s.DV, coreChannelsPerThread, minConvDV(s.DK), s.DK)
+	if !t.capture && b.Capture != (View{}) {
+		return invalid("Capture", "set, but the %s kernel does not write it (Kernels.Core does)", t.name)
 	}
 	const act, state, fixed = "Params.Activation", "Params.State", ""
 	a, st := p.Activation, p.State
@@ -165,11 +228,14 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 	for i := range views {
 		c := &views[i]
 		vector := c.name == "Q" || c.name == "K" || c.name == "StateIn" || c.name == "StateOut" || c.name == "Capture"
-		if align := packedAlign * c.elem.Size(); vector && c.v.Offset%align != 0 {
+		if align := packedAlign * c.elem.Size(); t.packed && vector && c.v.Offset%align != 0 {
 			return invalid(c.name, "offset %d bytes, the core kernel reads and writes it %d elements at a time: it must be a multiple of %d", c.v.Offset, packedAlign, align)
 		}
 	}
 	if conv && c.ConvStateOut == c.ConvStateIn {
+		if s.NVHeads != s.NKHeads && !t.inPlaceGrouped {
+			return invalid("CoreBuffers.ConvStateOut", "the same view as ConvStateIn, but with n_v_heads = %d over n_k_heads = %d the %s kernel's threadgroups of the value heads of a key head read its conv state while one writes it, with no order between them: use two buffers", s.NVHeads, s.NKHeads, t.name)
+		}
 		// In place: ConvStateOut's overlap checks cover ConvStateIn's.
 		// With grouped heads the dispatcher runs one threadgroup per key
 		// head (coreGrouped), the only reader and writer of its conv state.
@@ -183,7 +249,7 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 	if err := validateOverlaps(views); err != nil {
 		return err
 	}
-	if err := validateServing(KernelDecodePackedSeq, p, b); err != nil {
+	if err := validateServing(t.serving, p, b); err != nil {
 		return err
 	}
 	// The slot index and cu_seqlens against the conv state written.
@@ -380,6 +446,21 @@ func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) 
 	}
 	grid, group := coreGeometry(p.Shape, perPass)
 	enc.SetComputePipelineState(pso)
+	bindCore(enc, p, b, c, perPass > 0)
+	enc.DispatchThreadgroups(grid, group)
+	if err := enc.Err(); err != nil {
+		return fmt.Errorf("gdn: core kernel: %w", err)
+	}
+	return nil
+}
+
+// bindCore binds the views of a layer-core dispatch, valid for p: 0-13 as
+// every kernel (G's buffer standing in where the kernel reads nothing: Q, K
+// and V with the convolution, A_log and dt_bias without the fused gate,
+// Capture when it is empty), the core's views at 14-19 (stand-ins for the
+// parts that are off), the parameters at 8 and the core parameters at 20
+// (with grouped, the core kernel's flag for one threadgroup per key head).
+func bindCore(enc encoder, p Params, b Buffers, c CoreBuffers, grouped bool) {
 	stand := b.G // bound where the kernel reads nothing
 	q, kk, v := b.Q, b.K, b.V
 	if p.Core.Conv > 0 {
@@ -416,10 +497,26 @@ func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) 
 	}
 	enc.setViews(bufs, offsets, coreFirstIndex)
 	enc.setParams(paramBytes(p), paramsIndex)
-	enc.setParams(coreBytes(p, b.Capture != View{}, perPass > 0), coreParamsIndex)
-	enc.DispatchThreadgroups(grid, group)
-	if err := enc.Err(); err != nil {
-		return fmt.Errorf("gdn: core kernel: %w", err)
+	enc.setParams(coreBytes(p, b.Capture != View{}, grouped), coreParamsIndex)
+}
+
+// validateCoreParams checks what validateCoreFor checks without the
+// buffers: the parameters and t's shape.
+func validateCoreParams(t coreTarget, p Params) error {
+	if err := p.Validate(); err != nil {
+		var e *spec.ArgumentError
+		errors.As(err, &e)
+		return invalid(e.Arg, "%s", e.Detail)
+	}
+	s := p.Shape
+	if err := t.shape(s); err != nil {
+		return err
+	}
+	if p.Core.Norm && s.DV%packedRowsPerGroup != 0 {
+		return invalid("Shape.DV", "%d, the %s kernel's gated norm sums the outputs of SIMD-groups of %d rows: D_v must be a multiple of %d", s.DV, t.name, packedRowsPerGroup, packedRowsPerGroup)
+	}
+	if ch, nt := 2*s.DK+s.DV, t.threads(s); p.Core.Conv > 0 && ch > coreChannelsPerThread*nt {
+		return invalid("Shape.DV", "%d: the convolution's 2*D_k + D_v = %d channels of a head are more than the %s kernel's %d threads hold (%d each): D_v must be at least %d with D_k = %d", s.DV, ch, t.name, nt, coreChannelsPerThread, minConvDV(s.DK), s.DK)
 	}
 	return nil
 }

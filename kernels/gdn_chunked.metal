@@ -65,9 +65,33 @@
 // the C-sized terms make it 306 at D = 64. The barriers, 3 per chunk, are
 // 3/16 per token against 2; the shuffles 2 row sums of 2 steps per token.
 
+// The layer core (gated_delta_net_chunked_core, SPEC section 13; the
+// flags and buffers 14-20 of gdn_core_common.metal). The threadgroup holds
+// all D_v rows of its value head, so both parts stay in it.
+//   Convolution: thread t owns entries t and t + 4 D_v of the head's 2 D_k
+//   + D_v channels (q, k of its key head, v of its own), with their
+//   weights and last K-1 inputs in registers for the whole sequence
+//   (gdn_conv_lane: read once from the conv state, written once at the
+//   end, the q and k channels by the first value head of the key head
+//   only). Staging a chunk reads each channel's mixed_qkv once per token
+//   and stores u = silu(conv) into the stage in place of q, k and v; the
+//   staging barrier makes it visible: no barrier added. A sequence
+//   shorter than K-1 tokens leaves the old state shifted.
+//   Norm: lane 0 of row i keeps o_r (scaled, f32) for the chunk's tokens;
+//   after the update each SIMD-group sums o_r^2 over its 8 rows (xor 4,
+//   8, 16: 3 shuffle steps per token) into ps[r][group]; the barrier that
+//   ends the chunk makes the sums visible, and lane 0 adds the D_v / 8 of
+//   its token in order, r = 1 / sqrt(ss / D_v + eps), and writes y =
+//   ((o r) norm_w) act(z), rounded once. The next chunk writes ps only
+//   after its own first barrier: no barrier added either.
+// With grouped heads the value heads of a key head read its conv state
+// while the first writes it, with no order between threadgroups: in place
+// is refused there (gdn validation).
+
 #define GDN_CHUNK 16
 #define GDN_CHUNK_LANES 4   // threads per row of S
 #define GDN_CHUNK_CELLS 32  // cells per lane: D_k / GDN_CHUNK_LANES at D_k = 128
+#define GDN_CHUNK_CONV_CHANNELS 2  // the convolution's channels per thread (with the core)
 
 // exp(-(g[from] + ... + g[to])), summed in order; 1 for an empty range.
 inline float gdn_range_decay(threadgroup const float *g, uint from, uint to) {
@@ -86,24 +110,18 @@ inline float gdn_row_sum(float x) {
     return x;
 }
 
-template <typename A, typename S>
-kernel void gated_delta_net_chunked(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    threadgroup float  *stage     [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
+// One value head of one sequence, every chunk of its tokens; with CORE the
+// layer core's options of c.flags (see the top of the file).
+template <typename A, typename S, bool CORE>
+inline void gdn_chunked_head(
+    device const A *q, device const A *k, device const A *v, device const A *g,
+    device const A *beta, device const S *state_in, device A *output,
+    device S *state_out, constant gdn_params &p, device const float *a_log,
+    device const float *dt_bias, device const int *slots,
+    device const int *cu_seqlens, threadgroup float *stage,
+    device const A *mixed, device const A *conv_w, device const A *conv_in,
+    device A *conv_out, device const A *z, device const A *norm_w,
+    constant gdn_core_params *cp, uint3 tg, uint3 tid) {
     const uint d_k = p.d_k;
     const uint d_v = p.d_v;
     const uint t = tid.x;                       // thread in the threadgroup
@@ -125,6 +143,8 @@ kernel void gated_delta_net_chunked(
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
     const uint C = GDN_CHUNK;
+    const bool conv = CORE && (cp->flags & GDN_CORE_CONV) != 0u;
+    const bool norm = CORE && (cp->flags & GDN_CORE_NORM) != 0u;
 
     threadgroup float *ks = stage;
     threadgroup float *qs = ks + C * d_k;
@@ -136,6 +156,7 @@ kernel void gated_delta_net_chunked(
     threadgroup float *bs = ls + C;        // beta_r
     threadgroup float *gs = bs + C;        // g_r
     threadgroup float *rn = gs + C;        // 1/|k_r|, 1/|q_r|
+    threadgroup float *ps = rn + 2 * C;    // the norm's partial sums [C][D_v / 8] (CORE)
 
     const uint first = sq.tok0;
     const uint len = sq.n_tokens;
@@ -146,24 +167,55 @@ kernel void gated_delta_net_chunked(
         s[c] = gdn_load(state_in + row + GDN_CHUNK_LANES * c);
     }
 
+    // The convolution's registers (CORE): two channels of the head's list
+    // per thread, for the whole sequence.
+    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(CORE ? cp->conv_dim : 0u);
+    gdn_conv_lane<A, GDN_CHUNK_CONV_CHANNELS> cl;
+    if (conv) {
+        cl.begin(p, *cp, conv_w, conv_in, conv_base, kh, h, t, nt);
+    }
+    const uint n_groups = d_v / 8u;        // SIMD-groups of the threadgroup (CORE, norm)
+    const float nw = norm ? gdn_load(norm_w + i) : 1.0f;
+
     float s0k[GDN_CHUNK];  // (S_0 k_r)_i
     float s0q[GDN_CHUNK];  // (S_0 q_r)_i
     float u[GDN_CHUNK];   // u_r, row i
+    float oo[CORE ? GDN_CHUNK : 1];  // the outputs o_r of row i before the norm (lane 0)
 
     for (uint t0 = 0; t0 < len; t0 += C) {
         const uint n = min(C, len - t0);
         const uint tok0 = first + t0;
 
-        // Stage the chunk's k, q, v and gates.
-        for (uint r = 0; r < n; ++r) {
-            const uint qk = ((tok0 + r) * p.n_k_heads + kh) * d_k;
-            for (uint j = t; j < d_k; j += nt) {
-                ks[r * d_k + j] = gdn_load(k + qk + j);
-                qs[r * d_k + j] = gdn_load(q + qk + j);
+        // Stage the chunk's k, q, v and gates: read, or with the
+        // convolution made from mixed_qkv (u = silu(conv), in f32).
+        if (conv) {
+            for (uint r = 0; r < n; ++r) {
+                device const A *xr = mixed + ulong(tok0 + r) * cp->conv_dim;
+                for (int e = 0; e < GDN_CHUNK_CONV_CHANNELS; ++e) {
+                    if (cl.has(e)) {
+                        const uint ch = cl.ch[e];
+                        const float y = cl.step(e, gdn_load(xr + cl.src[e]));
+                        if (ch < d_k) {
+                            qs[r * d_k + ch] = y;
+                        } else if (ch < 2u * d_k) {
+                            ks[r * d_k + (ch - d_k)] = y;
+                        } else {
+                            vs[r * d_v + (ch - 2u * d_k)] = y;
+                        }
+                    }
+                }
             }
-            const uint vo = ((tok0 + r) * p.n_v_heads + h) * d_v;
-            for (uint j = t; j < d_v; j += nt) {
-                vs[r * d_v + j] = gdn_load(v + vo + j);
+        } else {
+            for (uint r = 0; r < n; ++r) {
+                const uint qk = ((tok0 + r) * p.n_k_heads + kh) * d_k;
+                for (uint j = t; j < d_k; j += nt) {
+                    ks[r * d_k + j] = gdn_load(k + qk + j);
+                    qs[r * d_k + j] = gdn_load(q + qk + j);
+                }
+                const uint vo = ((tok0 + r) * p.n_v_heads + h) * d_v;
+                for (uint j = t; j < d_v; j += nt) {
+                    vs[r * d_v + j] = gdn_load(v + vo + j);
+                }
             }
         }
         for (uint r = t; r < n; r += nt) {
@@ -234,7 +286,8 @@ kernel void gated_delta_net_chunked(
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         // Forward substitution for u, row i, and the outputs: the row's
-        // four lanes compute the same values; lane 0 writes them.
+        // four lanes compute the same values; lane 0 writes them (with the
+        // norm, keeps them for it).
         for (uint r = 0; r < n; ++r) {
             float ur = bs[r] * (vs[r * d_v + i] - es[r] * s0k[r]);
             for (uint c = 0; c < r; ++c) {
@@ -246,7 +299,21 @@ kernel void gated_delta_net_chunked(
                 for (uint c = 0; c <= r; ++c) {
                     o += mm[r * C + c] * u[c];
                 }
-                gdn_store(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
+                if (norm) {
+                    oo[CORE ? r : 0] = scale * o;
+                } else {
+                    gdn_store(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
+                }
+            }
+        }
+        // The norm's sums of squares per token and SIMD-group of 8 rows,
+        // read after the barrier that ends the chunk.
+        if (norm) {
+            for (uint r = 0; r < n; ++r) {
+                const float ss = gdn_norm_rows_sum(lane == 0 ? oo[CORE ? r : 0] : 0.0f);
+                if (t % 32u == 0u) {
+                    ps[r * n_groups + t / 32u] = ss;
+                }
             }
         }
 
@@ -264,14 +331,84 @@ kernel void gated_delta_net_chunked(
             s[c] = x;
         }
 
-        // Nobody restages before every row is done with this chunk.
+        // Nobody restages before every row is done with this chunk (and,
+        // with the norm, every partial sum is in).
         threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        // The gated norm: y = ((o r) norm_w) act(z), rounded once. The next
+        // chunk writes the partial sums only after its first barrier.
+        if (norm && lane == 0) {
+            for (uint r = 0; r < n; ++r) {
+                const uint vo = ((tok0 + r) * p.n_v_heads + h) * d_v + i;
+                const float rr = gdn_norm_factor(ps + r * n_groups, n_groups, d_v, cp->eps);
+                gdn_store(output + vo, gdn_norm_apply(*cp, oo[CORE ? r : 0], rr, nw, gdn_load(z + vo)));
+            }
+        }
     }
 
     for (uint c = 0; c < cells; ++c) {
         gdn_store(state_out + row + GDN_CHUNK_LANES * c, s[c]);
     }
+    if (conv) {
+        cl.end(p, *cp, conv_out, conv_base, gdn_core_owns_key_head(p, h));
+    }
 }
 
-// Every combination of activation and state type (gdn_common.metal).
+template <typename A, typename S>
+kernel void gated_delta_net_chunked(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
+    constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
+    threadgroup float  *stage     [[threadgroup(0)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    gdn_chunked_head<A, S, false>(q, k, v, g, beta, state_in, output, state_out, p,
+                                  a_log, dt_bias, slots, cu_seqlens, stage,
+                                  q, q, q, output, q, q, (constant gdn_core_params *)nullptr, tg, tid);
+}
+
+// The same with the layer core: buffers 14-20 of gdn_core_common.metal.
+template <typename A, typename S>
+kernel void gated_delta_net_chunked_core(
+    device const A     *q          [[buffer(0)]],
+    device const A     *k          [[buffer(1)]],
+    device const A     *v          [[buffer(2)]],
+    device const A     *g          [[buffer(3)]],
+    device const A     *beta       [[buffer(4)]],
+    device const S     *state_in   [[buffer(5)]],
+    device A           *output     [[buffer(6)]],
+    device S           *state_out  [[buffer(7)]],
+    constant gdn_params &p         [[buffer(8)]],
+    device const float *a_log      [[buffer(10)]],
+    device const float *dt_bias    [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
+    device const A     *mixed      [[buffer(14)]],
+    device const A     *conv_w     [[buffer(15)]],
+    device const A     *conv_in    [[buffer(16)]],
+    device A           *conv_out   [[buffer(17)]],
+    device const A     *z          [[buffer(18)]],
+    device const A     *norm_w     [[buffer(19)]],
+    constant gdn_core_params &cp   [[buffer(20)]],
+    threadgroup float  *stage      [[threadgroup(0)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    gdn_chunked_head<A, S, true>(q, k, v, g, beta, state_in, output, state_out, p,
+                                 a_log, dt_bias, slots, cu_seqlens, stage,
+                                 mixed, conv_w, conv_in, conv_out, z, norm_w, &cp, tg, tid);
+}
+
+// Every combination of activation and state type (gdn_common.metal), each
+// without and with the layer core.
 instantiate_gdn_types(instantiate_gdn, "gated_delta_net_chunked", gated_delta_net_chunked)
+instantiate_gdn_types(instantiate_gdn, "gated_delta_net_chunked_core", gated_delta_net_chunked_core)

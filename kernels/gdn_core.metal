@@ -72,24 +72,8 @@
 // conv_state_out ([conv_dim, K-1, states], type A), 18 z, 19 norm_w (type A),
 // 20 the core parameters.
 
-#define GDN_CONV_K 4
 #define GDN_CORE_MAX_DV 256
 #define GDN_CORE_MAX_CHANNELS (2 * 128 + GDN_CORE_MAX_DV)
-
-// Bits of gdn_core_params::flags.
-#define GDN_CORE_CONV    1u  // mixed_qkv and the conv state replace q, k and v
-#define GDN_CORE_NORM    2u  // the gated RMSNorm of the output
-#define GDN_CORE_SIGMOID 4u  // the norm's gate is sigmoid(z), not silu(z)
-#define GDN_CORE_CAPTURE 8u  // S after every token to capture[..., t, s] (buffer 9)
-#define GDN_CORE_GROUPED 16u // one threadgroup per key head and its value heads
-
-// The core parameters, bound with setBytes at buffer index 20.
-struct gdn_core_params {
-    uint  flags;
-    float eps;       // the norm's epsilon
-    uint  conv_dim;  // 2 n_k_heads D_k + n_v_heads D_v
-    uint  reserved;
-};
 
 // A lane's view of D_k staged floats in threadgroup memory, read group by
 // group as gdn_device_vec reads device memory.
@@ -131,21 +115,6 @@ inline uint gdn_core_channel(constant gdn_params &p, uint kh, gdn_core_heads hs,
     }
     const uint j = (ch - 2u * DK) / p.d_v;
     return 2u * p.n_k_heads * DK + hs.head(m0 + j) * p.d_v + (ch - 2u * DK - j * p.d_v);
-}
-
-// Whether value head h is the first to read its key head, the one whose
-// threadgroup writes the key head's q and k conv state.
-inline bool gdn_core_owns_key_head(constant gdn_params &p, uint h) {
-    if (p.head_map == 1u) {
-        return h < p.n_k_heads;
-    }
-    return h % (p.n_v_heads / p.n_k_heads) == 0u;
-}
-
-// The norm's gate.
-inline float gdn_core_gate(constant gdn_core_params &c, float z) {
-    const float s = 1.0f / (1.0f + metal::exp(-z));
-    return (c.flags & GDN_CORE_SIGMOID) ? s : z * s;
 }
 
 // One window of tokens of one value head and sequence.

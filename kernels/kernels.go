@@ -10,6 +10,7 @@
 //	                    gated_delta_net_decode_legacy_{A}_{S}_{NSG}
 //	gdn_capture.metal   gated_delta_net_decode_capture_{A}_{S}_{NSG}
 //	gdn_chunked.metal   gated_delta_net_chunked_{A}_{S}
+//	                    gated_delta_net_chunked_core_{A}_{S}
 //	gdn_packed.metal    gated_delta_net_decode_packed_{A}_{S}_{NSG}
 //	                    gated_delta_net_decode_packed_seq_{A}_{S}_{NSG}
 //	                    gated_delta_net_decode_packed_capture_{A}_{S}_{NSG}
@@ -76,6 +77,7 @@ const (
 	PackedFile       = "gdn_packed.metal"          // packed decode, seq and capture kernels
 	BlockedFile      = "gdn_prefill_blocked.metal" // the blocked prefill kernel
 	CoreFile         = "gdn_core.metal"            // the layer core: convolution, step, gated norm
+	CoreCommonFile   = "gdn_core_common.metal"     // the layer core's convolution and norm, in front of CoreFile and ChunkedFile
 )
 
 // Entry-point names of the kernels.
@@ -129,6 +131,15 @@ func ChunkedThreadgroupMemory(dk, dv int) int {
 	const c = ChunkLen
 	n := (2*c*dk + c*dv + 2*c*c + 6*c) * 4
 	return (n + 15) &^ 15
+}
+
+// ChunkedCoreThreadgroupMemory returns the threadgroup memory, in bytes,
+// of the chunked prefill kernel with the layer core
+// ([PrefillChunkedCoreOf]): [ChunkedThreadgroupMemory] and the gated
+// norm's partial sums, C x dv/8 floats (one per token and SIMD-group of 8
+// rows).
+func ChunkedCoreThreadgroupMemory(dk, dv int) int {
+	return ChunkedThreadgroupMemory(dk, dv) + ChunkLen*(dv/8)*4
 }
 
 // Decode returns the name of the f32 decode kernel (indices rebuilt every
@@ -255,7 +266,18 @@ var (
 	packedCaptureNames = newVariants("gated_delta_net_decode_packed_capture", true)
 	blockedNames       = newVariants("gated_delta_net_prefill_blocked", true)
 	coreNames          = newVariants("gated_delta_net_core_packed", true)
+	chunkedCoreNames   = newVariants("gated_delta_net_chunked_core", false)
 )
+
+// PrefillChunkedCoreOf returns the name of the chunked prefill kernel that
+// also runs the layer core (SPEC section 13: the short convolution with
+// its state before the step, the gated RMSNorm after it, each a flag of
+// the core parameters): gated_delta_net_chunked_core_{act}_{state}. The
+// same threadgroups as [PrefillChunkedOf]; its threadgroup memory is
+// [ChunkedCoreThreadgroupMemory].
+func PrefillChunkedCoreOf(act, state spec.ElemType) string {
+	return chunkedCoreNames.name(act, state, 0)
+}
 
 // CorePackedOf returns the name of the layer-core kernel (SPEC section 13:
 // the short convolution with its state, the step and the gated RMSNorm in
@@ -272,6 +294,7 @@ var entryFile = func() map[string]string {
 		for _, s := range ElemTypes {
 			m[PrefillOf(a, s)] = PrefillFile
 			m[PrefillChunkedOf(a, s)] = ChunkedFile
+			m[PrefillChunkedCoreOf(a, s)] = ChunkedFile
 			for _, nsg := range NSGs {
 				m[DecodeOf(a, s, nsg)] = DecodeFile
 				m[DecodeSeqOf(a, s, nsg)] = DecodeFile
@@ -306,17 +329,22 @@ func SourceFiles() []string {
 }
 
 // Source returns the compilable text of a kernel source file: the shared
-// prelude (and for the packed kernels [PackedCommonFile]) followed by the
-// file, each behind a #line directive so that compiler messages name the
+// prelude (and for the packed kernels [PackedCommonFile], for the kernels
+// that run the layer core [CoreCommonFile]) followed by the file, each behind a #line directive so that compiler messages name the
 // right file and line. It returns "" for a name that is not one of
 // [SourceFiles].
 func Source(name string) string {
-	if name == CommonFile || name == PackedCommonFile {
+	if name == CommonFile || name == PackedCommonFile || name == CoreCommonFile {
 		return ""
 	}
 	parts := []string{CommonFile, name}
-	if name == PackedFile || name == BlockedFile || name == CoreFile {
+	switch name {
+	case PackedFile, BlockedFile:
 		parts = []string{CommonFile, PackedCommonFile, name}
+	case CoreFile:
+		parts = []string{CommonFile, PackedCommonFile, CoreCommonFile, name}
+	case ChunkedFile:
+		parts = []string{CommonFile, CoreCommonFile, name}
 	}
 	var src strings.Builder
 	for i, part := range parts {

@@ -23,8 +23,8 @@ import (
 // defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if want := 9 * (17 + 8); len(names) != want {
-		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 4 packed kernels * NSG 2, 4)): %v", len(names), want, names)
+	if want := 9 * (18 + 8); len(names) != want {
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 4 packed kernels * NSG 2, 4)): %v", len(names), want, names)
 	}
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {
@@ -67,13 +67,19 @@ func TestSourceHasPreludeAndLineDirectives(t *testing.T) {
 			t.Errorf("Source(%q): the prelude is not in front", f)
 		}
 	}
-	for _, f := range []string{PackedFile, BlockedFile} {
+	for _, f := range []string{PackedFile, BlockedFile, CoreFile} {
 		src := Source(f)
 		if i, j := strings.Index(src, `#line 1 "`+PackedCommonFile+`"`), strings.Index(src, `#line 1 "`+f+`"`); i < 0 || i > j {
 			t.Errorf("Source(%q): %s is not in front", f, PackedCommonFile)
 		}
 	}
-	for _, bad := range []string{"", CommonFile, PackedCommonFile, "nope.metal", "kernels.go"} {
+	for _, f := range []string{CoreFile, ChunkedFile} {
+		src := Source(f)
+		if i, j := strings.Index(src, `#line 1 "`+CoreCommonFile+`"`), strings.Index(src, `#line 1 "`+f+`"`); i < 0 || i > j {
+			t.Errorf("Source(%q): %s is not in front", f, CoreCommonFile)
+		}
+	}
+	for _, bad := range []string{"", CommonFile, PackedCommonFile, CoreCommonFile, "nope.metal", "kernels.go"} {
 		if got := Source(bad); got != "" {
 			t.Errorf("Source(%q) = %d bytes, want empty", bad, len(got))
 		}
@@ -107,7 +113,7 @@ func TestNames(t *testing.T) {
 // same exp; the prefill kernel uses metal::exp too.
 func TestOneExpEverywhere(t *testing.T) {
 	expCall := regexp.MustCompile(`\b(fast::|precise::|metal::)?exp2?\(`)
-	for _, f := range append(SourceFiles(), CommonFile, PackedCommonFile) {
+	for _, f := range append(SourceFiles(), CommonFile, PackedCommonFile, CoreCommonFile) {
 		for _, m := range expCall.FindAllStringSubmatch(code(t, f), -1) {
 			if m[0] != "metal::exp(" {
 				t.Errorf("%s calls %q, want metal::exp", f, m[0])

@@ -16,14 +16,27 @@ import (
 // gdn.Kernels.Core), in the forward order.
 func TestEmulatedCoreGolden(t *testing.T) {
 	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) { coreGoldenSuite(t, r, cases) })
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) { coreGoldenSuite(t, r, cases, coreJob{}) })
+}
+
+// TestEmulatedChunkedCoreGolden runs the same through the chunked prefill
+// with the core (gdn.Kernels.EncodeCore), every step of every case: the
+// prefill and each one-token decode.
+func TestEmulatedChunkedCoreGolden(t *testing.T) {
+	cases := golden.LoadLayerSet(t)
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillChunked})
+	})
 }
 
 // TestMetalCoreGolden runs the same on the system's GPU (a Mac; it skips
 // elsewhere).
 func TestMetalCoreGolden(t *testing.T) {
 	cases := golden.LoadLayerSet(t)
-	onMetal(t, func(t *testing.T, r *rig) { coreGoldenSuite(t, r, cases) })
+	onMetal(t, func(t *testing.T, r *rig) {
+		coreGoldenSuite(t, r, cases, coreJob{})
+		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillChunked})
+	})
 }
 
 // coreGoldenSuite checks, per case and per step, the core output, the
@@ -35,13 +48,18 @@ func TestMetalCoreGolden(t *testing.T) {
 // (golden.LayerCase.Project), the core on the device with its own caches,
 // out_proj on the CPU, against out_f64. The core kernel takes D_k 64 and
 // 128; a case of another D_k is refused by validation, which the suite
-// checks, and has no kernel run.
-func coreGoldenSuite(t *testing.T, r *rig, cases []golden.LayerCase) {
+// checks, and has no kernel run. via says the kernel: zero for
+// gdn.Kernels.Core, or a family and its kernel (coreJob.family, on).
+func coreGoldenSuite(t *testing.T, r *rig, cases []golden.LayerCase, via coreJob) {
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			p0 := c.Steps[0].Params
-			if _, err := gdn.CoreEntryPoint(p0); err != nil {
-				t.Logf("D_k = %d: the core kernel does not take it (%v)", p0.DK, err)
+			entry := gdn.CoreEntryPoint
+			if via.family {
+				entry = func(p spec.Params) (string, error) { return gdn.EntryPoint(via.on, p) }
+			}
+			if _, err := entry(p0); err != nil {
+				t.Logf("D_k = %d: the kernel does not take it (%v)", p0.DK, err)
 				return
 			}
 			for _, layer := range []bool{false, true} {
@@ -57,7 +75,9 @@ func coreGoldenSuite(t *testing.T, r *rig, cases []golden.LayerCase) {
 						}
 						in.MixedQKV, in.Z, in.G, in.Beta = mixed, z, a, b
 					}
-					o, err := r.runCore(t, coreJob{p: p, in: in})
+					j := via
+					j.p, j.in = p, in
+					o, err := r.runCore(t, j)
 					if err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}

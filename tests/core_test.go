@@ -28,12 +28,23 @@ type coreOutcome struct {
 	Counters                             *msl.Counters
 }
 
-// coreJob is one dispatch of gdn.Kernels.Core.
+// coreJob is one dispatch of gdn.Kernels.Core, or with family set of
+// gdn.Kernels.EncodeCore on kernel on.
 type coreJob struct {
 	p       spec.Params
 	in      cpuref.Inputs
 	inPlace bool // StateOut = StateIn and ConvStateOut = ConvStateIn (one view each)
 	capture bool // b.Capture set: the state after every token
+	family  bool // EncodeCore(on) instead of Core
+	on      gdn.Kernel
+}
+
+// encode encodes j's dispatch.
+func (j coreJob) encode(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, b gdn.Buffers, c gdn.CoreBuffers) error {
+	if j.family {
+		return k.EncodeCore(enc, j.on, j.p, b, c)
+	}
+	return k.Core(enc, j.p, b, c)
 }
 
 // prefilled reports whether a call leaves some state or conv state as it
@@ -108,7 +119,7 @@ func (r *rig) runCoreBuffers(t *testing.T, j coreJob) (coreOutcome, gdn.Buffers,
 	if j.capture {
 		b.Capture = r.poisonedTyped(t, st, p.CaptureLen())
 	}
-	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Core(enc, p, b, c) })
+	cs, err := r.execute(func(enc *mtl.ComputeCommandEncoder) error { return j.encode(r.k, enc, b, c) })
 	if err != nil {
 		return coreOutcome{}, b, c, err
 	}
