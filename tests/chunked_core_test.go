@@ -173,3 +173,75 @@ func TestChunkedCoreRefusals(t *testing.T) {
 		t.Errorf("Validate with a core: %v, want one naming Kernels.EncodeCore", err)
 	}
 }
+
+// TestEmulatedChunkedCoreStructure measures, from the emulator's counters,
+// one Qwen3.5-shaped layer (D_k = D_v = 128, 16 key heads, 32 value heads,
+// bf16 activations, f32 state, one sequence) through the chunked prefill
+// for a 64-token prefill (four chunks), with the whole core and with the
+// core off. It asserts that the recurrent state moves exactly SPEC
+// section 8's floor; that the conv state is written exactly once, (K-1)
+// conv_dim elements, and read (K-1) (r 2 n_k_heads D_k + n_v_heads D_v)
+// (each of the r value heads of a key head reads its q and k: 1.5 (K-1)
+// conv_dim at r = 2, the floor being (K-1) conv_dim); mixed_qkv likewise,
+// once per token; that the core adds no threadgroup barrier (the
+// convolution fills the stage before the staging barrier, the norm's sums
+// are read after the barrier that ends the chunk) and 3 shuffle steps per
+// token and SIMD-group (the norm's sum over 8 rows). The table is logged.
+func TestEmulatedChunkedCoreStructure(t *testing.T) {
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		const n = 64
+		t.Logf("%-7s %12s %12s %12s %12s %12s %14s %11s", "core", "state bytes", "floor", "conv loaded", "conv stored", "mixed loaded", "barriers/chunk", "shuffles/sg")
+		var stepsOff, barriersOff float64
+		for _, core := range []spec.Core{{}, spec.Qwen} {
+			p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: n, NSeqs: 1},
+				QScale: 1 / 11.313708, Activation: spec.BF16, Fused: spec.FusedAll, Core: core}
+			in, err := cpuref.RandomInputs(p, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o, err := r.runCore(t, coreJob{p: p, in: in, family: true, on: gdn.KernelPrefillChunked})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := *o.Counters
+			tg := uint64(c.Threadgroups[0] * c.Threadgroups[1] * c.Threadgroups[2])
+			sgs := tg * uint64(c.ThreadsPerThreadgroup[0]/32)
+			state := c.Loaded[bindStateIn] + c.Stored[bindStateOut]
+			floor := uint64(2 * p.StateLen() * p.State.Size())
+			chunks := float64(n / kernels.ChunkLen)
+			barriers := float64(c.Barriers) / float64(tg) / chunks
+			steps := float64(c.ShuffleSteps()) / float64(sgs) / n
+			name := "off"
+			if core.Conv > 0 {
+				name = "qwen"
+			}
+			t.Logf("%-7s %12d %12d %12d %12d %12d %14.2f %11.2f", name, state, floor, c.Loaded[bindConvStateIn], c.Stored[bindConvStateOut], c.Loaded[bindMixed], barriers, steps)
+			if state != floor {
+				t.Errorf("core %s: state bytes %d, floor %d", name, state, floor)
+			}
+			if core.Conv == 0 {
+				stepsOff, barriersOff = steps, barriers
+				continue
+			}
+			a := uint64(p.Activation.Size())
+			if want := uint64(3*p.ConvDim()) * a; c.Stored[bindConvStateOut] != want {
+				t.Errorf("conv state stored %d bytes, want (K-1) conv_dim = %d", c.Stored[bindConvStateOut], want)
+			}
+			if want := uint64(3*(2*2*p.NKHeads*p.DK+p.NVHeads*p.DV)) * a; c.Loaded[bindConvStateIn] != want {
+				t.Errorf("conv state loaded %d bytes, want %d", c.Loaded[bindConvStateIn], want)
+			}
+			if want := uint64(n*(2*2*p.NKHeads*p.DK+p.NVHeads*p.DV)) * a; c.Loaded[bindMixed] != want {
+				t.Errorf("mixed_qkv loaded %d bytes, want %d", c.Loaded[bindMixed], want)
+			}
+			if barriers != barriersOff {
+				t.Errorf("the core adds %.2f barriers per chunk, want 0", barriers-barriersOff)
+			}
+			if d := steps - stepsOff; d != 3 {
+				t.Errorf("the core adds %.2f shuffle steps per token and SIMD-group, want 3 (xor 4, 8, 16)", d)
+			}
+			t.Logf("the core adds %.2f barriers per chunk and %.0f shuffle steps per token and SIMD-group; mixed_qkv read %.2f x its size; conv state read %.2f x, written %.2f x its size",
+				barriers-barriersOff, steps-stepsOff, float64(c.Loaded[bindMixed])/float64(uint64(p.MixedLen())*a),
+				float64(c.Loaded[bindConvStateIn])/float64(uint64(p.ConvStateLen())*a), float64(c.Stored[bindConvStateOut])/float64(uint64(p.ConvStateLen())*a))
+		}
+	})
+}
