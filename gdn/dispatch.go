@@ -272,7 +272,7 @@ func EntryPoint(kern Kernel, p Params) (string, error) {
 		if err := validateCoreParams(t, p); err != nil {
 			return "", err
 		}
-		return coreEntryOn(kern, p), nil
+		return t.entry(p), nil
 	}
 	if err := validateKernelParams(kern, p); err != nil {
 		return "", err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
@@ -69,8 +70,8 @@ const (
 const coreMaxDV = 256
 
 // validateCore refuses a layer core (Params.Core) on a dispatch without
-// [CoreBuffers]: the core kernel ([Kernels.Core]) and the chunked prefill
-// through [Kernels.EncodeCore] run it.
+// [CoreBuffers]: the core kernel ([Kernels.Core]) and the chunked and
+// blocked prefills through [Kernels.EncodeCore] run it.
 func validateCore(k Kernel, p Params) error {
 	if p.Core == (spec.Core{}) {
 		return nil
@@ -78,11 +79,8 @@ func validateCore(k Kernel, p Params) error {
 	if k.takesCore() {
 		return invalid("Params.Core", "%+v: the %s kernel runs the core through Kernels.EncodeCore, which takes its CoreBuffers", p.Core, k)
 	}
-	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.Core and the chunked prefill (Kernels.EncodeCore) run them", p.Core, k)
+	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.Core and the chunked and blocked prefills (Kernels.EncodeCore) run them", p.Core, k)
 }
-
-// takesCore reports whether [Kernels.EncodeCore] runs the layer core on k.
-func (k Kernel) takesCore() bool { return k == KernelPrefillChunked }
 
 // A coreTarget is a kernel that runs the layer core, with its own rules
 // beside the contract's.
@@ -90,10 +88,12 @@ type coreTarget struct {
 	name           string            // "core" or a Kernel's name, for the errors
 	shape          func(Shape) error // the kernel's limits on D_k and D_v
 	threads        func(Shape) int   // threads per threadgroup, each holding coreChannelsPerThread channels of the convolution
-	packed         bool              // Q, K, StateIn, StateOut (and Capture) at offsets of 4 elements
+	vector         []string          // the views read or written 4 elements at a time: their offsets are multiples of 4 elements
 	capture        bool              // takes Capture
 	inPlaceGrouped bool              // takes ConvStateOut = ConvStateIn with grouped heads
 	serving        Kernel            // the kernel whose serving rules apply
+	entry          func(Params) string
+	launch         func(Params) launch
 }
 
 // coreKernel is [Kernels.Core]'s target.
@@ -109,24 +109,8 @@ var coreKernel = coreTarget{
 		return nil
 	},
 	threads: func(s Shape) int { return 4 * s.DV },
-	packed:  true, capture: true, serving: KernelDecodePackedSeq,
-}
-
-// chunkedCore is the chunked prefill's target: its own shape limits (D_k
-// and D_v at most 128), 4 D_v threads per value head, no capture.
-var chunkedCore = coreTarget{
-	name:    KernelPrefillChunked.String(),
-	shape:   func(s Shape) error { return validateKernelShape(KernelPrefillChunked, s) },
-	threads: func(s Shape) int { return kernels.ChunkLanes * s.DV },
-	serving: KernelPrefillChunked,
-}
-
-// coreTargetOf returns the target of kern for [Kernels.EncodeCore].
-func coreTargetOf(kern Kernel) (coreTarget, error) {
-	if !kern.takesCore() {
-		return coreTarget{}, invalid("kernel", "the %s kernel does not run the layer core; Kernels.Core and the chunked prefill do", kern)
-	}
-	return chunkedCore, nil
+	vector:  []string{"Q", "K", "StateIn", "StateOut", "Capture"},
+	capture: true, inPlaceGrouped: true, serving: KernelDecodePackedSeq,
 }
 
 // ValidateCore checks p, b and c for [Kernels.Core] against every rule of
@@ -143,11 +127,15 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 }
 
 // ValidateCoreOn checks p, b and c for [Kernels.EncodeCore] of kern as
-// [ValidateCore] does for the core kernel, with kern's own limits: for the
-// chunked prefill D_k and D_v at most 128, D_v a multiple of 8 with
+// [ValidateCore] does for the core kernel, with kern's own limits. For
+// the chunked prefill: D_k and D_v at most 128, D_v a multiple of 8 with
 // Core.Norm (the norm sums SIMD-groups of 8 rows), with Core.Conv 2 D_k +
 // D_v at most 8 D_v (its 4 D_v threads hold 2 channels each), no
-// alignment rule beyond the element's, and b.Capture empty.
+// alignment rule beyond the element's. For the blocked prefill: D_k 64 or
+// 128, D_v a multiple of 32 up to 256 whose 16-token stage fits 32 KiB of
+// threadgroup memory (D_v at most 192 at D_k = 128), StateIn and StateOut
+// at offsets of 4 elements. Both: b.Capture empty, and with grouped heads
+// ConvStateOut apart from ConvStateIn.
 func ValidateCoreOn(kern Kernel, p Params, b Buffers, c CoreBuffers) error {
 	t, err := coreTargetOf(kern)
 	if err != nil {
@@ -227,9 +215,9 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 	}
 	for i := range views {
 		c := &views[i]
-		vector := c.name == "Q" || c.name == "K" || c.name == "StateIn" || c.name == "StateOut" || c.name == "Capture"
-		if align := packedAlign * c.elem.Size(); t.packed && vector && c.v.Offset%align != 0 {
-			return invalid(c.name, "offset %d bytes, the core kernel reads and writes it %d elements at a time: it must be a multiple of %d", c.v.Offset, packedAlign, align)
+		vector := slices.Contains(t.vector, c.name)
+		if align := packedAlign * c.elem.Size(); vector && c.v.Offset%align != 0 {
+			return invalid(c.name, "offset %d bytes, the %s kernel reads and writes it %d elements at a time: it must be a multiple of %d", c.v.Offset, t.name, packedAlign, align)
 		}
 	}
 	if conv && c.ConvStateOut == c.ConvStateIn {

@@ -16,8 +16,14 @@ import (
 // c.NormWeight after it. It takes [KernelPrefillChunked], the fast path
 // for long prompts (gated_delta_net_chunked_core_{A}_{S}, the chunked
 // kernel's threadgroups: one per value head and sequence, which holds all
-// D_v rows, so the norm's reduction stays inside it); the other kernels
-// are refused. Everything runs in f32, y is rounded once to
+// D_v rows, so the norm's reduction stays inside it), and
+// [KernelPrefillBlocked] (gated_delta_net_prefill_blocked_core_{A}_{S}_{NSG}:
+// the blocked kernel splits a head's rows over D_v / 32 threadgroups, so
+// with the core it runs the core kernel's grid, one threadgroup of 4 D_v
+// threads per value head, and stages 16 tokens at a time as float: two
+// barriers per block where the core kernel takes two per token, with the
+// core kernel's arithmetic in its order: on the emulated device the same
+// bytes); the other kernels are refused. Everything runs in f32, y is rounded once to
 // Params.Activation, the state once to Params.State, and the conv state
 // holds copies of inputs. A key head's q and k convolution is computed by
 // each of its value heads' threadgroups and its conv state written by the
@@ -54,30 +60,85 @@ func (k *Kernels) dispatchCoreOn(enc encoder, kern Kernel, p Params, b Buffers, 
 	if p.Shape.Varlen && p.Shape.NTokens == 0 {
 		return nil // every sequence is empty: nothing to read or write
 	}
-	entry := coreEntryOn(kern, p)
+	t, _ := coreTargetOf(kern)
+	entry := t.entry(p)
 	pso, maxThreads, err := k.pipelines.pipeline(entry)
 	if err != nil {
 		return fmt.Errorf("gdn: %s kernel with the core: %w", kern, err)
 	}
-	s := p.Shape
-	grid, group := chunkedGeometry(s)
-	if n := group.Width; n > maxThreads {
-		return invalid("Shape.DV", "at %v the %s kernel runs 4*D_v = %d threads per threadgroup, more than the %d the %s pipeline allows", s, kern, n, maxThreads, entry)
+	l := t.launch(p)
+	if n := l.group.Width * l.group.Height * l.group.Depth; n > maxThreads {
+		return invalid(l.field, "at %v the %s kernel with the core runs %s = %d threads per threadgroup, more than the %d the %s pipeline allows", p.Shape, kern, l.formula, n, maxThreads, entry)
 	}
 	enc.SetComputePipelineState(pso)
 	bindCore(enc, p, b, c, false)
-	enc.SetThreadgroupMemoryLength(kernels.ChunkedCoreThreadgroupMemory(s.DK, s.DV), 0)
-	enc.DispatchThreadgroups(grid, group)
+	enc.SetThreadgroupMemoryLength(l.memory, 0)
+	enc.DispatchThreadgroups(l.grid, l.group)
 	if err := enc.Err(); err != nil {
 		return fmt.Errorf("gdn: %s kernel with the core: %w", kern, err)
 	}
 	return nil
 }
 
-// coreEntryOn is the entry point of kern with the layer core, for a kern
-// that takes it.
-func coreEntryOn(kern Kernel, p Params) string {
-	return kernels.PrefillChunkedCoreOf(p.Activation, p.State)
+// takesCore reports whether [Kernels.EncodeCore] runs the layer core on k.
+func (k Kernel) takesCore() bool { return k == KernelPrefillChunked || k == KernelPrefillBlocked }
+
+// chunkedCore is the chunked prefill's target: its own shape limits (D_k
+// and D_v at most 128), its grid (4 D_v threads per value head), no
+// capture.
+var chunkedCore = coreTarget{
+	name:    KernelPrefillChunked.String(),
+	shape:   func(s Shape) error { return validateKernelShape(KernelPrefillChunked, s) },
+	threads: func(s Shape) int { return kernels.ChunkLanes * s.DV },
+	serving: KernelPrefillChunked,
+	entry:   func(p Params) string { return kernels.PrefillChunkedCoreOf(p.Activation, p.State) },
+	launch: func(p Params) launch {
+		grid, group := chunkedGeometry(p.Shape)
+		return launch{grid, group, kernels.ChunkedCoreThreadgroupMemory(p.DK, p.DV), "Shape.DV", "4*D_v"}
+	},
+}
+
+// maxThreadgroupMemory is the threadgroup memory every Apple GPU gives a
+// threadgroup.
+const maxThreadgroupMemory = 32 << 10
+
+// blockedCore is the blocked prefill's target: its shape limits (D_k 64 or
+// 128, D_v a multiple of 32), with the core the core kernel's grid (one
+// threadgroup of 4 D_v threads per value head: D_v at most 256) and a
+// block of 16 tokens staged as float in at most 32 KiB.
+var blockedCore = coreTarget{
+	name: KernelPrefillBlocked.String(),
+	shape: func(s Shape) error {
+		if err := validateKernelShape(KernelPrefillBlocked, s); err != nil {
+			return err
+		}
+		if s.DV > coreMaxDV {
+			return invalid("Shape.DV", "%d, the blocked kernel with the core runs 4 D_v threads per value head: D_v at most %d", s.DV, coreMaxDV)
+		}
+		if n := kernels.BlockedCoreThreadgroupMemory(s.DK, s.DV); n > maxThreadgroupMemory {
+			return invalid("Shape.DV", "%d: at D_k = %d the blocked kernel with the core stages %d tokens in %d bytes of threadgroup memory, more than %d", s.DV, s.DK, kernels.BlockedCoreLen, n, maxThreadgroupMemory)
+		}
+		return nil
+	},
+	threads: func(s Shape) int { return 4 * s.DV },
+	vector:  []string{"StateIn", "StateOut"},
+	serving: KernelPrefillBlocked,
+	entry:   func(p Params) string { return kernels.PrefillBlockedCoreOf(p.Activation, p.State, nsg(p.Shape)) },
+	launch: func(p Params) launch {
+		grid, group := coreGeometry(p.Shape, 0)
+		return launch{grid, group, kernels.BlockedCoreThreadgroupMemory(p.DK, p.DV), "Shape.DV", "4*D_v"}
+	},
+}
+
+// coreTargetOf returns the target of kern for [Kernels.EncodeCore].
+func coreTargetOf(kern Kernel) (coreTarget, error) {
+	switch kern {
+	case KernelPrefillChunked:
+		return chunkedCore, nil
+	case KernelPrefillBlocked:
+		return blockedCore, nil
+	}
+	return coreTarget{}, invalid("kernel", "the %s kernel does not run the layer core; Kernels.Core, the chunked and the blocked prefill do", kern)
 }
 
 // checkCoreDevice refuses core views in buffers of another device than

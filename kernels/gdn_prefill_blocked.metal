@@ -154,5 +154,166 @@ kernel void gated_delta_net_prefill_blocked(
     gdn_packed_store<S, 2 * NSG>(state_out + row, s, l.u);
 }
 
+// The blocked prefill with the layer core (SPEC section 13; flags and
+// buffers 14-20 of gdn_core_common.metal). The norm needs all D_v rows of
+// a value head, so this variant has the core kernel's grid: threadgroup
+// (32, D_v / 8, 1), the same packed layout, one threadgroup per value head
+// and sequence, grid (1, n_v_heads, n_seqs). The tokens go through in
+// blocks of GDN_BLOCK_CORE tokens staged as float (u of the convolution is
+// never rounded):
+//
+//   k[BT][D_k] | q[BT][D_k] | v[BT][D_v] | g[BT] | beta[BT] | ss[BT][D_v / 8]   (float)
+//
+// With the convolution thread i (of 4 D_v) owns entries i and i + 4 D_v of
+// the head's 2 D_k + D_v channels (gdn_conv_lane), reads each channel's
+// mixed_qkv once per token and stages u = silu(conv) for the block; its
+// conv state is read once and written once (the key head's q and k by the
+// first value head only). Each SIMD-group then runs the block's tokens
+// with no barrier between them, and with the norm sums o^2 over its 8 rows
+// per token (xor 4, 8, 16) into ss[t][group]; after the barrier that ends
+// the block lane 0 of each row adds the D_v / 8 sums of each token in
+// order and writes y = ((o r) norm_w) act(z), rounded once. The next block
+// writes ss only after its own first barrier. Two barriers per block, as
+// without the core; the arithmetic is the core kernel's, in its order.
+#define GDN_BLOCK_CORE 16  // tokens of a block with the core
+
+template <typename A, typename S, int NSG>
+kernel void gated_delta_net_prefill_blocked_core(
+    device const A     *q          [[buffer(0)]],
+    device const A     *k          [[buffer(1)]],
+    device const A     *v          [[buffer(2)]],
+    device const A     *g          [[buffer(3)]],
+    device const A     *beta       [[buffer(4)]],
+    device const S     *state_in   [[buffer(5)]],
+    device A           *output     [[buffer(6)]],
+    device S           *state_out  [[buffer(7)]],
+    constant gdn_params &p         [[buffer(8)]],
+    device const float *a_log      [[buffer(10)]],
+    device const float *dt_bias    [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
+    device const A     *mixed      [[buffer(14)]],
+    device const A     *conv_w     [[buffer(15)]],
+    device const A     *conv_in    [[buffer(16)]],
+    device A           *conv_out   [[buffer(17)]],
+    device const A     *z          [[buffer(18)]],
+    device const A     *norm_w     [[buffer(19)]],
+    constant gdn_core_params &cp   [[buffer(20)]],
+    threadgroup float  *stage      [[threadgroup(0)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    const uint DK = 32 * NSG;
+    const uint BT = GDN_BLOCK_CORE;
+    const uint DV = p.d_v;
+    const uint h = tg.y;
+    const uint row = tid.y * GDN_PACKED_ROWS + tid.x / 4u;
+    const uint u = tid.x % 4u;
+    const uint ti = tid.y * 32u + tid.x;
+    const uint n_threads = 4u * DV;
+    const uint n_groups = DV / GDN_PACKED_ROWS;  // SIMD-groups of the threadgroup
+    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
+    if (sq.skip) {
+        return;  // the whole threadgroup, before any barrier: one sequence
+    }
+    const uint kh = gdn_key_head(p, h);
+    const float scale = gdn_out_scale(p);
+    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
+    const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
+    const bool conv = (cp.flags & GDN_CORE_CONV) != 0u;
+    const bool norm = (cp.flags & GDN_CORE_NORM) != 0u;
+
+    threadgroup float *ks = stage;
+    threadgroup float *qs = ks + BT * DK;
+    threadgroup float *vs = qs + BT * DK;
+    threadgroup float *gs = vs + BT * DV;
+    threadgroup float *bs = gs + BT;
+    threadgroup float *ps = bs + BT;  // the norm's sums [BT][D_v / 8]
+
+    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(cp.conv_dim);
+    gdn_conv_lane<A, 2> cl;
+    if (conv) {
+        cl.begin(p, cp, conv_w, conv_in, conv_base, kh, h, ti, n_threads);
+    }
+    const ulong srow = ((sq.state * p.n_v_heads + h) * DV + row) * DK;
+    float s[8 * NSG];
+    gdn_packed_load_row<S, 2 * NSG>(s, state_in + srow, u);
+    const float nw = norm ? gdn_load(norm_w + row) : 1.0f;
+    float oo[GDN_BLOCK_CORE];  // the block's outputs of the row before the norm
+
+    for (uint t0 = 0; t0 < sq.n_tokens; t0 += BT) {
+        const uint nb = min(BT, sq.n_tokens - t0);
+        const uint tok0 = sq.tok0 + t0;
+        if (conv) {
+            for (uint r = 0; r < nb; ++r) {
+                device const A *xr = mixed + ulong(tok0 + r) * cp.conv_dim;
+                for (int e = 0; e < 2; ++e) {
+                    if (cl.has(e)) {
+                        const uint ch = cl.ch[e];
+                        const float y = cl.step(e, gdn_load(xr + cl.src[e]));
+                        if (ch < DK) {
+                            qs[r * DK + ch] = y;
+                        } else if (ch < 2u * DK) {
+                            ks[r * DK + (ch - DK)] = y;
+                        } else {
+                            vs[r * DV + (ch - 2u * DK)] = y;
+                        }
+                    }
+                }
+            }
+        } else {
+            for (uint i = ti; i < nb * DK; i += n_threads) {
+                const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
+                ks[i] = gdn_load(k + src);
+                qs[i] = gdn_load(q + src);
+            }
+            for (uint i = ti; i < nb * DV; i += n_threads) {
+                vs[i] = gdn_load(v + ((tok0 + i / DV) * p.n_v_heads + h) * DV + i % DV);
+            }
+        }
+        if (ti < nb) {
+            const uint vh = (tok0 + ti) * p.n_v_heads + h;
+            gs[ti] = gdn_gate(p, gc, gdn_load(g + vh));
+            bs[ti] = gdn_beta(p, gdn_load(beta + vh));
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        for (uint t = 0; t < nb; ++t) {
+            float kr[8 * NSG];
+            const gdn_staged_vec<float> kt = {ks + t * DK, u};
+            const gdn_staged_vec<float> qt = {qs + t * DK, u};
+            gdn_packed_load<2 * NSG>(kr, kt);
+            const float vt = vs[t * DV + row];
+            const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
+            if (norm) {
+                const float ss = gdn_norm_rows_sum(o);
+                if (tid.x == 0u) {
+                    ps[t * n_groups + tid.y] = ss;
+                }
+                oo[t] = o;
+            } else if (u == 0u) {
+                gdn_store(output + ((tok0 + t) * p.n_v_heads + h) * DV + row, o);
+            }
+        }
+
+        // Nobody overwrites the block before every SIMD-group is done with
+        // it (and, with the norm, every sum is in).
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        if (norm && u == 0u) {
+            for (uint t = 0; t < nb; ++t) {
+                const uint vo = ((tok0 + t) * p.n_v_heads + h) * DV + row;
+                const float r = gdn_norm_factor(ps + t * n_groups, n_groups, DV, cp.eps);
+                gdn_store(output + vo, gdn_norm_apply(cp, oo[t], r, nw, gdn_load(z + vo)));
+            }
+        }
+    }
+
+    gdn_packed_store<S, 2 * NSG>(state_out + srow, s, u);
+    if (conv) {
+        cl.end(p, cp, conv_out, conv_base, gdn_core_owns_key_head(p, h));
+    }
+}
+
 // Instantiations: every activation and state type, NSG 2 and 4.
 instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_prefill_blocked", gated_delta_net_prefill_blocked)
+instantiate_gdn_types(instantiate_gdn_packed, "gated_delta_net_prefill_blocked_core", gated_delta_net_prefill_blocked_core)

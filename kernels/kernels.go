@@ -16,6 +16,7 @@
 //	                    gated_delta_net_decode_packed_capture_{A}_{S}_{NSG}
 //	gdn_prefill_blocked.metal
 //	                    gated_delta_net_prefill_blocked_{A}_{S}_{NSG}
+//	                    gated_delta_net_prefill_blocked_core_{A}_{S}_{NSG}
 //	gdn_core.metal      gated_delta_net_core_packed_{A}_{S}_{NSG}
 //
 // A is the activation type (q, k, v, output and the gate inputs), S the
@@ -77,7 +78,7 @@ const (
 	PackedFile       = "gdn_packed.metal"          // packed decode, seq and capture kernels
 	BlockedFile      = "gdn_prefill_blocked.metal" // the blocked prefill kernel
 	CoreFile         = "gdn_core.metal"            // the layer core: convolution, step, gated norm
-	CoreCommonFile   = "gdn_core_common.metal"     // the layer core's convolution and norm, in front of CoreFile and ChunkedFile
+	CoreCommonFile   = "gdn_core_common.metal"     // the layer core's convolution and norm, in front of CoreFile, ChunkedFile and BlockedFile
 )
 
 // Entry-point names of the kernels.
@@ -267,7 +268,33 @@ var (
 	blockedNames       = newVariants("gated_delta_net_prefill_blocked", true)
 	coreNames          = newVariants("gated_delta_net_core_packed", true)
 	chunkedCoreNames   = newVariants("gated_delta_net_chunked_core", false)
+	blockedCoreNames   = newVariants("gated_delta_net_prefill_blocked_core", true)
 )
+
+// PrefillBlockedCoreOf returns the name of the blocked prefill kernel that
+// also runs the layer core, for nsg in [PackedNSGs]:
+// gated_delta_net_prefill_blocked_core_{act}_{state}_{nsg}. Its grid is
+// the core kernel's (one threadgroup of 4 D_v threads per value head and
+// sequence, so that the norm's sum over D_v stays in it), its threadgroup
+// memory [BlockedCoreThreadgroupMemory].
+func PrefillBlockedCoreOf(act, state spec.ElemType, nsg int) string {
+	return blockedCoreNames.name(act, state, nsg)
+}
+
+// BlockedCoreLen is the number of tokens the blocked prefill with the
+// layer core stages at a time (GDN_BLOCK_CORE in
+// gdn_prefill_blocked.metal).
+const BlockedCoreLen = 16
+
+// BlockedCoreThreadgroupMemory returns the threadgroup memory, in bytes,
+// of the blocked prefill with the layer core for key size dk and value
+// size dv: [BlockedCoreLen] tokens of k, q (dk each) and v (dv), their g
+// and beta, and the norm's dv/8 sums per token, all float.
+func BlockedCoreThreadgroupMemory(dk, dv int) int {
+	const c = BlockedCoreLen
+	n := (2*c*dk + c*dv + 2*c + c*(dv/8)) * 4
+	return (n + 15) &^ 15
+}
 
 // PrefillChunkedCoreOf returns the name of the chunked prefill kernel that
 // also runs the layer core (SPEC section 13: the short convolution with
@@ -307,6 +334,7 @@ var entryFile = func() map[string]string {
 				m[DecodePackedSeqOf(a, s, nsg)] = PackedFile
 				m[DecodePackedCaptureOf(a, s, nsg)] = PackedFile
 				m[PrefillBlockedOf(a, s, nsg)] = BlockedFile
+				m[PrefillBlockedCoreOf(a, s, nsg)] = BlockedFile
 			}
 		}
 	}
@@ -339,9 +367,9 @@ func Source(name string) string {
 	}
 	parts := []string{CommonFile, name}
 	switch name {
-	case PackedFile, BlockedFile:
+	case PackedFile:
 		parts = []string{CommonFile, PackedCommonFile, name}
-	case CoreFile:
+	case CoreFile, BlockedFile:
 		parts = []string{CommonFile, PackedCommonFile, CoreCommonFile, name}
 	case ChunkedFile:
 		parts = []string{CommonFile, CoreCommonFile, name}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
@@ -59,17 +60,38 @@ func chunkedCoreCases() []coreCase {
 
 // TestEmulatedChunkedCore runs the chunked prefill with the layer core
 // (gdn.Kernels.EncodeCore) on every case of chunkedCoreCases in two
-// scheduling orders against Reference32 and Oracle64 (checkCore: every
-// output written, padding's left poisoned, the conv state bit for bit),
-// checks the traffic (checkCoreTraffic: the state and the conv state
-// read and written once, the latter's key-head part by one value head),
-// that the chunked kernel's threadgroups ran, and, where the heads are
-// not grouped or there is no convolution, that in place gives the same
-// bytes.
+// scheduling orders; see familyCoreSuite.
 func TestEmulatedChunkedCore(t *testing.T) {
-	onEmulated(t, eachCase(chunkedCoreCases, func(t *testing.T, r *rig, c coreCase) {
+	onEmulated(t, familyCoreSuite(gdn.KernelPrefillChunked, false))
+}
+
+// TestEmulatedBlockedCore runs the blocked prefill with the layer core on
+// every case of chunkedCoreCases it takes (D_k 64 or 128, D_v a multiple
+// of 32) in two scheduling orders (familyCoreSuite), and checks that its
+// results are the core kernel's bytes: it runs the core kernel's
+// arithmetic in its order, the tokens staged in blocks.
+func TestEmulatedBlockedCore(t *testing.T) {
+	onEmulated(t, familyCoreSuite(gdn.KernelPrefillBlocked, true))
+}
+
+// familyCoreSuite runs kern with the layer core on every case of
+// chunkedCoreCases that kern takes (the others are logged: the refusals
+// are TestChunkedCoreRefusals') against Reference32 and Oracle64
+// (checkCore: every output written, padding's left poisoned, the conv
+// state bit for bit), checks the traffic (checkCoreTraffic: the state and
+// the conv state read and written once, the latter's key-head part by one
+// value head), the grid and threadgroup memory the kernel ran with, where
+// the heads are not grouped or there is no convolution that in place gives
+// the same bytes, and with sameAsCore that the results are Kernels.Core's
+// bytes.
+func familyCoreSuite(kern gdn.Kernel, sameAsCore bool) func(t *testing.T, r *rig) {
+	return eachCase(chunkedCoreCases, func(t *testing.T, r *rig, c coreCase) {
+		if _, err := gdn.EntryPoint(kern, c.p); err != nil {
+			t.Logf("%s: the %s kernel does not take it: %v", c.name, kern, err)
+			return
+		}
 		in := c.in(t)
-		j := coreJob{p: c.p, in: in, family: true, on: gdn.KernelPrefillChunked}
+		j := coreJob{p: c.p, in: in, family: true, on: kern}
 		o, err := r.runCore(t, j)
 		if err != nil {
 			t.Fatal(err)
@@ -77,17 +99,7 @@ func TestEmulatedChunkedCore(t *testing.T) {
 		checkCore(t, c.name, c.p, in, o)
 		if o.Counters != nil {
 			checkCoreTraffic(t, c.name, c.p, in, *o.Counters, false)
-			cnt := *o.Counters
-			if g, tg := cnt.Threadgroups, cnt.ThreadsPerThreadgroup; g != [3]int{c.p.NVHeads, c.p.NSeqs, 1} || tg != [3]int{kernels.ChunkLanes * c.p.DV, 1, 1} {
-				t.Errorf("%s: grid %v of %v, want the chunked kernel's (%d, %d, 1) of (%d, 1, 1)", c.name, g, tg, c.p.NVHeads, c.p.NSeqs, kernels.ChunkLanes*c.p.DV)
-			}
-			mem := kernels.ChunkedThreadgroupMemory(c.p.DK, c.p.DV)
-			if c.p.Core != (spec.Core{}) {
-				mem = kernels.ChunkedCoreThreadgroupMemory(c.p.DK, c.p.DV)
-			}
-			if cnt.ThreadgroupMemory != mem {
-				t.Errorf("%s: threadgroup memory %d bytes, want %d", c.name, cnt.ThreadgroupMemory, mem)
-			}
+			checkFamilyLaunch(t, c.name, kern, c.p, *o.Counters)
 		}
 		if c.p.NVHeads == c.p.NKHeads || c.p.Core.Conv == 0 {
 			j.inPlace = true
@@ -101,7 +113,50 @@ func TestEmulatedChunkedCore(t *testing.T) {
 				checkSameBytes(t, c.name+": conv state in place", c.p.Activation, ip.convState, o.convState)
 			}
 		}
-	}))
+		if sameAsCore && c.p.Core != (spec.Core{}) {
+			co, err := r.runCore(t, coreJob{p: c.p, in: in})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSameBytes(t, c.name+": output vs the core kernel", c.p.Activation, o.output, co.output)
+			checkSameBytes(t, c.name+": state vs the core kernel", c.p.State, o.stateOut, co.stateOut)
+			if c.p.Core.Conv > 0 {
+				checkSameBytes(t, c.name+": conv state vs the core kernel", c.p.Activation, o.convState, co.convState)
+			}
+		}
+	})
+}
+
+// checkFamilyLaunch checks the grid, threadgroup size and threadgroup
+// memory of a dispatch of kern with the core (the plain kernel's for a
+// zero core): the chunked kernel's threadgroups, (n_v_heads, n_seqs, 1) of
+// (4 D_v, 1, 1); the blocked kernel's with the core the core kernel's,
+// (1, n_v_heads, n_seqs) of (32, D_v / 8, 1).
+func checkFamilyLaunch(t *testing.T, name string, kern gdn.Kernel, p spec.Params, c msl.Counters) {
+	t.Helper()
+	core := p.Core != (spec.Core{})
+	var grid, group [3]int
+	var mem int
+	switch {
+	case kern == gdn.KernelPrefillChunked:
+		grid, group = [3]int{p.NVHeads, p.NSeqs, 1}, [3]int{kernels.ChunkLanes * p.DV, 1, 1}
+		mem = kernels.ChunkedThreadgroupMemory(p.DK, p.DV)
+		if core {
+			mem = kernels.ChunkedCoreThreadgroupMemory(p.DK, p.DV)
+		}
+	case core:
+		grid, group = [3]int{1, p.NVHeads, p.NSeqs}, [3]int{32, p.DV / 8, 1}
+		mem = kernels.BlockedCoreThreadgroupMemory(p.DK, p.DV)
+	default:
+		grid, group = [3]int{p.DV / 32, p.NVHeads, p.NSeqs}, [3]int{32, 4, 1}
+		mem = c.ThreadgroupMemory // the plain blocked kernel's: tests of its own
+	}
+	if c.Threadgroups != grid || c.ThreadsPerThreadgroup != group {
+		t.Errorf("%s: grid %v of %v, want the %s kernel's %v of %v", name, c.Threadgroups, c.ThreadsPerThreadgroup, kern, grid, group)
+	}
+	if c.ThreadgroupMemory != mem {
+		t.Errorf("%s: threadgroup memory %d bytes, want %d", name, c.ThreadgroupMemory, mem)
+	}
 }
 
 // TestEmulatedChunkedCoreZero checks that EncodeCore with a zero core is
@@ -150,8 +205,12 @@ func TestChunkedCoreRefusals(t *testing.T) {
 		edit func(p *spec.Params)
 		want string
 	}{
-		{"blocked", gdn.KernelPrefillBlocked, func(*spec.Params) {}, "kernel"},
 		{"decode", gdn.KernelDecode, func(*spec.Params) {}, "kernel"},
+		{"prefill", gdn.KernelPrefill, func(*spec.Params) {}, "kernel"},
+		{"blocked D_k 96", gdn.KernelPrefillBlocked, func(p *spec.Params) { p.DK = 96 }, "Shape.DK"},
+		{"blocked D_v 48", gdn.KernelPrefillBlocked, func(p *spec.Params) { p.DV = 48 }, "Shape.DV"},
+		{"blocked D_v 288", gdn.KernelPrefillBlocked, func(p *spec.Params) { p.DV = 288 }, "Shape.DV"},
+		{"blocked D_v 256 at D_k 128: 34,944 bytes of stage", gdn.KernelPrefillBlocked, func(p *spec.Params) { p.DV = 256 }, "threadgroup memory"},
 		{"D_v 256", gdn.KernelPrefillChunked, func(p *spec.Params) { p.DV = 256 }, "Shape.DV"},
 		{"D_v 36 with the norm", gdn.KernelPrefillChunked, func(p *spec.Params) { p.DV, p.Core.Conv = 36, 0 }, "Shape.DV"},
 		{"D_v 24 at D_k 128 with the convolution", gdn.KernelPrefillChunked, func(p *spec.Params) { p.DV = 24 }, "Shape.DV"},
@@ -174,74 +233,86 @@ func TestChunkedCoreRefusals(t *testing.T) {
 	}
 }
 
-// TestEmulatedChunkedCoreStructure measures, from the emulator's counters,
+// TestEmulatedFamilyCoreStructure measures, from the emulator's counters,
 // one Qwen3.5-shaped layer (D_k = D_v = 128, 16 key heads, 32 value heads,
-// bf16 activations, f32 state, one sequence) through the chunked prefill
-// for a 64-token prefill (four chunks), with the whole core and with the
-// core off. It asserts that the recurrent state moves exactly SPEC
-// section 8's floor; that the conv state is written exactly once, (K-1)
-// conv_dim elements, and read (K-1) (r 2 n_k_heads D_k + n_v_heads D_v)
-// (each of the r value heads of a key head reads its q and k: 1.5 (K-1)
-// conv_dim at r = 2, the floor being (K-1) conv_dim); mixed_qkv likewise,
-// once per token; that the core adds no threadgroup barrier (the
-// convolution fills the stage before the staging barrier, the norm's sums
-// are read after the barrier that ends the chunk) and 3 shuffle steps per
-// token and SIMD-group (the norm's sum over 8 rows). The table is logged.
-func TestEmulatedChunkedCoreStructure(t *testing.T) {
+// bf16 activations, f32 state, one sequence) through the chunked and the
+// blocked prefill for a 64-token prefill, with the whole core and with the
+// core off (the plain kernel). It asserts that the recurrent state moves
+// exactly SPEC section 8's floor; that the conv state is written exactly
+// once, (K-1) conv_dim elements, and read (K-1) (r 2 n_k_heads D_k +
+// n_v_heads D_v) (each of the r value heads of a key head reads its q and
+// k: 1.5 (K-1) conv_dim at r = 2, the floor being (K-1) conv_dim);
+// mixed_qkv likewise, once per token; the barriers per token and
+// threadgroup: the chunked kernel's 5 per chunk of 16 (with the fused L2
+// norm) with or without the core (the convolution fills the stage before
+// the staging barrier, the norm's sums are read after the barrier that
+// ends the chunk), the blocked kernel's 2 per block (of 32 bf16 tokens
+// without the core, of 16 float-staged tokens with it); and that the core
+// adds 3 shuffle steps per token and SIMD-group (the norm's sum over 8
+// rows). The table is logged.
+func TestEmulatedFamilyCoreStructure(t *testing.T) {
 	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
 		const n = 64
-		t.Logf("%-7s %12s %12s %12s %12s %12s %14s %11s", "core", "state bytes", "floor", "conv loaded", "conv stored", "mixed loaded", "barriers/chunk", "shuffles/sg")
-		var stepsOff, barriersOff float64
-		for _, core := range []spec.Core{{}, spec.Qwen} {
-			p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: n, NSeqs: 1},
-				QScale: 1 / 11.313708, Activation: spec.BF16, Fused: spec.FusedAll, Core: core}
-			in, err := cpuref.RandomInputs(p, 7)
-			if err != nil {
-				t.Fatal(err)
+		t.Logf("%-8s %-5s %9s %12s %12s %12s %12s %12s %10s %11s", "kernel", "core", "tgs", "state bytes", "floor", "conv loaded", "conv stored", "mixed loaded", "barriers/t", "shuffles/sg")
+		for _, kern := range []gdn.Kernel{gdn.KernelPrefillChunked, gdn.KernelPrefillBlocked} {
+			var stepsOff float64
+			for _, core := range []spec.Core{{}, spec.Qwen} {
+				p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: n, NSeqs: 1},
+					QScale: 1 / 11.313708, Activation: spec.BF16, Fused: spec.FusedAll, Core: core}
+				in, err := cpuref.RandomInputs(p, 7)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o, err := r.runCore(t, coreJob{p: p, in: in, family: true, on: kern})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := *o.Counters
+				tg := uint64(c.Threadgroups[0] * c.Threadgroups[1] * c.Threadgroups[2])
+				sgs := tg * uint64(c.ThreadsPerThreadgroup[0]*c.ThreadsPerThreadgroup[1]/32)
+				state := c.Loaded[bindStateIn] + c.Stored[bindStateOut]
+				floor := uint64(2 * p.StateLen() * p.State.Size())
+				barriers := float64(c.Barriers) / float64(tg) / n
+				steps := float64(c.ShuffleSteps()) / float64(sgs) / n
+				name := "off"
+				if core.Conv > 0 {
+					name = "qwen"
+				}
+				t.Logf("%-8s %-5s %9d %12d %12d %12d %12d %12d %10.4f %11.2f", kern, name, tg, state, floor, c.Loaded[bindConvStateIn], c.Stored[bindConvStateOut], c.Loaded[bindMixed], barriers, steps)
+				if state != floor {
+					t.Errorf("%s, core %s: state bytes %d, floor %d", kern, name, state, floor)
+				}
+				wantBarriers := 5.0 / float64(kernels.ChunkLen) // staging, two for the L2 norm, the matrices, the end
+				if kern == gdn.KernelPrefillBlocked {
+					wantBarriers = 2.0 / 32 // a block of 64 bytes / 2 per bf16 element
+					if core.Conv > 0 {
+						wantBarriers = 2.0 / kernels.BlockedCoreLen
+					}
+				}
+				if barriers != wantBarriers {
+					t.Errorf("%s, core %s: %.4f barriers per token and threadgroup, want %.4f", kern, name, barriers, wantBarriers)
+				}
+				if core.Conv == 0 {
+					stepsOff = steps
+					continue
+				}
+				a := uint64(p.Activation.Size())
+				if want := uint64(3*p.ConvDim()) * a; c.Stored[bindConvStateOut] != want {
+					t.Errorf("%s: conv state stored %d bytes, want (K-1) conv_dim = %d", kern, c.Stored[bindConvStateOut], want)
+				}
+				if want := uint64(3*(2*2*p.NKHeads*p.DK+p.NVHeads*p.DV)) * a; c.Loaded[bindConvStateIn] != want {
+					t.Errorf("%s: conv state loaded %d bytes, want %d", kern, c.Loaded[bindConvStateIn], want)
+				}
+				if want := uint64(n*(2*2*p.NKHeads*p.DK+p.NVHeads*p.DV)) * a; c.Loaded[bindMixed] != want {
+					t.Errorf("%s: mixed_qkv loaded %d bytes, want %d", kern, c.Loaded[bindMixed], want)
+				}
+				if d := steps - stepsOff; d != 3 {
+					t.Errorf("%s: the core adds %.2f shuffle steps per token and SIMD-group, want 3 (xor 4, 8, 16)", kern, d)
+				}
+				t.Logf("%s: the core adds %.0f shuffle steps per token and SIMD-group; mixed_qkv read %.2f x its size; conv state read %.2f x, written %.2f x its size",
+					kern, steps-stepsOff, float64(c.Loaded[bindMixed])/float64(uint64(p.MixedLen())*a),
+					float64(c.Loaded[bindConvStateIn])/float64(uint64(p.ConvStateLen())*a), float64(c.Stored[bindConvStateOut])/float64(uint64(p.ConvStateLen())*a))
 			}
-			o, err := r.runCore(t, coreJob{p: p, in: in, family: true, on: gdn.KernelPrefillChunked})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := *o.Counters
-			tg := uint64(c.Threadgroups[0] * c.Threadgroups[1] * c.Threadgroups[2])
-			sgs := tg * uint64(c.ThreadsPerThreadgroup[0]/32)
-			state := c.Loaded[bindStateIn] + c.Stored[bindStateOut]
-			floor := uint64(2 * p.StateLen() * p.State.Size())
-			chunks := float64(n / kernels.ChunkLen)
-			barriers := float64(c.Barriers) / float64(tg) / chunks
-			steps := float64(c.ShuffleSteps()) / float64(sgs) / n
-			name := "off"
-			if core.Conv > 0 {
-				name = "qwen"
-			}
-			t.Logf("%-7s %12d %12d %12d %12d %12d %14.2f %11.2f", name, state, floor, c.Loaded[bindConvStateIn], c.Stored[bindConvStateOut], c.Loaded[bindMixed], barriers, steps)
-			if state != floor {
-				t.Errorf("core %s: state bytes %d, floor %d", name, state, floor)
-			}
-			if core.Conv == 0 {
-				stepsOff, barriersOff = steps, barriers
-				continue
-			}
-			a := uint64(p.Activation.Size())
-			if want := uint64(3*p.ConvDim()) * a; c.Stored[bindConvStateOut] != want {
-				t.Errorf("conv state stored %d bytes, want (K-1) conv_dim = %d", c.Stored[bindConvStateOut], want)
-			}
-			if want := uint64(3*(2*2*p.NKHeads*p.DK+p.NVHeads*p.DV)) * a; c.Loaded[bindConvStateIn] != want {
-				t.Errorf("conv state loaded %d bytes, want %d", c.Loaded[bindConvStateIn], want)
-			}
-			if want := uint64(n*(2*2*p.NKHeads*p.DK+p.NVHeads*p.DV)) * a; c.Loaded[bindMixed] != want {
-				t.Errorf("mixed_qkv loaded %d bytes, want %d", c.Loaded[bindMixed], want)
-			}
-			if barriers != barriersOff {
-				t.Errorf("the core adds %.2f barriers per chunk, want 0", barriers-barriersOff)
-			}
-			if d := steps - stepsOff; d != 3 {
-				t.Errorf("the core adds %.2f shuffle steps per token and SIMD-group, want 3 (xor 4, 8, 16)", d)
-			}
-			t.Logf("the core adds %.2f barriers per chunk and %.0f shuffle steps per token and SIMD-group; mixed_qkv read %.2f x its size; conv state read %.2f x, written %.2f x its size",
-				barriers-barriersOff, steps-stepsOff, float64(c.Loaded[bindMixed])/float64(uint64(p.MixedLen())*a),
-				float64(c.Loaded[bindConvStateIn])/float64(uint64(p.ConvStateLen())*a), float64(c.Stored[bindConvStateOut])/float64(uint64(p.ConvStateLen())*a))
 		}
 	})
 }

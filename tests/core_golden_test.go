@@ -29,6 +29,15 @@ func TestEmulatedChunkedCoreGolden(t *testing.T) {
 	})
 }
 
+// TestEmulatedBlockedCoreGolden runs the same through the blocked prefill
+// with the core, on the cases it takes (D_k 64 or 128).
+func TestEmulatedBlockedCoreGolden(t *testing.T) {
+	cases := golden.LoadLayerSet(t)
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillBlocked})
+	})
+}
+
 // TestMetalCoreGolden runs the same on the system's GPU (a Mac; it skips
 // elsewhere).
 func TestMetalCoreGolden(t *testing.T) {
@@ -36,6 +45,7 @@ func TestMetalCoreGolden(t *testing.T) {
 	onMetal(t, func(t *testing.T, r *rig) {
 		coreGoldenSuite(t, r, cases, coreJob{})
 		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillChunked})
+		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillBlocked})
 	})
 }
 
