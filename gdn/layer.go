@@ -70,8 +70,8 @@ const (
 const coreMaxDV = 256
 
 // validateCore refuses a layer core (Params.Core) on a dispatch without
-// [CoreBuffers]: the core kernel ([Kernels.Core]) and the chunked and
-// blocked prefills through [Kernels.EncodeCore] run it.
+// [CoreBuffers]: the core kernel ([Kernels.Core]) and the prefills (token
+// by token, chunked, blocked) through [Kernels.EncodeCore] run it.
 func validateCore(k Kernel, p Params) error {
 	if p.Core == (spec.Core{}) {
 		return nil
@@ -79,7 +79,7 @@ func validateCore(k Kernel, p Params) error {
 	if k.takesCore() {
 		return invalid("Params.Core", "%+v: the %s kernel runs the core through Kernels.EncodeCore, which takes its CoreBuffers", p.Core, k)
 	}
-	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.Core and the chunked and blocked prefills (Kernels.EncodeCore) run them", p.Core, k)
+	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.Core and the prefills (Kernels.EncodeCore) run them", p.Core, k)
 }
 
 // A coreTarget is a kernel that runs the layer core, with its own rules
@@ -87,7 +87,9 @@ func validateCore(k Kernel, p Params) error {
 type coreTarget struct {
 	name           string            // "core" or a Kernel's name, for the errors
 	shape          func(Shape) error // the kernel's limits on D_k and D_v
-	threads        func(Shape) int   // threads per threadgroup, each holding coreChannelsPerThread channels of the convolution
+	threads        func(Shape) int   // threads per threadgroup, each holding channels of the convolution
+	channels       int               // the convolution's channels per thread
+	normRows       int               // with the norm D_v must be a multiple of it (the rows of the SIMD-groups it sums), or 0
 	vector         []string          // the views read or written 4 elements at a time: their offsets are multiples of 4 elements
 	capture        bool              // takes Capture
 	inPlaceGrouped bool              // takes ConvStateOut = ConvStateIn with grouped heads
@@ -108,7 +110,7 @@ var coreKernel = coreTarget{
 		}
 		return nil
 	},
-	threads: func(s Shape) int { return 4 * s.DV },
+	threads: func(s Shape) int { return 4 * s.DV }, channels: coreChannelsPerThread, normRows: packedRowsPerGroup,
 	vector:  []string{"Q", "K", "StateIn", "StateOut", "Capture"},
 	capture: true, inPlaceGrouped: true, serving: KernelDecodePackedSeq,
 }
@@ -134,7 +136,9 @@ func ValidateCore(p Params, b Buffers, c CoreBuffers) error {
 // alignment rule beyond the element's. For the blocked prefill: D_k 64 or
 // 128, D_v a multiple of 32 up to 256 whose 16-token stage fits 32 KiB of
 // threadgroup memory (D_v at most 192 at D_k = 128), StateIn and StateOut
-// at offsets of 4 elements. Both: b.Capture empty, and with grouped heads
+// at offsets of 4 elements. For the token-by-token prefill: D_k and D_v
+// at most 128, with Core.Conv 2 D_k + D_v at most 4 D_v (its D_v threads
+// hold 4 channels each). All: b.Capture empty, and with grouped heads
 // ConvStateOut apart from ConvStateIn.
 func ValidateCoreOn(kern Kernel, p Params, b Buffers, c CoreBuffers) error {
 	t, err := coreTargetOf(kern)
@@ -262,11 +266,13 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 // thread of the core kernel holds in registers.
 const coreChannelsPerThread = 2
 
-// minConvDV is the least D_v (a multiple of 8) whose 4 D_v threads hold the
-// 2 D_k + D_v channels of a head's convolution.
-func minConvDV(dk int) int {
-	for dv := packedRowsPerGroup; ; dv += packedRowsPerGroup {
-		if 2*dk+dv <= coreChannelsPerThread*4*dv {
+// minConvDV is the least D_v (a multiple of step, or any with step 0)
+// whose perRow D_v threads, holding channels each, hold the 2 D_k + D_v
+// channels of a head's convolution.
+func minConvDV(dk, channels, perRow, step int) int {
+	step = max(step, 1)
+	for dv := step; ; dv += step {
+		if 2*dk+dv <= channels*perRow*dv {
 			return dv
 		}
 	}
@@ -500,11 +506,11 @@ func validateCoreParams(t coreTarget, p Params) error {
 	if err := t.shape(s); err != nil {
 		return err
 	}
-	if p.Core.Norm && s.DV%packedRowsPerGroup != 0 {
-		return invalid("Shape.DV", "%d, the %s kernel's gated norm sums the outputs of SIMD-groups of %d rows: D_v must be a multiple of %d", s.DV, t.name, packedRowsPerGroup, packedRowsPerGroup)
+	if p.Core.Norm && t.normRows > 0 && s.DV%t.normRows != 0 {
+		return invalid("Shape.DV", "%d, the %s kernel's gated norm sums the outputs of SIMD-groups of %d rows: D_v must be a multiple of %d", s.DV, t.name, t.normRows, t.normRows)
 	}
-	if ch, nt := 2*s.DK+s.DV, t.threads(s); p.Core.Conv > 0 && ch > coreChannelsPerThread*nt {
-		return invalid("Shape.DV", "%d: the convolution's 2*D_k + D_v = %d channels of a head are more than the %s kernel's %d threads hold (%d each): D_v must be at least %d with D_k = %d", s.DV, ch, t.name, nt, coreChannelsPerThread, minConvDV(s.DK), s.DK)
+	if ch, nt := 2*s.DK+s.DV, t.threads(s); p.Core.Conv > 0 && ch > t.channels*nt {
+		return invalid("Shape.DV", "%d: the convolution's 2*D_k + D_v = %d channels of a head are more than the %s kernel's %d threads hold (%d each): D_v must be at least %d with D_k = %d", s.DV, ch, t.name, nt, t.channels, minConvDV(s.DK, t.channels, nt/s.DV, t.normRows), s.DK)
 	}
 	return nil
 }

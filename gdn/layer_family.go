@@ -23,7 +23,9 @@ import (
 // threads per value head, and stages 16 tokens at a time as float: two
 // barriers per block where the core kernel takes two per token, with the
 // core kernel's arithmetic in its order: on the emulated device the same
-// bytes); the other kernels are refused. Everything runs in f32, y is rounded once to
+// bytes), and [KernelPrefill] (gated_delta_net_prefill_core_{A}_{S}: one
+// threadgroup of D_v threads per value head, the norm's sums of squares
+// through simd_sum); the decode kernels are refused. Everything runs in f32, y is rounded once to
 // Params.Activation, the state once to Params.State, and the conv state
 // holds copies of inputs. A key head's q and k convolution is computed by
 // each of its value heads' threadgroups and its conv state written by the
@@ -81,7 +83,9 @@ func (k *Kernels) dispatchCoreOn(enc encoder, kern Kernel, p Params, b Buffers, 
 }
 
 // takesCore reports whether [Kernels.EncodeCore] runs the layer core on k.
-func (k Kernel) takesCore() bool { return k == KernelPrefillChunked || k == KernelPrefillBlocked }
+func (k Kernel) takesCore() bool {
+	return k == KernelPrefillChunked || k == KernelPrefillBlocked || k == KernelPrefill
+}
 
 // chunkedCore is the chunked prefill's target: its own shape limits (D_k
 // and D_v at most 128), its grid (4 D_v threads per value head), no
@@ -89,7 +93,7 @@ func (k Kernel) takesCore() bool { return k == KernelPrefillChunked || k == Kern
 var chunkedCore = coreTarget{
 	name:    KernelPrefillChunked.String(),
 	shape:   func(s Shape) error { return validateKernelShape(KernelPrefillChunked, s) },
-	threads: func(s Shape) int { return kernels.ChunkLanes * s.DV },
+	threads: func(s Shape) int { return kernels.ChunkLanes * s.DV }, channels: chunkedConvChannels, normRows: packedRowsPerGroup,
 	serving: KernelPrefillChunked,
 	entry:   func(p Params) string { return kernels.PrefillChunkedCoreOf(p.Activation, p.State) },
 	launch: func(p Params) launch {
@@ -120,7 +124,7 @@ var blockedCore = coreTarget{
 		}
 		return nil
 	},
-	threads: func(s Shape) int { return 4 * s.DV },
+	threads: func(s Shape) int { return 4 * s.DV }, channels: coreChannelsPerThread, normRows: packedRowsPerGroup,
 	vector:  []string{"StateIn", "StateOut"},
 	serving: KernelPrefillBlocked,
 	entry:   func(p Params) string { return kernels.PrefillBlockedCoreOf(p.Activation, p.State, nsg(p.Shape)) },
@@ -130,15 +134,40 @@ var blockedCore = coreTarget{
 	},
 }
 
+// The convolution's channels per thread of the chunked and token-by-token
+// prefills with the core (GDN_CHUNK_CONV_CHANNELS, GDN_PREFILL_CONV_CHANNELS).
+const (
+	chunkedConvChannels = 2
+	prefillConvChannels = 4
+)
+
+// prefillCore is the token-by-token prefill's target: its shape limits
+// (D_k and D_v at most 128), its grid (D_v threads per value head, one per
+// row: the norm adds SIMD-groups with simd_sum, any D_v), 4 channels of the
+// convolution per thread, no capture.
+var prefillCore = coreTarget{
+	name:    KernelPrefill.String(),
+	shape:   func(s Shape) error { return validateKernelShape(KernelPrefill, s) },
+	threads: func(s Shape) int { return s.DV }, channels: prefillConvChannels,
+	serving: KernelPrefill,
+	entry:   func(p Params) string { return kernels.PrefillCoreOf(p.Activation, p.State) },
+	launch: func(p Params) launch {
+		grid, group := prefillGeometry(p.Shape)
+		return launch{grid, group, kernels.PrefillCoreThreadgroupMemory(p.DK, p.DV), "Shape.DV", "D_v"}
+	},
+}
+
 // coreTargetOf returns the target of kern for [Kernels.EncodeCore].
 func coreTargetOf(kern Kernel) (coreTarget, error) {
 	switch kern {
+	case KernelPrefill:
+		return prefillCore, nil
 	case KernelPrefillChunked:
 		return chunkedCore, nil
 	case KernelPrefillBlocked:
 		return blockedCore, nil
 	}
-	return coreTarget{}, invalid("kernel", "the %s kernel does not run the layer core; Kernels.Core, the chunked and the blocked prefill do", kern)
+	return coreTarget{}, invalid("kernel", "the %s kernel does not run the layer core; Kernels.Core and the prefills (token by token, chunked, blocked) do", kern)
 }
 
 // checkCoreDevice refuses core views in buffers of another device than

@@ -126,14 +126,20 @@ inline float gdn_norm_rows_sum(float o) {
     return ss;
 }
 
+// The norm's factor for a row set of d_v outputs whose squares sum to ss:
+// 1 / sqrt(ss / D_v + eps).
+inline float gdn_norm_rms(float ss, uint d_v, float eps) {
+    return 1.0f / metal::sqrt(ss / float(d_v) + eps);
+}
+
 // The norm's factor from the n_groups partial sums of one token, added in
-// order: 1 / sqrt(ss / D_v + eps).
+// order.
 inline float gdn_norm_factor(threadgroup const float *part, uint n_groups, uint d_v, float eps) {
     float sum = 0.0f;
     for (uint i = 0; i < n_groups; ++i) {
         sum += part[i];
     }
-    return 1.0f / metal::sqrt(sum / float(d_v) + eps);
+    return gdn_norm_rms(sum, d_v, eps);
 }
 
 // y of one row: ((o r) norm_w) act(z), in f32, for the caller to round

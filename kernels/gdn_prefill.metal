@@ -15,26 +15,42 @@
 // leaves its pair of sums after v in threadgroup memory, which every thread
 // adds in SIMD-group order after the barrier.
 
-#define GDN_MAX_DK 128
+// The layer core (gated_delta_net_prefill_core, SPEC section 13; flags
+// and buffers 14-20 of gdn_core_common.metal). The threadgroup holds all
+// D_v rows of its value head, so both parts stay in it.
+//   Convolution: thread i owns entries i + e D_v (e < 4) of the head's
+//   2 D_k + D_v channels (q, k of its key head, v of its own), their
+//   weights and last K-1 inputs in registers for the whole sequence
+//   (gdn_conv_lane: the conv state read once, written once at the end, the
+//   q and k channels by the first value head of the key head only); per
+//   token it reads each channel's mixed_qkv once and stages u =
+//   silu(conv) in place of k, q and v (and, with the fused L2 norm, adds
+//   the squares of its k and q channels). No barrier added.
+//   Norm: simd_sum adds o^2 over each SIMD-group's rows, lane 0 leaves it
+//   in threadgroup memory after the other sums, and after the barrier that
+//   ends the token every thread adds the groups' sums in order, r = 1 /
+//   sqrt(ss / D_v + eps), and writes y = ((o r) norm_w) act(z), rounded
+//   once. The next token writes those sums only after its first barrier:
+//   no barrier added either.
+// With grouped heads the value heads of a key head read its conv state
+// while the first writes it, with no order between threadgroups: in place
+// is refused there (gdn validation).
 
-template <typename A, typename S>
-kernel void gated_delta_net(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    threadgroup float  *stage     [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
+#define GDN_MAX_DK 128
+#define GDN_PREFILL_CONV_CHANNELS 4  // the convolution's channels per thread (with the core)
+
+// One value head of one sequence, token by token; with CORE the layer
+// core's options of cp->flags (see the top of the file).
+template <typename A, typename S, bool CORE>
+inline void gdn_prefill_head(
+    device const A *q, device const A *k, device const A *v, device const A *g,
+    device const A *beta, device const S *state_in, device A *output,
+    device S *state_out, constant gdn_params &p, device const float *a_log,
+    device const float *dt_bias, device const int *slots,
+    device const int *cu_seqlens, threadgroup float *stage,
+    device const A *mixed, device const A *conv_w, device const A *conv_in,
+    device A *conv_out, device const A *z, device const A *norm_w,
+    constant gdn_core_params *cp, uint3 tg, uint3 tid) {
     const uint d_k = p.d_k;
     const uint d_v = p.d_v;
     const uint i = tid.x;
@@ -47,6 +63,8 @@ kernel void gated_delta_net(
     const float scale = gdn_out_scale(p);
     const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
+    const bool conv = CORE && (cp->flags & GDN_CORE_CONV) != 0u;
+    const bool norm = CORE && (cp->flags & GDN_CORE_NORM) != 0u;
 
     threadgroup float *ks = stage;
     threadgroup float *qs = stage + d_k;
@@ -54,6 +72,9 @@ kernel void gated_delta_net(
     // The per-SIMD-group sums of squares, k then q: 2 * groups floats, fewer
     // than the D_v floats reserved after v when there is more than one group.
     threadgroup float *sums = stage + 2 * d_k + d_v;
+    // With the core's norm, the per-SIMD-group sums of o^2 (groups floats
+    // after those D_v).
+    threadgroup float *nsums = stage + 2 * d_k + 2 * d_v;
     const uint groups = (d_v + 31) / 32;
     const uint lane = i % 32;
     const uint group = i / 32;
@@ -64,6 +85,14 @@ kernel void gated_delta_net(
         s[j] = gdn_load(state_in + row + j);
     }
 
+    // The convolution's registers (CORE).
+    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(CORE ? cp->conv_dim : 0u);
+    gdn_conv_lane<A, GDN_PREFILL_CONV_CHANNELS> cl;
+    if (conv) {
+        cl.begin(p, *cp, conv_w, conv_in, conv_base, kh, h, i, d_v);
+    }
+    const float nw = norm ? gdn_load(norm_w + i) : 1.0f;
+
     for (uint t = 0; t < sq.n_tokens; ++t) {
         const uint tok = sq.tok0 + t;
         const uint qk = (tok * p.n_k_heads + kh) * d_k;
@@ -71,15 +100,34 @@ kernel void gated_delta_net(
 
         float ssk = 0.0f;
         float ssq = 0.0f;
-        for (uint j = i; j < d_k; j += d_v) {
-            const float kj = gdn_load(k + qk + j);
-            const float qj = gdn_load(q + qk + j);
-            ks[j] = kj;
-            qs[j] = qj;
-            ssk += kj * kj;
-            ssq += qj * qj;
+        if (conv) {
+            device const A *xr = mixed + ulong(tok) * cp->conv_dim;
+            for (int e = 0; e < GDN_PREFILL_CONV_CHANNELS; ++e) {
+                if (cl.has(e)) {
+                    const uint ch = cl.ch[e];
+                    const float y = cl.step(e, gdn_load(xr + cl.src[e]));
+                    if (ch < d_k) {
+                        qs[ch] = y;
+                        ssq += y * y;
+                    } else if (ch < 2u * d_k) {
+                        ks[ch - d_k] = y;
+                        ssk += y * y;
+                    } else {
+                        vs[ch - 2u * d_k] = y;
+                    }
+                }
+            }
+        } else {
+            for (uint j = i; j < d_k; j += d_v) {
+                const float kj = gdn_load(k + qk + j);
+                const float qj = gdn_load(q + qk + j);
+                ks[j] = kj;
+                qs[j] = qj;
+                ssk += kj * kj;
+                ssq += qj * qj;
+            }
+            vs[i] = gdn_load(v + vh * d_v + i);
         }
-        vs[i] = gdn_load(v + vh * d_v + i);
         if (l2norm) {
             ssk = simd_sum(ssk);
             ssq = simd_sum(ssq);
@@ -107,32 +155,137 @@ kernel void gated_delta_net(
         const float gt = gdn_gate(p, gc, gdn_load(g + vh));
         const float bt = gdn_beta(p, gdn_load(beta + vh));
 
-        // Decay first, then delta from the decayed state.
+        // Decay first, then delta from the decayed state. With the core the
+        // two dot products are summed in four parts, cells j of quarter
+        // (j / 4) % 4 each (the 4 lanes of a row in the packed layout),
+        // then (0 + 1) + (2 + 3): the norm divides every output by its row
+        // set's rms, so the error of a token whose outputs are small against
+        // S and q grows with it: on the golden layer set one running sum of
+        // D_k products is past the contract's f32 bound (1.1e-6 against
+        // 1e-6), these four parts well inside it (1.7e-7).
         const float alpha = metal::exp(-gt);
         float sk = 0.0f;
-        for (uint j = 0; j < d_k; ++j) {
-            s[j] = alpha * s[j];
-            sk += s[j] * ks[j];
+        if (CORE) {
+            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (uint j = 0; j < d_k; ++j) {
+                s[j] = alpha * s[j];
+                part[(j / 4u) % 4u] += s[j] * ks[j];
+            }
+            sk = (part[0] + part[1]) + (part[2] + part[3]);
+        } else {
+            for (uint j = 0; j < d_k; ++j) {
+                s[j] = alpha * s[j];
+                sk += s[j] * ks[j];
+            }
         }
         float delta = bt * (vs[i] - rk * sk);
         if (l2norm) {
             delta = delta * rk;
         }
         float sq = 0.0f;
-        for (uint j = 0; j < d_k; ++j) {
-            s[j] = s[j] + delta * ks[j];
-            sq += s[j] * qs[j];
+        if (CORE) {
+            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (uint j = 0; j < d_k; ++j) {
+                s[j] = s[j] + delta * ks[j];
+                part[(j / 4u) % 4u] += s[j] * qs[j];
+            }
+            sq = (part[0] + part[1]) + (part[2] + part[3]);
+        } else {
+            for (uint j = 0; j < d_k; ++j) {
+                s[j] = s[j] + delta * ks[j];
+                sq += s[j] * qs[j];
+            }
         }
-        gdn_store(output + vh * d_v + i, scale * (rq * sq));
+        const float o = scale * (rq * sq);
+        float ss = 0.0f;
+        if (norm) {
+            ss = simd_sum(o * o);
+            if (groups > 1 && lane == 0) {
+                nsums[group] = ss;
+            }
+        } else {
+            gdn_store(output + vh * d_v + i, o);
+        }
 
-        // Nobody overwrites the staged token before every row is done with it.
+        // Nobody overwrites the staged token before every row is done with it
+        // (and, with the norm, every sum is in).
         threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        if (norm) {
+            if (groups > 1) {
+                ss = 0.0f;
+                for (uint sg = 0; sg < groups; ++sg) {
+                    ss += nsums[sg];
+                }
+            }
+            const float r = gdn_norm_rms(ss, d_v, cp->eps);
+            gdn_store(output + vh * d_v + i, gdn_norm_apply(*cp, o, r, nw, gdn_load(z + vh * d_v + i)));
+        }
     }
 
     for (uint j = 0; j < d_k; ++j) {
         gdn_store(state_out + row + j, s[j]);
     }
+    if (conv) {
+        cl.end(p, *cp, conv_out, conv_base, gdn_core_owns_key_head(p, h));
+    }
 }
 
-// Every combination of activation and state type (gdn_common.metal).
+template <typename A, typename S>
+kernel void gated_delta_net(
+    device const A     *q         [[buffer(0)]],
+    device const A     *k         [[buffer(1)]],
+    device const A     *v         [[buffer(2)]],
+    device const A     *g         [[buffer(3)]],
+    device const A     *beta      [[buffer(4)]],
+    device const S     *state_in  [[buffer(5)]],
+    device A           *output    [[buffer(6)]],
+    device S           *state_out [[buffer(7)]],
+    constant gdn_params &p        [[buffer(8)]],
+    device const float *a_log     [[buffer(10)]],
+    device const float *dt_bias   [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
+    threadgroup float  *stage     [[threadgroup(0)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    gdn_prefill_head<A, S, false>(q, k, v, g, beta, state_in, output, state_out, p,
+                                  a_log, dt_bias, slots, cu_seqlens, stage,
+                                  q, q, q, output, q, q, (constant gdn_core_params *)nullptr, tg, tid);
+}
+
+// The same with the layer core: buffers 14-20 of gdn_core_common.metal.
+template <typename A, typename S>
+kernel void gated_delta_net_prefill_core(
+    device const A     *q          [[buffer(0)]],
+    device const A     *k          [[buffer(1)]],
+    device const A     *v          [[buffer(2)]],
+    device const A     *g          [[buffer(3)]],
+    device const A     *beta       [[buffer(4)]],
+    device const S     *state_in   [[buffer(5)]],
+    device A           *output     [[buffer(6)]],
+    device S           *state_out  [[buffer(7)]],
+    constant gdn_params &p         [[buffer(8)]],
+    device const float *a_log      [[buffer(10)]],
+    device const float *dt_bias    [[buffer(11)]],
+    device const int   *slots      [[buffer(12)]],
+    device const int   *cu_seqlens [[buffer(13)]],
+    device const A     *mixed      [[buffer(14)]],
+    device const A     *conv_w     [[buffer(15)]],
+    device const A     *conv_in    [[buffer(16)]],
+    device A           *conv_out   [[buffer(17)]],
+    device const A     *z          [[buffer(18)]],
+    device const A     *norm_w     [[buffer(19)]],
+    constant gdn_core_params &cp   [[buffer(20)]],
+    threadgroup float  *stage      [[threadgroup(0)]],
+    uint3 tg  [[threadgroup_position_in_grid]],
+    uint3 tid [[thread_position_in_threadgroup]]) {
+    gdn_prefill_head<A, S, true>(q, k, v, g, beta, state_in, output, state_out, p,
+                                 a_log, dt_bias, slots, cu_seqlens, stage,
+                                 mixed, conv_w, conv_in, conv_out, z, norm_w, &cp, tg, tid);
+}
+
+// Every combination of activation and state type (gdn_common.metal), each
+// without and with the layer core.
 instantiate_gdn_types(instantiate_gdn, "gated_delta_net", gated_delta_net)
+instantiate_gdn_types(instantiate_gdn, "gated_delta_net_prefill_core", gated_delta_net_prefill_core)

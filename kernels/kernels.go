@@ -5,6 +5,7 @@
 // There is one source per kernel family:
 //
 //	gdn_prefill.metal   gated_delta_net_{A}_{S}
+//	                    gated_delta_net_prefill_core_{A}_{S}
 //	gdn_decode.metal    gated_delta_net_decode_{A}_{S}_{NSG}
 //	                    gated_delta_net_decode_seq_{A}_{S}_{NSG}
 //	                    gated_delta_net_decode_legacy_{A}_{S}_{NSG}
@@ -78,7 +79,7 @@ const (
 	PackedFile       = "gdn_packed.metal"          // packed decode, seq and capture kernels
 	BlockedFile      = "gdn_prefill_blocked.metal" // the blocked prefill kernel
 	CoreFile         = "gdn_core.metal"            // the layer core: convolution, step, gated norm
-	CoreCommonFile   = "gdn_core_common.metal"     // the layer core's convolution and norm, in front of CoreFile, ChunkedFile and BlockedFile
+	CoreCommonFile   = "gdn_core_common.metal"     // the layer core's convolution and norm, in front of CoreFile, ChunkedFile, BlockedFile and PrefillFile
 )
 
 // Entry-point names of the kernels.
@@ -269,7 +270,24 @@ var (
 	coreNames          = newVariants("gated_delta_net_core_packed", true)
 	chunkedCoreNames   = newVariants("gated_delta_net_chunked_core", false)
 	blockedCoreNames   = newVariants("gated_delta_net_prefill_blocked_core", true)
+	prefillCoreNames   = newVariants("gated_delta_net_prefill_core", false)
 )
+
+// PrefillCoreOf returns the name of the token-by-token prefill kernel that
+// also runs the layer core: gated_delta_net_prefill_core_{act}_{state}.
+// The same threadgroups as [PrefillOf] (one of D_v threads per value head
+// and sequence), threadgroup memory [PrefillCoreThreadgroupMemory].
+func PrefillCoreOf(act, state spec.ElemType) string { return prefillCoreNames.name(act, state, 0) }
+
+// PrefillCoreThreadgroupMemory returns the threadgroup memory, in bytes, of
+// the token-by-token prefill with the layer core for key size dk and value
+// size dv: the staged k, q and v and the L2 norm's sums (2 dk + 2 dv
+// floats, as without the core), then the gated norm's sum per SIMD-group
+// of 32 rows; a multiple of 16 bytes.
+func PrefillCoreThreadgroupMemory(dk, dv int) int {
+	n := (2*dk + 2*dv + (dv+31)/32) * 4
+	return (n + 15) &^ 15
+}
 
 // PrefillBlockedCoreOf returns the name of the blocked prefill kernel that
 // also runs the layer core, for nsg in [PackedNSGs]:
@@ -320,6 +338,7 @@ var entryFile = func() map[string]string {
 	for _, a := range ElemTypes {
 		for _, s := range ElemTypes {
 			m[PrefillOf(a, s)] = PrefillFile
+			m[PrefillCoreOf(a, s)] = PrefillFile
 			m[PrefillChunkedOf(a, s)] = ChunkedFile
 			m[PrefillChunkedCoreOf(a, s)] = ChunkedFile
 			for _, nsg := range NSGs {
@@ -371,7 +390,7 @@ func Source(name string) string {
 		parts = []string{CommonFile, PackedCommonFile, name}
 	case CoreFile, BlockedFile:
 		parts = []string{CommonFile, PackedCommonFile, CoreCommonFile, name}
-	case ChunkedFile:
+	case ChunkedFile, PrefillFile:
 		parts = []string{CommonFile, CoreCommonFile, name}
 	}
 	var src strings.Builder

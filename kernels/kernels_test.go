@@ -23,8 +23,8 @@ import (
 // defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if want := 9 * (18 + 10); len(names) != want {
-		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill, chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4)): %v", len(names), want, names)
+	if want := 9 * (19 + 10); len(names) != want {
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4)): %v", len(names), want, names)
 	}
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {
@@ -73,7 +73,7 @@ func TestSourceHasPreludeAndLineDirectives(t *testing.T) {
 			t.Errorf("Source(%q): %s is not in front", f, PackedCommonFile)
 		}
 	}
-	for _, f := range []string{CoreFile, ChunkedFile, BlockedFile} {
+	for _, f := range []string{CoreFile, ChunkedFile, BlockedFile, PrefillFile} {
 		src := Source(f)
 		if i, j := strings.Index(src, `#line 1 "`+CoreCommonFile+`"`), strings.Index(src, `#line 1 "`+f+`"`); i < 0 || i > j {
 			t.Errorf("Source(%q): %s is not in front", f, CoreCommonFile)

@@ -26,17 +26,7 @@ func chunkedCoreCases() []coreCase {
 	add := func(name string, edit func(p *spec.Params), edits ...func(in *cpuref.Inputs)) {
 		p := base
 		edit(&p)
-		seed := uint64(100 + len(cs))
-		cs = append(cs, coreCase{name, p, func(t *testing.T) cpuref.Inputs {
-			in, err := cpuref.RandomInputs(p, seed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range edits {
-				e(&in)
-			}
-			return in
-		}})
+		cs = append(cs, coreCase{name, p, uint64(100 + len(cs)), edits})
 	}
 	add("chunks_qwen", func(*spec.Params) {})
 	add("chunks_qwen_f16_f32_tiled", func(p *spec.Params) {
@@ -65,6 +55,14 @@ func TestEmulatedChunkedCore(t *testing.T) {
 	onEmulated(t, familyCoreSuite(gdn.KernelPrefillChunked, false))
 }
 
+// TestEmulatedPrefillCore runs the token-by-token prefill with the layer
+// core on every case of chunkedCoreCases (D_v widened where its D_v
+// threads cannot hold the convolution's channels) in two scheduling
+// orders; see familyCoreSuite.
+func TestEmulatedPrefillCore(t *testing.T) {
+	onEmulated(t, familyCoreSuite(gdn.KernelPrefill, false))
+}
+
 // TestEmulatedBlockedCore runs the blocked prefill with the layer core on
 // every case of chunkedCoreCases it takes (D_k 64 or 128, D_v a multiple
 // of 32) in two scheduling orders (familyCoreSuite), and checks that its
@@ -86,11 +84,19 @@ func TestEmulatedBlockedCore(t *testing.T) {
 // bytes.
 func familyCoreSuite(kern gdn.Kernel, sameAsCore bool) func(t *testing.T, r *rig) {
 	return eachCase(chunkedCoreCases, func(t *testing.T, r *rig, c coreCase) {
-		if _, err := gdn.EntryPoint(kern, c.p); err != nil {
+		_, err := gdn.EntryPoint(kern, c.p)
+		// A D_v too small for the kernel's threads to hold the convolution's
+		// channels is widened (doubled while at most 128).
+		for err != nil && strings.Contains(err.Error(), "channels of a head") && 2*c.p.DV <= 128 {
+			c.p.DV *= 2
+			_, err = gdn.EntryPoint(kern, c.p)
+			t.Logf("%s: D_v widened to %d for the %s kernel", c.name, c.p.DV, kern)
+		}
+		if err != nil {
 			t.Logf("%s: the %s kernel does not take it: %v", c.name, kern, err)
 			return
 		}
-		in := c.in(t)
+		in := c.inputs(t)
 		j := coreJob{p: c.p, in: in, family: true, on: kern}
 		o, err := r.runCore(t, j)
 		if err != nil {
@@ -130,7 +136,8 @@ func familyCoreSuite(kern gdn.Kernel, sameAsCore bool) func(t *testing.T, r *rig
 // checkFamilyLaunch checks the grid, threadgroup size and threadgroup
 // memory of a dispatch of kern with the core (the plain kernel's for a
 // zero core): the chunked kernel's threadgroups, (n_v_heads, n_seqs, 1) of
-// (4 D_v, 1, 1); the blocked kernel's with the core the core kernel's,
+// (4 D_v, 1, 1); the token-by-token prefill's, (n_v_heads, n_seqs, 1) of
+// (D_v, 1, 1); the blocked kernel's with the core the core kernel's,
 // (1, n_v_heads, n_seqs) of (32, D_v / 8, 1).
 func checkFamilyLaunch(t *testing.T, name string, kern gdn.Kernel, p spec.Params, c msl.Counters) {
 	t.Helper()
@@ -144,6 +151,13 @@ func checkFamilyLaunch(t *testing.T, name string, kern gdn.Kernel, p spec.Params
 		if core {
 			mem = kernels.ChunkedCoreThreadgroupMemory(p.DK, p.DV)
 		}
+	case kern == gdn.KernelPrefill:
+		grid, group = [3]int{p.NVHeads, p.NSeqs, 1}, [3]int{p.DV, 1, 1}
+		mem = (2*p.DK + 2*p.DV) * 4
+		if core {
+			mem = kernels.PrefillCoreThreadgroupMemory(p.DK, p.DV)
+		}
+		mem = (mem + 15) &^ 15
 	case core:
 		grid, group = [3]int{1, p.NVHeads, p.NSeqs}, [3]int{32, p.DV / 8, 1}
 		mem = kernels.BlockedCoreThreadgroupMemory(p.DK, p.DV)
@@ -206,7 +220,9 @@ func TestChunkedCoreRefusals(t *testing.T) {
 		want string
 	}{
 		{"decode", gdn.KernelDecode, func(*spec.Params) {}, "kernel"},
-		{"prefill", gdn.KernelPrefill, func(*spec.Params) {}, "kernel"},
+		{"packed seq", gdn.KernelDecodePackedSeq, func(*spec.Params) {}, "kernel"},
+		{"prefill D_v 160", gdn.KernelPrefill, func(p *spec.Params) { p.DV = 160 }, "Shape.DV"},
+		{"prefill D_v 64 at D_k 128 with the convolution", gdn.KernelPrefill, func(p *spec.Params) { p.DV = 64 }, "channels"},
 		{"blocked D_k 96", gdn.KernelPrefillBlocked, func(p *spec.Params) { p.DK = 96 }, "Shape.DK"},
 		{"blocked D_v 48", gdn.KernelPrefillBlocked, func(p *spec.Params) { p.DV = 48 }, "Shape.DV"},
 		{"blocked D_v 288", gdn.KernelPrefillBlocked, func(p *spec.Params) { p.DV = 288 }, "Shape.DV"},
@@ -235,9 +251,9 @@ func TestChunkedCoreRefusals(t *testing.T) {
 
 // TestEmulatedFamilyCoreStructure measures, from the emulator's counters,
 // one Qwen3.5-shaped layer (D_k = D_v = 128, 16 key heads, 32 value heads,
-// bf16 activations, f32 state, one sequence) through the chunked and the
-// blocked prefill for a 64-token prefill, with the whole core and with the
-// core off (the plain kernel). It asserts that the recurrent state moves
+// bf16 activations, f32 state, one sequence) through the chunked, the
+// blocked and the token-by-token prefill for a 64-token prefill, with the
+// whole core and with the core off (the plain kernel). It asserts that the recurrent state moves
 // exactly SPEC section 8's floor; that the conv state is written exactly
 // once, (K-1) conv_dim elements, and read (K-1) (r 2 n_k_heads D_k +
 // n_v_heads D_v) (each of the r value heads of a key head reads its q and
@@ -247,14 +263,16 @@ func TestChunkedCoreRefusals(t *testing.T) {
 // norm) with or without the core (the convolution fills the stage before
 // the staging barrier, the norm's sums are read after the barrier that
 // ends the chunk), the blocked kernel's 2 per block (of 32 bf16 tokens
-// without the core, of 16 float-staged tokens with it); and that the core
-// adds 3 shuffle steps per token and SIMD-group (the norm's sum over 8
-// rows). The table is logged.
+// without the core, of 16 float-staged tokens with it), the token-by-token
+// kernel's 2 per token with or without the core; and that the core adds 3
+// shuffle steps per token and SIMD-group in the kernels of 4 lanes per row
+// (the norm's sum over 8 rows), 5 in the token-by-token one (simd_sum over
+// 32 rows). The table is logged.
 func TestEmulatedFamilyCoreStructure(t *testing.T) {
 	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
 		const n = 64
 		t.Logf("%-8s %-5s %9s %12s %12s %12s %12s %12s %10s %11s", "kernel", "core", "tgs", "state bytes", "floor", "conv loaded", "conv stored", "mixed loaded", "barriers/t", "shuffles/sg")
-		for _, kern := range []gdn.Kernel{gdn.KernelPrefillChunked, gdn.KernelPrefillBlocked} {
+		for _, kern := range []gdn.Kernel{gdn.KernelPrefillChunked, gdn.KernelPrefillBlocked, gdn.KernelPrefill} {
 			var stepsOff float64
 			for _, core := range []spec.Core{{}, spec.Qwen} {
 				p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: n, NSeqs: 1},
@@ -283,11 +301,14 @@ func TestEmulatedFamilyCoreStructure(t *testing.T) {
 					t.Errorf("%s, core %s: state bytes %d, floor %d", kern, name, state, floor)
 				}
 				wantBarriers := 5.0 / float64(kernels.ChunkLen) // staging, two for the L2 norm, the matrices, the end
-				if kern == gdn.KernelPrefillBlocked {
+				switch kern {
+				case gdn.KernelPrefillBlocked:
 					wantBarriers = 2.0 / 32 // a block of 64 bytes / 2 per bf16 element
 					if core.Conv > 0 {
 						wantBarriers = 2.0 / kernels.BlockedCoreLen
 					}
+				case gdn.KernelPrefill:
+					wantBarriers = 2 // staging, and before the next token restages
 				}
 				if barriers != wantBarriers {
 					t.Errorf("%s, core %s: %.4f barriers per token and threadgroup, want %.4f", kern, name, barriers, wantBarriers)
@@ -306,8 +327,12 @@ func TestEmulatedFamilyCoreStructure(t *testing.T) {
 				if want := uint64(n*(2*2*p.NKHeads*p.DK+p.NVHeads*p.DV)) * a; c.Loaded[bindMixed] != want {
 					t.Errorf("%s: mixed_qkv loaded %d bytes, want %d", kern, c.Loaded[bindMixed], want)
 				}
-				if d := steps - stepsOff; d != 3 {
-					t.Errorf("%s: the core adds %.2f shuffle steps per token and SIMD-group, want 3 (xor 4, 8, 16)", kern, d)
+				wantSteps := 3.0 // xor 4, 8, 16 over the 8 rows of a SIMD-group
+				if kern == gdn.KernelPrefill {
+					wantSteps = 5 // simd_sum over the 32 rows of a SIMD-group
+				}
+				if d := steps - stepsOff; d != wantSteps {
+					t.Errorf("%s: the core adds %.2f shuffle steps per token and SIMD-group, want %.0f", kern, d, wantSteps)
 				}
 				t.Logf("%s: the core adds %.0f shuffle steps per token and SIMD-group; mixed_qkv read %.2f x its size; conv state read %.2f x, written %.2f x its size",
 					kern, steps-stepsOff, float64(c.Loaded[bindMixed])/float64(uint64(p.MixedLen())*a),

@@ -38,6 +38,15 @@ func TestEmulatedBlockedCoreGolden(t *testing.T) {
 	})
 }
 
+// TestEmulatedPrefillCoreGolden runs the same through the token-by-token
+// prefill with the core.
+func TestEmulatedPrefillCoreGolden(t *testing.T) {
+	cases := golden.LoadLayerSet(t)
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefill})
+	})
+}
+
 // TestMetalCoreGolden runs the same on the system's GPU (a Mac; it skips
 // elsewhere).
 func TestMetalCoreGolden(t *testing.T) {
@@ -46,6 +55,7 @@ func TestMetalCoreGolden(t *testing.T) {
 		coreGoldenSuite(t, r, cases, coreJob{})
 		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillChunked})
 		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillBlocked})
+		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefill})
 	})
 }
 

@@ -194,14 +194,29 @@ func checkCore(t *testing.T, name string, p spec.Params, in cpuref.Inputs, o cor
 	}
 }
 
-// coreCase is one call of the core suite.
+// coreCase is one call of the core suite: its parameters, and its inputs
+// made from them (inputs).
 type coreCase struct {
-	name string
-	p    spec.Params
-	in   func(t *testing.T) cpuref.Inputs
+	name  string
+	p     spec.Params
+	seed  uint64                    // cpuref.RandomInputs's seed
+	edits []func(in *cpuref.Inputs) // then applied in order (slots, cu_seqlens)
 }
 
 func (c coreCase) subtest() string { return c.name }
+
+// inputs returns the case's inputs: random ones for c.p, then c.edits.
+func (c coreCase) inputs(t *testing.T) cpuref.Inputs {
+	t.Helper()
+	in, err := cpuref.RandomInputs(c.p, c.seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.edits {
+		e(&in)
+	}
+	return in
+}
 
 // coreCases are the core suite's calls: every activation and state type
 // with the whole Qwen core at one token and at a window; then, in bf16 /
@@ -210,15 +225,6 @@ func (c coreCase) subtest() string { return c.name }
 // sequences of 0, 1, 2 and more tokens.
 func coreCases() []coreCase {
 	var cs []coreCase
-	random := func(p spec.Params, seed uint64) func(t *testing.T) cpuref.Inputs {
-		return func(t *testing.T) cpuref.Inputs {
-			in, err := cpuref.RandomInputs(p, seed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return in
-		}
-	}
 	base := spec.Params{Shape: spec.Shape{DK: 64, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 2},
 		QScale: 0.125, Fused: spec.FusedAll, Core: spec.Qwen}
 	for _, a := range kernels.ElemTypes {
@@ -226,7 +232,7 @@ func coreCases() []coreCase {
 			for _, n := range []int{1, 3} {
 				p := base
 				p.Activation, p.State, p.NTokens = a, st, n
-				cs = append(cs, coreCase{fmt.Sprintf("%v_%v_t%d", a, st, n), p, random(p, uint64(10*n)+uint64(a)*3+uint64(st))})
+				cs = append(cs, coreCase{fmt.Sprintf("%v_%v_t%d", a, st, n), p, uint64(10*n) + uint64(a)*3 + uint64(st), nil})
 			}
 		}
 	}
@@ -234,14 +240,7 @@ func coreCases() []coreCase {
 		p := base
 		p.Activation, p.NTokens = spec.BF16, 4
 		edit(&p)
-		gen := random(p, uint64(len(cs)))
-		cs = append(cs, coreCase{name, p, func(t *testing.T) cpuref.Inputs {
-			in := gen(t)
-			for _, e := range edits {
-				e(&in)
-			}
-			return in
-		}})
+		cs = append(cs, coreCase{name, p, uint64(len(cs)), edits})
 	}
 	variant("conv_only", func(p *spec.Params) { p.Core = spec.Core{Conv: 4} })
 	variant("norm_only_sigmoid", func(p *spec.Params) {
@@ -303,7 +302,7 @@ func TestMetalCore(t *testing.T) { onMetal(t, eachCase(coreCases, coreSuiteCase)
 
 // coreSuiteCase is TestEmulatedCore's check of one case.
 func coreSuiteCase(t *testing.T, r *rig, c coreCase) {
-	in := c.in(t)
+	in := c.inputs(t)
 	o, err := r.runCore(t, coreJob{p: c.p, in: in})
 	if err != nil {
 		t.Fatal(err)
