@@ -178,3 +178,65 @@ func TestCoreGeometry(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateCoreOn checks that ValidateCoreOn takes valid core arguments
+// for each prefill and refuses, with an error wrapping ErrInvalidArgument
+// that names the field, an in-place conv state with grouped heads (saying
+// the heads' numbers), a capture buffer, q with the convolution, a
+// misaligned state for the blocked kernel, and the decode kernels.
+func TestValidateCoreOn(t *testing.T) {
+	fb := useFakeBuffers(t)
+	for _, k := range []Kernel{KernelPrefillChunked, KernelPrefillBlocked, KernelPrefill} {
+		s := Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 37, NSeqs: 2}
+		p, b, c := fb.coreArgs(s, BF16)
+		if err := ValidateCoreOn(k, p, b, c); err != nil {
+			t.Fatalf("%s: valid core arguments refused: %v", k, err)
+		}
+		mha := Shape{DK: 64, DV: 64, NKHeads: 2, NVHeads: 2, NTokens: 5, NSeqs: 1}
+		pm, bm, cm := fb.coreArgs(mha, F16)
+		cm.ConvStateOut = cm.ConvStateIn
+		if err := ValidateCoreOn(k, pm, bm, cm); err != nil {
+			t.Errorf("%s: in-place conv state without grouped heads refused: %v", k, err)
+		}
+		for _, tc := range []struct {
+			name string
+			edit func(p *Params, b *Buffers, c *CoreBuffers)
+			want []string
+		}{
+			{"conv state in place with grouped heads", func(_ *Params, _ *Buffers, c *CoreBuffers) { c.ConvStateOut = c.ConvStateIn },
+				[]string{"CoreBuffers.ConvStateOut", "n_v_heads = 2 over n_k_heads = 1", k.String()}},
+			{"capture", func(_ *Params, b *Buffers, _ *CoreBuffers) { b.Capture = fb.view(s.CaptureLen()) }, []string{"Capture"}},
+			{"q with the convolution", func(_ *Params, b *Buffers, _ *CoreBuffers) { b.Q = fb.typedView(BF16, s.QKLen()) }, []string{"Q"}},
+			{"z short", func(_ *Params, _ *Buffers, c *CoreBuffers) { c.Z.Len-- }, []string{"CoreBuffers.Z"}},
+			{"eps 0", func(p *Params, _ *Buffers, _ *CoreBuffers) { p.Core.NormEps = 0 }, []string{"Core.NormEps"}},
+		} {
+			p, b, c := fb.coreArgs(s, BF16)
+			tc.edit(&p, &b, &c)
+			err := ValidateCoreOn(k, p, b, c)
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Errorf("%s, %s: error %v, want one wrapping ErrInvalidArgument", k, tc.name, err)
+				continue
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s, %s: error %v, want one naming %s", k, tc.name, err, w)
+				}
+			}
+		}
+	}
+	s := Shape{DK: 64, DV: 64, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}
+	p, b, c := fb.coreArgs(s, F32)
+	b.StateOut = View{Buffer: fb.buffer(4*b.StateOut.Len + 4), Offset: 4, Type: F32, Len: b.StateOut.Len}
+	if err := ValidateCoreOn(KernelPrefillBlocked, p, b, c); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "StateOut") {
+		t.Errorf("blocked, misaligned state: error %v, want one naming StateOut", err)
+	}
+	if err := ValidateCoreOn(KernelPrefillChunked, p, b, c); err != nil {
+		t.Errorf("chunked, state at an offset of one element: %v (the chunked kernel reads it element by element)", err)
+	}
+	for _, k := range []Kernel{KernelDecode, KernelDecodeSeq, KernelDecodeLegacy, KernelDecodeCapture, KernelDecodePacked, KernelDecodePackedSeq, KernelDecodePackedCapture} {
+		p, b, c := fb.coreArgs(s, F32)
+		if err := ValidateCoreOn(k, p, b, c); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "kernel") {
+			t.Errorf("%s: error %v, want one naming the kernel", k, err)
+		}
+	}
+}

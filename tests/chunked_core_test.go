@@ -10,6 +10,7 @@ import (
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 // chunkedCoreCases are the core suite's calls (coreCases: the nine type
@@ -339,5 +340,71 @@ func TestEmulatedFamilyCoreStructure(t *testing.T) {
 					float64(c.Loaded[bindConvStateIn])/float64(uint64(p.ConvStateLen())*a), float64(c.Stored[bindConvStateOut])/float64(uint64(p.ConvStateLen())*a))
 			}
 		}
+	})
+}
+
+// TestEmulatedDecodeCoreStructure gives, from the emulator's counters, the
+// structural numbers that keep the layer core out of the one-row decode
+// kernels (gdn_decode.metal), at the Qwen3.5 shape (D_k = D_v = 128, 16
+// key heads, 32 value heads, bf16 activations, f32 state) for one decode
+// token, beside Kernels.Core on the same step. The decode kernel splits a
+// value head's D_v rows over D_v / NSG threadgroups of NSG rows (one per
+// SIMD-group of 32 lanes): the norm's sum over the D_v outputs of a head
+// would cross threadgroups, which one dispatch cannot order; holding the
+// row set in one threadgroup at one row per SIMD-group takes 32 D_v
+// threads, more than the pipeline's maxTotalThreadsPerThreadgroup (1024),
+// and at 8 rows per SIMD-group it is the core kernel's packed layout. The
+// convolution alone would run in every one of those threadgroups: each
+// reads its key head's q and k whole, so the q and k of a key head would
+// be convolved r D_v / NSG times per token (the decode kernel's q and k
+// reads, measured, against the core kernel's r).
+func TestEmulatedDecodeCoreStructure(t *testing.T) {
+	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
+		p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 1, NSeqs: 1},
+			QScale: 1 / 11.313708, Activation: spec.BF16, Fused: spec.FusedAll}
+		in, err := cpuref.RandomInputs(p, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oneRow := kernel{"decode_one_row", func(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, p gdn.Params, b gdn.Buffers) error {
+			return k.Encode(enc, gdn.KernelDecode, p, b)
+		}, false}
+		o := r.run(t, job{kern: oneRow, p: p, in: in})
+		c := *o.Counters
+		nsg := p.DK / 32
+		perHead := c.Threadgroups[0]
+		rows := c.ThreadsPerThreadgroup[1]
+		qk := c.Loaded[0] + c.Loaded[1]
+		qkSize := uint64(2 * p.QKLen() * p.Activation.Size())
+		if perHead != p.DV/nsg || rows != nsg || c.ThreadsPerThreadgroup[0] != 32 {
+			t.Errorf("decode grid %v of %v, want (%d, %d, 1) of (32, %d, 1)", c.Threadgroups, c.ThreadsPerThreadgroup, p.DV/nsg, p.NVHeads, nsg)
+		}
+		if want := uint64(p.NVHeads/p.NKHeads*p.DV/nsg) * uint64(nsg) * qkSize; qk != want {
+			t.Errorf("decode kernel: q and k loaded %d bytes, want %d", qk, want)
+		}
+		pso, err := r.reg.Pipeline(r.dev, kernels.DecodeOf(p.Activation, p.State, nsg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxThreads := pso.MaxTotalThreadsPerThreadgroup()
+		if 32*p.DV <= maxThreads {
+			t.Errorf("one row per SIMD-group, a head's %d rows take %d threads, within the pipeline's %d: the norm could stay in one threadgroup", p.DV, 32*p.DV, maxThreads)
+		}
+		pc := p
+		pc.Core = spec.Qwen
+		inc, err := cpuref.RandomInputs(pc, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		co, err := r.runCore(t, coreJob{p: pc, in: inc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := *co.Counters
+		mixed := float64(cc.Loaded[bindMixed]) / float64(pc.MixedLen()*pc.Activation.Size())
+		t.Logf("decode kernel: %d threadgroups per value head of %d rows (%d threads); a head's %d rows in one threadgroup at one row per SIMD-group: %d threads, pipeline max %d",
+			perHead, rows, c.ThreadsPerThreadgroup[0]*rows, p.DV, 32*p.DV, maxThreads)
+		t.Logf("decode kernel: q and k read %.0f x their size per token (each key head's by the SIMD-groups of its r D_v = %d rows, in %d threadgroups); core kernel: %d threadgroup per value head of %d threads, mixed_qkv read %.2f x its size, %d barriers",
+			float64(qk)/float64(qkSize), p.NVHeads/p.NKHeads*p.DV, p.NVHeads/p.NKHeads*p.DV/nsg, cc.Threadgroups[0], cc.ThreadsPerThreadgroup[0]*cc.ThreadsPerThreadgroup[1], mixed, cc.Barriers/uint64(cc.Threadgroups[1]))
 	})
 }
