@@ -127,8 +127,24 @@
 // [CoreBuffers]; [ValidateCore] is its validation, [RollbackCore] its
 // rollback after a speculative window (with Buffers.Capture set). One
 // threadgroup owns one value head of one sequence, so the norm's
-// reduction stays in the dispatch. Every other kernel refuses a non-zero
-// Params.Core; its zero value leaves every call as it was.
+// reduction stays in the dispatch.
+//
+// The prefills run the same core as an option, through
+// [Kernels.EncodeCore] (or [Kernels.PrefillCore], which picks one as
+// [Kernels.Prefill] does) with [ValidateCoreOn]'s rules: the chunked
+// prefill (the fast path for long prompts) and the token-by-token prefill
+// on their own threadgroups, which hold a value head's whole row set, and
+// the blocked prefill on the core kernel's grid (its own splits a head's
+// rows over D_v / 32 threadgroups, which the norm's sum cannot cross), in
+// blocks of 16 tokens. Each convolves a key head's q and k in every one of
+// its value heads' threadgroups and writes its conv state from the first
+// only, so with grouped heads ConvStateOut must be apart from ConvStateIn
+// there too. The one-row decode kernels do not take it: they split a
+// head's rows over D_v / NSG threadgroups, and one threadgroup of one row
+// per SIMD-group would need 32 D_v threads (4096 at D_v = 128, against
+// 1024); Kernels.Core is the decode step of the layer core. Every other
+// call refuses a non-zero Params.Core; its zero value leaves every call as
+// it was.
 //
 // # Serving: state slots and packed sequences
 //

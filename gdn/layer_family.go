@@ -191,3 +191,34 @@ func (k *Kernels) checkCoreDevice(c CoreBuffers) error {
 	}
 	return nil
 }
+
+// PrefillCore encodes the prefill kernel [PrefillCoreKernel] picks for p
+// and b with the layer core of Params.Core: the same choice as
+// [Kernels.Prefill] among the kernels whose limits with the core take p
+// (see [ValidateCoreOn]). The rules are [Kernels.EncodeCore]'s.
+func (k *Kernels) PrefillCore(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
+	return k.EncodeCore(enc, PrefillCoreKernel(p, b), p, b, c)
+}
+
+// PrefillCoreKernel returns the kernel [Kernels.PrefillCore] encodes for
+// p and b: the chunked prefill from [ChunkedMinTokens] tokens on where its
+// limits with the core take p; below, the blocked prefill where they take
+// p and StateIn and StateOut are at offsets of 4 elements (with the core
+// it stages 16 tokens at a time, two barriers per block); then the
+// token-by-token prefill; otherwise the chunked prefill, whose error says
+// why p is refused. With a zero Params.Core it is [PrefillKernel].
+func PrefillCoreKernel(p Params, b Buffers) Kernel {
+	if p.Core == (spec.Core{}) {
+		return PrefillKernel(p, b)
+	}
+	st := packedAlign * p.State.Size()
+	switch {
+	case p.Shape.NTokens >= ChunkedMinTokens && validateCoreParams(chunkedCore, p) == nil:
+		return KernelPrefillChunked
+	case validateCoreParams(blockedCore, p) == nil && st > 0 && b.StateIn.Offset%st == 0 && b.StateOut.Offset%st == 0:
+		return KernelPrefillBlocked
+	case validateCoreParams(prefillCore, p) == nil:
+		return KernelPrefill
+	}
+	return KernelPrefillChunked
+}

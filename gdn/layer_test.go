@@ -240,3 +240,30 @@ func TestValidateCoreOn(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefillCoreKernel checks PrefillCore's choice: the chunked kernel
+// from ChunkedMinTokens tokens on, the blocked one below where it applies
+// (and its state offsets are aligned), the token-by-token one otherwise,
+// and PrefillKernel's choice for a zero core.
+func TestPrefillCoreKernel(t *testing.T) {
+	qwen := Params{Shape: Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: ChunkedMinTokens, NSeqs: 1},
+		Activation: BF16, Fused: FusedAll, Core: QwenCore}
+	for _, tc := range []struct {
+		name string
+		edit func(p *Params, b *Buffers)
+		want Kernel
+	}{
+		{"64 tokens", func(*Params, *Buffers) {}, KernelPrefillChunked},
+		{"63 tokens", func(p *Params, _ *Buffers) { p.NTokens = ChunkedMinTokens - 1 }, KernelPrefillBlocked},
+		{"63 tokens, state at an odd offset", func(p *Params, b *Buffers) { p.NTokens, b.StateIn.Offset = ChunkedMinTokens-1, 4 }, KernelPrefill},
+		{"63 tokens, D_k 96", func(p *Params, _ *Buffers) { p.NTokens, p.DK = ChunkedMinTokens-1, 96 }, KernelPrefill},
+		{"63 tokens, D_v 192 (beyond the prefill's 128)", func(p *Params, _ *Buffers) { p.NTokens, p.DV = ChunkedMinTokens-1, 192 }, KernelPrefillBlocked},
+		{"zero core, 63 tokens, D_k 96", func(p *Params, _ *Buffers) { p.NTokens, p.DK, p.Core = ChunkedMinTokens-1, 96, Core{} }, KernelPrefill},
+	} {
+		p, b := qwen, Buffers{}
+		tc.edit(&p, &b)
+		if got := PrefillCoreKernel(p, b); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -73,6 +73,14 @@ func TestEmulatedBlockedCore(t *testing.T) {
 	onEmulated(t, familyCoreSuite(gdn.KernelPrefillBlocked, true))
 }
 
+// TestMetalFamilyCore runs the three prefills with the layer core on the
+// system's GPU (a Mac; it skips elsewhere), against the same references.
+func TestMetalFamilyCore(t *testing.T) {
+	for _, k := range []gdn.Kernel{gdn.KernelPrefillChunked, gdn.KernelPrefillBlocked, gdn.KernelPrefill} {
+		t.Run(k.String(), func(t *testing.T) { onMetal(t, familyCoreSuite(k, false)) })
+	}
+}
+
 // familyCoreSuite runs kern with the layer core on every case of
 // chunkedCoreCases that kern takes (the others are logged: the refusals
 // are TestChunkedCoreRefusals') against Reference32 and Oracle64
