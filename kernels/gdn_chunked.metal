@@ -180,7 +180,7 @@ inline void gdn_chunked_head(
     float s0k[GDN_CHUNK];  // (S_0 k_r)_i
     float s0q[GDN_CHUNK];  // (S_0 q_r)_i
     float u[GDN_CHUNK];   // u_r, row i
-    float oo[CORE ? GDN_CHUNK : 1];  // the outputs o_r of row i before the norm (lane 0)
+    float oo[GDN_CHUNK];  // the outputs o_r of row i before the norm (lane 0, CORE)
 
     for (uint t0 = 0; t0 < len; t0 += C) {
         const uint n = min(C, len - t0);
@@ -300,7 +300,7 @@ inline void gdn_chunked_head(
                     o += mm[r * C + c] * u[c];
                 }
                 if (norm) {
-                    oo[CORE ? r : 0] = scale * o;
+                    oo[r] = scale * o;
                 } else {
                     gdn_store(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
                 }
@@ -310,7 +310,7 @@ inline void gdn_chunked_head(
         // read after the barrier that ends the chunk.
         if (norm) {
             for (uint r = 0; r < n; ++r) {
-                const float ss = gdn_norm_rows_sum(lane == 0 ? oo[CORE ? r : 0] : 0.0f);
+                const float ss = gdn_norm_rows_sum(lane == 0 ? oo[r] : 0.0f);
                 if (t % 32u == 0u) {
                     ps[r * n_groups + t / 32u] = ss;
                 }
@@ -341,7 +341,7 @@ inline void gdn_chunked_head(
             for (uint r = 0; r < n; ++r) {
                 const uint vo = ((tok0 + r) * p.n_v_heads + h) * d_v + i;
                 const float rr = gdn_norm_factor(ps + r * n_groups, n_groups, d_v, cp->eps);
-                gdn_store(output + vo, gdn_norm_apply(*cp, oo[CORE ? r : 0], rr, nw, gdn_load(z + vo)));
+                gdn_store(output + vo, gdn_norm_apply(*cp, oo[r], rr, nw, gdn_load(z + vo)));
             }
         }
     }
