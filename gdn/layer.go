@@ -43,7 +43,9 @@ const (
 // convolution, Buffers.Q, K and V stay empty. ConvStateOut may be the same
 // view as ConvStateIn (in place), with grouped heads too: then
 // [Kernels.Core] runs one threadgroup per key head and its value heads,
-// which reads and writes the key head's conv state once and alone.
+// which reads and writes the key head's conv state once and alone. The
+// prefills ([Kernels.EncodeCore]) keep one threadgroup per value head and
+// refuse it with grouped heads: there the two must be apart.
 type CoreBuffers struct {
 	MixedQKV, ConvWeight      View
 	ConvStateIn, ConvStateOut View

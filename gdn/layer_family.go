@@ -25,12 +25,15 @@ import (
 // core kernel's arithmetic in its order: on the emulated device the same
 // bytes), and [KernelPrefill] (gated_delta_net_prefill_core_{A}_{S}: one
 // threadgroup of D_v threads per value head, the norm's sums of squares
-// through simd_sum); the decode kernels are refused. Everything runs in f32, y is rounded once to
-// Params.Activation, the state once to Params.State, and the conv state
-// holds copies of inputs. A key head's q and k convolution is computed by
-// each of its value heads' threadgroups and its conv state written by the
-// first only, so with grouped heads ConvStateOut must not be ConvStateIn
-// (as for Kernels.Core). With a zero Params.Core and zero c it is
+// through simd_sum); the decode kernels are refused. Everything runs in
+// f32, y is rounded once to Params.Activation, the state once to
+// Params.State, and the conv state holds copies of inputs. A key head's q
+// and k convolution is computed by each of its value heads' threadgroups
+// and its conv state written by the first only, so with grouped heads
+// ConvStateOut must not be ConvStateIn: nothing orders the threadgroups of
+// one dispatch, and these kernels keep one threadgroup per value head
+// (Kernels.Core takes a grouped conv state in place by switching to one
+// threadgroup per key head). With a zero Params.Core and zero c it is
 // [Kernels.Encode]: the same kernel, bindings and results as today's
 // calls. The rules are [ValidateCoreOn]'s.
 func (k *Kernels) EncodeCore(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers, c CoreBuffers) error {
