@@ -231,7 +231,7 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 			return invalid("CoreBuffers.ConvStateOut", "the same view as ConvStateIn, but with n_v_heads = %d over n_k_heads = %d the %s kernel's threadgroups of the value heads of a key head read its conv state while one writes it, with no order between them: use two buffers", s.NVHeads, s.NKHeads, t.name)
 		}
 		// In place: ConvStateOut's overlap checks cover ConvStateIn's.
-		// With grouped heads the dispatcher runs one threadgroup per key
+		// With grouped heads Kernels.Core runs one threadgroup per key
 		// head (coreGrouped), the only reader and writer of its conv state.
 		for i := range views {
 			if views[i].name == "CoreBuffers.ConvStateIn" {
