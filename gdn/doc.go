@@ -140,7 +140,7 @@
 // its value heads' threadgroups and writes its conv state from the first
 // only, so with grouped heads ConvStateOut must be apart from ConvStateIn
 // there (Kernels.Core takes it in place by running one threadgroup per key
-// head). The one-row decode kernels do not take it: they split a
+// head, and Kernels.PrefillCore encodes Kernels.Core when given it). The one-row decode kernels do not take it: they split a
 // head's rows over D_v / NSG threadgroups, and one threadgroup of one row
 // per SIMD-group would need 32 D_v threads (4096 at D_v = 128, against
 // 1024); Kernels.Core is the decode step of the layer core. Every other

@@ -199,7 +199,17 @@ func (k *Kernels) checkCoreDevice(c CoreBuffers) error {
 // and b with the layer core of Params.Core: the same choice as
 // [Kernels.Prefill] among the kernels whose limits with the core take p
 // (see [ValidateCoreOn]). The rules are [Kernels.EncodeCore]'s.
+//
+// With grouped heads and the conv state updated in place (ConvStateOut
+// the same view as ConvStateIn, as a state pool has it), which none of the
+// prefills takes (they run a threadgroup per value head, and nothing
+// orders the threadgroups of a dispatch), it encodes [Kernels.Core]
+// instead, whose grouped geometry (a threadgroup per key head) takes any
+// number of tokens, two barriers per token.
 func (k *Kernels) PrefillCore(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
+	if p.Core != (spec.Core{}) && coreGrouped(p, c) {
+		return k.Core(enc, p, b, c)
+	}
 	return k.EncodeCore(enc, PrefillCoreKernel(p, b), p, b, c)
 }
 

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -71,6 +72,43 @@ func TestEmulatedPrefillCore(t *testing.T) {
 // arithmetic in its order, the tokens staged in blocks.
 func TestEmulatedBlockedCore(t *testing.T) {
 	onEmulated(t, familyCoreSuite(gdn.KernelPrefillBlocked, true))
+}
+
+// TestEmulatedPrefillCoreInPlace checks Kernels.PrefillCore on every case
+// of chunkedCoreCases, in two scheduling orders: its results against both
+// references, apart and in place; in place with grouped heads and a
+// convolution, which the prefills refuse, Kernels.Core's bytes (it encodes
+// that kernel, its grouped geometry), while the chunked prefill itself
+// refuses the same call naming CoreBuffers.ConvStateOut where it takes the
+// shape.
+func TestEmulatedPrefillCoreInPlace(t *testing.T) {
+	onEmulated(t, eachCase(chunkedCoreCases, func(t *testing.T, r *rig, c coreCase) {
+		in := c.inputs(t)
+		for _, inPlace := range []bool{false, true} {
+			o, err := r.runCore(t, coreJob{p: c.p, in: in, pick: true, inPlace: inPlace})
+			if err != nil {
+				t.Fatalf("in place %v: %v", inPlace, err)
+			}
+			checkCore(t, fmt.Sprintf("%s in place %v", c.name, inPlace), c.p, in, o)
+			if !inPlace || c.p.Core.Conv == 0 || c.p.NVHeads == c.p.NKHeads {
+				continue
+			}
+			co, err := r.runCore(t, coreJob{p: c.p, in: in, inPlace: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSameBytes(t, c.name+": output vs the core kernel", c.p.Activation, o.output, co.output)
+			checkSameBytes(t, c.name+": state vs the core kernel", c.p.State, o.stateOut, co.stateOut)
+			checkSameBytes(t, c.name+": conv state vs the core kernel", c.p.Activation, o.convState, co.convState)
+			if _, err := gdn.EntryPoint(gdn.KernelPrefillChunked, c.p); err != nil {
+				continue // the chunked prefill does not take the shape at all
+			}
+			_, err = r.runCore(t, coreJob{p: c.p, in: in, family: true, on: gdn.KernelPrefillChunked, inPlace: true})
+			if err == nil || !errors.Is(err, gdn.ErrInvalidArgument) || !strings.Contains(err.Error(), "ConvStateOut") {
+				t.Errorf("%s: the chunked prefill in place with grouped heads: %v, want a refusal naming CoreBuffers.ConvStateOut", c.name, err)
+			}
+		}
+	}))
 }
 
 // TestMetalFamilyCore runs the three prefills with the layer core on the

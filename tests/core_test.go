@@ -37,12 +37,16 @@ type coreJob struct {
 	capture bool // b.Capture set: the state after every token
 	family  bool // EncodeCore(on) instead of Core
 	on      gdn.Kernel
+	pick    bool // PrefillCore instead of Core
 }
 
 // encode encodes j's dispatch.
 func (j coreJob) encode(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, b gdn.Buffers, c gdn.CoreBuffers) error {
-	if j.family {
+	switch {
+	case j.family:
 		return k.EncodeCore(enc, j.on, j.p, b, c)
+	case j.pick:
+		return k.PrefillCore(enc, j.p, b, c)
 	}
 	return k.Core(enc, j.p, b, c)
 }
