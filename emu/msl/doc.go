@@ -106,7 +106,17 @@
 //     multiply-add unless fma() is called; Apple's compiler fuses and
 //     reassociates. Math functions come from the C library (glibc),
 //     not Apple's GPU implementations, so results can differ in the last
-//     bits; fast:: and precise:: are the same functions.
+//     bits (within the ULP bounds of the specification's tables, which
+//     the tests check); fast:: and precise:: are the same functions.
+//     sinpi, cospi and tanpi reduce their argument exactly and are exact
+//     at integers and half-integers. The standard library's families
+//     (common, integer, relational, math, geometric, atomic, SIMD-group
+//     and quad-group functions, numeric_limits, metal::array) are there
+//     function by function; the integer and three-operand functions are
+//     templates, so that a program's own function of the same name and
+//     parameter types is chosen over them rather than being ambiguous.
+//     assert does nothing and does not evaluate its condition, as Metal's
+//     library defines it.
 //   - Floating-point literals without a suffix are float, as in MSL (the
 //     translator adds the f suffix); 1.5h literals are half. double is
 //     rejected with a compile error.
@@ -149,9 +159,7 @@
 //     intersection function tables, ray tracing, indirect command buffers,
 //     raster order groups, vertex and fragment functions, vector function
 //     constants, simdgroup_matrix shapes other than 8x8, a threadgroup
-//     bfloat pointer parameter, the quad-group votes (quad_all, quad_any,
-//     quad_ballot, quad_active_threads_mask, quad_is_first), and, in
-//     Compile without CompileOptions.IncludeDirs (as in Metal's
+//     bfloat pointer parameter, and, in Compile without CompileOptions.IncludeDirs (as in Metal's
 //     newLibraryWithSource), #include of files other than Metal's own
 //     headers: CompileFile with IncludeDirs builds a program of several
 //     files, as Apple's offline compiler (metal -I) does.

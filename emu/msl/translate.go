@@ -138,6 +138,7 @@ func translate(source, file string, values []ConstantValue, only string) (*trans
 	tr.tokenize()
 	tr.findAttributes()
 	tr.checkTokens()
+	tr.rewriteVectorConstructs()
 	tr.braceArguments()
 	tr.addressSpaceSpecializations()
 	tr.memberQualifiers()
@@ -395,12 +396,6 @@ var unsupportedTypes = map[string]string{
 	"primitive_acceleration_structure": "ray tracing", "instance_acceleration_structure": "ray tracing",
 	"command_buffer": "indirect command buffers", "render_command": "indirect command buffers",
 	"compute_command": "indirect command buffers", "raster_order_group": "raster order groups",
-}
-
-func init() {
-	for _, f := range []string{"all", "any", "ballot", "active_threads_mask", "is_first"} {
-		unsupportedTypes["quad_"+f] = "quad-group functions"
-	}
 }
 
 // vectorTypeName matches MSL's vector type names.
@@ -792,7 +787,11 @@ func (tr *translator) addressSpaceSpecializations() {
 // two identifiers in a row, or none.
 func (tr *translator) rewriteVectorDirectInit(i int) {
 	t := tr.toks
-	if p := tr.prev(i); p >= 0 {
+	p := tr.prev(i)
+	if q := tr.qualifier(i); q >= 0 && t[q].text == "metal" {
+		p = tr.prev(q) // metal::float2 a(x, y)
+	}
+	if p >= 0 {
 		switch t[p].text {
 		case ";", "{", "}", "const", "constexpr":
 		default:

@@ -92,7 +92,6 @@ func TestTranslateErrors(t *testing.T) {
 		{"kernel void k(device float* x [[buffer(0)]]) { imageblock<float> b; }\n", "imageblocks (imageblock) is not supported", 1},
 		{"kernel void k(device float* x [[buffer(0)]], visible_function_table<void()> f [[buffer(1)]]) {}\n", "visible function tables (visible_function_table) is not supported", 1},
 		{"kernel void k(device float* x [[buffer(0)]], instance_acceleration_structure a [[buffer(1)]]) {}\n", "ray tracing (instance_acceleration_structure) is not supported", 1},
-		{"kernel void k(device float* x [[buffer(0)]]) {\n x[0] = quad_all(x[1] > 0);\n}\n", "quad-group functions (quad_all) is not supported by the emulated device", 2},
 		{"vertex float4 v(uint id [[vertex_id]]) { return 0; }\n", "vertex functions are not supported by the emulated device", 1},
 		{"struct S { int x; };\nfragment half4 f() { return 0; }\n", "fragment functions are not supported by the emulated device", 2},
 		{"kernel void k(threadgroup bfloat4* x [[threadgroup(0)]]) {}\n", "bfloat in threadgroup memory is not supported", 1},

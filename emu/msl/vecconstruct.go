@@ -1,0 +1,169 @@
+package msl
+
+// vectorAliases collects the names that alias templates and typedefs give
+// to vector types (template <typename T> using vec4 = metal::vec<T, 4>;
+// typedef float4 F4;): a declaration whose aliased type names vec<...> or
+// a vector type.
+func (tr *translator) vectorAliases() map[string]bool {
+	t := tr.toks
+	names := map[string]bool{}
+	for i := 0; i+2 < len(t); i++ {
+		if t[i].attr >= 0 {
+			continue
+		}
+		switch t[i].text {
+		case "using":
+			n := tr.next(i + 1)
+			if n >= len(t) || t[n].kind != tIdent {
+				continue
+			}
+			eq := tr.next(n + 1)
+			if eq >= len(t) || t[eq].text != "=" {
+				continue
+			}
+			for j := tr.next(eq + 1); j < len(t) && t[j].text != ";"; j = tr.next(j + 1) {
+				if tr.namesVector(j) {
+					names[t[n].text] = true
+					break
+				}
+			}
+		case "typedef":
+			j := tr.next(i + 1)
+			for j < len(t) && t[j].text != ";" {
+				if tr.namesVector(j) {
+					// the name is the last identifier before ';'
+					k := j
+					for k < len(t) && t[k].text != ";" {
+						k = tr.next(k + 1)
+					}
+					if p := tr.prev(k); p >= 0 && t[p].kind == tIdent {
+						names[t[p].text] = true
+					}
+					break
+				}
+				j = tr.next(j + 1)
+			}
+		}
+	}
+	return names
+}
+
+// namesVector reports whether token j is a vector type name or vec
+// followed by template arguments.
+func (tr *translator) namesVector(j int) bool {
+	t := tr.toks
+	if vectorTypeName.MatchString(t[j].text) {
+		return true
+	}
+	n := tr.next(j + 1)
+	return t[j].text == "vec" && n < len(t) && t[n].text == "<"
+}
+
+// rewriteVectorConstructs makes two MSL constructs on vector types C++
+// reads otherwise: a constructor call with several values through an
+// alias of a vector type, vec4<T>(a, b, c, d) or F4(x, y, z, w), becomes
+// __pm_vmake<vec4<T>>(a, b, c, d); and static_cast<V>(x) to a vector
+// type, which clang reinterprets or refuses, converts the components as
+// MSL's does (__pm_vmake<V>(x)).
+func (tr *translator) rewriteVectorConstructs() {
+	t := tr.toks
+	aliases := tr.vectorAliases()
+	for i := 0; i+1 < len(t); i++ {
+		if t[i].attr >= 0 || t[i].kind != tIdent {
+			continue
+		}
+		if t[i].text == "static_cast" {
+			lt := tr.next(i + 1)
+			if lt >= len(t) || t[lt].text != "<" {
+				continue
+			}
+			gt := tr.match(lt)
+			if gt < 0 {
+				continue
+			}
+			// the type: [metal ::] vector name, or an alias of one
+			j := tr.next(lt + 1)
+			if j < gt && t[j].text == "metal" {
+				if c := tr.next(j + 1); c+1 < gt && t[c].text == ":" && t[c+1].text == ":" {
+					j = tr.next(c + 2)
+				}
+			}
+			if j >= gt || !(vectorTypeName.MatchString(t[j].text) && tr.next(j+1) == gt || aliases[t[j].text] || t[j].text == "vec") {
+				continue
+			}
+			tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_vmake"})
+			continue
+		}
+		isVec := t[i].text == "vec" && tr.next(i+1) < len(t) && t[tr.next(i+1)].text == "<"
+		if !aliases[t[i].text] && !isVec {
+			continue
+		}
+		first := i
+		if p := tr.prev(i); p >= 0 {
+			switch t[p].text {
+			case ":":
+				q := tr.qualifier(i)
+				if q < 0 || t[q].text != "metal" || tr.qualifier(q) >= 0 {
+					continue
+				}
+				first = q
+			case ".", "using", "typedef", "template":
+				continue
+			case ">":
+				if tr.prev(p) >= 0 && t[tr.prev(p)].text == "-" {
+					continue
+				}
+			}
+		}
+		last := i
+		open := tr.next(i + 1)
+		if open < len(t) && t[open].text == "<" {
+			if last = tr.match(open); last < 0 {
+				continue
+			}
+			open = tr.next(last + 1)
+		}
+		if open >= len(t) || t[open].text != "(" {
+			continue
+		}
+		end := tr.match(open)
+		if end < 0 {
+			continue
+		}
+		depth, commas := 0, 0
+		for j := open + 1; j < end; j++ {
+			switch t[j].text {
+			case "(", "[", "{":
+				depth++
+			case ")", "]", "}":
+				depth--
+			case ",":
+				if depth == 0 {
+					commas++
+				}
+			}
+			if n := tr.next(j + 1); depth == 0 && n < end && t[j].kind == tIdent && t[n].kind == tIdent {
+				commas = 0 // parameters: a declaration
+				break
+			}
+		}
+		if commas == 0 {
+			continue
+		}
+		tr.repls = append(tr.repls, replacement{start: t[first].start, end: t[first].start, text: "__pm_vmake<"},
+			replacement{start: t[last].end, end: t[last].end, text: ">"})
+	}
+}
+
+// qualifier returns the name before a :: that precedes token i, or -1.
+func (tr *translator) qualifier(i int) int {
+	t := tr.toks
+	p := tr.prev(i)
+	if p < 1 || t[p].text != ":" || t[p-1].text != ":" || t[p-1].end != t[p].start {
+		return -1
+	}
+	if q := tr.prev(p - 1); q >= 0 && t[q].kind == tIdent {
+		return q
+	}
+	return -1
+}
