@@ -37,7 +37,7 @@
 // limit (Options.Timeout), MTLCommandBufferErrorInternal for the faults a
 // GPU would hang or give undefined results on (a race on threadgroup
 // memory, a barrier that some threads cannot reach, threads at different
-// barriers, SIMD-group functions called at different sites, deadlock,
+// barriers, simdgroup_matrix functions called at different sites, deadlock,
 // integer division by zero, missing or excess threadgroup memory).
 // GPUStartTime and GPUEndTime are times of the host's clock.
 //

@@ -67,8 +67,8 @@
 // switch (x86-64 and arm64); threadgroups are shared out among worker
 // threads (Dispatch.Workers, at most 64; the dispatches running at once
 // share 64 workers' memory, and one waits when all are busy). SIMD-groups
-// have 32 lanes, and SIMD-group functions reduce over the lanes still
-// running. Threadgroup memory is filled with 0xFF bytes (NaN) before each
+// have 32 lanes, and SIMD-group functions reduce over the lanes that call
+// them together (below). Threadgroup memory is filled with 0xFF bytes (NaN) before each
 // threadgroup. An initializer of a threadgroup variable (threadgroup float
 // a[32] = {0};) is accepted and not applied, as with Apple's compiler,
 // which leaves such memory uninitialized: it holds the fill until stored. The scheduling Order (forward, reverse, shuffled) changes
@@ -83,8 +83,8 @@
 // kernel (thread or threadgroup, -fsanitize=array-bounds), a race on
 // threadgroup memory (naming both accesses), a barrier that some threads
 // cannot reach (a barrier after an early return), threads waiting at
-// different barriers, SIMD-group functions called at different sites by the
-// lanes of one SIMD-group, a deadlock, an integer division by zero or
+// different barriers, simdgroup_matrix functions called at different sites
+// by the lanes of one SIMD-group, a deadlock, an integer division by zero or
 // INT_MIN / -1, threadgroup memory beyond 32 KiB, a dispatch running past
 // its time limit (Dispatch.Timeout), or a thread's stack overflowing. The
 // same hooks count the bytes loaded and stored through each buffer binding
@@ -163,11 +163,12 @@
 //     newLibraryWithSource), #include of files other than Metal's own
 //     headers: CompileFile with IncludeDirs builds a program of several
 //     files, as Apple's offline compiler (metal -I) does.
-//   - Quad-group functions (quad_sum, quad_shuffle_xor, ...) combine the
-//     live lanes of each group of four lanes in ascending lane order, and
-//     are SIMD-group exchanges of the whole SIMD-group here (all its lanes
-//     must call them at the same site, and they are counted as the
-//     SIMD-group function of the same kind).
+//   - Quad-group functions (quad_sum, quad_shuffle_xor, quad_ballot, ...)
+//     combine the active lanes of each group of four lanes in ascending
+//     lane order, and are SIMD-group exchanges of the SIMD-group's lanes
+//     calling them at the same site (counted as the SIMD-group function of
+//     the same kind); quad_vote holds the quad's lanes in its low four
+//     bits.
 //   - simdgroup_matrix a * b is a SIMD-group operation at the operator's
 //     own site (so lanes calling it from different lines are not told
 //     apart), a + b each lane's own. metal::remove_addrspace_t removes
@@ -226,14 +227,25 @@
 //     and operator+=(device T&, T)), the first without device is kept; a
 //     threadgroup or constant overload stays a function of its own.
 //   - SIMD-group functions: reductions and prefix operations combine the
-//     lanes in ascending lane order (the GPU's order is unspecified); a
-//     shuffle from a lane that is not running (or outside a partial
-//     SIMD-group) returns the caller's own value; threads_per_simdgroup is
-//     always 32. Lanes of one SIMD-group calling SIMD-group functions at
-//     different call sites (divergent control flow) are reported as an
-//     error, where the GPU runs each site with the lanes active there; lanes
-//     that reach the same site in different loop iterations are not
-//     detected.
+//     lanes in ascending lane order (the GPU's order is unspecified);
+//     threads_per_simdgroup is always 32. Called from divergent control
+//     flow (if (lane < 16) x = simd_sum(x);), a SIMD-group function runs
+//     with the lanes that call it at the same site, its active lanes, as
+//     on the GPU: reductions, prefix operations, simd_ballot,
+//     simd_active_threads_mask, simd_is_first and the quad-group
+//     functions cover those lanes only. A lane waits at a SIMD-group
+//     function until every live lane of its SIMD-group waits at one or at
+//     a threadgroup barrier; then the lanes at the site that comes first
+//     in the source (line, then column) run it, so a call inside a branch
+//     runs before the lanes that skipped the branch join the others at a
+//     later call. Lanes reaching one site in different loop iterations
+//     are taken for one call. A shuffle or broadcast from a lane that is
+//     not active (or outside a partial SIMD-group) returns the caller's
+//     own value: Metal leaves that value undefined. A SIMD-group function
+//     orders the threadgroup memory accesses of its whole SIMD-group
+//     (race detection), also when only some lanes call it. The
+//     simdgroup_matrix functions need every lane: lanes calling them at
+//     different sites, or some at a barrier, are reported as an error.
 //   - Barriers must be reached by every thread of the threadgroup; one
 //     reached after some threads returned is an error (undefined behaviour
 //     on the GPU, which may hang).

@@ -275,8 +275,8 @@ type Counters struct {
 }
 
 // KernelError is a fault of a running kernel: a barrier that some threads
-// cannot reach, threads at different barriers, SIMD-group functions called
-// at different sites, a deadlock, an out-of-bounds device or threadgroup
+// cannot reach, threads at different barriers, simdgroup_matrix functions
+// called at different sites, a deadlock, an out-of-bounds device or threadgroup
 // memory access, an array index out of bounds, an integer division by zero
 // or overflowing, a race on threadgroup memory, a thread's stack overflowing,
 // or a dispatch running past its time limit.

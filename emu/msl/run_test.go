@@ -203,7 +203,7 @@ kernel void stuck(device float* out [[buffer(0)]],
     if (tid == 3) {
         threadgroup_barrier(mem_flags::mem_none);
     }
-    v = simd_sum(v);
+    simdgroup_float8x8 a = make_filled_simdgroup_matrix<float, 8, 8>(v); simdgroup_multiply(a, a, a);
     threadgroup_barrier(mem_flags::mem_none);
     out[tid] = v;
 }

@@ -203,8 +203,10 @@ typedef struct pm_fiber {
 	char *stack_top;
 } pm_fiber;
 
+/* A SIMD-group: its lanes still running, those waiting at a SIMD-group
+ * function (at any site) and at a threadgroup barrier. */
 typedef struct pm_sg {
-	uint32_t live, waiting, lanes, first;
+	uint32_t live, waiting, lanes, first, at_barrier;
 } pm_sg;
 
 typedef struct pm_run pm_run;
@@ -560,6 +562,7 @@ static void release_barrier(pm_worker *w) {
 	for (uint32_t i = 0; i < w->n; i++) {
 		if (w->fibers[i].state == F_AT_BARRIER) w->fibers[i].state = F_READY;
 	}
+	for (uint32_t g = 0; g * PM_SIMD_WIDTH < w->n; g++) w->sg[g].at_barrier = 0;
 	w->at_barrier = 0;
 	w->barriers++;
 	next_epoch(w, (w->barrier_flags & PM_MEM_THREADGROUP) != 0);
@@ -594,6 +597,8 @@ static inline void tick(pm_worker *w, uint32_t line, const char *file, void *pc)
 	if (__builtin_expect(--w->tick <= 0, 0)) watch(w, line, file, pc);
 }
 
+static pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g);
+
 __attribute__((used)) void pm_fiber_main(pm_fiber *f) {
 	pm_worker *w = tls_w;
 	((pm_entry_fn)(uintptr_t)w->run->d->entry)(&f->t);
@@ -610,11 +615,7 @@ __attribute__((used)) void pm_fiber_main(pm_fiber *f) {
 		             b->line, f->index, w->at_barrier);
 		fiber_abort(w);
 	}
-	if (g->live > 0 && g->waiting == g->live) {
-		pm_fiber *h = &w->fibers[g->first];
-		h->must_compute = 1;
-		h->state = F_READY;
-	}
+	simd_blocked(w, f, g);
 	pm_yield(w, f);
 	__builtin_trap();
 }
@@ -668,9 +669,26 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 		return;
 	}
 	f->state = F_AT_BARRIER;
+	pm_sg *g = &w->sg[f->sg];
+	g->at_barrier++;
+	simd_blocked(w, f, g);
 	pm_yield(w, f);
 }
 
+/* The simdgroup_matrix operations need every lane of the SIMD-group. */
+static inline int simd_needs_all(uint32_t op) {
+	return op == PM_OP_SIMDGROUP_LOAD || op == PM_OP_SIMDGROUP_STORE || op == PM_OP_SIMDGROUP_MULTIPLY ||
+	       op == PM_OP_SIMDGROUP_MULTIPLY_ACCUMULATE;
+}
+
+/* The lanes that call a SIMD-group function at one site together are its
+ * active lanes, as on the GPU, where the lanes of a divergent branch run
+ * it apart from the others. A lane at a SIMD-group function waits until
+ * no lane of its SIMD-group can run on (every live lane waits at a
+ * SIMD-group function or at a threadgroup barrier); then the lanes at the
+ * site that comes first in the source (line, then column) run it. A
+ * branch's call, above its reconvergence point, so runs before the
+ * lanes that skipped the branch join the others at a later call. */
 static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 	pm_sg *g = &w->sg[f->sg];
 	pm_simd_x *x = &w->sgx[f->sg];
@@ -679,7 +697,7 @@ static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 	x->lanes = g->lanes;
 	for (uint32_t l = 0; l < g->lanes; l++) {
 		pm_fiber *h = &w->fibers[base + l];
-		if (h->state == F_AT_SIMD || h == f) {
+		if (h == f || (h->state == F_AT_SIMD && at_site(h, f->op, f->line, f->col, f->file))) {
 			x->mask |= 1u << l;
 			x->in[l] = h->sin;
 			x->out[l] = h->sout;
@@ -693,6 +711,56 @@ static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 	return x;
 }
 
+/* Called when lane f of SIMD-group g stops (at a SIMD-group function, a
+ * barrier, or its end). When no lane of g can run on, it picks the lanes
+ * to run a SIMD-group function: it returns f if f is to compute it, or
+ * makes the lane that is runnable and returns NULL. A simdgroup_matrix
+ * operation that not every live lane reaches is a fault. */
+static pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g) {
+	if (g->live == 0 || g->waiting == 0 || g->waiting + g->at_barrier < g->live) return NULL;
+	uint32_t base = (uint32_t)(g - w->sg) * PM_SIMD_WIDTH;
+	pm_fiber *c = NULL;
+	for (uint32_t l = 0; l < g->lanes; l++) {
+		pm_fiber *h = &w->fibers[base + l];
+		if (h->state != F_AT_SIMD && h != f) continue;
+		if (h == f && h->state != F_AT_SIMD) continue;
+		if (!c || h->line < c->line || (h->line == c->line && h->col < c->col)) c = h;
+	}
+	if (!c) return NULL;
+	uint32_t n = 0;
+	pm_fiber *other = NULL, *bar = NULL;
+	for (uint32_t l = 0; l < g->lanes; l++) {
+		pm_fiber *h = &w->fibers[base + l];
+		if (h->state == F_AT_SIMD && at_site(h, c->op, c->line, c->col, c->file))
+			n++;
+		else if (h->state == F_AT_SIMD && !other)
+			other = h;
+		else if (h->state == F_AT_BARRIER && !bar)
+			bar = h;
+	}
+	if (n < g->live && (simd_needs_all(c->op) || (other && simd_needs_all(other->op)))) {
+		if (other) {
+			pm_fiber *a = c->lane < other->lane ? c : other, *b = a == c ? other : c;
+			record_fault(w, f, PM_FAULT_SIMD_DIVERGENCE, a->line, a->file, 0,
+			             "SIMD-group functions called at different sites in SIMD-group %u: "
+			             "%s at line %u (lane %u) and %s at line %u (lane %u); simdgroup_matrix "
+			             "functions need every lane of the SIMD-group",
+			             c->sg, op_name(a->op), a->line, a->lane, op_name(b->op), b->line, b->lane);
+		} else {
+			record_fault(w, f, PM_FAULT_DEADLOCK, c->line, c->file, 0,
+			             "deadlock: %s at line %u (thread %u) waits for lanes of its SIMD-group "
+			             "while thread %u waits at threadgroup_barrier at line %u (simdgroup_matrix "
+			             "functions need every lane of the SIMD-group)",
+			             op_name(c->op), c->line, c->index, bar ? bar->index : 0, bar ? bar->line : 0);
+		}
+		fiber_abort(w);
+	}
+	if (c == f) return f;
+	c->must_compute = 1;
+	c->state = F_READY;
+	return NULL;
+}
+
 /* Called by a lane at a SIMD-group function. Returns the exchange record if
  * the caller must compute the results of every lane in x->mask (then call
  * __pm_simd_done), or NULL if its result was already written to out. */
@@ -702,24 +770,12 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 	pm_fiber *f = w->cur;
 	pm_sg *g = &w->sg[f->sg];
 	tick(w, line, file, NULL);
-	if (g->waiting > 0) {
-		pm_fiber *h = &w->fibers[g->first];
-		if (!at_site(h, op, line, col, file)) {
-			record_fault(w, f, PM_FAULT_SIMD_DIVERGENCE, h->line, h->file, 0,
-			             "SIMD-group functions called at different sites in SIMD-group %u: "
-			             "%s at line %u (lane %u) and %s at line %u (lane %u)",
-			             f->sg, op_name(h->op), h->line, h->lane, op_name(op), line, f->lane);
-			fiber_abort(w);
-		}
-	} else {
-		g->first = f->index;
-	}
 	set_site(f, op, line, col, file);
 	f->sin = in;
 	f->sout = out;
 	g->waiting++;
-	if (g->waiting == g->live) return simd_exchange(w, f);
 	f->state = F_AT_SIMD;
+	if (simd_blocked(w, f, g) == f) return simd_exchange(w, f);
 	pm_yield(w, f);
 	if (f->must_compute) {
 		f->must_compute = 0;
@@ -753,9 +809,9 @@ EXPORT void __pm_simd_done(pm_simd_x *x) {
 	uint32_t base = f->sg * PM_SIMD_WIDTH;
 	for (uint32_t l = 0; l < x->lanes; l++) {
 		pm_fiber *h = &w->fibers[base + l];
-		if (h != f && h->state == F_AT_SIMD) h->state = F_READY;
+		if (h != f && ((x->mask >> l) & 1)) h->state = F_READY;
 	}
-	g->waiting = 0;
+	g->waiting -= (uint32_t)__builtin_popcount(x->mask);
 	w->simd_ops++;
 	if (f->op < PM_OP_COUNT) w->simd_by_op[f->op]++;
 	if (w->seg_rec) seg_flush(w, f->sg);
@@ -1586,6 +1642,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 		w->sg[g].lanes = lanes;
 		w->sg[g].waiting = 0;
 		w->sg[g].first = 0;
+		w->sg[g].at_barrier = 0;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		pm_fiber *f = &w->fibers[i];
