@@ -418,7 +418,7 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 	if err != nil {
 		return nil, err
 	}
-	tr, err := translate(pp, file, values, only)
+	tr, err := translateVersion(pp, file, values, only, opts.LanguageVersion)
 	if err != nil {
 		return nil, err
 	}

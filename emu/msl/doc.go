@@ -10,6 +10,9 @@
 // language version, __METAL__, __METAL_MACOS__, __HAVE_BFLOAT__ from MSL
 // 3.1) and CompileOptions.PreprocessorMacros, so macros, #if and kernels or
 // instantiations declared through macros (MLX's instantiate_kernel) work.
+// Below MSL 3.1 bfloat does not exist, as with Apple's compiler: a program
+// naming bfloat (or bfloat2, 3, 4) gets "unknown type name 'bfloat'" at
+// each use.
 // CompileFile compiles a file and the files it includes (#include "..."
 // beside the including file, then CompileOptions.IncludeDirs, as xcrun
 // metal -I does; #pragma once and include guards work), naming each

@@ -134,9 +134,16 @@ func (tr *translator) errorf(line, col int, format string, args ...any) {
 // instantiations are left out, so that specializing one function of a
 // large library compiles little.
 func translate(source, file string, values []ConstantValue, only string) (*translation, error) {
+	return translateVersion(source, file, values, only, 0)
+}
+
+// translateVersion is translate for the language version given as
+// CompileOptions.LanguageVersion does.
+func translateVersion(source, file string, values []ConstantValue, only string, version uint32) (*translation, error) {
 	tr := &translator{src: source, file: file, kernels: map[string]*entryPoint{}, values: values, optional: map[string]bool{}}
 	tr.tokenize()
 	tr.findAttributes()
+	tr.checkLanguageVersion(version)
 	tr.checkTokens()
 	tr.rewriteVectorConstructs()
 	tr.braceArguments()

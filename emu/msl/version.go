@@ -1,0 +1,51 @@
+package msl
+
+import "regexp"
+
+// bfloatTypeName matches the bfloat types of MSL 3.1.
+var bfloatTypeName = regexp.MustCompile(`^bfloat[234]?$`)
+
+// checkLanguageVersion refuses what the language version does not have,
+// as Apple's compiler does: below MSL 3.1 there is no bfloat type, so a
+// program naming bfloat, bfloat2, bfloat3 or bfloat4 (which it does not
+// declare itself) gets Apple's diagnostic at its use. version is an
+// MTLLanguageVersion; zero means 3.1.
+func (tr *translator) checkLanguageVersion(version uint32) {
+	if version == 0 || version >= 3<<16|1 {
+		return
+	}
+	t := tr.toks
+	own := map[string]bool{}
+	for i := range t {
+		if t[i].attr >= 0 || t[i].kind != tIdent || !bfloatTypeName.MatchString(t[i].text) {
+			continue
+		}
+		if p := tr.prev(i); p >= 0 && (t[p].text == "struct" || t[p].text == "class" || t[p].text == "using" || t[p].text == "union" || t[p].text == "enum") {
+			own[t[i].text] = true
+		}
+		if n := tr.next(i + 1); n < len(t) && t[n].text == ";" && tr.startsTypedef(i) {
+			own[t[i].text] = true
+		}
+	}
+	for i := range t {
+		if t[i].attr >= 0 || t[i].kind != tIdent || !bfloatTypeName.MatchString(t[i].text) || own[t[i].text] || tr.isMember(i) {
+			continue
+		}
+		tr.errorf(t[i].line, t[i].col, "unknown type name '%s'", t[i].text)
+	}
+}
+
+// startsTypedef reports whether name i ends a typedef (typedef ushort
+// bfloat;).
+func (tr *translator) startsTypedef(i int) bool {
+	t := tr.toks
+	for j := tr.prev(i); j >= 0; j = tr.prev(j) {
+		switch t[j].text {
+		case "typedef":
+			return true
+		case ";", "{", "}":
+			return false
+		}
+	}
+	return false
+}
