@@ -478,7 +478,8 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 	for i, e := range tr.entries {
 		if needs[i] > MaxPrivateBytes {
 			return nil, &CompileError{File: file, Line: e.line,
-				Log: fmt.Sprintf("%s:%d: error: kernel %s needs %d bytes of stack per thread (private arrays, spilled registers, called functions), more than the %d the emulator gives a thread", file, e.line, e.name, needs[i], MaxPrivateBytes)}
+				Log: fmt.Sprintf("%s:%d:%d: error: kernel %s needs %d bytes of stack per thread (private arrays, spilled registers, called functions): more than %d bytes of private memory per thread is not supported by the emulated device",
+					e.file, e.line, e.col, e.name, needs[i], MaxPrivateBytes)}
 		}
 	}
 	handle, err := purego.Dlopen(so, purego.RTLD_NOW|purego.RTLD_LOCAL)
@@ -721,6 +722,10 @@ func cleanLog(log, src, includeDir string) string {
 	log = strings.ReplaceAll(log, includeDir+"/", "")
 	log = strings.ReplaceAll(log, "__attribute__((address_space(3)))", "threadgroup")
 	log = strings.ReplaceAll(log, "address space '3'", "the threadgroup address space")
+	// clang's spelling of MSL's vector types
+	log = extVector.ReplaceAllString(log, "$1$2")
+	log = pmExt.ReplaceAllString(log, "vec<$1, $2>")
+	log = strings.ReplaceAll(log, "__fp16", "half")
 	log = tgTypedef.ReplaceAllString(log, "'$1'")
 	log = tgTypeName.ReplaceAllString(log, "threadgroup variable")
 	log = vectorCast.ReplaceAllStringFunc(log, func(m string) string {
@@ -731,6 +736,13 @@ func cleanLog(log, src, includeDir string) string {
 	})
 	return log
 }
+
+// extVector is clang's name of an MSL vector type, pmExt the prelude's
+// vec<T, N>.
+var (
+	extVector = regexp.MustCompile(`\b(char|uchar|short|ushort|int|uint|long|ulong|float|half|__fp16|bool) __attribute__\(\(ext_vector_type\((\d)\)\)\)`)
+	pmExt     = regexp.MustCompile(`__pm_ext<([a-z_0-9 ]+), (\d)>`)
+)
 
 // vectorCast is clang's error for a C-style or functional cast between
 // vector types of different element types, which it takes for a

@@ -158,14 +158,20 @@
 //     passed as a function argument (f({a, b, c})) converts to the
 //     parameter's type, vectors included.
 //   - Not supported, each failing with "... is not supported by the
-//     emulated device": textures, samplers, imageblocks, visible and
+//     emulated device", a diagnostic in Apple's form (file:line:col:
+//     error: ...) at the program's own use, naming nothing of the
+//     translation: textures, samplers, imageblocks, visible and
 //     intersection function tables, ray tracing, indirect command buffers,
-//     raster order groups, vertex and fragment functions, vector function
-//     constants, simdgroup_matrix shapes other than 8x8, a threadgroup
-//     bfloat pointer parameter, and, in Compile without CompileOptions.IncludeDirs (as in Metal's
+//     raster order groups, vertex and fragment functions, simdgroup_matrix
+//     shapes other than 8x8, a threadgroup bfloat pointer parameter, a
+//     kernel needing more private memory than MaxPrivateBytes, and, in
+//     Compile without CompileOptions.IncludeDirs (as in Metal's
 //     newLibraryWithSource), #include of files other than Metal's own
 //     headers: CompileFile with IncludeDirs builds a program of several
-//     files, as Apple's offline compiler (metal -I) does.
+//     files, as Apple's offline compiler (metal -I) does. A vector
+//     function constant compiles, but Library.Specialize refuses a value
+//     for it; more than 64 threadgroup variables declared in a kernel's
+//     body are a fault when the kernel runs.
 //   - Quad-group functions (quad_sum, quad_shuffle_xor, quad_ballot, ...)
 //     combine the active lanes of each group of four lanes in ascending
 //     lane order, and are SIMD-group exchanges of the SIMD-group's lanes

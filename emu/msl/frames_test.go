@@ -36,7 +36,7 @@ func TestPrivateMemoryLimit(t *testing.T) {
 			t.Fatalf("float scratch[%d]: error %v, want a CompileError", n, err)
 		}
 		want := fmt.Sprintf("kernel big needs %d bytes", n*4)
-		if ce.Line != 3 || !strings.Contains(ce.Error(), "kernel big needs ") || !strings.Contains(ce.Error(), "more than the 49152 the emulator gives a thread") {
+		if ce.Line != 3 || !strings.Contains(ce.Error(), "kernel big needs ") || !strings.Contains(ce.Error(), "more than 49152 bytes of private memory per thread is not supported by the emulated device") {
 			t.Fatalf("float scratch[%d]: %v (line %d), want %q... at line 3", n, err, ce.Line, want)
 		}
 	}

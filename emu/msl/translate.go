@@ -70,7 +70,7 @@ type entryPoint struct {
 	body      [2]int
 	constants []FunctionConstant
 	file      string // where the function is defined, for #line
-	line      int
+	line, col int
 	templated bool
 	// maxHelper names the C++ type whose v is the value of a
 	// max_total_threads_per_threadgroup(expr) that is not a literal (a
@@ -144,6 +144,7 @@ func translateVersion(source, file string, values []ConstantValue, only string, 
 	tr.tokenize()
 	tr.findAttributes()
 	tr.checkLanguageVersion(version)
+	tr.checkSimdgroupShapes()
 	tr.checkTokens()
 	tr.rewriteVectorConstructs()
 	tr.braceArguments()
@@ -1313,6 +1314,7 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	}
 	e := entryPoint{name: t[nameIdx].text, callee: ns + t[nameIdx].text, maxTotal: MaxThreadsPerThreadgroup, tok: k}
 	e.file, e.line = tr.origin(t[nameIdx].line)
+	e.col = t[nameIdx].col
 	items := tr.attributesBefore(k)
 	for x := k; x < j; x++ {
 		if t[x].attr >= 0 && (x == 0 || t[x-1].attr != t[x].attr) {
@@ -1784,6 +1786,7 @@ func (tr *translator) instantiation(i int, ns string) int {
 	}
 	e := entryPoint{name: hostName, callee: callee, params: prim.params, maxTotal: prim.maxTotal, tok: i, body: [2]int{t[i].start, t[end].end}}
 	e.file, e.line = tr.origin(t[target].line)
+	e.col = t[target].col
 	if prim.maxHelper != "" && prim.templated {
 		if deduced[0] >= 0 {
 			tr.errorf(t[target].line, t[target].col, "host_name %q: an instantiation deducing its template arguments of kernel %s, whose max_total_threads_per_threadgroup(%s) depends on them, is not supported by the emulated device (name the template arguments: %s<...>)", hostName, q, prim.maxExpr, q)

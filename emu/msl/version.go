@@ -1,6 +1,9 @@
 package msl
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
 
 // bfloatTypeName matches the bfloat types of MSL 3.1.
 var bfloatTypeName = regexp.MustCompile(`^bfloat[234]?$`)
@@ -48,4 +51,61 @@ func (tr *translator) startsTypedef(i int) bool {
 		}
 	}
 	return false
+}
+
+// checkSimdgroupShapes refuses a simdgroup_matrix (or
+// make_filled_simdgroup_matrix) whose literal shape is not 8x8, the only
+// one here, at the program's own line.
+func (tr *translator) checkSimdgroupShapes() {
+	t := tr.toks
+	for i := range t {
+		if t[i].attr >= 0 || t[i].kind != tIdent || (t[i].text != "simdgroup_matrix" && t[i].text != "make_filled_simdgroup_matrix") || tr.isMember(i) {
+			continue
+		}
+		lt := tr.next(i + 1)
+		if lt >= len(t) || t[lt].text != "<" {
+			continue
+		}
+		gt := tr.match(lt)
+		if gt < 0 {
+			continue
+		}
+		var args []string
+		depth, arg := 0, ""
+		for j := lt + 1; j < gt; j++ {
+			switch t[j].text {
+			case "(", "[", "<":
+				depth++
+			case ")", "]", ">":
+				depth--
+			}
+			if t[j].text == "," && depth == 0 {
+				args, arg = append(args, arg), ""
+				continue
+			}
+			arg += t[j].text
+		}
+		args = append(args, arg)
+		if len(args) != 3 {
+			continue
+		}
+		for _, a := range args[1:] {
+			if n := strings.TrimRight(a, "uU"); isDecimal(n) && n != "8" {
+				tr.errorf(tr.toks[i].line, tr.toks[i].col, "simdgroup_matrix other than 8x8 is not supported by the emulated device (simdgroup_matrix<%s, %s, %s>)", args[0], args[1], args[2])
+				break
+			}
+		}
+	}
+}
+
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

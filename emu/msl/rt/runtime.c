@@ -831,7 +831,13 @@ EXPORT void *__pm_tg_static(uint32_t id, uint64_t size, uint64_t align) {
 	}
 	if (align < 16) align = 16;
 	uint64_t off = align_up(w->tg_used, align);
-	if (w->n_static >= 64 || off + size > PM_TG_MEMORY_MAX) {
+	if (w->n_static >= 64) {
+		record_fault(w, w->cur, PM_FAULT_THREADGROUP_MEMORY, 0, "", 0,
+		             "more than 64 threadgroup variables in a kernel is not supported by the "
+		             "emulated device");
+		fiber_abort(w);
+	}
+	if (off + size > PM_TG_MEMORY_MAX) {
 		record_fault(w, w->cur, PM_FAULT_THREADGROUP_MEMORY, 0, "", 0,
 		             "threadgroup memory exceeds %u bytes: %llu bytes set by the encoder plus "
 		             "threadgroup variables needing %llu more",
