@@ -957,6 +957,8 @@ kernel void k(device float* out [[buffer(0)]], device uint* side [[buffer(1)]],
     metal::half4 hv = static_cast<metal::half4>(v);
     metal::uint2 uv = static_cast<metal::uint2>(F2(3.75f, 7.25f));
     F2 f2 = F2(a.y, a.x);
+    metal::half4 hw = metal::half4(1.5h, 2.5h, 3.5h, 4.5h);
+    vec<float, 4> cv = vec<float, 4>(hw) + vec4<float>(hw) + metal::vec<float, 4>(2);
     uint bits = metal::as_type<uint>(a.x) + as_type<uint>(a.y) - 0x40000000u;
     metal::array<float, 3> arr = {1.0f, 2.0f, 3.0f};
     float s = 0;
@@ -971,7 +973,7 @@ kernel void k(device float* out [[buffer(0)]], device uint* side [[buffer(1)]],
     out[8 * tid + 4] = float(uv.x * 10 + uv.y) + f2.x * 100.0f;
     out[8 * tid + 5] = float(bits == 0x3f800000u) + s * 10.0f + float(arr.size()) * 100.0f;
     out[8 * tid + 6] = shared_v + float(counter) * 10.0f;
-    out[8 * tid + 7] = 0;
+    out[8 * tid + 7] = cv.w;
 }
 `
 
@@ -979,7 +981,7 @@ func TestStdlibConstructs(t *testing.T) {
 	lib := compileT(t, stdConstructsSrc, CompileOptions{})
 	out, side := newF32(t, 8*4), newMem(t, 16)
 	runT(t, functionT(t, lib, "k"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{4, 1, 1}), out, side)
-	want := []float32{2, 4.5, 6 + 40, 4.5, 37 + 200, 1 + 60 + 300, 1 + 20, 0}
+	want := []float32{2, 4.5, 6 + 40, 4.5, 37 + 200, 1 + 60 + 300, 1 + 20, 4.5 + 4.5 + 2}
 	for tid := range 4 {
 		for k, w := range want {
 			if g := out.f32()[8*tid+k]; g != w {

@@ -2,8 +2,8 @@ package msl
 
 // vectorAliases collects the names that alias templates and typedefs give
 // to vector types (template <typename T> using vec4 = metal::vec<T, 4>;
-// typedef float4 F4;): a declaration whose aliased type names vec<...> or
-// a vector type.
+// typedef float4 F4;): declarations whose aliased type is a vector type
+// or vec<...>.
 func (tr *translator) vectorAliases() map[string]bool {
 	t := tr.toks
 	names := map[string]bool{}
@@ -21,48 +21,48 @@ func (tr *translator) vectorAliases() map[string]bool {
 			if eq >= len(t) || t[eq].text != "=" {
 				continue
 			}
-			for j := tr.next(eq + 1); j < len(t) && t[j].text != ";"; j = tr.next(j + 1) {
-				if tr.namesVector(j) {
-					names[t[n].text] = true
-					break
-				}
+			if end := tr.vectorTypeAt(tr.next(eq + 1)); end >= 0 && end < len(t) && t[end].text == ";" {
+				names[t[n].text] = true
 			}
 		case "typedef":
-			j := tr.next(i + 1)
-			for j < len(t) && t[j].text != ";" {
-				if tr.namesVector(j) {
-					// the name is the last identifier before ';'
-					k := j
-					for k < len(t) && t[k].text != ";" {
-						k = tr.next(k + 1)
-					}
-					if p := tr.prev(k); p >= 0 && t[p].kind == tIdent {
-						names[t[p].text] = true
-					}
-					break
+			if end := tr.vectorTypeAt(tr.next(i + 1)); end >= 0 && end < len(t) && t[end].kind == tIdent {
+				if semi := tr.next(end + 1); semi < len(t) && t[semi].text == ";" {
+					names[t[end].text] = true
 				}
-				j = tr.next(j + 1)
 			}
 		}
 	}
 	return names
 }
 
-// namesVector reports whether token j is a vector type name or vec
-// followed by template arguments.
-func (tr *translator) namesVector(j int) bool {
+// vectorTypeAt returns the token after a vector type that starts at token
+// j ([metal ::] float4, or [metal ::] vec<...>), or -1.
+func (tr *translator) vectorTypeAt(j int) int {
 	t := tr.toks
-	if vectorTypeName.MatchString(t[j].text) {
-		return true
+	if j < len(t) && t[j].text == "metal" {
+		if c := tr.next(j + 1); c+1 < len(t) && t[c].text == ":" && t[c+1].text == ":" {
+			j = tr.next(c + 2)
+		}
 	}
-	n := tr.next(j + 1)
-	return t[j].text == "vec" && n < len(t) && t[n].text == "<"
+	if j >= len(t) {
+		return -1
+	}
+	if vectorTypeName.MatchString(t[j].text) {
+		return tr.next(j + 1)
+	}
+	if n := tr.next(j + 1); t[j].text == "vec" && n < len(t) && t[n].text == "<" {
+		if gt := tr.match(n); gt > 0 {
+			return tr.next(gt + 1)
+		}
+	}
+	return -1
 }
 
 // rewriteVectorConstructs makes two MSL constructs on vector types C++
 // reads otherwise: a constructor call with several values through an
-// alias of a vector type, vec4<T>(a, b, c, d) or F4(x, y, z, w), becomes
-// __pm_vmake<vec4<T>>(a, b, c, d); and static_cast<V>(x) to a vector
+// alias of a vector type, vec4<T>(a, b, c, d) or F4(x, y, z, w), or with
+// one through vec<T, N> or an alias template, vec<float, 4>(h), becomes
+// __pm_vmake<vec4<T>>(a, b, c, d), which converts the components; and static_cast<V>(x) to a vector
 // type, which clang reinterprets or refuses, converts the components as
 // MSL's does (__pm_vmake<V>(x)).
 func (tr *translator) rewriteVectorConstructs() {
@@ -130,7 +130,7 @@ func (tr *translator) rewriteVectorConstructs() {
 		if end < 0 {
 			continue
 		}
-		depth, commas := 0, 0
+		depth, commas, decl := 0, 0, false
 		for j := open + 1; j < end; j++ {
 			switch t[j].text {
 			case "(", "[", "{":
@@ -143,11 +143,14 @@ func (tr *translator) rewriteVectorConstructs() {
 				}
 			}
 			if n := tr.next(j + 1); depth == 0 && n < end && t[j].kind == tIdent && t[n].kind == tIdent {
-				commas = 0 // parameters: a declaration
+				decl = true // parameters: a declaration
 				break
 			}
 		}
-		if commas == 0 {
+		// several values, or one through template arguments (vec<T, 4>(x)
+		// converts; F4(x) is the functional cast rewriteFunctionalCast
+		// makes)
+		if decl || tr.next(open+1) == end || commas == 0 && last == i {
 			continue
 		}
 		tr.repls = append(tr.repls, replacement{start: t[first].start, end: t[first].start, text: "__pm_vmake<"},
