@@ -147,7 +147,12 @@
 //   - Vectors: boolN are int vectors, and comparing vectors yields int
 //     vectors (0 or -1 per component); all, any and select accept them.
 //     Vector constructors such as float4(a.xy, 0, 1) and direct
-//     initialisation with several values (float4 v(1, 2, 3, 4);) work.
+//     initialisation with several values (float4 v(1, 2, 3, 4);) work,
+//     also qualified (metal::float2 a(x, y)) and through vec<T, N> or an
+//     alias template of a vector type (vec4<T>(a, b, c, d), vec<float,
+//     4>(h)); static_cast<float4>(h) to a vector type or such an alias
+//     converts the components (static_cast<T> through a template
+//     parameter T does not: clang refuses it between vector types).
 //     Casts in cast notation that name the vector type, (float4)h, convert
 //     as in MSL, and so do casts through a template type parameter or a
 //     typedef or alias name T ((T)h, and T(h) with one argument in an
