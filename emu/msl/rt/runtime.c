@@ -1127,6 +1127,29 @@ static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, u
 	w->pages[page % PM_PAGES].k = k;
 }
 
+/* Caches the part of a's page that binding k (the lowest holding an
+ * access at a) holds and no lower binding touches: every access inside it
+ * is charged to k. When a lower binding holds the byte at a itself, nothing
+ * is cached. */
+static void cache_binding_page(pm_worker *w, int k, uint64_t a) {
+	uint64_t page = a >> PM_PAGE_SHIFT, plo = page << PM_PAGE_SHIFT;
+	uint64_t lo = w->blo[k] > plo ? w->blo[k] : plo;
+	uint64_t hi = w->blo[k] + w->blen[k] < plo + PM_PAGE ? w->blo[k] + w->blen[k] : plo + PM_PAGE;
+	if (w->overlap) {
+		for (int j = 0; j < k; j++) {
+			uint64_t jl = w->blo[j], jh = w->blo[j] + w->blen[j];
+			if (jh <= lo || jl >= hi) continue;
+			if (jh <= a)
+				lo = jh;
+			else if (jl > a)
+				hi = jl;
+			else
+				return;
+		}
+	}
+	cache_page(w, page, lo, hi - lo, (uint64_t)w->bidx[k]);
+}
+
 /* Every access the fast path does not settle: the time limit check, the
  * search of the bindings, threadgroup memory, and faults. */
 __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
@@ -1172,7 +1195,7 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
 		}
 		w->last = k;
 	}
-	if (!w->overlap) cache_page(w, a >> PM_PAGE_SHIFT, w->blo[k], w->blen[k], (uint64_t)w->bidx[k]);
+	cache_binding_page(w, k, a);
 	w->count[store][w->bidx[k]] += size;
 	if (w->seg_rec) seg_record(w, w->bidx[k], a, size, store, pc);
 }
