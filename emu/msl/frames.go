@@ -93,9 +93,16 @@ func stackNeeds(path string, entries int) ([]int, error) {
 		b := code(g)
 		switch f.Machine {
 		case elf.EM_X86_64:
-			// call rel32 (e8), jmp rel32 (e9), jcc rel32 (0f 80..8f); any
-			// such bytes are taken for one
-			for i := 0; i+5 <= len(b); i++ {
+			// call rel32 (e8), jmp rel32 (e9), jcc rel32 (0f 80..8f), jmp
+			// rel8 (eb: a launcher's tail call of its kernel, just below
+			// it); any such bytes are taken for one
+			for i := 0; i+2 <= len(b); i++ {
+				if b[i] == 0xeb {
+					add(jumps, g.addr, g.addr+uint64(i)+2+uint64(int64(int8(b[i+1]))))
+				}
+				if i+5 > len(b) {
+					continue
+				}
 				rel := func(at int) uint64 {
 					return g.addr + uint64(at) + 4 + uint64(int64(int32(binary.LittleEndian.Uint32(b[at:]))))
 				}
