@@ -184,6 +184,13 @@ typedef struct pm_tg_alloc {
 #define PM_TG_BEFORE ((uint64_t)2 << 20)
 #define PM_TG_AFTER ((uint64_t)4 << 20)
 
+/* Fiber stacks lie PM_STACK_STRIDE bytes apart: PM_STACK_SIZE each and a
+ * gap that gives their tops, where threads spend their time, different
+ * cache sets (with 64 KiB between them, every thread's frames would
+ * compete for the same few lines of each cache level). */
+#define PM_STACK_COLOR 1088
+#define PM_STACK_STRIDE (PM_STACK_SIZE + PM_STACK_COLOR)
+
 /* The access hooks' cache of pages known to be inside one binding. */
 #define PM_PAGE_SHIFT 12
 #define PM_PAGE ((uint64_t)1 << PM_PAGE_SHIFT)
@@ -348,7 +355,7 @@ static pm_worker *arena_new(void) {
 	/* the stacks, above a spare one that catches an overflow of the lowest
 	 * (a hook sees the access there) and the guard page */
 	size_t o_stacks = off, o_guard = o_stacks - page;
-	size_t size = off + (size_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
+	size_t size = off + (size_t)PM_STACK_STRIDE * (PM_MAX_THREADS + 1);
 
 	char *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) return NULL;
@@ -373,11 +380,11 @@ static pm_worker *arena_new(void) {
 	w->tg_lo = (uint64_t)(uintptr_t)(base + o_tg_lo);
 	w->tg_len = o_guard - o_tg_lo;
 	w->stacks_lo = (uint64_t)(uintptr_t)(base + o_stacks);
-	w->stacks_len = (uint64_t)PM_STACK_SIZE * (PM_MAX_THREADS + 1);
+	w->stacks_len = (uint64_t)PM_STACK_STRIDE * (PM_MAX_THREADS + 1);
 	w->tg_ep = 0;
 	w->tg_mem_ep = 0;
 	for (int i = 0; i < PM_MAX_THREADS; i++) {
-		w->fibers[i].stack_top = w->stacks + (size_t)(i + 2) * PM_STACK_SIZE;
+		w->fibers[i].stack_top = w->stacks + (size_t)(i + 2) * PM_STACK_STRIDE;
 	}
 	return w;
 }
@@ -1065,7 +1072,9 @@ __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uin
 				fiber_abort(w);
 			}
 		}
-		uint64_t slot = (a - w->stacks_lo) / PM_STACK_SIZE;
+		/* the stack holding a, or the gap below it */
+		uint64_t rel = a - w->stacks_lo;
+		uint64_t slot = rel < PM_STACK_COLOR ? 0 : (rel - PM_STACK_COLOR) / PM_STACK_STRIDE;
 		char where[64];
 		if (slot == 0)
 			snprintf(where, sizeof where, "below the lowest thread's stack");
