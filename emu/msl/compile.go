@@ -282,6 +282,9 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 		// arrays they take stay in registers instead of going through the
 		// access hooks on the stack
 		"-mllvm", "-inline-threshold=500",
+		// call the runtime (the access hooks at every load and store)
+		// through the GOT, without a jump through the PLT
+		"-fno-plt",
 		// keep copy loops as loads and stores (instrumented), not memcpy calls
 		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",
 		"-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns",

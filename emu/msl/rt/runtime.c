@@ -196,6 +196,9 @@ typedef struct pm_tg_alloc {
 #define PM_PAGE ((uint64_t)1 << PM_PAGE_SHIFT)
 #define PM_PAGES 64
 #define PM_UNCOUNTED PM_MAX_BINDINGS
+/* the fewest bytes of a page the cache holds: the largest access, so that
+ * one comparison tells an access inside (see pm_access) */
+#define PM_PAGE_MIN 16
 
 typedef struct pm_fiber {
 	void *sp;
@@ -223,7 +226,7 @@ typedef struct pm_worker {
 	size_t arena_size;
 	pm_run *run;
 	/* access checks */
-	int32_t tick;       /* accesses left until the time limit is checked */
+	uint32_t tick;      /* accesses left until the time limit is checked (at 0, reset there) */
 	uint64_t stack_lo;  /* the running fiber's stack */
 	uint64_t stack_top; /* its end: the thread's frames lie below, down to its stack pointer */
 	int nb, last, overlap;
@@ -236,6 +239,7 @@ typedef struct pm_worker {
 	uint64_t stacks_lo, stacks_len; /* every fiber stack */
 	uint64_t deadline;              /* CLOCK_MONOTONIC ns, 0 for none */
 	int in_simd;                    /* a lane computes a SIMD-group function */
+	int builtins_cached;            /* the running thread's built-ins are in the page cache */
 	int abandon;                    /* another worker faulted: stop */
 	uint64_t atomic_addr;           /* the next access there is atomic */
 	/* threadgroup memory allocations and race detection */
@@ -249,10 +253,13 @@ typedef struct pm_worker {
 	 * slot takes accesses that are not counted */
 	uint64_t count[2][PM_MAX_BINDINGS + 1];
 	/* for the fast path, per page (PM_PAGE bytes): the bytes lo to lo+len
-	 * of it lie inside the binding counted in count[.][k], or in memory
-	 * that is not counted */
+	 * of it (len >= PM_PAGE_MIN) lie inside the binding counted in
+	 * count[.][k], or in memory that is not counted; key[0] is the page
+	 * for loads, key[1] for stores (UINT64_MAX for memory stores may not
+	 * reach, the library's constants) */
 	struct {
-		uint64_t page, lo, len, k;
+		uint64_t key[2], lo;
+		uint32_t len, k;
 	} pages[PM_PAGES];
 	uint64_t simd_ops, barriers;
 	/* structural counters (section "Structural counters") */
@@ -481,11 +488,12 @@ static void record_fault(pm_worker *w, pm_fiber *f, int kind, uint32_t line, con
 /* Drops the access hooks' cache of the running thread's built-ins (see
  * state_access), which other threads may not read. */
 static inline void forget_builtins(pm_worker *w) {
-	if (!w->cur) return;
+	if (!w->cur || !w->builtins_cached) return;
+	w->builtins_cached = 0;
 	uint64_t lo = (uint64_t)(uintptr_t)&w->cur->t;
 	for (uint64_t page = lo >> PM_PAGE_SHIFT; page <= (lo + sizeof(pm_thread) - 1) >> PM_PAGE_SHIFT; page++)
-		if (w->pages[page % PM_PAGES].page == page && w->pages[page % PM_PAGES].k == PM_UNCOUNTED)
-			w->pages[page % PM_PAGES].page = UINT64_MAX;
+		if (w->pages[page % PM_PAGES].key[0] == page && w->pages[page % PM_PAGES].k == PM_UNCOUNTED)
+			w->pages[page % PM_PAGES].key[0] = w->pages[page % PM_PAGES].key[1] = UINT64_MAX;
 }
 
 static inline void set_cur(pm_worker *w, pm_fiber *f) {
@@ -512,9 +520,7 @@ static inline __attribute__((always_inline)) uint64_t stack_pointer(void) {
  * up. Below the stack pointer lie no frames of the thread, and a pointer
  * there points outside the memory it was made for. */
 static inline __attribute__((always_inline)) int own_frames(const pm_worker *w, uint64_t a, uint64_t size) {
-	uint64_t sp = stack_pointer();
-	uint64_t lo = sp > w->stack_lo ? sp : w->stack_lo;
-	return a - lo <= w->stack_top - lo - size;
+	return a - w->stack_lo <= PM_STACK_SIZE - size && a >= stack_pointer();
 }
 
 /* Leaves the current fiber for good after a fault. */
@@ -601,7 +607,7 @@ __attribute__((noinline)) static void watch(pm_worker *w, uint32_t line, const c
 }
 
 static inline void tick(pm_worker *w, uint32_t line, const char *file, void *pc) {
-	if (__builtin_expect(--w->tick <= 0, 0)) watch(w, line, file, pc);
+	if (__builtin_expect(--w->tick == 0, 0)) watch(w, line, file, pc);
 }
 
 static pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g);
@@ -1106,7 +1112,10 @@ __attribute__((noinline)) static void state_access(pm_worker *w, uint64_t a, uin
 	uint64_t page = a >> PM_PAGE_SHIFT;
 	if (!store && a - t < sizeof(pm_thread) && a + size <= t + sizeof(pm_thread)) {
 		/* cached for loads until the thread stops running (set_cur) */
-		if (page_outside_bindings(w, page)) cache_page(w, page, t, sizeof(pm_thread), PM_UNCOUNTED);
+		if (page_outside_bindings(w, page)) {
+			cache_page(w, page, t, sizeof(pm_thread), PM_UNCOUNTED);
+			w->builtins_cached = 1;
+		}
 		return;
 	}
 	if (!store && a - s < sizeof(pm_shared) && a + size <= s + sizeof(pm_shared)) {
@@ -1130,17 +1139,20 @@ static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, u
 	uint64_t plo = page << PM_PAGE_SHIFT, hi = lo + len;
 	if (lo < plo) lo = plo;
 	if (hi > plo + PM_PAGE) hi = plo + PM_PAGE;
-	w->pages[page % PM_PAGES].page = page;
+	if (hi - lo < PM_PAGE_MIN) return;
+	w->pages[page % PM_PAGES].key[0] = page;
+	w->pages[page % PM_PAGES].key[1] = k == PM_UNCOUNTED ? UINT64_MAX : page;
 	w->pages[page % PM_PAGES].lo = lo;
-	w->pages[page % PM_PAGES].len = hi - lo;
-	w->pages[page % PM_PAGES].k = k;
+	w->pages[page % PM_PAGES].len = (uint32_t)(hi - lo);
+	w->pages[page % PM_PAGES].k = (uint32_t)k;
 }
 
 /* Caches the part of a's page that binding k (the lowest holding an
  * access at a) holds and no lower binding touches: every access inside it
- * is charged to k. When a lower binding holds the byte at a itself, nothing
- * is cached. */
+ * is charged to k. When a lower binding holds the byte at a itself, or
+ * segments are counted, nothing is cached. */
 static void cache_binding_page(pm_worker *w, int k, uint64_t a) {
+	if (w->seg_rec) return; /* counting segments: the slow path records every access to a binding */
 	uint64_t page = a >> PM_PAGE_SHIFT, plo = page << PM_PAGE_SHIFT;
 	uint64_t lo = w->blo[k] > plo ? w->blo[k] : plo;
 	uint64_t hi = w->blo[k] + w->blen[k] < plo + PM_PAGE ? w->blo[k] + w->blen[k] : plo + PM_PAGE;
@@ -1163,7 +1175,7 @@ static void cache_binding_page(pm_worker *w, int k, uint64_t a) {
  * search of the bindings, threadgroup memory, and faults. */
 __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
                                                     void *pc) {
-	if (w->tick <= 0) {
+	if (w->tick == 0) {
 		watch(w, 0, "", pc);
 		if (!atomic && own_frames(w, a, size)) return;
 	}
@@ -1216,7 +1228,7 @@ __attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint
                                                   void *pc) {
 	int64_t off = (int64_t)(a - (uint64_t)(uintptr_t)w->tg_mem);
 	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
-	if (!store && !atomic && w->tick > 0 && a - w->tg_lo < w->tg_len && ((off ^ (off + (int64_t)size - 1)) >> 2) == 0 &&
+	if (!store && !atomic && w->tick != 0 && a - w->tg_lo < w->tg_len && ((off ^ (off + (int64_t)size - 1)) >> 2) == 0 &&
 	    off >= al->off && off + (int64_t)size <= (int64_t)al->off + al->len && w->shadow_ro[off >> 2] == w->tg_ep &&
 	    a != w->atomic_addr)
 		return;
@@ -1229,17 +1241,14 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
                                                            void *pc) {
 	pm_worker *w = tls_w;
 	if (__builtin_expect(w == NULL, 0)) return;
-	if (__builtin_expect(--w->tick > 0 && !atomic, 1)) {
+	if (__builtin_expect(--w->tick != 0 && !atomic, 1)) {
 		if (own_frames(w, a, size)) return;
-		uint64_t page = a >> PM_PAGE_SHIFT, off = a - w->pages[page % PM_PAGES].lo;
-		if (w->pages[page % PM_PAGES].page == page && off < w->pages[page % PM_PAGES].len &&
-		    off + size <= w->pages[page % PM_PAGES].len &&
-		    !(store && w->pages[page % PM_PAGES].k == PM_UNCOUNTED)) {
-			/* (uncounted pages are the library's constants: stores there
-			 * go to the slow path, which refuses them) */
-			uint64_t k = w->pages[page % PM_PAGES].k;
-			w->count[store][k] += size;
-			if (__builtin_expect(w->seg_rec != NULL, 0) && k < PM_MAX_BINDINGS) seg_record(w, (int)k, a, size, store, pc);
+		/* (uncounted pages are the library's constants: stores there go
+		 * to the slow path, which refuses them; len >= size) */
+		uint64_t page = a >> PM_PAGE_SHIFT;
+		if (w->pages[page % PM_PAGES].key[store] == page &&
+		    a - w->pages[page % PM_PAGES].lo <= w->pages[page % PM_PAGES].len - size) {
+			w->count[store][w->pages[page % PM_PAGES].k] += size;
 			return;
 		}
 	}
@@ -1790,7 +1799,7 @@ static void *worker_main(void *arg) {
 		}
 	}
 	w->count[0][PM_UNCOUNTED] = w->count[1][PM_UNCOUNTED] = 0;
-	for (int i = 0; i < PM_PAGES; i++) w->pages[i].page = UINT64_MAX;
+	for (int i = 0; i < PM_PAGES; i++) w->pages[i].key[0] = w->pages[i].key[1] = UINT64_MAX;
 	w->overlap = 0;
 	for (int k = w->nb; k < PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
 	for (int a = 0; a < w->nb; a++)
@@ -1807,6 +1816,7 @@ static void *worker_main(void *arg) {
 	w->simd_ops = w->barriers = 0;
 	seg_begin(w, d);
 	w->cur = NULL;
+	w->builtins_cached = 0;
 	w->stack_lo = 0;
 	w->tick = PM_WATCH_EVERY;
 	w->deadline = r->deadline;
