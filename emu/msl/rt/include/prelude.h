@@ -492,7 +492,17 @@ void __pm_simd_done(pm_simd_x *x);
 void __pm_barrier(uint flags, uint line, uint col, const char *file);
 void *__pm_tg_static(uint id, ulong size, ulong align);
 void __pm_access(const void *addr, ulong size, uint load, uint store);
+// The access hooks the compiler calls at every load and store, declared
+// (and referenced, so that the declarations are kept) before it inserts
+// the calls, so that with -fno-plt they go through the GOT.
+void __sanitizer_cov_load1(void *), __sanitizer_cov_load2(void *), __sanitizer_cov_load4(void *),
+	__sanitizer_cov_load8(void *), __sanitizer_cov_load16(void *);
+void __sanitizer_cov_store1(void *), __sanitizer_cov_store2(void *), __sanitizer_cov_store4(void *),
+	__sanitizer_cov_store8(void *), __sanitizer_cov_store16(void *);
 }
+__attribute__((used)) static void (*const __pm_hooks[])(void *) = {
+	__sanitizer_cov_load1, __sanitizer_cov_load2, __sanitizer_cov_load4, __sanitizer_cov_load8, __sanitizer_cov_load16,
+	__sanitizer_cov_store1, __sanitizer_cov_store2, __sanitizer_cov_store4, __sanitizer_cov_store8, __sanitizer_cov_store16};
 
 struct __pm_bufp {
 	void *p;
