@@ -100,6 +100,16 @@
 // Counters.ShuffleSteps weighs them by the lane-exchange steps they take
 // (5 for a reduction over 32 lanes, 1 for a shuffle).
 //
+// The hooks settle the common accesses in a few comparisons: those to the
+// thread's own frames, and those inside the part of a 4 KiB page that an
+// earlier access found to belong to one binding (and to no binding of a
+// lower index) or to the library's constants; every other access, and
+// every 4096th, takes the full check. Counting segments sends every access to a binding through the
+// full check, so a dispatch with Dispatch.CountSegments runs slower. The
+// launcher reads the thread's built-ins and the bindings' addresses
+// unchecked (the emulator's own memory) and calls the kernel, which is
+// checked, through a function of its own.
+//
 // # Known differences from Apple's compiler and GPUs
 //
 //   - Fast math: Metal compiles with fast math unless told otherwise;
