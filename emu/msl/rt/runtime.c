@@ -301,6 +301,7 @@ typedef struct pm_worker {
 	uint32_t *shadow_ro;
 	char *stacks;
 } pm_worker;
+_Static_assert(sizeof(((pm_worker *)0)->pages[0]) == 32, "a page cache entry is 32 bytes (pm_access)");
 
 struct pm_run {
 	pm_desc *d;
@@ -1246,9 +1247,11 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
 		/* (uncounted pages are the library's constants: stores there go
 		 * to the slow path, which refuses them; len >= size) */
 		uint64_t page = a >> PM_PAGE_SHIFT;
-		if (w->pages[page % PM_PAGES].key[store] == page &&
-		    a - w->pages[page % PM_PAGES].lo <= w->pages[page % PM_PAGES].len - size) {
-			w->count[store][w->pages[page % PM_PAGES].k] += size;
+		/* &w->pages[page % PM_PAGES], from a in two instructions */
+		const __typeof__(w->pages[0]) *c =
+		    (const void *)((const char *)w->pages + ((a >> (PM_PAGE_SHIFT - 5)) & ((PM_PAGES - 1) << 5)));
+		if (c->key[store] == page && a - c->lo <= c->len - size) {
+			w->count[store][c->k] += size;
 			return;
 		}
 	}
