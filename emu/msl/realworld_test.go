@@ -1,0 +1,95 @@
+package msl
+
+import (
+	"math"
+	"testing"
+)
+
+// Constructs of real-world Metal kernels (candle's, mistral.rs's) that
+// MLX's and ggml's do not use, each checked against its MSL meaning.
+
+// TestRealWorldMathOutParams: ldexp (scalar and vector exponent), frexp,
+// ilogb, modf, sincos and fmax3/fmin3/fmedian3, as fp8 decoders and
+// rotary kernels call them, and <metal_limits>.
+func TestRealWorldMathOutParams(t *testing.T) {
+	src := mslPrelude + `#include <metal_limits>
+kernel void k(device const float *x [[buffer(0)]], device float *out [[buffer(1)]],
+              uint i [[thread_position_in_grid]]) {
+    float v = x[i];
+    int e;
+    float m = frexp(v, e);
+    float ip;
+    float fr = modf(v, ip);
+    float c;
+    float s = sincos(v, c);
+    half hc;
+    half hs = sincos(half(v), hc);
+    float2 lv = ldexp(float2(v, 1.5f), int2(3, -2));
+    int2 e2;
+    float2 m2 = frexp(float2(v, 8.0f), e2);
+    out[16*i+0] = ldexp(v, -3);
+    out[16*i+1] = m;
+    out[16*i+2] = float(e);
+    out[16*i+3] = fr;
+    out[16*i+4] = ip;
+    out[16*i+5] = s;
+    out[16*i+6] = c;
+    out[16*i+7] = float(hs) + float(hc);
+    out[16*i+8] = lv.x;
+    out[16*i+9] = lv.y;
+    out[16*i+10] = m2.y + float(e2.y);
+    out[16*i+11] = float(ilogb(v));
+    out[16*i+12] = fmax3(v, 2.0f, -1.0f);
+    out[16*i+13] = fmin3(v, 2.0f, -1.0f);
+    out[16*i+14] = fmedian3(v, 2.0f, -1.0f);
+    out[16*i+15] = float(half(ldexp(half(1.0h), 4))) + numeric_limits<float>::max() * 0.0f;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	xs := []float32{5.75, -0.3, 1, 100.25}
+	x := newF32(t, len(xs))
+	copy(x.f32(), xs)
+	out := newF32(t, 16*len(xs))
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{len(xs), 1, 1}, [3]int{len(xs), 1, 1}), x, out)
+	for i, v := range xs {
+		fv := float64(v)
+		m, e := math.Frexp(fv)
+		ip, fr := math.Modf(fv)
+		med := math.Max(math.Min(fv, 2), math.Min(math.Max(fv, 2), -1))
+		want := []float64{
+			math.Ldexp(fv, -3), m, float64(e), fr, ip,
+			math.Sin(fv), math.Cos(fv), math.Sin(fv) + math.Cos(fv),
+			math.Ldexp(fv, 3), math.Ldexp(1.5, -2), 0.5 + 4, float64(math.Ilogb(fv)),
+			math.Max(fv, 2), math.Min(fv, -1), med, 16,
+		}
+		for j, w := range want {
+			tol := 1e-6 * math.Max(1, math.Abs(w))
+			if j == 7 {
+				tol = 4e-3 // half
+			}
+			if got := float64(out.f32()[16*i+j]); math.Abs(got-w) > tol {
+				t.Errorf("x=%v: result %d = %v, want %v", v, j, got, w)
+			}
+		}
+	}
+}
+
+// TestRealWorldVecElements: metal::vec_elements counts a vector's
+// components and is 0 for a scalar (candle sizes its loads by it).
+func TestRealWorldVecElements(t *testing.T) {
+	src := mslPrelude + `
+static_assert(vec_elements<float4>::value == 4, "float4");
+static_assert(vec_elements<half2>::value == 2, "half2");
+static_assert(vec_elements<const uint3>::value == 3, "uint3");
+static_assert(vec_elements<float>::value == 0, "float");
+kernel void k(device uint *out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    out[i] = vec_elements<int4>::value + 10 * vec_elements<bfloat4>::value + 100 * vec_elements<ushort>::value;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newMem(t, 4)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{1, 1, 1}, [3]int{1, 1, 1}), out)
+	if got := out.u32()[0]; got != 44 {
+		t.Errorf("vec_elements<int4> + 10*vec_elements<bfloat4> + 100*vec_elements<ushort> = %d, want 44", got)
+	}
+}
