@@ -93,3 +93,48 @@ kernel void k(device uint *out [[buffer(0)]], uint i [[thread_position_in_grid]]
 		t.Errorf("vec_elements<int4> + 10*vec_elements<bfloat4> + 100*vec_elements<ushort> = %d, want 44", got)
 	}
 }
+
+// TestRealWorldThreadgroupArrayParam: a function or constructor parameter
+// threadgroup T a[N] is a pointer to threadgroup memory (candle's
+// block_reducer), and numeric_limits derives from _numeric_limits_impl,
+// which programs specialize for their own types, with
+// __is_valid_simdgroup_type telling the types SIMD-group functions take.
+func TestRealWorldThreadgroupArrayParam(t *testing.T) {
+	src := mslPrelude + `template <typename T> struct indexed { uint i; T val; };
+template <typename T> struct _numeric_limits_impl<indexed<T>> {
+    static constexpr indexed<T> lowest() { return indexed<T>{7, numeric_limits<T>::lowest()}; }
+};
+static_assert(__is_valid_simdgroup_type<float4>::value && __is_valid_simdgroup_type<const ushort>::value, "float4, ushort");
+static_assert(!__is_valid_simdgroup_type<bfloat>::value && !__is_valid_simdgroup_type<indexed<float>>::value, "bfloat, struct");
+template <typename T, uint N> struct reducer {
+    threadgroup T *shared;
+    reducer(threadgroup T sh[N]) { shared = sh; }
+    T sum(uint lane) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        T s = 0;
+        for (uint j = 0; j < N; j++) s += shared[j];
+        return s + T(lane) * 0;
+    }
+};
+void put(const threadgroup float grid[4][8], device float *out, uint i) { out[i] += grid[i / 8][i % 8]; }
+void fill(threadgroup float grid[4][8], uint i) { grid[i / 8][i % 8] = float(i); }
+kernel void k(device float *out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    threadgroup float tg[32];
+    threadgroup float g2[4][8];
+    tg[i] = float(i) + 1;
+    fill(g2, i);
+    reducer<float, 32> r(tg);
+    out[i] = r.sum(i) + float(numeric_limits<indexed<float>>::lowest().i);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    put(g2, out, i);
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newF32(t, 32)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{32, 1, 1}, [3]int{32, 1, 1}), out)
+	for i, v := range out.f32() {
+		if want := float32(32*33/2 + 7 + i); v != want {
+			t.Errorf("out[%d] = %v, want %v", i, v, want)
+		}
+	}
+}

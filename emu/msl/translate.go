@@ -598,6 +598,57 @@ func (tr *translator) rewriteThreadgroupType(i int) {
 		text: "__pm_threadgroup<" + tr.src[t[from].start:t[last].end] + ">"})
 }
 
+// threadgroupArrayParam writes a function parameter threadgroup T a[N]
+// (candle's block_reducer(threadgroup T shared[BLOCKSIZE])) as threadgroup
+// T (*a), the pointer C++ adjusts an array parameter to: clang rejects the
+// address space on the array type itself.
+func (tr *translator) threadgroupArrayParam(i int) {
+	t := tr.toks
+	p := tr.prev(i)
+	if p >= 0 && t[p].text == "const" {
+		p = tr.prev(p)
+	}
+	if p < 0 || (t[p].text != "(" && t[p].text != ",") {
+		return
+	}
+	// the element type: qualifiers and a (qualified) name with template
+	// arguments, then the parameter's name and its first bound
+	idents := 0
+	k := tr.next(i + 1)
+	for k < len(t) && t[k].attr < 0 {
+		switch {
+		case t[k].text == "<":
+			if k = tr.match(k); k < 0 {
+				return
+			}
+		case t[k].text == ":":
+		case t[k].kind == tIdent:
+			idents++
+		default:
+			if t[k].text != "[" || idents < 2 {
+				return
+			}
+			name := tr.prev(k)
+			end := tr.match(k)
+			if t[name].kind != tIdent || end < 0 {
+				return
+			}
+			after := end
+			for n := tr.next(after + 1); n < len(t) && t[n].text == "[" && t[n].attr < 0; n = tr.next(after + 1) {
+				if after = tr.match(n); after < 0 {
+					return
+				}
+			}
+			if n := tr.next(after + 1); n >= len(t) || t[n].attr >= 0 || (t[n].text != "," && t[n].text != ")") {
+				return
+			}
+			tr.repls = append(tr.repls, replacement{start: t[name].start, end: t[end].end, text: "(*" + t[name].text + ")"})
+			return
+		}
+		k = tr.next(k + 1)
+	}
+}
+
 // aliasableParameter reports whether threadgroup token i begins a
 // function parameter threadgroup T* (or &) whose T, named by token name,
 // can be written __pm_threadgroup<T> (generic for bfloat and matrices)
@@ -703,6 +754,7 @@ func (tr *translator) checkTokens() {
 			if k.text == "threadgroup" {
 				tr.checkThreadgroupType(i)
 				tr.rewriteThreadgroupType(i)
+				tr.threadgroupArrayParam(i)
 			}
 			if vectorTypeName.MatchString(k.text) {
 				tr.rewriteVectorCast(i)
