@@ -138,3 +138,31 @@ kernel void k(device float *out [[buffer(0)]], uint i [[thread_position_in_grid]
 		}
 	}
 }
+
+// TestRealWorldThreadgroupAuto: threadgroup auto &r = x and threadgroup
+// auto *p = &x deduce the initializer's type (candle's quantized matmul
+// binds threadgroup const auto &id = rowids[...]).
+func TestRealWorldThreadgroupAuto(t *testing.T) {
+	src := mslPrelude + `struct P { uint a; float b; };
+kernel void k(device float *out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    threadgroup P rows[32];
+    threadgroup float vals[32];
+    rows[i].a = i;
+    rows[i].b = float(i) * 2;
+    vals[i] = float(i) + 0.5f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    threadgroup const auto &id = rows[31 - i];
+    threadgroup auto *v = &vals[31 - i];
+    out[i] = float(id.a) + id.b + *v;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newF32(t, 32)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{32, 1, 1}, [3]int{32, 1, 1}), out)
+	for i, v := range out.f32() {
+		j := float32(31 - i)
+		if want := 4*j + 0.5; v != want {
+			t.Errorf("out[%d] = %v, want %v", i, v, want)
+		}
+	}
+}

@@ -550,7 +550,7 @@ func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool)
 		}
 		return from, name, k, tr.next(k + 1), true
 	}
-	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) {
+	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) || t[name].text == "auto" {
 		return 0, 0, 0, 0, false
 	}
 	last, to = name, tr.next(name+1)
@@ -576,6 +576,16 @@ func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool)
 // T from being deduced.
 func (tr *translator) rewriteThreadgroupType(i int) {
 	t := tr.toks
+	k := tr.next(i + 1)
+	for k < len(t) && (t[k].text == "const" || t[k].text == "volatile") {
+		k = tr.next(k + 1)
+	}
+	if k < len(t) && t[k].text == "auto" {
+		// threadgroup auto &r = x: the initializer's type, address space
+		// included (or none, for a struct kept generic), is deduced
+		tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end})
+		return
+	}
 	from, name, last, to, ok := tr.threadgroupType(i)
 	if !ok {
 		return
@@ -661,8 +671,14 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 	if p >= 0 && t[p].text == "const" {
 		p = tr.prev(p) // const threadgroup T* x
 	}
-	if p < 0 || (t[p].text != "(" && t[p].text != ",") || to >= len(t) || (t[to].text != "*" && t[to].text != "&") {
+	if p < 0 || (t[p].text != "(" && t[p].text != ",") || to >= len(t) {
 		return false
+	}
+	if t[to].text != "*" && t[to].text != "&" {
+		// threadgroup T a[N], a pointer too (threadgroupArrayParam)
+		if n := tr.next(to + 1); t[to].kind != tIdent || n >= len(t) || t[n].text != "[" || t[n].attr >= 0 {
+			return false
+		}
 	}
 	// the parenthesis opening the parameter list
 	open, depth := -1, 0
