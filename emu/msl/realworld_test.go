@@ -166,3 +166,44 @@ kernel void k(device float *out [[buffer(0)]], uint i [[thread_position_in_grid]
 		}
 	}
 }
+
+// TestRealWorldPackedMembers: a packed vector's components are read and
+// written by name (x, y, z, w and r, g, b, a) as well as by index, and it
+// keeps its packed size (candle's GEMM reads a packed_int3's .x).
+func TestRealWorldPackedMembers(t *testing.T) {
+	src := mslPrelude + `struct Params { packed_int3 shape; packed_float4 scale; packed_half2 hh; };
+static_assert(sizeof(packed_float3) == 12 && alignof(packed_float3) == 4, "packed_float3");
+static_assert(sizeof(Params) == 32, "Params");
+kernel void k(constant Params &p [[buffer(0)]], device packed_float3 *io [[buffer(1)]],
+              device float *out [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+    io[i].y += float(p.shape.x * 100 + p.shape.y * 10 + p.shape.z);
+    out[i] = p.scale.w + p.scale.r + float(p.hh.g) + io[i].x;
+    io[i].z = p.scale[2];
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	p := newMem(t, 32)
+	copy(p.i32(), []int32{1, 2, 3})
+	copy(p.f32()[3:], []float32{0.5, 0, 7, 40})
+	p.u16()[15] = 0x4400 // half 4
+	const n = 4
+	io := newF32(t, 3*n)
+	for i := range io.f32() {
+		io.f32()[i] = float32(i)
+	}
+	out := newF32(t, n)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{n, 1, 1}, [3]int{n, 1, 1}), p, io, out)
+	for i := 0; i < n; i++ {
+		got := io.f32()[3*i : 3*i+3]
+		want := []float32{float32(3 * i), float32(3*i+1) + 123, 7}
+		for j := range want {
+			if got[j] != want[j] {
+				t.Errorf("io[%d] = %v, want %v", i, got, want)
+				break
+			}
+		}
+		if w := float32(40+0.5+4) + float32(3*i); out.f32()[i] != w {
+			t.Errorf("out[%d] = %v, want %v", i, out.f32()[i], w)
+		}
+	}
+}

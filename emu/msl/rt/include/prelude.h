@@ -79,20 +79,46 @@ template <class T> struct __pm_enable_if<true, T> {
 };
 #define PM_IF_VEC(V) typename = typename __pm_enable_if<__pm_vt<V>::is_vec>::type
 
-// Packed vectors: element-aligned, sizeof(packed_float3) == 12.
-template <class T, int N> struct __pm_packed {
-	T v[N];
+// Packed vectors: element-aligned, sizeof(packed_float3) == 12, with the
+// components named x, y, z, w (or r, g, b, a) as well as indexed.
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wgnu-anonymous-struct"
+#pragma clang diagnostic ignored "-Wnested-anon-types"
+template <class T, int N> struct __pm_packed_data;
+template <class T> struct __pm_packed_data<T, 2> {
+	union {
+		T v[2];
+		struct { T x, y; };
+		struct { T r, g; };
+	};
+};
+template <class T> struct __pm_packed_data<T, 3> {
+	union {
+		T v[3];
+		struct { T x, y, z; };
+		struct { T r, g, b; };
+	};
+};
+template <class T> struct __pm_packed_data<T, 4> {
+	union {
+		T v[4];
+		struct { T x, y, z, w; };
+		struct { T r, g, b, a; };
+	};
+};
+#pragma clang diagnostic pop
+template <class T, int N> struct __pm_packed : __pm_packed_data<T, N> {
 	__pm_packed() = default;
 	__pm_packed(__pm_ext<T, N> x) {
-		for (int i = 0; i < N; i++) v[i] = x[i];
+		for (int i = 0; i < N; i++) this->v[i] = x[i];
 	}
 	operator __pm_ext<T, N>() const {
 		__pm_ext<T, N> r;
-		for (int i = 0; i < N; i++) r[i] = v[i];
+		for (int i = 0; i < N; i++) r[i] = this->v[i];
 		return r;
 	}
-	T &operator[](int i) { return v[i]; }
-	T operator[](int i) const { return v[i]; }
+	T &operator[](int i) { return this->v[i]; }
+	T operator[](int i) const { return this->v[i]; }
 };
 template <class T, int N> struct __pm_vt<__pm_packed<T, N>> {
 	typedef T elem;
