@@ -172,8 +172,11 @@ func rtDir(root string) (string, error) {
 		return "", fmt.Errorf("msl: cache directory: %w", err)
 	}
 	err := fs.WalkDir(rtFiles, "rt", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dir, strings.TrimPrefix(path, "rt")), 0o755) // include/simd
 		}
 		b, err := rtFiles.ReadFile(path)
 		if err != nil {
@@ -578,18 +581,29 @@ func ppHeaders(dir string) (string, error) {
 	if err := os.MkdirAll(pp, 0o755); err != nil {
 		return "", fmt.Errorf("msl: cache directory: %w", err)
 	}
-	entries, err := fs.ReadDir(rtFiles, "rt/include")
-	if err != nil {
-		return "", err
-	}
-	for _, e := range entries {
-		n := e.Name()
+	err := fs.WalkDir(rtFiles, "rt/include", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		n := strings.TrimPrefix(strings.TrimPrefix(path, "rt/include"), "/") // simd/simd.h
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(pp, n), 0o755)
+		}
 		if n == "prelude.h" || n == "pm_abi.h" {
-			continue
+			return nil
 		}
-		if err := clang.WriteFileAtomic(filepath.Join(pp, n), []byte(ppInclude+" <"+n+">\n")); err != nil {
-			return "", fmt.Errorf("msl: cache directory: %w", err)
+		if n == "TargetConditionals.h" {
+			// macros alone, which the preprocessor must see
+			b, err := rtFiles.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return clang.WriteFileAtomic(filepath.Join(pp, n), b)
 		}
+		return clang.WriteFileAtomic(filepath.Join(pp, n), []byte(ppInclude+" <"+n+">\n"))
+	})
+	if err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
 	}
 	if err := clang.WriteFileAtomic(filepath.Join(pp, "complete"), nil); err != nil {
 		return "", fmt.Errorf("msl: cache directory: %w", err)

@@ -207,3 +207,58 @@ kernel void k(constant Params &p [[buffer(0)]], device packed_float3 *io [[buffe
 		}
 	}
 }
+
+// TestRealWorldHostSharedHeaders: headers shared with the host include
+// <simd/simd.h> (the vector types' simd_ and vector_ names) and
+// <TargetConditionals.h> (whose TARGET_OS_ macros the preprocessor sees),
+// as Apple's compiler finds them (MetalPetal's MTIShaderLib.h).
+func TestRealWorldHostSharedHeaders(t *testing.T) {
+	src := mslPrelude + `#include <simd/simd.h>
+#include <TargetConditionals.h>
+#if !defined(TARGET_OS_SIMULATOR) || TARGET_OS_SIMULATOR || !TARGET_OS_OSX || TARGET_OS_IPHONE
+#error TargetConditionals.h: want a Mac, not a simulator
+#endif
+static_assert(__is_same(simd_float4, float4) && __is_same(vector_uint2, uint2), "simd names");
+struct Uniforms { vector_float2 scale; simd_int2 offset; matrix_float2x2 m; };
+kernel void k(constant Uniforms &u [[buffer(0)]], device float2 *out [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+    out[i] = u.m * (u.scale * float(i)) + float2(u.offset);
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	u := newMem(t, 32)
+	copy(u.f32(), []float32{2, 3})
+	copy(u.i32()[2:], []int32{10, -10})
+	copy(u.f32()[4:], []float32{1, 0, 0, 2}) // columns (1,0) and (0,2)
+	out := newF32(t, 8)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{4, 1, 1}, [3]int{4, 1, 1}), u, out)
+	for i := 0; i < 4; i++ {
+		want := [2]float32{2*float32(i) + 10, 6*float32(i) - 10}
+		if got := [2]float32(out.f32()[2*i : 2*i+2]); got != want {
+			t.Errorf("out[%d] = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// TestRealWorldBoolVec: vec<bool, N> is boolN (candle's attention masks
+// are vec<bool, N> of a template's N).
+func TestRealWorldBoolVec(t *testing.T) {
+	src := mslPrelude + `template <int N> uint count(vec<float, N> a, vec<float, N> b) {
+    vec<bool, N> m = a > b;
+    uint c = 0;
+    for (int j = 0; j < N; j++) c += m[j] ? 1 : 0;
+    return c + (all(m) ? 100 : 0);
+}
+kernel void k(device const float4 *x [[buffer(0)]], device uint *out [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+    static_assert(__is_same(vec<bool, 3>, bool3), "vec<bool, 3>");
+    out[i] = count<4>(x[i], float4(0.5f)) + 10 * count<2>(x[i].xy, float2(0.5f));
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	x := newF32(t, 8)
+	copy(x.f32(), []float32{1, 0, 1, 0, 1, 1, 1, 1})
+	out := newMem(t, 8)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{2, 1, 1}, [3]int{2, 1, 1}), x, out)
+	if got, want := out.u32(), []uint32{2 + 10*1, 4 + 100 + 10*(2+100)}; !equalU32(got, want) {
+		t.Errorf("out = %v, want %v", got, want)
+	}
+}

@@ -336,6 +336,10 @@ template <class T, int N> struct __pm_vec_of {
 template <int N> struct __pm_vec_of<bfloat, N> {
 	typedef __pm_bfvec<N> type;
 };
+// vec<bool, N> is boolN (int components here, as above)
+template <int N> struct __pm_vec_of<bool, N> {
+	typedef __pm_ext<int, N> type;
+};
 template <class T, int N> using vec = typename __pm_vec_of<T, N>::type;
 typedef __pm_bfvec<2> bfloat2;
 typedef __pm_bfvec<3> bfloat3;
