@@ -262,3 +262,36 @@ kernel void k(device const float4 *x [[buffer(0)]], device uint *out [[buffer(1)
 		t.Errorf("out = %v, want %v", got, want)
 	}
 }
+
+// TestRealWorldConstThreadgroupLocal: const threadgroup T *p = ... in a
+// body takes the address space the body's threadgroup T arrays have, for
+// a struct or bfloat T as for a scalar (MLX-derived merge sorts in candle
+// and mistral.rs: const threadgroup ValT *As = tgp_vals + A_st).
+func TestRealWorldConstThreadgroupLocal(t *testing.T) {
+	src := mslPrelude + `struct KV { float k; uint v; };
+template <typename ValT> struct Merge {
+    static float first(const threadgroup ValT *p) { return float(p[0]); }
+};
+kernel void k(device float *out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    threadgroup KV kv[32];
+    threadgroup bfloat bv[32];
+    kv[i].k = float(i) * 2;
+    kv[i].v = i;
+    bv[i] = bfloat(float(i) + 1);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const threadgroup KV *a = kv + (31 - i);
+    const threadgroup bfloat *b = bv + (31 - i);
+    volatile const threadgroup float *c = (volatile const threadgroup float *)&kv[1].k;
+    out[i] = a->k + float(a->v) + float(b[0]) + Merge<bfloat>::first(b) + c[0];
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newF32(t, 32)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{32, 1, 1}, [3]int{32, 1, 1}), out)
+	for i, v := range out.f32() {
+		j := float32(31 - i)
+		if want := 3*j + 2*(j+1) + 2; v != want {
+			t.Errorf("out[%d] = %v, want %v", i, v, want)
+		}
+	}
+}

@@ -487,7 +487,11 @@ func (tr *translator) startsFunction(i int) bool {
 // address space.
 func (tr *translator) checkThreadgroupType(i int) {
 	t := tr.toks
-	if p := tr.prev(i); p >= 0 && (t[p].text == ";" || t[p].text == "{" || t[p].text == "}") {
+	p := tr.prev(i)
+	for p >= 0 && (t[p].text == "const" || t[p].text == "volatile") {
+		p = tr.prev(p)
+	}
+	if p >= 0 && (t[p].text == ";" || t[p].text == "{" || t[p].text == "}") {
 		return // a declaration in a body: a class type there is in the generic address space
 	}
 	for k := tr.next(i + 1); k < len(t) && k < i+4; k = tr.next(k + 1) {
@@ -592,6 +596,9 @@ func (tr *translator) rewriteThreadgroupType(i int) {
 	}
 	matrix := matrixTypeName.MatchString(t[name].text)
 	p := tr.prev(i)
+	for p >= 0 && (t[p].text == "const" || t[p].text == "volatile") {
+		p = tr.prev(p) // const threadgroup T *p = ...;
+	}
 	statement := p >= 0 && (t[p].text == ";" || t[p].text == "{" || t[p].text == "}")
 	cast := false
 	if p >= 0 && t[p].text == "(" {
