@@ -17,8 +17,11 @@ import "strings"
 // and device references) are alike: the thread and device overloads would
 // be one function defined twice. Of functions at namespace scope whose
 // declarations differ only in thread and device qualifiers, the translator
-// keeps the first without device and blanks the others; threadgroup and
-// constant overloads are different functions here too, and stay.
+// keeps the first without device and blanks the others; threadgroup
+// overloads are different functions here too, and stay, and so are
+// constant ones unless constant (const here) makes them the same function
+// as a device one (candle's copy of MLX's elem_to_loc for device const
+// and constant const pointers).
 
 // spaceRank orders the qualifiers by which overload is kept.
 var spaceRank = map[string]int{"": 0, "thread": 0, "device": 1, "constant": 2, "threadgroup": 3}
@@ -156,6 +159,17 @@ func (tr *translator) function(first, last int) (member, bool) {
 			continue
 		case "thread":
 			continue
+		case "constant":
+			// constant is const here: constant const T* is device const T*
+			f.qual = k
+			if n := len(key); n == 0 || key[n-1] != "const" {
+				key = append(key, "const")
+			}
+			continue
+		case "const":
+			if n := len(key); n > 0 && key[n-1] == "const" {
+				continue
+			}
 		}
 		key = append(key, t[k].text)
 	}

@@ -3,6 +3,7 @@ package msl
 import (
 	"math"
 	"testing"
+	"unsafe"
 )
 
 // Constructs of real-world Metal kernels (candle's, mistral.rs's) that
@@ -292,6 +293,48 @@ kernel void k(device float *out [[buffer(0)]], uint i [[thread_position_in_grid]
 		j := float32(31 - i)
 		if want := 3*j + 2*(j+1) + 2; v != want {
 			t.Errorf("out[%d] = %v, want %v", i, v, want)
+		}
+	}
+}
+
+// TestRealWorldConstantConstOverloads: overloads for device const and
+// constant const pointers (the same function here, constant being const)
+// are kept once, as a device const one and a constant one without const
+// are; a thread reference and a constant reference stay distinct.
+func TestRealWorldConstantConstOverloads(t *testing.T) {
+	src := mslPrelude + `template <typename stride_t>
+stride_t elem_to_loc(uint elem, device const int *shape, device const stride_t *strides, int ndim) {
+    stride_t loc = 0;
+    for (int i = ndim - 1; i >= 0 && elem > 0; --i) { loc += (elem % shape[i]) * strides[i]; elem /= shape[i]; }
+    return loc;
+}
+template <typename stride_t>
+stride_t elem_to_loc(uint elem, constant const int *shape, constant const stride_t *strides, int ndim) {
+    stride_t loc = 0;
+    for (int i = ndim - 1; i >= 0 && elem > 0; --i) { loc += (elem % shape[i]) * strides[i]; elem /= shape[i]; }
+    return loc;
+}
+uint twice(device const uint *p) { return 2 * p[0]; }
+uint twice(constant uint *p) { return 2 * p[0]; }
+uint pick(thread const uint &x) { return x + 1000; }
+uint pick(constant uint &x) { return x + 2000; }
+kernel void k(constant int *shape [[buffer(0)]], constant size_t *strides [[buffer(1)]],
+              device uint *out [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+    uint local = i;
+    out[i] = uint(elem_to_loc(i, shape, strides, 2)) + twice((constant uint *)shape) + pick(local);
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	shape := newMem(t, 8)
+	copy(shape.i32(), []int32{3, 4})
+	strides := newMem(t, 16)
+	st := unsafe.Slice((*uint64)(unsafe.Pointer(&strides.b[0])), 2)
+	st[0], st[1] = 1, 3 // the transpose of a 3x4 row-major array
+	out := newMem(t, 4*12)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{12, 1, 1}, [3]int{12, 1, 1}), shape, strides, out)
+	for i, v := range out.u32() {
+		if want := uint32((i%4)*3+i/4) + 6 + uint32(i) + 1000; v != want {
+			t.Errorf("out[%d] = %d, want %d", i, v, want)
 		}
 	}
 }
