@@ -27,7 +27,9 @@
 // numeric_limits; as_type), barriers, the SIMD-group functions,
 // simdgroup_matrix and atomics, and <metal_logging>'s os_log (its log calls
 // print nothing, as in a library compiled without
-// MTLCompileOptions.enableLogging). The math functions are declared in
+// MTLCompileOptions.enableLogging). Headers shared with the host may
+// include <simd/simd.h> (the simd_, vector_ and matrix_ type names) and
+// <TargetConditionals.h> (a Mac's TARGET_OS_ macros). The math functions are declared in
 // namespace metal (and fast::, precise::) by name, so a program may add
 // overloads there (MLX's bf16_math.h adds bfloat16_t's) and still reach
 // them as metal::exp; the __metal_* builtins of Apple's compiler that such
