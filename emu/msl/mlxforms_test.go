@@ -41,3 +41,68 @@ template [[host_name("k_h")]] [[kernel]] decltype(k<half, float>) k<half, float>
 		}
 	}
 }
+
+// A partial specialization on vec<T, N> with a template parameter T is
+// chosen for vectors of every element type, bfloat's too (MLX's fft:
+// FFTStorageTraits<vec<T, 2>>).
+func TestVecPartialSpecialization(t *testing.T) {
+	src := mslPrelude + `
+template <typename S> struct Traits { using scalar = S; static constant constexpr int n = 1; };
+template <typename T> struct Traits<vec<T, 2>> { using scalar = T; static constant constexpr int n = 2 + sizeof(T); };
+template <typename T, int N> struct Width { static constant constexpr int n = 0; };
+template <int N, typename T> struct Width<vec<T, N>, N> { static constant constexpr int n = N; };
+template <typename V>
+[[kernel]] void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  typename Traits<V>::scalar s = 1.5;
+  out[i] = float(s) + Traits<V>::n * 10 + Width<V, 2>::n * 100;
+}
+template [[host_name("k_f2")]] [[kernel]] decltype(k<float2>) k<float2>;
+template [[host_name("k_h2")]] [[kernel]] decltype(k<half2>) k<half2>;
+template [[host_name("k_b2")]] [[kernel]] decltype(k<bfloat2>) k<bfloat2>;
+template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for name, want := range map[string]float32{"k_f2": 1.5 + 60 + 200, "k_h2": 1.5 + 40 + 200, "k_b2": 1.5 + 40 + 200, "k_f": 1.5 + 10} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		if g := out.f32()[3]; g != want {
+			t.Errorf("%s: out[3] = %v, want %v", name, g, want)
+		}
+	}
+}
+
+// T(a, b) of a typedef or template parameter naming a vector type
+// concatenates, as the vector type's constructor does (MLX's fft:
+// complex_T(elem.x, -elem.y) with using complex_T = vec<float, 2>), and
+// stays a constructor call for a class.
+func TestTypedefVectorConstructor(t *testing.T) {
+	src := mslPrelude + `
+struct P { float a, b; P(float x, float y) : a(x), b(2 * y) {} };
+template <typename S, typename Q>
+[[kernel]] void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  using C = vec<S, 2>;
+  typedef vec<S, 4> C4;
+  C c = i % 2 ? C(float(i), -1.0) : C(2, 3);
+  C4 d = C4(c, C(5, S(6)));
+  Q q = Q(c.x, d.w);
+  out[i] = float(c.x) + float(c.y) + float(d.z + d.w) + q.a + q.b;
+}
+template [[host_name("k_f")]] [[kernel]] decltype(k<float, P>) k<float, P>;
+template [[host_name("k_h")]] [[kernel]] decltype(k<half, P>) k<half, P>;
+template [[host_name("k_b")]] [[kernel]] decltype(k<bfloat, P>) k<bfloat, P>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for _, name := range []string{"k_f", "k_h", "k_b"} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			cx, cy := float32(2), float32(3)
+			if i%2 == 1 {
+				cx, cy = float32(i), -1
+			}
+			if w := cx + cy + 11 + cx + 12; g != w {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
+			}
+		}
+	}
+}

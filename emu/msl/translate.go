@@ -152,6 +152,7 @@ func translateVersion(source, file string, values []ConstantValue, only string, 
 	tr.memberQualifiers()
 	tr.walk()
 	tr.resolveConstants()
+	tr.vecSpecializations()
 	if only != "" {
 		tr.keepOnly(only)
 	}
@@ -979,7 +980,9 @@ func (tr *translator) findTypeNames() {
 
 // rewriteFunctionalCast writes T(x), for a template parameter or typedef
 // T and one argument x in an expression, as __pm_cast<T>() ->* (x), a
-// conversion when T names a vector type (ggml's TC(x > 0)).
+// conversion when T names a vector type (ggml's TC(x > 0)), and T(a, b,
+// ...) as __pm_construct<T>(a, b, ...), a vector's constructor when T
+// names a vector type.
 func (tr *translator) rewriteFunctionalCast(i int) {
 	t := tr.toks
 	open := tr.next(i + 1)
@@ -993,6 +996,7 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 	switch {
 	case t[p].kind == tIdent && t[p].text != "return":
 		return
+	case t[p].text == ":" && tr.ternaryColon(p):
 	case t[p].kind == tPunct && strings.Contains(" : . ~ ! > ) ] } ; { ", " "+t[p].text+" "):
 		return // a::T(x), a.T(x), a->T(x), ~T(), declarations
 	}
@@ -1000,7 +1004,7 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 	if end < 0 || tr.next(open+1) == end {
 		return
 	}
-	depth := 0
+	depth, several := 0, false
 	for j := open + 1; j < end; j++ {
 		switch t[j].text {
 		case "(", "[", "{":
@@ -1008,10 +1012,17 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 		case ")", "]", "}":
 			depth--
 		case ",":
-			if depth == 0 {
-				return
+			if depth == 0 && !several {
+				several = true
+				// T(a, b): a vector's constructor when T names a vector
+				// type (MLX's fft: complex_T(x, -y) of a vec<float, 2>),
+				// else T's own
+				tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_construct<" + t[i].text + ">"})
 			}
 		}
+	}
+	if several {
+		return
 	}
 	if n := tr.next(end + 1); n < len(t) && (strings.Contains(" . [ ( { ", " "+t[n].text+" ") ||
 		t[n].text == "-" && n+1 < len(t) && t[n+1].text == ">" && t[n+1].start == t[n].end) {
@@ -2066,4 +2077,182 @@ func (tr *translator) apply() string {
 	}
 	b.WriteString(tr.src[pos:])
 	return b.String()
+}
+
+// vecSpecializations makes a class template partial specialization on
+// vec<T, N> with a template parameter T (MLX's fft: template <typename T>
+// struct FFTStorageTraits<vec<T, 2>>) match as in MSL. vec<T, N> is an
+// alias through a trait here (bfloat vectors are a class), which C++ cannot
+// deduce T from: the specialization is written on clang's vector of T,
+// and repeated after itself for bfloat's vector, with T replaced by
+// bfloat and removed from its template parameters.
+func (tr *translator) vecSpecializations() {
+	t := tr.toks
+	for i := 0; i+2 < len(t); i++ {
+		if t[i].attr >= 0 || (t[i].text != "struct" && t[i].text != "class") {
+			continue
+		}
+		name := tr.next(i + 1)
+		if name >= len(t) || t[name].kind != tIdent {
+			continue
+		}
+		lt := tr.next(name + 1)
+		if lt >= len(t) || t[lt].text != "<" {
+			continue
+		}
+		gt := tr.match(lt)
+		p := tr.prev(i)
+		if gt < 0 || p < 0 || t[p].text != ">" {
+			continue
+		}
+		tl := tr.matchBack(p)
+		if tl < 0 || tr.prev(tl) < 0 || t[tr.prev(tl)].text != "template" {
+			continue
+		}
+		// the template's type parameters, with the tokens declaring them
+		params := map[string][2]int{}
+		for j, from := tr.next(tl+1), tr.next(tl+1); j <= p; j = tr.next(j + 1) {
+			if t[j].text == "," || j == p {
+				k := tr.prev(j)
+				if k > from && (t[from].text == "typename" || t[from].text == "class") && t[k].kind == tIdent {
+					params[t[k].text] = [2]int{from, j}
+				}
+				from = tr.next(j + 1)
+			}
+		}
+		var vecs []int // the vec tokens of vec<P, N> with a type parameter P
+		var elem string
+		for j := lt + 1; j < gt; j = tr.next(j + 1) {
+			a := tr.next(j + 1)
+			e := tr.next(a + 1)
+			c := tr.next(e + 1)
+			if t[j].text != "vec" || tr.isMember(j) || c >= gt || t[a].text != "<" || t[c].text != "," {
+				continue
+			}
+			if _, ok := params[t[e].text]; !ok || elem != "" && t[e].text != elem {
+				continue
+			}
+			elem = t[e].text
+			vecs = append(vecs, j)
+		}
+		if len(vecs) == 0 {
+			continue
+		}
+		open := tr.next(gt + 1)
+		for open < len(t) && t[open].text != "{" && t[open].text != ";" {
+			open = tr.next(open + 1)
+		}
+		if open >= len(t) || t[open].text != "{" {
+			continue
+		}
+		end := tr.match(open)
+		if end < 0 {
+			continue
+		}
+		if n := tr.next(end + 1); n < len(t) && t[n].text == ";" {
+			end = n
+		}
+		start := t[tr.prev(tl)].start
+		span := tr.src[start:t[end].end]
+		// the copy for bfloat: T becomes bfloat, vec<T, becomes __pm_bfvec<
+		var extra []replacement
+		skip := map[int]bool{}
+		for _, j := range vecs {
+			a, b, c := tr.next(j+1), tr.next(tr.next(j+1)+1), tr.next(tr.next(tr.next(j+1)+1)+1)
+			extra = append(extra, replacement{start: t[j].start, end: t[c].end, text: "__pm_bfvec<"})
+			skip[a], skip[b], skip[c] = true, true, true
+		}
+		decl := params[elem]
+		extra = append(extra, replacement{start: t[decl[0]].start, end: t[decl[1]].start, text: ""})
+		if decl[1] == p { // the last parameter: drop the comma before it
+			if c := tr.prev(decl[0]); t[c].text == "," {
+				extra[len(extra)-1].start = t[c].start
+			}
+		} else {
+			extra[len(extra)-1].end = t[decl[1]].end
+		}
+		for j := tl + 1; j <= end; j++ {
+			if t[j].attr < 0 && !skip[j] && t[j].text == elem && (j < decl[0] || j >= decl[1]) && !tr.isMember(j) {
+				extra = append(extra, replacement{start: t[j].start, end: t[j].end, text: "bfloat"})
+			}
+		}
+		copied, ok := tr.applyRange(start, t[end].end, extra, regexp.MustCompile(`\b`+elem+`\b`), "bfloat")
+		if !ok || strings.Contains(span, "#") {
+			continue
+		}
+		for _, j := range vecs {
+			tr.repls = append(tr.repls, replacement{start: t[j].start, end: t[j].end, text: "__pm_ext"})
+		}
+		tr.repls = append(tr.repls, replacement{start: t[end].end, end: t[end].end, text: " " + strings.ReplaceAll(copied, "\n", " ")})
+		i = end
+	}
+}
+
+// applyRange returns the source between start and end with the
+// replacements inside it made, and extra ones, which win over those they
+// overlap, whose texts have re replaced by with instead; ok is false when a
+// replacement crosses the range's bounds.
+func (tr *translator) applyRange(start, end int, extra []replacement, re *regexp.Regexp, with string) (string, bool) {
+	var rs []replacement
+	for _, r := range tr.repls {
+		switch {
+		case r.start == r.end && (r.start < start || r.start >= end):
+			continue
+		case r.start != r.end && (r.end <= start || r.start >= end):
+			continue
+		case r.start < start || r.end > end:
+			return "", false
+		}
+		overlaps := false
+		for _, x := range extra {
+			overlaps = overlaps || r.start < x.end && x.start < r.end || r.start == r.end && r.start > x.start && r.start < x.end
+		}
+		if !overlaps {
+			rs = append(rs, replacement{start: r.start, end: r.end, text: re.ReplaceAllString(r.text, with)})
+		}
+	}
+	rs = append(rs, extra...)
+	sort.SliceStable(rs, func(a, b int) bool { return rs[a].start < rs[b].start })
+	var b strings.Builder
+	pos := start
+	for _, r := range rs {
+		if r.start < pos {
+			continue
+		}
+		b.WriteString(tr.src[pos:r.start])
+		b.WriteString(r.text)
+		pos = r.end
+	}
+	b.WriteString(tr.src[pos:end])
+	return b.String(), true
+}
+
+
+// ternaryColon reports whether the ':' at i is a conditional operator's (a
+// '?' precedes it in the same statement and brackets), not a label's, a
+// base or member initializer list's or half of '::'.
+func (tr *translator) ternaryColon(i int) bool {
+	t := tr.toks
+	if i > 0 && t[i-1].text == ":" && t[i-1].end == t[i].start || i+1 < len(t) && t[i+1].text == ":" && t[i+1].start == t[i].end {
+		return false
+	}
+	depth := 0
+	for j := tr.prev(i); j >= 0; j = tr.prev(j) {
+		switch t[j].text {
+		case ")", "]":
+			depth++
+		case "(", "[":
+			if depth == 0 {
+				return false
+			}
+			depth--
+		case "?":
+			if depth == 0 {
+				return true
+			}
+		case ";", "{", "}":
+			return false
+		}
+	}
+	return false
 }

@@ -150,12 +150,22 @@ func (tr *translator) rewriteVectorConstructs() {
 		// several values, or one through template arguments (vec<T, 4>(x)
 		// converts; F4(x) is the functional cast rewriteFunctionalCast
 		// makes)
-		if decl || tr.next(open+1) == end || commas == 0 && last == i {
-			continue
+		if decl || tr.next(open+1) == end || commas == 0 && last == i || tr.replacedAt(t[i].start) {
+			continue // (or rewriteFunctionalCast made it __pm_construct<F2>(a, b))
 		}
 		tr.repls = append(tr.repls, replacement{start: t[first].start, end: t[first].start, text: "__pm_vmake<"},
 			replacement{start: t[last].end, end: t[last].end, text: ">"})
 	}
+}
+
+// replacedAt reports whether a replacement starts at byte pos already.
+func (tr *translator) replacedAt(pos int) bool {
+	for _, r := range tr.repls {
+		if r.start == pos {
+			return true
+		}
+	}
+	return false
 }
 
 // qualifier returns the name before a :: that precedes token i, or -1.

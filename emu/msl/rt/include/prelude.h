@@ -411,6 +411,16 @@ template <class V, class M> constexpr inline V __pm_vmake(__pm_mask_t<M> a) {
 	for (int i = 0; i < __pm_vt<V>::n; i++) r[i] = a.m[i] ? (E)1 : (E)0;
 	return r;
 }
+// T(a, b, ...) of a template parameter or typedef T: a vector's
+// constructor when T names a vector type, else T's (the translator writes
+// it __pm_construct<T>(a, b, ...)).
+template <class V, class... A> constexpr inline V __pm_construct(A... a) {
+	if constexpr (__pm_vt<V>::n > 1) {
+		return __pm_vmake<V>(a...);
+	} else {
+		return V(a...);
+	}
+}
 #define char2(...) __pm_vmake<::char2>(__VA_ARGS__)
 #define char3(...) __pm_vmake<::char3>(__VA_ARGS__)
 #define char4(...) __pm_vmake<::char4>(__VA_ARGS__)
