@@ -2227,7 +2227,6 @@ func (tr *translator) applyRange(start, end int, extra []replacement, re *regexp
 	return b.String(), true
 }
 
-
 // ternaryColon reports whether the ':' at i is a conditional operator's (a
 // '?' precedes it in the same statement and brackets), not a label's, a
 // base or member initializer list's or half of '::'.
