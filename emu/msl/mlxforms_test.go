@@ -106,3 +106,55 @@ template [[host_name("k_b")]] [[kernel]] decltype(k<bfloat, P>) k<bfloat, P>;
 		}
 	}
 }
+
+// Threadgroup tiles of bfloat and of a struct passed on to a member
+// template whose template arguments every call must give (MLX's steel
+// MMATile::load<U, w_x, ...>(const threadgroup U* src)), and
+// reinterpret_cast of a threadgroup struct pointer to threadgroup floats
+// (steel's complex64_t mma).
+func TestThreadgroupTileForms(t *testing.T) {
+	src := mslPrelude + `
+template <typename T> struct complex_s { T re, im; };
+typedef complex_s<float> cplx;
+struct Tile {
+  float v;
+  template <typename U, int W>
+  void load(const threadgroup U* src, int i) thread { v = float(src[i]) * W; }
+};
+template <typename T>
+struct Block {
+  Tile tile;
+  void run(const threadgroup T* s, int i) thread { tile.template load<T, 2>(s, i); }
+  void run(const threadgroup cplx* s, int i) thread {
+    threadgroup const float* f = reinterpret_cast<threadgroup const float*>(s);
+    tile.template load<float, 3>(f, 2 * i + 1);
+  }
+};
+template <typename T>
+[[kernel]] void k(device float* out [[buffer(0)]], uint l [[thread_index_in_simdgroup]]) {
+  threadgroup T tiles[32];
+  threadgroup cplx cs[32];
+  tiles[l] = T(l);
+  cs[l].re = l;
+  cs[l].im = 100 + l;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  Block<T> b;
+  b.run(tiles, 31 - l);
+  float x = b.tile.v;
+  b.run(cs, 31 - l);
+  out[l] = x + b.tile.v;
+}
+template [[host_name("k_bf")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
+template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for _, name := range []string{"k_bf", "k_f"} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			if w := float32(2*(31-i) + 3*(100+31-i)); g != w {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
+			}
+		}
+	}
+}

@@ -725,6 +725,7 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 	}
 	// the template parameters of the function, if it is a template
 	var params map[string]bool
+	var order []string // every template parameter's name, in order, "" after one with a default
 	for j := tr.prev(fn); j >= 0 && j > fn-512; j = tr.prev(j) {
 		if s := t[j].text; s == ";" || s == "}" || s == "{" {
 			break
@@ -737,11 +738,49 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 						params[t[tr.next(k+1)].text] = true
 					}
 				}
+				depth, last, deflt := 0, "", false
+				for k := tr.next(lt + 1); k <= j; k = tr.next(k + 1) {
+					switch {
+					case k == j || depth == 0 && t[k].text == ",":
+						if deflt {
+							last = ""
+						}
+						order = append(order, last)
+						last, deflt = "", false
+					case t[k].text == "<" || t[k].text == "(":
+						depth++
+					case t[k].text == ">" || t[k].text == ")":
+						depth--
+					case depth == 0 && t[k].text == "=":
+						deflt = true
+					case depth == 0 && t[k].kind == tIdent && !deflt:
+						last = t[k].text
+					}
+				}
 				break
 			}
 		}
 	}
 	x := t[name].text
+	if params[x] {
+		// a later template parameter without a default that no function
+		// parameter names cannot be deduced, so every call gives the
+		// template arguments, x's too (MLX's steel MMATile::load<U, w_x,
+		// w_y, str_x, str_y>(const threadgroup U* src))
+		named := map[string]bool{}
+		for k := open + 1; k < end; k++ {
+			if t[k].attr < 0 && t[k].kind == tIdent {
+				named[t[k].text] = true
+			}
+		}
+		after := false
+		for _, n := range order {
+			if after && n != "" && !named[n] {
+				return true
+			}
+			after = after || n == x
+		}
+	}
 	if !params[x] {
 		// a class template's parameter or a typedef (which may be bfloat)
 		// follows the declarations; a struct named as such stays
@@ -774,6 +813,9 @@ func (tr *translator) checkTokens() {
 			}
 			if (k.text == "vertex" || k.text == "fragment") && tr.startsFunction(i) {
 				tr.errorf(k.line, k.col, "%s functions are not supported by the emulated device (compute kernels only)", k.text)
+			}
+			if k.text == "reinterpret_cast" {
+				tr.rewriteThreadgroupReinterpret(i)
 			}
 			if k.text == "threadgroup" {
 				tr.checkThreadgroupType(i)
@@ -2254,4 +2296,28 @@ func (tr *translator) ternaryColon(i int) bool {
 		}
 	}
 	return false
+}
+
+// rewriteThreadgroupReinterpret writes reinterpret_cast<threadgroup T*>(p)
+// as __pm_reinterpret<threadgroup T*>(p), a C-style cast: a threadgroup
+// pointer to a struct may be in the generic address space here (see
+// __pm_threadgroup), which reinterpret_cast cannot leave (MLX's steel
+// mma: reinterpret_cast<threadgroup const float*>(As) of complex64_t
+// tiles); the address is the same.
+func (tr *translator) rewriteThreadgroupReinterpret(i int) {
+	t := tr.toks
+	lt := tr.next(i + 1)
+	if lt >= len(t) || t[lt].text != "<" {
+		return
+	}
+	gt := tr.match(lt)
+	if gt < 0 || t[gt].text != ">" || t[tr.prev(gt)].text != "*" {
+		return
+	}
+	for j := lt + 1; j < gt; j++ {
+		if t[j].attr < 0 && t[j].text == "threadgroup" {
+			tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_reinterpret"})
+			return
+		}
+	}
 }

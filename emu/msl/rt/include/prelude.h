@@ -421,6 +421,9 @@ template <class V, class... A> constexpr inline V __pm_construct(A... a) {
 		return V(a...);
 	}
 }
+// reinterpret_cast<threadgroup T*>(p), which may change the address space
+// (threadgroup structs can be generic here: see __pm_threadgroup)
+template <class P, class A> constexpr inline P __pm_reinterpret(A a) { return (P)a; }
 #define char2(...) __pm_vmake<::char2>(__VA_ARGS__)
 #define char3(...) __pm_vmake<::char3>(__VA_ARGS__)
 #define char4(...) __pm_vmake<::char4>(__VA_ARGS__)
