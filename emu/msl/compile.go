@@ -112,7 +112,7 @@ func (l *Library) lazyFunction(name string) (*Function, error) {
 	}
 	opts := l.opts
 	opts.Lazy = false
-	one, err := compile(l.source, l.srcPath, opts, nil, name)
+	one, err := compile(l.source, l.srcPath, opts, nil, []string{name})
 	if err == nil {
 		var f *Function
 		if f, err = one.Function(name); err == nil {
@@ -319,7 +319,7 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 // value (is_function_constant_defined is false); Library.Specialize gives
 // them values.
 func Compile(source string, opts CompileOptions) (*Library, error) {
-	return compile(source, "", opts, nil, "")
+	return compile(source, "", opts, nil, nil)
 }
 
 // CompileFile compiles the Metal source file at path, as Apple's offline
@@ -346,7 +346,7 @@ func CompileFile(path string, opts CompileOptions) (*Library, error) {
 	if opts.FileName == "" {
 		opts.FileName = path
 	}
-	return compile(string(b), abs, opts, nil, "")
+	return compile(string(b), abs, opts, nil, nil)
 }
 
 // Specialize returns the named function with its function constants set
@@ -356,47 +356,68 @@ func CompileFile(path string, opts CompileOptions) (*Library, error) {
 // function does not use are ignored). The source is compiled again with the
 // values, without the other kernels (and cached).
 func (l *Library) Specialize(name string, values []ConstantValue) (*Function, error) {
-	var constants []FunctionConstant
-	if e, ok := l.lazy[name]; ok {
-		constants = e.constants // no need to build the unspecialized function
-	} else {
-		f, err := l.Function(name)
-		if err != nil {
-			return nil, err
-		}
-		constants = f.Constants
+	fs, err := l.SpecializeFunctions([]string{name}, values)
+	if err != nil {
+		return nil, err
+	}
+	return fs[0], nil
+}
+
+// SpecializeFunctions is Specialize of several functions with the same
+// values (as a host gives a kernel family's constants to each of its
+// functions), compiled together: one build instead of one per function.
+// The functions are returned in the order of names.
+func (l *Library) SpecializeFunctions(names []string, values []ConstantValue) ([]*Function, error) {
+	if len(names) == 0 {
+		return nil, nil
 	}
 	vs := constantValues(values)
-	for _, c := range constants {
-		v := vs.lookup(c.Index, c.Name)
-		if v == nil {
-			if c.Required {
-				return nil, fmt.Errorf("msl: function %s needs a value for function constant %s (index %d, %s)", name, c.Name, c.Index, c.Type)
+	for _, name := range names {
+		var constants []FunctionConstant
+		if e, ok := l.lazy[name]; ok {
+			constants = e.constants // no need to build the unspecialized function
+		} else {
+			f, err := l.Function(name)
+			if err != nil {
+				return nil, err
 			}
-			continue
+			constants = f.Constants
 		}
-		if _, err := constantLiteral(c.Type, *v); err != nil {
-			return nil, fmt.Errorf("msl: function %s: function constant %s (index %d): %v", name, c.Name, c.Index, err)
+		for _, c := range constants {
+			v := vs.lookup(c.Index, c.Name)
+			if v == nil {
+				if c.Required {
+					return nil, fmt.Errorf("msl: function %s needs a value for function constant %s (index %d, %s)", name, c.Name, c.Index, c.Type)
+				}
+				continue
+			}
+			if _, err := constantLiteral(c.Type, *v); err != nil {
+				return nil, fmt.Errorf("msl: function %s: function constant %s (index %d): %v", name, c.Name, c.Index, err)
+			}
 		}
 	}
 	opts := l.opts
 	opts.Lazy = false
-	lib, err := compile(l.source, l.srcPath, opts, values, name)
+	lib, err := compile(l.source, l.srcPath, opts, values, names)
 	if err != nil {
 		return nil, err
 	}
-	sf, err := lib.Function(name)
-	if err != nil {
-		return nil, err
+	fs := make([]*Function, len(names))
+	for i, name := range names {
+		sf, err := lib.Function(name)
+		if err != nil {
+			return nil, err
+		}
+		sf.Specialized = true
+		fs[i] = sf
 	}
-	sf.Specialized = true
-	return sf, nil
+	return fs, nil
 }
 
-// compile is Compile with function constant values, of the entry point
+// compile is Compile with function constant values, of the entry points
 // only alone when only is not empty; srcPath, when not empty, is the file
 // source was read from (CompileFile).
-func compile(source, srcPath string, opts CompileOptions, values []ConstantValue, only string) (*Library, error) {
+func compile(source, srcPath string, opts CompileOptions, values []ConstantValue, only []string) (*Library, error) {
 	if err := Supported(); err != nil {
 		return nil, err
 	}
@@ -424,11 +445,11 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 	if err != nil {
 		return nil, err
 	}
-	tr, err := translateVersion(pp, file, values, only, opts.LanguageVersion)
+	tr, err := translateOnly(pp, file, values, only, opts.LanguageVersion)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Lazy && only == "" && values == nil {
+	if opts.Lazy && len(only) == 0 && values == nil {
 		lib := &Library{functions: map[string]*Function{}, source: source, srcPath: srcPath, opts: opts, files: tr.files,
 			lazy: map[string]*entryPoint{}, lazyErr: map[string]error{}}
 		for i := range tr.entries {

@@ -44,7 +44,10 @@
 // unexpanded by the preprocessor, is kept without its count). Function
 // constants (constant T name [[function_constant(i)]]) have no value in a library
 // from Compile; Library.Specialize compiles the source again with values,
-// as newFunctionWithName:constantValues:error: does.
+// as newFunctionWithName:constantValues:error: does, and
+// Library.SpecializeFunctions builds several functions with the same values
+// at once (as a host gives a kernel family's constants to each of its
+// kernels).
 // Compiled libraries are cached in the user cache directory
 // (os.UserCacheDir()/puremetal/msl, or CompileOptions.CacheDir) by a hash of
 // the source, the runtime, the options, the compiler version and the

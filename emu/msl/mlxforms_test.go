@@ -158,3 +158,77 @@ template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
 		}
 	}
 }
+
+// A function template whose T only threadgroup pointer parameters name
+// deduces T from them (MLX's quantized_utils gemm_loop_aligned(threadgroup
+// T* As, threadgroup T* Bs, ...)), and a local const threadgroup T*
+// points into a threadgroup array of bfloat (MLX's sort: const
+// threadgroup ValT* As = tgp_vals + A_st).
+func TestThreadgroupDeducedAndConstLocals(t *testing.T) {
+	src := mslPrelude + `
+template <typename T, typename U>
+float sum2(threadgroup T* a, threadgroup T* b, thread U& scale, int i) { return (float(a[i]) + float(b[i])) * scale; }
+template <typename T>
+struct Sorter {
+  static float first(const threadgroup T* p) { return float(p[0]); }
+  static float run(threadgroup T* vals, int off) {
+    const threadgroup T* as = vals + off;
+    return first(as);
+  }
+};
+template <typename T>
+[[kernel]] void k(device float* out [[buffer(0)]], uint l [[thread_index_in_simdgroup]]) {
+  threadgroup float xs[32];
+  threadgroup float ys[32];
+  threadgroup T vals[32];
+  xs[l] = l;
+  ys[l] = 2 * l;
+  vals[l] = T(3 * l);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float s = 0.5;
+  out[l] = sum2(xs, ys, s, 31 - l) + Sorter<T>::run(vals, 31 - l);
+}
+template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
+template [[host_name("k_bf")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for _, name := range []string{"k_f", "k_bf"} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			if w := float32(3*(31-i))*0.5 + float32(3*(31-i)); g != w {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
+			}
+		}
+	}
+}
+
+// A struct converting to bool is assigned to a bfloat as to a half
+// (MLX's steel_gemm_masked: mask_op.scale = lhs_mask[i] of _NoMask).
+func TestBfloatAssignFromBoolClass(t *testing.T) {
+	src := mslPrelude + `
+struct NoMask {
+  char x;
+  constexpr operator bool() thread { return true; }
+  constexpr operator bool() const device { return true; }
+};
+struct Op { bfloat scale; half hs; };
+kernel void k(device const NoMask* m [[buffer(0)]], device float* out [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  Op op;
+  op.scale = m[i];
+  op.hs = m[i];
+  NoMask local{1};
+  bfloat b = 2.0;
+  b = local;
+  out[i] = float(op.scale) + float(op.hs) * 10 + float(b) * 100;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	m, out := newMem(t, 32), newF32(t, 32)
+	runBufs(t, lib, "k", 32, m, out)
+	for i, g := range out.f32() {
+		if g != 111 {
+			t.Fatalf("out[%d] = %v, want 111", i, g)
+		}
+	}
+}

@@ -134,12 +134,17 @@ func (tr *translator) errorf(line, col int, format string, args ...any) {
 // instantiations are left out, so that specializing one function of a
 // large library compiles little.
 func translate(source, file string, values []ConstantValue, only string) (*translation, error) {
-	return translateVersion(source, file, values, only, 0)
+	var names []string
+	if only != "" {
+		names = []string{only}
+	}
+	return translateOnly(source, file, values, names, 0)
 }
 
-// translateVersion is translate for the language version given as
+// translateOnly is translate keeping the entry points named by only, when
+// it is not empty, for the language version given as
 // CompileOptions.LanguageVersion does.
-func translateVersion(source, file string, values []ConstantValue, only string, version uint32) (*translation, error) {
+func translateOnly(source, file string, values []ConstantValue, only []string, version uint32) (*translation, error) {
 	tr := &translator{src: source, file: file, kernels: map[string]*entryPoint{}, values: values, optional: map[string]bool{}}
 	tr.tokenize()
 	tr.findAttributes()
@@ -153,7 +158,7 @@ func translateVersion(source, file string, values []ConstantValue, only string, 
 	tr.walk()
 	tr.resolveConstants()
 	tr.vecSpecializations()
-	if only != "" {
+	if len(only) > 0 {
 		tr.keepOnly(only)
 	}
 	if len(tr.errs) > 0 {
@@ -788,11 +793,25 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 		return tr.typeNames[x] || strings.HasPrefix(x, "bfloat")
 	}
 	for k := open + 1; k < end; k++ {
-		if k != name && t[k].attr < 0 && t[k].text == x {
+		if k != name && t[k].attr < 0 && t[k].text == x && !tr.threadgroupNamed(k) {
 			return true
 		}
 	}
 	return false
+}
+
+// threadgroupNamed reports whether token k is the type of a threadgroup
+// pointer or reference parameter (threadgroup T*, const threadgroup T*,
+// threadgroup const T*), which would be written __pm_threadgroup<T> too,
+// so does not let T be deduced (MLX's gemm_loop_aligned(threadgroup T* As,
+// threadgroup T* Bs, ...)).
+func (tr *translator) threadgroupNamed(k int) bool {
+	t := tr.toks
+	p := tr.prev(k)
+	if p >= 0 && t[p].text == "const" {
+		p = tr.prev(p)
+	}
+	return p >= 0 && t[p].text == "threadgroup"
 }
 
 // checkTokens rejects double and rewrites floating-point literals: an
@@ -1520,10 +1539,14 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 }
 
 // keepOnly drops every entry point but the one named name.
-func (tr *translator) keepOnly(name string) {
+func (tr *translator) keepOnly(names []string) {
+	keep := map[string]bool{}
+	for _, n := range names {
+		keep[n] = true
+	}
 	kept := tr.entries[:0]
 	for _, e := range tr.entries {
-		if e.name == name {
+		if keep[e.name] {
 			kept = append(kept, e)
 			continue
 		}

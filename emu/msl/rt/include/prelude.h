@@ -188,6 +188,13 @@ struct bfloat {
 	explicit constexpr operator T() const {
 		return (T)__builtin_bit_cast(float, (uint)__bits << 16);
 	}
+	// a class converting to a scalar (MLX's _NoMask: operator bool) is
+	// assigned through that conversion, as to a half
+	template <class C, typename __pm_enable_if<__is_class(C) && !__is_same(C, bfloat) && __is_convertible_to(C, bool), int>::type = 0>
+	constexpr bfloat &operator=(const C &c) {
+		__bits = __pm_bf_round((float)(bool)c);
+		return *this;
+	}
 	static constexpr bfloat __from_bits(ushort b) {
 		bfloat r{};
 		r.__bits = b;
