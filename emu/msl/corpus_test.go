@@ -128,8 +128,10 @@ func logCompileError(t testing.TB, err error) {
 }
 
 // TestCorpusMLXCompile compiles every MLX kernel file with the includes of
-// MLX's build; the *_nax files, which need Apple's
-// MetalPerformancePrimitives, must be refused as unsupported.
+// MLX's build, and makes the pipelines of the functions that need function
+// constants with the constants MLX's host gives them (mlxHostConstants);
+// the *_nax files, which need Apple's MetalPerformancePrimitives, must be
+// refused as unsupported.
 func TestCorpusMLXCompile(t *testing.T) {
 	root := corpusDir(t, mlxDirEnv, "mlx/backend/metal/kernels/utils.h")
 	for _, rel := range mlxKernelFiles(t, root) {
@@ -146,12 +148,19 @@ func TestCorpusMLXCompile(t *testing.T) {
 				logCompileError(t, err)
 				return
 			}
-			t.Logf("%s: %d entry points, %d pipelines without function constants, %.1fs", rel, len(lib.FunctionNames()), pipelines(t, lib), time.Since(start).Seconds())
+			compiled := time.Since(start)
+			base := strings.TrimSuffix(filepath.Base(rel), ".metal")
+			start = time.Now()
+			withHost, sets := hostPipelines(t, lib, base, mlxHostConstants[base])
+			t.Logf("%s: %d entry points, %d pipelines without function constants, %d with the host's constants (%s), compiled in %.1fs, specialized in %.1fs",
+				rel, len(lib.FunctionNames()), pipelines(t, lib), withHost, sets, compiled.Seconds(), time.Since(start).Seconds())
 		})
 	}
 }
 
-// TestCorpusGGMLCompile compiles ggml's embedded Metal library.
+// TestCorpusGGMLCompile compiles ggml's embedded Metal library, and makes
+// the pipelines of the functions that need function constants with the
+// constants ggml's host gives each family (ggmlHostConstants).
 func TestCorpusGGMLCompile(t *testing.T) {
 	root := corpusDir(t, ggmlDirEnv, "src/ggml-metal/ggml-metal.metal")
 	start := time.Now()
@@ -160,7 +169,14 @@ func TestCorpusGGMLCompile(t *testing.T) {
 		logCompileError(t, err)
 		return
 	}
-	t.Logf("ggml-metal.metal: %d entry points, %d pipelines without function constants, %.1fs", len(lib.FunctionNames()), pipelines(t, lib), time.Since(start).Seconds())
+	compiled := time.Since(start)
+	start = time.Now()
+	withHost, other, families := ggmlHostPipelines(t, lib)
+	t.Logf("ggml-metal.metal: %d entry points, %d pipelines without function constants, %d with the host's constants (%s), compiled in %.1fs, specialized in %.1fs",
+		len(lib.FunctionNames()), pipelines(t, lib), withHost, families, compiled.Seconds(), time.Since(start).Seconds())
+	if len(other) > 0 {
+		t.Logf("ggml-metal.metal: %d functions need function constants and are of no family listed: %s", len(other), strings.Join(other, " "))
+	}
 }
 
 // pipelines counts the functions of lib that make a pipeline without
