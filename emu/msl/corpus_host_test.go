@@ -208,7 +208,8 @@ const (
 )
 
 // ggmlHostConstants are ggml's families that take function constants,
-// longest prefix first where prefixes nest.
+// longest prefix first where prefixes nest (one set for the large
+// families: mul_mm and flash attention, whose builds take minutes).
 var ggmlHostConstants = []ggmlFamily{
 	// get_pipeline_unary: op_num (OP_UNARY_NUM_*), is_cnt
 	{"kernel_unary_", []hostSet{
@@ -234,7 +235,6 @@ var ggmlHostConstants = []ggmlFamily{
 	{"kernel_mul_mm_id_", []hostSet{{"bc_inp=1", bools(true, fcMulMm)}}},
 	// get_pipeline_mul_mm: bc_inp, bc_out, ne12, ne13, r2, r3
 	{"kernel_mul_mm_", []hostSet{
-		{"aligned", cat(bools(false, fcMulMm, fcMulMm+1), shorts(fcMulMm+2, 1, 1, 1, 1))},
 		{"bounds checked, broadcast", cat(bools(true, fcMulMm, fcMulMm+1), shorts(fcMulMm+2, 8, 2, 4, 1))}}},
 	// get_pipeline_flash_attn_ext_pad: has_mask, ncpsg
 	{"kernel_flash_attn_ext_pad", []hostSet{{"mask, ncpsg=64", []ConstantValue{fcBool(fcFlashAttnExtPad, true), fcInt(fcFlashAttnExtPad+25, 64)}}}},
@@ -246,16 +246,12 @@ var ggmlHostConstants = []ggmlFamily{
 	// has_scap, has_kvpad, ns10, ns20, nsg, nwg
 	{"kernel_flash_attn_ext_vec_", []hostSet{
 		{"mask", cat(bools(true, fcFlashAttnExtVec), bools(false, fcFlashAttnExtVec+1, fcFlashAttnExtVec+2, fcFlashAttnExtVec+3, fcFlashAttnExtVec+4),
-			[]ConstantValue{fcInt(fcFlashAttnExtVec+20, 128), fcInt(fcFlashAttnExtVec+21, 128), fcInt(fcFlashAttnExtVec+22, 1), fcInt(fcFlashAttnExtVec+23, 32)})},
-		{"everything", cat(bools(true, fcFlashAttnExtVec, fcFlashAttnExtVec+1, fcFlashAttnExtVec+2, fcFlashAttnExtVec+3, fcFlashAttnExtVec+4),
-			[]ConstantValue{fcInt(fcFlashAttnExtVec+20, 256), fcInt(fcFlashAttnExtVec+21, 256), fcInt(fcFlashAttnExtVec+22, 2), fcInt(fcFlashAttnExtVec+23, 16)})}}},
+			[]ConstantValue{fcInt(fcFlashAttnExtVec+20, 128), fcInt(fcFlashAttnExtVec+21, 128), fcInt(fcFlashAttnExtVec+22, 1), fcInt(fcFlashAttnExtVec+23, 32)})}}},
 	// get_pipeline_flash_attn_ext: has_mask, has_sinks, has_bias,
 	// has_scap, has_kvpad, bc_mask, ns10, ns20, nsg
 	{"kernel_flash_attn_ext_", []hostSet{
 		{"mask", cat(bools(true, fcFlashAttnExt), bools(false, fcFlashAttnExt+1, fcFlashAttnExt+2, fcFlashAttnExt+3, fcFlashAttnExt+4, fcFlashAttnExt+10),
-			[]ConstantValue{fcInt(fcFlashAttnExt+20, 128), fcInt(fcFlashAttnExt+21, 128), fcInt(fcFlashAttnExt+22, 4)})},
-		{"everything", cat(bools(true, fcFlashAttnExt, fcFlashAttnExt+1, fcFlashAttnExt+2, fcFlashAttnExt+3, fcFlashAttnExt+4, fcFlashAttnExt+10),
-			[]ConstantValue{fcInt(fcFlashAttnExt+20, 256), fcInt(fcFlashAttnExt+21, 256), fcInt(fcFlashAttnExt+22, 8)})}}},
+			[]ConstantValue{fcInt(fcFlashAttnExt+20, 128), fcInt(fcFlashAttnExt+21, 128), fcInt(fcFlashAttnExt+22, 4)})}}},
 	// get_pipeline_bin: op_num (OP_BIN_NUM_*), n_fuse, is_rb, is_cb
 	{"kernel_bin_fuse_", []hostSet{
 		{"add", cat(shorts(fcBin, 0, 1), bools(false, fcBin+2, fcBin+3))},
