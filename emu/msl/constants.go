@@ -46,7 +46,15 @@ var (
 )
 
 func canonicalType(t string) string {
-	t = strings.Join(strings.Fields(strings.ReplaceAll(t, "const", "")), " ")
+	var words []string
+	for _, w := range strings.Fields(t) {
+		// qualifiers, not the type: static constant constexpr const bool
+		// (MLX's fft: STEEL_CONST bool inv_ [[function_constant(0)]])
+		if w != "const" && w != "constexpr" && w != "static" && w != "volatile" {
+			words = append(words, w)
+		}
+	}
+	t = strings.Join(words, " ")
 	if a, ok := typeAliases[t]; ok {
 		return a
 	}

@@ -232,3 +232,33 @@ kernel void k(device const NoMask* m [[buffer(0)]], device float* out [[buffer(1
 		}
 	}
 }
+
+// A function constant declared static constant constexpr const bool (MLX's
+// fft: STEEL_CONST bool inv_ [[function_constant(0)]]) has type bool and
+// takes a value.
+func TestConstexprFunctionConstant(t *testing.T) {
+	src := mslPrelude + `
+#define STEEL_CONST static constant constexpr const
+STEEL_CONST bool inv_ [[function_constant(0)]];
+STEEL_CONST int n_ [[function_constant(1)]];
+kernel void k(device int* out [[buffer(0)]], uint i [[thread_position_in_grid]]) { out[i] = inv_ ? -n_ : n_; }
+`
+	lib := compileT(t, src, CompileOptions{})
+	c := functionT(t, lib, "k").Constants
+	if len(c) != 2 || c[0].Type != "bool" || c[1].Type != "int" {
+		t.Fatalf("constants %+v, want bool inv_ and int n_", c)
+	}
+	f, err := lib.Specialize("k", []ConstantValue{{Index: 0, Type: "bool", Bytes: []byte{1}}, {Index: 1, Type: "int", Bytes: u32b(5)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newMem(t, 4*32)
+	d := &Dispatch{Grid: ThreadsGrid([3]int{32, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = out.binding()
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	if g := out.i32()[7]; g != -5 {
+		t.Fatalf("out[7] = %d, want -5", g)
+	}
+}
