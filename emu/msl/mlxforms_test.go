@@ -262,3 +262,46 @@ kernel void k(device int* out [[buffer(0)]], uint i [[thread_position_in_grid]])
 		t.Fatalf("out[7] = %d, want -5", g)
 	}
 }
+
+// Two kernel templates of one name with different template parameters
+// (MLX's block_masked_gemm<T, out_mask_t, op_mask_t, ...> and
+// block_masked_gemm<T, ..., bool has_operand_mask = false>): each
+// instantiation is of the template that takes its arguments, with that
+// template's parameters and max_total_threads_per_threadgroup.
+func TestOverloadedKernelTemplates(t *testing.T) {
+	src := mslPrelude + `
+template <typename T, typename M, int W>
+[[kernel, max_total_threads_per_threadgroup(W * 32)]] void gemm(
+    device T* out [[buffer(0)]], const device M* mask [[buffer(3)]], uint i [[thread_position_in_grid]]) {
+  out[i] = T(mask[i]) * W;
+}
+template <typename T, int W, bool flag = false>
+[[kernel, max_total_threads_per_threadgroup(W * 64)]] void gemm(
+    device T* out [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  out[i] = flag ? -W : W;
+}
+template [[host_name("masked")]] [[kernel]] decltype(gemm<float, int, 2>) gemm<float, int, 2>;
+template [[host_name("plain")]] [[kernel]] decltype(gemm<float, 3>) gemm<float, 3>;
+template [[host_name("flagged")]] [[kernel]] decltype(gemm<float, 4, true>) gemm<float, 4, true>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	masked, plain, flagged := functionT(t, lib, "masked"), functionT(t, lib, "plain"), functionT(t, lib, "flagged")
+	if masked.MaxTotalThreadsPerThreadgroup != 64 || plain.MaxTotalThreadsPerThreadgroup != 192 || flagged.MaxTotalThreadsPerThreadgroup != 256 {
+		t.Fatalf("max total threads %d, %d, %d, want 64, 192, 256", masked.MaxTotalThreadsPerThreadgroup, plain.MaxTotalThreadsPerThreadgroup, flagged.MaxTotalThreadsPerThreadgroup)
+	}
+	if len(masked.Params) != 3 || masked.Params[1].Index != 3 || len(plain.Params) != 2 || plain.Params[0].Index != 1 {
+		t.Fatalf("parameters %+v and %+v, want out and mask at 0 and 3, and out at 1", masked.Params, plain.Params)
+	}
+	mask, out := newMem(t, 4*32), newF32(t, 32)
+	for i := range mask.i32() {
+		mask.i32()[i] = int32(i)
+	}
+	runBufs(t, lib, "masked", 32, out, newMem(t, 4), newMem(t, 4), mask)
+	if g := out.f32()[5]; g != 10 {
+		t.Fatalf("masked: out[5] = %v, want 10", g)
+	}
+	runBufs(t, lib, "flagged", 32, newMem(t, 4), out)
+	if g := out.f32()[5]; g != -4 {
+		t.Fatalf("flagged: out[5] = %v, want -4", g)
+	}
+}

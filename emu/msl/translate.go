@@ -72,6 +72,10 @@ type entryPoint struct {
 	file      string // where the function is defined, for #line
 	line, col int
 	templated bool
+	// tmplMin and tmplMax are how many template arguments a kernel
+	// template takes, without and with its defaulted parameters
+	tmplMin, tmplMax int
+	tmplTypes        []bool // which template parameters are types
 	// maxHelper names the C++ type whose v is the value of a
 	// max_total_threads_per_threadgroup(expr) that is not a literal (a
 	// template of the kernel's template parameters), maxExpr.
@@ -99,6 +103,9 @@ type translator struct {
 	repls     []replacement
 	errs      []string
 	kernels   map[string]*entryPoint // primary definitions, by qualified name
+	// overloads are the kernel templates of each qualified name, in order
+	// (MLX's two block_masked_gemm templates)
+	overloads map[string][]*entryPoint
 	entries   []entryPoint
 	tgID      int
 	maxID     int
@@ -1483,6 +1490,9 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	}
 	if p >= 0 && (t[p].text == ">" || t[p].text == ">>") {
 		e.templated = true
+		if lt := tr.matchBack(p); lt >= 0 {
+			e.tmplMin, e.tmplMax, e.tmplTypes = tr.templateArity(lt, p)
+		}
 	}
 	for _, it := range items {
 		switch it.name {
@@ -1532,6 +1542,10 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	key := ns + t[nameIdx].text
 	if e.templated {
 		tr.kernels[key] = &e
+		if tr.overloads == nil {
+			tr.overloads = map[string][]*entryPoint{}
+		}
+		tr.overloads[key] = append(tr.overloads[key], &e)
 		return
 	}
 	tr.kernels[key] = &e
@@ -1916,8 +1930,24 @@ func (tr *translator) instantiation(i int, ns string) int {
 		k -= 2
 	}
 	prim := tr.kernels[ns+q]
+	over := tr.overloads[ns+q]
 	if prim == nil {
-		prim = tr.kernels[q]
+		prim, over = tr.kernels[q], tr.overloads[q]
+	}
+	if len(over) > 1 {
+		// the template that takes as many arguments as are given
+		// (a literal argument is not a type's)
+		literal := tr.templateArgs(target, targetEnd)
+		for _, o := range over {
+			fits := len(literal) >= o.tmplMin && len(literal) <= o.tmplMax
+			for a, lit := range literal {
+				fits = fits && !(lit && a < len(o.tmplTypes) && o.tmplTypes[a])
+			}
+			if fits {
+				prim = o
+				break
+			}
+		}
 	}
 	if prim == nil || !prim.templated {
 		tr.errorf(t[target].line, t[target].col, "host_name %q instantiates %s, which is not a kernel template defined above", hostName, q)
@@ -2343,4 +2373,91 @@ func (tr *translator) rewriteThreadgroupReinterpret(i int) {
 			return
 		}
 	}
+}
+
+// templateArity returns how many template arguments the template
+// parameter list between the '<' at lt and the '>' at gt takes, at least
+// (without its defaulted parameters) and at most (a parameter pack takes
+// any number), and which of its parameters are types.
+func (tr *translator) templateArity(lt, gt int) (int, int, []bool) {
+	t := tr.toks
+	if tr.next(lt+1) >= gt {
+		return 0, 0, nil
+	}
+	n, defaults, pack, depth := 1, 0, false, 0
+	types := []bool{false}
+	first := true
+	for k := lt + 1; k < gt; k++ {
+		if t[k].attr >= 0 {
+			continue
+		}
+		if first {
+			types[n-1] = t[k].text == "typename" || t[k].text == "class"
+			first = false
+		}
+		switch t[k].text {
+		case "<", "(", "[", "{":
+			depth++
+		case ">", ")", "]", "}":
+			depth--
+		case ",":
+			if depth == 0 {
+				n++
+				types = append(types, false)
+				first = true
+			}
+		case "=":
+			if depth == 0 {
+				defaults++
+			}
+		case "...":
+			pack = true
+		}
+	}
+	if pack {
+		return n - 1 - defaults, 1 << 30, types
+	}
+	return n - defaults, n, types
+}
+
+// templateArgs returns, for each template argument the name at target
+// (followed by <...> ending at or before targetEnd) is given, whether it is
+// a literal (a number, true or false).
+func (tr *translator) templateArgs(target, targetEnd int) []bool {
+	t := tr.toks
+	lt := tr.next(target + 1)
+	if lt > targetEnd || t[lt].text != "<" {
+		return nil
+	}
+	gt := tr.match(lt)
+	if gt < 0 || tr.next(lt+1) == gt {
+		return nil
+	}
+	var literal []bool
+	depth, start := 0, tr.next(lt+1)
+	for k := lt + 1; k <= gt; k++ {
+		if t[k].attr >= 0 {
+			continue
+		}
+		switch t[k].text {
+		case "<", "(", "[", "{":
+			depth++
+		case ")", "]", "}":
+			depth--
+		case ">":
+			if k != gt {
+				depth--
+				continue
+			}
+		}
+		if k == gt || depth == 0 && t[k].text == "," {
+			lit := false
+			if start < k && tr.next(start+1) == k {
+				lit = t[start].kind == tNumber || t[start].text == "true" || t[start].text == "false"
+			}
+			literal = append(literal, lit)
+			start = tr.next(k + 1)
+		}
+	}
+	return literal
 }
