@@ -916,19 +916,9 @@ func (tr *translator) addressSpaceSpecializations() {
 		if norm.String() == orig.String() {
 			continue // a true redefinition: left for the compiler to report
 		}
-		open := tr.next(gt + 1)
-		for open < len(t) && t[open].text != "{" && t[open].text != ";" {
-			open = tr.next(open + 1)
-		}
-		if open >= len(t) || t[open].text != "{" {
+		end, ok := tr.definitionEnd(gt)
+		if !ok {
 			continue
-		}
-		end := tr.match(open)
-		if end < 0 {
-			continue
-		}
-		if n := tr.next(end + 1); n < len(t) && t[n].text == ";" {
-			end = n
 		}
 		start := t[tr.prev(tl)].start
 		tr.dropInside(start, t[end].end)
@@ -2233,19 +2223,9 @@ func (tr *translator) vecSpecializations() {
 		if len(vecs) == 0 {
 			continue
 		}
-		open := tr.next(gt + 1)
-		for open < len(t) && t[open].text != "{" && t[open].text != ";" {
-			open = tr.next(open + 1)
-		}
-		if open >= len(t) || t[open].text != "{" {
+		end, ok := tr.definitionEnd(gt)
+		if !ok {
 			continue
-		}
-		end := tr.match(open)
-		if end < 0 {
-			continue
-		}
-		if n := tr.next(end + 1); n < len(t) && t[n].text == ";" {
-			end = n
 		}
 		start := t[tr.prev(tl)].start
 		span := tr.src[start:t[end].end]
@@ -2460,4 +2440,26 @@ func (tr *translator) templateArgs(target, targetEnd int) []bool {
 		}
 	}
 	return literal
+}
+
+// definitionEnd returns the last token of the definition whose head ends
+// at token i: the '}' of the first brace after it, or the ';' right after
+// that brace; ok is false for a declaration (a ';' comes first) or an
+// unbalanced brace.
+func (tr *translator) definitionEnd(i int) (end int, ok bool) {
+	t := tr.toks
+	open := tr.next(i + 1)
+	for open < len(t) && t[open].text != "{" && t[open].text != ";" {
+		open = tr.next(open + 1)
+	}
+	if open >= len(t) || t[open].text != "{" {
+		return 0, false
+	}
+	if end = tr.match(open); end < 0 {
+		return 0, false
+	}
+	if n := tr.next(end + 1); n < len(t) && t[n].text == ";" {
+		end = n
+	}
+	return end, true
 }
