@@ -97,9 +97,7 @@ func TestEmulatedPrefillCoreInPlace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkSameBytes(t, c.name+": output vs the core kernel", c.p.Activation, o.output, co.output)
-			checkSameBytes(t, c.name+": state vs the core kernel", c.p.State, o.stateOut, co.stateOut)
-			checkSameBytes(t, c.name+": conv state vs the core kernel", c.p.Activation, o.convState, co.convState)
+			checkSameCore(t, c.name+" vs the core kernel", c.p, o, co)
 			if _, err := gdn.EntryPoint(gdn.KernelPrefillChunked, c.p); err != nil {
 				continue // the chunked prefill does not take the shape at all
 			}
@@ -160,22 +158,14 @@ func familyCoreSuite(kern gdn.Kernel, sameAsCore bool) func(t *testing.T, r *rig
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkSameBytes(t, c.name+": output in place", c.p.Activation, ip.output, o.output)
-			checkSameBytes(t, c.name+": state in place", c.p.State, ip.stateOut, o.stateOut)
-			if c.p.Core.Conv > 0 {
-				checkSameBytes(t, c.name+": conv state in place", c.p.Activation, ip.convState, o.convState)
-			}
+			checkSameCore(t, c.name+" in place", c.p, ip, o)
 		}
 		if sameAsCore && c.p.Core != (spec.Core{}) {
 			co, err := r.runCore(t, coreJob{p: c.p, in: in})
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkSameBytes(t, c.name+": output vs the core kernel", c.p.Activation, o.output, co.output)
-			checkSameBytes(t, c.name+": state vs the core kernel", c.p.State, o.stateOut, co.stateOut)
-			if c.p.Core.Conv > 0 {
-				checkSameBytes(t, c.name+": conv state vs the core kernel", c.p.Activation, o.convState, co.convState)
-			}
+			checkSameCore(t, c.name+" vs the core kernel", c.p, o, co)
 		}
 	})
 }

@@ -319,13 +319,20 @@ func coreSuiteCase(t *testing.T, r *rig, c coreCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSameBytes(t, c.name+": output in place", c.p.Activation, ip.output, o.output)
-	checkSameBytes(t, c.name+": state in place", c.p.State, ip.stateOut, o.stateOut)
-	if c.p.Core.Conv > 0 {
-		checkSameBytes(t, c.name+": conv state in place", c.p.Activation, ip.convState, o.convState)
-	}
+	checkSameCore(t, c.name+" in place", c.p, ip, o)
 	if ip.Counters != nil {
 		checkCoreTraffic(t, c.name+" in place", c.p, in, *ip.Counters, true)
+	}
+}
+
+// checkSameCore fails the test unless a and b, two core dispatches of p,
+// wrote the same bytes: output, state and, with a convolution, conv state.
+func checkSameCore(t *testing.T, what string, p spec.Params, a, b coreOutcome) {
+	t.Helper()
+	checkSameBytes(t, what+": output", p.Activation, a.output, b.output)
+	checkSameBytes(t, what+": state", p.State, a.stateOut, b.stateOut)
+	if p.Core.Conv > 0 {
+		checkSameBytes(t, what+": conv state", p.Activation, a.convState, b.convState)
 	}
 }
 
