@@ -140,6 +140,37 @@ kernel void k(device float *out [[buffer(0)]], uint i [[thread_position_in_grid]
 	}
 }
 
+// TestRealWorldOwnDotTemplate: a program's own dot template (mistral.rs's
+// paged attention declares template <typename T> float dot(T a, T b) for
+// its vector structs) is not ambiguous with Metal's dot, whose overloads
+// are plain functions: dot of two float4 is Metal's, dot of two structs
+// the program's.
+func TestRealWorldOwnDotTemplate(t *testing.T) {
+	src := mslPrelude + `struct Float8_ { float4 x, y; };
+template <typename T> inline float dot(T a, T b) { return dot(a.x, b.x) + dot(a.y, b.y) + 1000.0f; }
+kernel void k(device float *out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    float4 a = float4(1, 2, 3, 4), b = float4(i, 1, 1, 1);
+    Float8_ s = {a, b};
+    out[2 * i] = dot(a, b);
+    out[2 * i + 1] = dot(s, s);
+    half2 h = half2(1.5h, 2.0h);
+    out[2 * i] += float(dot(h, h)) * 0.0f;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newF32(t, 8)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{4, 1, 1}, [3]int{4, 1, 1}), out)
+	for i := range 4 {
+		x := float32(i)
+		if got, want := out.f32()[2*i], x+9; got != want {
+			t.Errorf("dot(float4) for i = %d: %v, want %v (Metal's)", i, got, want)
+		}
+		if got, want := out.f32()[2*i+1], 30+x*x+3+1000; got != want {
+			t.Errorf("dot(Float8_) for i = %d: %v, want %v (the program's)", i, got, want)
+		}
+	}
+}
+
 // TestRealWorldThreadgroupAuto: threadgroup auto &r = x and threadgroup
 // auto *p = &x deduce the initializer's type (candle's quantized matmul
 // binds threadgroup const auto &id = rowids[...]).
