@@ -593,43 +593,73 @@ var macroName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ppHeaders is the include directory of the preprocessing step: for each
 // header of the shim, a file that keeps the #include for the compilation
 // proper (so the shim's macros do not expand into the source before the
-// translator reads it).
+// translator reads it). Its folder is named by a hash of the files it
+// holds, so a change to how they are made never reuses a stale copy.
 func ppHeaders(dir string) (string, error) {
-	pp := filepath.Join(dir, "pp-include")
+	files, err := ppHeaderFiles()
+	if err != nil {
+		return "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	return writeHeaders(dir, files)
+}
+
+// writeHeaders writes files (by their paths in the folder) into a folder
+// of dir named by their hash, unless it is there already, and returns it.
+func writeHeaders(dir string, files map[string][]byte) (string, error) {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s %d\n", n, len(files[n]))
+		h.Write(files[n])
+	}
+	pp := filepath.Join(dir, "pp-include-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(filepath.Join(pp, "complete")); err == nil {
 		return pp, nil
 	}
-	if err := os.MkdirAll(pp, 0o755); err != nil {
-		return "", fmt.Errorf("msl: cache directory: %w", err)
-	}
-	err := fs.WalkDir(rtFiles, "rt/include", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, n := range names {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(pp, n)), 0o755); err != nil {
+			return "", fmt.Errorf("msl: cache directory: %w", err)
 		}
-		n := strings.TrimPrefix(strings.TrimPrefix(path, "rt/include"), "/") // simd/simd.h
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(pp, n), 0o755)
+		if err := clang.WriteFileAtomic(filepath.Join(pp, n), files[n]); err != nil {
+			return "", fmt.Errorf("msl: cache directory: %w", err)
 		}
-		if n == "prelude.h" || n == "pm_abi.h" {
-			return nil
-		}
-		if n == "TargetConditionals.h" {
-			// macros alone, which the preprocessor must see
-			b, err := rtFiles.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return clang.WriteFileAtomic(filepath.Join(pp, n), b)
-		}
-		return clang.WriteFileAtomic(filepath.Join(pp, n), []byte(ppInclude+" <"+n+">\n"))
-	})
-	if err != nil {
-		return "", fmt.Errorf("msl: cache directory: %w", err)
 	}
 	if err := clang.WriteFileAtomic(filepath.Join(pp, "complete"), nil); err != nil {
 		return "", fmt.Errorf("msl: cache directory: %w", err)
 	}
 	return pp, nil
+}
+
+// ppHeaderFiles makes the preprocessing step's headers, by their paths in
+// the include directory (simd/simd.h): a line that keeps the #include for
+// each header of the shim, or, for TargetConditionals.h, its macros, which
+// the preprocessor must see. prelude.h and pm_abi.h are the translation's
+// own, never included by a program.
+func ppHeaderFiles() (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := fs.WalkDir(rtFiles, "rt/include", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		n := strings.TrimPrefix(path, "rt/include/")
+		switch n {
+		case "prelude.h", "pm_abi.h":
+		case "TargetConditionals.h":
+			b, err := rtFiles.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			files[n] = b
+		default:
+			files[n] = []byte(ppInclude + " <" + n + ">\n")
+		}
+		return nil
+	})
+	return files, err
 }
 
 // ppInclude marks, in preprocessed source, an #include of Metal's headers
