@@ -91,6 +91,8 @@ func TestLayerExitStatus(t *testing.T) {
 		{[]string{"-backend", "cpu"}, `-backend "cpu"`},
 		{[]string{"-dtype", "f8"}, `-dtype "f8"`},
 		{[]string{"-prefill", "0"}, "-prefill 0"},
+		{[]string{"-dk", "32", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"-seed", "-1"}, `-seed`},
 	} {
 		errs.Reset()
 		if code := cli(c.args, io.Discard, &errs); code != 2 || !strings.Contains(errs.String(), c.want) {

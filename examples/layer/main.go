@@ -61,7 +61,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := layerstack.NewFlagSet("layer", "Runs one linear-attention layer from a safetensors file (given none, one of random weights in a real checkpoint's names): projections on the CPU, the whole layer core in one dispatch, out_proj; prefill then decode, checked against cpuref.", stderr)
 	var c config
 	var act, state string
-	var seed int64
 	fs.StringVar(&c.backend, "backend", "auto", "auto (metal on a Mac, emu elsewhere), metal or emu")
 	fs.StringVar(&c.file, "file", "", "safetensors file of the layer (none: write one of random weights first)")
 	fs.StringVar(&c.prefix, "prefix", "model.language_model.layers.0.linear_attn.", "prefix of the layer's tensor names")
@@ -75,9 +74,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.decode, "decode", 8, "tokens to decode after the prefill")
 	fs.StringVar(&act, "dtype", "bf16", "activation type: f32, f16 or bf16")
 	fs.StringVar(&state, "state", "f32", "state type: f32, f16 or bf16")
-	fs.Int64Var(&seed, "seed", 1, "seed of the random weights and hidden states")
+	fs.Uint64Var(&c.seed, "seed", 1, "seed of the random weights and hidden states")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
 	if c.act, err = layerstack.ParseType("dtype", act); err != nil {
@@ -95,7 +97,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.format != "qwen3.5" && c.format != "qwen3-next" {
 		return c, fmt.Errorf("-format %q: want qwen3.5 or qwen3-next", c.format)
 	}
-	c.seed = uint64(seed)
 	return c, nil
 }
 
