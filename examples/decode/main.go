@@ -118,7 +118,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 // known backend, -dtype and -state among the types, tokens to decode.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := layerstack.NewFlagSet("decode", "Decodes tokens through a stack of Gated DeltaNet layers and checks the states and outputs against the CPU references.", stderr)
-	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto (metal on a Mac, else emu where the emulated device runs, else cpu), metal, emu or cpu", 4)}
+	cfg := config{Flags: layerstack.Define(fs, layerstack.BackendsWithCPU, 4)}
 	fs.IntVar(&cfg.tokens, "tokens", 32, "tokens to decode")
 	fs.IntVar(&cfg.every, "every", 0, "print progress every this many tokens (0: about eight lines)")
 	cfg.DefineCore(fs, "the whole layer core in the dispatch: mixed_qkv through the short convolution with its conv state, and the gated RMSNorm with z (false: q, k and v given, the recurrence's output)")

@@ -61,7 +61,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := layerstack.NewFlagSet("layer", "Runs one linear-attention layer from a safetensors file (given none, one of random weights in a real checkpoint's names): projections on the CPU, the whole layer core in one dispatch, out_proj; prefill then decode, checked against cpuref.", stderr)
 	var c config
 	var act, state string
-	fs.StringVar(&c.backend, "backend", "auto", "auto (metal on a Mac, emu elsewhere), metal or emu")
+	fs.StringVar(&c.backend, "backend", layerstack.Backends[0], layerstack.BackendHelp(layerstack.Backends))
 	fs.StringVar(&c.file, "file", "", "safetensors file of the layer (none: write one of random weights first)")
 	fs.StringVar(&c.prefix, "prefix", "model.language_model.layers.0.linear_attn.", "prefix of the layer's tensor names")
 	fs.StringVar(&c.format, "format", "qwen3.5", "names and layout of the random file: qwen3.5 or qwen3-next")

@@ -148,7 +148,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 // known backend, and every count of the load above zero.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := layerstack.NewFlagSet("serve", "Simulates continuous batching through Gated DeltaNet layers with a pool of state slots, checked against each request run alone.", stderr)
-	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu", "cpu"}, "auto (metal on a Mac, else emu where the emulated device runs, else cpu), metal, emu or cpu", 2)}
+	cfg := config{Flags: layerstack.Define(fs, layerstack.BackendsWithCPU, 2)}
 	fs.IntVar(&cfg.slots, "slots", 8, "states in every layer's pool: the most requests in flight")
 	fs.IntVar(&cfg.requests, "requests", 24, "requests in all")
 	fs.IntVar(&cfg.prompt, "prompt", 12, "longest prompt, in tokens (each request's is drawn from 1 to this)")

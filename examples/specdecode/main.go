@@ -126,7 +126,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 // a D_k the decode kernels take.
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := layerstack.NewFlagSet("specdecode", "Speculative decoding for a batch of sequences in slots of a state pool through Gated DeltaNet layers with the capture kernel, checked against a plain decode of each sequence's accepted tokens.", stderr)
-	cfg := config{Flags: layerstack.Define(fs, []string{"auto", "metal", "emu"}, "auto (metal on a Mac, emu elsewhere), metal or emu", 2)}
+	cfg := config{Flags: layerstack.Define(fs, layerstack.Backends, 2)}
 	fs.IntVar(&cfg.k, "k", 4, "draft length: tokens per speculative window")
 	fs.IntVar(&cfg.steps, "steps", 12, "speculative windows")
 	fs.IntVar(&cfg.batch, "batch", 3, "sequences drafting together")

@@ -55,14 +55,30 @@ func NewFlagSet(name, about string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// The -backend choices, the default first: every example runs on Metal
+// and on the emulated device; those with a CPU path take cpu too.
+var (
+	Backends        = []string{"auto", "metal", "emu"}
+	BackendsWithCPU = []string{"auto", "metal", "emu", "cpu"}
+)
+
+// BackendHelp is -backend's help for backends (Backends or
+// BackendsWithCPU): what auto picks, then the choices.
+func BackendHelp(backends []string) string {
+	if slices.Contains(backends, "cpu") {
+		return "auto (metal on a Mac, else emu where the emulated device runs, else cpu), metal, emu or cpu"
+	}
+	return "auto (metal on a Mac, emu elsewhere), metal or emu"
+}
+
 // Define defines the shared flags on fs: -backend, one of backends (the
-// first is the default) as backendHelp describes them; -dk, -dv, -kheads
+// first is the default; see BackendHelp); -dk, -dv, -kheads
 // and -vheads, Qwen3.5's shape by default; -layers, layers by default;
 // -seed; -headmap; and -dtype, -state and -fused, Qwen3.5's bf16
 // activations, f32 state and fused step by default.
-func Define(fs *flag.FlagSet, backends []string, backendHelp string, layers int) *Flags {
+func Define(fs *flag.FlagSet, backends []string, layers int) *Flags {
 	f := &Flags{backends: backends}
-	fs.StringVar(&f.Backend, "backend", backends[0], backendHelp)
+	fs.StringVar(&f.Backend, "backend", backends[0], BackendHelp(backends))
 	fs.IntVar(&f.DK, "dk", 128, "D_k, the key head size: 32, 64 or 128 (the decode kernels' sizes)")
 	fs.IntVar(&f.DV, "dv", 128, "D_v, the value head size")
 	fs.IntVar(&f.NK, "kheads", 16, "key heads (q, k); 2 on the emulated device unless a shape flag is given")

@@ -122,7 +122,7 @@ func parse(t *testing.T, backends []string, args ...string) *Flags {
 	t.Helper()
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f := Define(fs, backends, "the backend", 3)
+	f := Define(fs, backends, 3)
 	if err := f.Parse(fs, args); err != nil {
 		t.Fatalf("%q: %v", args, err)
 	}
@@ -139,7 +139,7 @@ func TestDefineCore(t *testing.T) {
 	}{{true, nil, spec.Qwen}, {true, []string{"-core=false"}, spec.Core{}}, {false, nil, spec.Core{}}} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		f := Define(fs, []string{"emu"}, "the backend", 1)
+		f := Define(fs, []string{"emu"}, 1)
 		if c.define {
 			f.DefineCore(fs, "the whole layer core")
 		}
@@ -189,7 +189,7 @@ func TestFlags(t *testing.T) {
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		f := Define(fs, []string{"auto", "metal", "emu"}, "the backend", 1)
+		f := Define(fs, []string{"auto", "metal", "emu"}, 1)
 		if err := f.Parse(fs, c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v, want an error containing %q", c.args, err, c.want)
 		}
@@ -227,7 +227,7 @@ func TestBoundsAndTypes(t *testing.T) {
 func TestNewFlagSet(t *testing.T) {
 	var w strings.Builder
 	fs := NewFlagSet("prog", "Does one thing.", &w)
-	f := Define(fs, []string{"emu"}, "the backend", 1)
+	f := Define(fs, []string{"emu"}, 1)
 	if err := f.Parse(fs, []string{"-help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-help: %v, want flag.ErrHelp", err)
 	}
