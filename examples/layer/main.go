@@ -36,6 +36,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/puremetal/puremetal/checkpoint"
 	"github.com/puremetal/puremetal/cpuref"
@@ -91,7 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.prefill < 1 || c.decode < 0 {
 		return c, fmt.Errorf("-prefill %d, -decode %d: want at least 1 and 0", c.prefill, c.decode)
 	}
-	if c.backend != "auto" && c.backend != "metal" && c.backend != "emu" {
+	if !slices.Contains(layerstack.Backends, c.backend) {
 		return c, fmt.Errorf("-backend %q: want auto, metal or emu", c.backend)
 	}
 	if c.format != "qwen3.5" && c.format != "qwen3-next" {
