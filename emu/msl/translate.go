@@ -177,12 +177,22 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 	b.WriteString("\n")
 	for i, e := range tr.entries {
 		fmt.Fprintf(&b, "#line %d %s\n", e.line, strconv.Quote(e.file))
+		if i == 0 {
+			// __pm_kernel<decltype(&k)>::call<&k> is kernel k in a function
+			// of its own (checked, never inlined into its launcher) with
+			// k's own parameter types, so that the launcher passes them
+			// ready, in registers where they fit.
+			b.WriteString("template <class F> struct __pm_kernel; template <class... P> struct __pm_kernel<void (*)(P...)> { " +
+				"template <void (*K)(P...)> __attribute__((noinline)) static void call(P... a) { K(a...); } };\n")
+		}
 		// The launcher reads the built-ins and the bindings' addresses, the
-		// emulator's own memory, unchecked; the kernel, called through a
-		// function of its own (checked, never inlined into the launcher),
-		// turns them into its parameters.
-		fmt.Fprintf(&b, "template <class... A> __attribute__((noinline)) static void %s_k(A... a) { %s(a...); }\n", entrySymbol(i), e.callee)
-		fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"), no_sanitize(\"coverage\"))) void %s(const pm_thread *t) { %s_k(", entrySymbol(i), entrySymbol(i))
+		// emulator's own memory, unchecked, and turns them into the
+		// kernel's parameters.
+		k := "&" + e.callee
+		if strings.HasPrefix(e.callee, "static_cast<") {
+			k = e.callee // a pointer already
+		}
+		fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"), no_sanitize(\"coverage\"))) void %s(const pm_thread *t) { __pm_kernel<decltype(%s)>::call<%s>(", entrySymbol(i), k, k)
 		for j, p := range e.params {
 			if j > 0 {
 				b.WriteString(", ")
