@@ -214,9 +214,14 @@ typedef struct pm_fiber {
 } pm_fiber;
 
 /* A SIMD-group: its lanes still running, those waiting at a SIMD-group
- * function (at any site) and at a threadgroup barrier. */
+ * function (at any site) and at a threadgroup barrier. at_simd has a bit
+ * for each lane in state F_AT_SIMD; while mixed is 0 they all wait at one
+ * site, op, line, col and file (then none of the lanes need be scanned). */
 typedef struct pm_sg {
 	uint32_t live, waiting, lanes, first, at_barrier;
+	uint32_t at_simd, mixed;
+	uint32_t op, line, col;
+	const char *file;
 } pm_sg;
 
 typedef struct pm_run pm_run;
@@ -707,8 +712,27 @@ static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 	pm_sg *g = &w->sg[f->sg];
 	pm_simd_x *x = &w->sgx[f->sg];
 	uint32_t base = f->sg * PM_SIMD_WIDTH;
-	x->mask = 0;
 	x->lanes = g->lanes;
+	if (!g->mixed) {
+		/* every lane at a SIMD-group function waits at f's site */
+		uint32_t mask = g->at_simd | 1u << f->lane;
+		x->mask = mask;
+		for (uint32_t l = 0; l < g->lanes; l++) {
+			if ((mask >> l) & 1) {
+				const pm_fiber *h = &w->fibers[base + l];
+				x->in[l] = h->sin;
+				x->out[l] = h->sout;
+			} else {
+				x->in[l] = NULL;
+				x->out[l] = NULL;
+			}
+		}
+		g->at_simd &= ~(1u << f->lane);
+		f->state = F_RUNNING;
+		w->in_simd = 1;
+		return x;
+	}
+	x->mask = 0;
 	for (uint32_t l = 0; l < g->lanes; l++) {
 		pm_fiber *h = &w->fibers[base + l];
 		if (h == f || (h->state == F_AT_SIMD && at_site(h, f->op, f->line, f->col, f->file))) {
@@ -720,6 +744,7 @@ static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 			x->out[l] = NULL;
 		}
 	}
+	g->at_simd &= ~(1u << f->lane);
 	f->state = F_RUNNING;
 	w->in_simd = 1;
 	return x;
@@ -733,6 +758,17 @@ static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 static pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g) {
 	if (g->live == 0 || g->waiting == 0 || g->waiting + g->at_barrier < g->live) return NULL;
 	uint32_t base = (uint32_t)(g - w->sg) * PM_SIMD_WIDTH;
+	if (g->at_simd == 0) return NULL;
+	if (!g->mixed && ((uint32_t)__builtin_popcount(g->at_simd) == g->live || !simd_needs_all(g->op))) {
+		/* one site: its lowest lane computes (the scan below would pick
+		 * it); no fault is possible */
+		pm_fiber *c = &w->fibers[base + (uint32_t)__builtin_ctz(g->at_simd)];
+		if (c == f) return f;
+		c->must_compute = 1;
+		c->state = F_READY;
+		g->at_simd &= ~(1u << c->lane);
+		return NULL;
+	}
 	pm_fiber *c = NULL;
 	for (uint32_t l = 0; l < g->lanes; l++) {
 		pm_fiber *h = &w->fibers[base + l];
@@ -772,6 +808,7 @@ static pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g) {
 	if (c == f) return f;
 	c->must_compute = 1;
 	c->state = F_READY;
+	g->at_simd &= ~(1u << c->lane);
 	return NULL;
 }
 
@@ -789,6 +826,16 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 	f->sout = out;
 	g->waiting++;
 	f->state = F_AT_SIMD;
+	if (g->at_simd == 0) {
+		g->mixed = 0;
+		g->op = op;
+		g->line = line;
+		g->col = col;
+		g->file = file;
+	} else if (!(g->op == op && g->line == line && g->col == col && g->file == file)) {
+		g->mixed = 1;
+	}
+	g->at_simd |= 1u << f->lane;
 	if (simd_blocked(w, f, g) == f) return simd_exchange(w, f);
 	pm_yield(w, f);
 	if (f->must_compute) {
@@ -821,10 +868,8 @@ EXPORT void __pm_simd_done(pm_simd_x *x) {
 	pm_fiber *f = w->cur;
 	pm_sg *g = &w->sg[f->sg];
 	uint32_t base = f->sg * PM_SIMD_WIDTH;
-	for (uint32_t l = 0; l < x->lanes; l++) {
-		pm_fiber *h = &w->fibers[base + l];
-		if (h != f && ((x->mask >> l) & 1)) h->state = F_READY;
-	}
+	for (uint32_t m = x->mask & ~(1u << f->lane); m; m &= m - 1) w->fibers[base + (uint32_t)__builtin_ctz(m)].state = F_READY;
+	g->at_simd &= ~x->mask;
 	g->waiting -= (uint32_t)__builtin_popcount(x->mask);
 	w->simd_ops++;
 	if (f->op < PM_OP_COUNT) w->simd_by_op[f->op]++;
@@ -1693,6 +1738,8 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 		w->sg[g].waiting = 0;
 		w->sg[g].first = 0;
 		w->sg[g].at_barrier = 0;
+		w->sg[g].at_simd = 0;
+		w->sg[g].mixed = 0;
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		pm_fiber *f = &w->fibers[i];
