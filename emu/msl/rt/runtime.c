@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,18 +201,22 @@ typedef struct pm_tg_alloc {
  * one comparison tells an access inside (see pm_access) */
 #define PM_PAGE_MIN 16
 
+/* What the scheduler and the SIMD-group functions read and write of a
+ * thread fills its first cache line; its built-ins, which its launcher
+ * reads once, follow. */
 typedef struct pm_fiber {
 	void *sp;
-	pm_thread t;
-	uint32_t state;
-	uint32_t must_compute;
-	uint32_t index, lane, sg;
-	uint32_t op, line, col;
-	const char *file;
 	const void *sin;
 	void *sout;
 	char *stack_top;
+	const char *file;
+	uint32_t op, line, col;
+	uint8_t state, must_compute, lane, sg;
+	uint16_t index;
+	pm_thread t __attribute__((aligned(64)));
 } pm_fiber;
+_Static_assert(offsetof(pm_fiber, index) + sizeof(uint16_t) <= 64, "a thread's scheduling state fills one cache line");
+_Static_assert(PM_MAX_THREADS <= 65536 && PM_MAX_THREADS / PM_SIMD_WIDTH <= 256, "thread and SIMD-group indices fit");
 
 /* A SIMD-group: its lanes still running, those waiting at a SIMD-group
  * function (at any site) and at a threadgroup barrier. at_simd has a bit
@@ -283,6 +288,9 @@ typedef struct pm_worker {
 	uint32_t tg_linear;
 	uint32_t tgpos[3];
 	uint32_t tg_dyn, tg_used, n_static;
+	/* the threadgroup shape the fibers' built-ins were last filled for
+	 * (lay_n 0: none): those that depend only on it are kept */
+	uint32_t lay_n, lay_act[3], lay_full[3];
 	uint32_t static_id[64], static_off[64];
 	/* fault */
 	int fault;
@@ -1741,30 +1749,45 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 		w->sg[g].at_simd = 0;
 		w->sg[g].mixed = 0;
 	}
+	int same_shape = w->lay_n == n;
+	for (int k = 0; k < 3; k++) same_shape = same_shape && w->lay_act[k] == act[k] && w->lay_full[k] == full[k];
 	for (uint32_t i = 0; i < n; i++) {
 		pm_fiber *f = &w->fibers[i];
-		uint32_t pos[3] = {i % act[0], (i / act[0]) % act[1], i / (act[0] * act[1])};
-		f->t.s = s;
-		for (int k = 0; k < 3; k++) {
-			f->t.thread_position_in_threadgroup[k] = pos[k];
-			f->t.threadgroup_position_in_grid[k] = tg[k];
-			f->t.thread_position_in_grid[k] = tg[k] * full[k] + pos[k];
-			f->t.threads_per_threadgroup[k] = act[k];
+		if (same_shape) {
+			/* only the threadgroup's position changed */
+			for (int k = 0; k < 3; k++) {
+				f->t.threadgroup_position_in_grid[k] = tg[k];
+				f->t.thread_position_in_grid[k] = tg[k] * full[k] + f->t.thread_position_in_threadgroup[k];
+			}
+		} else {
+			uint32_t pos[3] = {i % act[0], (i / act[0]) % act[1], i / (act[0] * act[1])};
+			f->t.s = s;
+			for (int k = 0; k < 3; k++) {
+				f->t.thread_position_in_threadgroup[k] = pos[k];
+				f->t.threadgroup_position_in_grid[k] = tg[k];
+				f->t.thread_position_in_grid[k] = tg[k] * full[k] + pos[k];
+				f->t.threads_per_threadgroup[k] = act[k];
+			}
+			f->t.thread_index_in_threadgroup = i;
+			f->t.thread_index_in_simdgroup = i % PM_SIMD_WIDTH;
+			f->t.simdgroup_index_in_threadgroup = i / PM_SIMD_WIDTH;
+			f->t.simdgroups_per_threadgroup = nsg;
+			f->t.dispatch_simdgroups_per_threadgroup = nsg_full;
+			f->index = (uint16_t)i;
+			f->lane = (uint8_t)(i % PM_SIMD_WIDTH);
+			f->sg = (uint8_t)(i / PM_SIMD_WIDTH);
 		}
-		f->t.thread_index_in_threadgroup = i;
-		f->t.thread_index_in_simdgroup = i % PM_SIMD_WIDTH;
-		f->t.simdgroup_index_in_threadgroup = i / PM_SIMD_WIDTH;
-		f->t.simdgroups_per_threadgroup = nsg;
-		f->t.dispatch_simdgroups_per_threadgroup = nsg_full;
-		f->index = i;
-		f->lane = i % PM_SIMD_WIDTH;
-		f->sg = i / PM_SIMD_WIDTH;
 		f->state = F_READY;
 		f->must_compute = 0;
 		f->op = 0;
 		f->line = 0;
 		f->file = NULL;
 		f->sp = pm_fiber_init(f->stack_top, f);
+	}
+	w->lay_n = n;
+	for (int k = 0; k < 3; k++) {
+		w->lay_act[k] = act[k];
+		w->lay_full[k] = full[k];
 	}
 	/* order in which runnable threads get the CPU */
 	for (uint32_t i = 0; i < n; i++) w->order[i] = d->order == 1 ? n - 1 - i : i;
