@@ -545,6 +545,23 @@ __attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
 	__builtin_trap();
 }
 
+/* The frames a thread returns through when it runs again lie just above
+ * its saved stack pointer (below the top of its stack, for one that has
+ * not run yet); every thread's have left the cache by then (each thread
+ * of the threadgroup ran in between). Fetching those of the thread likely
+ * to run next while this one runs hides that, and so does fetching the
+ * scheduling state of the one after it. */
+#define PM_PREFETCH_LINES 16
+static inline void prefetch_next(pm_worker *w, uint32_t k) {
+	if (k >= w->n) return;
+	const pm_fiber *h = &w->fibers[w->order[k]];
+	const char *lo = h->sp, *top = h->stack_top;
+	if (top - lo < 64 * PM_PREFETCH_LINES) lo = top - 64 * PM_PREFETCH_LINES;
+#pragma unroll
+	for (int i = 0; i < PM_PREFETCH_LINES; i++) __builtin_prefetch(lo + 64 * i, 1, 3);
+	if (k + 1 < w->n) __builtin_prefetch(&w->fibers[w->order[k + 1]], 1, 3);
+}
+
 /* Leaves the current fiber (blocked or done) for the next runnable fiber of
  * this pass, switching to it directly, or for the scheduler at the end of
  * the pass. Returns when the fiber runs again. */
@@ -555,6 +572,7 @@ static void pm_yield(pm_worker *w, pm_fiber *f) {
 			w->pos = k;
 			g->state = F_RUNNING;
 			set_cur(w, g);
+			prefetch_next(w, k + 1);
 			pm_switch(&f->sp, g->sp);
 			return;
 		}
@@ -1808,6 +1826,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			if (f->state != F_READY) continue;
 			f->state = F_RUNNING;
 			set_cur(w, f);
+			prefetch_next(w, w->pos + 1);
 			/* runs f and the runnable fibers after it, until the end of
 			 * the pass (pm_yield) or a fault */
 			pm_switch(&w->sched_sp, f->sp);
