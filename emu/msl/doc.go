@@ -240,8 +240,10 @@
 //     every load, store and product is a SIMD-group operation (an exchange
 //     between the lanes, counted in Counters.SIMDGroupOps). Products
 //     compute in float, in k order, one rounding per operation (the GPU's
-//     order and precision are unspecified). Every lane must take part; a
-//     lane that has returned contributes zeros.
+//     order and precision are unspecified). simdgroup_matrix<T, 8, 8>(d)
+//     makes Metal's diagonal matrix (d on the diagonal, zero elsewhere),
+//     a SIMD-group operation counted as a simdgroup_load. Every lane must
+//     take part; a lane that has returned contributes zeros.
 //   - Function constants: a specialization compiles the source again,
 //     with the other kernels' bodies and instantiations left out (cached).
 //     The constants a function requires are those named in the
