@@ -3,6 +3,8 @@ package msl
 import (
 	"math"
 	"testing"
+
+	"github.com/puremetal/puremetal/half"
 )
 
 // simdgroup_matrix<T, 8, 8>(d) is Metal's diagonal matrix: d on the
@@ -71,6 +73,122 @@ kernel void diag_half(device const float* a [[buffer(0)]], device float* d [[buf
 					if g := d.f32()[192+r*8+c]; g != want {
 						t.Fatalf("%s: half diagonal matrix [%d][%d] = %v, want %v", tc.name, r, c, g, want)
 					}
+				}
+			}
+		}
+	}
+}
+
+// A conditional expression with a bfloat and a float (or half) operand is
+// a float in MSL, as the usual arithmetic conversions make it (candle's
+// affine.metal: (x > 0) ? x : mul * (exp(x) - 1) with x a bfloat); with a
+// bfloat and an integer operand, or two bfloats, it is a bfloat.
+func TestBfloatConditionalFloat(t *testing.T) {
+	src := mslPrelude + `
+template <typename T>
+T elu(T x, float mul) { return static_cast<T>((x > 0) ? x : mul * (x - 1)); }
+kernel void cond(device const bfloat* b [[buffer(0)]],
+                 device const float* f [[buffer(1)]],
+                 device float* out [[buffer(2)]],
+                 uint i [[thread_position_in_grid]]) {
+    const bfloat x = b[i];
+    float g = f[i];
+    half h = half(0.5f);
+    out[6 * i] = x > 0 ? x : g;              // float: g is not rounded
+    out[6 * i + 1] = float(elu(x, g));
+    out[6 * i + 2] = sizeof(x < 0 ? x : 0) == sizeof(bfloat) ? 1.0f : 0.0f;
+    out[6 * i + 3] = x < 0 ? 2.5f : x < 1 ? g : x;
+    out[6 * i + 4] = sizeof(x > 0 ? x : h) == sizeof(float) ? (x > 0 ? x : h) : -1.0f;
+    out[6 * i + 5] = i % 2 ? x : b[i + 1 < 4 ? i + 1 : 0];
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	bvals := []float32{1.5, -2, 0.25, 3}
+	fvals := []float32{1.00390625 + 1.0/1024, 3.14159, -1.2345678, 0.1}
+	b, f, out := newMem(t, 2*len(bvals)), newF32(t, len(fvals)), newF32(t, 6*len(bvals))
+	for i, v := range bvals {
+		b.u16()[i] = bfloatRound(v)
+	}
+	copy(f.f32(), fvals)
+	poison(out.f32())
+	runT(t, functionT(t, lib, "cond"), ThreadsGrid([3]int{len(bvals), 1, 1}, [3]int{len(bvals), 1, 1}), b, f, out)
+	bf := func(v float32) float32 { return math.Float32frombits(uint32(bfloatRound(v)) << 16) }
+	for i, x := range bvals {
+		g := fvals[i]
+		w0 := g
+		if x > 0 {
+			w0 = x
+		}
+		w1 := bf(g * (x - 1))
+		if x > 0 {
+			w1 = x
+		}
+		w3 := x
+		if x < 0 {
+			w3 = 2.5
+		} else if x < 1 {
+			w3 = g
+		}
+		w4 := float32(0.5)
+		if x > 0 {
+			w4 = x
+		}
+		w5 := x
+		if i%2 == 0 {
+			w5 = bvals[(i+1)%len(bvals)]
+		}
+		for k, w := range []float32{w0, w1, 1, w3, w4, w5} {
+			if g := out.f32()[6*i+k]; g != w {
+				t.Errorf("thread %d, result %d = %v, want %v", i, k, g, w)
+			}
+		}
+	}
+}
+
+// static_cast<T>(v) with T a template parameter naming a vector type
+// converts the components, as static_cast<float4>(v) does (clang refuses
+// it between vector types); through a scalar T it is static_cast's own.
+func TestStaticCastTemplateVector(t *testing.T) {
+	src := mslPrelude + `
+template <typename T, typename U> T conv(U v) { return static_cast<T>(v); }
+template <typename T> T mask(float4 a, float4 b) { return static_cast<T>(a > b); }
+typedef int4 I4;
+kernel void casts(device const float4* in [[buffer(0)]],
+                  device float4* out [[buffer(1)]],
+                  uint i [[thread_position_in_grid]]) {
+    float4 v = in[i];
+    half4 h = conv<half4>(v);
+    out[5 * i] = conv<float4>(h);
+    out[5 * i + 1] = float4(conv<int4>(v));
+    out[5 * i + 2] = float4(conv<I4>(v * 2.0f));
+    out[5 * i + 3] = float4(conv<int>(v.x), conv<float>(int(v.y)), 0, 0);
+    out[5 * i + 4] = mask<float4>(v, float4(0));
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	in := []float32{2.7, -2.7, 0.5, -0.25, 100.3, -3.5, 7, 0}
+	a, out := newF32(t, len(in)), newF32(t, 5*len(in))
+	copy(a.f32(), in)
+	poison(out.f32())
+	runT(t, functionT(t, lib, "casts"), ThreadsGrid([3]int{2, 1, 1}, [3]int{2, 1, 1}), a, out)
+	trunc := func(x float32) float32 { return float32(int32(x)) }
+	for i := 0; i < 2; i++ {
+		v := in[4*i : 4*i+4]
+		for c := 0; c < 4; c++ {
+			var w3, w4 float32
+			switch c {
+			case 0:
+				w3 = trunc(v[0])
+			case 1:
+				w3 = trunc(v[1])
+			}
+			if v[c] > 0 {
+				w4 = 1
+			}
+			h := half.ToFloat16(v[c]).Float32()
+			for k, w := range []float32{h, trunc(v[c]), trunc(v[c] * 2), w3, w4} {
+				if g := out.f32()[4*(5*i+k)+c]; g != w {
+					t.Errorf("thread %d, result %d, component %d = %v, want %v", i, k, c, g, w)
 				}
 			}
 		}

@@ -168,6 +168,7 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 	if len(only) > 0 {
 		tr.keepOnly(only)
 	}
+	tr.bfloatConditionals()
 	if len(tr.errs) > 0 {
 		return nil, newCompileError(strings.Join(tr.errs, "\n")+"\n", file)
 	}

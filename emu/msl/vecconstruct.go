@@ -64,7 +64,8 @@ func (tr *translator) vectorTypeAt(j int) int {
 // one through vec<T, N> or an alias template, vec<float, 4>(h), becomes
 // __pm_vmake<vec4<T>>(a, b, c, d), which converts the components; and static_cast<V>(x) to a vector
 // type, which clang reinterprets or refuses, converts the components as
-// MSL's does (__pm_vmake<V>(x)).
+// MSL's does (__pm_vmake<V>(x)), also through a template parameter or
+// typedef naming one (__pm_static_cast<T>(x)).
 func (tr *translator) rewriteVectorConstructs() {
 	t := tr.toks
 	aliases := tr.vectorAliases()
@@ -87,6 +88,16 @@ func (tr *translator) rewriteVectorConstructs() {
 				if c := tr.next(j + 1); c+1 < gt && t[c].text == ":" && t[c+1].text == ":" {
 					j = tr.next(c + 2)
 				}
+			}
+			if j < gt && tr.next(j+1) == gt && tr.typeNames[t[j].text] && !aliases[t[j].text] {
+				// static_cast<T>(x) through a template parameter or
+				// typedef T: a conversion of the components when T names
+				// a vector type, else static_cast's own
+				tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_static_cast"})
+				if open := tr.next(gt + 1); open < len(t) && t[open].text == "(" {
+					tr.maskComparison(open, tr.match(open))
+				}
+				continue
 			}
 			if j >= gt || !(vectorTypeName.MatchString(t[j].text) && tr.next(j+1) == gt || aliases[t[j].text] || t[j].text == "vec") {
 				continue

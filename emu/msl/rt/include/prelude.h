@@ -262,6 +262,35 @@ constexpr bfloat operator--(bfloat &a, int) {
 	return r;
 }
 
+// c ? x : y with a bfloat and a float or half operand is a float, as the
+// usual arithmetic conversions make it in MSL: the translator writes the
+// operands of a conditional expression of a program using bfloat as
+// __PM_ARMS((x), (y)) (or __PM_ARM for one operand beside a literal), and
+// __pm_arm converts the bfloat (or half) operand to float there; every
+// other operand passes unchanged (value category included).
+template <class T> struct __pm_unref { typedef T type; };
+template <class T> struct __pm_unref<T &> { typedef T type; };
+template <class T> struct __pm_unref<T &&> { typedef T type; };
+template <class T> struct __pm_uncv { typedef T type; };
+template <class T> struct __pm_uncv<const T> { typedef T type; };
+template <class T> struct __pm_uncv<volatile T> { typedef T type; };
+template <class T> struct __pm_uncv<const volatile T> { typedef T type; };
+template <class S, class O> struct __pm_arm_float {
+	enum { v = (__is_same(S, bfloat) && (__is_same(O, float) || __is_same(O, half))) ||
+	           ((__is_same(S, float) || __is_same(S, half)) && __is_same(O, bfloat)) };
+};
+template <class S, class O,
+          bool = __pm_arm_float<typename __pm_uncv<typename __pm_unref<S>::type>::type,
+                                typename __pm_uncv<typename __pm_unref<O>::type>::type>::v>
+struct __pm_arm {
+	template <class X> static constexpr X &&f(X &&x) { return static_cast<X &&>(x); }
+};
+template <class S, class O> struct __pm_arm<S, O, true> {
+	static constexpr float f(float x) { return x; }
+};
+#define __PM_ARMS(a, b) __pm_arm<decltype(a), decltype(b)>::f(a) : __pm_arm<decltype(b), decltype(a)>::f(b)
+#define __PM_ARM(a, b) __pm_arm<decltype(a), decltype(b)>::f(a)
+
 // bfloat2, bfloat3, bfloat4: elementwise arithmetic, components (x, y, z,
 // w and [i]), and conversion to and from float and half vectors. As half3,
 // bfloat3 takes 8 bytes.
@@ -426,6 +455,17 @@ template <class V, class... A> constexpr inline V __pm_construct(A... a) {
 		return __pm_vmake<V>(a...);
 	} else {
 		return V(a...);
+	}
+}
+// static_cast<T>(x) of a template parameter or typedef T (the translator
+// writes it __pm_static_cast<T>(x)): a vector conversion when T names a
+// vector type, as MSL's static_cast converts the components, else
+// static_cast<T>(x).
+template <class T, class A> constexpr inline T __pm_static_cast(A &&a) {
+	if constexpr (__pm_vt<T>::n > 1) {
+		return __pm_vmake<T>(a);
+	} else {
+		return static_cast<T>(static_cast<A &&>(a));
 	}
 }
 // reinterpret_cast<threadgroup T*>(p), which may change the address space
