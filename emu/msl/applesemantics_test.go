@@ -85,6 +85,8 @@ kernel void diag_half(device const float* a [[buffer(0)]], device float* d [[buf
 // bfloat and an integer operand, or two bfloats, it is a bfloat.
 func TestBfloatConditionalFloat(t *testing.T) {
 	src := mslPrelude + `
+#define MAXF(a, b) ((a) > (b) ? (a) : (b))
+template <int N> float pick() { return N * 0.5f; }
 template <typename T>
 T elu(T x, float mul) { return static_cast<T>((x > 0) ? x : mul * (x - 1)); }
 kernel void cond(device const bfloat* b [[buffer(0)]],
@@ -98,14 +100,19 @@ kernel void cond(device const bfloat* b [[buffer(0)]],
     out[6 * i + 1] = float(elu(x, g));
     out[6 * i + 2] = sizeof(x < 0 ? x : 0) == sizeof(bfloat) ? 1.0f : 0.0f;
     out[6 * i + 3] = x < 0 ? 2.5f : x < 1 ? g : x;
-    out[6 * i + 4] = sizeof(x > 0 ? x : h) == sizeof(float) ? (x > 0 ? x : h) : -1.0f;
+    out[6 * i + 4] = sizeof(x > 0 ? x : h) == sizeof(float) ? (x > 0 ? x : h) : -1.h;
     out[6 * i + 5] = i % 2 ? x : b[i + 1 < 4 ? i + 1 : 0];
+    // operands that are vector elements, and a template argument
+    float4 l4 = float4(g, 2, float(x), 4);
+    out[24 + 2 * i] = MAXF(MAXF(l4[0], l4[1]), MAXF(l4.z, l4.w)) + pick<(sizeof(float) > 2 ? 1 : 0)>();
+    float k = l4.y;
+    out[24 + 2 * i + 1] = (i % 2 ? l4 : float4(k)).x + (i % 2 ? l4 : float4(k)).y;
 }
 `
 	lib := compileT(t, src, CompileOptions{})
 	bvals := []float32{1.5, -2, 0.25, 3}
 	fvals := []float32{1.00390625 + 1.0/1024, 3.14159, -1.2345678, 0.1}
-	b, f, out := newMem(t, 2*len(bvals)), newF32(t, len(fvals)), newF32(t, 6*len(bvals))
+	b, f, out := newMem(t, 2*len(bvals)), newF32(t, len(fvals)), newF32(t, 8*len(bvals))
 	for i, v := range bvals {
 		b.u16()[i] = bfloatRound(v)
 	}
@@ -141,6 +148,22 @@ kernel void cond(device const bfloat* b [[buffer(0)]],
 			if g := out.f32()[6*i+k]; g != w {
 				t.Errorf("thread %d, result %d = %v, want %v", i, k, g, w)
 			}
+		}
+		w6 := float32(4)
+		for _, v := range []float32{g, 2, x} {
+			if v > w6 {
+				w6 = v
+			}
+		}
+		w7 := float32(2 + 2)
+		if i%2 == 1 {
+			w7 = g + 2
+		}
+		if got := out.f32()[24+2*i]; got != w6+0.5 {
+			t.Errorf("thread %d: maximum of the vector's elements = %v, want %v", i, got, w6+0.5)
+		}
+		if got := out.f32()[24+2*i+1]; got != w7 {
+			t.Errorf("thread %d: components of a conditional vector = %v, want %v", i, got, w7)
 		}
 	}
 }
@@ -192,5 +215,69 @@ kernel void casts(device const float4* in [[buffer(0)]],
 				}
 			}
 		}
+	}
+}
+
+// A struct declared in threadgroup memory in a kernel passes to a
+// function parameter threadgroup S<T> a[N] (candle's reduce.metal: its
+// argmin, argmax, softmax, rmsnorm and layernorm kernels pass their
+// threadgroup indexed<T> and RMS<float> arrays so).
+func TestThreadgroupStructTemplateParam(t *testing.T) {
+	src := mslPrelude + `
+template <typename T> struct indexed {
+    uint i;
+    T val;
+    constexpr indexed<T>() threadgroup = default;
+};
+template <typename T, ushort N>
+void argmax(device const T* src, device uint* dst, threadgroup indexed<T> shared[N], uint tid) {
+    shared[tid].i = tid;
+    shared[tid].val = src[tid];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (ushort s = N / 2; s > 0; s /= 2) {
+        if (tid < s && shared[tid + s].val > shared[tid].val) {
+            shared[tid] = shared[tid + s];
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    if (tid == 0) dst[0] = shared[0].i;
+}
+template <ushort N>
+void total(device const float* src, device uint* dst, threadgroup indexed<float> shared[N], uint tid) {
+    shared[tid].val = src[tid] * 2;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (tid == 0) {
+        float s = 0;
+        for (ushort k = 0; k < N; k++) s += shared[k].val;
+        dst[1] = uint(s);
+    }
+}
+kernel void k(device const float* src [[buffer(0)]], device uint* dst [[buffer(1)]],
+              uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup indexed<float> shared[32];
+    argmax<float, 32>(src, dst, shared, tid);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    total<32>(src, dst, shared, tid);
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	in, out := newF32(t, 32), newMem(t, 8)
+	best := 0
+	for i := range in.f32() {
+		in.f32()[i] = float32((i*37)%32 + 1)
+		if in.f32()[i] > in.f32()[best] {
+			best = i
+		}
+	}
+	runT(t, functionT(t, lib, "k"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1}), in, out)
+	var sum float32
+	for _, v := range in.f32() {
+		sum += 2 * v
+	}
+	if got := out.u32()[0]; got != uint32(best) {
+		t.Errorf("argmax = %d, want %d", got, best)
+	}
+	if got := out.u32()[1]; got != uint32(sum) {
+		t.Errorf("total = %d, want %d", got, uint32(sum))
 	}
 }

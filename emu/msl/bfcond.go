@@ -1,5 +1,10 @@
 package msl
 
+import (
+	"sort"
+	"strings"
+)
+
 // In MSL, c ? x : y with a bfloat and a float operand is a float (the usual
 // arithmetic conversions, bfloat being a floating-point type); here bfloat
 // is a class converting implicitly to float and from float, which C++
@@ -39,9 +44,12 @@ func (tr *translator) bfloatConditionals() {
 		if end < 0 || colon == q+1 || end == colon+1 || tr.lambdaIn(q+1, colon) || tr.lambdaIn(colon+1, end) {
 			continue
 		}
+		if tr.inTemplateArgs(q) {
+			continue // a constant expression: Foo<N, c ? A : B>
+		}
 		litA := colon == q+2 && t[q+1].kind == tNumber
 		litB := end == colon+2 && t[colon+1].kind == tNumber
-		aText, bText := tr.src[t[q+1].start:t[colon-1].end], tr.src[t[colon+1].start:t[end-1].end]
+		aText, bText := tr.literalText(q+1), tr.literalText(colon+1)
 		var group []replacement
 		switch {
 		case litA && litB:
@@ -72,6 +80,79 @@ func (tr *translator) overlapsRepls(group []replacement, n int) bool {
 				return true
 			}
 			if r.end == r.start && g.end > g.start && g.start < r.start && r.start < g.end {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// literalText is token k's text as the translation writes it (a number
+// given a float suffix, or a half literal's).
+func (tr *translator) literalText(k int) string {
+	start, end := tr.toks[k].start, tr.toks[k].end
+	var in []replacement
+	for _, r := range tr.repls {
+		if r.start >= start && r.end <= end {
+			in = append(in, r)
+		}
+	}
+	sort.SliceStable(in, func(a, b int) bool { return in[a].start < in[b].start })
+	var b strings.Builder
+	pos := start
+	for _, r := range in {
+		if r.start < pos {
+			continue
+		}
+		b.WriteString(tr.src[pos:r.start])
+		b.WriteString(r.text)
+		pos = r.end
+	}
+	b.WriteString(tr.src[pos:end])
+	return b.String()
+}
+
+// inTemplateArgs reports whether the '?' at q is inside a template
+// argument list: a '<' before it, in the same brackets and statement,
+// closed by a '>' after it there.
+func (tr *translator) inTemplateArgs(q int) bool {
+	t := tr.toks
+	depth := 0
+	lt := -1
+	for j := q - 1; j >= 0 && lt < 0; j-- {
+		switch t[j].text {
+		case ")", "]", "}":
+			depth++
+		case "(", "[", "{":
+			if depth == 0 {
+				return false
+			}
+			depth--
+		case ";":
+			return false
+		case "<":
+			if depth == 0 && j > 0 && t[j-1].kind == tIdent {
+				lt = j
+			}
+		}
+	}
+	if lt < 0 {
+		return false
+	}
+	depth = 0
+	for j := q + 1; j < len(t); j++ {
+		switch t[j].text {
+		case "(", "[", "{":
+			depth++
+		case ")", "]", "}":
+			if depth == 0 {
+				return false
+			}
+			depth--
+		case ";":
+			return false
+		case ">":
+			if depth == 0 && !(t[j-1].text == "-" && t[j-1].end == t[j].start) {
 				return true
 			}
 		}

@@ -153,8 +153,10 @@
 //     address space take): then it cannot be copied as a whole (copy its
 //     fields). In the generic address space, such a struct's address does
 //     not convert to a threadgroup S* parameter that names the struct; one
-//     whose type is a template parameter named by another parameter too
-//     follows the argument. bfloat (a class here)
+//     whose type is a template parameter named by another parameter too,
+//     or a class template's specialization whose template parameters
+//     other parameters name (threadgroup indexed<T> shared[N] beside
+//     device const T *src), follows the argument. bfloat (a class here)
 //     declared in threadgroup memory in a function body, by name or
 //     through a typedef or template parameter, is in the generic address
 //     space, so that it is assigned as a whole; its accesses are checked
@@ -166,8 +168,8 @@
 //     also qualified (metal::float2 a(x, y)) and through vec<T, N> or an
 //     alias template of a vector type (vec4<T>(a, b, c, d), vec<float,
 //     4>(h)); static_cast<float4>(h) to a vector type or such an alias
-//     converts the components (static_cast<T> through a template
-//     parameter T does not: clang refuses it between vector types).
+//     converts the components, also through a template parameter or
+//     typedef T naming a vector type (static_cast<T>(h)).
 //     Casts in cast notation that name the vector type, (float4)h, convert
 //     as in MSL, and so do casts through a template type parameter or a
 //     typedef or alias name T ((T)h, and T(h) with one argument in an
@@ -218,7 +220,12 @@
 //     float and rounds each result to bfloat, and an operation with a float
 //     or half operand yields float. It converts implicitly to float and
 //     half, and to integer types only by a cast (int(b)), so that
-//     c ? b : 0 is a bfloat as in MSL. bfloat2/3/4 have the components x, y,
+//     c ? b : 0 is a bfloat as in MSL; c ? b : f with f a float or half
+//     is a float, as in MSL. To make it so, in a program that names
+//     bfloat, the operands of a conditional expression pass through a
+//     function (unless one is a number or it is a template argument):
+//     there a conditional expression of scalars, vectors or pointers is
+//     not an lvalue (a class object's still is). bfloat2/3/4 have the components x, y,
 //     z, w and [i] but no multi-component swizzles.
 //   - Matrix types (float4x4, half2x3, matrix<T, C, R> with T float,
 //     half or bfloat): column-major, laid out as Metal lays them out

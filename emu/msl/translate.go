@@ -736,6 +736,9 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 		return false
 	}
 	fn := tr.prev(open)
+	if c := tr.prev(fn); fn > 0 && t[fn].text == ")" && c >= 0 && t[c].text == "(" && tr.prev(c) >= 0 && t[tr.prev(c)].text == "operator" {
+		fn = tr.prev(c) // operator()(...) (candle's finalize_softmax)
+	}
 	if fn < 0 || t[fn].kind != tIdent || callKeywords[t[fn].text] {
 		return false
 	}
@@ -804,6 +807,15 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 			after = after || n == x
 		}
 	}
+	if lt := tr.next(name + 1); !params[x] && lt < len(t) && t[lt].text == "<" {
+		if gt := tr.match(lt); gt > 0 && tr.deducedElsewhere(params, lt, gt, open, end) {
+			// a class template's specialization (candle's threadgroup
+			// indexed<T> shared[BLOCKSIZE]) whose template parameters
+			// other parameters name: generic as the struct declared in
+			// threadgroup memory that is passed to it
+			return true
+		}
+	}
 	if !params[x] {
 		// a class template's parameter or a typedef (which may be bfloat)
 		// follows the declarations; a struct named as such stays
@@ -816,6 +828,28 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 		}
 	}
 	return false
+}
+
+// deducedElsewhere reports whether every template parameter of the
+// function (params) named between the template argument list's brackets
+// lt and gt is also named by a parameter of the list open..end outside
+// them (and not as a threadgroup parameter's type), so that it is still
+// deduced where lt..gt is written through __pm_threadgroup.
+func (tr *translator) deducedElsewhere(params map[string]bool, lt, gt, open, end int) bool {
+	t := tr.toks
+	for j := lt + 1; j < gt; j++ {
+		if t[j].kind != tIdent || !params[t[j].text] {
+			continue
+		}
+		found := false
+		for k := open + 1; k < end && !found; k++ {
+			found = (k < lt || k > gt) && t[k].attr < 0 && t[k].text == t[j].text && !tr.threadgroupNamed(k)
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // threadgroupNamed reports whether token k is the type of a threadgroup

@@ -267,7 +267,9 @@ constexpr bfloat operator--(bfloat &a, int) {
 // operands of a conditional expression of a program using bfloat as
 // __PM_ARMS((x), (y)) (or __PM_ARM for one operand beside a literal), and
 // __pm_arm converts the bfloat (or half) operand to float there; every
-// other operand passes unchanged (value category included).
+// other operand passes unchanged, a class object as it is (an lvalue
+// staying one), a scalar, vector or pointer as a copy (so such a
+// conditional expression is not an lvalue there).
 template <class T> struct __pm_unref { typedef T type; };
 template <class T> struct __pm_unref<T &> { typedef T type; };
 template <class T> struct __pm_unref<T &&> { typedef T type; };
@@ -283,7 +285,13 @@ template <class S, class O,
           bool = __pm_arm_float<typename __pm_uncv<typename __pm_unref<S>::type>::type,
                                 typename __pm_uncv<typename __pm_unref<O>::type>::type>::v>
 struct __pm_arm {
-	template <class X> static constexpr X &&f(X &&x) { return static_cast<X &&>(x); }
+	template <class X, typename __pm_enable_if<__is_class(typename __pm_uncv<typename __pm_unref<X>::type>::type), int>::type = 0>
+	static constexpr X &&f(X &&x) {
+		return static_cast<X &&>(x);
+	}
+	// a scalar, vector or pointer is copied: it may be a vector's
+	// element (v[i], v.x), which no reference binds to
+	template <class X, typename __pm_enable_if<!__is_class(X), int>::type = 0> static constexpr X f(X x) { return x; }
 };
 template <class S, class O> struct __pm_arm<S, O, true> {
 	static constexpr float f(float x) { return x; }
