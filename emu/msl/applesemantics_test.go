@@ -175,6 +175,7 @@ func TestStaticCastTemplateVector(t *testing.T) {
 	src := mslPrelude + `
 template <typename T, typename U> T conv(U v) { return static_cast<T>(v); }
 template <typename T> T mask(float4 a, float4 b) { return static_cast<T>(a > b); }
+template <typename T> T elem(float4 v) { return static_cast<T>(v.z) + static_cast<T>(v[3]); }
 typedef int4 I4;
 kernel void casts(device const float4* in [[buffer(0)]],
                   device float4* out [[buffer(1)]],
@@ -184,7 +185,7 @@ kernel void casts(device const float4* in [[buffer(0)]],
     out[5 * i] = conv<float4>(h);
     out[5 * i + 1] = float4(conv<int4>(v));
     out[5 * i + 2] = float4(conv<I4>(v * 2.0f));
-    out[5 * i + 3] = float4(conv<int>(v.x), conv<float>(int(v.y)), 0, 0);
+    out[5 * i + 3] = float4(conv<int>(v.x), conv<float>(int(v.y)), elem<float>(v), 0);
     out[5 * i + 4] = mask<float4>(v, float4(0));
 }
 `
@@ -204,6 +205,8 @@ kernel void casts(device const float4* in [[buffer(0)]],
 				w3 = trunc(v[0])
 			case 1:
 				w3 = trunc(v[1])
+			case 2:
+				w3 = v[2] + v[3]
 			}
 			if v[c] > 0 {
 				w4 = 1
@@ -279,5 +282,52 @@ kernel void k(device const float* src [[buffer(0)]], device uint* dst [[buffer(1
 	}
 	if got := out.u32()[1]; got != uint32(sum) {
 		t.Errorf("total = %d, want %d", got, uint32(sum))
+	}
+}
+
+// A threadgroup array of structs declared in a kernel binds to a
+// parameter const threadgroup Vec (&q)[N] whose Vec and N another
+// parameter gives (mistral.rs's paged attention: Qk_dot::dot).
+func TestThreadgroupArrayReferenceParam(t *testing.T) {
+	src := mslPrelude + `
+struct F8 { float4 a, b; };
+inline float dot8(F8 x, F8 y) { return dot(x.a, y.a) + dot(x.b, y.b); }
+template <typename T, int G> struct Qk_dot {
+    template <typename Vec, int N>
+    static inline float dot(const threadgroup Vec (&q)[N], const thread Vec (&k)[N]) {
+        float s = 0;
+        for (int i = 0; i < N; i++) s += dot8(q[i], k[i]);
+        return s * G;
+    }
+};
+kernel void k(device const float* src [[buffer(0)]], device float* dst [[buffer(1)]],
+              uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup F8 q[2][3];
+    if (tid < 6) {
+        q[tid / 3][tid % 3].a = float4(src[tid]);
+        q[tid / 3][tid % 3].b = float4(1);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    F8 kv[3];
+    for (int i = 0; i < 3; i++) { kv[i].a = float4(i + 1); kv[i].b = float4(tid); }
+    dst[tid] = Qk_dot<float, 2>::dot(q[tid % 2], kv);
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	in, out := newF32(t, 6), newF32(t, 8)
+	for i := range in.f32() {
+		in.f32()[i] = float32(i) * 0.5
+	}
+	poison(out.f32())
+	runT(t, functionT(t, lib, "k"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{8, 1, 1}), in, out)
+	for tid := 0; tid < 8; tid++ {
+		var s float32
+		for i := 0; i < 3; i++ {
+			qa := in.f32()[(tid%2)*3+i]
+			s += 4*qa*float32(i+1) + 4*float32(tid)
+		}
+		if g := out.f32()[tid]; g != 2*s {
+			t.Errorf("thread %d: %v, want %v", tid, g, 2*s)
+		}
 	}
 }

@@ -705,7 +705,19 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 	if p < 0 || (t[p].text != "(" && t[p].text != ",") || to >= len(t) {
 		return false
 	}
-	if t[to].text != "*" && t[to].text != "&" {
+	if t[to].text == "(" {
+		// threadgroup T (&a)[N], a reference to an array (mistral.rs's
+		// paged attention: Qk_dot::dot(const threadgroup Vec (&q)[N], ...))
+		r := tr.next(to + 1)
+		n := tr.next(r + 1)
+		c := tr.next(n + 1)
+		if c >= len(t) || t[r].text != "&" || t[n].kind != tIdent || t[c].text != ")" {
+			return false
+		}
+		if b := tr.next(c + 1); b >= len(t) || t[b].text != "[" {
+			return false
+		}
+	} else if t[to].text != "*" && t[to].text != "&" {
 		// threadgroup T a[N], a pointer too (threadgroupArrayParam)
 		if n := tr.next(to + 1); t[to].kind != tIdent || n >= len(t) || t[n].text != "[" || t[n].attr >= 0 {
 			return false

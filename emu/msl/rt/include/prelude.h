@@ -469,11 +469,22 @@ template <class V, class... A> constexpr inline V __pm_construct(A... a) {
 // writes it __pm_static_cast<T>(x)): a vector conversion when T names a
 // vector type, as MSL's static_cast converts the components, else
 // static_cast<T>(x).
-template <class T, class A> constexpr inline T __pm_static_cast(A &&a) {
+// A class object is forwarded; a scalar or vector is taken by value, as
+// it may be a vector's element (static_cast<T>(v.x)).
+template <class T, class A, typename __pm_enable_if<__is_class(typename __pm_uncv<typename __pm_unref<A>::type>::type), int>::type = 0>
+constexpr inline T __pm_static_cast(A &&a) {
 	if constexpr (__pm_vt<T>::n > 1) {
 		return __pm_vmake<T>(a);
 	} else {
 		return static_cast<T>(static_cast<A &&>(a));
+	}
+}
+template <class T, class A, typename __pm_enable_if<!__is_class(A), int>::type = 0>
+constexpr inline T __pm_static_cast(A a) {
+	if constexpr (__pm_vt<T>::n > 1) {
+		return __pm_vmake<T>(a);
+	} else {
+		return static_cast<T>(a);
 	}
 }
 // reinterpret_cast<threadgroup T*>(p), which may change the address space
