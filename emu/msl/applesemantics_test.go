@@ -287,7 +287,9 @@ kernel void k(device const float* src [[buffer(0)]], device uint* dst [[buffer(1
 
 // A threadgroup array of structs declared in a kernel binds to a
 // parameter const threadgroup Vec (&q)[N] whose Vec and N another
-// parameter gives (mistral.rs's paged attention: Qk_dot::dot).
+// parameter gives (mistral.rs's paged attention: Qk_dot::dot), and a
+// struct is read through reinterpret_cast<threadgroup S *>(p) of a
+// threadgroup float pointer (its logits).
 func TestThreadgroupArrayReferenceParam(t *testing.T) {
 	src := mslPrelude + `
 struct F8 { float4 a, b; };
@@ -308,13 +310,21 @@ kernel void k(device const float* src [[buffer(0)]], device float* dst [[buffer(
         q[tid / 3][tid % 3].b = float4(1);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
+    // a struct read through a cast of a threadgroup float pointer
+    threadgroup float logits[16];
+    logits[tid] = float(tid);
+    logits[tid + 8] = float(tid + 8);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    typedef F8 F8_t;
+    F8_t l = *reinterpret_cast<threadgroup F8_t *>(logits + (tid % 2) * 8);
+    dst[8 + tid] = l.a.x + l.b.w;
     F8 kv[3];
     for (int i = 0; i < 3; i++) { kv[i].a = float4(i + 1); kv[i].b = float4(tid); }
     dst[tid] = Qk_dot<float, 2>::dot(q[tid % 2], kv);
 }
 `
 	lib := compileT(t, src, CompileOptions{})
-	in, out := newF32(t, 6), newF32(t, 8)
+	in, out := newF32(t, 6), newF32(t, 16)
 	for i := range in.f32() {
 		in.f32()[i] = float32(i) * 0.5
 	}
@@ -328,6 +338,10 @@ kernel void k(device const float* src [[buffer(0)]], device float* dst [[buffer(
 		}
 		if g := out.f32()[tid]; g != 2*s {
 			t.Errorf("thread %d: %v, want %v", tid, g, 2*s)
+		}
+		base := float32((tid % 2) * 8)
+		if g, w := out.f32()[8+tid], base+base+7; g != w {
+			t.Errorf("thread %d: struct read through the threadgroup cast: %v, want %v", tid, g, w)
 		}
 	}
 }

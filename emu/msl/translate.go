@@ -632,6 +632,15 @@ func (tr *translator) rewriteThreadgroupType(i int) {
 		}
 		cast = k > to && k < len(t) && t[k].text == ")"
 	}
+	if q := tr.prev(p); p >= 0 && t[p].text == "<" && q >= 0 && (t[q].text == "reinterpret_cast" || t[q].text == "static_cast") {
+		// reinterpret_cast<threadgroup T *>(p) (mistral.rs's paged
+		// attention: *reinterpret_cast<threadgroup Float_L_vec *>(logits + i))
+		k := to
+		for k < len(t) && (t[k].text == "*" || t[k].text == "&" || t[k].text == "const" || t[k].text == "volatile") {
+			k = tr.next(k + 1)
+		}
+		cast = k > to && k < len(t) && t[k].text == ">"
+	}
 	if !matrix && !statement && !cast && !tr.aliasableParameter(i, name, to) {
 		return
 	}
