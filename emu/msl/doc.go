@@ -156,7 +156,10 @@
 //     whose type is a template parameter named by another parameter too,
 //     or a class template's specialization whose template parameters
 //     other parameters name (threadgroup indexed<T> shared[N] beside
-//     device const T *src), follows the argument. bfloat (a class here)
+//     device const T *src), follows the argument, as does a reference to
+//     an array, const threadgroup Vec (&q)[N], whose Vec another parameter
+//     names; so does a cast, (threadgroup S *) p or
+//     reinterpret_cast<threadgroup S *>(p). bfloat (a class here)
 //     declared in threadgroup memory in a function body, by name or
 //     through a typedef or template parameter, is in the generic address
 //     space, so that it is assigned as a whole; its accesses are checked
