@@ -168,6 +168,45 @@ kernel void cond(device const bfloat* b [[buffer(0)]],
 	}
 }
 
+// In a program using bfloat, a conditional expression whose operands are
+// not a bfloat and a float stays what C++ makes it: an lvalue where both
+// are lvalues of one type, void where both are void.
+func TestBfloatConditionalLvalueAndVoid(t *testing.T) {
+	src := mslPrelude + `
+void put(device float *o, float v) { *o = v; }
+kernel void k(device const bfloat *b [[buffer(0)]],
+              device float *out [[buffer(1)]],
+              uint i [[thread_position_in_grid]]) {
+    float a = 1, c = 2;
+    (i % 2 ? a : c) = 5;
+    float &r = i % 2 ? a : c;
+    r += 1;
+    i % 2 ? put(out + 3 * i, float(b[i])) : put(out + 3 * i, -1.0f);
+    out[3 * i + 1] = a;
+    out[3 * i + 2] = c;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	bvals := []float32{1.5, -2, 0.25, 3}
+	b, out := newMem(t, 2*len(bvals)), newF32(t, 3*len(bvals))
+	for i, v := range bvals {
+		b.u16()[i] = bfloatRound(v)
+	}
+	poison(out.f32())
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{len(bvals), 1, 1}, [3]int{len(bvals), 1, 1}), b, out)
+	for i, x := range bvals {
+		want := []float32{-1, 1, 6}
+		if i%2 == 1 {
+			want = []float32{x, 6, 2}
+		}
+		for k, w := range want {
+			if g := out.f32()[3*i+k]; g != w {
+				t.Errorf("thread %d, result %d = %v, want %v", i, k, g, w)
+			}
+		}
+	}
+}
+
 // static_cast<T>(v) with T a template parameter naming a vector type
 // converts the components, as static_cast<float4>(v) does (clang refuses
 // it between vector types); through a scalar T it is static_cast's own.

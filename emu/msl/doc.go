@@ -225,11 +225,13 @@
 //     half, and to integer types only by a cast (int(b)), so that
 //     c ? b : 0 is a bfloat as in MSL; c ? b : f with f a float or half
 //     is a float, as in MSL. To make it so, in a program that names
-//     bfloat, the operands of a conditional expression pass through a
-//     function (unless one is a number or it is a template argument):
-//     there a conditional expression of scalars, vectors or pointers is
-//     not an lvalue (a class object's still is). bfloat2/3/4 have the components x, y,
-//     z, w and [i] but no multi-component swizzles.
+//     bfloat, each operand of a conditional expression (unless one is a
+//     number or it is a template argument) is the right side of a comma
+//     expression whose left side names both operands' types, converting a
+//     bfloat beside a float or half to float and passing every other
+//     operand as it is (an lvalue stays one, a void operand void).
+//     bfloat2/3/4 have the components x, y, z, w and [i] but no
+//     multi-component swizzles.
 //   - Matrix types (float4x4, half2x3, matrix<T, C, R> with T float,
 //     half or bfloat): column-major, laid out as Metal lays them out
 //     (columns are vectors: float3x3 is 48 bytes, 16-byte aligned), with

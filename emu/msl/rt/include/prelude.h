@@ -265,11 +265,13 @@ constexpr bfloat operator--(bfloat &a, int) {
 // c ? x : y with a bfloat and a float or half operand is a float, as the
 // usual arithmetic conversions make it in MSL: the translator writes the
 // operands of a conditional expression of a program using bfloat as
-// __PM_ARMS((x), (y)) (or __PM_ARM for one operand beside a literal), and
-// __pm_arm converts the bfloat (or half) operand to float there; every
-// other operand passes unchanged, a class object as it is (an lvalue
-// staying one), a scalar, vector or pointer as a copy (so such a
-// conditional expression is not an lvalue there).
+// __PM_ARMS((x), (y)) (or __PM_ARM for one operand beside a literal), a
+// comma expression whose left operand is a __pm_arm tag naming both
+// operands' types. Where one is a bfloat and the other a float or half,
+// the tag's comma operator converts the operand to float; for every
+// other pair the built-in comma operator applies, so the operand passes as
+// it is: an lvalue stays one (c ? a : b = x), a void operand stays void
+// (c ? f() : g()), a vector's element stays itself.
 template <class T> struct __pm_unref { typedef T type; };
 template <class T> struct __pm_unref<T &> { typedef T type; };
 template <class T> struct __pm_unref<T &&> { typedef T type; };
@@ -284,20 +286,10 @@ template <class S, class O> struct __pm_arm_float {
 template <class S, class O,
           bool = __pm_arm_float<typename __pm_uncv<typename __pm_unref<S>::type>::type,
                                 typename __pm_uncv<typename __pm_unref<O>::type>::type>::v>
-struct __pm_arm {
-	template <class X, typename __pm_enable_if<__is_class(typename __pm_uncv<typename __pm_unref<X>::type>::type), int>::type = 0>
-	static constexpr X &&f(X &&x) {
-		return static_cast<X &&>(x);
-	}
-	// a scalar, vector or pointer is copied: it may be a vector's
-	// element (v[i], v.x), which no reference binds to
-	template <class X, typename __pm_enable_if<!__is_class(X), int>::type = 0> static constexpr X f(X x) { return x; }
-};
-template <class S, class O> struct __pm_arm<S, O, true> {
-	static constexpr float f(float x) { return x; }
-};
-#define __PM_ARMS(a, b) __pm_arm<decltype(a), decltype(b)>::f(a) : __pm_arm<decltype(b), decltype(a)>::f(b)
-#define __PM_ARM(a, b) __pm_arm<decltype(a), decltype(b)>::f(a)
+struct __pm_arm {};
+template <class S, class O> constexpr float operator,(__pm_arm<S, O, true>, float x) { return x; }
+#define __PM_ARMS(a, b) (__pm_arm<decltype(a), decltype(b)>(), a) : (__pm_arm<decltype(b), decltype(a)>(), b)
+#define __PM_ARM(a, b) (__pm_arm<decltype(a), decltype(b)>(), a)
 
 // bfloat2, bfloat3, bfloat4: elementwise arithmetic, components (x, y, z,
 // w and [i]), and conversion to and from float and half vectors. As half3,
