@@ -229,7 +229,11 @@
 //     number or it is a template argument) is the right side of a comma
 //     expression whose left side names both operands' types, converting a
 //     bfloat beside a float or half to float and passing every other
-//     operand as it is (an lvalue stays one, a void operand void).
+//     operand as it is (an lvalue stays one, a void operand void). An
+//     assignment of a bfloat to an integer compiles only in a branch whose
+//     condition is a bool template parameter (if (P), if (!P)), which is
+//     written if constexpr, so that the branch an instantiation never
+//     takes is not compiled (MLX's sort).
 //     bfloat2/3/4 have the components x, y, z, w and [i] but no
 //     multi-component swizzles.
 //   - Matrix types (float4x4, half2x3, matrix<T, C, R> with T float,

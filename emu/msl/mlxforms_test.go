@@ -1,6 +1,7 @@
 package msl
 
 import (
+	"math"
 	"testing"
 
 	"github.com/puremetal/puremetal/half"
@@ -303,5 +304,58 @@ template [[host_name("flagged")]] [[kernel]] decltype(gemm<float, 4, true>) gemm
 	runBufs(t, lib, "flagged", 32, newMem(t, 4), out)
 	if g := out.f32()[5]; g != -4 {
 		t.Fatalf("flagged: out[5] = %v, want -4", g)
+	}
+}
+
+// A branch on a bool template parameter that its instantiation never takes
+// may assign a bfloat to an integer, as MSL converts bfloat implicitly
+// (MLX's sort: KernelMergeSort<T, U, ARG_SORT, ...>::block_sort writes
+// out[i] = tgp_vals[i] under if (!ARG_SORT), with U uint and T bfloat for
+// an arg-sort); the branch it takes runs.
+func TestTemplateParameterBranch(t *testing.T) {
+	src := mslPrelude + `
+template <typename T, typename U, bool ARG, bool NEG = false>
+struct Sorter {
+  static void write(const device T* in, device U* out, uint i) {
+    threadgroup T vals[32];
+    vals[i] = in[i];
+    if (ARG) {
+      out[i] = 31 - i;
+    } else {
+      out[i] = vals[i];
+    }
+    if (!NEG) {
+    } else {
+      out[i] = -vals[i];
+    }
+  }
+};
+template <typename T, typename U, bool ARG, bool NEG>
+[[kernel]] void k(const device T* in [[buffer(0)]], device U* out [[buffer(1)]], uint i [[thread_position_in_grid]]) {
+  Sorter<T, U, ARG, NEG>::write(in, out, i);
+}
+template [[host_name("arg")]] [[kernel]] decltype(k<bfloat, uint, true, false>) k<bfloat, uint, true, false>;
+template [[host_name("vals")]] [[kernel]] decltype(k<bfloat, bfloat, false, false>) k<bfloat, bfloat, false, false>;
+template [[host_name("neg")]] [[kernel]] decltype(k<bfloat, bfloat, false, true>) k<bfloat, bfloat, false, true>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	in := newMem(t, 2*32)
+	for i := range in.u16() {
+		in.u16()[i] = uint16(math.Float32bits(float32(i)+0.5) >> 16)
+	}
+	arg, vals := newMem(t, 4*32), newMem(t, 2*32)
+	runBufs(t, lib, "arg", 32, in, arg)
+	runBufs(t, lib, "vals", 32, in, vals)
+	for i := 0; i < 32; i++ {
+		if g := arg.u32()[i]; g != uint32(31-i) {
+			t.Fatalf("arg: out[%d] = %d, want %d", i, g, 31-i)
+		}
+		if g := vals.u16()[i]; g != in.u16()[i] {
+			t.Fatalf("vals: out[%d] = %#x, want %#x", i, g, in.u16()[i])
+		}
+	}
+	runBufs(t, lib, "neg", 32, in, vals)
+	if g, w := vals.u16()[3], in.u16()[3]|0x8000; g != w {
+		t.Fatalf("neg: out[3] = %#x, want %#x", g, w)
 	}
 }

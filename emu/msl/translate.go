@@ -164,6 +164,7 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 	tr.memberQualifiers()
 	tr.walk()
 	tr.resolveConstants()
+	tr.templateConditions()
 	tr.vecSpecializations()
 	if len(only) > 0 {
 		tr.keepOnly(only)
