@@ -163,7 +163,11 @@
 //     declared in threadgroup memory in a function body, by name or
 //     through a typedef or template parameter, is in the generic address
 //     space, so that it is assigned as a whole; its accesses are checked
-//     and counted as threadgroup memory all the same.
+//     and counted as threadgroup memory all the same. A function template
+//     whose parameters threadgroup T* (or T&) alone name its type parameter
+//     T takes such bfloat (or matrix) arrays too: it is repeated with
+//     those parameters generic, for those types only (MLX's quantized
+//     gemm_loop_aligned(threadgroup T* As, threadgroup T* Bs, ...)).
 //   - Vectors: boolN are int vectors, and comparing vectors yields int
 //     vectors (0 or -1 per component); all, any and select accept them.
 //     Vector constructors such as float4(a.xy, 0, 1) and direct

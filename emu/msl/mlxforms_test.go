@@ -359,3 +359,43 @@ template [[host_name("neg")]] [[kernel]] decltype(k<bfloat, bfloat, false, true>
 		t.Fatalf("neg: out[3] = %#x, want %#x", g, w)
 	}
 }
+
+// A function template taking threadgroup T* parameters that alone name T
+// is called with threadgroup bfloat arrays (in the generic address space
+// here) as with float ones (MLX's quantized gather_qmm_rhs:
+// gemm_loop_aligned(threadgroup T* As, threadgroup T* Bs, thread mma_t&
+// mma_op, ...) called with threadgroup T Xs[...], T bfloat).
+func TestThreadgroupDeducedParameter(t *testing.T) {
+	src := mslPrelude + `
+template <typename T, typename Op>
+void fill(threadgroup T* a, const threadgroup T& b, thread Op& op, uint i) {
+  T x = T(i) + b;
+  a[i] = op(x);
+}
+struct Twice { template <typename U> U operator()(U x) { return x * U(2); } };
+template <typename T>
+[[kernel]] void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  threadgroup T buf[32];
+  threadgroup T one;
+  if (i == 0) one = T(1);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  Twice op;
+  fill(buf, one, op, i);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[i] = float(buf[31 - i]);
+}
+template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
+template [[host_name("k_h")]] [[kernel]] decltype(k<half>) k<half>;
+template [[host_name("k_b")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for _, name := range []string{"k_f", "k_h", "k_b"} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			if w := float32(2 * (31 - i + 1)); g != w {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
+			}
+		}
+	}
+}
