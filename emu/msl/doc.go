@@ -185,7 +185,12 @@
 //     for true, as in MSL; a bool vector held in a variable and converted
 //     later gives -1, since boolN are int vectors. A brace list
 //     passed as a function argument (f({a, b, c})) converts to the
-//     parameter's type, vectors included.
+//     parameter's type, vectors included. A function template deduces T
+//     from a parameter vec<T, N>, or an alias template naming one, for
+//     every element type (bfloat too) when no other parameter names T;
+//     T then moves behind new template parameters, so such a function is
+//     left as written when the program gives its name template arguments
+//     (f<float>(v)), and T is not deduced there.
 //   - Not supported, each failing with "... is not supported by the
 //     emulated device", a diagnostic in Apple's form (file:line:col:
 //     error: ...) at the program's own use, naming nothing of the

@@ -399,3 +399,49 @@ template [[host_name("k_b")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
 		}
 	}
 }
+
+// A function template deduces T from a vec<T, N> parameter, or one through
+// an alias template naming it, of every element type, bfloat's too (MLX's
+// steel attention: template <typename U> using dtype_frag_t = typename
+// metal::vec<U, kElemsPerFrag>; mma(thread frag_type& D, thread
+// dtype_frag_t<Atype>& A, ...), beside an overload on matrices).
+func TestVecAliasDeduction(t *testing.T) {
+	src := mslPrelude + `
+template <typename T, int N>
+struct Frag {
+  template <typename U> using frag_t = typename metal::vec<U, N>;
+  template <typename A, typename B>
+  static void add(thread vec<T, N>& d, thread frag_t<A>& a, const thread metal::vec<B, N>& b) {
+    for (int i = 0; i < N; i++) d[i] = T(a[i]) + T(b[i]) + T(sizeof(A));
+  }
+  template <typename A, typename B>
+  static void add(thread vec<T, N>& d, thread A* a, B b) {
+    for (int i = 0; i < N; i++) d[i] = T(a[i]) * T(b);
+  }
+};
+template <typename E>
+[[kernel]] void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  vec<float, 2> d;
+  vec<E, 2> a = vec<E, 2>(E(i), E(1));
+  half2 b = half2(2, 3);
+  Frag<float, 2>::add(d, a, b);
+  float p[2] = {1, 2};
+  vec<float, 2> e;
+  Frag<float, 2>::add(e, p, 10);
+  out[i] = d.x + d.y * 100 + e.y * 1000;
+}
+template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
+template [[host_name("k_h")]] [[kernel]] decltype(k<half>) k<half>;
+template [[host_name("k_b")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
+`
+	lib := compileT(t, src, CompileOptions{})
+	for name, size := range map[string]float32{"k_f": 4, "k_h": 2, "k_b": 2} {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			if w := float32(i) + 2 + size + (1+3+size)*100 + 20000; g != w {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
+			}
+		}
+	}
+}

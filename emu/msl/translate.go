@@ -165,6 +165,7 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 	tr.walk()
 	tr.resolveConstants()
 	tr.templateConditions()
+	tr.vecDeductions()
 	tr.vecSpecializations()
 	if len(only) > 0 {
 		tr.keepOnly(only)

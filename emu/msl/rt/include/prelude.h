@@ -377,6 +377,17 @@ template <int N> struct __pm_vec_of<bool, N> {
 	typedef __pm_ext<int, N> type;
 };
 template <class T, int N> using vec = typename __pm_vec_of<T, N>::type;
+// __pm_vec_elem<V>::type is the element type of a vector type V, and V a
+// type that is not a vector has none: a function template parameter
+// vec<T, N> is written as a type deduced from the argument, with T its
+// element type (the translator's vecDeductions)
+template <class V> struct __pm_vec_elem {};
+template <class T, int N> struct __pm_vec_elem<T __attribute__((ext_vector_type(N)))> {
+	typedef T type;
+};
+template <int N> struct __pm_vec_elem<__pm_bfvec<N>> {
+	typedef bfloat type;
+};
 typedef __pm_bfvec<2> bfloat2;
 typedef __pm_bfvec<3> bfloat3;
 typedef __pm_bfvec<4> bfloat4;
