@@ -162,8 +162,10 @@
 //     reinterpret_cast<threadgroup S *>(p). bfloat (a class here)
 //     declared in threadgroup memory in a function body, by name or
 //     through a typedef or template parameter, is in the generic address
-//     space, so that it is assigned as a whole; its accesses are checked
-//     and counted as threadgroup memory all the same. A function template
+//     space, so that it is assigned as a whole, and so is the pointer a
+//     cast (threadgroup bfloat *) p (bfloat2, 3, 4 too) gives; its
+//     accesses are checked and counted as threadgroup memory all the same.
+//     A function template
 //     whose parameters threadgroup T* (or T&) alone name its type parameter
 //     T takes such bfloat (or matrix) arrays too: it is repeated with
 //     those parameters generic, for those types only (MLX's quantized

@@ -445,3 +445,35 @@ template [[host_name("k_b")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
 		}
 	}
 }
+
+// A cast of a threadgroup pointer to a threadgroup bfloat pointer (or
+// bfloat4's) gives a pointer the bfloat declaration it initializes takes
+// (mistral.rs's flash attention: threadgroup bfloat *sq = (threadgroup
+// bfloat *)(shmem_f16 + 0 * T)), whose accesses reach the threadgroup
+// memory.
+func TestThreadgroupBfloatCast(t *testing.T) {
+	src := mslPrelude + `
+kernel void k(device float* out [[buffer(0)]], threadgroup half* shmem [[threadgroup(0)]], uint i [[thread_position_in_grid]]) {
+  threadgroup bfloat *sb = (threadgroup bfloat *)(shmem + 32);
+  threadgroup bfloat4 *sb4 = (threadgroup bfloat4 *)(shmem + 32);
+  sb[i] = bfloat(float(i) + 0.5f);
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  bfloat4 v = sb4[(31 - i) / 4];
+  out[i] = float(v[(31 - i) % 4]);
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	f := functionT(t, lib, "k")
+	out := newF32(t, 32)
+	d := &Dispatch{Grid: ThreadsGrid([3]int{32, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = out.binding()
+	d.ThreadgroupMemoryLength[0] = 2 * 64
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range out.f32() {
+		if w := float32(31-i) + 0.5; g != w {
+			t.Fatalf("out[%d] = %v, want %v", i, g, w)
+		}
+	}
+}

@@ -521,6 +521,9 @@ func (tr *translator) checkThreadgroupType(i int) {
 	if p >= 0 && (t[p].text == ";" || t[p].text == "{" || t[p].text == "}") {
 		return // a declaration in a body: a class type there is in the generic address space
 	}
+	if tr.threadgroupPointerCast(i) {
+		return // (threadgroup bfloat *) p: a generic pointer, as the declaration it initializes
+	}
 	for k := tr.next(i + 1); k < len(t) && k < i+4; k = tr.next(k + 1) {
 		switch t[k].text {
 		case "bfloat", "bfloat2", "bfloat3", "bfloat4", "bfloat16_t":
@@ -531,6 +534,37 @@ func (tr *translator) checkThreadgroupType(i int) {
 		}
 		return
 	}
+}
+
+// threadgroupPointerCast reports whether threadgroup token i begins the
+// type of a cast to a pointer, (threadgroup T *) p or (const threadgroup
+// T *) p, with T a single name (mistral.rs's flash attention:
+// (threadgroup bfloat *)(shmem_f16 + ...)).
+func (tr *translator) threadgroupPointerCast(i int) bool {
+	t := tr.toks
+	p := tr.prev(i)
+	if p >= 0 && t[p].text == "const" {
+		p = tr.prev(p)
+	}
+	if p < 0 || t[p].text != "(" {
+		return false
+	}
+	k := tr.next(i + 1)
+	if k < len(t) && t[k].text == "const" {
+		k = tr.next(k + 1)
+	}
+	if k >= len(t) || t[k].kind != tIdent {
+		return false
+	}
+	k = tr.next(k + 1)
+	stars := 0
+	for k < len(t) && (t[k].text == "*" || t[k].text == "const") {
+		if t[k].text == "*" {
+			stars++
+		}
+		k = tr.next(k + 1)
+	}
+	return stars > 0 && k < len(t) && t[k].text == ")"
 }
 
 // matrixTypeName matches the names of Metal's matrix types.
@@ -581,7 +615,9 @@ func (tr *translator) threadgroupType(i int) (from, name, last, to int, ok bool)
 		}
 		return from, name, k, tr.next(k + 1), true
 	}
-	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) || t[name].text == "auto" {
+	// bfloat2, 3 and 4 are classes here, as bfloat is (generic in
+	// threadgroup memory)
+	if name >= len(t) || t[name].kind != tIdent || builtinTypeName(t[name].text) && !strings.HasPrefix(t[name].text, "bfloat") || t[name].text == "auto" {
 		return 0, 0, 0, 0, false
 	}
 	last, to = name, tr.next(name+1)
