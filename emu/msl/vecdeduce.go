@@ -26,7 +26,7 @@ func (tr *translator) vecDeductions() {
 	aliases := tr.vecAliasTemplates()
 	explicit := map[string]bool{} // names followed by template arguments
 	for i := 0; i+1 < len(t); i++ {
-		if t[i].kind == tIdent && t[i].attr < 0 && t[tr.next(i+1)].text == "<" {
+		if n := tr.next(i + 1); t[i].kind == tIdent && t[i].attr < 0 && n < len(t) && t[n].text == "<" {
 			explicit[t[i].text] = true
 		}
 	}
