@@ -739,30 +739,21 @@ static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 	pm_simd_x *x = &w->sgx[f->sg];
 	uint32_t base = f->sg * PM_SIMD_WIDTH;
 	x->lanes = g->lanes;
+	/* the lanes waiting at f's site, f's own included */
+	uint32_t mask = 1u << f->lane;
 	if (!g->mixed) {
 		/* every lane at a SIMD-group function waits at f's site */
-		uint32_t mask = g->at_simd | 1u << f->lane;
-		x->mask = mask;
+		mask |= g->at_simd;
+	} else {
 		for (uint32_t l = 0; l < g->lanes; l++) {
-			if ((mask >> l) & 1) {
-				const pm_fiber *h = &w->fibers[base + l];
-				x->in[l] = h->sin;
-				x->out[l] = h->sout;
-			} else {
-				x->in[l] = NULL;
-				x->out[l] = NULL;
-			}
+			const pm_fiber *h = &w->fibers[base + l];
+			if (h->state == F_AT_SIMD && at_site(h, f->op, f->line, f->col, f->file)) mask |= 1u << l;
 		}
-		g->at_simd &= ~(1u << f->lane);
-		f->state = F_RUNNING;
-		w->in_simd = 1;
-		return x;
 	}
-	x->mask = 0;
+	x->mask = mask;
 	for (uint32_t l = 0; l < g->lanes; l++) {
-		pm_fiber *h = &w->fibers[base + l];
-		if (h == f || (h->state == F_AT_SIMD && at_site(h, f->op, f->line, f->col, f->file))) {
-			x->mask |= 1u << l;
+		if ((mask >> l) & 1) {
+			const pm_fiber *h = &w->fibers[base + l];
 			x->in[l] = h->sin;
 			x->out[l] = h->sout;
 		} else {
