@@ -18,14 +18,7 @@ func (tr *translator) templateConditions() {
 	t := tr.toks
 	done := map[int]bool{}
 	for i := 0; i < len(t); i++ {
-		if t[i].attr >= 0 || t[i].kind != tIdent || t[i].text != "template" {
-			continue
-		}
-		lt := tr.next(i + 1)
-		if lt >= len(t) || t[lt].text != "<" {
-			continue
-		}
-		gt := tr.match(lt)
+		lt, gt := tr.templateParams(i)
 		if gt < 0 {
 			continue
 		}
@@ -88,6 +81,21 @@ func (tr *translator) boolTemplateParams(lt, gt int) map[string]bool {
 		seg = append(seg, k)
 	}
 	return params
+}
+
+// templateParams returns the angle brackets of the template parameter
+// list after the keyword template at token i (lt at '<', gt at its match),
+// or -1, -1 where token i is not the keyword or has no list.
+func (tr *translator) templateParams(i int) (lt, gt int) {
+	t := tr.toks
+	if t[i].attr >= 0 || t[i].kind != tIdent || t[i].text != "template" {
+		return -1, -1
+	}
+	lt = tr.next(i + 1)
+	if lt >= len(t) || t[lt].text != "<" {
+		return -1, -1
+	}
+	return lt, tr.match(lt)
 }
 
 // templateBody returns the braces of the body of the declaration that

@@ -26,14 +26,7 @@ var neverMatches = regexp.MustCompile(`\A\z.`)
 func (tr *translator) threadgroupDeducedCopies() {
 	t := tr.toks
 	for i := 0; i < len(t); i++ {
-		if t[i].attr >= 0 || t[i].kind != tIdent || t[i].text != "template" {
-			continue
-		}
-		lt := tr.next(i + 1)
-		if lt >= len(t) || t[lt].text != "<" {
-			continue
-		}
-		gt := tr.match(lt)
+		lt, gt := tr.templateParams(i)
 		if gt < 0 {
 			continue
 		}
