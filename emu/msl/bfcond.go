@@ -1,10 +1,5 @@
 package msl
 
-import (
-	"sort"
-	"strings"
-)
-
 // In MSL, c ? x : y with a bfloat and a float operand is a float (the usual
 // arithmetic conversions, bfloat being a floating-point type); here bfloat
 // is a class converting implicitly to float and from float, which C++
@@ -97,19 +92,7 @@ func (tr *translator) literalText(k int) string {
 			in = append(in, r)
 		}
 	}
-	sort.SliceStable(in, func(a, b int) bool { return in[a].start < in[b].start })
-	var b strings.Builder
-	pos := start
-	for _, r := range in {
-		if r.start < pos {
-			continue
-		}
-		b.WriteString(tr.src[pos:r.start])
-		b.WriteString(r.text)
-		pos = r.end
-	}
-	b.WriteString(tr.src[pos:end])
-	return b.String()
+	return tr.splice(start, end, in)
 }
 
 // inTemplateArgs reports whether the '?' at q is inside a template

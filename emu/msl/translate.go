@@ -2391,7 +2391,13 @@ func (tr *translator) applyRange(start, end int, extra []replacement, re *regexp
 			rs = append(rs, replacement{start: r.start, end: r.end, text: re.ReplaceAllString(r.text, with)})
 		}
 	}
-	rs = append(rs, extra...)
+	return tr.splice(start, end, append(rs, extra...)), true
+}
+
+// splice returns the source between start and end with the replacements
+// rs (all inside it) made, in order of their starts; of two overlapping,
+// the one starting first wins.
+func (tr *translator) splice(start, end int, rs []replacement) string {
 	sort.SliceStable(rs, func(a, b int) bool { return rs[a].start < rs[b].start })
 	var b strings.Builder
 	pos := start
@@ -2404,7 +2410,7 @@ func (tr *translator) applyRange(start, end int, extra []replacement, re *regexp
 		pos = r.end
 	}
 	b.WriteString(tr.src[pos:end])
-	return b.String(), true
+	return b.String()
 }
 
 // ternaryColon reports whether the ':' at i is a conditional operator's (a
