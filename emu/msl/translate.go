@@ -971,6 +971,41 @@ func (tr *translator) checkTokens() {
 	}
 }
 
+// A class template partial specialization,
+// template <params> struct name<args>, by its tokens.
+type partialSpec struct {
+	name              int // the class template's name
+	params, paramsEnd int // the < and > of its template parameters
+	args, argsEnd     int // the < and > of its template arguments
+}
+
+// partialSpecialization tells whether token i is the struct or class
+// keyword of a class template partial specialization, and finds its parts.
+func (tr *translator) partialSpecialization(i int) (partialSpec, bool) {
+	t := tr.toks
+	if t[i].attr >= 0 || (t[i].text != "struct" && t[i].text != "class") {
+		return partialSpec{}, false
+	}
+	name := tr.next(i + 1)
+	if name >= len(t) || t[name].kind != tIdent {
+		return partialSpec{}, false
+	}
+	lt := tr.next(name + 1)
+	if lt >= len(t) || t[lt].text != "<" {
+		return partialSpec{}, false
+	}
+	gt := tr.match(lt)
+	p := tr.prev(i)
+	if gt < 0 || p < 0 || t[p].text != ">" {
+		return partialSpec{}, false
+	}
+	tl := tr.matchBack(p)
+	if tl < 0 || tr.prev(tl) < 0 || t[tr.prev(tl)].text != "template" {
+		return partialSpec{}, false
+	}
+	return partialSpec{name: name, params: tl, paramsEnd: p, args: lt, argsEnd: gt}, true
+}
+
 // addressSpaceSpecializations drops a class template partial
 // specialization that only the address space of a pointer tells from an
 // earlier one (MLX's pointer_element<thread T*> and pointer_element<device
@@ -980,29 +1015,11 @@ func (tr *translator) addressSpaceSpecializations() {
 	t := tr.toks
 	seen := map[string]bool{}
 	for i := 0; i+2 < len(t); i++ {
-		if t[i].attr >= 0 || (t[i].text != "struct" && t[i].text != "class") {
+		sp, ok := tr.partialSpecialization(i)
+		if !ok {
 			continue
 		}
-		name := tr.next(i + 1)
-		if name >= len(t) || t[name].kind != tIdent {
-			continue
-		}
-		lt := tr.next(name + 1)
-		if lt >= len(t) || t[lt].text != "<" {
-			continue
-		}
-		gt := tr.match(lt)
-		if gt < 0 {
-			continue
-		}
-		p := tr.prev(i)
-		if p < 0 || t[p].text != ">" {
-			continue
-		}
-		tl := tr.matchBack(p)
-		if tl < 0 || tr.prev(tl) < 0 || t[tr.prev(tl)].text != "template" {
-			continue
-		}
+		name, lt, gt, tl := sp.name, sp.args, sp.argsEnd, sp.params
 		var norm, orig strings.Builder
 		for j := lt + 1; j < gt; j++ {
 			if t[j].attr >= 0 {
@@ -2279,26 +2296,11 @@ func (tr *translator) apply() string {
 func (tr *translator) vecSpecializations() {
 	t := tr.toks
 	for i := 0; i+2 < len(t); i++ {
-		if t[i].attr >= 0 || (t[i].text != "struct" && t[i].text != "class") {
+		sp, ok := tr.partialSpecialization(i)
+		if !ok {
 			continue
 		}
-		name := tr.next(i + 1)
-		if name >= len(t) || t[name].kind != tIdent {
-			continue
-		}
-		lt := tr.next(name + 1)
-		if lt >= len(t) || t[lt].text != "<" {
-			continue
-		}
-		gt := tr.match(lt)
-		p := tr.prev(i)
-		if gt < 0 || p < 0 || t[p].text != ">" {
-			continue
-		}
-		tl := tr.matchBack(p)
-		if tl < 0 || tr.prev(tl) < 0 || t[tr.prev(tl)].text != "template" {
-			continue
-		}
+		lt, gt, tl, p := sp.args, sp.argsEnd, sp.params, sp.paramsEnd
 		// the template's type parameters, with the tokens declaring them
 		params := map[string][2]int{}
 		for j, from := tr.next(tl+1), tr.next(tl+1); j <= p; j = tr.next(j + 1) {
