@@ -51,6 +51,9 @@ func benchDispatch(b *testing.B, f *msl.Function, d *msl.Dispatch) {
 // Qwen3.5 layer, one token (1024 threadgroups of 128 threads).
 //
 //	go test ./emu/msl -run '^$' -bench Qwen -count 5
+//
+// testdata/bench-compare.sh COMMIT runs it alternately with the test
+// binary of an earlier commit, for a comparison on one machine.
 func BenchmarkQwenDecode(b *testing.B) {
 	r := qwenRun(b, kernels.Decode(qwenDk/32), 1)
 	benchDispatch(b, r.f, r.d)
