@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu/msl"
@@ -65,6 +66,55 @@ func BenchmarkQwenDecode(b *testing.B) {
 func BenchmarkQwenPrefill(b *testing.B) {
 	r := qwenRun(b, kernels.Prefill, 8)
 	benchDispatch(b, r.f, r.d)
+}
+
+// threadCostsSource has a kernel whose threads only start and store one
+// value, and one whose threads also call simd_sum four times.
+const threadCostsSource = `#include <metal_stdlib>
+using namespace metal;
+kernel void start(device float *o [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    o[i] = float(i);
+}
+kernel void simd_sum4(device float *o [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    float s = simd_sum(float(i));
+    s = simd_sum(s);
+    s = simd_sum(s);
+    o[i] = simd_sum(s);
+}
+`
+
+// BenchmarkThreadCosts times the emulator's own cost per thread, on one
+// worker, with the decode dispatch's grid (1024 threadgroups of 128
+// threads): starting and ending a thread (start), and that plus four
+// SIMD-group functions, each of which switches every lane out and back in
+// (simd_sum4). Their difference over four is the cost of one SIMD-group
+// function per lane.
+func BenchmarkThreadCosts(b *testing.B) {
+	if err := msl.Supported(); err != nil {
+		b.Skip(err)
+	}
+	lib, err := msl.Compile(threadCostsSource, msl.CompileOptions{FileName: "threadcosts.metal", CacheDir: benchCache})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const tgs, tpg = 1024, 128
+	out := make([]float32, tgs*tpg)
+	for _, name := range []string{"start", "simd_sum4"} {
+		f, err := lib.Function(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := &msl.Dispatch{Workers: 1, Grid: msl.ThreadgroupsGrid([3]int{tgs, 1, 1}, [3]int{tpg, 1, 1})}
+		d.Buffers[0] = msl.Binding{Ptr: uintptr(unsafe.Pointer(&out[0])), Len: len(out) * 4}
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				if _, err := f.Run(d); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(tgs*tpg), "ns/thread")
+		})
+	}
 }
 
 // cpuTime is the CPU time the process used, user and system, in ns.

@@ -80,7 +80,9 @@ typedef struct pm_thread {
 typedef void (*pm_entry_fn)(const pm_thread *);
 
 /* Exchange record of one SIMD-group operation: the lane that completes the
- * group computes every participating lane's result. */
+ * group computes every participating lane's result. Each lane stores its
+ * operand and result addresses when it reaches a SIMD-group function, so
+ * those of a lane outside mask are stale: only lanes in mask are read. */
 typedef struct pm_simd_x {
 	uint32_t mask;  /* lanes taking part (live lanes of the SIMD-group) */
 	uint32_t lanes; /* lanes in the SIMD-group (32 except at a partial edge) */
