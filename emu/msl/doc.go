@@ -83,7 +83,11 @@
 // which thread runs first between barriers.
 //
 // Every memory access of a kernel is checked (clang's sanitizer-coverage
-// load and store hooks): a load or store outside the bound buffers, or
+// load and store hooks; the copies of structs the compiler makes with
+// memcpy, memmove and memset go through AddressSanitizer's calls for
+// them, which check and count both ranges in pieces of 16 bytes, and
+// AddressSanitizer instruments nothing else), except the one kind the
+// known differences below name: a load or store outside the bound buffers, or
 // outside the threadgroup memory allocation it aims at, stops the dispatch
 // before it happens. Run reports such faults as a *KernelError naming the
 // kernel, the source line and the thread: an out-of-bounds device or
@@ -117,6 +121,11 @@
 //
 // # Known differences from Apple's compiler and GPUs
 //
+//   - Loads and stores of whole 32-byte vectors (long3, long4, ulong3,
+//     ulong4) are neither checked nor counted: the sanitizer-coverage
+//     hooks exist for accesses of 1, 2, 4, 8 and 16 bytes only, so one
+//     outside a buffer is not reported and may corrupt the process's
+//     memory.
 //   - Fast math: Metal compiles with fast math unless told otherwise;
 //     CompileOptions.FastMath is false by default here (set it to match
 //     MTLCompileOptions). Without it every float operation is an IEEE-754

@@ -194,3 +194,53 @@ func TestEndlessLoopTimesOut(t *testing.T) {
 		t.Fatalf("%v (line %d), want a timeout at line 5", err, ke.Line)
 	}
 }
+
+// Copies of structs larger than 16 bytes, which the compiler makes with
+// memcpy, are checked and counted like every other access: out of the
+// buffer they are faults naming it, inside it they move the bytes and
+// count them.
+func TestStructCopyChecked(t *testing.T) {
+	const src = mslPrelude + `struct S { float4 a, b, c, d; };
+struct T { uint a[5]; };
+kernel void copy_in(device S* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    out[tid] = out[tid + 32];
+}
+kernel void load_past(device S* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    out[tid] = out[tid + 63];
+}
+kernel void store_past(device S* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    out[tid + 63] = out[tid];
+}
+kernel void odd_past(device T* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    out[tid] = out[tid + 204];
+}
+`
+	// 4096 bytes: 64 S of 64 bytes, 204 T of 20 bytes (and 16 bytes over)
+	lib := compileT(t, src, CompileOptions{})
+	out := newMem(t, 4096)
+	for i := range out.u32() {
+		out.u32()[i] = uint32(i)
+	}
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = out.binding()
+	c, err := functionT(t, lib, "copy_in").Run(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range out.u32()[:32*16] {
+		if w != uint32(i+32*16) {
+			t.Fatalf("word %d after the copy is %d, want %d", i, w, i+32*16)
+		}
+	}
+	if c.Loaded[0] != 32*64 || c.Stored[0] != 32*64 {
+		t.Errorf("copies of 32 structs of 64 bytes counted %d bytes loaded, %d stored; want 2048 each", c.Loaded[0], c.Stored[0])
+	}
+
+	wantFault(t, runFault(t, src, "load_past", 2, 0), 9, [3]int{1, 0, 0},
+		"out-of-bounds device memory access: load of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
+	wantFault(t, runFault(t, src, "store_past", 2, 0), 12, [3]int{1, 0, 0},
+		"out-of-bounds device memory access: store of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
+	// a 20-byte struct whose last 4 bytes pass the end
+	wantFault(t, runFault(t, src, "odd_past", 1, 0), 15, [3]int{0, 0, 0},
+		"out-of-bounds device memory access: load of 4 bytes", "0 bytes past the end of buffer(0) (length 4096)")
+}

@@ -1331,6 +1331,66 @@ HOOK(store, 4, 1)
 HOOK(store, 8, 1)
 HOOK(store, 16, 1)
 
+/* Copies of aggregates: the compiler's memcpy, memmove and memset
+ * intrinsics, which AddressSanitizer turns into these calls (its only
+ * instrumentation, see package msl's compile flags). Each range is checked
+ * and counted as the accesses of at most 16 bytes the hooks see, the
+ * source first, then the copy is made. */
+static void access_range(uint64_t a, uint64_t n, int store, void *pc) {
+	for (uint64_t off = 0; off < n; off += 16) pm_access(a + off, n - off < 16 ? n - off : 16, store, 0, pc);
+}
+
+EXPORT void *__asan_memcpy(void *dst, const void *src, size_t n) {
+	void *pc = __builtin_return_address(0);
+	access_range((uint64_t)(uintptr_t)src, n, 0, pc);
+	access_range((uint64_t)(uintptr_t)dst, n, 1, pc);
+	return memmove(dst, src, n);
+}
+
+EXPORT void *__asan_memmove(void *dst, const void *src, size_t n) {
+	void *pc = __builtin_return_address(0);
+	access_range((uint64_t)(uintptr_t)src, n, 0, pc);
+	access_range((uint64_t)(uintptr_t)dst, n, 1, pc);
+	return memmove(dst, src, n);
+}
+
+EXPORT void *__asan_memset(void *dst, int c, size_t n) {
+	access_range((uint64_t)(uintptr_t)dst, n, 1, __builtin_return_address(0));
+	return memset(dst, c, n);
+}
+
+/* Accesses of sizes the access hooks do not cover, as AddressSanitizer
+ * reports them (the copy of a by-value argument). */
+EXPORT void __asan_loadN(void *addr, size_t n) {
+	access_range((uint64_t)(uintptr_t)addr, n, 0, __builtin_return_address(0));
+}
+
+EXPORT void __asan_storeN(void *addr, size_t n) {
+	access_range((uint64_t)(uintptr_t)addr, n, 1, __builtin_return_address(0));
+}
+
+/* AddressSanitizer's module constructor calls these; with no shadow
+ * memory there is nothing to set up. */
+EXPORT void __asan_init(void) {}
+EXPORT void __asan_version_mismatch_check_v8(void) {}
+EXPORT void __asan_handle_no_return(void) {}
+/* The x86-64 back end adds shadow-memory check routines to every module
+ * built with AddressSanitizer, which nothing calls when it instruments no
+ * access; their report functions are never reached. */
+#define PM_ASAN_REPORT(kind, n) \
+	EXPORT void __asan_report_##kind##n(void *addr) { (void)addr; abort(); }
+PM_ASAN_REPORT(load, 1)
+PM_ASAN_REPORT(load, 2)
+PM_ASAN_REPORT(load, 4)
+PM_ASAN_REPORT(load, 8)
+PM_ASAN_REPORT(load, 16)
+PM_ASAN_REPORT(store, 1)
+PM_ASAN_REPORT(store, 2)
+PM_ASAN_REPORT(store, 4)
+PM_ASAN_REPORT(store, 8)
+PM_ASAN_REPORT(store, 16)
+#undef PM_ASAN_REPORT
+
 /* Explicit check of an atomic operation, which the compiler does not
  * instrument (exchanges, compare-and-swap) or instruments as a plain load
  * or store (atomic loads and stores, the load opening a read-modify-write
