@@ -83,11 +83,11 @@
 // which thread runs first between barriers.
 //
 // Every memory access of a kernel is checked (clang's sanitizer-coverage
-// load and store hooks; the copies of structs the compiler makes with
-// memcpy, memmove and memset go through AddressSanitizer's calls for
-// them, which check and count both ranges in pieces of 16 bytes, and
-// AddressSanitizer instruments nothing else), except the one kind the
-// known differences below name: a load or store outside the bound buffers, or
+// load and store hooks), but for the one kind the known differences below
+// name. The copies of structs the compiler makes with memcpy, memmove and
+// memset are checked too: AddressSanitizer, with nothing else of it on,
+// turns them into calls that check and count both ranges in pieces of 16
+// bytes. A load or store outside the bound buffers, or
 // outside the threadgroup memory allocation it aims at, stops the dispatch
 // before it happens. Run reports such faults as a *KernelError naming the
 // kernel, the source line and the thread: an out-of-bounds device or

@@ -1340,18 +1340,20 @@ static void access_range(uint64_t a, uint64_t n, int store, void *pc) {
 	for (uint64_t off = 0; off < n; off += 16) pm_access(a + off, n - off < 16 ? n - off : 16, store, 0, pc);
 }
 
-EXPORT void *__asan_memcpy(void *dst, const void *src, size_t n) {
-	void *pc = __builtin_return_address(0);
+/* memcpy and memmove alike: a copy between overlapping ranges, which a
+ * kernel's memcpy may make too, is never undefined here */
+static void *copy_range(void *dst, const void *src, size_t n, void *pc) {
 	access_range((uint64_t)(uintptr_t)src, n, 0, pc);
 	access_range((uint64_t)(uintptr_t)dst, n, 1, pc);
 	return memmove(dst, src, n);
 }
 
+EXPORT void *__asan_memcpy(void *dst, const void *src, size_t n) {
+	return copy_range(dst, src, n, __builtin_return_address(0));
+}
+
 EXPORT void *__asan_memmove(void *dst, const void *src, size_t n) {
-	void *pc = __builtin_return_address(0);
-	access_range((uint64_t)(uintptr_t)src, n, 0, pc);
-	access_range((uint64_t)(uintptr_t)dst, n, 1, pc);
-	return memmove(dst, src, n);
+	return copy_range(dst, src, n, __builtin_return_address(0));
 }
 
 EXPORT void *__asan_memset(void *dst, int c, size_t n) {
