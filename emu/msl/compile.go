@@ -276,7 +276,7 @@ func languageMacro(v uint32) string {
 
 func compileFlags(opts CompileOptions, includeDir string) []string {
 	flags := []string{
-		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC", "-shared",
+		"-x", "c++", "-std=c++17", "-O2", "-gline-tables-only", "-gdwarf-4", "-fPIC",
 		"-fvisibility=hidden", "-fno-exceptions", "-fno-rtti", "-fno-threadsafe-statics",
 		"-fno-math-errno", "-nostdlib++", "-ffp-contract=off", "-fno-color-diagnostics",
 		// MSL's char is signed, as C's is on x86-64 but not on arm64 Linux
@@ -288,6 +288,10 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 		// call the runtime (the access hooks at every load and store)
 		// through the GOT, without a jump through the PLT
 		"-fno-plt",
+		// no sibling calls: the runtime tells an access by the return
+		// address of its call (a miss of the hooks' fast path, a checked
+		// copy), which a jump would leave in the caller's caller
+		"-fno-optimize-sibling-calls",
 		// keep copy loops as loads and stores (instrumented), not memcpy calls
 		"-fno-builtin-memcpy", "-fno-builtin-memmove", "-fno-builtin-memset",
 		"-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns",
@@ -318,6 +322,40 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 		flags = append(flags, "-ffast-math")
 	}
 	return flags
+}
+
+// linkFlags build a kernel library's shared object from the bitcode the
+// compile flags give: the optimisation pipeline runs again, now that the
+// access hooks' calls are in the code, and inlines their fast path
+// (prelude.h) at every access; code generation keeps the compile flags'
+// floating-point contraction and records the frame sizes.
+func linkFlags(opts CompileOptions) []string {
+	flags := []string{"-x", "ir", "-O2", "-fPIC", "-shared", "-nostdlib++", "-ffp-contract=off",
+		"-mllvm", "-inline-threshold=500", "-fstack-size-section", "-fno-color-diagnostics"}
+	if opts.FastMath {
+		flags = append(flags, "-ffast-math")
+	}
+	return flags
+}
+
+// buildLibrary compiles the C++ source src into the shared object so (in
+// dir), unless it exists: with the compile flags into bitcode, then with
+// linkFlags. A rejected source returns the compiler's log and its
+// *exec.ExitError; built tells whether it compiled.
+func buildLibrary(cc clang.Compiler, dir, so, src string, flags []string, opts CompileOptions) (built bool, log string, err error) {
+	if _, err := os.Stat(so); err == nil {
+		return false, "", nil
+	}
+	bc := fmt.Sprintf("%s.%d.bc", so, os.Getpid())
+	defer os.Remove(bc)
+	if _, log, err := cc.Run(dir, append(append([]string{}, flags...), "-c", "-emit-llvm", src, "-o", bc)...); err != nil {
+		return false, log, err
+	}
+	built, log, err = cc.BuildShared(dir, so, append(linkFlags(opts), bc, "-lm")...)
+	if err != nil {
+		return false, "", fmt.Errorf("linking the compiled kernels: %v\n%s", err, log)
+	}
+	return built, "", nil
 }
 
 // Compile translates a Metal Shading Language source to C++, compiles it
@@ -477,7 +515,7 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 	}
 
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Key(), strings.Join(flags, " "))
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Key(), strings.Join(flags, " "), strings.Join(linkFlags(opts), " "))
 	h.Write([]byte(tr.cpp))
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	libDir := filepath.Join(root, "lib", key[:2])
@@ -491,7 +529,7 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 			return nil, fmt.Errorf("msl: cache directory: %w", err)
 		}
 	}
-	built, log, err := cc.BuildShared(libDir, so, append(append([]string{}, flags...), src, "-lm")...)
+	built, log, err := buildLibrary(cc, libDir, so, src, flags, opts)
 	if err != nil {
 		var exitErr *exec.ExitError
 		if !errors.As(err, &exitErr) {

@@ -113,7 +113,10 @@
 // thread's own frames, and those inside the part of a 4 KiB page that an
 // earlier access found to belong to one binding (and to no binding of a
 // lower index) or to the library's constants; every other access, and
-// every 4096th, takes the full check. Counting segments sends every access to a binding through the
+// every 4096th, takes the full check. That fast path is compiled into the
+// kernel library at each access (the library is optimised a second time
+// once the hooks' calls are in place), so that an access it settles costs
+// no call. Counting segments sends every access to a binding through the
 // full check, so a dispatch with Dispatch.CountSegments runs slower. The
 // launcher reads the thread's built-ins and the bindings' addresses
 // unchecked (the emulator's own memory) and calls the kernel, which is

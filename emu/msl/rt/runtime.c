@@ -186,11 +186,9 @@ typedef struct pm_tg_alloc {
 #define PM_STACK_COLOR 1088
 #define PM_STACK_STRIDE (PM_STACK_SIZE + PM_STACK_COLOR)
 
-/* The access hooks' cache of pages known to be inside one binding. */
-#define PM_PAGE_SHIFT 12
+/* The access hooks' cache of pages known to be inside one binding
+ * (pm_access_state.pages). */
 #define PM_PAGE ((uint64_t)1 << PM_PAGE_SHIFT)
-#define PM_PAGES 64
-#define PM_UNCOUNTED PM_MAX_BINDINGS
 /* the fewest bytes of a page the cache holds: the largest access, so that
  * one comparison tells an access inside (see pm_access) */
 #define PM_PAGE_MIN 16
@@ -228,8 +226,7 @@ typedef struct pm_worker {
 	size_t arena_size;
 	pm_run *run;
 	/* access checks */
-	uint32_t tick;      /* accesses left until the time limit is checked (at 0, reset there) */
-	uint64_t stack_lo;  /* the running fiber's stack */
+	pm_access_state acc; /* the hooks' fast path (pm_abi.h) */
 	uint64_t stack_top; /* its end: the thread's frames lie below, down to its stack pointer */
 	int nb, last, overlap;
 	int bidx[PM_MAX_BINDINGS];
@@ -251,18 +248,6 @@ typedef struct pm_worker {
 	uint32_t tg_mem_ep; /* the epoch the last barrier ordering memory started */
 	uint32_t sg_ep[PM_MAX_THREADS / PM_SIMD_WIDTH];
 	/* counters */
-	/* bytes loaded ([0]) and stored ([1]) per binding index; the extra
-	 * slot takes accesses that are not counted */
-	uint64_t count[2][PM_MAX_BINDINGS + 1];
-	/* for the fast path, per page (PM_PAGE bytes): the bytes lo to lo+len
-	 * of it (len >= PM_PAGE_MIN) lie inside the binding counted in
-	 * count[.][k], or in memory that is not counted; key[0] is the page
-	 * for loads, key[1] for stores (UINT64_MAX for memory stores may not
-	 * reach, the library's constants) */
-	struct {
-		uint64_t key[2], lo;
-		uint32_t len, k;
-	} pages[PM_PAGES];
 	uint64_t simd_ops, barriers;
 	/* structural counters (section "Structural counters") */
 	uint64_t simd_by_op[PM_OP_COUNT];
@@ -306,7 +291,7 @@ typedef struct pm_worker {
 	uint32_t *shadow_ro;
 	char *stacks;
 } pm_worker;
-_Static_assert(sizeof(((pm_worker *)0)->pages[0]) == 32, "a page cache entry is 32 bytes (pm_access)");
+_Static_assert(sizeof(((pm_worker *)0)->acc.pages[0]) == 32, "a page cache entry is 32 bytes (pm_access)");
 
 struct pm_run {
 	pm_desc *d;
@@ -318,6 +303,9 @@ struct pm_run {
 };
 
 static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
+/* &tls_w->acc, or NULL outside a worker: what the kernels' access hooks
+ * read (prelude.h) */
+EXPORT __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec")));
 
 static int page_outside_bindings(const pm_worker *w, uint64_t page);
 static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, uint64_t k);
@@ -498,36 +486,17 @@ static inline void forget_builtins(pm_worker *w) {
 	w->builtins_cached = 0;
 	uint64_t lo = (uint64_t)(uintptr_t)&w->cur->t;
 	for (uint64_t page = lo >> PM_PAGE_SHIFT; page <= (lo + sizeof(pm_thread) - 1) >> PM_PAGE_SHIFT; page++)
-		if (w->pages[page % PM_PAGES].key[0] == page && w->pages[page % PM_PAGES].k == PM_UNCOUNTED)
-			w->pages[page % PM_PAGES].key[0] = w->pages[page % PM_PAGES].key[1] = UINT64_MAX;
+		if (w->acc.pages[page % PM_PAGES].key[0] == page && w->acc.pages[page % PM_PAGES].k == PM_UNCOUNTED)
+			w->acc.pages[page % PM_PAGES].key[0] = w->acc.pages[page % PM_PAGES].key[1] = UINT64_MAX;
 }
 
 static inline void set_cur(pm_worker *w, pm_fiber *f) {
 	forget_builtins(w);
 	w->cur = f;
-	w->stack_lo = (uint64_t)(uintptr_t)(f->stack_top - PM_STACK_SIZE);
+	w->acc.stack_lo = (uint64_t)(uintptr_t)(f->stack_top - PM_STACK_SIZE);
 	w->stack_top = (uint64_t)(uintptr_t)f->stack_top;
 }
 
-/* The stack pointer of the calling hook: the running thread's frames lie
- * above it. */
-static inline __attribute__((always_inline)) uint64_t stack_pointer(void) {
-	uint64_t sp;
-#if defined(__x86_64__)
-	__asm__("movq %%rsp, %0" : "=r"(sp));
-#else
-	__asm__("mov %0, sp" : "=r"(sp));
-#endif
-	return sp;
-}
-
-/* Whether [a, a+size) lies in the running thread's own frames: its stack,
- * from the stack pointer of the hook (below every frame of the kernel's)
- * up. Below the stack pointer lie no frames of the thread, and a pointer
- * there points outside the memory it was made for. */
-static inline __attribute__((always_inline)) int own_frames(const pm_worker *w, uint64_t a, uint64_t size) {
-	return a - w->stack_lo <= PM_STACK_SIZE - size && a >= stack_pointer();
-}
 
 /* Leaves the current fiber for good after a fault. */
 __attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
@@ -617,7 +586,7 @@ static uint64_t now_ns(void) {
  * endless loop is caught), and so is one whose dispatch another worker
  * stopped with a fault. */
 __attribute__((noinline)) static void watch(pm_worker *w, uint32_t line, const char *file, void *pc) {
-	w->tick = PM_WATCH_EVERY;
+	w->acc.tick = PM_WATCH_EVERY;
 	if (__atomic_load_n(&w->run->stop, __ATOMIC_RELAXED)) {
 		w->abandon = 1;
 		fiber_abort(w);
@@ -632,7 +601,7 @@ __attribute__((noinline)) static void watch(pm_worker *w, uint32_t line, const c
 }
 
 static inline void tick(pm_worker *w, uint32_t line, const char *file, void *pc) {
-	if (__builtin_expect(--w->tick == 0, 0)) watch(w, line, file, pc);
+	if (__builtin_expect(--w->acc.tick == 0, 0)) watch(w, line, file, pc);
 }
 
 static inline pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g);
@@ -1125,15 +1094,15 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	if (a - w->stacks_lo < w->stacks_len) {
 		if (w->in_simd) return; /* a SIMD-group function reads its lanes' operands */
-		if (a - w->stack_lo < PM_STACK_SIZE) {
-			if (own_frames(w, a, size)) return;
-			if (stack_pointer() >= w->stack_lo) {
+		if (a - w->acc.stack_lo < PM_STACK_SIZE) {
+			if (pm_own_frames(&w->acc, a, size)) return;
+			if (pm_stack_pointer() >= w->acc.stack_lo) {
 				record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 				             "out-of-bounds access: %s of %llu bytes at 0x%llx, in this thread's stack below "
 				             "its frames (%llu bytes below its stack pointer): a pointer outside the memory "
 				             "it was made for",
 				             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a,
-				             (unsigned long long)(stack_pointer() - a));
+				             (unsigned long long)(pm_stack_pointer() - a));
 				fiber_abort(w);
 			}
 		}
@@ -1145,7 +1114,7 @@ __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uin
 			snprintf(where, sizeof where, "below the lowest thread's stack");
 		else
 			snprintf(where, sizeof where, "in the stack of thread %llu", (unsigned long long)(slot - 1));
-		if (stack_pointer() >= w->stack_lo) {
+		if (pm_stack_pointer() >= w->acc.stack_lo) {
 			/* the thread's own stack has not overflowed: a stray pointer */
 			record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 			             "out-of-bounds access: %s of %llu bytes at 0x%llx, %s: a pointer outside the "
@@ -1199,11 +1168,11 @@ static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, u
 	if (lo < plo) lo = plo;
 	if (hi > plo + PM_PAGE) hi = plo + PM_PAGE;
 	if (hi - lo < PM_PAGE_MIN) return;
-	w->pages[page % PM_PAGES].key[0] = page;
-	w->pages[page % PM_PAGES].key[1] = k == PM_UNCOUNTED ? UINT64_MAX : page;
-	w->pages[page % PM_PAGES].lo = lo;
-	w->pages[page % PM_PAGES].len = (uint32_t)(hi - lo);
-	w->pages[page % PM_PAGES].k = (uint32_t)k;
+	w->acc.pages[page % PM_PAGES].key[0] = page;
+	w->acc.pages[page % PM_PAGES].key[1] = k == PM_UNCOUNTED ? UINT64_MAX : page;
+	w->acc.pages[page % PM_PAGES].lo = lo;
+	w->acc.pages[page % PM_PAGES].len = (uint32_t)(hi - lo);
+	w->acc.pages[page % PM_PAGES].k = (uint32_t)k;
 }
 
 /* Caches the part of a's page that binding k (the lowest holding an
@@ -1234,9 +1203,9 @@ static void cache_binding_page(pm_worker *w, int k, uint64_t a) {
  * search of the bindings, threadgroup memory, and faults. */
 __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
                                                     void *pc) {
-	if (w->tick == 0) {
+	if (w->acc.tick == 0) {
 		watch(w, 0, "", pc);
-		if (!atomic && own_frames(w, a, size)) return;
+		if (!atomic && pm_own_frames(&w->acc, a, size)) return;
 	}
 	if (a - w->tg_lo < w->tg_len) {
 		tg_access(w, a, size, store, atomic, pc);
@@ -1276,7 +1245,7 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
 		w->last = k;
 	}
 	cache_binding_page(w, k, a);
-	w->count[store][w->bidx[k]] += size;
+	w->acc.count[store][w->bidx[k]] += size;
 	if (w->seg_rec) seg_record(w, w->bidx[k], a, size, store, pc);
 }
 
@@ -1287,49 +1256,33 @@ __attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint
                                                   void *pc) {
 	int64_t off = (int64_t)(a - (uint64_t)(uintptr_t)w->tg_mem);
 	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
-	if (!store && !atomic && w->tick != 0 && a - w->tg_lo < w->tg_len && ((off ^ (off + (int64_t)size - 1)) >> 2) == 0 &&
+	if (!store && !atomic && w->acc.tick != 0 && a - w->tg_lo < w->tg_len && ((off ^ (off + (int64_t)size - 1)) >> 2) == 0 &&
 	    off >= al->off && off + (int64_t)size <= (int64_t)al->off + al->len && w->shadow_ro[off >> 2] == w->tg_ep &&
 	    a != w->atomic_addr)
 		return;
 	access_slower(w, a, size, store, atomic, pc);
 }
 
-/* The hooks' fast path: the thread's own stack, and pages known to be
- * inside one binding. */
+/* An access the runtime checks: the hooks' fast path (pm_abi.h), which
+ * atomic accesses skip, then the slow path. */
 static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t size, int store, int atomic,
                                                            void *pc) {
 	pm_worker *w = tls_w;
 	if (__builtin_expect(w == NULL, 0)) return;
-	if (__builtin_expect(--w->tick != 0 && !atomic, 1)) {
-		if (own_frames(w, a, size)) return;
-		/* (uncounted pages are the library's constants: stores there go
-		 * to the slow path, which refuses them; len >= size) */
-		uint64_t page = a >> PM_PAGE_SHIFT;
-		/* &w->pages[page % PM_PAGES], from a in two instructions */
-		const __typeof__(w->pages[0]) *c =
-		    (const void *)((const char *)w->pages + ((a >> (PM_PAGE_SHIFT - 5)) & ((PM_PAGES - 1) << 5)));
-		if (c->key[store] == page && a - c->lo <= c->len - size) {
-			w->count[store][c->k] += size;
-			return;
-		}
+	if (__builtin_expect(!atomic, 1)) {
+		if (pm_access_fast(&w->acc, a, size, store)) return;
+	} else {
+		--w->acc.tick;
 	}
 	access_slow(w, a, size, store, atomic, pc);
 }
 
-#define HOOK(kind, n, store)                                                   \
-	EXPORT void __sanitizer_cov_##kind##n(void *addr) {                        \
-		pm_access((uint64_t)(uintptr_t)addr, n, store, 0, __builtin_return_address(0)); \
-	}
-HOOK(load, 1, 0)
-HOOK(load, 2, 0)
-HOOK(load, 4, 0)
-HOOK(load, 8, 0)
-HOOK(load, 16, 0)
-HOOK(store, 1, 1)
-HOOK(store, 2, 1)
-HOOK(store, 4, 1)
-HOOK(store, 8, 1)
-HOOK(store, 16, 1)
+/* The rest of an access hook, after its fast path missed (prelude.h):
+ * sizestore is the access's size, plus 256 for a store. The return
+ * address is in the kernel's code, at the access. */
+EXPORT __attribute__((noinline)) void __pm_access_miss(void *addr, uint64_t sizestore) {
+	access_slow(tls_w, (uint64_t)(uintptr_t)addr, sizestore & 255, sizestore >> 8, 0, __builtin_return_address(0));
+}
 
 /* Copies of aggregates: the compiler's memcpy, memmove and memset
  * intrinsics, which AddressSanitizer turns into these calls (its only
@@ -1931,7 +1884,7 @@ static void *worker_main(void *arg) {
 	w->last = 0;
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
 		w->shared->buf[i] = (void *)(uintptr_t)d->buf_ptr[i];
-		w->count[0][i] = w->count[1][i] = 0;
+		w->acc.count[0][i] = w->acc.count[1][i] = 0;
 		if (d->buf_ptr[i] && d->buf_len[i]) {
 			w->bidx[w->nb] = i;
 			w->blo[w->nb] = d->buf_ptr[i];
@@ -1939,8 +1892,8 @@ static void *worker_main(void *arg) {
 			w->nb++;
 		}
 	}
-	w->count[0][PM_UNCOUNTED] = w->count[1][PM_UNCOUNTED] = 0;
-	for (int i = 0; i < PM_PAGES; i++) w->pages[i].key[0] = w->pages[i].key[1] = UINT64_MAX;
+	w->acc.count[0][PM_UNCOUNTED] = w->acc.count[1][PM_UNCOUNTED] = 0;
+	for (int i = 0; i < PM_PAGES; i++) w->acc.pages[i].key[0] = w->acc.pages[i].key[1] = UINT64_MAX;
 	w->overlap = 0;
 	for (int k = w->nb; k < PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
 	for (int a = 0; a < w->nb; a++)
@@ -1958,10 +1911,11 @@ static void *worker_main(void *arg) {
 	seg_begin(w, d);
 	w->cur = NULL;
 	w->builtins_cached = 0;
-	w->stack_lo = 0;
-	w->tick = PM_WATCH_EVERY;
+	w->acc.stack_lo = 0;
+	w->acc.tick = PM_WATCH_EVERY;
 	w->deadline = r->deadline;
 	tls_w = w;
+	__pm_tls_access = &w->acc;
 	for (;;) {
 		if (__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) break;
 		uint64_t i = __atomic_fetch_add(&r->next, 1, __ATOMIC_ACQ_REL);
@@ -1975,13 +1929,14 @@ static void *worker_main(void *arg) {
 		if (w->abandon) break;
 	}
 	tls_w = NULL;
+	__pm_tls_access = NULL;
 	return w;
 }
 
 static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_order) {
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
-		d->loaded[i] += w->count[0][i];
-		d->stored[i] += w->count[1][i];
+		d->loaded[i] += w->acc.count[0][i];
+		d->stored[i] += w->acc.count[1][i];
 	}
 	d->simd_ops += w->simd_ops;
 	d->barriers += w->barriers;

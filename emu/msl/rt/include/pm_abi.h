@@ -90,6 +90,73 @@ typedef struct pm_simd_x {
 	void *out[PM_SIMD_WIDTH];
 } pm_simd_x;
 
+/* What the access hooks' fast path reads and writes, which the kernel
+ * libraries inline at every load and store (prelude.h) and the runtime's
+ * slow path fills (runtime.c, pm_access): the time limit's countdown, the
+ * running thread's stack, the bytes counted per binding and a cache of
+ * pages known to lie inside one binding. */
+#define PM_PAGE_SHIFT 12
+#define PM_PAGES 64
+#define PM_UNCOUNTED PM_MAX_BINDINGS
+/* One page of the access hooks' cache (pm_access_state.pages). */
+struct pm_page {
+	uint64_t key[2], lo;
+	uint32_t len, k;
+};
+typedef struct pm_access_state {
+	uint32_t tick;     /* accesses left until the time limit is checked (at 0, reset there) */
+	uint64_t stack_lo; /* the running fiber's stack, PM_STACK_SIZE bytes */
+	/* bytes loaded ([0]) and stored ([1]) per binding index; the extra
+	 * slot takes accesses that are not counted */
+	uint64_t count[2][PM_MAX_BINDINGS + 1];
+	/* per page (1 << PM_PAGE_SHIFT bytes): the bytes lo to lo+len of it
+	 * (len >= 16, the largest access) lie inside the binding counted in
+	 * count[.][k], or in memory that is not counted; key[0] is the page
+	 * for loads, key[1] for stores (UINT64_MAX for memory stores may not
+	 * reach, the library's constants) */
+	struct pm_page pages[PM_PAGES];
+} pm_access_state;
+
+/* The stack pointer: below it lie none of the running thread's frames. */
+#define PM_INLINE static inline __attribute__((always_inline, nodebug, no_sanitize("address", "undefined", "coverage")))
+PM_INLINE uint64_t pm_stack_pointer(void) {
+	uint64_t sp;
+#if defined(__x86_64__)
+	__asm__("movq %%rsp, %0" : "=r"(sp));
+#else
+	__asm__("mov %0, sp" : "=r"(sp));
+#endif
+	return sp;
+}
+
+/* Whether [a, a+size) lies in the running thread's own frames: its stack,
+ * from the stack pointer (below every frame of the kernel's) up. Below the
+ * stack pointer lie no frames of the thread, and a pointer there points
+ * outside the memory it was made for. */
+PM_INLINE int pm_own_frames(const pm_access_state *s, uint64_t a, uint64_t size) {
+	return a - s->stack_lo <= PM_STACK_SIZE - size && a >= pm_stack_pointer();
+}
+
+/* The access hooks' fast path, one of the accesses of size bytes at a
+ * counted by the time limit's countdown: whether it is settled, in the
+ * running thread's own frames (its stack from the stack pointer up) or in
+ * a page the cache knows (then it is counted). Anything else, and every
+ * access when the countdown reaches 0, is the slow path's. Uncounted
+ * pages are the library's constants: stores there go to the slow path,
+ * which refuses them. */
+PM_INLINE int pm_access_fast(pm_access_state *s, uint64_t a, uint64_t size, int store) {
+	if (__builtin_expect(--s->tick == 0, 0)) return 0;
+	if (pm_own_frames(s, a, size)) return 1;
+	/* &s->pages[(a >> PM_PAGE_SHIFT) % PM_PAGES], from a in two instructions */
+	const struct pm_page *c =
+	    (const struct pm_page *)((const char *)s->pages + ((a >> (PM_PAGE_SHIFT - 5)) & ((PM_PAGES - 1) << 5)));
+	if (c->key[store] == a >> PM_PAGE_SHIFT && a - c->lo <= c->len - size) {
+		s->count[store][c->k] += size;
+		return 1;
+	}
+	return 0;
+}
+
 /* Segment counts of the accesses through one buffer binding, loads or
  * stores: a SIMD-group access is one memory instruction executed by the
  * lanes of a SIMD-group between two of its synchronisation points (the same

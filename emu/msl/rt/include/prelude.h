@@ -604,17 +604,35 @@ void __pm_simd_done(pm_simd_x *x);
 void __pm_barrier(uint flags, uint line, uint col, const char *file);
 void *__pm_tg_static(uint id, ulong size, ulong align);
 void __pm_access(const void *addr, ulong size, uint load, uint store);
-// The access hooks the compiler calls at every load and store, declared
-// (and referenced, so that the declarations are kept) before it inserts
-// the calls, so that with -fno-plt they go through the GOT.
-void __sanitizer_cov_load1(void *), __sanitizer_cov_load2(void *), __sanitizer_cov_load4(void *),
-	__sanitizer_cov_load8(void *), __sanitizer_cov_load16(void *);
-void __sanitizer_cov_store1(void *), __sanitizer_cov_store2(void *), __sanitizer_cov_store4(void *),
-	__sanitizer_cov_store8(void *), __sanitizer_cov_store16(void *);
+// The access hooks the compiler calls at every load and store
+// (-fsanitize-coverage=trace-loads,trace-stores): defined here, so that the
+// library's second optimisation inlines their fast path at each access
+// (compile.go). A miss calls the runtime's __pm_access_miss, never merged
+// with another's, so that its return address tells the access.
+// They have no debug information of their own: inlined, their
+// instructions keep the access's line.
+extern __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec")));
+__attribute__((nomerge)) void __pm_access_miss(void *addr, ulong sizestore);
+#define __PM_HOOK(kind, n, store)                                                               \
+	__attribute__((visibility("hidden"), used, always_inline, nodebug,                          \
+	               no_sanitize("address", "undefined", "coverage"))) void __sanitizer_cov_##kind##n(void *addr) { \
+		pm_access_state *s = __pm_tls_access;                                                   \
+		if (__builtin_expect(s == nullptr, 0)) return;                                          \
+		if (__builtin_expect(!pm_access_fast(s, (ulong)addr, n, store), 0))                     \
+			__pm_access_miss(addr, n + 256 * store);                                             \
+	}
+__PM_HOOK(load, 1, 0)
+__PM_HOOK(load, 2, 0)
+__PM_HOOK(load, 4, 0)
+__PM_HOOK(load, 8, 0)
+__PM_HOOK(load, 16, 0)
+__PM_HOOK(store, 1, 1)
+__PM_HOOK(store, 2, 1)
+__PM_HOOK(store, 4, 1)
+__PM_HOOK(store, 8, 1)
+__PM_HOOK(store, 16, 1)
+#undef __PM_HOOK
 }
-__attribute__((used)) static void (*const __pm_hooks[])(void *) = {
-	__sanitizer_cov_load1, __sanitizer_cov_load2, __sanitizer_cov_load4, __sanitizer_cov_load8, __sanitizer_cov_load16,
-	__sanitizer_cov_store1, __sanitizer_cov_store2, __sanitizer_cov_store4, __sanitizer_cov_store8, __sanitizer_cov_store16};
 
 struct __pm_bufp {
 	void *p;
