@@ -112,8 +112,8 @@
 // The hooks settle the common accesses in a few comparisons: those to the
 // thread's own frames, and those inside the part of a 4 KiB page that an
 // earlier access found to belong to one binding (and to no binding of a
-// lower index) or to the library's constants; every other access, and
-// every 4096th, takes the full check. That fast path is compiled into the
+// lower index) or to the library's constants; every other access takes
+// the full check. That fast path is compiled into the
 // kernel library at each access (the library is optimised a second time
 // once the hooks' calls are in place), so that an access it settles costs
 // no call. Counting segments sends every access to a binding through the
@@ -351,11 +351,12 @@
 //     60 s, or the duration in PUREMETAL_EMU_TIMEOUT, "0" for none; any
 //     other value fails the dispatch with an error naming the variable) is
 //     stopped with a fault (KernelError.Timeout), as the GPU kills a
-//     command buffer that runs too long. Threads cannot be preempted: the
-//     limit is checked every 4096 memory accesses, barriers and SIMD-group
-//     functions of a worker, so a loop that touches no memory and calls no
-//     barrier or SIMD-group function (all in registers) is not stopped and
-//     hangs its dispatch. The stopped threads are abandoned; the library
+//     command buffer that runs too long. Threads cannot be preempted: at
+//     the limit (and when a fault on one worker stops the others) a
+//     watchdog thread halts the dispatch's workers, and each stops at its
+//     next memory access, barrier or SIMD-group function, so a loop that
+//     touches no memory and calls no barrier or SIMD-group function (all
+//     in registers) is not stopped and hangs its dispatch. The stopped threads are abandoned; the library
 //     and the device stay usable.
 //   - Private memory: each thread runs on a 64 KiB stack, of which its
 //     kernel may use 48 KiB (MaxPrivateBytes), counted at compile time from

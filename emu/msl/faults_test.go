@@ -195,6 +195,83 @@ func TestEndlessLoopTimesOut(t *testing.T) {
 	}
 }
 
+// Endless loops whose accesses the hooks' fast path settles without a
+// call, in the thread's own frames or in threadgroup memory, are stopped
+// at the time limit too: the watchdog sends the next access to the slow
+// path.
+func TestEndlessLoopInPrivateOrThreadgroupMemoryTimesOut(t *testing.T) {
+	const src = mslPrelude + `kernel void spin_private(device uint* out [[buffer(0)]]) {
+    uint a[8];
+    for (uint i = 0; i < 8; i++) a[i] = out[4 + i];
+    uint k = out[3];
+    while (a[k & 7] != 7u) {
+        a[(k * 3 + 1) & 7] ^= 1u;
+        k++;
+    }
+    out[2] = a[k & 7];
+}
+kernel void spin_threadgroup(device uint* out [[buffer(0)]],
+                             uint tid [[thread_index_in_threadgroup]]) {
+    threadgroup uint t[64];
+    t[tid] = out[4 + tid];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint k = out[3], s = 0;
+    while (t[k & 63] != 7u) {
+        s += t[(k * 5) & 63];
+        k++;
+    }
+    out[2] = s;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	for _, name := range []string{"spin_private", "spin_threadgroup"} {
+		f := functionT(t, lib, name)
+		out := newMem(t, 512)
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{64, 1, 1}), Timeout: 200 * time.Millisecond, Workers: 1}
+		d.Buffers[0] = out.binding()
+		start := time.Now()
+		_, err := f.Run(d)
+		took := time.Since(start)
+		ke := kernelErrorT(t, err)
+		if !ke.Timeout() || ke.OutOfBounds() {
+			t.Fatalf("%s: %v: Timeout() %v, want a timeout", name, err, ke.Timeout())
+		}
+		if took < 200*time.Millisecond || took > 5*time.Second {
+			t.Fatalf("%s: the dispatch stopped after %v, want soon after 200ms", name, took)
+		}
+	}
+}
+
+// A fault on one worker stops the others, even in an endless loop, long
+// before the time limit: the fault is what the dispatch reports.
+func TestFaultStopsOtherWorkers(t *testing.T) {
+	const src = mslPrelude + `kernel void fault_or_spin(device uint* out [[buffer(0)]],
+                          uint tg [[threadgroup_position_in_grid]]) {
+    if (tg == 0) {
+        out[1 << 20] = 1u;
+        return;
+    }
+    while (out[0] == 0u) {
+        out[8 + (tg & 7)] += 1u;
+    }
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "fault_or_spin")
+	out := newMem(t, 256)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{2, 1, 1}, [3]int{1, 1, 1}), Timeout: time.Minute, Workers: 2}
+	d.Buffers[0] = out.binding()
+	start := time.Now()
+	_, err := f.Run(d)
+	took := time.Since(start)
+	ke := kernelErrorT(t, err)
+	if !ke.OutOfBounds() || ke.Timeout() {
+		t.Fatalf("%v: want the out-of-bounds store", err)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("the dispatch stopped after %v, want the spinning worker stopped soon after the fault", took)
+	}
+}
+
 // Copies of structs larger than 16 bytes, which the compiler makes with
 // memcpy, are checked and counted like every other access: out of the
 // buffer they are faults naming it, inside it they move the bytes and

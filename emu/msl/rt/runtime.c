@@ -136,9 +136,9 @@ enum { F_READY = 1, F_RUNNING, F_AT_SIMD, F_AT_BARRIER, F_DONE, F_FAULTED };
  * memory mappings; a dispatch waits for one when all are busy. */
 #define PM_MAX_ARENAS 64
 
-/* The time limit is checked every PM_WATCH_EVERY memory accesses,
- * barriers and SIMD-group functions of a worker. */
-#define PM_WATCH_EVERY 4096
+/* How often the watchdog empties the access state of a dispatch's
+ * workers again once the dispatch must stop (see halt). */
+#define PM_HALT_REPEAT_NS 1000000
 
 /* Shadow of one byte of threadgroup memory: the last store, and the loads
  * since (the first loading thread; whether others loaded it too, and from
@@ -236,7 +236,6 @@ typedef struct pm_worker {
 	uint64_t state_lo, state_len;   /* where the built-ins lie (of which a kernel reads its own) */
 	uint64_t tg_lo, tg_len;         /* threadgroup memory and its shadow */
 	uint64_t stacks_lo, stacks_len; /* every fiber stack */
-	uint64_t deadline;              /* CLOCK_MONOTONIC ns, 0 for none */
 	int in_simd;                    /* a lane computes a SIMD-group function */
 	int builtins_cached;            /* the running thread's built-ins are in the page cache */
 	int abandon;                    /* another worker faulted: stop */
@@ -298,14 +297,23 @@ struct pm_run {
 	uint64_t ntg;
 	uint32_t *tg_order; /* shuffled order, or NULL */
 	uint64_t next;      /* atomic */
-	int stop;           /* atomic */
+	int stop;           /* atomic: a worker faulted */
 	uint64_t deadline;  /* CLOCK_MONOTONIC ns, 0 for none */
+	/* the watchdog's: the workers, whether the deadline passed (atomic),
+	 * the next dispatch it watches */
+	pm_worker **ws;
+	uint64_t nws;
+	int expired;
+	struct pm_run *wd_next;
 };
 
 static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
-/* &tls_w->acc, or NULL outside a worker: what the kernels' access hooks
- * read (prelude.h) */
-EXPORT __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec")));
+/* What the kernels' access hooks read (prelude.h): &tls_w->acc, or
+ * outside a worker a state whose fast path settles nothing (no stack, no
+ * page), so that every access goes to __pm_access_miss, which ignores it.
+ * The fast path never writes it. */
+static pm_access_state no_access = {.pages = {[0 ... PM_PAGES - 1] = {.key = {UINT64_MAX, UINT64_MAX}}}};
+EXPORT __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec"))) = &no_access;
 
 static int page_outside_bindings(const pm_worker *w, uint64_t page);
 static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, uint64_t k);
@@ -581,17 +589,17 @@ static uint64_t now_ns(void) {
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Called every PM_WATCH_EVERY accesses: a kernel past the dispatch's time
- * limit is stopped there (threads cannot be preempted, so this is where an
- * endless loop is caught), and so is one whose dispatch another worker
- * stopped with a fault. */
-__attribute__((noinline)) static void watch(pm_worker *w, uint32_t line, const char *file, void *pc) {
-	w->acc.tick = PM_WATCH_EVERY;
+/* Called where the running thread sees its worker halted (the access
+ * slow path, barriers, SIMD-group functions): a kernel past the
+ * dispatch's time limit is stopped there (threads cannot be preempted, so
+ * this is where an endless loop is caught), and so is one whose dispatch
+ * another worker stopped with a fault. */
+__attribute__((noinline)) static void halt(pm_worker *w, uint32_t line, const char *file, void *pc) {
 	if (__atomic_load_n(&w->run->stop, __ATOMIC_RELAXED)) {
 		w->abandon = 1;
 		fiber_abort(w);
 	}
-	if (w->deadline == 0 || now_ns() < w->deadline) return;
+	if (!__atomic_load_n(&w->run->expired, __ATOMIC_RELAXED)) return;
 	double limit = (double)w->run->d->timeout_ns / 1e9;
 	record_fault(w, w->cur, PM_FAULT_TIMEOUT, line, file, (uint64_t)(uintptr_t)pc,
 	             "the dispatch ran longer than its time limit of %g s (Dispatch.Timeout) and was "
@@ -600,8 +608,15 @@ __attribute__((noinline)) static void watch(pm_worker *w, uint32_t line, const c
 	fiber_abort(w);
 }
 
-static inline void tick(pm_worker *w, uint32_t line, const char *file, void *pc) {
-	if (__builtin_expect(--w->acc.tick == 0, 0)) watch(w, line, file, pc);
+static inline void check_halt(pm_worker *w, uint32_t line, const char *file, void *pc) {
+	if (__builtin_expect(__atomic_load_n(&w->acc.halt, __ATOMIC_RELAXED), 0)) halt(w, line, file, pc);
+}
+
+/* Whether [a, a+size) lies in the running thread's own frames, as
+ * pm_own_frames tells, but from the fiber's stack itself rather than the
+ * hooks' copy, which the watchdog may have emptied. */
+static inline __attribute__((always_inline)) int own_frames(const pm_worker *w, uint64_t a, uint64_t size) {
+	return a - (w->stack_top - PM_STACK_SIZE) <= PM_STACK_SIZE - size && a >= pm_stack_pointer();
 }
 
 static inline pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g);
@@ -648,7 +663,7 @@ static inline void set_site(pm_fiber *f, uint32_t op, uint32_t line, uint32_t co
 EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char *file) {
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
-	tick(w, line, file, NULL);
+	check_halt(w, line, file, NULL);
 	if (w->done > 0) {
 		record_fault(w, f, PM_FAULT_BARRIER_EARLY_RETURN, line, file, 0,
 		             "threadgroup_barrier at line %u can never complete: %u of %u threads of the "
@@ -799,7 +814,7 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
 	pm_sg *g = &w->sg[f->sg];
-	tick(w, line, file, NULL);
+	check_halt(w, line, file, NULL);
 	set_site(f, op, line, col, file);
 	/* the lane's operand and result, where the lane that computes the
 	 * function reads and writes them */
@@ -1094,9 +1109,10 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	if (a - w->stacks_lo < w->stacks_len) {
 		if (w->in_simd) return; /* a SIMD-group function reads its lanes' operands */
-		if (a - w->acc.stack_lo < PM_STACK_SIZE) {
-			if (pm_own_frames(&w->acc, a, size)) return;
-			if (pm_stack_pointer() >= w->acc.stack_lo) {
+		uint64_t lo = w->stack_top - PM_STACK_SIZE;
+		if (a - lo < PM_STACK_SIZE) {
+			if (own_frames(w, a, size)) return;
+			if (pm_stack_pointer() >= lo) {
 				record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 				             "out-of-bounds access: %s of %llu bytes at 0x%llx, in this thread's stack below "
 				             "its frames (%llu bytes below its stack pointer): a pointer outside the memory "
@@ -1114,7 +1130,7 @@ __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uin
 			snprintf(where, sizeof where, "below the lowest thread's stack");
 		else
 			snprintf(where, sizeof where, "in the stack of thread %llu", (unsigned long long)(slot - 1));
-		if (pm_stack_pointer() >= w->acc.stack_lo) {
+		if (pm_stack_pointer() >= w->stack_top - PM_STACK_SIZE) {
 			/* the thread's own stack has not overflowed: a stray pointer */
 			record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 			             "out-of-bounds access: %s of %llu bytes at 0x%llx, %s: a pointer outside the "
@@ -1203,10 +1219,8 @@ static void cache_binding_page(pm_worker *w, int k, uint64_t a) {
  * search of the bindings, threadgroup memory, and faults. */
 __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, uint64_t size, int store, int atomic,
                                                     void *pc) {
-	if (w->acc.tick == 0) {
-		watch(w, 0, "", pc);
-		if (!atomic && pm_own_frames(&w->acc, a, size)) return;
-	}
+	check_halt(w, 0, "", pc);
+	if (!atomic && own_frames(w, a, size)) return;
 	if (a - w->tg_lo < w->tg_len) {
 		tg_access(w, a, size, store, atomic, pc);
 		return;
@@ -1256,7 +1270,7 @@ __attribute__((noinline)) static void access_slow(pm_worker *w, uint64_t a, uint
                                                   void *pc) {
 	int64_t off = (int64_t)(a - (uint64_t)(uintptr_t)w->tg_mem);
 	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
-	if (!store && !atomic && w->acc.tick != 0 && a - w->tg_lo < w->tg_len && ((off ^ (off + (int64_t)size - 1)) >> 2) == 0 &&
+	if (!store && !atomic && !__atomic_load_n(&w->acc.halt, __ATOMIC_RELAXED) && a - w->tg_lo < w->tg_len && ((off ^ (off + (int64_t)size - 1)) >> 2) == 0 &&
 	    off >= al->off && off + (int64_t)size <= (int64_t)al->off + al->len && w->shadow_ro[off >> 2] == w->tg_ep &&
 	    a != w->atomic_addr)
 		return;
@@ -1269,11 +1283,7 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
                                                            void *pc) {
 	pm_worker *w = tls_w;
 	if (__builtin_expect(w == NULL, 0)) return;
-	if (__builtin_expect(!atomic, 1)) {
-		if (pm_access_fast(&w->acc, a, size, store)) return;
-	} else {
-		--w->acc.tick;
-	}
+	if (__builtin_expect(!atomic, 1) && pm_access_fast(&w->acc, a, size, store)) return;
 	access_slow(w, a, size, store, atomic, pc);
 }
 
@@ -1281,7 +1291,9 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
  * sizestore is the access's size, plus 256 for a store. The return
  * address is in the kernel's code, at the access. */
 EXPORT __attribute__((noinline)) void __pm_access_miss(void *addr, uint64_t sizestore) {
-	access_slow(tls_w, (uint64_t)(uintptr_t)addr, sizestore & 255, sizestore >> 8, 0, __builtin_return_address(0));
+	pm_worker *w = tls_w;
+	if (__builtin_expect(w == NULL, 0)) return;
+	access_slow(w, (uint64_t)(uintptr_t)addr, sizestore & 255, sizestore >> 8, 0, __builtin_return_address(0));
 }
 
 /* Copies of aggregates: the compiler's memcpy, memmove and memset
@@ -1872,6 +1884,110 @@ static uint64_t tg_at(pm_run *r, uint64_t i) {
 	return i;
 }
 
+/* ---------------------------------------------------------------------------
+ * The watchdog: one thread of the process, which stops the dispatches that
+ * must stop, those past their time limit and those another worker of which
+ * faulted. Threads cannot be preempted, and the access hooks' fast path
+ * checks nothing but the access (no countdown, no flag), so the watchdog
+ * halts a dispatch's workers from outside (halt_worker): it sets their
+ * halt flag and empties their hooks' state, the stack and the page cache,
+ * so that the next access takes the slow path, which sees the flag. A
+ * worker that refills the state before it sees the flag (a new thread's
+ * stack, a page) is halted again PM_HALT_REPEAT_NS later, until the
+ * dispatch ends. Barriers and SIMD-group functions check the flag too. */
+static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wd_cv;
+static pthread_once_t wd_once = PTHREAD_ONCE_INIT;
+static int wd_ok;
+static pm_run *wd_runs; /* the dispatches it watches, under wd_mu */
+
+static void halt_worker(pm_worker *w) {
+	__atomic_store_n(&w->acc.halt, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->acc.stack_lo, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < PM_PAGES; i++) {
+		__atomic_store_n(&w->acc.pages[i].key[0], UINT64_MAX, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->acc.pages[i].key[1], UINT64_MAX, __ATOMIC_RELAXED);
+	}
+}
+
+static void *watchdog_main(void *arg) {
+	(void)arg;
+	pthread_mutex_lock(&wd_mu);
+	for (;;) {
+		uint64_t now = now_ns(), wake = UINT64_MAX;
+		for (pm_run *r = wd_runs; r; r = r->wd_next) {
+			if (r->deadline && now >= r->deadline) __atomic_store_n(&r->expired, 1, __ATOMIC_RELAXED);
+			if (__atomic_load_n(&r->stop, __ATOMIC_RELAXED) || r->expired) {
+				for (uint64_t i = 0; i < r->nws; i++) halt_worker(r->ws[i]);
+				if (now + PM_HALT_REPEAT_NS < wake) wake = now + PM_HALT_REPEAT_NS;
+			} else if (r->deadline && r->deadline < wake) {
+				wake = r->deadline;
+			}
+		}
+		if (wake == UINT64_MAX) {
+			pthread_cond_wait(&wd_cv, &wd_mu);
+		} else {
+			struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
+			pthread_cond_timedwait(&wd_cv, &wd_mu, &ts);
+		}
+	}
+	return NULL;
+}
+
+static void watchdog_start(void) {
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wd_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	/* it blocks every signal, as the workers do */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, 1 << 16);
+	pthread_t th;
+	wd_ok = pthread_create(&th, &at, watchdog_main, NULL) == 0;
+	pthread_attr_destroy(&at);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Whether the watchdog runs, started by the first call. */
+static int watchdog_ready(void) {
+	pthread_once(&wd_once, watchdog_start);
+	return wd_ok;
+}
+
+/* Makes the watchdog (watchdog_ready) watch r until unwatch. */
+static void watch(pm_run *r) {
+	pthread_mutex_lock(&wd_mu);
+	r->wd_next = wd_runs;
+	wd_runs = r;
+	pthread_cond_signal(&wd_cv);
+	pthread_mutex_unlock(&wd_mu);
+}
+
+/* Ends the watch of r: the watchdog touches neither r nor its workers
+ * after this returns. */
+static void unwatch(pm_run *r) {
+	pthread_mutex_lock(&wd_mu);
+	for (pm_run **p = &wd_runs; *p; p = &(*p)->wd_next)
+		if (*p == r) {
+			*p = r->wd_next;
+			break;
+		}
+	pthread_mutex_unlock(&wd_mu);
+}
+
+/* Tells the watchdog that a dispatch stopped (a worker faulted). */
+static void watchdog_wake(void) {
+	pthread_mutex_lock(&wd_mu);
+	pthread_cond_signal(&wd_cv);
+	pthread_mutex_unlock(&wd_mu);
+}
+
 /* Runs threadgroups of the dispatch w->run until none is left or one
  * faults. */
 static void *worker_main(void *arg) {
@@ -1912,8 +2028,7 @@ static void *worker_main(void *arg) {
 	w->cur = NULL;
 	w->builtins_cached = 0;
 	w->acc.stack_lo = 0;
-	w->acc.tick = PM_WATCH_EVERY;
-	w->deadline = r->deadline;
+	w->stack_top = 0;
 	tls_w = w;
 	__pm_tls_access = &w->acc;
 	for (;;) {
@@ -1924,12 +2039,13 @@ static void *worker_main(void *arg) {
 		if (w->fault) {
 			w->fault_order = i;
 			__atomic_store_n(&r->stop, 1, __ATOMIC_RELEASE);
+			watchdog_wake();
 			break;
 		}
 		if (w->abandon) break;
 	}
 	tls_w = NULL;
-	__pm_tls_access = NULL;
+	__pm_tls_access = &no_access;
 	return w;
 }
 
@@ -1990,6 +2106,12 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	if (nw < 1) nw = 1;
 	if (nw > r.ntg) nw = r.ntg;
 	if (nw > PM_MAX_ARENAS) nw = PM_MAX_ARENAS;
+	if ((d->timeout_ns || nw > 1) && !watchdog_ready()) {
+		free(r.tg_order);
+		d->fault_kind = PM_FAULT_RESOURCES;
+		snprintf(d->fault_msg, sizeof d->fault_msg, "cannot start the watchdog thread (the time limit's)");
+		return -1;
+	}
 	/* the calling thread waits for an arena if every one is busy; more
 	 * workers run only on arenas free now */
 	pm_worker *ws[PM_MAX_ARENAS];
@@ -2001,7 +2123,10 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	uint64_t got = 1;
 	while (got < nw && (ws[got] = arena_get(0)) != NULL) got++;
 	if (d->timeout_ns) r.deadline = now_ns() + d->timeout_ns;
-	for (uint64_t i = 0; i < got; i++) ws[i]->run = &r;
+	for (uint64_t i = 0; i < got; i++) {
+		ws[i]->run = &r;
+		ws[i]->acc.halt = 0;
+	}
 	pthread_t th[PM_MAX_ARENAS];
 	uint64_t started = 0;
 	/* worker threads block every signal, so that none is delivered on a
@@ -2021,6 +2146,10 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* arenas without a thread go back at once */
 	for (uint64_t i = started + 1; i < got; i++) arena_put(ws[i]);
+	r.ws = ws;
+	r.nws = started + 1;
+	int watched = r.deadline || r.nws > 1;
+	if (watched) watch(&r);
 	worker_main(ws[0]);
 	int have_fault = 0;
 	uint64_t fault_order = 0;
@@ -2028,8 +2157,9 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	for (uint64_t i = 1; i <= started; i++) {
 		pthread_join(th[i], NULL);
 		merge(d, ws[i], &have_fault, &fault_order);
-		arena_put(ws[i]);
 	}
+	if (watched) unwatch(&r);
+	for (uint64_t i = 1; i <= started; i++) arena_put(ws[i]);
 	arena_put(ws[0]);
 	free(r.tg_order);
 	return 0;

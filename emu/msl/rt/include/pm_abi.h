@@ -92,9 +92,12 @@ typedef struct pm_simd_x {
 
 /* What the access hooks' fast path reads and writes, which the kernel
  * libraries inline at every load and store (prelude.h) and the runtime's
- * slow path fills (runtime.c, pm_access): the time limit's countdown, the
- * running thread's stack, the bytes counted per binding and a cache of
- * pages known to lie inside one binding. */
+ * slow path fills (runtime.c, pm_access): the running thread's stack, the
+ * bytes counted per binding and a cache of pages known to lie inside one
+ * binding. To stop a dispatch (its time limit passed, or another worker
+ * faulted) the runtime's watchdog sets halt and empties the stack and the
+ * cache, so that the worker's next access takes the slow path, which
+ * stops there. */
 #define PM_PAGE_SHIFT 12
 #define PM_PAGES 64
 #define PM_UNCOUNTED PM_MAX_BINDINGS
@@ -104,8 +107,8 @@ struct pm_page {
 	uint32_t len, k;
 };
 typedef struct pm_access_state {
-	uint32_t tick;     /* accesses left until the time limit is checked (at 0, reset there) */
-	uint64_t stack_lo; /* the running fiber's stack, PM_STACK_SIZE bytes */
+	uint32_t halt;     /* set by the watchdog: the dispatch stops */
+	uint64_t stack_lo; /* the running fiber's stack, PM_STACK_SIZE bytes (0: none) */
 	/* bytes loaded ([0]) and stored ([1]) per binding index; the extra
 	 * slot takes accesses that are not counted */
 	uint64_t count[2][PM_MAX_BINDINGS + 1];
@@ -137,15 +140,12 @@ PM_INLINE int pm_own_frames(const pm_access_state *s, uint64_t a, uint64_t size)
 	return a - s->stack_lo <= PM_STACK_SIZE - size && a >= pm_stack_pointer();
 }
 
-/* The access hooks' fast path, one of the accesses of size bytes at a
- * counted by the time limit's countdown: whether it is settled, in the
- * running thread's own frames (its stack from the stack pointer up) or in
- * a page the cache knows (then it is counted). Anything else, and every
- * access when the countdown reaches 0, is the slow path's. Uncounted
- * pages are the library's constants: stores there go to the slow path,
- * which refuses them. */
+/* The access hooks' fast path, for an access of size bytes at a: whether
+ * it is settled, in the running thread's own frames (its stack from the
+ * stack pointer up) or in a page the cache knows (then it is counted).
+ * Anything else is the slow path's. Uncounted pages are the library's
+ * constants: stores there go to the slow path, which refuses them. */
 PM_INLINE int pm_access_fast(pm_access_state *s, uint64_t a, uint64_t size, int store) {
-	if (__builtin_expect(--s->tick == 0, 0)) return 0;
 	if (pm_own_frames(s, a, size)) return 1;
 	/* &s->pages[(a >> PM_PAGE_SHIFT) % PM_PAGES], from a in two instructions */
 	const struct pm_page *c =

@@ -616,9 +616,7 @@ __attribute__((nomerge)) void __pm_access_miss(void *addr, ulong sizestore);
 #define __PM_HOOK(kind, n, store)                                                               \
 	__attribute__((visibility("hidden"), used, always_inline, nodebug,                          \
 	               no_sanitize("address", "undefined", "coverage"))) void __sanitizer_cov_##kind##n(void *addr) { \
-		pm_access_state *s = __pm_tls_access;                                                   \
-		if (__builtin_expect(s == nullptr, 0)) return;                                          \
-		if (__builtin_expect(!pm_access_fast(s, (ulong)addr, n, store), 0))                     \
+		if (__builtin_expect(!pm_access_fast(__pm_tls_access, (ulong)addr, n, store), 0))       \
 			__pm_access_miss(addr, n + 256 * store);                                             \
 	}
 __PM_HOOK(load, 1, 0)
