@@ -290,7 +290,7 @@ typedef struct pm_worker {
 	uint32_t *shadow_ro;
 	char *stacks;
 } pm_worker;
-_Static_assert(sizeof(((pm_worker *)0)->acc.pages[0]) == 32, "a page cache entry is 32 bytes (pm_access)");
+_Static_assert(sizeof(((pm_worker *)0)->acc.pages[0]) == 64, "a page cache entry is 64 bytes (pm_access_fast)");
 
 struct pm_run {
 	pm_desc *d;
@@ -312,7 +312,7 @@ static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
  * outside a worker a state whose fast path settles nothing (no stack, no
  * page), so that every access goes to __pm_access_miss, which ignores it.
  * The fast path never writes it. */
-static pm_access_state no_access = {.pages = {[0 ... PM_PAGES - 1] = {.key = {UINT64_MAX, UINT64_MAX}}}};
+static pm_access_state no_access = {.pages = {[0 ... PM_PAGES - 1] = {.lo = {PM_NO_PAGE, PM_NO_PAGE}, .len = PM_PAGE_MIN}}};
 EXPORT __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec"))) = &no_access;
 
 static int page_outside_bindings(const pm_worker *w, uint64_t page);
@@ -486,7 +486,21 @@ static void record_fault(pm_worker *w, pm_fiber *f, int kind, uint32_t line, con
 	va_end(ap);
 }
 
-/* Makes f the running fiber. */
+/* Adds the bytes counted in page entry i to its binding's count. */
+static inline void flush_page(pm_access_state *s, uint64_t i) {
+	struct pm_page *c = &s->pages[i];
+	s->count[0][c->k] += c->n[0];
+	s->count[1][c->k] += c->n[1];
+	c->n[0] = c->n[1] = 0;
+}
+
+/* Empties page entry i, its counts kept. */
+static inline void empty_page(pm_access_state *s, uint64_t i) {
+	flush_page(s, i);
+	s->pages[i].lo[0] = s->pages[i].lo[1] = PM_NO_PAGE;
+	s->pages[i].len = PM_PAGE_MIN;
+}
+
 /* Drops the access hooks' cache of the running thread's built-ins (see
  * state_access), which other threads may not read. */
 static inline void forget_builtins(pm_worker *w) {
@@ -494,8 +508,8 @@ static inline void forget_builtins(pm_worker *w) {
 	w->builtins_cached = 0;
 	uint64_t lo = (uint64_t)(uintptr_t)&w->cur->t;
 	for (uint64_t page = lo >> PM_PAGE_SHIFT; page <= (lo + sizeof(pm_thread) - 1) >> PM_PAGE_SHIFT; page++)
-		if (w->acc.pages[page % PM_PAGES].key[0] == page && w->acc.pages[page % PM_PAGES].k == PM_UNCOUNTED)
-			w->acc.pages[page % PM_PAGES].key[0] = w->acc.pages[page % PM_PAGES].key[1] = UINT64_MAX;
+		if (w->acc.pages[page % PM_PAGES].lo[0] >> PM_PAGE_SHIFT == page && w->acc.pages[page % PM_PAGES].k == PM_UNCOUNTED)
+			empty_page(&w->acc, page % PM_PAGES);
 }
 
 static inline void set_cur(pm_worker *w, pm_fiber *f) {
@@ -1184,11 +1198,12 @@ static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, u
 	if (lo < plo) lo = plo;
 	if (hi > plo + PM_PAGE) hi = plo + PM_PAGE;
 	if (hi - lo < PM_PAGE_MIN) return;
-	w->acc.pages[page % PM_PAGES].key[0] = page;
-	w->acc.pages[page % PM_PAGES].key[1] = k == PM_UNCOUNTED ? UINT64_MAX : page;
-	w->acc.pages[page % PM_PAGES].lo = lo;
-	w->acc.pages[page % PM_PAGES].len = (uint32_t)(hi - lo);
-	w->acc.pages[page % PM_PAGES].k = (uint32_t)k;
+	struct pm_page *c = &w->acc.pages[page % PM_PAGES];
+	flush_page(&w->acc, page % PM_PAGES);
+	c->lo[0] = lo;
+	c->lo[1] = k == PM_UNCOUNTED ? PM_NO_PAGE : lo;
+	c->len = (uint32_t)(hi - lo);
+	c->k = (uint32_t)k;
 }
 
 /* Caches the part of a's page that binding k (the lowest holding an
@@ -1905,8 +1920,8 @@ static void halt_worker(pm_worker *w) {
 	__atomic_store_n(&w->acc.halt, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->acc.stack_lo, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < PM_PAGES; i++) {
-		__atomic_store_n(&w->acc.pages[i].key[0], UINT64_MAX, __ATOMIC_RELAXED);
-		__atomic_store_n(&w->acc.pages[i].key[1], UINT64_MAX, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->acc.pages[i].lo[0], PM_NO_PAGE, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->acc.pages[i].lo[1], PM_NO_PAGE, __ATOMIC_RELAXED);
 	}
 }
 
@@ -2009,7 +2024,11 @@ static void *worker_main(void *arg) {
 		}
 	}
 	w->acc.count[0][PM_UNCOUNTED] = w->acc.count[1][PM_UNCOUNTED] = 0;
-	for (int i = 0; i < PM_PAGES; i++) w->acc.pages[i].key[0] = w->acc.pages[i].key[1] = UINT64_MAX;
+	for (int i = 0; i < PM_PAGES; i++) {
+		w->acc.pages[i].n[0] = w->acc.pages[i].n[1] = 0;
+		w->acc.pages[i].k = PM_UNCOUNTED;
+		empty_page(&w->acc, (uint64_t)i);
+	}
 	w->overlap = 0;
 	for (int k = w->nb; k < PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
 	for (int a = 0; a < w->nb; a++)
@@ -2050,6 +2069,7 @@ static void *worker_main(void *arg) {
 }
 
 static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_order) {
+	for (int i = 0; i < PM_PAGES; i++) flush_page(&w->acc, (uint64_t)i);
 	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
 		d->loaded[i] += w->acc.count[0][i];
 		d->stored[i] += w->acc.count[1][i];

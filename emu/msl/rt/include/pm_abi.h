@@ -101,22 +101,28 @@ typedef struct pm_simd_x {
 #define PM_PAGE_SHIFT 12
 #define PM_PAGES 64
 #define PM_UNCOUNTED PM_MAX_BINDINGS
-/* One page of the access hooks' cache (pm_access_state.pages). */
-struct pm_page {
-	uint64_t key[2], lo;
+/* One page of the access hooks' cache (pm_access_state.pages): the len
+ * bytes from lo[0] lie inside the page and inside the binding counted in
+ * count[.][k] (or in memory that is not counted); loads there may go
+ * ahead, and stores from lo[1], which is PM_NO_PAGE where stores may not
+ * reach (the library's constants). n counts the bytes loaded ([0]) and
+ * stored ([1]) there since the page was cached, which the runtime adds to
+ * count when it replaces the entry and at the end of a dispatch. An empty
+ * entry has lo PM_NO_PAGE and len 16. */
+struct __attribute__((aligned(64))) pm_page {
+	uint64_t lo[2], n[2];
 	uint32_t len, k;
 };
+/* An address above every user address: a - PM_NO_PAGE exceeds any len. */
+#define PM_NO_PAGE ((uint64_t)1 << 63)
 typedef struct pm_access_state {
 	uint32_t halt;     /* set by the watchdog: the dispatch stops */
 	uint64_t stack_lo; /* the running fiber's stack, PM_STACK_SIZE bytes (0: none) */
 	/* bytes loaded ([0]) and stored ([1]) per binding index; the extra
 	 * slot takes accesses that are not counted */
 	uint64_t count[2][PM_MAX_BINDINGS + 1];
-	/* per page (1 << PM_PAGE_SHIFT bytes): the bytes lo to lo+len of it
-	 * (len >= 16, the largest access) lie inside the binding counted in
-	 * count[.][k], or in memory that is not counted; key[0] is the page
-	 * for loads, key[1] for stores (UINT64_MAX for memory stores may not
-	 * reach, the library's constants) */
+	/* per page (1 << PM_PAGE_SHIFT bytes), of which it holds one of those
+	 * at the same index modulo PM_PAGES: len >= 16, the largest access */
 	struct pm_page pages[PM_PAGES];
 } pm_access_state;
 
@@ -141,20 +147,19 @@ PM_INLINE int pm_own_frames(const pm_access_state *s, uint64_t a, uint64_t size)
 }
 
 /* The access hooks' fast path, for an access of size bytes at a: whether
- * it is settled, in the running thread's own frames (its stack from the
- * stack pointer up) or in a page the cache knows (then it is counted).
- * Anything else is the slow path's. Uncounted pages are the library's
- * constants: stores there go to the slow path, which refuses them. */
+ * it is settled, in a page the cache knows (then it is counted) or in the
+ * running thread's own frames (its stack from the stack pointer up).
+ * Anything else is the slow path's. One comparison tells an access inside
+ * a cached page: another page at the same index lies at least PM_PAGES
+ * pages away, farther than len. */
 PM_INLINE int pm_access_fast(pm_access_state *s, uint64_t a, uint64_t size, int store) {
-	if (pm_own_frames(s, a, size)) return 1;
 	/* &s->pages[(a >> PM_PAGE_SHIFT) % PM_PAGES], from a in two instructions */
-	const struct pm_page *c =
-	    (const struct pm_page *)((const char *)s->pages + ((a >> (PM_PAGE_SHIFT - 5)) & ((PM_PAGES - 1) << 5)));
-	if (c->key[store] == a >> PM_PAGE_SHIFT && a - c->lo <= c->len - size) {
-		s->count[store][c->k] += size;
+	struct pm_page *c = (struct pm_page *)((char *)s->pages + ((a >> (PM_PAGE_SHIFT - 6)) & ((PM_PAGES - 1) << 6)));
+	if (__builtin_expect(a - c->lo[store] <= c->len - size, 1)) {
+		c->n[store] += size;
 		return 1;
 	}
-	return 0;
+	return pm_own_frames(s, a, size);
 }
 
 /* Segment counts of the accesses through one buffer binding, loads or

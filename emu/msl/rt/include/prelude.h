@@ -613,10 +613,28 @@ void __pm_access(const void *addr, ulong size, uint load, uint store);
 // instructions keep the access's line.
 extern __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec")));
 __attribute__((nomerge)) void __pm_access_miss(void *addr, ulong sizestore);
+// __pm_tls_access, which stays the same while a kernel runs (a worker's
+// threads run on its OS thread): read without telling the compiler of a
+// memory read, so that it reads it once per function rather than after
+// every miss.
+PM_INLINE pm_access_state *__pm_access_state() {
+	pm_access_state *s;
+#if defined(__x86_64__)
+	__asm__("movq __pm_tls_access@gottpoff(%%rip), %0\n\tmovq %%fs:(%0), %0" : "=r"(s));
+#else
+	ulong tp;
+	__asm__("adrp %0, :gottprel:__pm_tls_access\n\t"
+	        "ldr %0, [%0, #:gottprel_lo12:__pm_tls_access]\n\t"
+	        "mrs %1, tpidr_el0\n\t"
+	        "ldr %0, [%1, %0]"
+	        : "=&r"(s), "=&r"(tp));
+#endif
+	return s;
+}
 #define __PM_HOOK(kind, n, store)                                                               \
 	__attribute__((visibility("hidden"), used, always_inline, nodebug,                          \
 	               no_sanitize("address", "undefined", "coverage"))) void __sanitizer_cov_##kind##n(void *addr) { \
-		if (__builtin_expect(!pm_access_fast(__pm_tls_access, (ulong)addr, n, store), 0))       \
+		if (__builtin_expect(!pm_access_fast(__pm_access_state(), (ulong)addr, n, store), 0))   \
 			__pm_access_miss(addr, n + 256 * store);                                             \
 	}
 __PM_HOOK(load, 1, 0)
