@@ -159,18 +159,9 @@ func TestEndlessLoopTimesOut(t *testing.T) {
 	for _, workers := range []int{1, 2} {
 		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{4, 1, 1}, [3]int{4, 1, 1}), Timeout: 200 * time.Millisecond, Workers: workers}
 		d.Buffers[0] = out.binding()
-		start := time.Now()
-		_, err := f.Run(d)
-		took := time.Since(start)
-		ke := kernelErrorT(t, err)
-		if !ke.Timeout() || ke.OutOfBounds() {
-			t.Fatalf("%v: Timeout() %v, want a timeout", err, ke.Timeout())
-		}
+		ke := runTimesOut(t, "spin", f, d)
 		if ke.Line != 4 && ke.Line != 5 || ke.Thread != [3]int{1, 0, 0} || !strings.Contains(ke.Msg, "time limit of 0.2 s") {
-			t.Fatalf("fault %v at line %d thread %v, want the loop (line 4 or 5), thread 1, the limit", err, ke.Line, ke.Thread)
-		}
-		if took < 200*time.Millisecond || took > 5*time.Second {
-			t.Fatalf("the dispatch stopped after %v, want soon after 200ms", took)
+			t.Fatalf("fault %v at line %d thread %v, want the loop (line 4 or 5), thread 1, the limit", ke, ke.Line, ke.Thread)
 		}
 	}
 	// the same function runs again, to completion
@@ -229,17 +220,25 @@ kernel void spin_threadgroup(device uint* out [[buffer(0)]],
 		out := newMem(t, 512)
 		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{64, 1, 1}), Timeout: 200 * time.Millisecond, Workers: 1}
 		d.Buffers[0] = out.binding()
-		start := time.Now()
-		_, err := f.Run(d)
-		took := time.Since(start)
-		ke := kernelErrorT(t, err)
-		if !ke.Timeout() || ke.OutOfBounds() {
-			t.Fatalf("%s: %v: Timeout() %v, want a timeout", name, err, ke.Timeout())
-		}
-		if took < 200*time.Millisecond || took > 5*time.Second {
-			t.Fatalf("%s: the dispatch stopped after %v, want soon after 200ms", name, took)
-		}
+		runTimesOut(t, name, f, d)
 	}
+}
+
+// runTimesOut runs d, which must stop with a timeout fault soon after its
+// time limit (within 5 s), and returns the fault.
+func runTimesOut(t *testing.T, name string, f *Function, d *Dispatch) *KernelError {
+	t.Helper()
+	start := time.Now()
+	_, err := f.Run(d)
+	took := time.Since(start)
+	ke := kernelErrorT(t, err)
+	if !ke.Timeout() || ke.OutOfBounds() {
+		t.Fatalf("%s: %v: Timeout() %v, want a timeout", name, err, ke.Timeout())
+	}
+	if took < d.Timeout || took > 5*time.Second {
+		t.Fatalf("%s: the dispatch stopped after %v, want soon after %v", name, took, d.Timeout)
+	}
+	return ke
 }
 
 // A fault on one worker stops the others, even in an endless loop, long

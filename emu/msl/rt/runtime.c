@@ -189,9 +189,6 @@ typedef struct pm_tg_alloc {
 /* The access hooks' cache of pages known to be inside one binding
  * (pm_access_state.pages). */
 #define PM_PAGE ((uint64_t)1 << PM_PAGE_SHIFT)
-/* the fewest bytes of a page the cache holds: the largest access, so that
- * one comparison tells an access inside (see pm_access) */
-#define PM_PAGE_MIN 16
 
 /* What the scheduler and the SIMD-group functions read and write of a
  * thread fills its first cache line; its built-ins, which its launcher
@@ -312,7 +309,7 @@ static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
  * outside a worker a state whose fast path settles nothing (no stack, no
  * page), so that every access goes to __pm_access_miss, which ignores it.
  * The fast path never writes it. */
-static pm_access_state no_access = {.pages = {[0 ... PM_PAGES - 1] = {.lo = {PM_NO_PAGE, PM_NO_PAGE}, .len = PM_PAGE_MIN}}};
+static pm_access_state no_access = {.pages = {[0 ... PM_PAGES - 1] = PM_EMPTY_PAGE}};
 EXPORT __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec"))) = &no_access;
 
 static int page_outside_bindings(const pm_worker *w, uint64_t page);
@@ -519,7 +516,6 @@ static inline void set_cur(pm_worker *w, pm_fiber *f) {
 	w->stack_top = (uint64_t)(uintptr_t)f->stack_top;
 }
 
-
 /* Leaves the current fiber for good after a fault. */
 __attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
 	pm_fiber *f = w->cur;
@@ -626,11 +622,11 @@ static inline void check_halt(pm_worker *w, uint32_t line, const char *file, voi
 	if (__builtin_expect(__atomic_load_n(&w->acc.halt, __ATOMIC_RELAXED), 0)) halt(w, line, file, pc);
 }
 
-/* Whether [a, a+size) lies in the running thread's own frames, as
- * pm_own_frames tells, but from the fiber's stack itself rather than the
- * hooks' copy, which the watchdog may have emptied. */
+/* Whether [a, a+size) lies in the running thread's own frames
+ * (pm_in_frames), from the fiber's stack itself rather than the hooks'
+ * copy, which the watchdog may have emptied. */
 static inline __attribute__((always_inline)) int own_frames(const pm_worker *w, uint64_t a, uint64_t size) {
-	return a - (w->stack_top - PM_STACK_SIZE) <= PM_STACK_SIZE - size && a >= pm_stack_pointer();
+	return pm_in_frames(w->stack_top - PM_STACK_SIZE, a, size);
 }
 
 static inline pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g);
@@ -1123,7 +1119,7 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	if (a - w->stacks_lo < w->stacks_len) {
 		if (w->in_simd) return; /* a SIMD-group function reads its lanes' operands */
-		uint64_t lo = w->stack_top - PM_STACK_SIZE;
+		const uint64_t lo = w->stack_top - PM_STACK_SIZE; /* the running thread's stack */
 		if (a - lo < PM_STACK_SIZE) {
 			if (own_frames(w, a, size)) return;
 			if (pm_stack_pointer() >= lo) {
@@ -1144,7 +1140,7 @@ __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uin
 			snprintf(where, sizeof where, "below the lowest thread's stack");
 		else
 			snprintf(where, sizeof where, "in the stack of thread %llu", (unsigned long long)(slot - 1));
-		if (pm_stack_pointer() >= w->stack_top - PM_STACK_SIZE) {
+		if (pm_stack_pointer() >= lo) {
 			/* the thread's own stack has not overflowed: a stray pointer */
 			record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 			             "out-of-bounds access: %s of %llu bytes at 0x%llx, %s: a pointer outside the "
@@ -2024,11 +2020,7 @@ static void *worker_main(void *arg) {
 		}
 	}
 	w->acc.count[0][PM_UNCOUNTED] = w->acc.count[1][PM_UNCOUNTED] = 0;
-	for (int i = 0; i < PM_PAGES; i++) {
-		w->acc.pages[i].n[0] = w->acc.pages[i].n[1] = 0;
-		w->acc.pages[i].k = PM_UNCOUNTED;
-		empty_page(&w->acc, (uint64_t)i);
-	}
+	for (int i = 0; i < PM_PAGES; i++) w->acc.pages[i] = (struct pm_page)PM_EMPTY_PAGE;
 	w->overlap = 0;
 	for (int k = w->nb; k < PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
 	for (int a = 0; a < w->nb; a++)

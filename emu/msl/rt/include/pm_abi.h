@@ -108,21 +108,27 @@ typedef struct pm_simd_x {
  * reach (the library's constants). n counts the bytes loaded ([0]) and
  * stored ([1]) there since the page was cached, which the runtime adds to
  * count when it replaces the entry and at the end of a dispatch. An empty
- * entry has lo PM_NO_PAGE and len 16. */
+ * entry (PM_EMPTY_PAGE) has lo PM_NO_PAGE. */
 struct __attribute__((aligned(64))) pm_page {
 	uint64_t lo[2], n[2];
 	uint32_t len, k;
 };
 /* An address above every user address: a - PM_NO_PAGE exceeds any len. */
 #define PM_NO_PAGE ((uint64_t)1 << 63)
+/* The fewest bytes of a page an entry holds: the largest access, so that
+ * len - size never wraps. */
+#define PM_PAGE_MIN 16
+/* An entry that holds no page, counted nowhere. */
+#define PM_EMPTY_PAGE {.lo = {PM_NO_PAGE, PM_NO_PAGE}, .len = PM_PAGE_MIN, .k = PM_UNCOUNTED}
 typedef struct pm_access_state {
 	uint32_t halt;     /* set by the watchdog: the dispatch stops */
 	uint64_t stack_lo; /* the running fiber's stack, PM_STACK_SIZE bytes (0: none) */
-	/* bytes loaded ([0]) and stored ([1]) per binding index; the extra
-	 * slot takes accesses that are not counted */
+	/* bytes loaded ([0]) and stored ([1]) per binding index, but for
+	 * those still in pages[].n; the extra slot takes accesses that are not
+	 * counted */
 	uint64_t count[2][PM_MAX_BINDINGS + 1];
 	/* per page (1 << PM_PAGE_SHIFT bytes), of which it holds one of those
-	 * at the same index modulo PM_PAGES: len >= 16, the largest access */
+	 * at the same index modulo PM_PAGES */
 	struct pm_page pages[PM_PAGES];
 } pm_access_state;
 
@@ -138,12 +144,13 @@ PM_INLINE uint64_t pm_stack_pointer(void) {
 	return sp;
 }
 
-/* Whether [a, a+size) lies in the running thread's own frames: its stack,
- * from the stack pointer (below every frame of the kernel's) up. Below the
- * stack pointer lie no frames of the thread, and a pointer there points
- * outside the memory it was made for. */
-PM_INLINE int pm_own_frames(const pm_access_state *s, uint64_t a, uint64_t size) {
-	return a - s->stack_lo <= PM_STACK_SIZE - size && a >= pm_stack_pointer();
+/* Whether [a, a+size) lies in the running thread's own frames: its stack
+ * (PM_STACK_SIZE bytes from stack_lo), from the stack pointer (below
+ * every frame of the kernel's) up. Below the stack pointer lie no frames
+ * of the thread, and a pointer there points outside the memory it was
+ * made for. */
+PM_INLINE int pm_in_frames(uint64_t stack_lo, uint64_t a, uint64_t size) {
+	return a - stack_lo <= PM_STACK_SIZE - size && a >= pm_stack_pointer();
 }
 
 /* The access hooks' fast path, for an access of size bytes at a: whether
@@ -159,7 +166,7 @@ PM_INLINE int pm_access_fast(pm_access_state *s, uint64_t a, uint64_t size, int 
 		c->n[store] += size;
 		return 1;
 	}
-	return pm_own_frames(s, a, size);
+	return pm_in_frames(s->stack_lo, a, size);
 }
 
 /* Segment counts of the accesses through one buffer binding, loads or
