@@ -32,39 +32,12 @@
 #define EXPORT __attribute__((visibility("default")))
 
 /* ---------------------------------------------------------------------------
- * Context switch. pm_switch stores on the current stack where the fiber
- * resumes and its frame pointer, stores the stack pointer in *save and
- * jumps to where the stack new_sp says (stored by pm_switch itself, or by
- * pm_fiber_init for a fiber that has not run). It is inline assembly that
- * clobbers every other register, so the compiler saves only those it keeps
- * live, and it neither calls nor returns, so the processor's prediction of
- * returns stays in step with the fibers. On x86-64 it first steps over the
- * red zone below the stack pointer. A new fiber starts in
- * pm_fiber_trampoline, which calls pm_fiber_main for the running fiber
- * (set_cur). */
+ * Fibers start here. pm_switch (pm_abi.h) switches between them; a new
+ * fiber starts in pm_fiber_trampoline, which calls pm_fiber_main for the
+ * running fiber (set_cur). */
 void pm_fiber_trampoline(void);
 
 #if defined(__x86_64__)
-#define PM_SWITCH_GAP 144 /* the red zone and the two saved words */
-static inline __attribute__((always_inline)) void pm_switch(void **save, void *new_sp) {
-	__asm__ volatile(
-		"subq $128, %%rsp\n\t"
-		"leaq 1f(%%rip), %%rax\n\t"
-		"pushq %%rbp\n\t"
-		"pushq %%rax\n\t"
-		"movq %%rsp, (%0)\n\t"
-		"movq %1, %%rsp\n\t"
-		"popq %%rax\n\t"
-		"popq %%rbp\n\t"
-		"jmpq *%%rax\n"
-		"1:\n\t"
-		"addq $128, %%rsp\n\t"
-		: "+D"(save), "+S"(new_sp)
-		:
-		: "rax", "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "xmm0", "xmm1",
-		  "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
-		  "xmm14", "xmm15", "memory", "cc");
-}
 __asm__(
 	".text\n"
 	".globl pm_fiber_trampoline\n"
@@ -83,27 +56,6 @@ static void *pm_fiber_init(char *top) {
 	return sp;
 }
 #elif defined(__aarch64__)
-#define PM_SWITCH_GAP 16 /* the two saved words */
-static inline __attribute__((always_inline)) void pm_switch(void **save, void *new_sp) {
-	register void **x0 __asm__("x0") = save;
-	register void *x1 __asm__("x1") = new_sp;
-	__asm__ volatile(
-		"adr x9, 1f\n\t"
-		"stp x29, x9, [sp, #-16]!\n\t"
-		"mov x10, sp\n\t"
-		"str x10, [x0]\n\t"
-		"mov sp, x1\n\t"
-		"ldp x29, x9, [sp], #16\n\t"
-		"br x9\n"
-		"1:\n\t"
-		: "+r"(x0), "+r"(x1)
-		:
-		: "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15", "x16",
-		  "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x30", "v0", "v1",
-		  "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17",
-		  "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31",
-		  "memory", "cc");
-}
 __asm__(
 	".text\n"
 	".globl pm_fiber_trampoline\n"
@@ -194,11 +146,11 @@ typedef struct pm_tg_alloc {
  * thread fills its first cache line; its built-ins, which its launcher
  * reads once, follow. */
 typedef struct pm_fiber {
-	void *sp;
+	pm_fiber_head h; /* where it resumes; whether it then computes a SIMD-group function */
 	char *stack_top;
 	const char *file;
 	uint32_t op, line, col;
-	uint8_t state, must_compute, lane, sg;
+	uint8_t state, lane, sg;
 	uint16_t index;
 	pm_thread t __attribute__((aligned(64)));
 } pm_fiber;
@@ -253,7 +205,7 @@ typedef struct pm_worker {
 	pm_seg_counts seg[PM_MAX_BINDINGS][2];
 	uint64_t seg_untracked, tg_static;
 	/* current threadgroup */
-	void *sched_sp;
+	pm_fiber_head sched; /* the scheduler's stack, while a fiber runs */
 	pm_fiber *cur;
 	uint32_t n, live, done, at_barrier, first_barrier;
 	uint32_t barrier_flags; /* the mem_flags every thread waiting at the barrier gave */
@@ -520,7 +472,7 @@ static inline void set_cur(pm_worker *w, pm_fiber *f) {
 __attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
 	pm_fiber *f = w->cur;
 	f->state = F_FAULTED;
-	pm_switch(&f->sp, w->sched_sp);
+	pm_switch(&f->h, w->sched.sp);
 	__builtin_trap();
 }
 
@@ -534,18 +486,18 @@ __attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
 static inline void prefetch_next(pm_worker *w, uint32_t k) {
 	if (k >= w->n) return;
 	const pm_fiber *h = &w->fibers[w->order[k]];
-	const char *lo = (const char *)h->sp + PM_SWITCH_GAP, *top = h->stack_top;
-	__builtin_prefetch(h->sp, 1, 3);
+	const char *lo = (const char *)h->h.sp + PM_SWITCH_GAP, *top = h->stack_top;
+	__builtin_prefetch(h->h.sp, 1, 3);
 	if (top - lo < 64 * PM_PREFETCH_LINES) lo = top - 64 * PM_PREFETCH_LINES;
 #pragma unroll
 	for (int i = 0; i < PM_PREFETCH_LINES; i++) __builtin_prefetch(lo + 64 * i, 1, 3);
 	if (k + 1 < w->n) __builtin_prefetch(&w->fibers[w->order[k + 1]], 1, 3);
 }
 
-/* Leaves the current fiber (blocked or done) for the next runnable fiber of
- * this pass, switching to it directly, or for the scheduler at the end of
- * the pass. Returns when the fiber runs again. */
-static inline __attribute__((always_inline)) void pm_yield(pm_worker *w, pm_fiber *f) {
+/* The stack to switch to when the current fiber stops (blocked or done):
+ * the next runnable fiber of this pass, which becomes the running one, or
+ * the scheduler's at the end of the pass. */
+static inline __attribute__((always_inline)) void *pm_next(pm_worker *w) {
 	for (uint32_t k = w->pos + 1; k < w->n; k++) {
 		pm_fiber *g = &w->fibers[w->order[k]];
 		if (g->state == F_READY) {
@@ -553,12 +505,16 @@ static inline __attribute__((always_inline)) void pm_yield(pm_worker *w, pm_fibe
 			g->state = F_RUNNING;
 			set_cur(w, g);
 			prefetch_next(w, k + 1);
-			pm_switch(&f->sp, g->sp);
-			return;
+			return g->h.sp;
 		}
 	}
 	w->pos = w->n;
-	pm_switch(&f->sp, w->sched_sp);
+	return w->sched.sp;
+}
+
+/* Leaves the current fiber f for pm_next's; returns when f runs again. */
+static inline __attribute__((always_inline)) void pm_yield(pm_worker *w, pm_fiber *f) {
+	pm_switch(&f->h, pm_next(w));
 }
 
 /* Starts a new threadgroup barrier epoch. Every barrier is an execution
@@ -761,7 +717,7 @@ static inline __attribute__((always_inline)) pm_fiber *simd_blocked(pm_worker *w
 		uint32_t base = (uint32_t)(g - w->sg) * PM_SIMD_WIDTH;
 		pm_fiber *c = &w->fibers[base + (uint32_t)__builtin_ctz(g->at_simd)];
 		if (c == f) return f;
-		c->must_compute = 1;
+		c->h.compute = 1;
 		c->state = F_READY;
 		g->at_simd &= ~(1u << c->lane);
 		return NULL;
@@ -810,17 +766,21 @@ __attribute__((noinline)) static pm_fiber *simd_blocked_sites(pm_worker *w, pm_f
 		fiber_abort(w);
 	}
 	if (c == f) return f;
-	c->must_compute = 1;
+	c->h.compute = 1;
 	c->state = F_READY;
 	g->at_simd &= ~(1u << c->lane);
 	return NULL;
 }
 
-/* Called by a lane at a SIMD-group function. Returns the exchange record if
- * the caller must compute the results of every lane in x->mask (then call
- * __pm_simd_done), or NULL if its result was already written to out. */
-EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t line, uint32_t col,
-                             const char *file) {
+/* Called by a lane at a SIMD-group function, which, as the kernel's
+ * __pm_simd_wait does, then switches to the stack it is given, if any; once
+ * it runs again its result is in out, unless it is to compute the function
+ * (f->compute): then __pm_simd_exchange gives it the exchange record. The
+ * switch is the kernel's own, inlined where it calls the function, so that
+ * a lane resumed there returns through the same frames as the lane it
+ * resumes from, which the processor predicts. */
+EXPORT pm_simd_next __pm_simd(uint32_t op, const void *in, void *out, uint32_t line, uint32_t col,
+                              const char *file) {
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
 	pm_sg *g = &w->sg[f->sg];
@@ -843,13 +803,21 @@ EXPORT pm_simd_x *__pm_simd(uint32_t op, const void *in, void *out, uint32_t lin
 		g->mixed = 1;
 	}
 	g->at_simd |= 1u << f->lane;
-	if (simd_blocked(w, f, g) == f) return simd_exchange(w, f);
-	pm_yield(w, f);
-	if (f->must_compute) {
-		f->must_compute = 0;
-		return simd_exchange(w, f);
+	if (simd_blocked(w, f, g) == f) {
+		f->h.compute = 1;
+		return (pm_simd_next){&f->h, NULL};
 	}
-	return NULL;
+	return (pm_simd_next){&f->h, pm_next(w)};
+}
+
+/* Called by the lane __pm_simd picked to compute the function, once it
+ * runs: the exchange record of the lanes that wait with it (then
+ * __pm_simd_done). */
+EXPORT pm_simd_x *__pm_simd_exchange(void) {
+	pm_worker *w = tls_w;
+	pm_fiber *f = w->cur;
+	f->h.compute = 0;
+	return simd_exchange(w, f);
 }
 
 /* SIMD-group epochs are kept in the shadow modulo 2^16. So that an old
@@ -1821,11 +1789,11 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			f->sg = (uint8_t)(i / PM_SIMD_WIDTH);
 		}
 		f->state = F_READY;
-		f->must_compute = 0;
+		f->h.compute = 0;
 		f->op = 0;
 		f->line = 0;
 		f->file = NULL;
-		f->sp = pm_fiber_init(f->stack_top);
+		f->h.sp = pm_fiber_init(f->stack_top);
 	}
 	w->lay_n = n;
 	for (int k = 0; k < 3; k++) {
@@ -1854,7 +1822,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			prefetch_next(w, w->pos + 1);
 			/* runs f and the runnable fibers after it, until the end of
 			 * the pass (pm_yield) or a fault */
-			pm_switch(&w->sched_sp, f->sp);
+			pm_switch(&w->sched, f->h.sp);
 			forget_builtins(w);
 			w->cur = NULL;
 			if (w->fault || w->abandon) return;

@@ -90,6 +90,24 @@ typedef struct pm_simd_x {
 	void *out[PM_SIMD_WIDTH];
 } pm_simd_x;
 
+/* The start of a thread's scheduling state in the runtime, which a kernel
+ * reads and writes where the thread waits at a SIMD-group function
+ * (metal_stdlib, __pm_simd_wait): where the thread resumes (pm_switch),
+ * and whether, once it runs again, it computes the function for the lanes
+ * that wait with it. */
+typedef struct pm_fiber_head {
+	void *sp;
+	uint32_t compute;
+} pm_fiber_head;
+
+/* What __pm_simd tells the lane that reached a SIMD-group function: switch
+ * from thread f to the stack sp, or (sp NULL) go on as f, which then
+ * computes the function. */
+typedef struct pm_simd_next {
+	pm_fiber_head *f;
+	void *sp;
+} pm_simd_next;
+
 /* What the access hooks' fast path reads and writes, which the kernel
  * libraries inline at every load and store (prelude.h) and the runtime's
  * slow path fills (runtime.c, pm_access): the running thread's stack, the
@@ -131,6 +149,74 @@ typedef struct pm_access_state {
 	 * at the same index modulo PM_PAGES */
 	struct pm_page pages[PM_PAGES];
 } pm_access_state;
+
+/* Context switch between threads (fibers), used by the runtime and inlined
+ * by the kernels where a thread waits at a SIMD-group function
+ * (metal_stdlib, __pm_simd_wait). pm_switch stores on the current stack
+ * where the thread resumes, its frame pointer and from, stores the stack
+ * pointer in from->sp and jumps to where the stack new_sp says (stored by
+ * pm_switch itself, or by the runtime's pm_fiber_init for a thread that
+ * has not run). Once the thread runs again it returns from->compute. It is
+ * inline assembly that clobbers every other register, so the compiler
+ * saves only those it keeps live, and it neither calls nor returns, so the
+ * processor's prediction of returns stays in step with the threads. On
+ * x86-64 it first steps over the red zone below the stack pointer. */
+#if defined(__x86_64__)
+#define PM_SWITCH_GAP 152 /* the red zone and the three saved words */
+static inline __attribute__((always_inline)) uint32_t pm_switch(pm_fiber_head *from, void *new_sp) {
+	uint32_t compute;
+	__asm__ volatile(
+		"subq $128, %%rsp\n\t"
+		"pushq %%rdi\n\t"
+		"leaq 1f(%%rip), %%rax\n\t"
+		"pushq %%rbp\n\t"
+		"pushq %%rax\n\t"
+		"movq %%rsp, (%%rdi)\n\t"
+		"movq %%rsi, %%rsp\n\t"
+		"popq %%rax\n\t"
+		"popq %%rbp\n\t"
+		"jmpq *%%rax\n"
+		"1:\n\t"
+		"popq %%rdi\n\t"
+		"movl %c3(%%rdi), %%eax\n\t"
+		"addq $128, %%rsp\n\t"
+		: "=a"(compute), "+D"(from), "+S"(new_sp)
+		: "i"(__builtin_offsetof(pm_fiber_head, compute))
+		: "rbx", "rcx", "rdx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "xmm0", "xmm1",
+		  "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",
+		  "xmm14", "xmm15", "memory", "cc");
+	return compute;
+}
+#elif defined(__aarch64__)
+#define PM_SWITCH_GAP 32 /* the three saved words, and a word that keeps the stack aligned */
+static inline __attribute__((always_inline)) uint32_t pm_switch(pm_fiber_head *from, void *new_sp) {
+	register pm_fiber_head *x0 __asm__("x0") = from;
+	register void *x1 __asm__("x1") = new_sp;
+	register uint64_t x2 __asm__("x2");
+	__asm__ volatile(
+		"adr x9, 1f\n\t"
+		"stp x0, xzr, [sp, #-16]!\n\t"
+		"stp x29, x9, [sp, #-16]!\n\t"
+		"mov x10, sp\n\t"
+		"str x10, [x0]\n\t"
+		"mov sp, x1\n\t"
+		"ldp x29, x9, [sp], #16\n\t"
+		"br x9\n"
+		"1:\n\t"
+		"ldr x0, [sp], #16\n\t"
+		"ldr w2, [x0, %3]\n\t"
+		: "+r"(x0), "+r"(x1), "=r"(x2)
+		: "i"(__builtin_offsetof(pm_fiber_head, compute))
+		: "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15", "x16",
+		  "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x30", "v0", "v1",
+		  "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15", "v16", "v17",
+		  "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30", "v31",
+		  "memory", "cc");
+	return (uint32_t)x2;
+}
+#else
+#error "puremetal MSL runtime: unsupported architecture (x86-64 and aarch64 only)"
+#endif
 
 /* The stack pointer: below it lie none of the running thread's frames. */
 #define PM_INLINE static inline __attribute__((always_inline, nodebug, no_sanitize("address", "undefined", "coverage")))

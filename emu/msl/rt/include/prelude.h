@@ -599,7 +599,8 @@ enum thread_scope {
 // ---------------------------------------------------------------------------
 // Launcher plumbing (used by the generated entry points).
 extern "C" {
-pm_simd_x *__pm_simd(uint op, const void *in, void *out, uint line, uint col, const char *file);
+pm_simd_next __pm_simd(uint op, const void *in, void *out, uint line, uint col, const char *file);
+pm_simd_x *__pm_simd_exchange(void);
 void __pm_simd_done(pm_simd_x *x);
 void __pm_barrier(uint flags, uint line, uint col, const char *file);
 void *__pm_tg_static(uint id, ulong size, ulong align);
