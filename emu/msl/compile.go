@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,7 +129,8 @@ func (l *Library) lazyFunction(name string) (*Function, error) {
 // running the compiler.
 func (l *Library) Cached() bool { return l.cached }
 
-// Path is the file of the compiled library.
+// Path is the file of the compiled library (of its first part, for a
+// library built in parts; Function.LibraryPath names each function's).
 func (l *Library) Path() string { return l.path }
 
 // rtHash identifies the embedded runtime, prelude and shim.
@@ -346,7 +348,15 @@ func buildLibrary(cc clang.Compiler, dir, so, src string, flags []string, opts C
 	if _, err := os.Stat(so); err == nil {
 		return false, "", nil
 	}
-	bc := fmt.Sprintf("%s.%d.bc", so, os.Getpid())
+	slots := buildSlots()
+	slots <- struct{}{}
+	defer func() { <-slots }()
+	tmp, err := os.CreateTemp(dir, filepath.Base(so)+".*.bc")
+	if err != nil {
+		return false, "", fmt.Errorf("msl: cache directory: %w", err)
+	}
+	tmp.Close()
+	bc := tmp.Name()
 	defer os.Remove(bc)
 	if _, log, err := cc.Run(dir, append(append([]string{}, flags...), "-c", "-emit-llvm", src, "-o", bc)...); err != nil {
 		return false, log, err
@@ -509,6 +519,90 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 		sort.Strings(lib.names)
 		return lib, nil
 	}
+	if len(tr.entries) > partEntries {
+		return buildParts(pp, tr, source, srcPath, file, opts, values)
+	}
+	return build(cc, root, includeDir, tr, source, srcPath, file, opts)
+}
+
+// partEntries is the most entry points one compiler run builds. A library
+// of more (thousands of instantiations, as MLX's binary.metal has) is built
+// in parts of consecutive entry points, each translated with those alone,
+// by as many compiler runs at once as GOMAXPROCS allows: the time is that
+// of the library's code divided among the cores, the cost each part adds
+// that of reading the source again. The parts depend only on the source,
+// so they are cached alike on every machine.
+const partEntries = 64
+
+// buildSlots bounds the compiler runs building libraries at once, across
+// the process, to GOMAXPROCS.
+var buildSlots = sync.OnceValue(func() chan struct{} { return make(chan struct{}, runtime.GOMAXPROCS(0)) })
+
+// buildParts builds the translation tr of pp in parts of at most
+// partEntries entry points and gathers their functions into one library.
+// A part that fails fails the library with its error (the first part's in
+// source order, when several fail).
+func buildParts(pp string, tr *translation, source, srcPath, file string, opts CompileOptions, values []ConstantValue) (*Library, error) {
+	cc, err := clang.Find()
+	if err != nil {
+		return nil, err
+	}
+	root := clang.CacheRoot(opts.CacheDir)
+	dir, err := rtDir(root)
+	if err != nil {
+		return nil, err
+	}
+	includeDir := filepath.Join(dir, "include")
+	var parts [][]string
+	for i := 0; i < len(tr.entries); i += partEntries {
+		var names []string
+		for _, e := range tr.entries[i:min(i+partEntries, len(tr.entries))] {
+			names = append(names, e.name)
+		}
+		parts = append(parts, names)
+	}
+	libs := make([]*Library, len(parts))
+	errs := make([]error, len(parts))
+	next := make(chan int, len(parts))
+	for i := range parts {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), len(parts)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				part, err := translateOnly(pp, file, values, parts[i], opts.LanguageVersion)
+				if err == nil {
+					libs[i], err = build(cc, root, includeDir, part, source, srcPath, file, opts)
+				}
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	lib := &Library{path: libs[0].path, functions: map[string]*Function{}, cached: true, source: source, srcPath: srcPath, opts: opts, files: tr.files}
+	for _, part := range libs {
+		lib.cached = lib.cached && part.cached
+		for name, f := range part.functions {
+			lib.functions[name] = f
+			lib.names = append(lib.names, name)
+		}
+	}
+	sort.Strings(lib.names)
+	return lib, nil
+}
+
+// build compiles the translation tr into a shared object in the cache
+// (unless it is there) and loads it.
+func build(cc clang.Compiler, root, includeDir string, tr *translation, source, srcPath, file string, opts CompileOptions) (*Library, error) {
 	flags := compileFlags(opts, includeDir)
 	if tr.tgClassesGeneric {
 		flags = append(flags, "-D__PM_TG_CLASSES_GENERIC=1")
