@@ -629,7 +629,7 @@ func build(cc clang.Compiler, root, includeDir string, tr *translation, source, 
 		if !errors.As(err, &exitErr) {
 			return nil, fmt.Errorf("msl: running %s: %w", cc.Path, err)
 		}
-		return nil, newCompileError(cleanLog(log, src, includeDir), file)
+		return nil, newCompileError(originalSnippets(cleanLog(log, src, includeDir), file, source, tr.files), file)
 	}
 	cached := !built
 	if cached {
@@ -930,6 +930,7 @@ var (
 // threadgroup types show as declared.
 func cleanLog(log, src, includeDir string) string {
 	log = strings.ReplaceAll(log, src, "<translated>")
+	log = ppInclusion.ReplaceAllString(log, "")
 	log = strings.ReplaceAll(log, includeDir+"/", "")
 	log = strings.ReplaceAll(log, "__attribute__((address_space(3)))", "threadgroup")
 	log = strings.ReplaceAll(log, "address space '3'", "the threadgroup address space")
@@ -947,6 +948,10 @@ func cleanLog(log, src, includeDir string) string {
 	})
 	return log
 }
+
+// ppInclusion is the inclusion of the emulator's <metal_stdlib> by the
+// preprocessor's stand-in for it, which the program does not see.
+var ppInclusion = regexp.MustCompile(`(?m)^In file included from [^\n]*/pp-include-[0-9a-f]+/[^\n]*\n`)
 
 // extVector is clang's name of an MSL vector type, pmExt the prelude's
 // vec<T, N>.
