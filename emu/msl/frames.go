@@ -168,7 +168,7 @@ func stackNeeds(path string, entries int) ([]int, error) {
 }
 
 // maxModuleSegs is the most readable segments a kernel library may have
-// (PM_MODULE_SEGS).
+// (__PM_MODULE_SEGS).
 const maxModuleSegs = 8
 
 // readableSegments returns the address ranges, before relocation, of the

@@ -17,7 +17,7 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// pmDesc mirrors pm_desc of rt/include/pm_abi.h.
+// pmDesc mirrors __pm_desc of rt/include/pm_abi.h.
 type pmDesc struct {
 	entry, moduleLo, moduleHi uint64
 	bufPtr, bufLen, tgLen     [MaxBindings]uint64

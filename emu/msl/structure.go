@@ -3,7 +3,7 @@ package msl
 // SIMDOp is a kind of SIMD-group function, as counted in Counters.SIMDOps.
 type SIMDOp int
 
-// The SIMD-group functions, in the runtime's numbering (PM_OP_* in
+// The SIMD-group functions, in the runtime's numbering (__PM_OP_* in
 // rt/include/pm_abi.h).
 const (
 	SIMDGroupBarrier SIMDOp = iota + 1

@@ -196,7 +196,7 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 		if strings.HasPrefix(e.callee, "static_cast<") {
 			k = e.callee // a pointer already
 		}
-		fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"), no_sanitize(\"coverage\"))) void %s(const pm_thread *t) { __pm_kernel<decltype(%s)>::call<%s>(", entrySymbol(i), k, k)
+		fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"), no_sanitize(\"coverage\"))) void %s(const __pm_thread *t) { __pm_kernel<decltype(%s)>::call<%s>(", entrySymbol(i), k, k)
 		for j, p := range e.params {
 			if j > 0 {
 				b.WriteString(", ")

@@ -1,6 +1,6 @@
 /* puremetal MSL runtime: runs a compute dispatch of a kernel library on the
  * CPU. Each threadgroup's threads are fibers on one OS thread, switched by
- * pm_switch; threadgroups are spread over worker threads. Kernel code is
+ * __pm_switch; threadgroups are spread over worker threads. Kernel code is
  * compiled with -fsanitize-coverage=trace-loads,trace-stores, so every
  * memory access calls one of the __sanitizer_cov_* hooks below, which count
  * bytes per buffer binding and stop the dispatch before an access outside
@@ -32,7 +32,7 @@
 #define EXPORT __attribute__((visibility("default")))
 
 /* ---------------------------------------------------------------------------
- * Fibers start here. pm_switch (pm_abi.h) switches between them; a new
+ * Fibers start here. __pm_switch (pm_abi.h) switches between them; a new
  * fiber starts in pm_fiber_trampoline, which calls pm_fiber_main for the
  * running fiber (set_cur). */
 void pm_fiber_trampoline(void);
@@ -48,8 +48,8 @@ __asm__(
 	"	call pm_fiber_main\n"
 	"	ud2\n"
 	".size pm_fiber_trampoline,.-pm_fiber_trampoline\n");
-/* the words pm_switch pops: where to continue, then the frame pointer */
-static void *pm_fiber_init(char *top) {
+/* the words __pm_switch pops: where to continue, then the frame pointer */
+static void *__pm_fiber_init(char *top) {
 	uintptr_t *sp = (uintptr_t *)(((uintptr_t)top & ~(uintptr_t)15) - 16);
 	sp[0] = (uintptr_t)pm_fiber_trampoline;
 	sp[1] = 0;
@@ -67,8 +67,8 @@ __asm__(
 	"	bl pm_fiber_main\n"
 	"	brk #0\n"
 	".size pm_fiber_trampoline,.-pm_fiber_trampoline\n");
-/* the words pm_switch loads: the frame pointer, then where to continue */
-static void *pm_fiber_init(char *top) {
+/* the words __pm_switch loads: the frame pointer, then where to continue */
+static void *__pm_fiber_init(char *top) {
 	uintptr_t *sp = (uintptr_t *)(((uintptr_t)top & ~(uintptr_t)15) - 16);
 	sp[0] = 0;
 	sp[1] = (uintptr_t)pm_fiber_trampoline;
@@ -83,14 +83,14 @@ static void *pm_fiber_init(char *top) {
 enum { F_READY = 1, F_RUNNING, F_AT_SIMD, F_AT_BARRIER, F_DONE, F_FAULTED };
 
 /* Worker arenas (fiber stacks, threadgroup memory and its shadow) are
- * shared by every dispatch of the process: at most PM_MAX_ARENAS exist at
+ * shared by every dispatch of the process: at most __PM_MAX_ARENAS exist at
  * once, so that many queues or CPUs never run out of address space or
  * memory mappings; a dispatch waits for one when all are busy. */
-#define PM_MAX_ARENAS 64
+#define __PM_MAX_ARENAS 64
 
 /* How often the watchdog empties the access state of a dispatch's
  * workers again once the dispatch must stop (see halt). */
-#define PM_HALT_REPEAT_NS 1000000
+#define __PM_HALT_REPEAT_NS 1000000
 
 /* Shadow of one byte of threadgroup memory: the last store, and the loads
  * since (the first loading thread; whether others loaded it too, and from
@@ -102,17 +102,17 @@ typedef struct pm_shadow {
 	uint32_t st_ep; /* threadgroup barrier epoch, 0 for none */
 	uint16_t st_tid, st_sgep;
 	uint32_t ld_ep;
-	uint16_t ld_tid; /* | PM_LD_MULTI | PM_LD_MIXED */
-	uint16_t ld_sgep; /* of the latest load, unless PM_LD_MIXED */
+	uint16_t ld_tid; /* | __PM_LD_MULTI | __PM_LD_MIXED */
+	uint16_t ld_sgep; /* of the latest load, unless __PM_LD_MIXED */
 } pm_shadow;
 
 typedef struct pm_shadow_pc {
 	uint64_t st, ld;
 } pm_shadow_pc;
 
-#define PM_LD_MULTI 0x8000 /* another thread loaded the byte too */
-#define PM_LD_MIXED 0x4000 /* threads of different SIMD-groups loaded it */
-#define PM_LD_TID 0x3fff
+#define __PM_LD_MULTI 0x8000 /* another thread loaded the byte too */
+#define __PM_LD_MIXED 0x4000 /* threads of different SIMD-groups loaded it */
+#define __PM_LD_TID 0x3fff
 
 /* A threadgroup memory allocation: one set by the encoder (binding >= 0) or
  * a threadgroup variable of the kernel (binding < 0). */
@@ -121,41 +121,41 @@ typedef struct pm_tg_alloc {
 	int binding;
 } pm_tg_alloc;
 
-#define PM_MAX_TG_ALLOCS (PM_MAX_BINDINGS + 64)
-/* The threadgroup zone of an arena: PM_TG_BEFORE bytes before threadgroup
- * memory and PM_TG_AFTER bytes from its start (its shadow lies there too).
+#define __PM_MAX_TG_ALLOCS (__PM_MAX_BINDINGS + 64)
+/* The threadgroup zone of an arena: __PM_TG_BEFORE bytes before threadgroup
+ * memory and __PM_TG_AFTER bytes from its start (its shadow lies there too).
  * Every access in the zone is a threadgroup memory access, refused unless
  * it lies inside an allocation, so a threadgroup pointer moved that far
  * either way is reported with its threadgroup offset; nothing a kernel may
  * touch otherwise (its stack, the built-ins) lies in the zone. */
-#define PM_TG_BEFORE ((uint64_t)2 << 20)
-#define PM_TG_AFTER ((uint64_t)4 << 20)
+#define __PM_TG_BEFORE ((uint64_t)2 << 20)
+#define __PM_TG_AFTER ((uint64_t)4 << 20)
 
-/* Fiber stacks lie PM_STACK_STRIDE bytes apart: PM_STACK_SIZE each and a
+/* Fiber stacks lie __PM_STACK_STRIDE bytes apart: __PM_STACK_SIZE each and a
  * gap that gives their tops, where threads spend their time, different
  * cache sets (with 64 KiB between them, every thread's frames would
  * compete for the same few lines of each cache level). */
-#define PM_STACK_COLOR 1088
-#define PM_STACK_STRIDE (PM_STACK_SIZE + PM_STACK_COLOR)
+#define __PM_STACK_COLOR 1088
+#define __PM_STACK_STRIDE (__PM_STACK_SIZE + __PM_STACK_COLOR)
 
 /* The access hooks' cache of pages known to be inside one binding
- * (pm_access_state.pages). */
-#define PM_PAGE ((uint64_t)1 << PM_PAGE_SHIFT)
+ * (__pm_access_state.pages). */
+#define __PM_PAGE ((uint64_t)1 << __PM_PAGE_SHIFT)
 
 /* What the scheduler and the SIMD-group functions read and write of a
  * thread fills its first cache line; its built-ins, which its launcher
  * reads once, follow. */
 typedef struct pm_fiber {
-	pm_fiber_head h; /* where it resumes; whether it then computes a SIMD-group function */
+	__pm_fiber_head h; /* where it resumes; whether it then computes a SIMD-group function */
 	char *stack_top;
 	const char *file;
 	uint32_t op, line, col;
 	uint8_t state, lane, sg;
 	uint16_t index;
-	pm_thread t __attribute__((aligned(64)));
+	__pm_thread t __attribute__((aligned(64)));
 } pm_fiber;
 _Static_assert(offsetof(pm_fiber, index) + sizeof(uint16_t) <= 64, "a thread's scheduling state fills one cache line");
-_Static_assert(PM_MAX_THREADS <= 65536 && PM_MAX_THREADS / PM_SIMD_WIDTH <= 256, "thread and SIMD-group indices fit");
+_Static_assert(__PM_MAX_THREADS <= 65536 && __PM_MAX_THREADS / __PM_SIMD_WIDTH <= 256, "thread and SIMD-group indices fit");
 
 /* A SIMD-group: its lanes still running, those waiting at a SIMD-group
  * function (at any site) and at a threadgroup barrier. at_simd has a bit
@@ -175,13 +175,13 @@ typedef struct pm_worker {
 	size_t arena_size;
 	pm_run *run;
 	/* access checks */
-	pm_access_state acc; /* the hooks' fast path (pm_abi.h) */
+	__pm_access_state acc; /* the hooks' fast path (pm_abi.h) */
 	uint64_t stack_top; /* its end: the thread's frames lie below, down to its stack pointer */
 	int nb, last, overlap;
-	int bidx[PM_MAX_BINDINGS];
-	uint64_t blo[PM_MAX_BINDINGS], blen[PM_MAX_BINDINGS];
+	int bidx[__PM_MAX_BINDINGS];
+	uint64_t blo[__PM_MAX_BINDINGS], blen[__PM_MAX_BINDINGS];
 	uint64_t mod_lo, mod_len;         /* the kernel library's whole range */
-	const uint64_t (*mod_seg)[2];     /* its readable segments (pm_desc.module_seg) */
+	const uint64_t (*mod_seg)[2];     /* its readable segments (__pm_desc.module_seg) */
 	uint64_t state_lo, state_len;   /* where the built-ins lie (of which a kernel reads its own) */
 	uint64_t tg_lo, tg_len;         /* threadgroup memory and its shadow */
 	uint64_t stacks_lo, stacks_len; /* every fiber stack */
@@ -191,21 +191,21 @@ typedef struct pm_worker {
 	uint64_t atomic_addr;           /* the next access there is atomic */
 	/* threadgroup memory allocations and race detection */
 	uint32_t n_alloc, alloc_last;
-	pm_tg_alloc alloc[PM_MAX_TG_ALLOCS];
+	pm_tg_alloc alloc[__PM_MAX_TG_ALLOCS];
 	uint32_t tg_ep;     /* barrier epoch: every threadgroup barrier starts one */
 	uint32_t tg_mem_ep; /* the epoch the last barrier ordering memory started */
-	uint32_t sg_ep[PM_MAX_THREADS / PM_SIMD_WIDTH];
+	uint32_t sg_ep[__PM_MAX_THREADS / __PM_SIMD_WIDTH];
 	/* counters */
 	uint64_t simd_ops, barriers;
 	/* structural counters (section "Structural counters") */
-	uint64_t simd_by_op[PM_OP_COUNT];
-	struct pm_seg_rec *seg_rec; /* PM_SEG_CAP records per thread, or NULL: not counted */
+	uint64_t simd_by_op[__PM_OP_COUNT];
+	struct pm_seg_rec *seg_rec; /* __PM_SEG_CAP records per thread, or NULL: not counted */
 	uint32_t *seg_n;            /* records per thread */
 	struct pm_seg_tmp *seg_tmp; /* a SIMD-group's records while they are grouped */
-	pm_seg_counts seg[PM_MAX_BINDINGS][2];
+	__pm_seg_counts seg[__PM_MAX_BINDINGS][2];
 	uint64_t seg_untracked, tg_static;
 	/* current threadgroup */
-	pm_fiber_head sched; /* the scheduler's stack, while a fiber runs */
+	__pm_fiber_head sched; /* the scheduler's stack, while a fiber runs */
 	pm_fiber *cur;
 	uint32_t n, live, done, at_barrier, first_barrier;
 	uint32_t barrier_flags; /* the mem_flags every thread waiting at the barrier gave */
@@ -229,8 +229,8 @@ typedef struct pm_worker {
 	pm_fiber *fibers;
 	uint32_t *order;
 	pm_sg *sg;
-	pm_simd_x *sgx;
-	pm_shared *shared;
+	__pm_simd_x *sgx;
+	__pm_shared *shared;
 	char *tg_mem;
 	pm_shadow *shadow;
 	pm_shadow_pc *shadow_pc;
@@ -239,10 +239,10 @@ typedef struct pm_worker {
 	uint32_t *shadow_ro;
 	char *stacks;
 } pm_worker;
-_Static_assert(sizeof(((pm_worker *)0)->acc.pages[0]) == 64, "a page cache entry is 64 bytes (pm_access_fast)");
+_Static_assert(sizeof(((pm_worker *)0)->acc.pages[0]) == 64, "a page cache entry is 64 bytes (__pm_access_fast)");
 
 struct pm_run {
-	pm_desc *d;
+	__pm_desc *d;
 	uint64_t ntg;
 	uint32_t *tg_order; /* shuffled order, or NULL */
 	uint64_t next;      /* atomic */
@@ -261,8 +261,8 @@ static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
  * outside a worker a state whose fast path settles nothing (no stack, no
  * page), so that every access goes to __pm_access_miss, which ignores it.
  * The fast path never writes it. */
-static pm_access_state no_access = {.pages = {[0 ... PM_PAGES - 1] = PM_EMPTY_PAGE}};
-EXPORT __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec"))) = &no_access;
+static __pm_access_state no_access = {.pages = {[0 ... __PM_PAGES - 1] = __PM_EMPTY_PAGE}};
+EXPORT __thread __pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec"))) = &no_access;
 
 static int page_outside_bindings(const pm_worker *w, uint64_t page);
 static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, uint64_t k);
@@ -283,37 +283,37 @@ static pm_worker *arena_new(void) {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	size_t off = align_up(sizeof(pm_worker), 64);
 	size_t o_order = off;
-	off = align_up(off + sizeof(uint32_t) * PM_MAX_THREADS, 64);
+	off = align_up(off + sizeof(uint32_t) * __PM_MAX_THREADS, 64);
 	size_t o_sg = off;
-	off = align_up(off + sizeof(pm_sg) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
+	off = align_up(off + sizeof(pm_sg) * (__PM_MAX_THREADS / __PM_SIMD_WIDTH), 64);
 	/* what kernel code may read: SIMD-group exchange records, built-ins
 	 * and shared values */
 	size_t o_sgx = off;
-	off = align_up(off + sizeof(pm_simd_x) * (PM_MAX_THREADS / PM_SIMD_WIDTH), 64);
+	off = align_up(off + sizeof(__pm_simd_x) * (__PM_MAX_THREADS / __PM_SIMD_WIDTH), 64);
 	size_t o_fibers = off;
-	off = align_up(off + sizeof(pm_fiber) * PM_MAX_THREADS, 64);
+	off = align_up(off + sizeof(pm_fiber) * __PM_MAX_THREADS, 64);
 	size_t o_shared = off;
-	off = align_up(off + sizeof(pm_shared), 64);
-	/* the threadgroup zone (PM_TG_BEFORE, PM_TG_AFTER) */
+	off = align_up(off + sizeof(__pm_shared), 64);
+	/* the threadgroup zone (__PM_TG_BEFORE, __PM_TG_AFTER) */
 	off = align_up(off, page);
 	size_t o_tg_lo = off;
-	off += PM_TG_BEFORE;
+	off += __PM_TG_BEFORE;
 	size_t o_tg = off;
-	off = align_up(off + PM_TG_MEMORY_MAX, 64);
+	off = align_up(off + __PM_TG_MEMORY_MAX, 64);
 	size_t o_shadow = off;
-	off = align_up(off + sizeof(pm_shadow) * PM_TG_MEMORY_MAX, 64);
+	off = align_up(off + sizeof(pm_shadow) * __PM_TG_MEMORY_MAX, 64);
 	size_t o_shadow_pc = off;
-	off = align_up(off + sizeof(pm_shadow_pc) * PM_TG_MEMORY_MAX, 64);
+	off = align_up(off + sizeof(pm_shadow_pc) * __PM_TG_MEMORY_MAX, 64);
 	size_t o_shadow_ro = off;
-	off = align_up(off + sizeof(uint32_t) * (PM_TG_MEMORY_MAX / 4), page);
-	_Static_assert(PM_TG_MEMORY_MAX * (1 + sizeof(pm_shadow) + sizeof(pm_shadow_pc) + 1) < PM_TG_AFTER,
+	off = align_up(off + sizeof(uint32_t) * (__PM_TG_MEMORY_MAX / 4), page);
+	_Static_assert(__PM_TG_MEMORY_MAX * (1 + sizeof(pm_shadow) + sizeof(pm_shadow_pc) + 1) < __PM_TG_AFTER,
 	               "the threadgroup zone holds threadgroup memory and its shadow");
-	off = o_tg + PM_TG_AFTER;
-	off = align_up(off + page, PM_STACK_SIZE);
+	off = o_tg + __PM_TG_AFTER;
+	off = align_up(off + page, __PM_STACK_SIZE);
 	/* the stacks, above a spare one that catches an overflow of the lowest
 	 * (a hook sees the access there) and the guard page */
 	size_t o_stacks = off, o_guard = o_stacks - page;
-	size_t size = off + (size_t)PM_STACK_STRIDE * (PM_MAX_THREADS + 1);
+	size_t size = off + (size_t)__PM_STACK_STRIDE * (__PM_MAX_THREADS + 1);
 
 	char *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (base == MAP_FAILED) return NULL;
@@ -326,8 +326,8 @@ static pm_worker *arena_new(void) {
 	w->fibers = (pm_fiber *)(base + o_fibers);
 	w->order = (uint32_t *)(base + o_order);
 	w->sg = (pm_sg *)(base + o_sg);
-	w->sgx = (pm_simd_x *)(base + o_sgx);
-	w->shared = (pm_shared *)(base + o_shared);
+	w->sgx = (__pm_simd_x *)(base + o_sgx);
+	w->shared = (__pm_shared *)(base + o_shared);
 	w->tg_mem = base + o_tg;
 	w->shadow = (pm_shadow *)(base + o_shadow);
 	w->shadow_pc = (pm_shadow_pc *)(base + o_shadow_pc);
@@ -338,11 +338,11 @@ static pm_worker *arena_new(void) {
 	w->tg_lo = (uint64_t)(uintptr_t)(base + o_tg_lo);
 	w->tg_len = o_guard - o_tg_lo;
 	w->stacks_lo = (uint64_t)(uintptr_t)(base + o_stacks);
-	w->stacks_len = (uint64_t)PM_STACK_STRIDE * (PM_MAX_THREADS + 1);
+	w->stacks_len = (uint64_t)__PM_STACK_STRIDE * (__PM_MAX_THREADS + 1);
 	w->tg_ep = 0;
 	w->tg_mem_ep = 0;
-	for (int i = 0; i < PM_MAX_THREADS; i++) {
-		w->fibers[i].stack_top = w->stacks + (size_t)(i + 2) * PM_STACK_STRIDE;
+	for (int i = 0; i < __PM_MAX_THREADS; i++) {
+		w->fibers[i].stack_top = w->stacks + (size_t)(i + 2) * __PM_STACK_STRIDE;
 	}
 	return w;
 }
@@ -351,10 +351,10 @@ static pm_worker *arena_new(void) {
 static int arena_keep(void) {
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	if (n < 2) n = 2;
-	return n > PM_MAX_ARENAS ? PM_MAX_ARENAS : (int)n;
+	return n > __PM_MAX_ARENAS ? __PM_MAX_ARENAS : (int)n;
 }
 
-/* Returns an arena: an idle one, a new one while fewer than PM_MAX_ARENAS
+/* Returns an arena: an idle one, a new one while fewer than __PM_MAX_ARENAS
  * exist, or (wait) the next one another dispatch returns. NULL if none is
  * free and !wait, or if mapping a new one failed. */
 static pm_worker *arena_get(int wait) {
@@ -367,7 +367,7 @@ static pm_worker *arena_get(int wait) {
 			pthread_mutex_unlock(&pool_mu);
 			return w;
 		}
-		if (pool_arenas < PM_MAX_ARENAS) {
+		if (pool_arenas < __PM_MAX_ARENAS) {
 			pool_arenas++;
 			pthread_mutex_unlock(&pool_mu);
 			w = arena_new();
@@ -412,8 +412,8 @@ EXPORT void pm_arena_stats(uint64_t *arenas, uint64_t *idle) {
 }
 
 static const char *op_name(uint32_t op) {
-	_Static_assert(sizeof pm_op_names / sizeof pm_op_names[0] == PM_OP_COUNT, "a name for every PM_OP_ code");
-	return op < PM_OP_COUNT ? pm_op_names[op] : "?";
+	_Static_assert(sizeof pm_op_names / sizeof pm_op_names[0] == __PM_OP_COUNT, "a name for every __PM_OP_ code");
+	return op < __PM_OP_COUNT ? pm_op_names[op] : "?";
 }
 
 /* Records a fault of the current threadgroup. */
@@ -436,18 +436,18 @@ static void record_fault(pm_worker *w, pm_fiber *f, int kind, uint32_t line, con
 }
 
 /* Adds the bytes counted in page entry i to its binding's count. */
-static inline void flush_page(pm_access_state *s, uint64_t i) {
-	struct pm_page *c = &s->pages[i];
+static inline void flush_page(__pm_access_state *s, uint64_t i) {
+	struct __pm_page *c = &s->pages[i];
 	s->count[0][c->k] += c->n[0];
 	s->count[1][c->k] += c->n[1];
 	c->n[0] = c->n[1] = 0;
 }
 
 /* Empties page entry i, its counts kept. */
-static inline void empty_page(pm_access_state *s, uint64_t i) {
+static inline void empty_page(__pm_access_state *s, uint64_t i) {
 	flush_page(s, i);
-	s->pages[i].lo[0] = s->pages[i].lo[1] = PM_NO_PAGE;
-	s->pages[i].len = PM_PAGE_MIN;
+	s->pages[i].lo[0] = s->pages[i].lo[1] = __PM_NO_PAGE;
+	s->pages[i].len = __PM_PAGE_MIN;
 }
 
 /* Drops the access hooks' cache of the running thread's built-ins (see
@@ -456,15 +456,15 @@ static inline void forget_builtins(pm_worker *w) {
 	if (!w->cur || !w->builtins_cached) return;
 	w->builtins_cached = 0;
 	uint64_t lo = (uint64_t)(uintptr_t)&w->cur->t;
-	for (uint64_t page = lo >> PM_PAGE_SHIFT; page <= (lo + sizeof(pm_thread) - 1) >> PM_PAGE_SHIFT; page++)
-		if (w->acc.pages[page % PM_PAGES].lo[0] >> PM_PAGE_SHIFT == page && w->acc.pages[page % PM_PAGES].k == PM_UNCOUNTED)
-			empty_page(&w->acc, page % PM_PAGES);
+	for (uint64_t page = lo >> __PM_PAGE_SHIFT; page <= (lo + sizeof(__pm_thread) - 1) >> __PM_PAGE_SHIFT; page++)
+		if (w->acc.pages[page % __PM_PAGES].lo[0] >> __PM_PAGE_SHIFT == page && w->acc.pages[page % __PM_PAGES].k == __PM_UNCOUNTED)
+			empty_page(&w->acc, page % __PM_PAGES);
 }
 
 static inline void set_cur(pm_worker *w, pm_fiber *f) {
 	forget_builtins(w);
 	w->cur = f;
-	w->acc.stack_lo = (uint64_t)(uintptr_t)(f->stack_top - PM_STACK_SIZE);
+	w->acc.stack_lo = (uint64_t)(uintptr_t)(f->stack_top - __PM_STACK_SIZE);
 	w->stack_top = (uint64_t)(uintptr_t)f->stack_top;
 }
 
@@ -472,7 +472,7 @@ static inline void set_cur(pm_worker *w, pm_fiber *f) {
 __attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
 	pm_fiber *f = w->cur;
 	f->state = F_FAULTED;
-	pm_switch(&f->h, w->sched.sp);
+	__pm_switch(&f->h, w->sched.sp);
 	__builtin_trap();
 }
 
@@ -482,15 +482,15 @@ __attribute__((noreturn)) static void fiber_abort(pm_worker *w) {
  * of the threadgroup ran in between). Fetching those of the thread likely
  * to run next while this one runs hides that, and so does fetching the
  * scheduling state of the one after it. */
-#define PM_PREFETCH_LINES 4
+#define __PM_PREFETCH_LINES 4
 static inline void prefetch_next(pm_worker *w, uint32_t k) {
 	if (k >= w->n) return;
 	const pm_fiber *h = &w->fibers[w->order[k]];
-	const char *lo = (const char *)h->h.sp + PM_SWITCH_GAP, *top = h->stack_top;
+	const char *lo = (const char *)h->h.sp + __PM_SWITCH_GAP, *top = h->stack_top;
 	__builtin_prefetch(h->h.sp, 1, 3);
-	if (top - lo < 64 * PM_PREFETCH_LINES) lo = top - 64 * PM_PREFETCH_LINES;
+	if (top - lo < 64 * __PM_PREFETCH_LINES) lo = top - 64 * __PM_PREFETCH_LINES;
 #pragma unroll
-	for (int i = 0; i < PM_PREFETCH_LINES; i++) __builtin_prefetch(lo + 64 * i, 1, 3);
+	for (int i = 0; i < __PM_PREFETCH_LINES; i++) __builtin_prefetch(lo + 64 * i, 1, 3);
 	if (k + 1 < w->n) __builtin_prefetch(&w->fibers[w->order[k + 1]], 1, 3);
 }
 
@@ -514,7 +514,7 @@ static inline __attribute__((always_inline)) void *pm_next(pm_worker *w) {
 
 /* Leaves the current fiber f for pm_next's; returns when f runs again. */
 static inline __attribute__((always_inline)) void pm_yield(pm_worker *w, pm_fiber *f) {
-	pm_switch(&f->h, pm_next(w));
+	__pm_switch(&f->h, pm_next(w));
 }
 
 /* Starts a new threadgroup barrier epoch. Every barrier is an execution
@@ -526,8 +526,8 @@ static inline __attribute__((always_inline)) void pm_yield(pm_worker *w, pm_fibe
  * orders memory still race with other threads' loads and stores. */
 static void next_epoch(pm_worker *w, int memory) {
 	if (++w->tg_ep == 0) {
-		memset(w->shadow, 0, sizeof(pm_shadow) * PM_TG_MEMORY_MAX);
-		memset(w->shadow_ro, 0, sizeof(uint32_t) * (PM_TG_MEMORY_MAX / 4));
+		memset(w->shadow, 0, sizeof(pm_shadow) * __PM_TG_MEMORY_MAX);
+		memset(w->shadow_ro, 0, sizeof(uint32_t) * (__PM_TG_MEMORY_MAX / 4));
 		w->tg_ep = 1;
 		memory = 1;
 	}
@@ -536,17 +536,17 @@ static void next_epoch(pm_worker *w, int memory) {
 
 /* mem_flags::mem_threadgroup: a barrier with it orders threadgroup memory
  * accesses; without it (mem_none, mem_device alone) it only waits. */
-#define PM_MEM_THREADGROUP 2u
+#define __PM_MEM_THREADGROUP 2u
 
 static void release_barrier(pm_worker *w) {
 	if (w->seg_rec) seg_flush_all(w);
 	for (uint32_t i = 0; i < w->n; i++) {
 		if (w->fibers[i].state == F_AT_BARRIER) w->fibers[i].state = F_READY;
 	}
-	for (uint32_t g = 0; g * PM_SIMD_WIDTH < w->n; g++) w->sg[g].at_barrier = 0;
+	for (uint32_t g = 0; g * __PM_SIMD_WIDTH < w->n; g++) w->sg[g].at_barrier = 0;
 	w->at_barrier = 0;
 	w->barriers++;
-	next_epoch(w, (w->barrier_flags & PM_MEM_THREADGROUP) != 0);
+	next_epoch(w, (w->barrier_flags & __PM_MEM_THREADGROUP) != 0);
 }
 
 static uint64_t now_ns(void) {
@@ -567,7 +567,7 @@ __attribute__((noinline)) static void halt(pm_worker *w, uint32_t line, const ch
 	}
 	if (!__atomic_load_n(&w->run->expired, __ATOMIC_RELAXED)) return;
 	double limit = (double)w->run->d->timeout_ns / 1e9;
-	record_fault(w, w->cur, PM_FAULT_TIMEOUT, line, file, (uint64_t)(uintptr_t)pc,
+	record_fault(w, w->cur, __PM_FAULT_TIMEOUT, line, file, (uint64_t)(uintptr_t)pc,
 	             "the dispatch ran longer than its time limit of %g s (Dispatch.Timeout) and was "
 	             "stopped while this thread ran here: an endless loop?",
 	             limit);
@@ -579,10 +579,10 @@ static inline void check_halt(pm_worker *w, uint32_t line, const char *file, voi
 }
 
 /* Whether [a, a+size) lies in the running thread's own frames
- * (pm_in_frames), from the fiber's stack itself rather than the hooks'
+ * (__pm_in_frames), from the fiber's stack itself rather than the hooks'
  * copy, which the watchdog may have emptied. */
 static inline __attribute__((always_inline)) int own_frames(const pm_worker *w, uint64_t a, uint64_t size) {
-	return pm_in_frames(w->stack_top - PM_STACK_SIZE, a, size);
+	return __pm_in_frames(w->stack_top - __PM_STACK_SIZE, a, size);
 }
 
 static inline pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g);
@@ -590,7 +590,7 @@ static inline pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g);
 __attribute__((used)) void pm_fiber_main(void) {
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
-	((pm_entry_fn)(uintptr_t)w->run->d->entry)(&f->t);
+	((__pm_entry_fn)(uintptr_t)w->run->d->entry)(&f->t);
 	f->state = F_DONE;
 	w->done++;
 	w->live--;
@@ -598,7 +598,7 @@ __attribute__((used)) void pm_fiber_main(void) {
 	g->live--;
 	if (w->at_barrier > 0) {
 		pm_fiber *b = &w->fibers[w->first_barrier];
-		record_fault(w, f, PM_FAULT_BARRIER_EARLY_RETURN, b->line, b->file, 0,
+		record_fault(w, f, __PM_FAULT_BARRIER_EARLY_RETURN, b->line, b->file, 0,
 		             "threadgroup_barrier at line %u can never complete: thread %u returned "
 		             "while %u threads wait at it (barrier after an early return)",
 		             b->line, f->index, w->at_barrier);
@@ -631,7 +631,7 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 	pm_fiber *f = w->cur;
 	check_halt(w, line, file, NULL);
 	if (w->done > 0) {
-		record_fault(w, f, PM_FAULT_BARRIER_EARLY_RETURN, line, file, 0,
+		record_fault(w, f, __PM_FAULT_BARRIER_EARLY_RETURN, line, file, 0,
 		             "threadgroup_barrier at line %u can never complete: %u of %u threads of the "
 		             "threadgroup returned before reaching it (barrier after an early return)",
 		             line, w->done, w->n);
@@ -640,7 +640,7 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 	if (w->at_barrier > 0) {
 		pm_fiber *b = &w->fibers[w->first_barrier];
 		if (!at_site(b, 0, line, col, file)) {
-			record_fault(w, f, PM_FAULT_BARRIER_DIVERGENCE, b->line, b->file, 0,
+			record_fault(w, f, __PM_FAULT_BARRIER_DIVERGENCE, b->line, b->file, 0,
 			             "threads wait at different barriers: thread %u at line %u, thread %u at line %u",
 			             b->index, b->line, f->index, line);
 			fiber_abort(w);
@@ -666,8 +666,8 @@ EXPORT void __pm_barrier(uint32_t flags, uint32_t line, uint32_t col, const char
 
 /* The simdgroup_matrix operations need every lane of the SIMD-group. */
 static inline int simd_needs_all(uint32_t op) {
-	return op == PM_OP_SIMDGROUP_LOAD || op == PM_OP_SIMDGROUP_STORE || op == PM_OP_SIMDGROUP_MULTIPLY ||
-	       op == PM_OP_SIMDGROUP_MULTIPLY_ACCUMULATE;
+	return op == __PM_OP_SIMDGROUP_LOAD || op == __PM_OP_SIMDGROUP_STORE || op == __PM_OP_SIMDGROUP_MULTIPLY ||
+	       op == __PM_OP_SIMDGROUP_MULTIPLY_ACCUMULATE;
 }
 
 /* The lanes that call a SIMD-group function at one site together are its
@@ -678,10 +678,10 @@ static inline int simd_needs_all(uint32_t op) {
  * site that comes first in the source (line, then column) run it. A
  * branch's call, above its reconvergence point, so runs before the
  * lanes that skipped the branch join the others at a later call. */
-static pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
+static __pm_simd_x *simd_exchange(pm_worker *w, pm_fiber *f) {
 	pm_sg *g = &w->sg[f->sg];
-	pm_simd_x *x = &w->sgx[f->sg];
-	uint32_t base = f->sg * PM_SIMD_WIDTH;
+	__pm_simd_x *x = &w->sgx[f->sg];
+	uint32_t base = f->sg * __PM_SIMD_WIDTH;
 	x->lanes = g->lanes;
 	/* the lanes waiting at f's site, f's own included */
 	uint32_t mask = 1u << f->lane;
@@ -714,7 +714,7 @@ static inline __attribute__((always_inline)) pm_fiber *simd_blocked(pm_worker *w
 	if (!g->mixed && (!simd_needs_all(g->op) || (uint32_t)__builtin_popcount(g->at_simd) == g->live)) {
 		/* one site: its lowest lane computes (the scan in
 		 * simd_blocked_sites would pick it); no fault is possible */
-		uint32_t base = (uint32_t)(g - w->sg) * PM_SIMD_WIDTH;
+		uint32_t base = (uint32_t)(g - w->sg) * __PM_SIMD_WIDTH;
 		pm_fiber *c = &w->fibers[base + (uint32_t)__builtin_ctz(g->at_simd)];
 		if (c == f) return f;
 		c->h.compute = 1;
@@ -728,7 +728,7 @@ static inline __attribute__((always_inline)) pm_fiber *simd_blocked(pm_worker *w
 /* simd_blocked when lanes wait at several sites, or at a simdgroup_matrix
  * operation that not every live lane reached. */
 __attribute__((noinline)) static pm_fiber *simd_blocked_sites(pm_worker *w, pm_fiber *f, pm_sg *g) {
-	uint32_t base = (uint32_t)(g - w->sg) * PM_SIMD_WIDTH;
+	uint32_t base = (uint32_t)(g - w->sg) * __PM_SIMD_WIDTH;
 	pm_fiber *c = NULL;
 	for (uint32_t l = 0; l < g->lanes; l++) {
 		pm_fiber *h = &w->fibers[base + l];
@@ -751,13 +751,13 @@ __attribute__((noinline)) static pm_fiber *simd_blocked_sites(pm_worker *w, pm_f
 	if (n < g->live && (simd_needs_all(c->op) || (other && simd_needs_all(other->op)))) {
 		if (other) {
 			pm_fiber *a = c->lane < other->lane ? c : other, *b = a == c ? other : c;
-			record_fault(w, f, PM_FAULT_SIMD_DIVERGENCE, a->line, a->file, 0,
+			record_fault(w, f, __PM_FAULT_SIMD_DIVERGENCE, a->line, a->file, 0,
 			             "SIMD-group functions called at different sites in SIMD-group %u: "
 			             "%s at line %u (lane %u) and %s at line %u (lane %u); simdgroup_matrix "
 			             "functions need every lane of the SIMD-group",
 			             c->sg, op_name(a->op), a->line, a->lane, op_name(b->op), b->line, b->lane);
 		} else {
-			record_fault(w, f, PM_FAULT_DEADLOCK, c->line, c->file, 0,
+			record_fault(w, f, __PM_FAULT_DEADLOCK, c->line, c->file, 0,
 			             "deadlock: %s at line %u (thread %u) waits for lanes of its SIMD-group "
 			             "while thread %u waits at threadgroup_barrier at line %u (simdgroup_matrix "
 			             "functions need every lane of the SIMD-group)",
@@ -779,7 +779,7 @@ __attribute__((noinline)) static pm_fiber *simd_blocked_sites(pm_worker *w, pm_f
  * switch is the kernel's own, inlined where it calls the function, so that
  * a lane resumed there returns through the same frames as the lane it
  * resumes from, which the processor predicts. */
-EXPORT pm_simd_next __pm_simd(uint32_t op, const void *in, void *out, uint32_t line, uint32_t col,
+EXPORT __pm_simd_next __pm_simd(uint32_t op, const void *in, void *out, uint32_t line, uint32_t col,
                               const char *file) {
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
@@ -788,7 +788,7 @@ EXPORT pm_simd_next __pm_simd(uint32_t op, const void *in, void *out, uint32_t l
 	set_site(f, op, line, col, file);
 	/* the lane's operand and result, where the lane that computes the
 	 * function reads and writes them */
-	pm_simd_x *x = &w->sgx[f->sg];
+	__pm_simd_x *x = &w->sgx[f->sg];
 	x->in[f->lane] = in;
 	x->out[f->lane] = out;
 	g->waiting++;
@@ -805,15 +805,15 @@ EXPORT pm_simd_next __pm_simd(uint32_t op, const void *in, void *out, uint32_t l
 	g->at_simd |= 1u << f->lane;
 	if (simd_blocked(w, f, g) == f) {
 		f->h.compute = 1;
-		return (pm_simd_next){&f->h, NULL};
+		return (__pm_simd_next){&f->h, NULL};
 	}
-	return (pm_simd_next){&f->h, pm_next(w)};
+	return (__pm_simd_next){&f->h, pm_next(w)};
 }
 
 /* Called by the lane __pm_simd picked to compute the function, once it
  * runs: the exchange record of the lanes that wait with it (then
  * __pm_simd_done). */
-EXPORT pm_simd_x *__pm_simd_exchange(void) {
+EXPORT __pm_simd_x *__pm_simd_exchange(void) {
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
 	f->h.compute = 0;
@@ -825,34 +825,34 @@ EXPORT pm_simd_x *__pm_simd_exchange(void) {
  * functions of a SIMD-group the epochs its accesses of the current barrier
  * epoch recorded become the one before: the shadow then only holds epochs
  * of the last 2^15 and that one, none of which the next 2^15 reach. */
-#define PM_SGEP_WINDOW 0x7fffu
+#define __PM_SGEP_WINDOW 0x7fffu
 __attribute__((noinline)) static void sg_epoch_window(pm_worker *w, uint32_t sg) {
 	const uint32_t ep = w->tg_ep, mep = w->tg_mem_ep;
 	const uint16_t before = (uint16_t)(w->sg_ep[sg] - 1);
 	for (uint32_t i = 0; i < w->tg_used; i++) {
 		pm_shadow *sh = &w->shadow[i];
-		if (sh->st_ep >= mep && sh->st_tid / PM_SIMD_WIDTH == sg) sh->st_sgep = before;
-		if (sh->ld_ep == ep && (sh->ld_tid & PM_LD_TID) / PM_SIMD_WIDTH == sg) sh->ld_sgep = before;
+		if (sh->st_ep >= mep && sh->st_tid / __PM_SIMD_WIDTH == sg) sh->st_sgep = before;
+		if (sh->ld_ep == ep && (sh->ld_tid & __PM_LD_TID) / __PM_SIMD_WIDTH == sg) sh->ld_sgep = before;
 	}
 }
 
 /* Completes a SIMD-group function after the computing lane wrote every
  * result: the other lanes become runnable. */
-EXPORT void __pm_simd_done(pm_simd_x *x) {
+EXPORT void __pm_simd_done(__pm_simd_x *x) {
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
 	pm_sg *g = &w->sg[f->sg];
-	uint32_t base = f->sg * PM_SIMD_WIDTH;
+	uint32_t base = f->sg * __PM_SIMD_WIDTH;
 	for (uint32_t m = x->mask & ~(1u << f->lane); m; m &= m - 1) w->fibers[base + (uint32_t)__builtin_ctz(m)].state = F_READY;
 	g->at_simd &= ~x->mask;
 	g->waiting -= (uint32_t)__builtin_popcount(x->mask);
 	w->simd_ops++;
-	if (f->op < PM_OP_COUNT) w->simd_by_op[f->op]++;
+	if (f->op < __PM_OP_COUNT) w->simd_by_op[f->op]++;
 	if (w->seg_rec) seg_flush(w, f->sg);
 	/* the lanes synchronised here, and ordered their threadgroup memory
 	 * accesses, but at a simdgroup_barrier without mem_threadgroup */
-	if (f->op != PM_OP_SIMDGROUP_BARRIER || (*(const uint32_t *)x->in[f->lane] & PM_MEM_THREADGROUP))
-		if ((++w->sg_ep[f->sg] & PM_SGEP_WINDOW) == 0) sg_epoch_window(w, f->sg);
+	if (f->op != __PM_OP_SIMDGROUP_BARRIER || (*(const uint32_t *)x->in[f->lane] & __PM_MEM_THREADGROUP))
+		if ((++w->sg_ep[f->sg] & __PM_SGEP_WINDOW) == 0) sg_epoch_window(w, f->sg);
 	w->in_simd = 0;
 }
 
@@ -866,16 +866,16 @@ EXPORT void *__pm_tg_static(uint32_t id, uint64_t size, uint64_t align) {
 	if (align < 16) align = 16;
 	uint64_t off = align_up(w->tg_used, align);
 	if (w->n_static >= 64) {
-		record_fault(w, w->cur, PM_FAULT_THREADGROUP_MEMORY, 0, "", 0,
+		record_fault(w, w->cur, __PM_FAULT_THREADGROUP_MEMORY, 0, "", 0,
 		             "more than 64 threadgroup variables in a kernel is not supported by the "
 		             "emulated device");
 		fiber_abort(w);
 	}
-	if (off + size > PM_TG_MEMORY_MAX) {
-		record_fault(w, w->cur, PM_FAULT_THREADGROUP_MEMORY, 0, "", 0,
+	if (off + size > __PM_TG_MEMORY_MAX) {
+		record_fault(w, w->cur, __PM_FAULT_THREADGROUP_MEMORY, 0, "", 0,
 		             "threadgroup memory exceeds %u bytes: %llu bytes set by the encoder plus "
 		             "threadgroup variables needing %llu more",
-		             PM_TG_MEMORY_MAX, (unsigned long long)w->tg_dyn,
+		             __PM_TG_MEMORY_MAX, (unsigned long long)w->tg_dyn,
 		             (unsigned long long)(off + size - w->tg_dyn));
 		fiber_abort(w);
 	}
@@ -929,7 +929,7 @@ __attribute__((noinline)) static void access_fault(pm_worker *w, uint64_t a, uin
 		snprintf(where, sizeof where, "%llu bytes past the end of buffer(%d) (length %llu)",
 		         (unsigned long long)dist, w->bidx[best], (unsigned long long)w->blen[best]);
 	}
-	record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
+	record_fault(w, w->cur, __PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 	             "out-of-bounds device memory access: %s of %llu bytes at 0x%llx, %s%s%s",
 	             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a, where,
 	             note ? ", " : "", note ? note : "");
@@ -978,7 +978,7 @@ __attribute__((noinline)) static void tg_bounds_fault(pm_worker *w, int64_t off,
 		snprintf(where, sizeof where, "%llu bytes %s %s", (unsigned long long)dist,
 		         before ? "before the start of" : "past the end of", name);
 	}
-	record_fault(w, w->cur, PM_FAULT_THREADGROUP_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
+	record_fault(w, w->cur, __PM_FAULT_THREADGROUP_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 	             "out-of-bounds threadgroup memory access: %s of %llu bytes at threadgroup offset %lld, %s",
 	             store ? "store" : "load", (unsigned long long)size, (long long)off, where);
 	fiber_abort(w);
@@ -999,7 +999,7 @@ __attribute__((noinline)) static void race_fault(pm_worker *w, uint32_t off, uin
 	} else {
 		opc = 0;
 	}
-	record_fault(w, w->cur, PM_FAULT_RACE, 0, "", (uint64_t)(uintptr_t)pc,
+	record_fault(w, w->cur, __PM_FAULT_RACE, 0, "", (uint64_t)(uintptr_t)pc,
 	             "threadgroup memory race: this thread's %s of %llu bytes at offset %u of %s and a %s "
 	             "of the same bytes %s, with no barrier between them",
 	             store ? "store" : "load", (unsigned long long)size, off - al->off, name,
@@ -1035,22 +1035,22 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 	const uint32_t ep = w->tg_ep, mep = w->tg_mem_ep;
 	const int word = ((off ^ (off + (int64_t)size - 1)) >> 2) == 0; /* inside one 4-byte word */
 	if (!store && word && w->shadow_ro[off >> 2] == ep) return;
-	const uint32_t tid = w->cur->index, sg = tid / PM_SIMD_WIDTH;
+	const uint32_t tid = w->cur->index, sg = tid / __PM_SIMD_WIDTH;
 	const uint16_t sgep = (uint16_t)w->sg_ep[sg];
 	if (store && word) w->shadow_ro[off >> 2] = 0;
 	int ro = !store && size == 4 && word;
 	for (uint64_t i = 0; i < size; i++) {
 		pm_shadow *sh = &w->shadow[off + i];
-		if (sh->st_ep >= mep && sh->st_tid != tid && !(sh->st_tid / PM_SIMD_WIDTH == sg && sh->st_sgep != sgep))
+		if (sh->st_ep >= mep && sh->st_tid != tid && !(sh->st_tid / __PM_SIMD_WIDTH == sg && sh->st_sgep != sgep))
 			race_fault(w, (uint32_t)off, size, store, sh->st_tid, 1, w->shadow_pc[off + i].st, pc);
 		if (store) {
 			if (sh->ld_ep == ep) {
-				uint32_t first = sh->ld_tid & PM_LD_TID;
+				uint32_t first = sh->ld_tid & __PM_LD_TID;
 				int ok;
-				if (!(sh->ld_tid & PM_LD_MULTI))
-					ok = first == tid || (first / PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep);
+				if (!(sh->ld_tid & __PM_LD_MULTI))
+					ok = first == tid || (first / __PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep);
 				else
-					ok = !(sh->ld_tid & PM_LD_MIXED) && first / PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep;
+					ok = !(sh->ld_tid & __PM_LD_MIXED) && first / __PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep;
 				if (!ok)
 					race_fault(w, (uint32_t)off, size, store, first != tid ? (int)first : -1, 0,
 					           w->shadow_pc[off + i].ld, pc);
@@ -1066,14 +1066,14 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 			sh->ld_sgep = sgep;
 			w->shadow_pc[off + i].ld = (uint64_t)(uintptr_t)pc;
 			ro = 0;
-		} else if (!(sh->ld_tid & PM_LD_MIXED)) {
-			uint32_t first = sh->ld_tid & PM_LD_TID;
+		} else if (!(sh->ld_tid & __PM_LD_MIXED)) {
+			uint32_t first = sh->ld_tid & __PM_LD_TID;
 			if (first != tid) {
-				sh->ld_tid |= PM_LD_MULTI;
-				if (first / PM_SIMD_WIDTH != sg) sh->ld_tid |= PM_LD_MIXED;
+				sh->ld_tid |= __PM_LD_MULTI;
+				if (first / __PM_SIMD_WIDTH != sg) sh->ld_tid |= __PM_LD_MIXED;
 			}
 			sh->ld_sgep = sgep;
-			ro = ro && (sh->ld_tid & PM_LD_MIXED) && sh->st_ep < mep;
+			ro = ro && (sh->ld_tid & __PM_LD_MIXED) && sh->st_ep < mep;
 		} else {
 			ro = ro && sh->st_ep < mep;
 		}
@@ -1087,39 +1087,39 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	if (a - w->stacks_lo < w->stacks_len) {
 		if (w->in_simd) return; /* a SIMD-group function reads its lanes' operands */
-		const uint64_t lo = w->stack_top - PM_STACK_SIZE; /* the running thread's stack */
-		if (a - lo < PM_STACK_SIZE) {
+		const uint64_t lo = w->stack_top - __PM_STACK_SIZE; /* the running thread's stack */
+		if (a - lo < __PM_STACK_SIZE) {
 			if (own_frames(w, a, size)) return;
-			if (pm_stack_pointer() >= lo) {
-				record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
+			if (__pm_stack_pointer() >= lo) {
+				record_fault(w, w->cur, __PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 				             "out-of-bounds access: %s of %llu bytes at 0x%llx, in this thread's stack below "
 				             "its frames (%llu bytes below its stack pointer): a pointer outside the memory "
 				             "it was made for",
 				             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a,
-				             (unsigned long long)(pm_stack_pointer() - a));
+				             (unsigned long long)(__pm_stack_pointer() - a));
 				fiber_abort(w);
 			}
 		}
 		/* the stack holding a, or the gap below it */
 		uint64_t rel = a - w->stacks_lo;
-		uint64_t slot = rel < PM_STACK_COLOR ? 0 : (rel - PM_STACK_COLOR) / PM_STACK_STRIDE;
+		uint64_t slot = rel < __PM_STACK_COLOR ? 0 : (rel - __PM_STACK_COLOR) / __PM_STACK_STRIDE;
 		char where[64];
 		if (slot == 0)
 			snprintf(where, sizeof where, "below the lowest thread's stack");
 		else
 			snprintf(where, sizeof where, "in the stack of thread %llu", (unsigned long long)(slot - 1));
-		if (pm_stack_pointer() >= lo) {
+		if (__pm_stack_pointer() >= lo) {
 			/* the thread's own stack has not overflowed: a stray pointer */
-			record_fault(w, w->cur, PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
+			record_fault(w, w->cur, __PM_FAULT_OUT_OF_BOUNDS, 0, "", (uint64_t)(uintptr_t)pc,
 			             "out-of-bounds access: %s of %llu bytes at 0x%llx, %s: a pointer outside the "
 			             "memory it was made for",
 			             store ? "store" : "load", (unsigned long long)size, (unsigned long long)a, where);
 			fiber_abort(w);
 		}
-		record_fault(w, w->cur, PM_FAULT_STACK, 0, "", (uint64_t)(uintptr_t)pc,
+		record_fault(w, w->cur, __PM_FAULT_STACK, 0, "", (uint64_t)(uintptr_t)pc,
 		             "%s of %llu bytes %s: this thread's %u-byte stack overflowed (recursion, or "
 		             "private arrays too large?)",
-		             store ? "store" : "load", (unsigned long long)size, where, PM_STACK_SIZE);
+		             store ? "store" : "load", (unsigned long long)size, where, __PM_STACK_SIZE);
 		fiber_abort(w);
 	}
 	access_fault(w, a, size, store, pc, NULL);
@@ -1131,41 +1131,41 @@ __attribute__((noinline)) static void other_access(pm_worker *w, uint64_t a, uin
 __attribute__((noinline)) static void state_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	uint64_t t = (uint64_t)(uintptr_t)&w->cur->t, s = (uint64_t)(uintptr_t)w->shared;
 	uint64_t x = (uint64_t)(uintptr_t)&w->sgx[w->cur->sg];
-	uint64_t page = a >> PM_PAGE_SHIFT;
-	if (!store && a - t < sizeof(pm_thread) && a + size <= t + sizeof(pm_thread)) {
+	uint64_t page = a >> __PM_PAGE_SHIFT;
+	if (!store && a - t < sizeof(__pm_thread) && a + size <= t + sizeof(__pm_thread)) {
 		/* cached for loads until the thread stops running (set_cur) */
 		if (page_outside_bindings(w, page)) {
-			cache_page(w, page, t, sizeof(pm_thread), PM_UNCOUNTED);
+			cache_page(w, page, t, sizeof(__pm_thread), __PM_UNCOUNTED);
 			w->builtins_cached = 1;
 		}
 		return;
 	}
-	if (!store && a - s < sizeof(pm_shared) && a + size <= s + sizeof(pm_shared)) {
-		if (page_outside_bindings(w, page)) cache_page(w, page, s, sizeof(pm_shared), PM_UNCOUNTED);
+	if (!store && a - s < sizeof(__pm_shared) && a + size <= s + sizeof(__pm_shared)) {
+		if (page_outside_bindings(w, page)) cache_page(w, page, s, sizeof(__pm_shared), __PM_UNCOUNTED);
 		return;
 	}
-	if (!store && w->in_simd && a - x < sizeof(pm_simd_x) && a + size <= x + sizeof(pm_simd_x)) return;
+	if (!store && w->in_simd && a - x < sizeof(__pm_simd_x) && a + size <= x + sizeof(__pm_simd_x)) return;
 	access_fault(w, a, size, store, pc, "in the emulated device's own memory (its threads' state)");
 }
 
 /* Whether no binding holds any byte of the page. */
 static int page_outside_bindings(const pm_worker *w, uint64_t page) {
-	uint64_t lo = page << PM_PAGE_SHIFT;
+	uint64_t lo = page << __PM_PAGE_SHIFT;
 	for (int k = 0; k < w->nb; k++)
-		if (w->blo[k] < lo + PM_PAGE && lo < w->blo[k] + w->blen[k]) return 0;
+		if (w->blo[k] < lo + __PM_PAGE && lo < w->blo[k] + w->blen[k]) return 0;
 	return 1;
 }
 
 /* Caches the part of the page inside [lo, lo+len). */
 static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, uint64_t k) {
-	uint64_t plo = page << PM_PAGE_SHIFT, hi = lo + len;
+	uint64_t plo = page << __PM_PAGE_SHIFT, hi = lo + len;
 	if (lo < plo) lo = plo;
-	if (hi > plo + PM_PAGE) hi = plo + PM_PAGE;
-	if (hi - lo < PM_PAGE_MIN) return;
-	struct pm_page *c = &w->acc.pages[page % PM_PAGES];
-	flush_page(&w->acc, page % PM_PAGES);
+	if (hi > plo + __PM_PAGE) hi = plo + __PM_PAGE;
+	if (hi - lo < __PM_PAGE_MIN) return;
+	struct __pm_page *c = &w->acc.pages[page % __PM_PAGES];
+	flush_page(&w->acc, page % __PM_PAGES);
 	c->lo[0] = lo;
-	c->lo[1] = k == PM_UNCOUNTED ? PM_NO_PAGE : lo;
+	c->lo[1] = k == __PM_UNCOUNTED ? __PM_NO_PAGE : lo;
 	c->len = (uint32_t)(hi - lo);
 	c->k = (uint32_t)k;
 }
@@ -1176,9 +1176,9 @@ static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, u
  * segments are counted, nothing is cached. */
 static void cache_binding_page(pm_worker *w, int k, uint64_t a) {
 	if (w->seg_rec) return; /* counting segments: the slow path records every access to a binding */
-	uint64_t page = a >> PM_PAGE_SHIFT, plo = page << PM_PAGE_SHIFT;
+	uint64_t page = a >> __PM_PAGE_SHIFT, plo = page << __PM_PAGE_SHIFT;
 	uint64_t lo = w->blo[k] > plo ? w->blo[k] : plo;
-	uint64_t hi = w->blo[k] + w->blen[k] < plo + PM_PAGE ? w->blo[k] + w->blen[k] : plo + PM_PAGE;
+	uint64_t hi = w->blo[k] + w->blen[k] < plo + __PM_PAGE ? w->blo[k] + w->blen[k] : plo + __PM_PAGE;
 	if (w->overlap) {
 		for (int j = 0; j < k; j++) {
 			uint64_t jl = w->blo[j], jh = w->blo[j] + w->blen[j];
@@ -1214,7 +1214,7 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
 			if (off < w->blen[k] && off + size <= w->blen[k]) break;
 		}
 		if (k == w->nb) {
-			uint64_t page = a >> PM_PAGE_SHIFT;
+			uint64_t page = a >> __PM_PAGE_SHIFT;
 			if (a - w->state_lo < w->state_len) {
 				/* built-ins: a thread reads its own and the shared
 				 * ones (once, in the kernel's launcher), nothing else */
@@ -1224,12 +1224,12 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
 				 * segments (between them may lie unmapped pages) */
 				if (store) access_fault(w, a, size, store, pc, "in the kernel library's constant memory, which is read-only");
 				int s;
-				for (s = 0; s < PM_MODULE_SEGS && w->mod_seg[s][1]; s++)
+				for (s = 0; s < __PM_MODULE_SEGS && w->mod_seg[s][1]; s++)
 					if (a >= w->mod_seg[s][0] && a + size <= w->mod_seg[s][1]) break;
-				if (s == PM_MODULE_SEGS || !w->mod_seg[s][1])
+				if (s == __PM_MODULE_SEGS || !w->mod_seg[s][1])
 					access_fault(w, a, size, store, pc, "in the kernel library, outside its segments");
 				if (page_outside_bindings(w, page))
-					cache_page(w, page, w->mod_seg[s][0], w->mod_seg[s][1] - w->mod_seg[s][0], PM_UNCOUNTED);
+					cache_page(w, page, w->mod_seg[s][0], w->mod_seg[s][1] - w->mod_seg[s][0], __PM_UNCOUNTED);
 			} else {
 				other_access(w, a, size, store, pc);
 			}
@@ -1262,7 +1262,7 @@ static inline __attribute__((always_inline)) void pm_access(uint64_t a, uint64_t
                                                            void *pc) {
 	pm_worker *w = tls_w;
 	if (__builtin_expect(w == NULL, 0)) return;
-	if (__builtin_expect(!atomic, 1) && pm_access_fast(&w->acc, a, size, store)) return;
+	if (__builtin_expect(!atomic, 1) && __pm_access_fast(&w->acc, a, size, store)) return;
 	access_slow(w, a, size, store, atomic, pc);
 }
 
@@ -1323,19 +1323,19 @@ EXPORT void __asan_handle_no_return(void) {}
 /* The x86-64 back end adds shadow-memory check routines to every module
  * built with AddressSanitizer, which nothing calls when it instruments no
  * access; their report functions are never reached. */
-#define PM_ASAN_REPORT(kind, n) \
+#define __PM_ASAN_REPORT(kind, n) \
 	EXPORT void __asan_report_##kind##n(void *addr) { (void)addr; abort(); }
-PM_ASAN_REPORT(load, 1)
-PM_ASAN_REPORT(load, 2)
-PM_ASAN_REPORT(load, 4)
-PM_ASAN_REPORT(load, 8)
-PM_ASAN_REPORT(load, 16)
-PM_ASAN_REPORT(store, 1)
-PM_ASAN_REPORT(store, 2)
-PM_ASAN_REPORT(store, 4)
-PM_ASAN_REPORT(store, 8)
-PM_ASAN_REPORT(store, 16)
-#undef PM_ASAN_REPORT
+__PM_ASAN_REPORT(load, 1)
+__PM_ASAN_REPORT(load, 2)
+__PM_ASAN_REPORT(load, 4)
+__PM_ASAN_REPORT(load, 8)
+__PM_ASAN_REPORT(load, 16)
+__PM_ASAN_REPORT(store, 1)
+__PM_ASAN_REPORT(store, 2)
+__PM_ASAN_REPORT(store, 4)
+__PM_ASAN_REPORT(store, 8)
+__PM_ASAN_REPORT(store, 16)
+#undef __PM_ASAN_REPORT
 
 /* Explicit check of an atomic operation, which the compiler does not
  * instrument (exchanges, compare-and-swap) or instruments as a plain load
@@ -1419,10 +1419,10 @@ EXPORT void __ubsan_handle_divrem_overflow_abort(struct pm_ubsan_overflow *d, ui
 	char type[64];
 	ubsan_type_name(d->type, type, sizeof type);
 	if (r == 0) {
-		record_fault(w, w->cur, PM_FAULT_INTEGER_DIVISION, d->loc.line, d->loc.file, 0,
+		record_fault(w, w->cur, __PM_FAULT_INTEGER_DIVISION, d->loc.line, d->loc.file, 0,
 		             "integer division or remainder by zero at line %u", d->loc.line);
 	} else {
-		record_fault(w, w->cur, PM_FAULT_INTEGER_DIVISION, d->loc.line, d->loc.file, 0,
+		record_fault(w, w->cur, __PM_FAULT_INTEGER_DIVISION, d->loc.line, d->loc.file, 0,
 		             "integer division or remainder overflows at line %u: %lld / %lld does not fit in %s",
 		             d->loc.line, l, r, type);
 	}
@@ -1439,10 +1439,10 @@ EXPORT void __ubsan_handle_out_of_bounds_abort(struct pm_ubsan_oob *d, uintptr_t
 	char type[64];
 	ubsan_type_name(d->array, type, sizeof type);
 	if (is_signed)
-		record_fault(w, w->cur, PM_FAULT_ARRAY_BOUNDS, d->loc.line, d->loc.file, 0,
+		record_fault(w, w->cur, __PM_FAULT_ARRAY_BOUNDS, d->loc.line, d->loc.file, 0,
 		             "index %lld is out of bounds of the array %s at line %u", i, type, d->loc.line);
 	else
-		record_fault(w, w->cur, PM_FAULT_ARRAY_BOUNDS, d->loc.line, d->loc.file, 0,
+		record_fault(w, w->cur, __PM_FAULT_ARRAY_BOUNDS, d->loc.line, d->loc.file, 0,
 		             "index %llu is out of bounds of the array %s at line %u", (unsigned long long)i, type,
 		             d->loc.line);
 	fiber_abort(w);
@@ -1514,7 +1514,7 @@ EXPORT uint16_t __truncsfhf2(float f) { return f2h(f); }
  * SIMD-group access. Lanes that skip an instruction (divergent branches)
  * simply do not take part in it. */
 
-#define PM_SEG_CAP 1024 /* records per thread between synchronisation points */
+#define __PM_SEG_CAP 1024 /* records per thread between synchronisation points */
 
 typedef struct pm_seg_rec {
 	uint64_t pc, addr;
@@ -1528,16 +1528,16 @@ typedef struct pm_seg_tmp {
 	const pm_seg_rec *r;
 } pm_seg_tmp;
 
-static void seg_begin(pm_worker *w, const pm_desc *d) {
+static void seg_begin(pm_worker *w, const __pm_desc *d) {
 	memset(w->simd_by_op, 0, sizeof w->simd_by_op);
 	memset(w->seg, 0, sizeof w->seg);
 	w->seg_untracked = w->tg_static = 0;
 	w->seg_rec = NULL;
 	if (!d->track_segments) return;
 	uint64_t n = d->threads_per_threadgroup[0] * d->threads_per_threadgroup[1] * d->threads_per_threadgroup[2];
-	w->seg_rec = malloc(sizeof(pm_seg_rec) * PM_SEG_CAP * n);
+	w->seg_rec = malloc(sizeof(pm_seg_rec) * __PM_SEG_CAP * n);
 	w->seg_n = calloc(n, sizeof(uint32_t));
-	w->seg_tmp = malloc(sizeof(pm_seg_tmp) * PM_SEG_CAP * PM_SIMD_WIDTH);
+	w->seg_tmp = malloc(sizeof(pm_seg_tmp) * __PM_SEG_CAP * __PM_SIMD_WIDTH);
 	if (!w->seg_rec || !w->seg_n || !w->seg_tmp) {
 		free(w->seg_rec);
 		free(w->seg_n);
@@ -1557,11 +1557,11 @@ static void seg_end(pm_worker *w) {
 static void seg_record(pm_worker *w, int binding, uint64_t a, uint64_t size, int store, void *pc) {
 	uint32_t t = w->cur->index;
 	uint32_t n = w->seg_n[t];
-	if (n == PM_SEG_CAP) {
+	if (n == __PM_SEG_CAP) {
 		w->seg_untracked++;
 		return;
 	}
-	pm_seg_rec *r = &w->seg_rec[(size_t)t * PM_SEG_CAP + n];
+	pm_seg_rec *r = &w->seg_rec[(size_t)t * __PM_SEG_CAP + n];
 	r->pc = (uint64_t)(uintptr_t)pc;
 	r->addr = a;
 	r->size = (uint32_t)size;
@@ -1591,8 +1591,8 @@ static int range_cmp(const void *x, const void *y) {
 /* Distinct bytes the accesses g[0..n) touch: lanes reading the same
  * address (a broadcast) need it once. */
 static uint64_t seg_unique_bytes(const pm_seg_tmp *g, uint32_t n) {
-	uint64_t r[PM_SIMD_WIDTH][2];
-	uint32_t m = n < PM_SIMD_WIDTH ? n : PM_SIMD_WIDTH;
+	uint64_t r[__PM_SIMD_WIDTH][2];
+	uint32_t m = n < __PM_SIMD_WIDTH ? n : __PM_SIMD_WIDTH;
 	for (uint32_t i = 0; i < m; i++) {
 		r[i][0] = g[i].r->addr;
 		r[i][1] = g[i].r->addr + g[i].r->size;
@@ -1613,11 +1613,11 @@ static uint64_t seg_unique_bytes(const pm_seg_tmp *g, uint32_t n) {
 
 /* Distinct segments of 2^shift bytes the accesses g[0..n) touch. */
 static uint64_t seg_distinct(const pm_seg_tmp *g, uint32_t n, int shift) {
-	uint64_t ids[4 * PM_SIMD_WIDTH];
+	uint64_t ids[4 * __PM_SIMD_WIDTH];
 	uint32_t m = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t lo = g[i].r->addr >> shift, hi = (g[i].r->addr + g[i].r->size - 1) >> shift;
-		for (uint64_t s = lo; s <= hi && m < 4 * PM_SIMD_WIDTH; s++) ids[m++] = s;
+		for (uint64_t s = lo; s <= hi && m < 4 * __PM_SIMD_WIDTH; s++) ids[m++] = s;
 	}
 	qsort(ids, m, sizeof ids[0], u64_cmp);
 	uint64_t distinct = 0;
@@ -1629,11 +1629,11 @@ static uint64_t seg_distinct(const pm_seg_tmp *g, uint32_t n, int shift) {
 /* Groups the records of SIMD-group sg into SIMD-group accesses, adds them
  * up and clears them. */
 static void seg_flush(pm_worker *w, uint32_t sg) {
-	uint32_t base = sg * PM_SIMD_WIDTH, lanes = w->sg[sg].lanes, m = 0;
+	uint32_t base = sg * __PM_SIMD_WIDTH, lanes = w->sg[sg].lanes, m = 0;
 	pm_seg_tmp *tmp = w->seg_tmp;
 	for (uint32_t l = 0; l < lanes; l++) {
 		uint32_t t = base + l, n = w->seg_n[t];
-		const pm_seg_rec *r = &w->seg_rec[(size_t)t * PM_SEG_CAP];
+		const pm_seg_rec *r = &w->seg_rec[(size_t)t * __PM_SEG_CAP];
 		for (uint32_t i = 0; i < n; i++) {
 			tmp[m].pc = r[i].pc;
 			tmp[m].lane = l;
@@ -1654,7 +1654,7 @@ static void seg_flush(pm_worker *w, uint32_t sg) {
 	for (uint32_t i = 0; i < m;) {
 		uint32_t j = i + 1;
 		while (j < m && tmp[j].pc == tmp[i].pc && tmp[j].occ == tmp[i].occ) j++;
-		pm_seg_counts *c = &w->seg[tmp[i].r->binding][tmp[i].r->store ? 1 : 0];
+		__pm_seg_counts *c = &w->seg[tmp[i].r->binding][tmp[i].r->store ? 1 : 0];
 		uint64_t bytes = 0;
 		for (uint32_t k = i; k < j; k++) bytes += tmp[k].r->size;
 		c->accesses++;
@@ -1672,15 +1672,15 @@ static void seg_flush(pm_worker *w, uint32_t sg) {
 }
 
 static void seg_flush_all(pm_worker *w) {
-	for (uint32_t g = 0; g * PM_SIMD_WIDTH < w->n; g++) seg_flush(w, g);
+	for (uint32_t g = 0; g * __PM_SIMD_WIDTH < w->n; g++) seg_flush(w, g);
 }
 
-static void seg_merge(pm_desc *d, pm_worker *w) {
-	for (int i = 0; i < PM_OP_COUNT; i++) d->simd_by_op[i] += w->simd_by_op[i];
-	for (int b = 0; b < PM_MAX_BINDINGS; b++) {
+static void seg_merge(__pm_desc *d, pm_worker *w) {
+	for (int i = 0; i < __PM_OP_COUNT; i++) d->simd_by_op[i] += w->simd_by_op[i];
+	for (int b = 0; b < __PM_MAX_BINDINGS; b++) {
 		for (int k = 0; k < 2; k++) {
-			pm_seg_counts *x = &d->seg[b][k];
-			const pm_seg_counts *y = &w->seg[b][k];
+			__pm_seg_counts *x = &d->seg[b][k];
+			const __pm_seg_counts *y = &w->seg[b][k];
 			x->accesses += y->accesses;
 			x->lane_accesses += y->lane_accesses;
 			x->bytes += y->bytes;
@@ -1704,7 +1704,7 @@ static uint64_t splitmix(uint64_t *s) {
 }
 
 static void run_threadgroup(pm_worker *w, uint64_t linear) {
-	pm_desc *d = w->run->d;
+	__pm_desc *d = w->run->d;
 	uint32_t gx = (uint32_t)d->threadgroups[0], gy = (uint32_t)d->threadgroups[1];
 	uint32_t tg[3] = {(uint32_t)(linear % gx), (uint32_t)((linear / gx) % gy), (uint32_t)(linear / ((uint64_t)gx * gy))};
 	uint32_t full[3], act[3];
@@ -1723,11 +1723,11 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 	w->tg_linear = (uint32_t)linear;
 
 	/* threadgroup memory: encoder-set lengths first, poisoned */
-	pm_shared *s = w->shared;
+	__pm_shared *s = w->shared;
 	uint32_t off = 0;
 	w->n_alloc = 0;
 	w->alloc_last = 0;
-	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
+	for (int i = 0; i < __PM_MAX_BINDINGS; i++) {
 		if (d->tg_len[i]) {
 			s->tg[i] = w->tg_mem + off;
 			pm_tg_alloc *al = &w->alloc[w->n_alloc++];
@@ -1747,11 +1747,11 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 	w->atomic_addr = 0;
 	w->in_simd = 0;
 
-	uint32_t nsg = (n + PM_SIMD_WIDTH - 1) / PM_SIMD_WIDTH;
-	uint32_t nsg_full = (full[0] * full[1] * full[2] + PM_SIMD_WIDTH - 1) / PM_SIMD_WIDTH;
+	uint32_t nsg = (n + __PM_SIMD_WIDTH - 1) / __PM_SIMD_WIDTH;
+	uint32_t nsg_full = (full[0] * full[1] * full[2] + __PM_SIMD_WIDTH - 1) / __PM_SIMD_WIDTH;
 	for (uint32_t g = 0; g < nsg; g++) {
-		uint32_t lanes = n - g * PM_SIMD_WIDTH;
-		if (lanes > PM_SIMD_WIDTH) lanes = PM_SIMD_WIDTH;
+		uint32_t lanes = n - g * __PM_SIMD_WIDTH;
+		if (lanes > __PM_SIMD_WIDTH) lanes = __PM_SIMD_WIDTH;
 		w->sg[g].live = lanes;
 		w->sg[g].lanes = lanes;
 		w->sg[g].waiting = 0;
@@ -1780,20 +1780,20 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 				f->t.threads_per_threadgroup[k] = act[k];
 			}
 			f->t.thread_index_in_threadgroup = i;
-			f->t.thread_index_in_simdgroup = i % PM_SIMD_WIDTH;
-			f->t.simdgroup_index_in_threadgroup = i / PM_SIMD_WIDTH;
+			f->t.thread_index_in_simdgroup = i % __PM_SIMD_WIDTH;
+			f->t.simdgroup_index_in_threadgroup = i / __PM_SIMD_WIDTH;
 			f->t.simdgroups_per_threadgroup = nsg;
 			f->t.dispatch_simdgroups_per_threadgroup = nsg_full;
 			f->index = (uint16_t)i;
-			f->lane = (uint8_t)(i % PM_SIMD_WIDTH);
-			f->sg = (uint8_t)(i / PM_SIMD_WIDTH);
+			f->lane = (uint8_t)(i % __PM_SIMD_WIDTH);
+			f->sg = (uint8_t)(i / __PM_SIMD_WIDTH);
 		}
 		f->state = F_READY;
 		f->h.compute = 0;
 		f->op = 0;
 		f->line = 0;
 		f->file = NULL;
-		f->h.sp = pm_fiber_init(f->stack_top);
+		f->h.sp = __pm_fiber_init(f->stack_top);
 	}
 	w->lay_n = n;
 	for (int k = 0; k < 3; k++) {
@@ -1822,7 +1822,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			prefetch_next(w, w->pos + 1);
 			/* runs f and the runnable fibers after it, until the end of
 			 * the pass (pm_yield) or a fault */
-			pm_switch(&w->sched, f->h.sp);
+			__pm_switch(&w->sched, f->h.sp);
 			forget_builtins(w);
 			w->cur = NULL;
 			if (w->fault || w->abandon) return;
@@ -1844,13 +1844,13 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			if (f->state == F_AT_BARRIER && !bar) bar = f;
 		}
 		if (simd && bar) {
-			record_fault(w, simd, PM_FAULT_DEADLOCK, simd->line, simd->file, 0,
+			record_fault(w, simd, __PM_FAULT_DEADLOCK, simd->line, simd->file, 0,
 			             "deadlock: %s at line %u (thread %u) waits for lanes of its SIMD-group "
 			             "while thread %u waits at threadgroup_barrier at line %u",
 			             op_name(simd->op), simd->line, simd->index, bar->index, bar->line);
 		} else {
 			pm_fiber *f = simd ? simd : bar;
-			record_fault(w, f, PM_FAULT_DEADLOCK, f ? f->line : 0, f ? f->file : "", 0,
+			record_fault(w, f, __PM_FAULT_DEADLOCK, f ? f->line : 0, f ? f->file : "", 0,
 			             "deadlock: no thread of the threadgroup can make progress");
 		}
 		return;
@@ -1872,7 +1872,7 @@ static uint64_t tg_at(pm_run *r, uint64_t i) {
  * halt flag and empties their hooks' state, the stack and the page cache,
  * so that the next access takes the slow path, which sees the flag. A
  * worker that refills the state before it sees the flag (a new thread's
- * stack, a page) is halted again PM_HALT_REPEAT_NS later, until the
+ * stack, a page) is halted again __PM_HALT_REPEAT_NS later, until the
  * dispatch ends. Barriers and SIMD-group functions check the flag too. */
 static pthread_mutex_t wd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wd_cv;
@@ -1883,9 +1883,9 @@ static pm_run *wd_runs; /* the dispatches it watches, under wd_mu */
 static void halt_worker(pm_worker *w) {
 	__atomic_store_n(&w->acc.halt, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&w->acc.stack_lo, 0, __ATOMIC_RELAXED);
-	for (int i = 0; i < PM_PAGES; i++) {
-		__atomic_store_n(&w->acc.pages[i].lo[0], PM_NO_PAGE, __ATOMIC_RELAXED);
-		__atomic_store_n(&w->acc.pages[i].lo[1], PM_NO_PAGE, __ATOMIC_RELAXED);
+	for (int i = 0; i < __PM_PAGES; i++) {
+		__atomic_store_n(&w->acc.pages[i].lo[0], __PM_NO_PAGE, __ATOMIC_RELAXED);
+		__atomic_store_n(&w->acc.pages[i].lo[1], __PM_NO_PAGE, __ATOMIC_RELAXED);
 	}
 }
 
@@ -1898,7 +1898,7 @@ static void *watchdog_main(void *arg) {
 			if (r->deadline && now >= r->deadline) __atomic_store_n(&r->expired, 1, __ATOMIC_RELAXED);
 			if (__atomic_load_n(&r->stop, __ATOMIC_RELAXED) || r->expired) {
 				for (uint64_t i = 0; i < r->nws; i++) halt_worker(r->ws[i]);
-				if (now + PM_HALT_REPEAT_NS < wake) wake = now + PM_HALT_REPEAT_NS;
+				if (now + __PM_HALT_REPEAT_NS < wake) wake = now + __PM_HALT_REPEAT_NS;
 			} else if (r->deadline && r->deadline < wake) {
 				wake = r->deadline;
 			}
@@ -1972,12 +1972,12 @@ static void watchdog_wake(void) {
 static void *worker_main(void *arg) {
 	pm_worker *w = arg;
 	pm_run *r = w->run;
-	pm_desc *d = r->d;
+	__pm_desc *d = r->d;
 	w->fault = 0;
 	w->abandon = 0;
 	w->nb = 0;
 	w->last = 0;
-	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
+	for (int i = 0; i < __PM_MAX_BINDINGS; i++) {
 		w->shared->buf[i] = (void *)(uintptr_t)d->buf_ptr[i];
 		w->acc.count[0][i] = w->acc.count[1][i] = 0;
 		if (d->buf_ptr[i] && d->buf_len[i]) {
@@ -1987,10 +1987,10 @@ static void *worker_main(void *arg) {
 			w->nb++;
 		}
 	}
-	w->acc.count[0][PM_UNCOUNTED] = w->acc.count[1][PM_UNCOUNTED] = 0;
-	for (int i = 0; i < PM_PAGES; i++) w->acc.pages[i] = (struct pm_page)PM_EMPTY_PAGE;
+	w->acc.count[0][__PM_UNCOUNTED] = w->acc.count[1][__PM_UNCOUNTED] = 0;
+	for (int i = 0; i < __PM_PAGES; i++) w->acc.pages[i] = (struct __pm_page)__PM_EMPTY_PAGE;
 	w->overlap = 0;
-	for (int k = w->nb; k < PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
+	for (int k = w->nb; k < __PM_MAX_BINDINGS; k++) w->blo[k] = w->blen[k] = 0;
 	for (int a = 0; a < w->nb; a++)
 		for (int b = a + 1; b < w->nb; b++)
 			if (w->blo[a] < w->blo[b] + w->blen[b] && w->blo[b] < w->blo[a] + w->blen[a]) w->overlap = 1;
@@ -2028,9 +2028,9 @@ static void *worker_main(void *arg) {
 	return w;
 }
 
-static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_order) {
-	for (int i = 0; i < PM_PAGES; i++) flush_page(&w->acc, (uint64_t)i);
-	for (int i = 0; i < PM_MAX_BINDINGS; i++) {
+static void merge(__pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_order) {
+	for (int i = 0; i < __PM_PAGES; i++) flush_page(&w->acc, (uint64_t)i);
+	for (int i = 0; i < __PM_MAX_BINDINGS; i++) {
 		d->loaded[i] += w->acc.count[0][i];
 		d->stored[i] += w->acc.count[1][i];
 	}
@@ -2055,9 +2055,9 @@ static void merge(pm_desc *d, pm_worker *w, int *have_fault, uint64_t *fault_ord
 }
 
 /* Runs one dispatch described by d. Returns 0, or -1 if the runtime could not
- * get memory or threads (then d->fault_kind is PM_FAULT_RESOURCES). Kernel
+ * get memory or threads (then d->fault_kind is __PM_FAULT_RESOURCES). Kernel
  * faults are reported in d->fault_*. */
-EXPORT int64_t pm_dispatch(pm_desc *d) {
+EXPORT int64_t pm_dispatch(__pm_desc *d) {
 	pm_run r;
 	memset(&r, 0, sizeof r);
 	r.d = d;
@@ -2085,16 +2085,16 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	if (nw == 0) nw = (uint64_t)sysconf(_SC_NPROCESSORS_ONLN);
 	if (nw < 1) nw = 1;
 	if (nw > r.ntg) nw = r.ntg;
-	if (nw > PM_MAX_ARENAS) nw = PM_MAX_ARENAS;
+	if (nw > __PM_MAX_ARENAS) nw = __PM_MAX_ARENAS;
 	if ((d->timeout_ns || nw > 1) && !watchdog_ready()) {
 		free(r.tg_order);
-		d->fault_kind = PM_FAULT_RESOURCES;
+		d->fault_kind = __PM_FAULT_RESOURCES;
 		snprintf(d->fault_msg, sizeof d->fault_msg, "cannot start the watchdog thread (the time limit's)");
 		return -1;
 	}
 	/* the calling thread waits for an arena if every one is busy; more
 	 * workers run only on arenas free now */
-	pm_worker *ws[PM_MAX_ARENAS];
+	pm_worker *ws[__PM_MAX_ARENAS];
 	ws[0] = arena_get(1);
 	if (!ws[0]) {
 		free(r.tg_order);
@@ -2107,7 +2107,7 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 		ws[i]->run = &r;
 		ws[i]->acc.halt = 0;
 	}
-	pthread_t th[PM_MAX_ARENAS];
+	pthread_t th[__PM_MAX_ARENAS];
 	uint64_t started = 0;
 	/* worker threads block every signal, so that none is delivered on a
 	 * fiber stack of a thread the Go runtime does not know */
@@ -2144,7 +2144,7 @@ EXPORT int64_t pm_dispatch(pm_desc *d) {
 	free(r.tg_order);
 	return 0;
 nomem:
-	d->fault_kind = PM_FAULT_RESOURCES;
+	d->fault_kind = __PM_FAULT_RESOURCES;
 	snprintf(d->fault_msg, sizeof d->fault_msg, "cannot allocate fiber stacks or worker threads");
 	return -1;
 }
@@ -2186,6 +2186,6 @@ EXPORT int64_t pm_module_range(uint64_t addr, uint64_t *lo, uint64_t *hi, uint64
 	return 0;
 }
 
-/* Size of pm_desc, checked by the Go side against its mirror. */
-EXPORT uint64_t pm_desc_size(void) { return sizeof(pm_desc); }
+/* Size of __pm_desc, checked by the Go side against its mirror. */
+EXPORT uint64_t pm_desc_size(void) { return sizeof(__pm_desc); }
 

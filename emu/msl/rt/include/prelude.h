@@ -3,8 +3,8 @@
 // and vector types, address spaces, vector constructors, and the plumbing
 // the generated kernel launchers use. Functions of namespace metal live in
 // the shim <metal_stdlib>.
-#ifndef PM_PRELUDE_H
-#define PM_PRELUDE_H
+#ifndef __PM_PRELUDE_H
+#define __PM_PRELUDE_H
 
 #include "pm_abi.h"
 
@@ -23,22 +23,22 @@ typedef decltype((char *)0 - (char *)0) ptrdiff_t;
 // Vector types: clang ext_vector_type, so swizzles (v.xy, v.zyx, v.rgba)
 // work and sizeof(T3) == sizeof(T4) as in MSL. bool vectors are int vectors
 // (clang 14 has no bool vectors; comparisons of 32-bit vectors yield them).
-#define PM_VEC(T, name)                                                  \
+#define __PM_VEC(T, name)                                                  \
 	typedef T name##2 __attribute__((ext_vector_type(2)));               \
 	typedef T name##3 __attribute__((ext_vector_type(3)));               \
 	typedef T name##4 __attribute__((ext_vector_type(4)));
-PM_VEC(char, char)
-PM_VEC(uchar, uchar)
-PM_VEC(short, short)
-PM_VEC(ushort, ushort)
-PM_VEC(int, int)
-PM_VEC(uint, uint)
-PM_VEC(long, long)
-PM_VEC(ulong, ulong)
-PM_VEC(float, float)
-PM_VEC(half, half)
-PM_VEC(int, bool)
-#undef PM_VEC
+__PM_VEC(char, char)
+__PM_VEC(uchar, uchar)
+__PM_VEC(short, short)
+__PM_VEC(ushort, ushort)
+__PM_VEC(int, int)
+__PM_VEC(uint, uint)
+__PM_VEC(long, long)
+__PM_VEC(ulong, ulong)
+__PM_VEC(float, float)
+__PM_VEC(half, half)
+__PM_VEC(int, bool)
+#undef __PM_VEC
 
 // __pm_ext is clang's vector of N T; vec<T, N> (below) is MSL's vector
 // type of any element type, bfloat included.
@@ -77,7 +77,7 @@ template <bool B, class T = void> struct __pm_enable_if {};
 template <class T> struct __pm_enable_if<true, T> {
 	typedef T type;
 };
-#define PM_IF_VEC(V) typename = typename __pm_enable_if<__pm_vt<V>::is_vec>::type
+#define __PM_IF_VEC(V) typename = typename __pm_enable_if<__pm_vt<V>::is_vec>::type
 
 // Packed vectors: element-aligned, sizeof(packed_float3) == 12, with the
 // components named x, y, z, w (or r, g, b, a) as well as indexed.
@@ -124,19 +124,19 @@ template <class T, int N> struct __pm_vt<__pm_packed<T, N>> {
 	typedef T elem;
 	enum { n = N, is_vec = 0 };
 };
-#define PM_PACKED(T)                                                     \
+#define __PM_PACKED(T)                                                     \
 	typedef __pm_packed<T, 2> packed_##T##2;                             \
 	typedef __pm_packed<T, 3> packed_##T##3;                             \
 	typedef __pm_packed<T, 4> packed_##T##4;
-PM_PACKED(char)
-PM_PACKED(uchar)
-PM_PACKED(short)
-PM_PACKED(ushort)
-PM_PACKED(int)
-PM_PACKED(uint)
-PM_PACKED(float)
-PM_PACKED(half)
-#undef PM_PACKED
+__PM_PACKED(char)
+__PM_PACKED(uchar)
+__PM_PACKED(short)
+__PM_PACKED(ushort)
+__PM_PACKED(int)
+__PM_PACKED(uint)
+__PM_PACKED(float)
+__PM_PACKED(half)
+#undef __PM_PACKED
 
 // ---------------------------------------------------------------------------
 // bfloat (MSL 3.1): the upper 16 bits of a float (1 sign, 8 exponent and 7
@@ -151,32 +151,32 @@ constexpr ushort __pm_bf_round(float f) {
 	return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 template <class T> struct __pm_bf_arg { enum { ok = 0 }; };
-#define PM_BF_ARG(T, R)                                                  \
+#define __PM_BF_ARG(T, R)                                                  \
 	template <> struct __pm_bf_arg<T> {                                  \
 		enum { ok = 1 };                                                 \
 		typedef R result;                                                \
 	};
 struct bfloat;
-PM_BF_ARG(bool, bfloat)
-PM_BF_ARG(char, bfloat)
-PM_BF_ARG(signed char, bfloat)
-PM_BF_ARG(uchar, bfloat)
-PM_BF_ARG(short, bfloat)
-PM_BF_ARG(ushort, bfloat)
-PM_BF_ARG(int, bfloat)
-PM_BF_ARG(uint, bfloat)
-PM_BF_ARG(long, bfloat)
-PM_BF_ARG(ulong, bfloat)
-PM_BF_ARG(long long, bfloat)
-PM_BF_ARG(unsigned long long, bfloat)
-PM_BF_ARG(half, float)
-PM_BF_ARG(float, float)
-#undef PM_BF_ARG
-#define PM_IF_BF_ARG(T) typename = typename __pm_enable_if<__pm_bf_arg<T>::ok>::type
+__PM_BF_ARG(bool, bfloat)
+__PM_BF_ARG(char, bfloat)
+__PM_BF_ARG(signed char, bfloat)
+__PM_BF_ARG(uchar, bfloat)
+__PM_BF_ARG(short, bfloat)
+__PM_BF_ARG(ushort, bfloat)
+__PM_BF_ARG(int, bfloat)
+__PM_BF_ARG(uint, bfloat)
+__PM_BF_ARG(long, bfloat)
+__PM_BF_ARG(ulong, bfloat)
+__PM_BF_ARG(long long, bfloat)
+__PM_BF_ARG(unsigned long long, bfloat)
+__PM_BF_ARG(half, float)
+__PM_BF_ARG(float, float)
+#undef __PM_BF_ARG
+#define __PM_IF_BF_ARG(T) typename = typename __pm_enable_if<__pm_bf_arg<T>::ok>::type
 struct bfloat {
 	ushort __bits;
 	bfloat() = default;
-	template <class T, PM_IF_BF_ARG(T)> constexpr bfloat(T x) : __bits(__pm_bf_round((float)x)) {}
+	template <class T, __PM_IF_BF_ARG(T)> constexpr bfloat(T x) : __bits(__pm_bf_round((float)x)) {}
 	// Implicitly bfloat becomes float or half, and an integer only by a
 	// cast, so that cond ? b : 0 is a bfloat (as in MSL) rather than
 	// ambiguous between bfloat and int.
@@ -203,52 +203,52 @@ struct bfloat {
 };
 constexpr bfloat operator-(bfloat a) { return bfloat::__from_bits(a.__bits ^ 0x8000u); }
 constexpr bfloat operator+(bfloat a) { return a; }
-#define PM_BF_OP(op)                                                                         \
+#define __PM_BF_OP(op)                                                                         \
 	constexpr bfloat operator op(bfloat a, bfloat b) { return bfloat((float)a op(float) b); }    \
-	template <class T, PM_IF_BF_ARG(T)>                                                      \
+	template <class T, __PM_IF_BF_ARG(T)>                                                      \
 	constexpr typename __pm_bf_arg<T>::result operator op(bfloat a, T b) {                   \
 		return (typename __pm_bf_arg<T>::result)((float)a op(float) b);                      \
 	}                                                                                        \
-	template <class T, PM_IF_BF_ARG(T)>                                                      \
+	template <class T, __PM_IF_BF_ARG(T)>                                                      \
 	constexpr typename __pm_bf_arg<T>::result operator op(T a, bfloat b) {                   \
 		return (typename __pm_bf_arg<T>::result)((float)a op(float) b);                      \
 	}                                                                                        \
 	constexpr bfloat &operator op##=(bfloat &a, bfloat b) { return a = a op b; }             \
-	template <class T, PM_IF_BF_ARG(T)> constexpr bfloat &operator op##=(bfloat &a, T b) { \
+	template <class T, __PM_IF_BF_ARG(T)> constexpr bfloat &operator op##=(bfloat &a, T b) { \
 		return a = bfloat((float)a op(float) b);                                             \
 	}
-PM_BF_OP(+)
-PM_BF_OP(-)
-PM_BF_OP(*)
-PM_BF_OP(/)
-#undef PM_BF_OP
+__PM_BF_OP(+)
+__PM_BF_OP(-)
+__PM_BF_OP(*)
+__PM_BF_OP(/)
+#undef __PM_BF_OP
 // comparisons, and float or half op= bfloat, which the built-in operators
 // do not reach through bfloat's conversion template
-#define PM_BF_CMP(op)                                                                            \
+#define __PM_BF_CMP(op)                                                                            \
 	constexpr bool operator op(bfloat a, bfloat b) { return (float)a op(float) b; }              \
-	template <class T, PM_IF_BF_ARG(T)> constexpr bool operator op(bfloat a, T b) {              \
+	template <class T, __PM_IF_BF_ARG(T)> constexpr bool operator op(bfloat a, T b) {              \
 		return (float)a op(float) b;                                                             \
 	}                                                                                            \
-	template <class T, PM_IF_BF_ARG(T)> constexpr bool operator op(T a, bfloat b) {              \
+	template <class T, __PM_IF_BF_ARG(T)> constexpr bool operator op(T a, bfloat b) {              \
 		return (float)a op(float) b;                                                             \
 	}
-PM_BF_CMP(==)
-PM_BF_CMP(!=)
-PM_BF_CMP(<)
-PM_BF_CMP(>)
-PM_BF_CMP(<=)
-PM_BF_CMP(>=)
-#undef PM_BF_CMP
-#define PM_BF_FOP(op)                                                                                          \
+__PM_BF_CMP(==)
+__PM_BF_CMP(!=)
+__PM_BF_CMP(<)
+__PM_BF_CMP(>)
+__PM_BF_CMP(<=)
+__PM_BF_CMP(>=)
+#undef __PM_BF_CMP
+#define __PM_BF_FOP(op)                                                                                          \
 	template <class T, typename __pm_enable_if<__pm_bf_arg<T>::ok && (T)0.5f != 0, int>::type = 0>            \
 	constexpr T &operator op##=(T &a, bfloat b) {                                                              \
 		return a = (T)((float)a op(float) b);                                                                  \
 	}
-PM_BF_FOP(+)
-PM_BF_FOP(-)
-PM_BF_FOP(*)
-PM_BF_FOP(/)
-#undef PM_BF_FOP
+__PM_BF_FOP(+)
+__PM_BF_FOP(-)
+__PM_BF_FOP(*)
+__PM_BF_FOP(/)
+#undef __PM_BF_FOP
 constexpr bfloat &operator++(bfloat &a) { return a += 1; }
 constexpr bfloat &operator--(bfloat &a) { return a -= 1; }
 constexpr bfloat operator++(bfloat &a, int) {
@@ -325,7 +325,7 @@ template <int N> struct alignas(N == 2 ? 4 : 8) __pm_bfvec : __pm_bfstore<N> {
 		for (int i = 0; i < N; i++) this->__v[i] = s;
 	}
 	// a splat of an integer or float scalar, bfloat4 v = 0 as in MSL
-	template <class T, PM_IF_BF_ARG(T)> __pm_bfvec(T s) {
+	template <class T, __PM_IF_BF_ARG(T)> __pm_bfvec(T s) {
 		for (int i = 0; i < N; i++) this->__v[i] = bfloat(s);
 	}
 	template <class T> __pm_bfvec(__pm_ext<T, N> x) {
@@ -339,7 +339,7 @@ template <int N> struct alignas(N == 2 ? 4 : 8) __pm_bfvec : __pm_bfstore<N> {
 	bfloat &operator[](int i) { return this->__v[i]; }
 	bfloat operator[](int i) const { return this->__v[i]; }
 };
-#define PM_BFVEC_OP(op)                                                                       \
+#define __PM_BFVEC_OP(op)                                                                       \
 	template <int N> __pm_bfvec<N> operator op(__pm_bfvec<N> a, __pm_bfvec<N> b) {  \
 		for (int i = 0; i < N; i++) a[i] = a[i] op b[i];                                      \
 		return a;                                                                             \
@@ -353,11 +353,11 @@ template <int N> struct alignas(N == 2 ? 4 : 8) __pm_bfvec : __pm_bfstore<N> {
 	template <int N> __pm_bfvec<N> &operator op##=(__pm_bfvec<N> &a, __pm_bfvec<N> b) { \
 		return a = a op b;                                                                    \
 	}
-PM_BFVEC_OP(+)
-PM_BFVEC_OP(-)
-PM_BFVEC_OP(*)
-PM_BFVEC_OP(/)
-#undef PM_BFVEC_OP
+__PM_BFVEC_OP(+)
+__PM_BFVEC_OP(-)
+__PM_BFVEC_OP(*)
+__PM_BFVEC_OP(/)
+#undef __PM_BFVEC_OP
 template <int N> __pm_bfvec<N> operator-(__pm_bfvec<N> a) {
 	for (int i = 0; i < N; i++) a[i] = -a[i];
 	return a;
@@ -599,9 +599,9 @@ enum thread_scope {
 // ---------------------------------------------------------------------------
 // Launcher plumbing (used by the generated entry points).
 extern "C" {
-pm_simd_next __pm_simd(uint op, const void *in, void *out, uint line, uint col, const char *file);
-pm_simd_x *__pm_simd_exchange(void);
-void __pm_simd_done(pm_simd_x *x);
+__pm_simd_next __pm_simd(uint op, const void *in, void *out, uint line, uint col, const char *file);
+__pm_simd_x *__pm_simd_exchange(void);
+void __pm_simd_done(__pm_simd_x *x);
 void __pm_barrier(uint flags, uint line, uint col, const char *file);
 void *__pm_tg_static(uint id, ulong size, ulong align);
 void __pm_access(const void *addr, ulong size, uint load, uint store);
@@ -612,14 +612,14 @@ void __pm_access(const void *addr, ulong size, uint load, uint store);
 // with another's, so that its return address tells the access.
 // They have no debug information of their own: inlined, their
 // instructions keep the access's line.
-extern __thread pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec")));
+extern __thread __pm_access_state *__pm_tls_access __attribute__((tls_model("initial-exec")));
 __attribute__((nomerge)) void __pm_access_miss(void *addr, ulong sizestore);
 // __pm_tls_access, which stays the same while a kernel runs (a worker's
 // threads run on its OS thread): read without telling the compiler of a
 // memory read, so that it reads it once per function rather than after
 // every miss.
-PM_INLINE pm_access_state *__pm_access_state() {
-	pm_access_state *s;
+__PM_INLINE __pm_access_state *__pm_tls_state() {
+	__pm_access_state *s;
 #if defined(__x86_64__)
 	__asm__("movq __pm_tls_access@gottpoff(%%rip), %0\n\tmovq %%fs:(%0), %0" : "=r"(s));
 #else
@@ -635,7 +635,7 @@ PM_INLINE pm_access_state *__pm_access_state() {
 #define __PM_HOOK(kind, n, store)                                                               \
 	__attribute__((visibility("hidden"), used, always_inline, nodebug,                          \
 	               no_sanitize("address", "undefined", "coverage"))) void __sanitizer_cov_##kind##n(void *addr) { \
-		if (__builtin_expect(!pm_access_fast(__pm_access_state(), (ulong)addr, n, store), 0))   \
+		if (__builtin_expect(!__pm_access_fast(__pm_tls_state(), (ulong)addr, n, store), 0))   \
 			__pm_access_miss(addr, n + 256 * store);                                             \
 	}
 __PM_HOOK(load, 1, 0)

@@ -3,23 +3,23 @@
 // vector_ and matrix_ names.
 #pragma once
 #include <metal_stdlib>
-#define PM_SIMD_VEC(T)                                                     \
+#define __PM_SIMD_VEC(T)                                                     \
 	typedef T simd_##T##2 __attribute__((ext_vector_type(2)));            \
 	typedef T simd_##T##3 __attribute__((ext_vector_type(3)));            \
 	typedef T simd_##T##4 __attribute__((ext_vector_type(4)));            \
 	typedef simd_##T##2 vector_##T##2;                                    \
 	typedef simd_##T##3 vector_##T##3;                                    \
 	typedef simd_##T##4 vector_##T##4;
-PM_SIMD_VEC(char)
-PM_SIMD_VEC(uchar)
-PM_SIMD_VEC(short)
-PM_SIMD_VEC(ushort)
-PM_SIMD_VEC(int)
-PM_SIMD_VEC(uint)
-PM_SIMD_VEC(long)
-PM_SIMD_VEC(ulong)
-PM_SIMD_VEC(float)
-#undef PM_SIMD_VEC
+__PM_SIMD_VEC(char)
+__PM_SIMD_VEC(uchar)
+__PM_SIMD_VEC(short)
+__PM_SIMD_VEC(ushort)
+__PM_SIMD_VEC(int)
+__PM_SIMD_VEC(uint)
+__PM_SIMD_VEC(long)
+__PM_SIMD_VEC(ulong)
+__PM_SIMD_VEC(float)
+#undef __PM_SIMD_VEC
 typedef metal::float2x2 simd_float2x2;
 typedef metal::float2x2 matrix_float2x2;
 typedef metal::float2x3 simd_float2x3;
