@@ -199,13 +199,19 @@ func binaryArchiveAddComputePipelineFunctionsWithDescriptorError(self objc.ID, _
 	key := archivedFunctionOf(f)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.libraries[key.Library] == nil {
-		so, err := os.ReadFile(f.fn.LibraryPath())
+	// the whole library the function belongs to, every part of it, so
+	// that compiling its source finds it all built
+	for _, path := range f.fn.LibraryPaths() {
+		name := filepath.Base(path)
+		if a.libraries[name] != nil {
+			continue
+		}
+		so, err := os.ReadFile(path)
 		if err != nil {
 			storeOut(errOut, newNSError(binaryArchiveDomain, binaryArchiveErrorInternalError, "addComputePipelineFunctionsWithDescriptor:error: "+err.Error()))
 			return 0
 		}
-		a.libraries[key.Library] = so
+		a.libraries[name] = so
 	}
 	a.functions[key] = true
 	return 1

@@ -13,6 +13,16 @@ import (
 // (for a specialized function, the library compiled with its values).
 func (f *Function) LibraryPath() string { return f.lib.path }
 
+// LibraryPaths are the files of the compiled library the function belongs
+// to: LibraryPath alone, or every part of a library built in parts (all of
+// which compiling its source again needs, to load it without building).
+func (f *Function) LibraryPaths() []string {
+	if f.lib.parts != nil {
+		return append([]string(nil), f.lib.parts...)
+	}
+	return []string{f.lib.path}
+}
+
 // libraryName is the file name Compile gives a compiled library in the
 // cache: the hash of everything it was built from.
 var libraryName = regexp.MustCompile(`^[0-9a-f]{32}\.so$`)

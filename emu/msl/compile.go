@@ -40,6 +40,7 @@ type Library struct {
 	srcPath   string
 	opts      CompileOptions
 	files     map[string]bool // the program's files (the source and its headers)
+	parts     []string        // the files of every part, for a part of a library built in parts
 	// lazy: the functions are built by Function, one library each
 	lazy    map[string]*entryPoint
 	lazyMu  sync.Mutex
@@ -589,7 +590,12 @@ func buildParts(pp string, tr *translation, source, srcPath, file string, opts C
 		}
 	}
 	lib := &Library{path: libs[0].path, functions: map[string]*Function{}, cached: true, source: source, srcPath: srcPath, opts: opts, files: tr.files}
+	paths := make([]string, len(libs))
+	for i, part := range libs {
+		paths[i] = part.path
+	}
 	for _, part := range libs {
+		part.parts = paths
 		lib.cached = lib.cached && part.cached
 		for name, f := range part.functions {
 			lib.functions[name] = f

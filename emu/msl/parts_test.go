@@ -2,6 +2,7 @@ package msl
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,6 +47,20 @@ func TestLibraryInParts(t *testing.T) {
 	}
 	if len(paths) != 3 {
 		t.Errorf("the functions of the first, second and third parts come from %d libraries, want 3: %v", len(paths), paths)
+	}
+	f, _ := lib.Function("scale1")
+	all := map[string]bool{}
+	for _, p := range f.LibraryPaths() {
+		all[filepath.Base(p)] = true
+		if _, err := os.Stat(p); err != nil {
+			t.Error(err)
+		}
+	}
+	for p := range paths {
+		if !all[p] || len(all) != 3 {
+			t.Errorf("LibraryPaths of scale1 = %v, want the three parts %v", f.LibraryPaths(), paths)
+			break
+		}
 	}
 	again := compileT(t, partsSource(n, 0), CompileOptions{})
 	if !again.Cached() {
