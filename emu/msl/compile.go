@@ -521,7 +521,7 @@ func compile(source, srcPath string, opts CompileOptions, values []ConstantValue
 		return lib, nil
 	}
 	if len(tr.entries) > partEntries {
-		return buildParts(pp, tr, source, srcPath, file, opts, values)
+		return buildParts(cc, root, includeDir, pp, tr, source, srcPath, file, opts, values)
 	}
 	return build(cc, root, includeDir, tr, source, srcPath, file, opts)
 }
@@ -543,17 +543,7 @@ var buildSlots = sync.OnceValue(func() chan struct{} { return make(chan struct{}
 // partEntries entry points and gathers their functions into one library.
 // A part that fails fails the library with its error (the first part's in
 // source order, when several fail).
-func buildParts(pp string, tr *translation, source, srcPath, file string, opts CompileOptions, values []ConstantValue) (*Library, error) {
-	cc, err := clang.Find()
-	if err != nil {
-		return nil, err
-	}
-	root := clang.CacheRoot(opts.CacheDir)
-	dir, err := rtDir(root)
-	if err != nil {
-		return nil, err
-	}
-	includeDir := filepath.Join(dir, "include")
+func buildParts(cc clang.Compiler, root, includeDir, pp string, tr *translation, source, srcPath, file string, opts CompileOptions, values []ConstantValue) (*Library, error) {
 	var parts [][]string
 	for i := 0; i < len(tr.entries); i += partEntries {
 		var names []string
