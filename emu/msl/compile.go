@@ -302,12 +302,13 @@ func compileFlags(opts CompileOptions, includeDir string) []string {
 		// copies of aggregates (memcpy, memmove and memset intrinsics,
 		// which trace-loads and trace-stores leave alone) call the
 		// runtime's __asan_memcpy, __asan_memmove and __asan_memset, which
-		// check and count both ranges; AddressSanitizer instruments
-		// nothing else (no loads, stores, stack or globals). It is given
-		// to the compiler proper, so that the driver links none of its
-		// run-time libraries: the runtime has the functions it calls.
+		// check and count both ranges; its callbacks at loads and stores
+		// (prelude.h) check the sizes trace-loads and trace-stores leave
+		// alone (whole 32-byte vectors); AddressSanitizer instruments
+		// nothing else (no stack or globals). It is given to the compiler
+		// proper, so that the driver links none of its run-time
+		// libraries: the runtime has the functions it calls.
 		"-Xclang", "-fsanitize=address",
-		"-mllvm", "-asan-instrument-reads=0", "-mllvm", "-asan-instrument-writes=0",
 		"-mllvm", "-asan-instrument-atomics=0", "-mllvm", "-asan-stack=0", "-mllvm", "-asan-globals=0",
 		"-mllvm", "-asan-use-after-return=never", "-mllvm", "-asan-instrumentation-with-call-threshold=0",
 		// integer division faults and array indices out of bounds call the

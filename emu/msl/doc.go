@@ -85,11 +85,12 @@
 // which thread runs first between barriers.
 //
 // Every memory access of a kernel is checked (clang's sanitizer-coverage
-// load and store hooks), but for the one kind the known differences below
-// name. The copies of structs the compiler makes with memcpy, memmove and
-// memset are checked too: AddressSanitizer, with nothing else of it on,
-// turns them into calls that check and count both ranges in pieces of 16
-// bytes. A load or store outside the bound buffers, or
+// load and store hooks, for accesses of 1, 2, 4, 8 and 16 bytes). The
+// copies of structs the compiler makes with memcpy, memmove and memset,
+// and the loads and stores of other sizes (whole 32-byte vectors: long4,
+// ulong3), are checked too: AddressSanitizer, with neither its stack nor
+// its globals on, turns them into calls that check and count the ranges
+// in pieces of 16 bytes. A load or store outside the bound buffers, or
 // outside the threadgroup memory allocation it aims at, stops the dispatch
 // before it happens. Run reports such faults as a *KernelError naming the
 // kernel, the source line and the thread: an out-of-bounds device or
@@ -126,11 +127,6 @@
 //
 // # Known differences from Apple's compiler and GPUs
 //
-//   - Loads and stores of whole 32-byte vectors (long3, long4, ulong3,
-//     ulong4) are neither checked nor counted: the sanitizer-coverage
-//     hooks exist for accesses of 1, 2, 4, 8 and 16 bytes only, so one
-//     outside a buffer is not reported and may corrupt the process's
-//     memory.
 //   - Fast math: Metal compiles with fast math unless told otherwise;
 //     CompileOptions.FastMath is false by default here (set it to match
 //     MTLCompileOptions). Without it every float operation is an IEEE-754

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // runFault runs a one-threadgroup dispatch of the kernel and returns its
@@ -329,4 +330,56 @@ kernel void odd_past(device T* out [[buffer(0)]], uint tid [[thread_index_in_thr
 	// a 20-byte struct whose last 4 bytes pass the end
 	wantFault(t, past("odd_past", 1), 15, [3]int{0, 0, 0},
 		"out-of-bounds device memory access: load of 4 bytes", "0 bytes past the end of buffer(0) (length 4096)")
+}
+
+// Loads and stores of whole 32-byte vectors (long4, ulong4, long3,
+// ulong3), which no access hook covers, are checked and counted too: out
+// of the buffer they are faults naming it, inside it they move the bytes
+// and count them.
+func TestWideVectorAccessChecked(t *testing.T) {
+	const src = mslPrelude + `
+kernel void copy_in(device ulong4* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    out[tid] = out[tid + 32] + ulong4(1);
+}
+kernel void load_past(device long4* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    out[tid] = out[tid + 127];
+}
+kernel void store_past(device long3* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+    out[tid + 127] = out[tid];
+}
+`
+	// 4096 bytes: 128 vectors of 32 bytes
+	lib := compileT(t, src, CompileOptions{})
+	out := newMem(t, 4096)
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(&out.b[0])), 512)
+	for i := range w {
+		w[i] = uint64(i) << 33
+	}
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0] = out.binding()
+	c, err := functionT(t, lib, "copy_in").Run(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range w[:32*4] {
+		if want := uint64(i+32*4)<<33 + 1; v != want {
+			t.Fatalf("word %d after the copy is %#x, want %#x", i, v, want)
+		}
+	}
+	if c.Loaded[0] != 32*32 || c.Stored[0] != 32*32 {
+		t.Errorf("32 vectors of 32 bytes counted %d bytes loaded, %d stored; want 1024 each", c.Loaded[0], c.Stored[0])
+	}
+
+	past := func(name string, threads int) *KernelError {
+		t.Helper()
+		m := newMem(t, 8192)
+		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{threads, 1, 1})}
+		d.Buffers[0] = Binding{Ptr: m.binding().Ptr, Len: 4096}
+		_, err := functionT(t, lib, name).Run(d)
+		return kernelErrorT(t, err)
+	}
+	wantFault(t, past("load_past", 2), 8, [3]int{1, 0, 0},
+		"out-of-bounds device memory access: load of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
+	wantFault(t, past("store_past", 2), 11, [3]int{1, 0, 0},
+		"out-of-bounds device memory access: store of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
 }

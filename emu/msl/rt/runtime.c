@@ -1305,14 +1305,11 @@ EXPORT void *__asan_memset(void *dst, int c, size_t n) {
 	return memset(dst, c, n);
 }
 
-/* Accesses of sizes the access hooks do not cover, as AddressSanitizer
- * reports them (the copy of a by-value argument). */
-EXPORT void __asan_loadN(void *addr, size_t n) {
-	access_range((uint64_t)(uintptr_t)addr, n, 0, __builtin_return_address(0));
-}
-
-EXPORT void __asan_storeN(void *addr, size_t n) {
-	access_range((uint64_t)(uintptr_t)addr, n, 1, __builtin_return_address(0));
+/* Accesses of sizes the access hooks do not cover (whole 32-byte vectors,
+ * the copy of a by-value argument), as AddressSanitizer's __asan_loadN and
+ * __asan_storeN (prelude.h) pass them on. */
+EXPORT __attribute__((noinline)) void __pm_access_n(void *addr, uint64_t n, uint32_t store) {
+	access_range((uint64_t)(uintptr_t)addr, n, store != 0, __builtin_return_address(0));
 }
 
 /* AddressSanitizer's module constructor calls these; with no shadow
