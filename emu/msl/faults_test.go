@@ -272,6 +272,19 @@ func TestFaultStopsOtherWorkers(t *testing.T) {
 	}
 }
 
+// runPastEnd runs the kernel name of lib over one threadgroup of threads
+// with buffer(0) of 4096 bytes, the first half of a mapping, so that what
+// lies past its end is no other memory a kernel may read, and returns its
+// kernel error.
+func runPastEnd(t *testing.T, lib *Library, name string, threads int) *KernelError {
+	t.Helper()
+	m := newMem(t, 8192)
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{threads, 1, 1})}
+	d.Buffers[0] = Binding{Ptr: m.binding().Ptr, Len: 4096}
+	_, err := functionT(t, lib, name).Run(d)
+	return kernelErrorT(t, err)
+}
+
 // Copies of structs larger than 16 bytes, which the compiler makes with
 // memcpy, are checked and counted like every other access: out of the
 // buffer they are faults naming it, inside it they move the bytes and
@@ -313,22 +326,12 @@ kernel void odd_past(device T* out [[buffer(0)]], uint tid [[thread_index_in_thr
 		t.Errorf("copies of 32 structs of 64 bytes counted %d bytes loaded, %d stored; want 2048 each", c.Loaded[0], c.Stored[0])
 	}
 
-	// the buffer is the first half of a mapping, so that what lies past
-	// its end is no other memory a kernel may read
-	past := func(name string, threads int) *KernelError {
-		t.Helper()
-		m := newMem(t, 8192)
-		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{threads, 1, 1})}
-		d.Buffers[0] = Binding{Ptr: m.binding().Ptr, Len: 4096}
-		_, err := functionT(t, lib, name).Run(d)
-		return kernelErrorT(t, err)
-	}
-	wantFault(t, past("load_past", 2), 9, [3]int{1, 0, 0},
+	wantFault(t, runPastEnd(t, lib, "load_past", 2), 9, [3]int{1, 0, 0},
 		"out-of-bounds device memory access: load of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
-	wantFault(t, past("store_past", 2), 12, [3]int{1, 0, 0},
+	wantFault(t, runPastEnd(t, lib, "store_past", 2), 12, [3]int{1, 0, 0},
 		"out-of-bounds device memory access: store of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
 	// a 20-byte struct whose last 4 bytes pass the end
-	wantFault(t, past("odd_past", 1), 15, [3]int{0, 0, 0},
+	wantFault(t, runPastEnd(t, lib, "odd_past", 1), 15, [3]int{0, 0, 0},
 		"out-of-bounds device memory access: load of 4 bytes", "0 bytes past the end of buffer(0) (length 4096)")
 }
 
@@ -370,16 +373,8 @@ kernel void store_past(device long3* out [[buffer(0)]], uint tid [[thread_index_
 		t.Errorf("32 vectors of 32 bytes counted %d bytes loaded, %d stored; want 1024 each", c.Loaded[0], c.Stored[0])
 	}
 
-	past := func(name string, threads int) *KernelError {
-		t.Helper()
-		m := newMem(t, 8192)
-		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{threads, 1, 1})}
-		d.Buffers[0] = Binding{Ptr: m.binding().Ptr, Len: 4096}
-		_, err := functionT(t, lib, name).Run(d)
-		return kernelErrorT(t, err)
-	}
-	wantFault(t, past("load_past", 2), 8, [3]int{1, 0, 0},
+	wantFault(t, runPastEnd(t, lib, "load_past", 2), 8, [3]int{1, 0, 0},
 		"out-of-bounds device memory access: load of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
-	wantFault(t, past("store_past", 2), 11, [3]int{1, 0, 0},
+	wantFault(t, runPastEnd(t, lib, "store_past", 2), 11, [3]int{1, 0, 0},
 		"out-of-bounds device memory access: store of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
 }
