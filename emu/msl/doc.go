@@ -59,8 +59,8 @@
 // runs at once as GOMAXPROCS allows. CompileOptions.Lazy builds each
 // function only when it is first fetched, which makes large libraries
 // (thousands of instantiations) cheap when a program uses a few of their
-// kernels. Kernels and the runtime are built for the architecture of the running process, also when clang++ is
-// another architecture's (an arm64 process under qemu-user runs the host's
+// kernels. Kernels and the runtime are built for the architecture of the
+// running process, also when clang++ is another architecture's (an arm64 process under qemu-user runs the host's
 // x86-64 clang++: it then builds with --target=aarch64-linux-gnu and lld,
 // against the cross C library, Debian's libc6-dev-arm64-cross and
 // libgcc-12-dev-arm64-cross). MSL's char is signed on every target.

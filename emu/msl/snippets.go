@@ -98,8 +98,8 @@ func sameToken(snippet string, col int, orig string) (int, bool) {
 		return 0, false
 	}
 	end := col + 1
-	if isIdent(snippet[col]) {
-		for end < len(snippet) && isIdent(snippet[end]) {
+	if isIdentChar(snippet[col]) {
+		for end < len(snippet) && isIdentChar(snippet[end]) {
 			end++
 		}
 	}
@@ -111,16 +111,12 @@ func sameToken(snippet string, col int, orig string) (int, bool) {
 			break
 		}
 		at += k
-		whole := !isIdent(tok[0]) || ((at == 0 || !isIdent(orig[at-1])) && (at+len(tok) == len(orig) || !isIdent(orig[at+len(tok)])))
+		whole := !isIdentChar(tok[0]) || ((at == 0 || !isIdentChar(orig[at-1])) && (at+len(tok) == len(orig) || !isIdentChar(orig[at+len(tok)])))
 		if whole && (!found || abs(at-col) < abs(best-col)) {
 			best, found = at, true
 		}
 	}
 	return best, found
-}
-
-func isIdent(c byte) bool {
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
 func abs(x int) int {
