@@ -632,12 +632,19 @@ __PM_INLINE __pm_access_state *__pm_tls_state() {
 #endif
 	return s;
 }
-#define __PM_HOOK(kind, n, store)                                                               \
-	__attribute__((visibility("hidden"), used, always_inline, nodebug,                          \
-	               no_sanitize("address", "undefined", "coverage"))) void __sanitizer_cov_##kind##n(void *addr) { \
-		if (__builtin_expect(!__pm_access_fast(__pm_tls_state(), (ulong)addr, n, store), 0))   \
-			__pm_access_miss(addr, n + 256 * store);                                             \
-	}
+// AddressSanitizer's callbacks come at every load and store too: those of
+// the sizes the hooks cover are empty and vanish once inlined; the others
+// (whole 32-byte vectors, a by-value argument's copy), which no hook sees,
+// are checked and counted by the runtime's __pm_access_n.
+void __pm_access_n(void *addr, ulong n, uint store);
+#define __PM_HOOK_FN __attribute__((visibility("hidden"), used, always_inline, nodebug, \
+                                    no_sanitize("address", "undefined", "coverage"))) void
+#define __PM_HOOK(kind, n, store)                                                             \
+	__PM_HOOK_FN __sanitizer_cov_##kind##n(void *addr) {                                      \
+		if (__builtin_expect(!__pm_access_fast(__pm_tls_state(), (ulong)addr, n, store), 0)) \
+			__pm_access_miss(addr, n + 256 * store);                                           \
+	}                                                                                         \
+	__PM_HOOK_FN __asan_##kind##n(void *addr) {}
 __PM_HOOK(load, 1, 0)
 __PM_HOOK(load, 2, 0)
 __PM_HOOK(load, 4, 0)
@@ -649,34 +656,15 @@ __PM_HOOK(store, 4, 1)
 __PM_HOOK(store, 8, 1)
 __PM_HOOK(store, 16, 1)
 #undef __PM_HOOK
-// AddressSanitizer's callbacks, at every load and store too: the sizes the
-// hooks above cover are settled there, so these are empty and vanish once
-// inlined; the others (whole 32-byte vectors, a by-value argument's copy),
-// which no hook sees, are checked and counted by the runtime.
-void __pm_access_n(void *addr, ulong n, uint store);
-#define __PM_ASAN(kind, n)                                                                  \
-	__attribute__((visibility("hidden"), used, always_inline, nodebug,                      \
-	               no_sanitize("address", "undefined", "coverage"))) void __asan_##kind##n(void *addr) {}
-__PM_ASAN(load, 1)
-__PM_ASAN(load, 2)
-__PM_ASAN(load, 4)
-__PM_ASAN(load, 8)
-__PM_ASAN(load, 16)
-__PM_ASAN(store, 1)
-__PM_ASAN(store, 2)
-__PM_ASAN(store, 4)
-__PM_ASAN(store, 8)
-__PM_ASAN(store, 16)
-#undef __PM_ASAN
-#define __PM_ASAN_N(kind, store)                                                            \
-	__attribute__((visibility("hidden"), used, always_inline, nodebug,                      \
-	               no_sanitize("address", "undefined", "coverage"))) void __asan_##kind##N(void *addr, ulong n) { \
-		if (n != 1 && n != 2 && n != 4 && n != 8 && n != 16)                                    \
-			__pm_access_n(addr, n, store);                                                       \
+#define __PM_ASAN_N(kind, store)                                 \
+	__PM_HOOK_FN __asan_##kind##N(void *addr, ulong n) {         \
+		if (n != 1 && n != 2 && n != 4 && n != 8 && n != 16)     \
+			__pm_access_n(addr, n, store);                        \
 	}
 __PM_ASAN_N(load, 0)
 __PM_ASAN_N(store, 1)
 #undef __PM_ASAN_N
+#undef __PM_HOOK_FN
 }
 
 struct __pm_bufp {
