@@ -27,7 +27,7 @@ var rtFiles embed.FS
 
 // formatVersion changes whenever the translation or the build flags change
 // in a way the hashed inputs do not show.
-const formatVersion = "puremetal-msl-1"
+const formatVersion = "puremetal-msl-2"
 
 // Library is a compiled, loaded kernel library.
 type Library struct {
@@ -904,7 +904,7 @@ func preprocess(cc clang.Compiler, root, rt, source, srcPath, file string, opts 
 		}
 		pp = strings.NewReplacer(r...).Replace(pp)
 	}
-	pp = unrollCount.ReplaceAllString(pp, "$1")
+	pp = unrollHint.ReplaceAllString(pp, "")
 	if cache {
 		if err := clang.WriteFileAtomic(out, []byte(pp)); err != nil {
 			return "", fmt.Errorf("msl: cache directory: %w", err)
@@ -913,12 +913,15 @@ func preprocess(cc clang.Compiler, root, rt, source, srcPath, file string, opts 
 	return pp, nil
 }
 
-// unrollCount matches a #pragma unroll whose count names something, such
-// as a macro (llama.cpp writes #pragma unroll (MIN(DK8/2, 4*NSG))): the
-// preprocessor leaves pragmas unexpanded, and the macro is gone when the
-// translation is compiled, so the pragma is kept without its count, a hint
-// that changes no result.
-var unrollCount = regexp.MustCompile(`(?m)^([ \t]*#[ \t]*pragma[ \t]+unroll)\b[^\n]*[A-Za-z_][^\n]*$`)
+// unrollHint matches a pragma asking for a loop to be unrolled (#pragma
+// unroll, with or without a count, #pragma GCC unroll, #pragma clang loop
+// unroll(full) and unroll_count, as MLX's STEEL_PRAGMA_UNROLL expands),
+// which preprocess removes, leaving the line empty: unrolling changes no
+// result, and on the CPU it only makes a kernel's code many times larger,
+// with its access hooks at every copy of a load or store (one MLX
+// attention kernel, fully unrolled, takes ten times as long to compile).
+// The optimizer still unrolls the loops its own cost model finds worth it.
+var unrollHint = regexp.MustCompile(`(?m)^[ \t]*#[ \t]*pragma[ \t]+(unroll\b|GCC[ \t]+unroll\b|clang[ \t]+loop\b[^\n]*\bunroll(_count)?[ \t]*\()[^\n]*$`)
 
 var (
 	tgTypedef  = regexp.MustCompile(`'__pm_tgt_\d+' \(aka '([^']*)'\)`)

@@ -40,8 +40,10 @@
 // built-ins, read-only buffers) and emits a launcher per entry point. It
 // follows the preprocessor's line markers and its few rewrites keep every
 // line in place, so compiler diagnostics and kernel faults name the
-// original .metal line (a #pragma unroll whose count names a macro, left
-// unexpanded by the preprocessor, is kept without its count). Function
+// original .metal line. Pragmas asking for a loop to be unrolled (#pragma
+// unroll, #pragma clang loop unroll(full)) are hints the emulated device
+// leaves to its optimizer: unrolled copies of a loop body, each with its
+// access checks, cost compile time and gain nothing on the CPU. Function
 // constants (constant T name [[function_constant(i)]]) have no value in a library
 // from Compile; Library.Specialize compiles the source again with values,
 // as newFunctionWithName:constantValues:error: does, and
