@@ -99,3 +99,47 @@ func TestBfloatRoundsToNearestEven(t *testing.T) {
 		}
 	}
 }
+
+// A bfloat with a float vector (s * v, v * s, v + s, v -= s, v /= s) is a
+// float vector: the bfloat becomes a float, as torchao's lowbit kernels
+// compute scales[0] * float4(...) with scales a bfloat4.
+func TestBfloatWithFloatVector(t *testing.T) {
+	const src = mslPrelude + `
+kernel void scaled(device const ushort4* s [[buffer(0)]], device const float4* v [[buffer(1)]],
+                device float4* out [[buffer(2)]], uint i [[thread_position_in_grid]]) {
+    bfloat4 b = as_type<bfloat4>(s[i]);
+    float4 x = b[0] * v[i];
+    x = x + v[i] * b[1];
+    float2 y = v[i].xy - b[2];
+    y -= b[3];
+    x /= b[3];
+    out[i] = x + float4(y, y);
+}
+`
+	const n = 64
+	s, v, out := newMem(t, 8*n), newF32(t, 4*n), newF32(t, 4*n)
+	fillRandom(v.f32(), 21)
+	bf := make([]float32, 4*n)
+	fillRandom(bf, 22)
+	for i, f := range bf {
+		s.u16()[i] = bfloatRound(f)
+	}
+	poison(out.f32())
+	runT(t, functionT(t, compileT(t, src, CompileOptions{LanguageVersion: 3<<16 | 1}), "scaled"), ThreadsGrid([3]int{n, 1, 1}, [3]int{32, 1, 1}), s, v, out)
+	for i := 0; i < n; i++ {
+		var b [4]float32
+		for j := range b {
+			b[j] = bfloatValue(s.u16()[4*i+j])
+		}
+		vi := v.f32()[4*i : 4*i+4]
+		y := [2]float32{vi[0] - b[2] - b[3], vi[1] - b[2] - b[3]}
+		for j := 0; j < 4; j++ {
+			x := b[0] * vi[j]
+			x = x + vi[j]*b[1]
+			x /= b[3]
+			if got, want := out.f32()[4*i+j], x+y[j%2]; got != want {
+				t.Fatalf("out[%d][%d] = %v, want %v", i, j, got, want)
+			}
+		}
+	}
+}

@@ -249,6 +249,23 @@ __PM_BF_FOP(-)
 __PM_BF_FOP(*)
 __PM_BF_FOP(/)
 #undef __PM_BF_FOP
+// a bfloat with a float vector: the bfloat becomes a float, and the result
+// is the float vector (scales[0] * float4(...) with scales a bfloat4)
+#define __PM_BF_VOP(op)                                                                              \
+	template <int N> constexpr __pm_ext<float, N> operator op(bfloat a, __pm_ext<float, N> b) {      \
+		return (float)a op b;                                                                      \
+	}                                                                                              \
+	template <int N> constexpr __pm_ext<float, N> operator op(__pm_ext<float, N> a, bfloat b) {      \
+		return a op(float) b;                                                                      \
+	}                                                                                              \
+	template <int N> constexpr __pm_ext<float, N> &operator op##=(__pm_ext<float, N> &a, bfloat b) { \
+		return a = a op(float) b;                                                                  \
+	}
+__PM_BF_VOP(+)
+__PM_BF_VOP(-)
+__PM_BF_VOP(*)
+__PM_BF_VOP(/)
+#undef __PM_BF_VOP
 constexpr bfloat &operator++(bfloat &a) { return a += 1; }
 constexpr bfloat &operator--(bfloat &a) { return a -= 1; }
 constexpr bfloat operator++(bfloat &a, int) {
