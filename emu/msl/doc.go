@@ -321,8 +321,9 @@
 //     on the GPU, which may hang).
 //   - Counters count the loads and stores the compiled code performs: a
 //     value kept in a register is loaded once, and a struct copy compiled to
-//     a memcpy call is neither counted nor bounds-checked. When bindings
-//     overlap, an access is charged to the lowest binding index.
+//     a memcpy call counts both of its ranges, whole, as the copy reads and
+//     writes them. When bindings overlap, an access is charged to the
+//     lowest binding index.
 //   - Accesses are checked against the bound ranges (Binding.Ptr to
 //     Ptr+Len), so reading before the offset of a binding is reported even
 //     though it lies inside the MTLBuffer.
