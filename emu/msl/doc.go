@@ -141,8 +141,11 @@
 //     sinpi, cospi and tanpi reduce their argument exactly and are exact
 //     at integers and half-integers. The standard library's families
 //     (common, integer, relational, math, geometric, atomic, SIMD-group
-//     and quad-group functions, numeric_limits, metal::array) are there
-//     function by function; the integer and three-operand functions are
+//     and quad-group functions, pack and unpack functions, numeric_limits,
+//     metal::array) are there function by function; the pack and unpack
+//     functions put the first component in the least significant bits
+//     (unorm565 and unorm10a2 too, whose layout the specification does
+//     not draw); the integer and three-operand functions are
 //     templates, so that a program's own function of the same name and
 //     parameter types is chosen over them rather than being ambiguous.
 //     assert does nothing and does not evaluate its condition, as Metal's
