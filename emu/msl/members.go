@@ -205,9 +205,7 @@ func (tr *translator) resolveFunctions(funcs []member) {
 			if i == keep || f.qual < 0 {
 				continue // a true redefinition: left for the compiler to report
 			}
-			start, end := tr.toks[f.first].start, tr.toks[f.last].end
-			tr.dropInside(start, end)
-			tr.repls = append(tr.repls, replacement{start: start, end: end, text: strings.Repeat("\n", strings.Count(tr.src[start:end], "\n"))})
+			tr.blank(tr.toks[f.first].start, tr.toks[f.last].end)
 		}
 	}
 }
@@ -278,11 +276,38 @@ func (tr *translator) addMember(f *scopeFrame, last int) {
 		}
 		break
 	}
-	m.key = tr.text(first, closeIdx+1)
+	m.key = tr.memberKey(first, open, closeIdx)
 	if isConst {
 		m.key += " const"
 	}
 	f.members = append(f.members, m)
+}
+
+// memberKey is the declaration of a member function from token first to
+// the parenthesis at close that ends its parameter list, without the
+// address space of its result (thread T& operator[](size_t) thread and
+// device T& operator[](size_t) device, as SPIRV-Cross's spvUnsafeArray
+// declares them, are one set of overloads; constant const is const).
+func (tr *translator) memberKey(first, open, close int) string {
+	t := tr.toks
+	var key []string
+	for k := first; k <= close; k++ {
+		s := t[k].text
+		if k < open && t[k].attr < 0 {
+			if _, ok := spaceRank[s]; ok {
+				if s == "constant" {
+					s = "const"
+				} else {
+					continue
+				}
+			}
+			if n := len(key); s == "const" && n > 0 && key[n-1] == "const" {
+				continue
+			}
+		}
+		key = append(key, s)
+	}
+	return strings.Join(key, " ")
 }
 
 func (tr *translator) space(m member) string {
@@ -323,9 +348,7 @@ func (tr *translator) resolveMembers(members []member) {
 			if m.qual < 0 || spaceRank[tr.space(m)] == spaceRank[tr.space(g[keep])] {
 				continue // a true redefinition: left for the compiler to report
 			}
-			start, end := tr.toks[m.first].start, tr.toks[m.last].end
-			tr.dropInside(start, end)
-			tr.repls = append(tr.repls, replacement{start: start, end: end, text: strings.Repeat("\n", strings.Count(tr.src[start:end], "\n"))})
+			tr.blank(tr.toks[m.first].start, tr.toks[m.last].end)
 		}
 	}
 }

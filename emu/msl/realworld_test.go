@@ -369,3 +369,97 @@ kernel void k(constant int *shape [[buffer(0)]], constant size_t *strides [[buff
 		}
 	}
 }
+
+// TestRealWorldAddressSpaceArray: an array wrapper whose operator[] is
+// overloaded by address space in its result too (thread T& ... thread,
+// device T& ... device, threadgroup T& ... threadgroup, each with a const
+// form), as SPIRV-Cross writes spvUnsafeArray, used in thread, device and
+// threadgroup memory.
+func TestRealWorldAddressSpaceArray(t *testing.T) {
+	src := mslPrelude + `template <typename T, size_t Num>
+struct wrapped {
+    T elements[Num ? Num : 1];
+    thread T& operator [] (size_t pos) thread { return elements[pos]; }
+    constexpr const thread T& operator [] (size_t pos) const thread { return elements[pos]; }
+    device T& operator [] (size_t pos) device { return elements[pos]; }
+    constexpr const device T& operator [] (size_t pos) const device { return elements[pos]; }
+    constexpr const constant T& operator [] (size_t pos) const constant { return elements[pos]; }
+    threadgroup T& operator [] (size_t pos) threadgroup { return elements[pos]; }
+    constexpr const threadgroup T& operator [] (size_t pos) const threadgroup { return elements[pos]; }
+};
+struct block { wrapped<float, 4> v[1]; };
+kernel void k(device block& io [[buffer(0)]], constant wrapped<float, 4>& bias [[buffer(1)]],
+              uint i [[thread_position_in_grid]], uint lid [[thread_index_in_threadgroup]]) {
+    threadgroup wrapped<float, 4> shared;
+    wrapped<float, 4> local;
+    local[lid] = io.v[0][lid] * 2.0f;
+    shared[lid] = local[lid] + bias[lid];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    io.v[0][lid] = shared[3 - lid];
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	io, bias := newF32(t, 4), newF32(t, 4)
+	copy(io.f32(), []float32{1, 2, 3, 4})
+	copy(bias.f32(), []float32{0.5, 0.25, 0.125, 0.0625})
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{4, 1, 1}, [3]int{4, 1, 1}), io, bias)
+	for i, v := range io.f32() {
+		j := 3 - i
+		if want := float32(j+1)*2 + bias.f32()[j]; v != want {
+			t.Errorf("io[%d] = %v, want %v", i, v, want)
+		}
+	}
+}
+
+// TestRealWorldThreadgroupReferenceParams: kernel parameters threadgroup
+// S& and threadgroup atomic_uint& without an attribute, as naga declares
+// workgroup variables: each takes the lowest threadgroup index no other
+// parameter uses, and the struct is assigned as a whole.
+func TestRealWorldThreadgroupReferenceParams(t *testing.T) {
+	src := mslPrelude + `struct inner_t { uint v[4]; };
+struct W { inner_t arr; atomic_uint count; };
+kernel void k(uint lid [[thread_position_in_threadgroup]], threadgroup W& w, threadgroup float* spare [[threadgroup(0)]],
+              threadgroup atomic_uint& total, device uint* out [[buffer(0)]]) {
+    if (lid == 0) {
+        w.arr = {};
+        atomic_store_explicit(&w.count, 0u, memory_order_relaxed);
+        atomic_store_explicit(&total, 0u, memory_order_relaxed);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    atomic_fetch_add_explicit(&w.count, lid, memory_order_relaxed);
+    atomic_fetch_add_explicit(&total, 1u, memory_order_relaxed);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid == 1) w.arr.v[2] = 7;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[lid] = w.arr.v[lid] + atomic_load_explicit(&w.count, memory_order_relaxed) * 100 +
+               atomic_load_explicit(&total, memory_order_relaxed) * 10000;
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	f := functionT(t, lib, "k")
+	var tg []int
+	for _, p := range f.Params {
+		if p.Kind == ThreadgroupMemory {
+			tg = append(tg, p.Index)
+		}
+	}
+	if len(tg) != 3 || tg[0] != 1 || tg[1] != 0 || tg[2] != 2 {
+		t.Fatalf("threadgroup indices %v, want [1 0 2] (w, spare, total)", tg)
+	}
+	out := newMem(t, 16)
+	d := &Dispatch{Grid: ThreadsGrid([3]int{4, 1, 1}, [3]int{4, 1, 1})}
+	d.Buffers[0] = out.binding()
+	d.ThreadgroupMemoryLength[0], d.ThreadgroupMemoryLength[1], d.ThreadgroupMemoryLength[2] = 16, 32, 16
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range out.u32() {
+		want := uint32(6*100 + 4*10000)
+		if i == 2 {
+			want += 7
+		}
+		if v != want {
+			t.Errorf("out[%d] = %d, want %d", i, v, want)
+		}
+	}
+}

@@ -110,6 +110,7 @@ type translator struct {
 	tgID      int
 	maxID     int
 	typeNames map[string]bool // template type parameters and typedef names
+	blanked   [][2]int        // byte ranges of the declarations left out (blank)
 }
 
 // lineMark is a line marker of preprocessed source (# 12 "file.metal" or
@@ -879,12 +880,29 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 	if !params[x] {
 		// a class template's parameter or a typedef (which may be bfloat)
 		// follows the declarations; a struct named as such stays
-		// threadgroup, a distinct overload (MLX's complex_t operators)
-		return tr.typeNames[x] || strings.HasPrefix(x, "bfloat")
+		// threadgroup, a distinct overload (MLX's complex_t operators),
+		// but for a kernel's parameter, which nothing overloads (naga's
+		// threadgroup WStruct& w_mem, assigned as a whole)
+		return tr.typeNames[x] || strings.HasPrefix(x, "bfloat") || tr.isKernelName(fn)
 	}
 	for k := open + 1; k < end; k++ {
 		if k != name && t[k].attr < 0 && t[k].text == x && !tr.threadgroupNamed(k) {
 			return true
+		}
+	}
+	return false
+}
+
+// isKernelName reports whether token fn names the function a kernel
+// declaration declares (kernel void f, [[kernel]] void f).
+func (tr *translator) isKernelName(fn int) bool {
+	t := tr.toks
+	for j := tr.prev(fn); j >= 0 && j > fn-64; j-- {
+		switch t[j].text {
+		case "kernel":
+			return true
+		case ";", "{", "}":
+			return false
 		}
 	}
 	return false
@@ -1222,7 +1240,7 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 func (tr *translator) threadgroupClassPointers() bool {
 	t := tr.toks
 	for i := range t {
-		if t[i].attr >= 0 || t[i].text != "threadgroup" {
+		if t[i].attr >= 0 || t[i].text != "threadgroup" || tr.isBlanked(t[i].start) {
 			continue
 		}
 		j := tr.next(i + 1)
@@ -1848,8 +1866,9 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 		}
 		if it.name == "" {
 			// Apple numbers a device or constant buffer (or a threadgroup
-			// pointer) without an index attribute itself: the first index
-			// no attributed parameter of its kind uses, in parameter order.
+			// pointer or reference, as naga declares workgroup variables)
+			// without an index attribute itself: the first index no
+			// attributed parameter of its kind uses, in parameter order.
 			space := ""
 			for i := g[0]; i < lastPlain; i++ {
 				switch t[i].text {
@@ -1860,7 +1879,7 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			switch {
 			case (space == "device" || space == "constant") && (isPtr || isRef):
 				it = attrItem{name: "buffer", line: nameTok.line, col: nameTok.col}
-			case space == "threadgroup" && isPtr:
+			case space == "threadgroup" && (isPtr || isRef):
 				it = attrItem{name: "threadgroup", line: nameTok.line, col: nameTok.col}
 			default:
 				tr.errorf(nameTok.line, nameTok.col, "parameter %s of kernel %s has no attribute and is not a device, constant or threadgroup pointer or reference ([[buffer(n)]], [[threadgroup(n)]] or a built-in)", nameTok.text, kernel)
@@ -1892,11 +1911,12 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 				continue
 			}
 		case it.name == "threadgroup":
-			if !isPtr {
-				tr.errorf(nameTok.line, nameTok.col, "threadgroup parameter %s must be a pointer", nameTok.text)
+			if !isPtr && !isRef {
+				tr.errorf(nameTok.line, nameTok.col, "threadgroup parameter %s must be a pointer or a reference", nameTok.text)
 				continue
 			}
 			p.Kind = ThreadgroupMemory
+			p.isRef = isRef
 		default:
 			expr, ok := builtins[it.name]
 			if !ok {
@@ -1945,6 +1965,8 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			p.expr = fmt.Sprintf("__pm_bufr{t->s->buf[%d]}", p.Index)
 		case p.Kind == Buffer:
 			p.expr = fmt.Sprintf("__pm_bufp{t->s->buf[%d]}", p.Index)
+		case p.Kind == ThreadgroupMemory && p.isRef:
+			p.expr = fmt.Sprintf("__pm_bufr{t->s->tg[%d]}", p.Index)
 		case p.Kind == ThreadgroupMemory:
 			p.expr = fmt.Sprintf("__pm_bufp{t->s->tg[%d]}", p.Index)
 		}
@@ -2252,6 +2274,25 @@ func (tr *translator) text(from, to int) string {
 		b.WriteString(txt)
 	}
 	return b.String()
+}
+
+// blank leaves out the declaration from byte start to end, keeping its
+// lines: the replacements inside it are dropped, and its range is recorded
+// for the passes that read the tokens afterwards (isBlanked).
+func (tr *translator) blank(start, end int) {
+	tr.dropInside(start, end)
+	tr.repls = append(tr.repls, replacement{start: start, end: end, text: strings.Repeat("\n", strings.Count(tr.src[start:end], "\n"))})
+	tr.blanked = append(tr.blanked, [2]int{start, end})
+}
+
+// isBlanked reports whether byte pos lies in a declaration left out.
+func (tr *translator) isBlanked(pos int) bool {
+	for _, r := range tr.blanked {
+		if pos >= r[0] && pos < r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 func (tr *translator) dropInside(start, end int) {
