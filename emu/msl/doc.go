@@ -240,10 +240,13 @@
 //     of a kernel template's parameters too; it is evaluated for each
 //     instantiation. A kernel parameter declared as an array (constant
 //     int64_t strides[2]) is a buffer, as a pointer would be.
-//   - A device or constant buffer, or a threadgroup pointer, without an
-//     index attribute takes the lowest index of its kind no attributed
-//     parameter uses, in parameter order (llama.cpp's kernels number them
-//     0, 1, 2, ... this way).
+//   - A device or constant buffer, or a threadgroup pointer or reference,
+//     without an index attribute takes the lowest index of its kind no
+//     attributed parameter uses, in parameter order (llama.cpp's kernels
+//     number them 0, 1, 2, ... this way; naga declares its workgroup
+//     variables as threadgroup references). A kernel's threadgroup S&
+//     parameter of a struct S is in the generic address space, so that
+//     it is assigned as a whole.
 //   - bfloat is a class (clang has no bfloat arithmetic on x86-64):
 //     conversion from float rounds to nearest even, arithmetic computes in
 //     float and rounds each result to bfloat, and an operation with a float
@@ -295,7 +298,10 @@
 //     (complex64_t() threadgroup, operator float() const device): one
 //     overload is kept (the thread or unqualified one, else device,
 //     constant, threadgroup), callable on objects of every address space
-//     but threadgroup. Of functions overloaded by the thread and device
+//     but threadgroup; overloads whose results differ in their address
+//     space too (thread T& operator[](size_t) thread beside device T&
+//     operator[](size_t) device, as SPIRV-Cross's spvUnsafeArray) are one
+//     such set. Of functions overloaded by the thread and device
 //     qualifiers of their parameters or result (operator+=(thread T&, T)
 //     and operator+=(device T&, T)), the first without device is kept; a
 //     threadgroup or constant overload stays a function of its own.
