@@ -463,3 +463,26 @@ kernel void k(uint lid [[thread_position_in_threadgroup]], threadgroup W& w, thr
 		}
 	}
 }
+
+// TestRealWorldVecSpecializationOnSize: a partial specialization on
+// vec<float, N> deduces N (SPIRV-Cross's SpvHalfTypeSelector), for float2,
+// float3 and float4, and the primary template stays for other types.
+func TestRealWorldVecSpecializationOnSize(t *testing.T) {
+	src := mslPrelude + `template <typename F> struct half_of { using H = F; static constant constexpr uint n = 0; };
+template <> struct half_of<float> { using H = half; static constant constexpr uint n = 1; };
+template <uint N> struct half_of<vec<float, N>> { using H = vec<half, N>; static constant constexpr uint n = N; };
+template <typename F> uint code() { return half_of<F>::n * 100 + uint(sizeof(typename half_of<F>::H)); }
+kernel void k(device uint* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    uint c[] = {code<float>(), code<float2>(), code<float3>(), code<float4>(), code<int4>()};
+    out[i] = c[i];
+}
+`
+	lib := compileT(t, src, CompileOptions{})
+	out := newMem(t, 20)
+	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{5, 1, 1}, [3]int{5, 1, 1}), out)
+	for i, want := range []uint32{102, 204, 308, 408, 16} {
+		if got := out.u32()[i]; got != want {
+			t.Errorf("code %d = %d, want %d", i, got, want)
+		}
+	}
+}

@@ -2368,6 +2368,23 @@ func (tr *translator) vecSpecializations() {
 			elem = t[e].text
 			vecs = append(vecs, j)
 		}
+		// vec<E, N> with a concrete element type and a template parameter N
+		// (SPIRV-Cross's SpvHalfTypeSelector<vec<float, N>>) is clang's
+		// vector of E, from which N is deduced
+		for j := lt + 1; j < gt; j = tr.next(j + 1) {
+			a := tr.next(j + 1)
+			e := tr.next(a + 1)
+			c := tr.next(e + 1)
+			n := tr.next(c + 1)
+			g := tr.next(n + 1)
+			if t[j].text != "vec" || tr.isMember(j) || g >= gt || t[a].text != "<" || t[c].text != "," || t[g].text != ">" {
+				continue
+			}
+			if _, ok := params[t[e].text]; ok || t[e].kind != tIdent || strings.HasPrefix(t[e].text, "bfloat") || !tr.namesIn(t[n].text, tl, p) {
+				continue
+			}
+			tr.repls = append(tr.repls, replacement{start: t[j].start, end: t[j].end, text: "__pm_ext"})
+		}
 		if len(vecs) == 0 {
 			continue
 		}
@@ -2409,6 +2426,16 @@ func (tr *translator) vecSpecializations() {
 		tr.repls = append(tr.repls, replacement{start: t[end].end, end: t[end].end, text: " " + strings.ReplaceAll(copied, "\n", " ")})
 		i = end
 	}
+}
+
+// namesIn reports whether an identifier token from..to is name.
+func (tr *translator) namesIn(name string, from, to int) bool {
+	for k := from; k <= to; k++ {
+		if tr.toks[k].kind == tIdent && tr.toks[k].text == name {
+			return true
+		}
+	}
+	return false
 }
 
 // applyRange returns the source between start and end with the
