@@ -883,26 +883,11 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 		// threadgroup, a distinct overload (MLX's complex_t operators),
 		// but for a kernel's parameter, which nothing overloads (naga's
 		// threadgroup WStruct& w_mem, assigned as a whole)
-		return tr.typeNames[x] || strings.HasPrefix(x, "bfloat") || tr.isKernelName(fn)
+		return tr.typeNames[x] || strings.HasPrefix(x, "bfloat") || tr.declarationHas(fn, "kernel")
 	}
 	for k := open + 1; k < end; k++ {
 		if k != name && t[k].attr < 0 && t[k].text == x && !tr.threadgroupNamed(k) {
 			return true
-		}
-	}
-	return false
-}
-
-// isKernelName reports whether token fn names the function a kernel
-// declaration declares (kernel void f, [[kernel]] void f).
-func (tr *translator) isKernelName(fn int) bool {
-	t := tr.toks
-	for j := tr.prev(fn); j >= 0 && j > fn-64; j-- {
-		switch t[j].text {
-		case "kernel":
-			return true
-		case ";", "{", "}":
-			return false
 		}
 	}
 	return false

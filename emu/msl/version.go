@@ -26,7 +26,7 @@ func (tr *translator) checkLanguageVersion(version uint32) {
 		if p := tr.prev(i); p >= 0 && (t[p].text == "struct" || t[p].text == "class" || t[p].text == "using" || t[p].text == "union" || t[p].text == "enum") {
 			own[t[i].text] = true
 		}
-		if n := tr.next(i + 1); n < len(t) && t[n].text == ";" && tr.startsTypedef(i) {
+		if n := tr.next(i + 1); n < len(t) && t[n].text == ";" && tr.declarationHas(i, "typedef") {
 			own[t[i].text] = true
 		}
 	}
@@ -38,13 +38,14 @@ func (tr *translator) checkLanguageVersion(version uint32) {
 	}
 }
 
-// startsTypedef reports whether name i ends a typedef (typedef ushort
-// bfloat;).
-func (tr *translator) startsTypedef(i int) bool {
+// declarationHas reports whether the declaration holding token i names
+// keyword before it (typedef ushort bfloat;, kernel void f, [[kernel]]
+// void f): a token back to the end of the statement or scope before.
+func (tr *translator) declarationHas(i int, keyword string) bool {
 	t := tr.toks
-	for j := tr.prev(i); j >= 0; j = tr.prev(j) {
+	for j := i - 1; j >= 0; j-- {
 		switch t[j].text {
-		case "typedef":
+		case keyword:
 			return true
 		case ";", "{", "}":
 			return false
