@@ -169,7 +169,7 @@ func TestStdlibPack(t *testing.T) {
 		0x3ff003ff, 0xc00ffc00, 0x0000f800, 0x000007e0, 0x0000001f, 0x12345678}
 	values := [][4]float32{{0, 1, -1, 0.5}, {2, -2, float32(math.Inf(1)), float32(math.Inf(-1))},
 		{float32(math.NaN()), 0.25, -0.75, 1e-8}, {0.5 / 255, 1.5 / 255, -0.5 / 127, 2.5 / 127},
-		{0.5 / 65535, -0.5 / 32767, 0.0031308, 0.04045}, {0.002, 0.2, 0.9999, -0.0}}
+		{0.5 / 65535, -0.5 / 32767, 0.0031308, 0.04045}, {0.002, 0.2, 0.9999, float32(math.Copysign(0, -1))}}
 	r := rand.New(rand.NewSource(31))
 	for len(codes) < 256 {
 		codes = append(codes, r.Uint32())
