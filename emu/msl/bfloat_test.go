@@ -134,8 +134,10 @@ kernel void scaled(device const ushort4* s [[buffer(0)]], device const float4* v
 		vi := v.f32()[4*i : 4*i+4]
 		y := [2]float32{vi[0] - b[2] - b[3], vi[1] - b[2] - b[3]}
 		for j := 0; j < 4; j++ {
-			x := b[0] * vi[j]
-			x = x + vi[j]*b[1]
+			// the conversions keep Go from fusing a product with a sum,
+			// which it may on arm64
+			x := float32(b[0] * vi[j])
+			x = x + float32(vi[j]*b[1])
 			x /= b[3]
 			if got, want := out.f32()[4*i+j], x+y[j%2]; got != want {
 				t.Fatalf("out[%d][%d] = %v, want %v", i, j, got, want)

@@ -117,7 +117,7 @@ func linearToSrgb(c float32) float32 {
 	case c < 0.0031308:
 		return 12.92 * c
 	}
-	return 1.055*powf(c, 1/2.4) - 0.055
+	return float32(1.055*powf(c, 1/2.4)) - 0.055 // the conversion keeps Go from fusing (arm64)
 }
 
 // unpackWant is the 23 values the kernel unpacks from code c, as floats.
