@@ -4,8 +4,6 @@ import (
 	"math"
 	"math/rand"
 	"testing"
-
-	"github.com/puremetal/puremetal/half"
 )
 
 // The pack and unpack functions of <metal_pack> (the specification's "Pack
@@ -192,37 +190,38 @@ func TestStdlibPack(t *testing.T) {
 	lib := compileT(t, stdPackSrc, CompileOptions{})
 	runT(t, functionT(t, lib, "k"), ThreadsGrid([3]int{n, 1, 1}, [3]int{64, 1, 1}), cm, vm, unpacked, unpackedHalf, packed)
 	names := stdlibFamilies["pack"]
-	// the unpack function of each of the 23 values, and its component
-	unpackOf := func(k int) (string, int) {
+	// the unpack function of each of the 23 values (its float form's index
+	// in names, 7 more for its half form's), and its component
+	unpackOf := func(k int) (int, int) {
 		starts := []int{0, 4, 8, 12, 14, 16, 20, 23}
-		for f := 0; f < 7; f++ {
-			if k < starts[f+1] {
-				return names[f], k - starts[f]
-			}
+		f := 0
+		for k >= starts[f+1] {
+			f++
 		}
-		return "", 0
+		return f, k - starts[f]
 	}
 	for i, c := range codes {
 		for k, w := range unpackWant(c) {
-			name, comp := unpackOf(k)
+			f, comp := unpackOf(k)
+			name := names[f]
 			srgb := name == "unpack_unorm4x8_srgb_to_float" && comp < 3
 			got := unpacked.f32()[unpackOuts*i+k]
 			if got != w && !(srgb && math.Abs(float64(got-w)) <= float64(ulp32(float64(w)))) {
 				t.Errorf("%s(%#x)[%d] = %v, want %v", name, c, comp, got, w)
 			}
-			hw := half.Float16(half.ToFloat16(w)).Float32()
+			hw := float32(h16(float64(w)))
 			if srgb {
-				hw = half.Float16(half.ToFloat16(got)).Float32() // the float result, rounded: its last bit is the C library's
+				hw = float32(h16(float64(got))) // the float result, rounded: its last bit is the C library's
 			}
 			if got := unpackedHalf.f32()[unpackOuts*i+k]; got != hw {
-				t.Errorf("%s(%#x)[%d] = %v, want %v", names[7+indexOf(names, name)], c, comp, got, hw)
+				t.Errorf("%s(%#x)[%d] = %v, want %v", names[7+f], c, comp, got, hw)
 			}
 		}
 	}
 	for i, v := range values {
 		var vh [4]float32
 		for j, x := range v {
-			vh[j] = half.Float16(half.ToFloat16(x)).Float32()
+			vh[j] = float32(h16(float64(x)))
 		}
 		for _, form := range []struct {
 			base int
@@ -241,15 +240,6 @@ func TestStdlibPack(t *testing.T) {
 			}
 		}
 	}
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // srgbCodesClose reports whether two packed sRGB colors differ by at most
