@@ -2365,7 +2365,7 @@ func (tr *translator) vecSpecializations() {
 			if t[j].text != "vec" || tr.isMember(j) || g >= gt || t[a].text != "<" || t[c].text != "," || t[g].text != ">" {
 				continue
 			}
-			if _, ok := params[t[e].text]; ok || t[e].kind != tIdent || strings.HasPrefix(t[e].text, "bfloat") || !tr.namesIn(t[n].text, tl, p) {
+			if _, ok := params[t[e].text]; ok || t[e].kind != tIdent || strings.HasPrefix(t[e].text, "bfloat") || !tr.hasIdent(t[n].text, tl, p) {
 				continue
 			}
 			tr.repls = append(tr.repls, replacement{start: t[j].start, end: t[j].end, text: "__pm_ext"})
@@ -2413,8 +2413,8 @@ func (tr *translator) vecSpecializations() {
 	}
 }
 
-// namesIn reports whether an identifier token from..to is name.
-func (tr *translator) namesIn(name string, from, to int) bool {
+// hasIdent reports whether an identifier token from..to is name.
+func (tr *translator) hasIdent(name string, from, to int) bool {
 	for k := from; k <= to; k++ {
 		if tr.toks[k].kind == tIdent && tr.toks[k].text == name {
 			return true
