@@ -1,15 +1,14 @@
 package gdn
 
-import "github.com/puremetal/puremetal/mtl"
+import (
+	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/tensor"
+)
 
 // View is a typed range of a Metal buffer: Len elements of Type starting
-// Offset bytes into Buffer.
-type View struct {
-	Buffer *mtl.Buffer
-	Offset int // in bytes; a multiple of the element size
-	Type   ElemType
-	Len    int // in elements
-}
+// Offset bytes into Buffer. It is [tensor.View], whose Store and Load
+// methods copy []float32 in and out with the kernels' rounding.
+type View = tensor.View
 
 // F32View returns a view of n float32 elements starting offset bytes into b.
 func F32View(b *mtl.Buffer, offset, n int) View {

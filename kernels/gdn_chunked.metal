@@ -164,7 +164,7 @@ inline void gdn_chunked_head(
     const ulong row = ((sq.state * p.n_v_heads + h) * d_v + i) * d_k + lane;
     float s[GDN_CHUNK_CELLS];  // S[i][lane + 4c]
     for (uint c = 0; c < cells; ++c) {
-        s[c] = gdn_load(state_in + row + GDN_CHUNK_LANES * c);
+        s[c] = load_elem(state_in + row + GDN_CHUNK_LANES * c);
     }
 
     // The convolution's registers (CORE): two channels of the head's list
@@ -175,7 +175,7 @@ inline void gdn_chunked_head(
         cl.begin(p, *cp, conv_w, conv_in, conv_base, kh, h, t, nt);
     }
     const uint n_groups = d_v / 8u;        // SIMD-groups of the threadgroup (CORE, norm)
-    const float nw = norm ? gdn_load(norm_w + i) : 1.0f;
+    const float nw = norm ? load_elem(norm_w + i) : 1.0f;
 
     float s0k[GDN_CHUNK];  // (S_0 k_r)_i
     float s0q[GDN_CHUNK];  // (S_0 q_r)_i
@@ -194,7 +194,7 @@ inline void gdn_chunked_head(
                 for (int e = 0; e < GDN_CHUNK_CONV_CHANNELS; ++e) {
                     if (cl.has(e)) {
                         const uint ch = cl.ch[e];
-                        const float y = cl.step(e, gdn_load(xr + cl.src[e]));
+                        const float y = cl.step(e, load_elem(xr + cl.src[e]));
                         if (ch < d_k) {
                             qs[r * d_k + ch] = y;
                         } else if (ch < 2u * d_k) {
@@ -209,19 +209,19 @@ inline void gdn_chunked_head(
             for (uint r = 0; r < n; ++r) {
                 const uint qk = ((tok0 + r) * p.n_k_heads + kh) * d_k;
                 for (uint j = t; j < d_k; j += nt) {
-                    ks[r * d_k + j] = gdn_load(k + qk + j);
-                    qs[r * d_k + j] = gdn_load(q + qk + j);
+                    ks[r * d_k + j] = load_elem(k + qk + j);
+                    qs[r * d_k + j] = load_elem(q + qk + j);
                 }
                 const uint vo = ((tok0 + r) * p.n_v_heads + h) * d_v;
                 for (uint j = t; j < d_v; j += nt) {
-                    vs[r * d_v + j] = gdn_load(v + vo + j);
+                    vs[r * d_v + j] = load_elem(v + vo + j);
                 }
             }
         }
         for (uint r = t; r < n; r += nt) {
             const uint vh = (tok0 + r) * p.n_v_heads + h;
-            gs[r] = gdn_gate(p, gc, gdn_load(g + vh));
-            bs[r] = gdn_beta(p, gdn_load(beta + vh));
+            gs[r] = gdn_gate(p, gc, load_elem(g + vh));
+            bs[r] = gdn_beta(p, load_elem(beta + vh));
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -302,7 +302,7 @@ inline void gdn_chunked_head(
                 if (norm) {
                     oo[r] = scale * o;
                 } else {
-                    gdn_store(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
+                    store_elem(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
                 }
             }
         }
@@ -341,13 +341,13 @@ inline void gdn_chunked_head(
             for (uint r = 0; r < n; ++r) {
                 const uint vo = ((tok0 + r) * p.n_v_heads + h) * d_v + i;
                 const float rr = gdn_norm_factor(ps + r * n_groups, n_groups, d_v, cp->eps);
-                gdn_store(output + vo, gdn_norm_apply(*cp, oo[r], rr, nw, gdn_load(z + vo)));
+                store_elem(output + vo, gdn_norm_apply(*cp, oo[r], rr, nw, load_elem(z + vo)));
             }
         }
     }
 
     for (uint c = 0; c < cells; ++c) {
-        gdn_store(state_out + row + GDN_CHUNK_LANES * c, s[c]);
+        store_elem(state_out + row + GDN_CHUNK_LANES * c, s[c]);
     }
     if (conv) {
         cl.end(p, *cp, conv_out, conv_base, gdn_core_owns_key_head(p, h));

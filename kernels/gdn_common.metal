@@ -25,70 +25,9 @@
 // 6 output, 7 state_out, 8 parameters, 9 capture, 10 a_log, 11 dt_bias,
 // 12 slots, 13 cu_seqlens.
 //
-// Element types are template parameters: float, half, or gdn_bf16. Every
+// Element types are template parameters: float, half, or bf16_t (elem.metal). Every
 // load widens to float exactly, the recurrence runs in float, and every
 // store rounds once to nearest even.
-
-#include <metal_stdlib>
-using namespace metal;
-
-// bfloat16. MSL has the bfloat type from language version 3.1 (macOS 14);
-// below that the data is read and written as 16-bit integers and converted
-// here: widening puts the bits in the upper half of a float, narrowing
-// rounds to nearest even and keeps a NaN a (quiet) NaN.
-#if __METAL_VERSION__ >= 310
-typedef bfloat gdn_bf16;
-#else
-typedef ushort gdn_bf16;
-#endif
-
-// Loads (widened to float) and stores (rounded once) of one element type.
-template <typename T>
-struct gdn_elem;
-
-template <>
-struct gdn_elem<float> {
-    static inline float load(device const float *p) { return *p; }
-    static inline void store(device float *p, float x) { *p = x; }
-};
-
-template <>
-struct gdn_elem<half> {
-    static inline float load(device const half *p) { return float(*p); }
-    static inline void store(device half *p, float x) { *p = half(x); }
-};
-
-// The bfloat16 bits of x, rounded to nearest even.
-inline ushort gdn_bf16_bits(float x) {
-    const uint u = as_type<uint>(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return ushort((u >> 16) | 0x40u);  // NaN: keep the sign, set the quiet bit
-    }
-    return ushort((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-// The float a bfloat16 holds: its bits in the upper half.
-inline float gdn_bf16_float(ushort b) { return as_type<float>(uint(b) << 16); }
-
-#if __METAL_VERSION__ >= 310
-template <>
-struct gdn_elem<bfloat> {
-    static inline float load(device const bfloat *p) { return float(*p); }
-    static inline void store(device bfloat *p, float x) { *p = bfloat(x); }
-};
-#else
-template <>
-struct gdn_elem<ushort> {
-    static inline float load(device const ushort *p) { return gdn_bf16_float(*p); }
-    static inline void store(device ushort *p, float x) { *p = gdn_bf16_bits(x); }
-};
-#endif
-
-template <typename T>
-inline float gdn_load(device const T *p) { return gdn_elem<T>::load(p); }
-
-template <typename T>
-inline void gdn_store(device T *p, float x) { gdn_elem<T>::store(p, x); }
 
 // Instantiation, one line per kernel family (MLX style).
 // instantiate_gdn(host, fn, A, S) makes fn<A, S> the entry point host;
@@ -105,13 +44,13 @@ inline void gdn_store(device T *p, float x) { gdn_elem<T>::store(p, x); }
 #define instantiate_gdn_types(inst, base, fn) \
     inst(base "_f32", fn, float, float) \
     inst(base "_f32_f16", fn, float, half) \
-    inst(base "_f32_bf16", fn, float, gdn_bf16) \
+    inst(base "_f32_bf16", fn, float, bf16_t) \
     inst(base "_f16_f32", fn, half, float) \
     inst(base "_f16_f16", fn, half, half) \
-    inst(base "_f16_bf16", fn, half, gdn_bf16) \
-    inst(base "_bf16_f32", fn, gdn_bf16, float) \
-    inst(base "_bf16_f16", fn, gdn_bf16, half) \
-    inst(base "_bf16_bf16", fn, gdn_bf16, gdn_bf16)
+    inst(base "_f16_bf16", fn, half, bf16_t) \
+    inst(base "_bf16_f32", fn, bf16_t, float) \
+    inst(base "_bf16_f16", fn, bf16_t, half) \
+    inst(base "_bf16_bf16", fn, bf16_t, bf16_t)
 
 // The parameter block bound with setBytes at buffer index 8.
 struct gdn_params {
@@ -294,16 +233,16 @@ inline float gdn_token(constant gdn_params &p, gdn_gate_consts gc,
     float kr[NSG];
     float qr[NSG];
     for (int c = 0; c < NSG; ++c) {
-        kr[c] = gdn_load(kp + c);
-        qr[c] = gdn_load(qp + c);
+        kr[c] = load_elem(kp + c);
+        qr[c] = load_elem(qp + c);
     }
     if (p.fused & GDN_FUSED_L2NORM) {
         gdn_lane_l2norm<NSG>(kr);
         gdn_lane_l2norm<NSG>(qr);
     }
-    const float g = gdn_gate(p, gc, gdn_load(gp));
-    const float beta = gdn_beta(p, gdn_load(bp));
-    return scale * gdn_lane_step<NSG>(s, kr, qr, gdn_load(vp), g, beta);
+    const float g = gdn_gate(p, gc, load_elem(gp));
+    const float beta = gdn_beta(p, load_elem(bp));
+    return scale * gdn_lane_step<NSG>(s, kr, qr, load_elem(vp), g, beta);
 }
 
 // The decode kernel with indices rebuilt from the parameters every token.
@@ -338,7 +277,7 @@ inline void gdn_decode_indexed(device const A *q, device const A *k,
     const ulong cell = ((sq.state * p.n_v_heads + h) * p.d_v + row) * p.d_k + lane * NSG;
     float s[NSG];
     for (int c = 0; c < NSG; ++c) {
-        s[c] = gdn_load(state_in + cell + c);
+        s[c] = load_elem(state_in + cell + c);
     }
 
     for (uint t = 0; t < sq.n_tokens; ++t) {
@@ -348,17 +287,17 @@ inline void gdn_decode_indexed(device const A *q, device const A *k,
         const float o = gdn_token<A, NSG>(p, gc, s, q + qk, k + qk,
                                           v + vh * p.d_v + row, g + vh, beta + vh, scale);
         if (lane == 0) {
-            gdn_store(output + vh * p.d_v + row, o);
+            store_elem(output + vh * p.d_v + row, o);
         }
         if (CAPTURE) {
             const uint cap = (vh * p.d_v + row) * p.d_k + lane * NSG;
             for (int c = 0; c < NSG; ++c) {
-                gdn_store(capture + cap + c, s[c]);
+                store_elem(capture + cap + c, s[c]);
             }
         }
     }
 
     for (int c = 0; c < NSG; ++c) {
-        gdn_store(state_out + cell + c, s[c]);
+        store_elem(state_out + cell + c, s[c]);
     }
 }

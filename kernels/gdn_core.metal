@@ -206,10 +206,10 @@ kernel void gated_delta_net_core_packed(
             }
             if (conv && ch < n_ch) {
                 for (int j = 0; j < GDN_CONV_K; ++j) {
-                    cw[e][j] = gdn_load(conv_w + cch[e] * GDN_CONV_K + uint(j));
+                    cw[e][j] = load_elem(conv_w + cch[e] * GDN_CONV_K + uint(j));
                 }
                 for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-                    cx[e][j] = gdn_load(conv_in + conv_base + ulong(j) * c.conv_dim + cch[e]);
+                    cx[e][j] = load_elem(conv_in + conv_base + ulong(j) * c.conv_dim + cch[e]);
                 }
             }
             for (int j = 0; j < GDN_CONV_K - 1; ++j) {
@@ -220,7 +220,7 @@ kernel void gated_delta_net_core_packed(
         const ulong srow = ((sq.state * p.n_v_heads + h) * p.d_v + row) * DK;
         float s[8 * NSG];
         gdn_packed_load_row<S, 2 * NSG>(s, state_in + srow, u);
-        const float nw = norm ? gdn_load(norm_w + row) : 1.0f;
+        const float nw = norm ? load_elem(norm_w + row) : 1.0f;
 
         for (uint t = 0; t < sq.n_tokens; ++t, parity ^= 1u) {
             const uint tok = sq.tok0 + t;
@@ -228,13 +228,13 @@ kernel void gated_delta_net_core_packed(
             float kr[8 * NSG];
             float vr;
             float o;
-            const float gt = gdn_gate(p, gc, gdn_load(g + vh));
-            const float bt = gdn_beta(p, gdn_load(beta + vh));
+            const float gt = gdn_gate(p, gc, load_elem(g + vh));
+            const float bt = gdn_beta(p, load_elem(beta + vh));
             if (conv) {
                 for (int e = 0; e < 2; ++e) {
                     const uint ch = thread_i + uint(e) * n_threads;
                     if (ch < n_ch) {
-                        const float x = gdn_load(mixed + ulong(tok) * c.conv_dim + cch[e]);
+                        const float x = load_elem(mixed + ulong(tok) * c.conv_dim + cch[e]);
                         float acc = cw[e][0] * cx[e][0];
                         acc = acc + cw[e][1] * cx[e][1];
                         acc = acc + cw[e][2] * cx[e][2];
@@ -256,7 +256,7 @@ kernel void gated_delta_net_core_packed(
                 const gdn_device_vec<A> kv = {k + qk, u};
                 const gdn_device_vec<A> qv = {q + qk, u};
                 gdn_packed_load<2 * NSG>(kr, kv);
-                vr = gdn_load(v + vh * p.d_v + row);
+                vr = load_elem(v + vh * p.d_v + row);
                 o = scale * gdn_packed_step<2 * NSG>(s, kr, qv, vr, gt, bt, l2norm);
             }
             if (norm) {
@@ -273,12 +273,12 @@ kernel void gated_delta_net_core_packed(
                     sum += tg_ss[parity][hj * n_groups + i];
                 }
                 const float r = 1.0f / metal::sqrt(sum / float(p.d_v) + c.eps);
-                o = ((o * r) * nw) * gdn_core_gate(c, gdn_load(z + vh * p.d_v + row));
+                o = ((o * r) * nw) * gdn_core_gate(c, load_elem(z + vh * p.d_v + row));
             } else if (conv) {
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
             if (u == 0u) {
-                gdn_store(output + vh * p.d_v + row, o);
+                store_elem(output + vh * p.d_v + row, o);
             }
             if (c.flags & GDN_CORE_CAPTURE) {
                 gdn_packed_store<S, 2 * NSG>(capture + (ulong(vh) * p.d_v + row) * DK, s, u);
@@ -292,7 +292,7 @@ kernel void gated_delta_net_core_packed(
                 const uint ch = thread_i + uint(e) * n_threads;
                 if (ch < n_ch && (ch >= 2u * DK || (writes_qk && last))) {
                     for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-                        gdn_store(conv_out + conv_base + ulong(j) * c.conv_dim + cch[e], cx[e][j]);
+                        store_elem(conv_out + conv_base + ulong(j) * c.conv_dim + cch[e], cx[e][j]);
                     }
                 }
             }

@@ -82,10 +82,10 @@ struct gdn_conv_lane {
             const bool on = ch[e] < n_ch;
             src[e] = on ? gdn_head_channel(p, kh, h, ch[e]) : 0u;
             for (int j = 0; j < GDN_CONV_K; ++j) {
-                w[e][j] = on ? gdn_load(conv_w + src[e] * GDN_CONV_K + uint(j)) : 0.0f;
+                w[e][j] = on ? load_elem(conv_w + src[e] * GDN_CONV_K + uint(j)) : 0.0f;
             }
             for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-                x[e][j] = on ? gdn_load(conv_in + base + ulong(j) * c.conv_dim + src[e]) : 0.0f;
+                x[e][j] = on ? load_elem(conv_in + base + ulong(j) * c.conv_dim + src[e]) : 0.0f;
             }
         }
     }
@@ -108,7 +108,7 @@ struct gdn_conv_lane {
         for (int e = 0; e < NCH; ++e) {
             if (ch[e] < n_ch && (ch[e] >= 2u * p.d_k || owner)) {
                 for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-                    gdn_store(conv_out + base + ulong(j) * c.conv_dim + src[e], x[e][j]);
+                    store_elem(conv_out + base + ulong(j) * c.conv_dim + src[e], x[e][j]);
                 }
             }
         }

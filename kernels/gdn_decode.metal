@@ -86,7 +86,7 @@ kernel void gated_delta_net_decode_seq(
     const ulong cell = ((sq.state * p.n_v_heads + h) * p.d_v + row) * DK + lane * NSG;
     float s[NSG];
     for (int c = 0; c < NSG; ++c) {
-        s[c] = gdn_load(state_in + cell + c);
+        s[c] = load_elem(state_in + cell + c);
     }
 
     const uint tok0 = sq.tok0;
@@ -103,7 +103,7 @@ kernel void gated_delta_net_decode_seq(
     for (uint t = 0; t < sq.n_tokens; ++t) {
         const float o = gdn_token<A, NSG>(p, gc, s, qp, kp, vp, gp, bp, scale);
         if (lane == 0) {
-            gdn_store(op, o);
+            store_elem(op, o);
         }
         qp += qk_step;
         kp += qk_step;
@@ -114,7 +114,7 @@ kernel void gated_delta_net_decode_seq(
     }
 
     for (int c = 0; c < NSG; ++c) {
-        gdn_store(state_out + cell + c, s[c]);
+        store_elem(state_out + cell + c, s[c]);
     }
 }
 

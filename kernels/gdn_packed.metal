@@ -23,10 +23,10 @@ inline float gdn_packed_token(constant gdn_params &p, gdn_gate_consts gc, thread
     const gdn_device_vec<A> k = {kp, u};
     const gdn_device_vec<A> q = {qp, u};
     gdn_packed_load<2 * NSG>(kr, k);
-    const float g = gdn_gate(p, gc, gdn_load(gp));
-    const float beta = gdn_beta(p, gdn_load(bp));
+    const float g = gdn_gate(p, gc, load_elem(gp));
+    const float beta = gdn_beta(p, load_elem(bp));
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
-    return scale * gdn_packed_step<2 * NSG>(s, kr, q, gdn_load(vp), g, beta, l2norm);
+    return scale * gdn_packed_step<2 * NSG>(s, kr, q, load_elem(vp), g, beta, l2norm);
 }
 
 // The decode kernel with indices rebuilt from the parameters every token;
@@ -61,7 +61,7 @@ inline void gdn_packed_indexed(device const A *q, device const A *k, device cons
         const float o = gdn_packed_token<A, NSG>(p, gc, s, q + qk, k + qk, v + vh * p.d_v + l.row,
                                                  g + vh, beta + vh, scale, l.u);
         if (l.u == 0) {
-            gdn_store(output + vh * p.d_v + l.row, o);
+            store_elem(output + vh * p.d_v + l.row, o);
         }
         if (CAPTURE) {
             gdn_packed_store<S, 2 * NSG>(capture + (vh * p.d_v + l.row) * DK, s, l.u);
@@ -163,7 +163,7 @@ kernel void gated_delta_net_decode_packed_seq(
     for (uint t = 0; t < sq.n_tokens; ++t) {
         const float o = gdn_packed_token<A, NSG>(p, gc, s, qp, kp, vp, gp, bp, scale, l.u);
         if (l.u == 0) {
-            gdn_store(op, o);
+            store_elem(op, o);
         }
         qp += qk_step;
         kp += qk_step;

@@ -57,10 +57,10 @@ template <>
 struct gdn_vec4<ushort> {
     static inline float4 load(device const ushort *p) {
         const ushort4 b = *(device const ushort4 *)p;
-        return float4(gdn_bf16_float(b.x), gdn_bf16_float(b.y), gdn_bf16_float(b.z), gdn_bf16_float(b.w));
+        return float4(bf16_float(b.x), bf16_float(b.y), bf16_float(b.z), bf16_float(b.w));
     }
     static inline void store(device ushort *p, float4 x) {
-        *(device ushort4 *)p = ushort4(gdn_bf16_bits(x.x), gdn_bf16_bits(x.y), gdn_bf16_bits(x.z), gdn_bf16_bits(x.w));
+        *(device ushort4 *)p = ushort4(bf16_bits(x.x), bf16_bits(x.y), bf16_bits(x.z), bf16_bits(x.w));
     }
 };
 #endif

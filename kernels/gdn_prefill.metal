@@ -82,7 +82,7 @@ inline void gdn_prefill_head(
     const ulong row = ((sq.state * p.n_v_heads + h) * d_v + i) * d_k;
     float s[GDN_MAX_DK];
     for (uint j = 0; j < d_k; ++j) {
-        s[j] = gdn_load(state_in + row + j);
+        s[j] = load_elem(state_in + row + j);
     }
 
     // The convolution's registers (CORE).
@@ -91,7 +91,7 @@ inline void gdn_prefill_head(
     if (conv) {
         cl.begin(p, *cp, conv_w, conv_in, conv_base, kh, h, i, d_v);
     }
-    const float nw = norm ? gdn_load(norm_w + i) : 1.0f;
+    const float nw = norm ? load_elem(norm_w + i) : 1.0f;
 
     for (uint t = 0; t < sq.n_tokens; ++t) {
         const uint tok = sq.tok0 + t;
@@ -105,7 +105,7 @@ inline void gdn_prefill_head(
             for (int e = 0; e < GDN_PREFILL_CONV_CHANNELS; ++e) {
                 if (cl.has(e)) {
                     const uint ch = cl.ch[e];
-                    const float y = cl.step(e, gdn_load(xr + cl.src[e]));
+                    const float y = cl.step(e, load_elem(xr + cl.src[e]));
                     if (ch < d_k) {
                         qs[ch] = y;
                         ssq += y * y;
@@ -119,14 +119,14 @@ inline void gdn_prefill_head(
             }
         } else {
             for (uint j = i; j < d_k; j += d_v) {
-                const float kj = gdn_load(k + qk + j);
-                const float qj = gdn_load(q + qk + j);
+                const float kj = load_elem(k + qk + j);
+                const float qj = load_elem(q + qk + j);
                 ks[j] = kj;
                 qs[j] = qj;
                 ssk += kj * kj;
                 ssq += qj * qj;
             }
-            vs[i] = gdn_load(v + vh * d_v + i);
+            vs[i] = load_elem(v + vh * d_v + i);
         }
         if (l2norm) {
             ssk = simd_sum(ssk);
@@ -152,8 +152,8 @@ inline void gdn_prefill_head(
             rk = gdn_inv_norm(ssk);
             rq = gdn_inv_norm(ssq);
         }
-        const float gt = gdn_gate(p, gc, gdn_load(g + vh));
-        const float bt = gdn_beta(p, gdn_load(beta + vh));
+        const float gt = gdn_gate(p, gc, load_elem(g + vh));
+        const float bt = gdn_beta(p, load_elem(beta + vh));
 
         // Decay first, then delta from the decayed state. With the core the
         // two dot products are summed in four parts, cells j of quarter
@@ -204,7 +204,7 @@ inline void gdn_prefill_head(
                 nsums[group] = ss;
             }
         } else {
-            gdn_store(output + vh * d_v + i, o);
+            store_elem(output + vh * d_v + i, o);
         }
 
         // Nobody overwrites the staged token before every row is done with it
@@ -219,12 +219,12 @@ inline void gdn_prefill_head(
                 }
             }
             const float r = gdn_norm_rms(ss, d_v, cp->eps);
-            gdn_store(output + vh * d_v + i, gdn_norm_apply(*cp, o, r, nw, gdn_load(z + vh * d_v + i)));
+            store_elem(output + vh * d_v + i, gdn_norm_apply(*cp, o, r, nw, load_elem(z + vh * d_v + i)));
         }
     }
 
     for (uint j = 0; j < d_k; ++j) {
-        gdn_store(state_out + row + j, s[j]);
+        store_elem(state_out + row + j, s[j]);
     }
     if (conv) {
         cl.end(p, *cp, conv_out, conv_base, gdn_core_owns_key_head(p, h));

@@ -55,10 +55,10 @@ struct gdn_staged<half> {
 
 template <>
 struct gdn_staged<ushort> {
-    static inline float load(threadgroup const ushort *p) { return gdn_bf16_float(*p); }
+    static inline float load(threadgroup const ushort *p) { return bf16_float(*p); }
     static inline float4 load4(threadgroup const ushort *p) {
         const ushort4 b = *(threadgroup const ushort4 *)p;
-        return float4(gdn_bf16_float(b.x), gdn_bf16_float(b.y), gdn_bf16_float(b.z), gdn_bf16_float(b.w));
+        return float4(bf16_float(b.x), bf16_float(b.y), bf16_float(b.z), bf16_float(b.w));
     }
 };
 
@@ -130,8 +130,8 @@ kernel void gated_delta_net_prefill_blocked(
         }
         if (ti < nb) {
             const uint vh = (tok0 + ti) * p.n_v_heads + h;
-            gs[ti] = gdn_gate(p, gc, gdn_load(g + vh));
-            bs[ti] = gdn_beta(p, gdn_load(beta + vh));
+            gs[ti] = gdn_gate(p, gc, load_elem(g + vh));
+            bs[ti] = gdn_beta(p, load_elem(beta + vh));
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -143,7 +143,7 @@ kernel void gated_delta_net_prefill_blocked(
             const float vt = gdn_staged<AS>::load(vs + t * ROWS + l.row - row0);
             const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
             if (l.u == 0) {
-                gdn_store(output + ((tok0 + t) * p.n_v_heads + h) * p.d_v + l.row, o);
+                store_elem(output + ((tok0 + t) * p.n_v_heads + h) * p.d_v + l.row, o);
             }
         }
 
@@ -237,7 +237,7 @@ kernel void gated_delta_net_prefill_blocked_core(
     const ulong srow = ((sq.state * p.n_v_heads + h) * DV + row) * DK;
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + srow, u);
-    const float nw = norm ? gdn_load(norm_w + row) : 1.0f;
+    const float nw = norm ? load_elem(norm_w + row) : 1.0f;
     float oo[GDN_BLOCK_CORE];  // the block's outputs of the row before the norm
 
     for (uint t0 = 0; t0 < sq.n_tokens; t0 += BT) {
@@ -249,7 +249,7 @@ kernel void gated_delta_net_prefill_blocked_core(
                 for (int e = 0; e < 2; ++e) {
                     if (cl.has(e)) {
                         const uint ch = cl.ch[e];
-                        const float y = cl.step(e, gdn_load(xr + cl.src[e]));
+                        const float y = cl.step(e, load_elem(xr + cl.src[e]));
                         if (ch < DK) {
                             qs[r * DK + ch] = y;
                         } else if (ch < 2u * DK) {
@@ -263,17 +263,17 @@ kernel void gated_delta_net_prefill_blocked_core(
         } else {
             for (uint i = ti; i < nb * DK; i += n_threads) {
                 const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
-                ks[i] = gdn_load(k + src);
-                qs[i] = gdn_load(q + src);
+                ks[i] = load_elem(k + src);
+                qs[i] = load_elem(q + src);
             }
             for (uint i = ti; i < nb * DV; i += n_threads) {
-                vs[i] = gdn_load(v + ((tok0 + i / DV) * p.n_v_heads + h) * DV + i % DV);
+                vs[i] = load_elem(v + ((tok0 + i / DV) * p.n_v_heads + h) * DV + i % DV);
             }
         }
         if (ti < nb) {
             const uint vh = (tok0 + ti) * p.n_v_heads + h;
-            gs[ti] = gdn_gate(p, gc, gdn_load(g + vh));
-            bs[ti] = gdn_beta(p, gdn_load(beta + vh));
+            gs[ti] = gdn_gate(p, gc, load_elem(g + vh));
+            bs[ti] = gdn_beta(p, load_elem(beta + vh));
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
@@ -291,7 +291,7 @@ kernel void gated_delta_net_prefill_blocked_core(
                 }
                 oo[t] = o;
             } else if (u == 0u) {
-                gdn_store(output + ((tok0 + t) * p.n_v_heads + h) * DV + row, o);
+                store_elem(output + ((tok0 + t) * p.n_v_heads + h) * DV + row, o);
             }
         }
 
@@ -303,7 +303,7 @@ kernel void gated_delta_net_prefill_blocked_core(
             for (uint t = 0; t < nb; ++t) {
                 const uint vo = ((tok0 + t) * p.n_v_heads + h) * DV + row;
                 const float r = gdn_norm_factor(ps + t * n_groups, n_groups, DV, cp.eps);
-                gdn_store(output + vo, gdn_norm_apply(cp, oo[t], r, nw, gdn_load(z + vo)));
+                store_elem(output + vo, gdn_norm_apply(cp, oo[t], r, nw, load_elem(z + vo)));
             }
         }
     }

@@ -69,7 +69,8 @@ var files embed.FS
 
 // The source files, by name.
 const (
-	CommonFile  = "gdn_common.metal"  // prelude placed in front of every other source
+	ElemFile    = "elem.metal"        // element types and conversions, in front of every source
+	CommonFile  = "gdn_common.metal"  // the GDN prelude, after ElemFile in front of every GDN source
 	PrefillFile = "gdn_prefill.metal" // the prefill kernel
 	DecodeFile  = "gdn_decode.metal"  // decode, seq and legacy kernels
 	CaptureFile = "gdn_capture.metal" // decode with per-token state capture
@@ -357,6 +358,11 @@ var entryFile = func() map[string]string {
 			}
 		}
 	}
+	for _, s := range opsSources {
+		for _, e := range s.Entries() {
+			m[e] = s.File
+		}
+	}
 	return m
 }()
 
@@ -370,28 +376,41 @@ func SourceFile(entry string) (string, bool) {
 	return f, ok
 }
 
-// SourceFiles returns the names of the kernel sources, prelude excluded.
+// SourceFiles returns the names of the kernel sources, preludes excluded:
+// the GDN sources, then those of [OpsSources].
 func SourceFiles() []string {
-	return []string{PrefillFile, DecodeFile, CaptureFile, ChunkedFile, PackedFile, BlockedFile, CoreFile}
+	files := []string{PrefillFile, DecodeFile, CaptureFile, ChunkedFile, PackedFile, BlockedFile, CoreFile}
+	for _, s := range opsSources {
+		files = append(files, s.File)
+	}
+	return files
 }
 
-// Source returns the compilable text of a kernel source file: the shared
-// prelude (and for the packed kernels [PackedCommonFile], for the kernels
-// that run the layer core [CoreCommonFile]) followed by the file, each behind a #line directive so that compiler messages name the
-// right file and line. It returns "" for a name that is not one of
+// Source returns the compilable text of a kernel source file: [ElemFile]
+// and the file's preludes (for the GDN sources [CommonFile], for the
+// packed kernels [PackedCommonFile] too, for the kernels that run the
+// layer core [CoreCommonFile]; for [OpsSources] their headers) followed by
+// the file, each behind a #line directive so that compiler messages name
+// the right file and line. It returns "" for a name that is not one of
 // [SourceFiles].
 func Source(name string) string {
-	if name == CommonFile || name == PackedCommonFile || name == CoreCommonFile {
-		return ""
-	}
-	parts := []string{CommonFile, name}
+	parts := []string{ElemFile, CommonFile, name}
 	switch name {
+	case ElemFile, CommonFile, PackedCommonFile, CoreCommonFile:
+		return ""
 	case PackedFile:
-		parts = []string{CommonFile, PackedCommonFile, name}
+		parts = []string{ElemFile, CommonFile, PackedCommonFile, name}
 	case CoreFile, BlockedFile:
-		parts = []string{CommonFile, PackedCommonFile, CoreCommonFile, name}
+		parts = []string{ElemFile, CommonFile, PackedCommonFile, CoreCommonFile, name}
 	case ChunkedFile, PrefillFile:
-		parts = []string{CommonFile, CoreCommonFile, name}
+		parts = []string{ElemFile, CommonFile, CoreCommonFile, name}
+	}
+	for _, s := range opsSources {
+		if s.File == name {
+			parts = append(append([]string{ElemFile}, s.Headers...), name)
+		} else if slices.Contains(s.Headers, name) {
+			return ""
+		}
 	}
 	var src strings.Builder
 	for i, part := range parts {

@@ -246,7 +246,7 @@ const (
 	BF16
 )
 
-// String returns "f32", "f16", "bf16", "i32", or "ElemType(n)".
+// String returns "f32", "f16", "bf16", "i32", "u32", or "ElemType(n)".
 func (t ElemType) String() string {
 	switch t {
 	case F32:
@@ -257,6 +257,8 @@ func (t ElemType) String() string {
 		return "bf16"
 	case I32:
 		return "i32"
+	case U32:
+		return "u32"
 	}
 	return fmt.Sprintf("ElemType(%d)", uint8(t))
 }
@@ -266,10 +268,15 @@ func (t ElemType) String() string {
 // state. It is numbered apart from the floating-point types.
 const I32 ElemType = 32
 
+// U32 is a 32-bit unsigned integer: the words of an MLX affine-quantized
+// weight (SPEC section 14) and token ids. Like I32 it is never the type of
+// activations or a state.
+const U32 ElemType = 33
+
 // Size returns the size of one element in bytes, 0 for an unknown type.
 func (t ElemType) Size() int {
 	switch t {
-	case F32, I32:
+	case F32, I32, U32:
 		return 4
 	case F16, BF16:
 		return 2
