@@ -269,6 +269,15 @@ func ParseConfig(data []byte) (*Config, error) {
 // validate checks that the sizes the forward pass uses are there and
 // consistent.
 func (c *Config) validate() error {
+	if len(c.LayerTypes) != c.NumLayers {
+		return fmt.Errorf("%w: layer_types has %d entries for num_hidden_layers %d", ErrConfig, len(c.LayerTypes), c.NumLayers)
+	}
+	fam := families[c.ModelType]
+	for i, t := range c.LayerTypes {
+		if t != FullAttention && (t != LinearAttention || !fam.hybrid) {
+			return fmt.Errorf("%w: layer_types[%d] is %q, which model_type %s does not have", ErrConfig, i, t, c.ModelType)
+		}
+	}
 	type field struct {
 		name string
 		v    int
@@ -293,15 +302,6 @@ func (c *Config) validate() error {
 	for _, f := range need {
 		if f.v <= 0 {
 			return fmt.Errorf("%w: %s is %d, want > 0 (model_type %s)", ErrConfig, f.name, f.v, c.ModelType)
-		}
-	}
-	if len(c.LayerTypes) != c.NumLayers {
-		return fmt.Errorf("%w: layer_types has %d entries for num_hidden_layers %d", ErrConfig, len(c.LayerTypes), c.NumLayers)
-	}
-	fam := families[c.ModelType]
-	for i, t := range c.LayerTypes {
-		if t != FullAttention && (t != LinearAttention || !fam.hybrid) {
-			return fmt.Errorf("%w: layer_types[%d] is %q, which model_type %s does not have", ErrConfig, i, t, c.ModelType)
 		}
 	}
 	if c.NumHeads > 0 && c.NumHeads%c.NumKVHeads != 0 {
