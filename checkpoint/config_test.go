@@ -117,7 +117,9 @@ func TestParseConfigDefaults(t *testing.T) {
 				return !c.IsMoELayer(0) && c.IsMoELayer(1) && !c.IsMoELayer(2) && !c.IsMoELayer(3) && c.NormTopKProb && c.SharedExpertIntermediateSize == 0
 			}, "MoE layers {1}, norm_topk_prob true, no shared expert"},
 		{"eos list", qwen3Base(), map[string]any{"eos_token_id": []int{7, 9}, "bos_token_id": nil},
-			func(c *checkpoint.Config) bool { return slices.Equal(c.EOSTokenIDs, []int{7, 9}) && c.BOSTokenIDs == nil }, "eos [7 9], no bos"},
+			func(c *checkpoint.Config) bool {
+				return slices.Equal(c.EOSTokenIDs, []int{7, 9}) && c.BOSTokenIDs == nil
+			}, "eos [7 9], no bos"},
 		{"kv heads default", qwen3Base(), map[string]any{"num_key_value_heads": nil, "head_dim": nil},
 			func(c *checkpoint.Config) bool { return c.NumKVHeads == 4 && c.HeadDim == 16 }, "4 KV heads, head_dim 64/4"},
 	} {

@@ -174,20 +174,22 @@ func (m *Model) Names() []string {
 	return names
 }
 
-// canonical returns the canonical module path of a stored tensor name
-// (without its last component), or "" for tensors the text model ignores.
+// canonical returns the canonical name of a stored tensor name, or "" for
+// tensors the text model ignores (vision tower, multi-token prediction).
 func canonical(stored string) string {
+	name := stored
+	for _, p := range [][2]string{{"model.language_model.", "model."}, {"language_model.model.", "model."}, {"language_model.lm_head.", "lm_head."}} {
+		if rest, ok := strings.CutPrefix(stored, p[0]); ok {
+			name = p[1] + rest
+			break
+		}
+	}
 	for _, skip := range []string{"model.visual.", "visual.", "vision_tower.", "mtp.", "model.mtp."} {
-		if strings.HasPrefix(stored, skip) {
+		if strings.HasPrefix(name, skip) {
 			return ""
 		}
 	}
-	for _, p := range [][2]string{{"model.language_model.", "model."}, {"language_model.model.", "model."}, {"language_model.lm_head.", "lm_head."}} {
-		if rest, ok := strings.CutPrefix(stored, p[0]); ok {
-			return p[1] + rest
-		}
-	}
-	return stored
+	return name
 }
 
 // index builds the canonical weights from every file's tensors and checks
