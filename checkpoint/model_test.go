@@ -88,19 +88,24 @@ func TestOpenGoldenModels(t *testing.T) {
 	}
 }
 
-// stored returns a checkpoint folder's tensors, copied (for rewriting).
-func stored(t *testing.T, dir string) []checkpoint.Tensor {
+// source returns a golden checkpoint's folder, config.json and tensors
+// (read into memory, for rewriting).
+func source(t *testing.T, name string) (dir string, config []byte, ts []checkpoint.Tensor) {
 	t.Helper()
+	dir = filepath.Join(modelsDir, name)
+	config, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := checkpoint.ReadSafetensors(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts []checkpoint.Tensor
 	for _, n := range st.Names() {
 		x, _ := st.Tensor(n)
 		ts = append(ts, x)
 	}
-	return ts
+	return dir, config, ts
 }
 
 // writeModel writes config and tensors as a checkpoint folder, in shards
@@ -204,12 +209,7 @@ func renamed(ts []checkpoint.Tensor, f func(string) string) []checkpoint.Tensor 
 // experts, shards) and checks that every canonical weight has the same
 // bytes, shape and convention as in the original.
 func TestOpenLayouts(t *testing.T) {
-	src := filepath.Join(modelsDir, "qwen35moe_bf16")
-	config, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := stored(t, src)
+	src, config, ts := source(t, "qwen35moe_bf16")
 	mlxName := func(n string) string {
 		if rest, ok := strings.CutPrefix(n, "model.language_model."); ok {
 			return "language_model.model." + rest
@@ -246,12 +246,7 @@ func TestOpenLayouts(t *testing.T) {
 // TestOpenRefuses checks that a checkpoint that does not match its config,
 // or is damaged, is an error naming the tensor, field or file.
 func TestOpenRefuses(t *testing.T) {
-	src := filepath.Join(modelsDir, "qwen3_dense_bf16")
-	config, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := stored(t, src)
+	_, config, ts := source(t, "qwen3_dense_bf16")
 	without := func(name string) []checkpoint.Tensor {
 		return slices.DeleteFunc(slices.Clone(ts), func(x checkpoint.Tensor) bool { return x.Name == name })
 	}
