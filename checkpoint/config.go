@@ -156,6 +156,10 @@ var families = map[string]family{
 	"qwen3_moe":        {moe: true, rotary: 1, defaultEps: 1e-6},
 }
 
+// maxLayers bounds num_hidden_layers, so that a damaged config cannot make
+// the parser allocate without bound (the largest models have about 100).
+const maxLayers = 1 << 16
+
 // wrappers maps a vision-language wrapper's model_type to its text model's.
 var wrappers = map[string]string{"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 
@@ -227,6 +231,9 @@ func ParseConfig(data []byte) (*Config, error) {
 		c.LinearConvKernel = deref(raw.LinearConvKernelDim, 4)
 	}
 	c.LayerTypes = raw.LayerTypes
+	if c.NumLayers <= 0 || c.NumLayers > maxLayers {
+		return nil, fmt.Errorf("%w: num_hidden_layers is %d, want 1..%d (model_type %s)", ErrConfig, c.NumLayers, maxLayers, c.ModelType)
+	}
 	if c.LayerTypes == nil {
 		c.LayerTypes = make([]string, c.NumLayers)
 		interval := deref(raw.FullAttentionInterval, 4)
@@ -304,7 +311,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%w: %s is %d, want > 0 (model_type %s)", ErrConfig, f.name, f.v, c.ModelType)
 		}
 	}
-	if c.NumHeads > 0 && c.NumHeads%c.NumKVHeads != 0 {
+	if c.NumHeads > 0 && (c.NumKVHeads <= 0 || c.NumHeads%c.NumKVHeads != 0) {
 		return fmt.Errorf("%w: num_attention_heads %d is not a multiple of num_key_value_heads %d", ErrConfig, c.NumHeads, c.NumKVHeads)
 	}
 	if c.Has(FullAttention) {
@@ -333,7 +340,7 @@ func (c *Config) Hybrid() bool { return families[c.ModelType].hybrid }
 // model has experts, i is not in mlp_only_layers and (i+1) %
 // decoder_sparse_step == 0 (SPEC section 14).
 func (c *Config) IsMoELayer(i int) bool {
-	return c.NumExperts > 0 && !slices.Contains(c.MLPOnlyLayers, i) && (i+1)%c.DecoderSparseStep == 0
+	return c.NumExperts > 0 && c.DecoderSparseStep > 0 && !slices.Contains(c.MLPOnlyLayers, i) && (i+1)%c.DecoderSparseStep == 0
 }
 
 // RotaryDim is the number of dimensions of each head RoPE rotates:

@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,6 +145,7 @@ func TestParseConfigRefuses(t *testing.T) {
 		want  string
 	}{
 		{"unknown type", qwen3Base(), map[string]any{"model_type": "llama"}, `"llama"`},
+		{"layers", qwen3Base(), map[string]any{"num_hidden_layers": 1 << 40}, "num_hidden_layers is 1099511627776"},
 		{"no hidden size", qwen3Base(), map[string]any{"hidden_size": nil}, "hidden_size is 0"},
 		{"no linear heads", hybridBase(), map[string]any{"linear_num_key_heads": nil}, "linear_num_key_heads is 0"},
 		{"layer types count", qwen3Base(), map[string]any{"layer_types": []string{"full_attention"}}, "layer_types has 1 entries"},
@@ -162,4 +164,32 @@ func TestParseConfigRefuses(t *testing.T) {
 			t.Errorf("%s: %v, want an error matching ErrConfig saying %s", c.name, err, c.want)
 		}
 	}
+}
+
+// FuzzParseConfig feeds ParseConfig arbitrary JSON: an error or a config
+// whose derived sizes are usable, never a panic.
+func FuzzParseConfig(f *testing.F) {
+	for _, name := range []string{"qwen35_dense_bf16", "qwen35moe_bf16", "qwen3_dense_bf16", "qwen3next_moe_mlx4"} {
+		data, err := os.ReadFile(filepath.Join(modelsDir, name, "config.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"model_type": "qwen3_moe", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 4, "num_attention_heads": 2, "num_key_value_heads": 0, "num_experts": 2, "decoder_sparse_step": 0}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := checkpoint.ParseConfig(data)
+		if err != nil {
+			if !errors.Is(err, checkpoint.ErrConfig) {
+				t.Fatalf("error %v does not match ErrConfig", err)
+			}
+			return
+		}
+		if len(c.LayerTypes) != c.NumLayers || c.HiddenSize <= 0 {
+			t.Fatalf("accepted %+v", c)
+		}
+		for i := range c.NumLayers {
+			c.IsMoELayer(i)
+		}
+	})
 }
