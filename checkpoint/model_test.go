@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -146,6 +147,28 @@ func writeModel(t *testing.T, config []byte, ts []checkpoint.Tensor, shards int)
 
 // expertRE matches one expert's projection in HF's per-expert names.
 var expertRE = regexp.MustCompile(`^(.*\.mlp)\.experts\.(\d+)\.(gate|up|down)_proj\.weight$`)
+
+// TestOpenDoesNotReadWeights checks that opening a checkpoint leaves the
+// tensors in the mapping: every weight's bytes lie in a mapped file, and
+// Open allocates less than the embedding alone (1 MiB of the 7 MB file).
+func TestOpenDoesNotReadWeights(t *testing.T) {
+	dir := filepath.Join(modelsDir, "qwen3next_moe_f32")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m := open(t, dir)
+	runtime.ReadMemStats(&after)
+	embed := weight(t, m, "model.embed_tokens.weight")
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc >= uint64(len(embed.Data.Data)) {
+		t.Errorf("Open allocated %d bytes, as much as the %d-byte embedding", alloc, len(embed.Data.Data))
+	}
+	for _, n := range m.Names() {
+		w := weight(t, m, n)
+		all := m.Files[0].Bytes()
+		if &all[w.Data.Offset] != &w.Data.Data[0] {
+			t.Errorf("%s is not a view of the mapping at its Offset %d", n, w.Data.Offset)
+		}
+	}
+}
 
 // stacked returns ts with every layer's experts stacked into one tensor
 // per name name(layer prefix, projection) returns; fused stacks gate and
