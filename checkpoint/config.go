@@ -130,6 +130,9 @@ type rawConfig struct {
 	BOSTokenID                   json.RawMessage  `json:"bos_token_id"`
 	EOSTokenID                   json.RawMessage  `json:"eos_token_id"`
 	Quantization                 json.RawMessage  `json:"quantization"`
+	AttentionBias                bool             `json:"attention_bias"`
+	HiddenAct                    string           `json:"hidden_act"`
+	UseSlidingWindow             bool             `json:"use_sliding_window"`
 }
 
 type ropeParameters struct {
@@ -204,6 +207,14 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%w: model_type %q is not one of qwen3_next, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3, qwen3_moe", ErrConfig, raw.ModelType)
 	}
 	c.ModelType = raw.ModelType
+	switch {
+	case raw.AttentionBias:
+		return nil, fmt.Errorf("%w: attention_bias is true (the projections of model_type %s have no bias here)", ErrConfig, c.ModelType)
+	case raw.HiddenAct != "" && raw.HiddenAct != "silu":
+		return nil, fmt.Errorf("%w: hidden_act %q, want \"silu\"", ErrConfig, raw.HiddenAct)
+	case raw.UseSlidingWindow:
+		return nil, fmt.Errorf("%w: use_sliding_window is true (sliding-window attention is not supported)", ErrConfig)
+	}
 	c.DType = cmp.Or(raw.DType, raw.TorchDType, top.DType, top.TorchDType)
 	c.HiddenSize, c.NumLayers, c.VocabSize, c.IntermediateSize = raw.HiddenSize, raw.NumHiddenLayers, raw.VocabSize, raw.IntermediateSize
 	c.RMSNormEps = deref(raw.RMSNormEps, fam.defaultEps)

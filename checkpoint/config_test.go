@@ -158,6 +158,9 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"quant override", qwen3Base(), map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 64, "model.layers.0.mlp.gate": map[string]any{"bits": 8, "group_size": 0}}}, "model.layers.0.mlp.gate: group_size 0"},
 		{"top k", qwen3Base(), map[string]any{"model_type": "qwen3_moe", "num_experts": 2, "num_experts_per_tok": 3, "moe_intermediate_size": 8}, "num_experts_per_tok 3"},
 		{"eos", qwen3Base(), map[string]any{"eos_token_id": "x"}, "eos_token_id"},
+		{"bias", qwen3Base(), map[string]any{"attention_bias": true}, "attention_bias"},
+		{"act", qwen3Base(), map[string]any{"hidden_act": "gelu"}, `"gelu"`},
+		{"sliding", qwen3Base(), map[string]any{"use_sliding_window": true}, "use_sliding_window"},
 	} {
 		_, err := parse(t, c.base, c.edits)
 		if !errors.Is(err, checkpoint.ErrConfig) || !strings.Contains(err.Error(), c.want) {
