@@ -130,6 +130,7 @@ type rawConfig struct {
 	BOSTokenID                   json.RawMessage  `json:"bos_token_id"`
 	EOSTokenID                   json.RawMessage  `json:"eos_token_id"`
 	Quantization                 json.RawMessage  `json:"quantization"`
+	QuantizationConfig           json.RawMessage  `json:"quantization_config"`
 	AttentionBias                bool             `json:"attention_bias"`
 	HiddenAct                    string           `json:"hidden_act"`
 	UseSlidingWindow             bool             `json:"use_sliding_window"`
@@ -200,7 +201,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		if top.TieWordEmbeddings != nil { // the wrapper's own flag is the one HF ties by
 			raw.TieWordEmbeddings = top.TieWordEmbeddings
 		}
-		raw.Quantization = top.Quantization
+		raw.Quantization, raw.QuantizationConfig = top.Quantization, top.QuantizationConfig
 	}
 	fam, ok := families[raw.ModelType]
 	if !ok {
@@ -277,6 +278,17 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if c.EOSTokenIDs, err = tokenIDs("eos_token_id", cmpOrRaw(raw.EOSTokenID, top.EOSTokenID)); err != nil {
 		return nil, err
+	}
+	if len(raw.Quantization) == 0 || string(raw.Quantization) == "null" {
+		// mlx-lm writes its entry under both names; another method's
+		// quantization_config (HF's GPTQ, AWQ, FP8...) is not MLX's.
+		var method struct {
+			QuantMethod string `json:"quant_method"`
+		}
+		if len(raw.QuantizationConfig) != 0 && json.Unmarshal(raw.QuantizationConfig, &method) == nil && method.QuantMethod != "" {
+			return nil, fmt.Errorf("%w: quantization_config.quant_method %q (only MLX affine quantization is supported)", ErrConfig, method.QuantMethod)
+		}
+		raw.Quantization = raw.QuantizationConfig
 	}
 	if c.Quantization, err = parseQuantization(raw.Quantization); err != nil {
 		return nil, err

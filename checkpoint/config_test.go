@@ -121,6 +121,10 @@ func TestParseConfigDefaults(t *testing.T) {
 			func(c *checkpoint.Config) bool {
 				return slices.Equal(c.EOSTokenIDs, []int{7, 9}) && c.BOSTokenIDs == nil
 			}, "eos [7 9], no bos"},
+		{"mlx quantization_config", qwen3Base(), map[string]any{"quantization_config": map[string]any{"bits": 8, "group_size": 32}},
+			func(c *checkpoint.Config) bool {
+				return c.Quantization != nil && c.Quantization.Bits == 8 && c.Quantization.GroupSize == 32
+			}, "8 bits, group 32"},
 		{"kv heads default", qwen3Base(), map[string]any{"num_key_value_heads": nil, "head_dim": nil},
 			func(c *checkpoint.Config) bool { return c.NumKVHeads == 4 && c.HeadDim == 16 }, "4 KV heads, head_dim 64/4"},
 	} {
@@ -158,6 +162,7 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"quant override", qwen3Base(), map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 64, "model.layers.0.mlp.gate": map[string]any{"bits": 8, "group_size": 0}}}, "model.layers.0.mlp.gate: group_size 0"},
 		{"top k", qwen3Base(), map[string]any{"model_type": "qwen3_moe", "num_experts": 2, "num_experts_per_tok": 3, "moe_intermediate_size": 8}, "num_experts_per_tok 3"},
 		{"eos", qwen3Base(), map[string]any{"eos_token_id": "x"}, "eos_token_id"},
+		{"gptq", qwen3Base(), map[string]any{"quantization_config": map[string]any{"quant_method": "gptq", "bits": 4}}, `quant_method "gptq"`},
 		{"bias", qwen3Base(), map[string]any{"attention_bias": true}, "attention_bias"},
 		{"act", qwen3Base(), map[string]any{"hidden_act": "gelu"}, `"gelu"`},
 		{"sliding", qwen3Base(), map[string]any{"use_sliding_window": true}, "use_sliding_window"},
