@@ -246,7 +246,7 @@ func TestStatePool(t *testing.T) {
 func TestStatePoolConvStates(t *testing.T) {
 	g := testdevice.NewEmulated(t, emu.Options{})
 	p := gdn.Params{Shape: gdn.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1, NSlots: 3},
-		Activation: gdn.BF16, Fused: gdn.FusedAll, Core: gdn.QwenCore}
+		Activation: gdn.BF16, Fused: gdn.FusedAll, Core: gdn.QwenCore()}
 	pool, err := gdn.NewStatePool(g.D, p, 2)
 	if err != nil {
 		t.Fatal(err)
