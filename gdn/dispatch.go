@@ -38,7 +38,7 @@ type pipelineSource interface {
 type encoder interface {
 	SetComputePipelineState(p *mtl.ComputePipelineState)
 	setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, start int)
-	setParams(b [paramsLen]byte, index int)
+	setParams(b [paramsLen]byte, n, index int) // binds b[:n]
 	SetThreadgroupMemoryLength(length, index int)
 	DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup mtl.Size)
 	Err() error
@@ -57,7 +57,7 @@ func (e mtlEncoder) setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, 
 	e.SetBuffers(bufs[:], offsets[:], start)
 }
 
-func (e mtlEncoder) setParams(b [paramsLen]byte, index int) { e.SetBytes(b[:], index) }
+func (e mtlEncoder) setParams(b [paramsLen]byte, n, index int) { e.SetBytes(b[:n], index) }
 
 type registrySource struct {
 	dev *mtl.Device
@@ -368,7 +368,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		bufs[i], offsets[i] = v.Buffer, v.Offset
 	}
 	enc.setViews(bufs, offsets, 0)
-	enc.setParams(paramBytes(p), paramsIndex)
+	enc.setParams(paramBytes(p), paramsLen, paramsIndex)
 	if l.memory > 0 {
 		enc.SetThreadgroupMemoryLength(l.memory, 0)
 	}

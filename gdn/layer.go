@@ -283,8 +283,13 @@ func minConvDV(dk, channels, perRow, step int) int {
 // packedRowsPerGroup is GDN_PACKED_ROWS: rows of the state per SIMD-group.
 const packedRowsPerGroup = 8
 
+// coreParamsLen is the size of the core parameters (gdn_core_params): four
+// words.
+const coreParamsLen = 16
+
 // coreBytes returns the core parameters as the kernel reads them: flags,
-// eps bits, conv_dim, a reserved 0, in a block of paramsLen bytes.
+// eps bits, conv_dim, a reserved 0, in the first coreParamsLen bytes of a
+// block of paramsLen.
 func coreBytes(p Params, capture, grouped bool) [paramsLen]byte {
 	var flags uint32
 	if p.Core.Conv > 0 {
@@ -493,8 +498,8 @@ func bindCore(enc encoder, p Params, b Buffers, c CoreBuffers, grouped bool) {
 		bufs[i], offsets[i] = v.Buffer, v.Offset
 	}
 	enc.setViews(bufs, offsets, coreFirstIndex)
-	enc.setParams(paramBytes(p), paramsIndex)
-	enc.setParams(coreBytes(p, b.Capture != View{}, grouped), coreParamsIndex)
+	enc.setParams(paramBytes(p), paramsLen, paramsIndex)
+	enc.setParams(coreBytes(p, b.Capture != View{}, grouped), coreParamsLen, coreParamsIndex)
 }
 
 // validateCoreParams checks what validateCoreFor checks without the
