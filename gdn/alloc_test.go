@@ -403,3 +403,31 @@ func TestStatePoolNeedsNoDispatch(t *testing.T) {
 		argErr(t, c.name, err, c.arg)
 	}
 }
+
+// A dispatcher that needs a pipeline after the device's Release refuses
+// the device as the other arguments are refused: matching both
+// gdn.ErrInvalidArgument and mtl.ErrReleased, naming the device.
+func TestDispatchAfterDeviceRelease(t *testing.T) {
+	dev := testdevice.Emulated(t, emu.Options{})
+	k, err := gdn.New(dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release()
+	a, err := gdn.NewBuffers(dev, decodeParams, gdn.AllocOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	q, err := dev.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Release()
+	dev.Release()
+	err = q.Run(func(enc *mtl.ComputeCommandEncoder) error { return k.Decode(enc, decodeParams, a.Buffers) })
+	argErr(t, "Decode after the device's Release", err, "device", "the device given to gdn.New was released")
+	if !errors.Is(err, mtl.ErrReleased) {
+		t.Errorf("Decode after the device's Release: %v does not match mtl.ErrReleased", err)
+	}
+}
