@@ -46,9 +46,10 @@ struct matmul_params {
 //
 // Threadgroups of (32, MV_SIMDGROUPS) threads cover MV_SIMDGROUPS *
 // MV_ROWS rows of W; the grid is (ceil(out / MV_TG_ROWS), 1) threadgroups
-// (gather: (ceil(out / MV_TG_ROWS), n * k)). A SIMD-group past the last
-// row reads the last row again and stores nothing, so that every lane
-// takes part in the reductions.
+// (gather: (ceil(out / MV_TG_ROWS), n * k)). A SIMD-group whose rows all
+// lie past out returns; one that straddles it reads the last row again in
+// place of the missing ones and stores nothing for them, so that every
+// lane takes part in the reductions.
 
 #define MV_ROWS 4        // rows of W per SIMD-group
 #define MV_CHUNK 4       // consecutive elements per lane per step
@@ -126,6 +127,9 @@ kernel void matvec(
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint row0 = tg.x * MV_TG_ROWS + tid.y * MV_ROWS;
+    if (row0 >= p.out) {
+        return;  // the whole SIMD-group: past the last row
+    }
     matvec_simdgroup<W, A>(w, x, p.in, y, r, p.out, p.residual != 0u, p.n, p.in, p.out, row0, tid.x);
 }
 
@@ -154,6 +158,9 @@ kernel void gather_matvec(
             store_elem(ys + row, 0.0f);
         }
         return;
+    }
+    if (row0 >= p.out) {
+        return;  // the whole SIMD-group: past the last row
     }
     const uint xrow = p.x_per_slot != 0u ? slot : slot / p.k;
     matvec_simdgroup<W, A>(w + expert * p.out * p.in, x + xrow * p.in, p.in, ys, ys, p.out, false,

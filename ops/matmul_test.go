@@ -1,0 +1,233 @@
+package ops_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/ops"
+	"github.com/puremetal/puremetal/tensor"
+)
+
+// linearCase is one dense product y = x W^T (+ r).
+type linearCase struct {
+	n, in, out int
+	residual   bool // y = r + x W^T, r a view of its own
+	inPlace    bool // y = y + x W^T: r is y itself
+	offsets    bool // W is the middle matrix of three stacked ones, x and y lie at offsets too
+}
+
+func (c linearCase) String() string {
+	s := fmt.Sprintf("n%d_in%d_out%d", c.n, c.in, c.out)
+	if c.residual {
+		s += "_residual"
+	}
+	if c.inPlace {
+		s += "_inplace"
+	}
+	if c.offsets {
+		s += "_offsets"
+	}
+	return s
+}
+
+// The shapes are small (the emulator runs a fiber per GPU thread) and odd:
+// in not a multiple of a lane's 4 elements, nor of a SIMD-group's 128, nor
+// of the matmul's 16; out not a multiple of a threadgroup's 16 rows (32
+// for the matmul), n not of the matmul's 32.
+var (
+	matvecCases = []linearCase{
+		{n: 1, in: 128, out: 16},
+		{n: 1, in: 131, out: 37, residual: true},
+		{n: 3, in: 130, out: 21, inPlace: true},
+		{n: 8, in: 259, out: 18, residual: true, offsets: true},
+		{n: 5, in: 3, out: 1},
+	}
+	matmulCases = []linearCase{
+		{n: 1, in: 16, out: 32},
+		{n: 33, in: 45, out: 37, residual: true},
+		{n: 9, in: 7, out: 70, inPlace: true, offsets: true},
+		{n: 64, in: 32, out: 32},
+	}
+)
+
+// linearFunc is a dispatcher of a dense product: Linear, MatVec or MatMul.
+type linearFunc func(k *ops.Kernels, enc *mtl.ComputeCommandEncoder, w, x, r, y tensor.View, n, in, out int) error
+
+// TestMatVec checks the matvec kernel against cpuref.Linear64 for every
+// weight and activation type, with and without the residual (in place
+// too), at offsets, in both scheduling orders and with bf16 by hand.
+func TestMatVec(t *testing.T) { testLinear(t, (*ops.Kernels).MatVec, matvecCases) }
+
+// TestMatMul is TestMatVec for the tiled matmul kernel.
+func TestMatMul(t *testing.T) { testLinear(t, (*ops.Kernels).MatMul, matmulCases) }
+
+func testLinear(t *testing.T, f linearFunc, cases []linearCase) {
+	eachRun(t, func(t *testing.T, r *rig) {
+		for wi, wt := range kernels.ElemTypes {
+			for ai, at := range kernels.ElemTypes {
+				for ci, c := range cases {
+					seed := uint64(wi*100 + ai*10 + ci)
+					t.Run(fmt.Sprintf("%v_%v/%v", wt, at, c), func(t *testing.T) {
+						checkLinear(t, r, f, wt, at, c, seed)
+					})
+				}
+			}
+		}
+	})
+}
+
+// checkLinear runs one case through f on fresh random inputs and compares
+// y with the float64 oracle on the inputs as rounded to their types.
+func checkLinear(t *testing.T, r *rig, f linearFunc, wt, at tensor.ElemType, c linearCase, seed uint64) {
+	defer func(old testing.TB) { r.T = old }(r.T)
+	r.T = t // buffers and failures belong to the subtest
+	rng := rand.New(rand.NewPCG(seed, 0x3a7))
+	var w, x, y, res tensor.View
+	if c.offsets {
+		w = r.within(wt, random(rng, c.out*c.in, 1), c.out*c.in, c.out*c.in)
+		x = r.within(at, random(rng, c.n*c.in, 1), 3, 5)
+		y = r.within(at, nans(c.n*c.out), 7, 2)
+	} else {
+		w = r.view(wt, random(rng, c.out*c.in, 1))
+		x = r.view(at, random(rng, c.n*c.in, 1))
+		y = r.empty(at, c.n*c.out)
+	}
+	switch {
+	case c.inPlace:
+		if err := y.Store(random(rng, c.n*c.out, 1)); err != nil {
+			t.Fatal(err)
+		}
+		res = y
+	case c.residual:
+		res = r.view(at, random(rng, c.n*c.out, 1))
+	}
+	var rv []float32
+	if !res.IsZero() {
+		rv = r.read(res)
+	}
+	want, mag := linear64(r.read(x), r.read(w), rv, c.out, c.in)
+
+	r.run(func(enc *mtl.ComputeCommandEncoder) error { return f(r.k, enc, w, x, res, y, c.n, c.in, c.out) })
+	checkClose(t, r.read(y), want, mag, at, c.in)
+	if c.offsets {
+		r.untouched(x)
+		r.untouched(y)
+	}
+}
+
+// linear64 returns cpuref.Linear64's x W^T plus r (if any) and, per
+// element, the magnitude its rounding errors scale with: sum |x_i w_i|
+// (Linear64 on the absolute values) + |r|.
+func linear64(x, w, r []float32, out, in int) (want, mag []float64) {
+	want = cpuref.Linear64(widen(x, false), widen(w, false), out, in)
+	mag = cpuref.Linear64(widen(x, true), widen(w, true), out, in)
+	for i, e := range r {
+		want[i] += float64(e)
+		mag[i] += math.Abs(float64(e))
+	}
+	return want, mag
+}
+
+// checkClose compares got, of type typ, with want: each element within
+// the bound of a float32 dot product of length in (and a residual add)
+// rounded once to typ.
+//
+// The kernels multiply and add in float32 and round y once. For any order
+// of the in products and in additions (the residual's included), the
+// float32 result is within gamma(in+1) * mag of the exact value, where
+// gamma(m) = m u / (1 - m u), u = 2^-24 and mag = sum |x_i w_i| + |r|
+// (Higham, Accuracy and Stability of Numerical Algorithms, section 3.1;
+// a product of two f16 or bf16 values is exact in float32, one of f32
+// values rounds once, which the +1 counts). Rounding to typ then adds
+// half an ulp: u_typ (2^-24 f32, 2^-11 f16, 2^-8 bf16) times the computed
+// value's magnitude, at most |want| + gamma * mag, and for f16 half its
+// smallest subnormal, 2^-25, below its normal range.
+func checkClose(t *testing.T, got []float32, want, mag []float64, typ tensor.ElemType, in int) {
+	t.Helper()
+	const u = 0x1p-24
+	m := float64(in + 1)
+	gamma := m * u / (1 - m*u)
+	uOut, sub := roundingOf(typ)
+	bad := 0
+	for i, g := range got {
+		acc := gamma * mag[i]
+		tol := acc + uOut*(math.Abs(want[i])+acc) + sub
+		if d := math.Abs(float64(g) - want[i]); !(d <= tol) {
+			if bad++; bad <= 5 {
+				t.Errorf("y[%d] = %g, want %g: off by %.3g, bound %.3g", i, g, want[i], d, tol)
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%d of %d elements out of bounds", bad, len(got))
+	}
+}
+
+// roundingOf returns the unit roundoff of typ (half an ulp, relative) and
+// the absolute rounding error below its normal range.
+func roundingOf(typ tensor.ElemType) (u, sub float64) {
+	switch typ {
+	case tensor.F16:
+		return 0x1p-11, 0x1p-25
+	case tensor.BF16:
+		return 0x1p-8, 0x1p-134
+	}
+	return 0x1p-24, 0x1p-150
+}
+
+// widen returns x as float64, or its absolute values with abs.
+func widen(x []float32, abs bool) []float64 {
+	y := make([]float64, len(x))
+	for i, e := range x {
+		y[i] = float64(e)
+		if abs {
+			y[i] = math.Abs(y[i])
+		}
+	}
+	return y
+}
+
+// nans returns n NaNs: the contents of an output view at an offset.
+func nans(n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(math.NaN())
+	}
+	return x
+}
+
+// TestLinearChoosesByRows checks that Linear dispatches the matvec up to
+// ops.MatVecMaxRows rows of x and the matmul above (told apart by their
+// threadgroups), and that both give y within the bound.
+func TestLinearChoosesByRows(t *testing.T) {
+	r := newRig(t, testdevice.Orders[0])
+	for _, n := range []int{1, ops.MatVecMaxRows, ops.MatVecMaxRows + 1} {
+		c := linearCase{n: n, in: 40, out: 20, residual: true}
+		rng := rand.New(rand.NewPCG(uint64(n), 0x11))
+		w := r.view(tensor.BF16, random(rng, c.out*c.in, 1))
+		x := r.view(tensor.F32, random(rng, c.n*c.in, 1))
+		res := r.view(tensor.F32, random(rng, c.n*c.out, 1))
+		y := r.empty(tensor.F32, c.n*c.out)
+		counters := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.Linear(enc, w, x, res, y, c.n, c.in, c.out)
+		})
+		group := [3]int{32, kernels.MatVecSIMDGroups, 1}
+		if n > ops.MatVecMaxRows {
+			group = [3]int{kernels.MatMulThreads, 1, 1}
+		}
+		if len(counters) != 1 {
+			t.Fatalf("n = %d: %d dispatches, want 1", n, len(counters))
+		}
+		if got := counters[0].ThreadsPerThreadgroup; got != group {
+			t.Errorf("n = %d: threadgroup %v, want %v", n, got, group)
+		}
+		want, mag := linear64(r.read(x), r.read(w), r.read(res), c.out, c.in)
+		checkClose(t, r.read(y), want, mag, tensor.F32, c.in)
+	}
+}
