@@ -231,3 +231,80 @@ func TestLinearChoosesByRows(t *testing.T) {
 		checkClose(t, r.read(y), want, mag, tensor.F32, c.in)
 	}
 }
+
+// gatherCase is one gathered matvec; bad lists slots whose id is replaced
+// by one at or beyond Experts.
+type gatherCase struct {
+	ops.Gather
+	bad map[int]uint32
+}
+
+var gatherCases = []gatherCase{
+	{Gather: ops.Gather{Tokens: 1, TopK: 2, Experts: 4, In: 67, Out: 19}},
+	{Gather: ops.Gather{Tokens: 3, TopK: 3, Experts: 5, In: 40, Out: 33, XPerSlot: true}},
+	{Gather: ops.Gather{Tokens: 2, TopK: 2, Experts: 3, In: 9, Out: 5}, bad: map[int]uint32{1: 3, 2: math.MaxUint32}},
+}
+
+// TestGatherMatVec checks the gathered matvec against cpuref.Linear64 per
+// (token, expert) pair, for every weight and activation type, x shared by
+// a token's experts or one row per expert, and ids at or beyond the
+// number of experts (a row of zeros), in both orders and with bf16 by
+// hand.
+func TestGatherMatVec(t *testing.T) {
+	eachRun(t, func(t *testing.T, r *rig) {
+		for wi, wt := range kernels.ElemTypes {
+			for ai, at := range kernels.ElemTypes {
+				for ci, c := range gatherCases {
+					t.Run(fmt.Sprintf("%v_%v/%d", wt, at, ci), func(t *testing.T) {
+						checkGather(t, r, wt, at, c, uint64(wi*100+ai*10+ci))
+					})
+				}
+			}
+		}
+	})
+}
+
+func checkGather(t *testing.T, r *rig, wt, at tensor.ElemType, c gatherCase, seed uint64) {
+	defer func(old testing.TB) { r.T = old }(r.T)
+	r.T = t
+	g := c.Gather
+	rng := rand.New(rand.NewPCG(seed, 0x9a7))
+	slots := g.Tokens * g.TopK
+	xRows := g.Tokens
+	if g.XPerSlot {
+		xRows = slots
+	}
+	ids := make([]uint32, slots)
+	for tok := range g.Tokens {
+		for j, e := range rng.Perm(g.Experts)[:g.TopK] {
+			ids[tok*g.TopK+j] = uint32(e)
+		}
+	}
+	for s, id := range c.bad {
+		ids[s] = id
+	}
+	matrix := g.Out * g.In
+	w := r.view(wt, random(rng, g.Experts*matrix, 1))
+	x := r.view(at, random(rng, xRows*g.In, 1))
+	idv := ints(r, tensor.U32, ids)
+	y := r.empty(at, slots*g.Out)
+
+	wv, xv := r.read(w), r.read(x)
+	want := make([]float64, 0, slots*g.Out)
+	mag := make([]float64, 0, slots*g.Out)
+	for s, e := range ids {
+		if int(e) >= g.Experts {
+			want = append(want, make([]float64, g.Out)...) // zeros, exactly
+			mag = append(mag, make([]float64, g.Out)...)
+			continue
+		}
+		xr := s / g.TopK
+		if g.XPerSlot {
+			xr = s
+		}
+		ws, ms := linear64(xv[xr*g.In:(xr+1)*g.In], wv[int(e)*matrix:(int(e)+1)*matrix], nil, g.Out, g.In)
+		want, mag = append(want, ws...), append(mag, ms...)
+	}
+	r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.GatherMatVec(enc, w, x, idv, y, g) })
+	checkClose(t, r.read(y), want, mag, at, g.In)
+}
