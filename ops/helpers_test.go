@@ -111,24 +111,34 @@ func (r *rig) untouched(v tensor.View) {
 // failing the test on an error of f or of the command buffer.
 func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) []msl.Counters {
 	r.T.Helper()
+	c, err := r.commit(f)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	return c
+}
+
+// commit encodes f on one command buffer, ends the encoder, commits the
+// command buffer even when f failed, waits for it and returns the
+// counters of each dispatch it ran and f's error. It fails the test on an
+// error of the command buffer.
+func (r *rig) commit(f func(enc *mtl.ComputeCommandEncoder) error) ([]msl.Counters, error) {
+	r.T.Helper()
 	cb, enc := r.Encoder()
 	err := f(enc)
 	if endErr := enc.EndEncoding(); err == nil {
 		err = endErr
-	}
-	if err != nil {
-		r.T.Fatal(err)
 	}
 	cb.Commit()
 	cb.WaitUntilCompleted()
 	if err := cb.Error(); err != nil {
 		r.T.Fatal(err)
 	}
-	c, err := emu.DispatchCounters(cb)
-	if err != nil {
-		r.T.Fatal(err)
+	c, cerr := emu.DispatchCounters(cb)
+	if cerr != nil {
+		r.T.Fatal(cerr)
 	}
-	return c
+	return c, err
 }
 
 // ints returns a view of type typ (I32 or U32) holding values.

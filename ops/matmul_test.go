@@ -1,12 +1,15 @@
 package ops_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -307,4 +310,92 @@ func checkGather(t *testing.T, r *rig, wt, at tensor.ElemType, c gatherCase, see
 	}
 	r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.GatherMatVec(enc, w, x, idv, y, g) })
 	checkClose(t, r.read(y), want, mag, at, g.In)
+}
+
+// TestMatMulRefusals checks that each bad argument of the dense products
+// is refused before anything is encoded: an error matching
+// ops.ErrInvalidArgument that names the argument and the numbers, and a
+// command buffer that runs no dispatch.
+func TestMatMulRefusals(t *testing.T) {
+	r := newRig(t, testdevice.Orders[0])
+	const n, in, out = 2, 8, 4
+	f32 := func(k int) tensor.View { return r.view(tensor.F32, make([]float32, k)) }
+	w, x, res, y := f32(out*in), f32(n*in), f32(n*out), r.empty(tensor.F32, n*out)
+	wide := f32(n*in + n*out) // x followed by y
+	xOf, yOf := tensor.NewView(wide.Buffer, 0, tensor.F32, n*in), tensor.NewView(wide.Buffer, n*in*4, tensor.F32, n*out)
+	dead := f32(out * in)
+	dead.Buffer.Release()
+	h16 := r.empty(tensor.F16, n*out)
+	ints32 := r.empty(tensor.I32, out*in)
+
+	g := ops.Gather{Tokens: 2, TopK: 2, Experts: 3, In: in, Out: out}
+	gw, gx, gids, gy := f32(3*out*in), f32(2*in), ints(r, tensor.U32, []uint32{0, 1, 2, 0}), r.empty(tensor.F32, 4*out)
+	gather := func(edit func(w, x, ids, y *tensor.View, g *ops.Gather)) func(enc *mtl.ComputeCommandEncoder) error {
+		w, x, ids, y, g := gw, gx, gids, gy, g
+		edit(&w, &x, &ids, &y, &g)
+		return func(enc *mtl.ComputeCommandEncoder) error { return r.k.GatherMatVec(enc, w, x, ids, y, g) }
+	}
+	linear := func(f linearFunc, w, x, res, y tensor.View, n, in, out int) func(enc *mtl.ComputeCommandEncoder) error {
+		return func(enc *mtl.ComputeCommandEncoder) error { return f(r.k, enc, w, x, res, y, n, in, out) }
+	}
+	mv, mm := linearFunc((*ops.Kernels).MatVec), linearFunc((*ops.Kernels).MatMul)
+	cases := []struct {
+		name string
+		call func(enc *mtl.ComputeCommandEncoder) error
+		arg  string
+		want []string // in the message
+	}{
+		{"n zero", linear(mm, w, x, res, y, 0, in, out), "n", []string{"0"}},
+		{"in negative", linear(mv, w, x, res, y, n, -1, out), "in", []string{"-1"}},
+		{"out zero", linear(mm, w, x, res, y, n, in, 0), "out", []string{"0"}},
+		{"matvec n above 8", linear(mv, w, f32(9*in), res, y, 9, in, out), "n", []string{"9", "8"}},
+		{"W integer", linear(mv, ints32, x, res, y, n, in, out), "W", []string{"i32"}},
+		{"X integer", linear(mm, w, ints32, res, y, n, in, out), "X", []string{"i32"}},
+		{"Y of another type", linear(mv, w, x, res, h16, n, in, out), "Y", []string{"f16", "f32"}},
+		{"R of another type", linear(mm, w, x, h16, y, n, in, out), "R", []string{"f16", "f32"}},
+		{"W short", linear(mv, f32(out*in-1), x, res, y, n, in, out), "W", []string{"31", "32"}},
+		{"X long", linear(mm, w, f32(n*in+1), res, y, n, in, out), "X", []string{"17", "16"}},
+		{"Y short", linear(mv, w, x, res, f32(n*out-1), n, in, out), "Y", []string{"7", "8"}},
+		{"W released", linear(mv, dead, x, res, y, n, in, out), "W", []string{"released"}},
+		{"Y overlaps X", linear(mv, w, xOf, res, tensor.NewView(wide.Buffer, 4, tensor.F32, n*out), n, in, out), "Y", []string{"X"}},
+		{"R overlaps Y, not equal", linear(mm, w, xOf, tensor.NewView(wide.Buffer, n*in*4-4, tensor.F32, n*out), yOf, n, in, out), "Y", []string{"R"}},
+		{"W beyond 2^32 elements", linear(mv, w, x, res, y, n, 1<<31, 2), "W", []string{"2^32"}},
+		{"gather TopK zero", gather(func(_, _, _, _ *tensor.View, g *ops.Gather) { g.TopK = 0 }), "TopK", []string{"0"}},
+		{"gather Experts zero", gather(func(_, _, _, _ *tensor.View, g *ops.Gather) { g.Experts = 0 }), "Experts", []string{"0"}},
+		{"gather ids signed", gather(func(_, _, ids, _ *tensor.View, _ *ops.Gather) { *ids = r.empty(tensor.I32, 4) }), "IDs", []string{"i32", "u32"}},
+		{"gather ids short", gather(func(_, _, ids, _ *tensor.View, _ *ops.Gather) { *ids = r.empty(tensor.U32, 3) }), "IDs", []string{"3", "4"}},
+		{"gather W one expert short", gather(func(w, _, _, _ *tensor.View, _ *ops.Gather) { *w = f32(2 * out * in) }), "W", []string{"64", "96"}},
+		{"gather x per token given, per slot said", gather(func(_, _, _, _ *tensor.View, g *ops.Gather) { g.XPerSlot = true }), "X", []string{"16", "32"}},
+		{"gather Y per token", gather(func(_, _, _, y *tensor.View, _ *ops.Gather) { *y = r.empty(tensor.F32, 2*out) }), "Y", []string{"8", "16"}},
+		{"gather Y inside W", gather(func(w, _, _, y *tensor.View, _ *ops.Gather) {
+			*y = tensor.NewView(w.Buffer, 64, tensor.F32, 16)
+		}), "Y", []string{"W"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			counters, err := r.commit(c.call)
+			if !errors.Is(err, ops.ErrInvalidArgument) {
+				t.Fatalf("error %v, want one matching ops.ErrInvalidArgument", err)
+			}
+			var ae *spec.ArgumentError
+			if !errors.As(err, &ae) || ae.Arg != c.arg {
+				t.Errorf("error %v names %v, want %q", err, ae, c.arg)
+			}
+			for _, s := range c.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			if len(counters) != 0 {
+				t.Errorf("%d dispatches ran after a refusal", len(counters))
+			}
+		})
+	}
+	if _, err := r.commit(linear(mv, dead, x, res, y, n, in, out)); !errors.Is(err, mtl.ErrReleased) {
+		t.Errorf("a released W: error %v, want one matching mtl.ErrReleased", err)
+	}
+	// In place is the one overlap allowed: R exactly Y.
+	if _, err := r.commit(linear(mm, w, x, y, y, n, in, out)); err != nil {
+		t.Errorf("R == Y refused: %v", err)
+	}
 }
