@@ -23,8 +23,12 @@ import (
 // defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if want := 9 * (19 + 10); len(names) != want {
-		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4)): %v", len(names), want, names)
+	ops := 0
+	for _, s := range OpsSources() {
+		ops += len(s.Entries())
+	}
+	if want := 9*(19+10) + ops; len(names) != want {
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4), and %d of the other sources): %v", len(names), want, ops, names)
 	}
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {
@@ -56,7 +60,18 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 }
 
 func TestSourceHasPreludeAndLineDirectives(t *testing.T) {
-	for _, f := range SourceFiles() {
+	for _, s := range OpsSources() {
+		src := Source(s.File)
+		for _, part := range append(append([]string{ElemFile}, s.Headers...), s.File) {
+			if !strings.Contains(src, `#line 1 "`+part+`"`) {
+				t.Errorf("Source(%q) lacks %s", s.File, part)
+			}
+		}
+		if strings.Contains(src, "struct gdn_params") {
+			t.Errorf("Source(%q) has the GDN prelude", s.File)
+		}
+	}
+	for _, f := range SourceFiles()[:len(SourceFiles())-len(OpsSources())] {
 		src := Source(f)
 		for _, want := range []string{`#line 1 "` + CommonFile + `"`, "struct gdn_params", `#line 1 "` + f + `"`} {
 			if !strings.Contains(src, want) {
