@@ -30,31 +30,32 @@ type QuantWeight struct {
 // 128, Rows and Cols positive, Cols a multiple of GroupSize, Scales and
 // Biases of one float type, and each view's length what the shape
 // implies. Errors name the field and wrap [ErrInvalidArgument].
-func (w QuantWeight) Check() error { return w.check(nil, "W") }
+func (w QuantWeight) Check() error { return w.check(nil) }
 
-// check is Check with the views' device and the argument's name.
-func (w QuantWeight) check(dev *mtl.Device, name string) error {
+// check is Check with the views' device. The fields are named as the
+// dispatchers' argument W's.
+func (w QuantWeight) check(dev *mtl.Device) error {
 	switch {
 	case w.Bits != 4 && w.Bits != 8:
-		return tensor.Invalid(name+".Bits", "%d bits, must be 4 or 8", w.Bits)
+		return tensor.Invalid("W.Bits", "%d bits, must be 4 or 8", w.Bits)
 	case w.GroupSize != 32 && w.GroupSize != 64 && w.GroupSize != 128:
-		return tensor.Invalid(name+".GroupSize", "group size %d, must be 32, 64 or 128", w.GroupSize)
+		return tensor.Invalid("W.GroupSize", "group size %d, must be 32, 64 or 128", w.GroupSize)
 	case w.Rows <= 0 || w.Cols <= 0:
-		return tensor.Invalid(name, "shape %d x %d, both must be positive", w.Rows, w.Cols)
+		return tensor.Invalid("W", "shape %d x %d, both must be positive", w.Rows, w.Cols)
 	case w.Cols%w.GroupSize != 0:
-		return tensor.Invalid(name+".Cols", "%d columns, not a multiple of the group size %d", w.Cols, w.GroupSize)
+		return tensor.Invalid("W.Cols", "%d columns, not a multiple of the group size %d", w.Cols, w.GroupSize)
 	case w.Experts < 0:
-		return tensor.Invalid(name+".Experts", "%d experts, must not be negative", w.Experts)
+		return tensor.Invalid("W.Experts", "%d experts, must not be negative", w.Experts)
 	}
-	if err := tensor.FloatType(name+".Scales", w.Scales.Type); err != nil {
+	if err := tensor.FloatType("W.Scales", w.Scales.Type); err != nil {
 		return err
 	}
 	m := max(w.Experts, 1)
 	words, groups := m*w.Rows*(w.Cols*w.Bits/32), m*w.Rows*(w.Cols/w.GroupSize)
 	return tensor.Check(dev,
-		tensor.Arg{Name: name + ".Words", View: w.Words, Type: tensor.U32, Len: words, Formula: "experts*rows*cols*bits/32"},
-		tensor.Arg{Name: name + ".Scales", View: w.Scales, Type: w.Scales.Type, Len: groups, Formula: "experts*rows*cols/group_size"},
-		tensor.Arg{Name: name + ".Biases", View: w.Biases, Type: w.Scales.Type, TypeFrom: name + ".Scales", Len: groups, Formula: "experts*rows*cols/group_size"},
+		tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: words, Formula: "experts*rows*cols*bits/32"},
+		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: groups, Formula: "experts*rows*cols/group_size"},
+		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Scales.Type, TypeFrom: "W.Scales", Len: groups, Formula: "experts*rows*cols/group_size"},
 	)
 }
 
@@ -114,7 +115,7 @@ func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKe
 	if w.Experts != 0 {
 		return tensor.Invalid("W.Experts", "%d stacked experts: %v takes one matrix (GatherQuantMatVec takes stacked experts)", w.Experts, q)
 	}
-	if err := w.check(k.dev, "W"); err != nil {
+	if err := w.check(k.dev); err != nil {
 		return err
 	}
 	if err := tensor.FloatType("X", x.Type); err != nil {
@@ -175,7 +176,7 @@ func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeigh
 	if w.Experts <= 0 {
 		return tensor.Invalid("W.Experts", "%d stacked experts, must be positive", w.Experts)
 	}
-	if err := w.check(k.dev, "W"); err != nil {
+	if err := w.check(k.dev); err != nil {
 		return err
 	}
 	if err := tensor.FloatType("X", x.Type); err != nil {
@@ -223,7 +224,7 @@ func (k *Kernels) QuantEmbed(enc *mtl.ComputeCommandEncoder, w QuantWeight, ids,
 	if w.Experts != 0 {
 		return tensor.Invalid("W.Experts", "%d stacked experts: an embedding table is one matrix", w.Experts)
 	}
-	if err := w.check(k.dev, "W"); err != nil {
+	if err := w.check(k.dev); err != nil {
 		return err
 	}
 	if err := k.checkEmbed(ids, y, n, w.Cols, tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: w.Words.Len},
@@ -274,14 +275,15 @@ func (k *Kernels) checkEmbed(ids, y tensor.View, n, hidden int, table ...tensor.
 	if n <= 0 {
 		return tensor.Invalid("n", "%d token ids, must be positive", n)
 	}
-	if ids.Type != tensor.I32 {
-		ids.Type = tensor.U32 // either: the check below names any other type
+	idType := tensor.U32 // or I32: the check below refuses any other type as not u32
+	if ids.Type == tensor.I32 {
+		idType = tensor.I32
 	}
 	if err := tensor.FloatType("Y", y.Type); err != nil {
 		return err
 	}
 	args := [5]tensor.Arg{
-		{Name: "IDs", View: ids, Type: ids.Type, Len: n, Formula: "n"},
+		{Name: "IDs", View: ids, Type: idType, Len: n, Formula: "n"},
 		{Name: "Y", View: y, Type: y.Type, Len: n * hidden, Formula: "n*hidden", Written: true},
 	}
 	m := copy(args[2:], table)

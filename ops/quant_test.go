@@ -1,12 +1,14 @@
 package ops_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -317,4 +319,139 @@ func TestEmbed(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestQuantRefusals checks that each bad argument of the quantized
+// dispatchers is refused with an error that wraps ErrInvalidArgument and
+// names it, and that nothing was encoded.
+func TestQuantRefusals(t *testing.T) {
+	r := newRig(t, testdevice.Orders[0])
+	rng := rand.New(rand.NewPCG(0x4ef, 1))
+	c := quantCombo{4, 64, tensor.F16, tensor.F16}
+	const rows, cols, n = 9, 128, 2
+	good := r.newQuantMatrix(rng, c, 0, rows, cols).QuantWeight
+	stack := r.newQuantMatrix(rng, c, 3, rows, cols).QuantWeight
+	x := r.empty(tensor.F16, n*cols)
+	y := r.empty(tensor.F16, n*rows)
+	ids := r.empty(tensor.U32, n*2)
+	tokens := r.empty(tensor.I32, n)
+	yk := r.empty(tensor.F16, n*2*rows)
+	with := func(f func(w *ops.QuantWeight)) ops.QuantWeight { w := good; f(&w); return w }
+	product := func(w ops.QuantWeight, x, y, res tensor.View, n int) func(*mtl.ComputeCommandEncoder) error {
+		return func(enc *mtl.ComputeCommandEncoder) error { return r.k.QuantMatVec(enc, w, x, y, res, n) }
+	}
+	for _, tc := range []struct {
+		name, arg string
+		f         func(*mtl.ComputeCommandEncoder) error
+	}{
+		{"3 bits", "W.Bits", product(with(func(w *ops.QuantWeight) { w.Bits = 3 }), x, y, tensor.View{}, n)},
+		{"group 16", "W.GroupSize", product(with(func(w *ops.QuantWeight) { w.GroupSize = 16 }), x, y, tensor.View{}, n)},
+		{"cols not groups", "W.Cols", product(with(func(w *ops.QuantWeight) { w.Cols = 96 }), x, y, tensor.View{}, n)},
+		{"no rows", "W", product(with(func(w *ops.QuantWeight) { w.Rows = 0 }), x, y, tensor.View{}, n)},
+		{"short words", "W.Words", product(with(func(w *ops.QuantWeight) { w.Words.Len-- }), x, y, tensor.View{}, n)},
+		{"u32 scales", "W.Scales", product(with(func(w *ops.QuantWeight) { w.Scales.Type = tensor.U32 }), x, y, tensor.View{}, n)},
+		{"biases of another type", "W.Biases", product(with(func(w *ops.QuantWeight) { w.Biases.Type, w.Biases.Len = tensor.F32, w.Biases.Len/2 }), x, y, tensor.View{}, n)},
+		{"stacked experts", "W.Experts", product(stack, x, y, tensor.View{}, n)},
+		{"n 0", "n", product(good, x, y, tensor.View{}, 0)},
+		{"short x", "X", product(good, x, y, tensor.View{}, n+1)},
+		{"y of another type", "Y", product(good, x, r.empty(tensor.F32, n*rows), tensor.View{}, n)},
+		{"residual of another type", "Residual", product(good, x, y, r.empty(tensor.BF16, n*rows), n)},
+		{"y over x", "Y", product(good, x, tensor.NewView(x.Buffer, 0, tensor.F16, n*rows), tensor.View{}, n)},
+		{"y over the words", "Y", product(good, x, tensor.NewView(good.Words.Buffer, 0, tensor.F16, n*rows), tensor.View{}, n)},
+		{"matmul: short y", "Y", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.QuantMatMul(enc, good, x, r.empty(tensor.F16, n*rows-1), tensor.View{}, n)
+		}},
+		{"gather: one matrix", "W.Experts", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.GatherQuantMatVec(enc, good, x, ids, yk, n, 2, false)
+		}},
+		{"gather: i32 ids", "IDs", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.GatherQuantMatVec(enc, stack, x, r.empty(tensor.I32, n*2), yk, n, 2, false)
+		}},
+		{"gather: x not per slot", "X", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, n, 2, true)
+		}},
+		{"gather: k 0", "n", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, n, 0, false)
+		}},
+		{"embed: f32 ids", "IDs", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.QuantEmbed(enc, good, r.empty(tensor.F32, n), r.empty(tensor.F16, n*cols), n)
+		}},
+		{"embed: u32 output", "Y", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.QuantEmbed(enc, good, tokens, r.empty(tensor.U32, n*cols), n)
+		}},
+		{"embed: stacked table", "W.Experts", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.QuantEmbed(enc, stack, tokens, r.empty(tensor.F16, n*cols), n)
+		}},
+		{"dense embed: short table", "table", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.Embed(enc, x, 3, cols, tokens, r.empty(tensor.F16, n*cols), n)
+		}},
+		{"dense embed: no vocabulary", "table", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.Embed(enc, x, 0, cols, tokens, r.empty(tensor.F16, n*cols), n)
+		}},
+		{"dense embed: n 0", "n", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.Embed(enc, x, n, cols, tokens, r.empty(tensor.F16, 0), 0)
+		}},
+	} {
+		cb, enc := r.Encoder()
+		err := tc.f(enc)
+		var ae *spec.ArgumentError
+		switch {
+		case !errors.Is(err, ops.ErrInvalidArgument):
+			t.Errorf("%s: error %v, want ErrInvalidArgument", tc.name, err)
+		case !errors.As(err, &ae) || ae.Arg != tc.arg:
+			t.Errorf("%s: error %v names %q, want %q", tc.name, err, ae.Arg, tc.arg)
+		}
+		if enc.Sends() != 0 || enc.Err() != nil {
+			t.Errorf("%s: the encoder sent %d messages, error %v", tc.name, enc.Sends(), enc.Err())
+		}
+		enc.EndEncoding()
+		cb.Release()
+	}
+	if err := good.Check(); err != nil {
+		t.Errorf("Check of a good weight: %v", err)
+	}
+}
+
+// TestQuantNoAllocation checks that the quantized dispatchers allocate
+// nothing of their own on the host (a decode step encodes hundreds of
+// them): no more than the pipeline lookup and the encoder calls they make,
+// made directly (the registry's lookup and the emulated device's encoder
+// allocate).
+func TestQuantNoAllocation(t *testing.T) {
+	r := newRig(t, testdevice.Orders[0])
+	rng := rand.New(rand.NewPCG(0xa110c, 1))
+	c := quantCombo{4, 64, tensor.BF16, tensor.BF16}
+	w := r.newQuantMatrix(rng, c, 0, 16, 128)
+	stack := r.newQuantMatrix(rng, c, 4, 16, 128)
+	x, y := r.empty(c.act, 128), r.empty(c.act, 16)
+	ids, yk, tok := r.empty(tensor.U32, 2), r.empty(c.act, 2*16), r.empty(tensor.U32, 1)
+	cb, enc := r.Encoder()
+	defer cb.Release()
+	for _, tc := range []struct {
+		kernel  kernels.QuantKernel
+		buffers int // the buffers it binds
+		f       func() error
+	}{
+		{kernels.QuantMatVec, 6, func() error { return r.k.QuantMatVec(enc, w.QuantWeight, x, y, y, 1) }},
+		{kernels.QuantMatMul, 6, func() error { return r.k.QuantMatMul(enc, w.QuantWeight, x, y, tensor.View{}, 1) }},
+		{kernels.QuantGatherMatVec, 7, func() error { return r.k.GatherQuantMatVec(enc, stack.QuantWeight, x, ids, yk, 1, 2, false) }},
+		{kernels.QuantEmbed, 5, func() error { return r.k.QuantEmbed(enc, w.QuantWeight, tok, x, 1) }},
+	} {
+		if err := tc.f(); err != nil {
+			t.Fatalf("%v: %v", tc.kernel, err)
+		}
+		entry := kernels.QuantOf(tc.kernel, c.act, c.scale, c.bits)
+		direct := testing.AllocsPerRun(20, func() {
+			_ = r.k.Prepare(entry) // the pipeline lookup
+			for i := range tc.buffers {
+				enc.SetBuffer(x.Buffer, 0, i)
+			}
+			mtl.SetValue(enc, [8]uint32{}, 6)
+			enc.DispatchThreadgroups(mtl.Sz(1, 1, 1), mtl.Sz(32, 2, 1))
+		})
+		if a := testing.AllocsPerRun(20, func() { _ = tc.f() }); a > direct {
+			t.Errorf("%v allocates %v times per dispatch, its encoder calls %v", tc.kernel, a, direct)
+		}
+	}
+	enc.EndEncoding()
 }
