@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
@@ -454,4 +456,89 @@ func TestQuantNoAllocation(t *testing.T) {
 		}
 	}
 	enc.EndEncoding()
+}
+
+// counters runs f on one command buffer and returns the emulator's
+// counters of its one dispatch.
+func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) msl.Counters {
+	r.T.Helper()
+	cb, enc := r.Encoder()
+	defer cb.Release()
+	if err := f(enc); err != nil {
+		r.T.Fatal(err)
+	}
+	enc.EndEncoding()
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		r.T.Fatal(err)
+	}
+	c, err := emu.DispatchCounters(cb)
+	if err != nil || len(c) != 1 {
+		r.T.Fatalf("counters: %d dispatches, %v", len(c), err)
+	}
+	return c[0]
+}
+
+// TestQuantMatVecTraffic measures the bytes QuantMatVec loads for one
+// decode token at Qwen3-Next's shapes (hidden 2048: a 2048 x 2048
+// projection and a 512 x 2048 expert's gate) against the floor: the words
+// (0.5 or 1 byte a weight), the scales and biases and x read once, y
+// written once. The words must be loaded exactly once (they are the
+// traffic) and y stored exactly once. The emulator counts each lane's
+// loads: the 16-value chunks of a group (group / 16 lanes) each load its
+// scale and bias, one address that a SIMD-group's load serves once, and
+// each SIMD-group loads all of x, which the caches serve after the first;
+// those figures are logged, and bounded by these factors. The gathered
+// product must load exactly its k experts' words per token.
+func TestQuantMatVecTraffic(t *testing.T) {
+	r := newRig(t, testdevice.Orders[0])
+	for _, s := range []struct{ rows, cols, bits int }{{2048, 2048, 4}, {512, 2048, 4}, {2048, 2048, 8}, {512, 2048, 8}} {
+		c := quantCombo{s.bits, 64, tensor.BF16, tensor.BF16}
+		rng := rand.New(rand.NewPCG(0x7aff1c, uint64(s.rows*s.bits)))
+		w := r.newQuantMatrix(rng, c, 0, s.rows, s.cols)
+		x, _ := r.input(rng, c.act, s.cols)
+		y := r.empty(c.act, s.rows)
+		got := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.QuantMatVec(enc, w.QuantWeight, x, y, tensor.View{}, 1)
+		})
+		words, sb := uint64(w.Words.Bytes()), uint64(w.Scales.Bytes()+w.Biases.Bytes())
+		xb, yb := uint64(x.Bytes()), uint64(y.Bytes())
+		floor := words + sb + xb + yb
+		name := fmt.Sprintf("%d x %d, %d bits, group 64, bf16", s.rows, s.cols, s.bits)
+		total := uint64(0)
+		for _, b := range got.Loaded {
+			total += b
+		}
+		t.Logf("%s: loaded words %d B (floor %d), scales+biases %d B (floor %d), x %d B (floor %d); stored y %d B; floor %d B, loaded+stored %d B (%.2fx; %.3f B a weight)",
+			name, got.Loaded[0], words, got.Loaded[1]+got.Loaded[2], sb, got.Loaded[3], xb, got.Stored[4], floor,
+			total+got.Stored[4], float64(total+got.Stored[4])/float64(floor), float64(got.Loaded[0]+got.Loaded[1]+got.Loaded[2])/float64(s.rows*s.cols))
+		if got.Loaded[0] != words {
+			t.Errorf("%s: words loaded %d bytes, want each once: %d", name, got.Loaded[0], words)
+		}
+		if got.Stored[4] != yb {
+			t.Errorf("%s: y stored %d bytes, want %d", name, got.Stored[4], yb)
+		}
+		if lanes := uint64(c.group / 16); got.Loaded[1]+got.Loaded[2] > lanes*sb {
+			t.Errorf("%s: scales and biases loaded %d bytes, more than group/16 = %d lanes each: %d", name, got.Loaded[1]+got.Loaded[2], lanes, lanes*sb)
+		}
+		if simdgroups := uint64(s.rows / 4); got.Loaded[3] > simdgroups*xb {
+			t.Errorf("%s: x loaded %d bytes, more than once per SIMD-group (%d): %d", name, got.Loaded[3], simdgroups, simdgroups*xb)
+		}
+	}
+
+	// 4 tokens of top-2 out of 8 experts (512 x 256 each), one id out of
+	// range: 7 expert matrices' words in all.
+	c := quantCombo{4, 64, tensor.BF16, tensor.BF16}
+	rng := rand.New(rand.NewPCG(0x6a7, 8))
+	const experts, rows, cols, n, k = 8, 512, 256, 4, 2
+	w := r.newQuantMatrix(rng, c, experts, rows, cols)
+	x, _ := r.input(rng, c.act, n*cols)
+	ids := ints(r, tensor.U32, []uint32{0, 7, 3, 3, 9, 1, 6, 2})
+	got := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
+		return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ids, r.empty(c.act, n*k*rows), n, k, false)
+	})
+	if want := uint64(7 * rows * cols / 2); got.Loaded[0] != want {
+		t.Errorf("GatherQuantMatVec: words loaded %d bytes, want the 7 chosen experts' once each: %d", got.Loaded[0], want)
+	}
 }
