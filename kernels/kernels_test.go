@@ -23,8 +23,12 @@ import (
 // defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if want := 9 * (19 + 10); len(names) != want {
-		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4)): %v", len(names), want, names)
+	ops := 0
+	for _, s := range OpsSources() {
+		ops += len(s.Entries())
+	}
+	if want := 9*(19+10) + ops; len(names) != want {
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4), and the %d of OpsSources): %v", len(names), want, ops, names)
 	}
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {
@@ -58,6 +62,12 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 func TestSourceHasPreludeAndLineDirectives(t *testing.T) {
 	for _, f := range SourceFiles() {
 		src := Source(f)
+		if !strings.Contains(src, `#line 1 "`+ElemFile+`"`) || !strings.Contains(src, `#line 1 "`+f+`"`) {
+			t.Errorf("Source(%q) lacks the line directives of %s and itself", f, ElemFile)
+		}
+		if _, ok := opsFile(f); ok {
+			continue // the GDN prelude is the GDN sources' only
+		}
 		for _, want := range []string{`#line 1 "` + CommonFile + `"`, "struct gdn_params", `#line 1 "` + f + `"`} {
 			if !strings.Contains(src, want) {
 				t.Errorf("Source(%q) lacks %q", f, want)
@@ -199,4 +209,14 @@ func TestTypedNames(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = DecodeOf(spec.BF16, spec.F16, 4) }); n != 0 {
 		t.Errorf("DecodeOf allocates %v times", n)
 	}
+}
+
+// opsFile returns the entry of OpsSources for file f.
+func opsFile(f string) (OpsSource, bool) {
+	for _, s := range OpsSources() {
+		if s.File == f {
+			return s, true
+		}
+	}
+	return OpsSource{}, false
 }
