@@ -79,8 +79,9 @@ func BARows(h Heads) ([]int, error) {
 }
 
 // Permute returns the rows of a row-major matrix w (cols columns) in the
-// order rows gives: row i of the result is row rows[i] of w.
-func Permute(w []float32, cols int, rows []int) ([]float32, error) {
+// order rows gives: row i of the result is row rows[i] of w. Elements are
+// of any type (float32 weights, float64 references, raw words).
+func Permute[E any](w []E, cols int, rows []int) ([]E, error) {
 	if cols <= 0 || len(w)%cols != 0 {
 		return nil, fmt.Errorf("checkpoint: %d elements are not rows of %d columns", len(w), cols)
 	}
@@ -88,7 +89,7 @@ func Permute(w []float32, cols int, rows []int) ([]float32, error) {
 	if len(rows) != n {
 		return nil, fmt.Errorf("checkpoint: %d row indices for a matrix of %d rows", len(rows), n)
 	}
-	out := make([]float32, 0, len(w))
+	out := make([]E, 0, len(w))
 	for i, r := range rows {
 		if r < 0 || r >= n {
 			return nil, fmt.Errorf("checkpoint: row index %d at %d is outside 0..%d", r, i, n-1)

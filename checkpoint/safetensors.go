@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -25,6 +26,11 @@ type Safetensors struct {
 	names   []string
 }
 
+// ErrMalformed is returned (wrapped) for a safetensors file whose bytes
+// do not hold what its header says: truncated, offsets outside the data or
+// overlapping, an unknown dtype, a shape that does not match the byte count.
+var ErrMalformed = errors.New("checkpoint: malformed safetensors file")
+
 // A Tensor is one tensor of a safetensors file: its dtype ("F32", "F16" or
 // "BF16" are the ones [Tensor.Float32s] widens), its shape, outermost first,
 // and its bytes (little-endian).
@@ -33,6 +39,9 @@ type Tensor struct {
 	DType string
 	Shape []int
 	Data  []byte
+	// Offset is Data's offset in the file (header included), for views
+	// over a mapped file (such as a Metal buffer over the mapping).
+	Offset int64
 }
 
 // maxHeader bounds the JSON header (the reference implementation's limit is
@@ -123,7 +132,7 @@ func ParseSafetensors(data []byte) (*Safetensors, error) {
 		if elems > math.MaxInt64/uint64(size) || elems*uint64(size) != end-begin {
 			return nil, fmt.Errorf("checkpoint: safetensors: tensor %q: %d bytes for shape %v of %s, which needs %d elements of %d bytes", name, end-begin, info.Shape, info.DType, elems, size)
 		}
-		st.tensors[name] = Tensor{Name: name, DType: info.DType, Shape: info.Shape, Data: body[begin:end:end]}
+		st.tensors[name] = Tensor{Name: name, DType: info.DType, Shape: info.Shape, Data: body[begin:end:end], Offset: int64(8 + n + begin)}
 		st.names = append(st.names, name)
 		spans = append(spans, span{begin, end, name})
 	}
