@@ -1,12 +1,16 @@
 package ops_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/ops"
 	"github.com/puremetal/puremetal/tensor"
@@ -74,6 +78,37 @@ var attnPrefillCases = []attnCase{
 func TestAttentionDecode(t *testing.T)  { eachAttnCase(t, attnDecodeCases) }
 func TestAttentionPrefill(t *testing.T) { eachAttnCase(t, attnPrefillCases) }
 
+// TestAttentionBF16ByHand runs the bf16 cases with the kernels compiled as
+// MSL 3.0, where bf16 is 16-bit integers converted by hand, and as 3.1
+// (MSL's bfloat): both pass the checks and give the same bytes.
+func TestAttentionBF16ByHand(t *testing.T) {
+	langs := []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1}
+	cases := append(append([]attnCase(nil), attnDecodeCases...), attnPrefillCases...)
+	outs := make([][2][]float32, len(cases))
+	for l, lang := range langs {
+		t.Run(fmt.Sprintf("msl%d.%d", lang>>16, lang&0xffff), func(t *testing.T) {
+			r := newRigLanguage(t, testdevice.Orders[0], lang)
+			for i, c := range cases {
+				if c.typ != tensor.BF16 {
+					continue
+				}
+				t.Run(c.String(), func(t *testing.T) {
+					g := *r.GPU
+					g.T = t
+					outs[i][l] = runAttnCase(&rig{GPU: &g, k: r.k}, c, uint64(i))
+				})
+			}
+		})
+	}
+	for i, o := range outs {
+		for j := range o[0] {
+			if math.Float32bits(o[0][j]) != math.Float32bits(o[1][j]) {
+				t.Fatalf("%v, output element %d: %v with bf16 by hand, %v with MSL's bfloat", cases[i], j, o[0][j], o[1][j])
+			}
+		}
+	}
+}
+
 // eachAttnCase runs every case in both scheduling orders, each run with
 // inputs of its own.
 func eachAttnCase(t *testing.T, cases []attnCase) {
@@ -91,13 +126,13 @@ func eachAttnCase(t *testing.T, cases []attnCase) {
 
 // attnRun is what one case put on the device.
 type attnRun struct {
-	a      ops.Attention
-	step   ops.AttentionStep
-	views  ops.AttentionViews
-	cache  [2][]float32 // the caches before the step (NaN where nothing was cached)
-	tok0   []int        // each sequence's first token
-	qkv    [3][]float32 // q, k, v as rounded to the type
-	gate   []float32
+	a     ops.Attention
+	step  ops.AttentionStep
+	views ops.AttentionViews
+	cache [2][]float32 // the caches before the step (NaN where nothing was cached)
+	tok0  []int        // each sequence's first token
+	qkv   [3][]float32 // q, k, v as rounded to the type
+	gate  []float32
 }
 
 // setUpAttn makes the views of case c with random inputs from seed: the
@@ -181,7 +216,7 @@ func (u *attnRun) encode(k *ops.Kernels, enc *mtl.ComputeCommandEncoder) error {
 // output is within attnBound of cpuref.Attention64 (float64, over the
 // same rounded inputs) times the gate's sigmoid; padding sequences' rows
 // are left poisoned.
-func runAttnCase(r *rig, c attnCase, seed uint64) {
+func runAttnCase(r *rig, c attnCase, seed uint64) []float32 {
 	t := r.T
 	u := setUpAttn(r, c, seed)
 	r.run(func(enc *mtl.ComputeCommandEncoder) error { return u.encode(r.k, enc) })
@@ -232,6 +267,7 @@ func runAttnCase(r *rig, c attnCase, seed uint64) {
 		}
 	}
 	t.Logf("largest error %.3g of its bound", worst)
+	return out
 }
 
 // reference returns sequence i's output from cpuref.Attention64 over the
@@ -302,4 +338,95 @@ func (u *attnRun) reference(c attnCase, i int) (ref, bound []float64) {
 		bound[j] = eps*(2*float64(c.dim+1)*sMax[j/c.dim]+4*nk+32)*vMax[j/c.dim] + (8*eps+unit)*math.Abs(ref[j])
 	}
 	return ref, bound
+}
+
+// attnRefusal is a change to a valid step that a dispatcher must refuse,
+// the dispatchers it applies to ('a' KVAppend, 'd' AttentionDecode, 'p'
+// AttentionPrefill) and words the error must hold.
+type attnRefusal struct {
+	name   string
+	on     string
+	change func(r *rig, u *attnRun)
+	want   []string
+}
+
+var attnRefusals = []attnRefusal{
+	{"integer type", "adp", func(r *rig, u *attnRun) { u.a.Type = tensor.I32 }, []string{"Attention.Type", "i32"}},
+	{"head size 96", "adp", func(r *rig, u *attnRun) { u.a.HeadDim = 96 }, []string{"Attention.HeadDim", "96"}},
+	{"heads not groups", "adp", func(r *rig, u *attnRun) { u.a.Heads, u.a.KVHeads = 3, 2 }, []string{"Attention.Heads", "Heads = 3", "KVHeads = 2", "multiple"}},
+	{"no KV heads", "adp", func(r *rig, u *attnRun) { u.a.KVHeads = 0 }, []string{"Attention.Heads", "KVHeads = 0"}},
+	{"GQA 16 in decode", "d", func(r *rig, u *attnRun) { u.a.Heads = 16 }, []string{"Attention.Heads", "16", "at most 8"}},
+	{"no slots", "adp", func(r *rig, u *attnRun) { u.a.Slots = 0 }, []string{"Attention.Slots", "Slots = 0"}},
+	{"NaN scale", "adp", func(r *rig, u *attnRun) { u.a.Scale = float32(math.NaN()) }, []string{"Attention.Scale", "NaN"}},
+	{"gate stride below the head", "dp", func(r *rig, u *attnRun) { u.a.GateStride = 63 }, []string{"Attention.GateStride", "63"}},
+	{"no tokens", "adp", func(r *rig, u *attnRun) { u.step.Tokens = 0 }, []string{"AttentionStep.Tokens", "Tokens = 0"}},
+	{"tokens not per sequence", "ap", func(r *rig, u *attnRun) { u.step.Tokens = 3 }, []string{"AttentionStep.Tokens", "3", "multiple"}},
+	{"decode with Varlen", "d", func(r *rig, u *attnRun) { u.step.Varlen = true }, []string{"AttentionStep.Tokens", "Varlen = true"}},
+	{"MaxSeqTokens beyond Tokens", "ap", func(r *rig, u *attnRun) { u.step.Varlen, u.step.MaxSeqTokens = true, 3 }, []string{"AttentionStep.MaxSeqTokens", "3"}},
+	{"too many splits", "d", func(r *rig, u *attnRun) { u.step.Splits = ops.MaxAttentionSplits + 1 }, []string{"AttentionStep.Splits", "65537"}},
+	{"q too short", "dp", func(r *rig, u *attnRun) { u.views.Q.Len-- }, []string{"Q", "255 elements", "HeadDim*Heads*Tokens = 256"}},
+	{"k of another type", "a", func(r *rig, u *attnRun) { u.views.K.Type = tensor.F16 }, []string{"K", "f16", "Attention.Type is f32"}},
+	{"cache too long", "adp", func(r *rig, u *attnRun) { u.a.MaxLen = 4 }, []string{"KCache", "HeadDim*MaxLen*KVHeads*Slots = 768"}},
+	{"output on q", "dp", func(r *rig, u *attnRun) { u.views.Out = u.views.Q }, []string{"Out", "overlap", "Q"}},
+	{"cache on k", "a", func(r *rig, u *attnRun) { u.views.VCache.Buffer = u.views.K.Buffer }, []string{"VCache"}},
+	{"no slots view", "adp", func(r *rig, u *attnRun) { u.views.Slots = tensor.View{} }, []string{"Slots", "no buffer"}},
+	{"no gate view", "dp", func(r *rig, u *attnRun) { u.a.GateStride = 64 }, []string{"Gate", "no buffer"}},
+	{"no partials", "d", func(r *rig, u *attnRun) { u.step.Splits = 2 }, []string{"PartialO", "no buffer"}},
+	{"no cu_seqlens", "ap", func(r *rig, u *attnRun) { u.step.Varlen = true }, []string{"CuSeqlens", "no buffer"}},
+	{"slot beyond the pool", "adp", func(r *rig, u *attnRun) { u.views.Slots = ints(r, tensor.I32, []int32{3, 0}) }, []string{"Slots", "slot 3", "Slots = 3"}},
+	{"slot twice", "adp", func(r *rig, u *attnRun) { u.views.Slots = ints(r, tensor.I32, []int32{1, 1}) }, []string{"Slots", "sequences 0 and 1", "slot 1"}},
+	{"cache full", "adp", func(r *rig, u *attnRun) { u.views.CacheLens = ints(r, tensor.I32, []int32{0, 8}) }, []string{"CacheLens", "sequence 1", "8 positions", "MaxLen = 8"}},
+	{"negative cache length", "adp", func(r *rig, u *attnRun) { u.views.CacheLens = ints(r, tensor.I32, []int32{-1, 0}) }, []string{"CacheLens", "-1"}},
+	{"cu_seqlens short of Tokens", "ap", func(r *rig, u *attnRun) {
+		u.step.Varlen, u.views.CuSeqlens = true, ints(r, tensor.I32, []int32{0, 1, 1})
+	}, []string{"CuSeqlens", "ends at 1", "Tokens = 2"}},
+	{"a sequence beyond MaxSeqTokens", "ap", func(r *rig, u *attnRun) {
+		u.step.Varlen, u.step.MaxSeqTokens, u.views.CuSeqlens = true, 1, ints(r, tensor.I32, []int32{0, 2, 2})
+	}, []string{"CuSeqlens", "sequence 0 has 2", "MaxSeqTokens = 1"}},
+}
+
+// TestAttentionRefusals checks that each dispatcher refuses every change
+// of attnRefusals with an error wrapping ErrInvalidArgument that names
+// the argument and the numbers, and encodes nothing: the encoder has no
+// error and the command buffer runs no dispatch.
+func TestAttentionRefusals(t *testing.T) {
+	r := newRig(t, testdevice.Orders[0])
+	base := attnCase{typ: tensor.F32, dim: 64, heads: 2, kvHeads: 1, slots: 3, maxLen: 8, splits: 1,
+		seqs: []attnSeq{{0, 2, 1}, {2, 5, 1}}}
+	dispatchers := map[rune]func(*ops.Kernels, *mtl.ComputeCommandEncoder, ops.Attention, ops.AttentionStep, ops.AttentionViews) error{
+		'a': (*ops.Kernels).KVAppend, 'd': (*ops.Kernels).AttentionDecode, 'p': (*ops.Kernels).AttentionPrefill,
+	}
+	cb, enc := r.Encoder()
+	for _, c := range attnRefusals {
+		for _, d := range c.on {
+			u := setUpAttn(r, base, 1)
+			if d == 'p' {
+				u.step.Splits = 0
+			}
+			c.change(r, u)
+			err := dispatchers[d](r.k, enc, u.a, u.step, u.views)
+			if !errors.Is(err, ops.ErrInvalidArgument) {
+				t.Errorf("%s (%c): error %v, want ErrInvalidArgument", c.name, d, err)
+				continue
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s (%c): %q does not say %q", c.name, d, err, w)
+				}
+			}
+		}
+	}
+	if err := enc.Err(); err != nil {
+		t.Fatalf("the refusals left the encoder in error: %v", err)
+	}
+	enc.EndEncoding()
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	counters, err := emu.DispatchCounters(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(counters) != 0 {
+		t.Fatalf("the refusals encoded %d dispatches", len(counters))
+	}
 }
