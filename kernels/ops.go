@@ -14,6 +14,7 @@ type OpsSource struct {
 var opsSources = []OpsSource{
 	{File: MatMulFile, Entries: matmulEntries},
 	{File: QuantFile, Entries: QuantEntries},
+	{File: AttentionFile, Entries: attentionEntries},
 }
 
 // OpsSources returns the sources of the model's other kernels.
