@@ -23,7 +23,11 @@ import (
 // defines exactly the entry points registered under it.
 func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 	names := EntryPoints()
-	if want := 9 * (19 + 10); len(names) != want {
+	ops := 0
+	for _, s := range OpsSources() {
+		ops += len(s.Entries())
+	}
+	if want := 9*(19+10) + ops; len(names) != want {
 		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4)): %v", len(names), want, names)
 	}
 	dev := testdevice.Emulated(t, emu.Options{})
@@ -58,6 +62,12 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 func TestSourceHasPreludeAndLineDirectives(t *testing.T) {
 	for _, f := range SourceFiles() {
 		src := Source(f)
+		if !strings.HasPrefix(f, "gdn_") {
+			if !strings.HasPrefix(src, `#line 1 "`+ElemFile+`"`) || !strings.Contains(src, `#line 1 "`+f+`"`) {
+				t.Errorf("Source(%q) lacks %s in front or its own line directive", f, ElemFile)
+			}
+			continue
+		}
 		for _, want := range []string{`#line 1 "` + CommonFile + `"`, "struct gdn_params", `#line 1 "` + f + `"`} {
 			if !strings.Contains(src, want) {
 				t.Errorf("Source(%q) lacks %q", f, want)

@@ -11,7 +11,9 @@ type OpsSource struct {
 }
 
 // opsSources lists the model's other kernel sources, one line each.
-var opsSources = []OpsSource{}
+var opsSources = []OpsSource{
+	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames)},
+}
 
 // OpsSources returns the sources of the model's other kernels.
 func OpsSources() []OpsSource { return append([]OpsSource(nil), opsSources...) }

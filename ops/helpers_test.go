@@ -1,10 +1,15 @@
 package ops_test
 
 import (
+	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -25,14 +30,19 @@ type rig struct {
 
 // newRig returns a rig on a fresh emulated device with options opts (one
 // of testdevice.Orders).
-func newRig(t *testing.T, opts emu.Options) *rig {
+func newRig(t *testing.T, opts emu.Options) *rig { return newRigLang(t, opts, 0) }
+
+// newRigLang is newRig with the kernels compiled as MSL version lang (0:
+// kernels.LanguageVersion's choice, 3.1 on the emulated device).
+func newRigLang(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *rig {
 	t.Helper()
 	g := testdevice.NewEmulated(t, opts)
-	k, err := ops.New(g.D, nil)
+	reg := kernels.NewRegistryWithLanguage(lang)
+	t.Cleanup(reg.Release)
+	k, err := ops.New(g.D, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(k.Release)
 	return &rig{GPU: g, k: k}
 }
 
@@ -41,6 +51,114 @@ func newRig(t *testing.T, opts emu.Options) *rig {
 func eachOrder(t *testing.T, f func(t *testing.T, r *rig)) {
 	for _, o := range testdevice.Orders {
 		t.Run(o.Order.String(), func(t *testing.T) { f(t, newRig(t, o)) })
+	}
+}
+
+// eachRun runs f as eachOrder does, and once more in the forward order
+// with the kernels compiled as MSL 3.0, where bf16 is converted by hand
+// rather than MSL's bfloat.
+func eachRun(t *testing.T, f func(t *testing.T, r *rig)) {
+	eachOrder(t, f)
+	t.Run("msl3.0", func(t *testing.T) { f(t, newRigLang(t, testdevice.Orders[0], mtl.LanguageVersion3_0)) })
+}
+
+// counters encodes f on one command buffer, waits for it and returns the
+// emulator's counters of the dispatch it encoded (it must encode one).
+func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) msl.Counters {
+	r.T.Helper()
+	cb, enc := r.Encoder()
+	if err := f(enc); err != nil {
+		r.T.Fatal(err)
+	}
+	enc.EndEncoding()
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		r.T.Fatal(err)
+	}
+	c, err := emu.DispatchCounters(cb)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	if len(c) != 1 {
+		r.T.Fatalf("%d dispatches, want 1", len(c))
+	}
+	return c[0]
+}
+
+// rounded returns x rounded to typ as the kernels' stores round it.
+func rounded(typ tensor.ElemType, x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i, v := range x {
+		switch typ {
+		case tensor.F16:
+			y[i] = half.ToFloat16(v).Float32()
+		case tensor.BF16:
+			y[i] = half.ToBFloat16(v).Float32()
+		default:
+			y[i] = v
+		}
+	}
+	return y
+}
+
+// widen returns x as float64s.
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// halfUlp returns the relative rounding error of a store to typ: half a
+// unit in the last place of its significand (2^-24 for f32, 2^-11 for
+// f16, 2^-8 for bf16).
+func halfUlp(typ tensor.ElemType) float64 {
+	switch typ {
+	case tensor.F16:
+		return 0x1p-11
+	case tensor.BF16:
+		return 0x1p-8
+	}
+	return 0x1p-24
+}
+
+// within fails the test for each element of got farther from want than
+// tol(i) (at most a few of them reported), naming what.
+func within(t *testing.T, what string, got []float32, want []float64, tol func(i int) float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d elements, want %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range got {
+		if d := math.Abs(float64(got[i]) - want[i]); !(d <= tol(i)) {
+			if bad++; bad <= 5 {
+				t.Errorf("%s[%d] = %g, want %g (error %.3g, bound %.3g)", what, i, got[i], want[i], d, tol(i))
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d elements out of bounds", what, bad)
+	}
+}
+
+// refused checks that err reports a bad argument naming arg, and that
+// nothing was left failed on the encoder.
+func refused(t *testing.T, enc *mtl.ComputeCommandEncoder, err error, arg string) {
+	t.Helper()
+	var ae *spec.ArgumentError
+	switch {
+	case err == nil:
+		t.Errorf("%s: accepted, want refused", arg)
+	case !errors.Is(err, ops.ErrInvalidArgument):
+		t.Errorf("%s: %v does not match ops.ErrInvalidArgument", arg, err)
+	case !errors.As(err, &ae) || ae.Arg != arg:
+		t.Errorf("%v: names another argument than %s", err, arg)
+	}
+	if enc.Err() != nil {
+		t.Errorf("%s: the encoder failed: %v", arg, enc.Err())
 	}
 }
 
