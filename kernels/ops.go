@@ -13,6 +13,8 @@ type OpsSource struct {
 // opsSources lists the model's other kernel sources, one line each.
 var opsSources = []OpsSource{
 	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames)},
+	{File: RoPEFile, Entries: entriesOf(ropeNames)},
+	{File: SwiGLUFile, Entries: entriesOf(swigluNames)},
 }
 
 // OpsSources returns the sources of the model's other kernels.

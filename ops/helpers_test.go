@@ -124,6 +124,20 @@ func halfUlp(typ tensor.ElemType) float64 {
 	return 0x1p-24
 }
 
+// roundErr bounds the error of storing v to typ: half an ulp relative,
+// and half the spacing of its subnormals (2^-25 for f16, 2^-134 for bf16,
+// 2^-150 for f32) for the values that round to one.
+func roundErr(typ tensor.ElemType, v float64) float64 {
+	sub := 0x1p-150
+	switch typ {
+	case tensor.F16:
+		sub = 0x1p-25
+	case tensor.BF16:
+		sub = 0x1p-134
+	}
+	return halfUlp(typ)*math.Abs(v) + sub
+}
+
 // within fails the test for each element of got farther from want than
 // tol(i) (at most a few of them reported), naming what.
 func within(t *testing.T, what string, got []float32, want []float64, tol func(i int) float64) {

@@ -18,11 +18,10 @@ import (
 // squares (all terms positive: relative error at most Dim * 2^-24 however
 // it is ordered), the mean, eps, rsqrt (a few roundings), halved by the
 // square root, and three products (x * inv * (offset + w)) give a relative
-// error below (Dim/2 + 8) * 2^-24; the store adds half an ulp of the output
-// type, and 2^-24 absolute covers outputs that round to subnormals.
+// error below (Dim/2 + 8) * 2^-24; the store adds its rounding (roundErr).
 func normTol(dim int, out tensor.ElemType, want []float64) func(i int) float64 {
-	rel := (float64(dim)/2+8)*0x1p-24 + halfUlp(out)
-	return func(i int) float64 { return rel*math.Abs(want[i]) + 0x1p-24 }
+	rel := (float64(dim)/2 + 8) * 0x1p-24
+	return func(i int) float64 { return rel*math.Abs(want[i]) + roundErr(out, want[i]) }
 }
 
 // TestRMSNorm checks rms_norm for every activation and weight type against
