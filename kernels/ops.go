@@ -15,6 +15,7 @@ var opsSources = []OpsSource{
 	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames)},
 	{File: RoPEFile, Entries: entriesOf(ropeNames)},
 	{File: SwiGLUFile, Entries: entriesOf(swigluNames)},
+	{File: MoEFile, Headers: []string{RankFile}, Entries: entriesOf(moeRouteNames, moeCombineNames)},
 }
 
 // OpsSources returns the sources of the model's other kernels.
