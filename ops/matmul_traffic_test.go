@@ -60,10 +60,9 @@ func TestMatMulTraffic(t *testing.T) {
 		if c.matmul {
 			f = r.k.MatMul
 		}
-		cs := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
+		got := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
 			return f(enc, w, x, tensor.View{}, y, c.n, c.in, c.out)
 		})
-		got := cs[0]
 		wOnce, xOnce, yOnce := uint64(w.Bytes()), uint64(x.Bytes()), uint64(y.Bytes())
 		wTimes, xTimes := uint64(1), uint64(0)
 		if c.matmul {
@@ -127,14 +126,14 @@ func TestGatherMatVecTraffic(t *testing.T) {
 			}
 		}
 		matrix := uint64(g.Out * g.In * 2)
-		if got := cs[0].Loaded[bindW]; got != uint64(valid)*matrix {
+		if got := cs.Loaded[bindW]; got != uint64(valid)*matrix {
 			t.Errorf("%+v: W loaded %d bytes, want %d valid ids * %d bytes", g, got, valid, matrix)
 		}
-		if got := cs[0].Stored[bindY]; got != uint64(y.Bytes()) {
+		if got := cs.Stored[bindY]; got != uint64(y.Bytes()) {
 			t.Errorf("%+v: y stored %d bytes, want once: %d", g, got, y.Bytes())
 		}
 		t.Logf("gather %d tokens x top-%d of %d experts, [%d][%d] bf16: W loaded %.2f MiB = %d experts' matrices once",
-			g.Tokens, g.TopK, g.Experts, g.Out, g.In, mib(cs[0].Loaded[bindW]), valid)
+			g.Tokens, g.TopK, g.Experts, g.Out, g.In, mib(cs.Loaded[bindW]), valid)
 	}
 }
 
