@@ -6,3 +6,5 @@ require (
 	github.com/ebitengine/purego v0.11.3
 	golang.org/x/sys v0.50.0
 )
+
+require golang.org/x/text v0.44.0
