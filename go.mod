@@ -8,3 +8,5 @@ require (
 )
 
 require golang.org/x/text v0.44.0
+
+require github.com/ardanlabs/jinja v1.8.0
