@@ -8,8 +8,13 @@ package tokenizer
 // is 'Ċ').
 var byteToRune, runeToByte = byteLevelAlphabet()
 
-func byteLevelAlphabet() (b2r [256]rune, r2b map[rune]byte) {
-	r2b = make(map[rune]byte, 256)
+// maxByteRune bounds the alphabet's characters: 256 + 68 stand-ins.
+const maxByteRune = 256 + 68
+
+func byteLevelAlphabet() (b2r [256]rune, r2b [maxByteRune]int16) {
+	for i := range r2b {
+		r2b[i] = -1
+	}
 	next := rune(256)
 	for b := 0; b < 256; b++ {
 		printable := (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)
@@ -19,24 +24,24 @@ func byteLevelAlphabet() (b2r [256]rune, r2b map[rune]byte) {
 			next++
 		}
 		b2r[b] = r
-		r2b[r] = byte(b)
+		r2b[r] = int16(b)
 	}
 	return b2r, r2b
 }
 
-// byteLevelDecode returns the bytes a token string stands for: each
+// byteLevelDecode appends the bytes a token string stands for: each
 // character through the alphabet, or, when any character is outside it
 // (an added token such as "<tool_call>" is inside it; one with a space or
 // a non-Latin letter is not), the string's own UTF-8 bytes, as HF's
 // ByteLevel decoder does.
-func byteLevelDecode(tok string) []byte {
-	out := make([]byte, 0, len(tok))
+func byteLevelDecode(dst []byte, tok string) []byte {
+	start := len(dst)
+	out := dst
 	for _, r := range tok {
-		b, ok := runeToByte[r]
-		if !ok {
-			return []byte(tok)
+		if r >= maxByteRune || runeToByte[r] < 0 {
+			return append(out[:start], tok...)
 		}
-		out = append(out, b)
+		out = append(out, byte(runeToByte[r]))
 	}
 	return out
 }

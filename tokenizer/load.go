@@ -252,10 +252,9 @@ func (t *Tokenizer) buildVocab(f *tokenizerJSON) error {
 	t.tokens = make([]string, size)
 	t.known = make([]bool, size)
 	t.special = make([]bool, size)
-	t.vocab = make(map[string]int32, len(f.Model.Vocab))
-	for tok, id := range f.Model.Vocab {
+	t.vocab = f.Model.Vocab
+	for tok, id := range t.vocab {
 		t.tokens[id], t.known[id] = tok, true
-		t.vocab[tok] = id
 	}
 	for _, a := range f.AddedTokens {
 		t.tokens[a.ID], t.known[a.ID] = a.Content, true
@@ -268,7 +267,7 @@ func (t *Tokenizer) buildVocab(f *tokenizerJSON) error {
 
 	t.bytesOff = make([]uint32, size+1)
 	for id, tok := range t.tokens {
-		t.bytes = append(t.bytes, byteLevelDecode(tok)...)
+		t.bytes = byteLevelDecode(t.bytes, tok)
 		t.bytesOff[id+1] = uint32(len(t.bytes))
 	}
 	for b := range 256 {
