@@ -119,7 +119,7 @@ func (t *Tokenizer) appendText(dst []int32, text string) []int32 {
 	if len(text) == 0 {
 		return dst
 	}
-	if t.normalizeNFC && !norm.NFC.IsNormalString(text) {
+	if t.normalizeNFC && norm.NFC.QuickSpanString(text) < len(text) && !norm.NFC.IsNormalString(text) {
 		text = norm.NFC.String(text)
 	}
 	var s *bpeScratch
