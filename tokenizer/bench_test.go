@@ -23,7 +23,7 @@ func TestEncodeAllocs(t *testing.T) {
 	tok := qwen3(t)
 	texts, _ := goldenTexts(t)
 	text := norm.NFC.String(strings.Join(texts, "\n")) // text that is not NFC is normalized into a new string
-	ids := tok.Encode(text) // fills the cache
+	ids := tok.Encode(text)                            // fills the cache
 	dst := make([]int32, 0, len(ids))
 	if n := testing.AllocsPerRun(20, func() { dst = tok.AppendEncode(dst[:0], text) }); n != 0 {
 		t.Errorf("encoding %d bytes of cached words: %v allocations, want 0", len(text), n)
