@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/puremetal/puremetal/internal/tokentest"
 )
 
 func qwen3Chat(tb testing.TB) *ChatTemplate {
 	tb.Helper()
-	c, err := LoadChatTemplate(testdataDir)
+	c, err := LoadChatTemplate(tokentest.Dir(tb))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func TestGoldenChat(t *testing.T) {
 // reasoning that the golden set lacks, against Jinja2's rendering with
 // transformers' settings (chat_jinja2.py made the file).
 func TestChatJinja2(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(testdataDir, "chat_jinja2.json"))
+	data, err := os.ReadFile(filepath.Join(tokentest.Dir(t), "chat_jinja2.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

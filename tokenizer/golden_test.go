@@ -1,41 +1,15 @@
 package tokenizer
 
 import (
-	"compress/gzip"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/puremetal/puremetal/internal/tokentest"
 )
-
-// The reference set: Qwen3's tokenizer (gzip -9 of the published
-// tokenizer.json) and HF's own encodings, decodings and chat renderings of
-// it (README.md there says how they were made).
-var testdataDir = filepath.Join("..", "testdata", "tokenizer")
-
-type goldenSet struct {
-	Encode []struct {
-		Text    string  `json:"text"`
-		IDs     []int32 `json:"ids"`
-		Decoded string  `json:"decoded"`
-	} `json:"encode"`
-	Decode []struct {
-		IDs             []int32 `json:"ids"`
-		Text            string  `json:"text"`
-		TextSkipSpecial string  `json:"text_skip_special"`
-	} `json:"decode"`
-	Chat []struct {
-		Messages       json.RawMessage `json:"messages"`
-		EnableThinking bool            `json:"enable_thinking"`
-		Text           string          `json:"text"`
-		IDs            []int32         `json:"ids"`
-	} `json:"chat"`
-}
 
 var (
 	qwen3Once sync.Once
@@ -46,41 +20,17 @@ var (
 // qwen3 returns Qwen3's tokenizer, read once for all tests.
 func qwen3(tb testing.TB) *Tokenizer {
 	tb.Helper()
-	qwen3Once.Do(func() {
-		f, err := os.Open(filepath.Join(testdataDir, "tokenizer.json.gz"))
-		if err != nil {
-			qwen3Err = err
-			return
-		}
-		defer f.Close()
-		z, err := gzip.NewReader(f)
-		if err != nil {
-			qwen3Err = err
-			return
-		}
-		qwen3Tok, qwen3Err = Read(z)
-	})
+	qwen3Once.Do(func() { qwen3Tok, qwen3Err = Parse(tokentest.TokenizerJSON(tb)) })
 	if qwen3Err != nil {
 		tb.Fatal(qwen3Err)
+	}
+	if qwen3Tok == nil {
+		tb.Fatal("Qwen3's tokenizer could not be read")
 	}
 	return qwen3Tok
 }
 
-func golden(tb testing.TB) *goldenSet {
-	tb.Helper()
-	data, err := os.ReadFile(filepath.Join(testdataDir, "golden.json"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var g goldenSet
-	if err := json.Unmarshal(data, &g); err != nil {
-		tb.Fatal(err)
-	}
-	if len(g.Encode) == 0 || len(g.Decode) == 0 || len(g.Chat) == 0 {
-		tb.Fatalf("golden.json has %d encode, %d decode, %d chat cases", len(g.Encode), len(g.Decode), len(g.Chat))
-	}
-	return &g
-}
+func golden(tb testing.TB) *tokentest.Golden { return tokentest.LoadGolden(tb) }
 
 func TestGoldenEncode(t *testing.T) {
 	tok := qwen3(t)

@@ -8,16 +8,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/puremetal/puremetal/internal/tokentest"
 )
 
 // TestParseRefuses changes one setting of the tiny tokenizer.json at a
 // time: each that this package does not implement is refused with the
 // sentinel and an error naming the field.
 func TestParseRefuses(t *testing.T) {
-	base, err := os.ReadFile(filepath.Join(tinyDir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := tinyJSON(t)
 	if _, err := Parse(base); err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +62,16 @@ func TestParseRefuses(t *testing.T) {
 			t.Errorf("%s = %v: got %v, want %v naming %s", strings.Join(c.path, "."), c.value, err, c.want, c.field)
 		}
 	}
+}
+
+// tinyJSON returns the tiny checkpoint's tokenizer.json.
+func tinyJSON(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(tokentest.TinyDir(t), "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // edit returns the JSON data with the value at path set (deleted for a
@@ -111,10 +120,7 @@ func edit(t *testing.T, data []byte, path []string, value any) []byte {
 // TestMergesAsStrings: the older "a b" form of merges gives the same
 // tokenizer.
 func TestMergesAsStrings(t *testing.T) {
-	base, err := os.ReadFile(filepath.Join(tinyDir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := tinyJSON(t)
 	var f struct {
 		Model struct{ Merges [][2]string } `json:"model"`
 	}
@@ -145,10 +151,7 @@ func TestMergesAsStrings(t *testing.T) {
 // TestIgnoreMerges: with model.ignore_merges a word that is itself in the
 // vocabulary is that one token, merges or not; without, it is merged.
 func TestIgnoreMerges(t *testing.T) {
-	base, err := os.ReadFile(filepath.Join(tinyDir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := tinyJSON(t)
 	const word, id = " xyzzy", 2074 // 'Ġxyzzy' has no merge path in the tiny vocabulary
 	withWord := edit(t, base, []string{"model", "vocab", "Ġxyzzy"}, id)
 	plain, err := Parse(withWord)

@@ -2,19 +2,17 @@ package tokenizer
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/puremetal/puremetal/internal/tokentest"
 )
 
 // The tiny checkpoint's tokenizer is cut from Qwen3's: the 256 byte
 // tokens and the first 1,792 merges keep their ids (below 2048), the 26
 // added tokens move from 151643-151668 to 2048-2073.
-var tinyDir = filepath.Join("..", "testdata", "golden", "hf-models", "qwen3_dense_bf16")
-
 const (
 	tinyVocab      = 2048
 	qwen3AddedBase = 151643
@@ -22,7 +20,7 @@ const (
 
 func tiny(t *testing.T) *Tokenizer {
 	t.Helper()
-	tok, err := Load(tinyDir)
+	tok, err := Load(tokentest.TinyDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,12 +31,8 @@ func tiny(t *testing.T) *Tokenizer {
 // its id both ways, its special flag, and is one token in text.
 func TestTinyAddedTokens(t *testing.T) {
 	tok := tiny(t)
-	data, err := os.ReadFile(filepath.Join(tinyDir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f tokenizerJSON
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := json.Unmarshal(tinyJSON(t), &f); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.AddedTokens) != 26 {

@@ -2,44 +2,26 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/puremetal/puremetal/internal/tokentest"
 )
 
-var tokenizerTestdata = filepath.Join("..", "..", "testdata", "tokenizer")
-
 // qwen3Model returns a model folder holding Qwen3's tokenizer.json and
-// tokenizer_config.json, unpacked from testdata.
+// tokenizer_config.json.
 func qwen3Model(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	f, err := os.Open(filepath.Join(tokenizerTestdata, "tokenizer.json.gz"))
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), tokentest.TokenizerJSON(t), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	z, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.Create(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, z); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
-	config, err := os.ReadFile(filepath.Join(tokenizerTestdata, "tokenizer_config.json"))
+	config, err := os.ReadFile(filepath.Join(tokentest.Dir(t), "tokenizer_config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,35 +39,10 @@ func puremetal(stdin string, args ...string) (status int, stdout, stderr string)
 	return status, out.String(), errOut.String()
 }
 
-type goldenSet struct {
-	Encode []struct {
-		Text    string  `json:"text"`
-		IDs     []int32 `json:"ids"`
-		Decoded string  `json:"decoded"`
-	} `json:"encode"`
-	Decode []struct {
-		IDs             []int32 `json:"ids"`
-		Text            string  `json:"text"`
-		TextSkipSpecial string  `json:"text_skip_special"`
-	} `json:"decode"`
-	Chat []struct {
-		Messages       json.RawMessage `json:"messages"`
-		EnableThinking bool            `json:"enable_thinking"`
-		IDs            []int32         `json:"ids"`
-	} `json:"chat"`
-}
-
 // TestTokenize runs every golden case through the command's modes.
 func TestTokenize(t *testing.T) {
 	model := qwen3Model(t)
-	data, err := os.ReadFile(filepath.Join(tokenizerTestdata, "golden.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g goldenSet
-	if err := json.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
+	g := tokentest.LoadGolden(t)
 
 	var texts, decoded []string
 	var ids [][]int32
@@ -149,7 +106,7 @@ func idLine(ids []int32) string {
 // TestUsage: a wrong command line exits with 2, a failing command with 1,
 // each with a message.
 func TestUsage(t *testing.T) {
-	tiny := filepath.Join("..", "..", "testdata", "golden", "hf-models", "qwen3_dense_bf16")
+	tiny := tokentest.TinyDir(t)
 	for _, c := range []struct {
 		args   []string
 		stdin  string
