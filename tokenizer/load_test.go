@@ -64,6 +64,15 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
+func mustParse(t *testing.T, data []byte) *Tokenizer {
+	t.Helper()
+	tok, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 // tinyJSON returns the tiny checkpoint's tokenizer.json.
 func tinyJSON(t *testing.T) []byte {
 	t.Helper()
@@ -131,14 +140,8 @@ func TestMergesAsStrings(t *testing.T) {
 	for i, m := range f.Model.Merges {
 		lines[i] = m[0] + " " + m[1]
 	}
-	a, err := Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Parse(edit(t, base, []string{"model", "merges"}, lines))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustParse(t, base)
+	b := mustParse(t, edit(t, base, []string{"model", "merges"}, lines))
 	text := "The quick brown fox's 12 jumps, over   the lazy dog.\n"
 	if ga, gb := a.Encode(text), b.Encode(text); len(ga) == 0 || !slices.Equal(ga, gb) {
 		t.Errorf("pairs give %v, strings give %v", ga, gb)
@@ -154,14 +157,8 @@ func TestIgnoreMerges(t *testing.T) {
 	base := tinyJSON(t)
 	const word, id = " xyzzy", 2074 // 'Ġxyzzy' has no merge path in the tiny vocabulary
 	withWord := edit(t, base, []string{"model", "vocab", "Ġxyzzy"}, id)
-	plain, err := Parse(withWord)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ignoring, err := Parse(edit(t, withWord, []string{"model", "ignore_merges"}, true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := mustParse(t, withWord)
+	ignoring := mustParse(t, edit(t, withWord, []string{"model", "ignore_merges"}, true))
 	if got := ignoring.Encode(word + word); !slices.Equal(got, []int32{id, id}) {
 		t.Errorf("ignore_merges: %q gives %v, want [%d %d]", word+word, got, id, id)
 	}
