@@ -87,3 +87,27 @@ func streamDecode(tb testing.TB, tok *Tokenizer, ids []int32, skip bool) string 
 	}
 	return string(d.Flush(out))
 }
+
+// TestEncodeConcurrent encodes the golden texts from several goroutines at
+// once with a fresh word cache, so that they fill and read it together.
+func TestEncodeConcurrent(t *testing.T) {
+	tok := mustParse(t, tokentest.TokenizerJSON(t))
+	cases := golden(t).Encode
+	var wg sync.WaitGroup
+	errs := make(chan string, 4*len(cases))
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range cases {
+				c := cases[(i+g*len(cases)/4)%len(cases)]
+				if got := tok.Encode(c.Text); !slices.Equal(got, c.IDs) {
+					errs <- c.Text
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for text := range errs {
+		t.Errorf("concurrent encode of %.40q differs from HF's", text)
+	}
+}
