@@ -23,10 +23,19 @@ import (
 //
 // The Jinja engine is github.com/ardanlabs/jinja, checked against Jinja2
 // on Qwen3's and Qwen3.5's templates. Where it is known to print a value
-// differently from Python, rendering fails rather than give a different
-// prompt: a JSON number with a fraction or an exponent whose Python form
-// (1.0, 1234567.0) differs from Go's shortest form (1, 1.234567e+06) is
-// refused with [ErrTemplate].
+// differently from Python, rendering fails with [ErrTemplate] rather than
+// give a different prompt:
+//   - a JSON number with a fraction or an exponent whose Python form (1.0,
+//     1234567.0) differs from Go's shortest form (1, 1.234567e+06);
+//   - U+2028 or U+2029 in a string of the tools or of a message's
+//     tool_calls, which the templates write with tojson: the engine
+//     escapes them as \u2028 and \u2029, Python's json.dumps does not.
+//
+// Differences that remain: a null printed as text ({{ x }}, x|string,
+// 'a' ~ x) is empty where Python writes None (Qwen3.5's template prints a
+// tool call's arguments with |string), and a string holding a single quote
+// inside a printed list or dict is quoted with single quotes where Python
+// uses double ones.
 type ChatTemplate struct {
 	tmpl   *jinja.Template
 	tokens map[string]jinja.Value
@@ -139,7 +148,7 @@ func (t *ChatTemplate) RenderJSON(messages json.RawMessage, opt ChatOptions) (st
 	for k, v := range t.tokens {
 		vars[k] = v
 	}
-	msgs, err := jsonValue(messages)
+	msgs, err := jsonValue(messages, false)
 	if err != nil {
 		return "", fmt.Errorf("%w: messages: %v", ErrTemplate, err)
 	}
@@ -149,7 +158,7 @@ func (t *ChatTemplate) RenderJSON(messages json.RawMessage, opt ChatOptions) (st
 	vars["messages"] = msgs
 	vars["tools"] = jinja.None()
 	if !isNull(opt.Tools) {
-		tools, err := jsonValue(opt.Tools)
+		tools, err := jsonValue(opt.Tools, true)
 		if err != nil {
 			return "", fmt.Errorf("%w: tools: %v", ErrTemplate, err)
 		}
@@ -166,11 +175,12 @@ func (t *ChatTemplate) RenderJSON(messages json.RawMessage, opt ChatOptions) (st
 
 // jsonValue converts JSON to template values as Python's json.loads
 // would: objects keep their key order, numbers without a fraction or an
-// exponent are integers.
-func jsonValue(data []byte) (jinja.Value, error) {
+// exponent are integers. With toJSON, or below a "tool_calls" key, the
+// values are ones that templates write with tojson.
+func jsonValue(data []byte, toJSON bool) (jinja.Value, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
-	v, err := decodeValue(d)
+	v, err := decodeValue(d, toJSON)
 	if err != nil {
 		return v, err
 	}
@@ -180,7 +190,7 @@ func jsonValue(data []byte) (jinja.Value, error) {
 	return v, nil
 }
 
-func decodeValue(d *json.Decoder) (jinja.Value, error) {
+func decodeValue(d *json.Decoder, toJSON bool) (jinja.Value, error) {
 	tok, err := d.Token()
 	if err != nil {
 		return jinja.None(), err
@@ -190,7 +200,7 @@ func decodeValue(d *json.Decoder) (jinja.Value, error) {
 		if v == '[' {
 			var items []jinja.Value
 			for d.More() {
-				item, err := decodeValue(d)
+				item, err := decodeValue(d, toJSON)
 				if err != nil {
 					return item, err
 				}
@@ -205,7 +215,7 @@ func decodeValue(d *json.Decoder) (jinja.Value, error) {
 			if err != nil {
 				return obj, err
 			}
-			val, err := decodeValue(d)
+			val, err := decodeValue(d, toJSON || key == "tool_calls")
 			if err != nil {
 				return val, err
 			}
@@ -214,6 +224,9 @@ func decodeValue(d *json.Decoder) (jinja.Value, error) {
 		_, err := d.Token()
 		return obj, err
 	case string:
+		if toJSON && strings.ContainsAny(v, "\u2028\u2029") {
+			return jinja.None(), fmt.Errorf("string %q holds U+2028 or U+2029, which tojson would escape unlike Python", v)
+		}
 		return jinja.NewString(v), nil
 	case bool:
 		return jinja.NewBool(v), nil

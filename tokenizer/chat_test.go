@@ -93,6 +93,8 @@ func TestChatErrors(t *testing.T) {
 		{"float Go writes with an exponent", `[{"role": "user", "content": "x"}]`, `[{"n": 1234567.5}]`},
 		{"integer over 64 bits", `[{"role": "user", "content": "x"}]`, `[{"n": 123456789012345678901}]`},
 		{"content not a string", `[{"role": "user", "content": 3}]`, ""},
+		{"U+2028 in tools", `[{"role": "user", "content": "x"}]`, `[{"description": "a\u2028b"}]`},
+		{"U+2029 in tool call arguments", `[{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": {"s": "\u2029"}}]}]`, ""},
 	} {
 		_, err := chat.RenderJSON(json.RawMessage(c.messages), ChatOptions{Tools: json.RawMessage(c.tools)})
 		if !errors.Is(err, ErrTemplate) {
