@@ -124,3 +124,25 @@ func TestPythonFloat(t *testing.T) {
 		}
 	}
 }
+
+// TestChatTemplateFile: a chat_template.jinja beside tokenizer_config.json
+// replaces the config's chat_template, whose special tokens stay.
+func TestChatTemplateFile(t *testing.T) {
+	dir := t.TempDir()
+	config := `{"chat_template": "config's", "eos_token": {"content": "<|im_end|>"}, "bos_token": null}`
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	source := "{{ messages[0].content }}{{ eos_token }}{{ bos_token is defined }}"
+	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chat, err := LoadChatTemplate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := chat.Render([]Message{{"user", "hi"}}, ChatOptions{})
+	if want := "hi<|im_end|>False"; err != nil || got != want {
+		t.Errorf("got %q, %v; want %q", got, err, want)
+	}
+}

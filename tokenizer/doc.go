@@ -11,8 +11,9 @@
 //     unchanged;
 //  2. every stretch of text between them is normalized (NFC);
 //  3. the Split pre-tokenizer cuts it into words with the tokenizer's
-//     regular expression (a hand-written matcher of Qwen2's expression,
-//     lookahead included; see [splitWord]);
+//     regular expression: Qwen2's expression, matched by hand (Go's regexp
+//     has no lookahead for its \s+(?!\S)) alternative by alternative,
+//     with the greedy quantifiers and backtracking of HF's engine;
 //  4. each word's UTF-8 bytes start as the byte-level alphabet's tokens and
 //     are merged pair by pair, the pair of lowest merge rank first (the
 //     leftmost among equals), until no pair of the word has a merge.
