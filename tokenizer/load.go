@@ -109,7 +109,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := t.buildMerges(f.Model.Merges); err != nil {
 		return nil, err
 	}
-	t.cache.init()
+	t.cache.reset()
 	return t, nil
 }
 
