@@ -73,7 +73,9 @@ type tokenizerConfig struct {
 
 // LoadChatTemplate reads the chat template of the model in dir: the file
 // chat_template.jinja when there is one (as transformers saves it), else
-// tokenizer_config.json's chat_template, with that file's special tokens.
+// tokenizer_config.json's chat_template, else the chat_template of a
+// chat_template.json (a multimodal processor's file); the special tokens
+// are tokenizer_config.json's.
 func LoadChatTemplate(dir string) (*ChatTemplate, error) {
 	config, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
@@ -81,13 +83,30 @@ func LoadChatTemplate(dir string) (*ChatTemplate, error) {
 	}
 	source, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return ParseChatTemplate(config, "")
-	case err != nil:
+	case err == nil:
+		return ParseChatTemplate(config, string(source))
+	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	return ParseChatTemplate(config, string(source))
+	t, err := ParseChatTemplate(config, "")
+	if !errors.Is(err, errNoTemplate) {
+		return t, err
+	}
+	processor, perr := os.ReadFile(filepath.Join(dir, "chat_template.json"))
+	if perr != nil {
+		return nil, err
+	}
+	var p struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	if err := json.Unmarshal(processor, &p); err != nil || p.ChatTemplate == "" {
+		return nil, fmt.Errorf("%w: chat_template.json has no chat_template string", ErrTemplate)
+	}
+	return ParseChatTemplate(config, p.ChatTemplate)
 }
+
+// errNoTemplate reports a tokenizer_config.json without a chat_template.
+var errNoTemplate = fmt.Errorf("%w: tokenizer_config.json has no chat_template", ErrTemplate)
 
 // ParseChatTemplate compiles the chat template of a tokenizer_config.json,
 // or source instead of its chat_template when source is not empty.
@@ -98,7 +117,7 @@ func ParseChatTemplate(config []byte, source string) (*ChatTemplate, error) {
 	}
 	if source == "" {
 		if isNull(c.ChatTemplate) {
-			return nil, fmt.Errorf("%w: tokenizer_config.json has no chat_template", ErrTemplate)
+			return nil, errNoTemplate
 		}
 		if err := json.Unmarshal(c.ChatTemplate, &source); err != nil {
 			return nil, fmt.Errorf("%w: tokenizer_config.json's chat_template is not a string (named templates)", ErrUnsupported)

@@ -125,24 +125,46 @@ func TestPythonFloat(t *testing.T) {
 	}
 }
 
-// TestChatTemplateFile: a chat_template.jinja beside tokenizer_config.json
-// replaces the config's chat_template, whose special tokens stay.
-func TestChatTemplateFile(t *testing.T) {
-	dir := t.TempDir()
-	config := `{"chat_template": "config's", "eos_token": {"content": "<|im_end|>"}, "bos_token": null}`
-	if err := os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	source := "{{ messages[0].content }}{{ eos_token }}{{ bos_token is defined }}"
-	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), []byte(source), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	chat, err := LoadChatTemplate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := chat.Render([]Message{{"user", "hi"}}, ChatOptions{})
-	if want := "hi<|im_end|>False"; err != nil || got != want {
-		t.Errorf("got %q, %v; want %q", got, err, want)
+// TestChatTemplateFiles: chat_template.jinja comes first, then
+// tokenizer_config.json's chat_template, then chat_template.json's; the
+// special tokens are tokenizer_config.json's.
+func TestChatTemplateFiles(t *testing.T) {
+	const withTemplate = `{"chat_template": "config {{ eos_token }}", "eos_token": {"content": "<|im_end|>"}, "bos_token": null}`
+	const withoutTemplate = `{"eos_token": "<|im_end|>"}`
+	const jinjaFile = "jinja {{ messages[0].content }}{{ eos_token }}{{ bos_token is defined }}"
+	const processorFile = `{"chat_template": "processor {{ eos_token }}"}`
+	for _, c := range []struct {
+		config, jinja, processor string
+		want                     string // "": ErrTemplate
+	}{
+		{withTemplate, jinjaFile, processorFile, "jinja hi<|im_end|>False"},
+		{withTemplate, "", processorFile, "config <|im_end|>"},
+		{withoutTemplate, "", processorFile, "processor <|im_end|>"},
+		{withoutTemplate, "", "", ""},
+		{withoutTemplate, "", `{"chat_template": 3}`, ""},
+	} {
+		dir := t.TempDir()
+		for name, text := range map[string]string{"tokenizer_config.json": c.config, "chat_template.jinja": c.jinja, "chat_template.json": c.processor} {
+			if text == "" {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chat, err := LoadChatTemplate(dir)
+		if c.want == "" {
+			if !errors.Is(err, ErrTemplate) {
+				t.Errorf("%+v: got %v, want ErrTemplate", c, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		got, err := chat.Render([]Message{{"user", "hi"}}, ChatOptions{})
+		if err != nil || got != c.want {
+			t.Errorf("%+v: got %q, %v; want %q", c, got, err, c.want)
+		}
 	}
 }
