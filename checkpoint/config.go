@@ -427,8 +427,8 @@ func parseQuantization(msg json.RawMessage) (*Quantization, error) {
 
 func (p QuantParams) validate() error {
 	switch {
-	case p.Bits != 2 && p.Bits != 4 && p.Bits != 8:
-		return fmt.Errorf("bits %d, want 2, 4 or 8", p.Bits)
+	case !slices.Contains([]int{2, 3, 4, 5, 6, 8}, p.Bits):
+		return fmt.Errorf("bits %d, want 2, 3, 4, 5, 6 or 8", p.Bits)
 	case p.GroupSize <= 0:
 		return fmt.Errorf("group_size %d, want > 0", p.GroupSize)
 	}

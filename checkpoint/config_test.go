@@ -158,7 +158,7 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"rotary", hybridBase(), map[string]any{"partial_rotary_factor": 0.3}, "partial_rotary_factor 0.3"},
 		{"rope type", qwen3Base(), map[string]any{"rope_parameters": map[string]any{"rope_type": "yarn", "factor": 4}}, `"yarn"`},
 		{"wrapper", qwen3Base(), map[string]any{"model_type": "qwen3_5"}, "no text_config"},
-		{"quant bits", qwen3Base(), map[string]any{"quantization": map[string]any{"bits": 3, "group_size": 64}}, "bits 3"},
+		{"quant bits", qwen3Base(), map[string]any{"quantization": map[string]any{"bits": 7, "group_size": 64}}, "bits 7"},
 		{"quant override", qwen3Base(), map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 64, "model.layers.0.mlp.gate": map[string]any{"bits": 8, "group_size": 0}}}, "model.layers.0.mlp.gate: group_size 0"},
 		{"top k", qwen3Base(), map[string]any{"model_type": "qwen3_moe", "num_experts": 2, "num_experts_per_tok": 3, "moe_intermediate_size": 8}, "num_experts_per_tok 3"},
 		{"eos", qwen3Base(), map[string]any{"eos_token_id": "x"}, "eos_token_id"},

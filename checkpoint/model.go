@@ -262,6 +262,9 @@ func (m *Model) quantized(w *Weight, module string, scales Tensor, stored map[st
 	if w.Data.DType != "U32" || len(s) < 2 {
 		return fmt.Errorf("%w: quantized %s.weight is %s %v, want U32 [.., out, in*bits/32]", ErrTensors, module, w.Data.DType, s)
 	}
+	if s[len(s)-1]*32%w.Quant.Bits != 0 {
+		return fmt.Errorf("%w: quantized %s.weight has rows of %d words, not a whole number of %d-bit values", ErrTensors, module, s[len(s)-1], w.Quant.Bits)
+	}
 	w.Shape[len(s)-1] = s[len(s)-1] * 32 / w.Quant.Bits
 	want := slices.Clone(w.Shape)
 	want[len(want)-1] = divCeil(w.Shape[len(want)-1], w.Quant.GroupSize)

@@ -1,6 +1,7 @@
 package cpuref
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -168,6 +169,25 @@ func TestDequantize64(t *testing.T) {
 	// 8 bits, two rows of 4 elements: a word each, group of 4.
 	got = Dequantize64([]uint32{0x04030201, 0xff000080}, []float64{1, -1}, []float64{0, 0}, 2, 4, 8, 4)
 	checkSlice(t, "8-bit", got, []float64{1, 2, 3, 4, -128, 0, 0, -255})
+	// 3, 5 and 6 bits: a row of 32 values packed by hand as a
+	// little-endian bit string, some straddling two words.
+	for _, bits := range []int{3, 5, 6} {
+		words := make([]uint32, 32*bits/32)
+		want := make([]float64, 32)
+		for j := range 32 {
+			q := (7*j + 3) % (1 << bits)
+			for b := range bits {
+				if q>>b&1 == 1 {
+					words[(j*bits+b)/32] |= 1 << ((j*bits + b) % 32)
+				}
+			}
+			want[j] = 0.5*float64(q) - 2
+			if j >= 16 {
+				want[j] = 0.25*float64(q) + 1
+			}
+		}
+		checkSlice(t, fmt.Sprintf("%d-bit", bits), Dequantize64(words, []float64{0.5, 0.25}, []float64{-2, 1}, 1, 32, bits, 16), want)
+	}
 	// 2 bits: 16 elements of one word.
 	got = Dequantize64([]uint32{0xe4e4e4e4}, []float64{1}, []float64{0}, 1, 16, 2, 16)
 	checkSlice(t, "2-bit", got, []float64{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3})
@@ -184,7 +204,7 @@ func TestReferencesPanicOnBadLengths(t *testing.T) {
 		"RoPE64":       func() { RoPE64(make([]float64, 8), 1, 8, 8, []int{0}, make([]float64, 3)) },
 		"Attention64":  func() { Attention64(make([]float64, 4), make([]float64, 4), make([]float64, 4), 2, 1, 2, []int{2}, 1) },
 		"Route64":      func() { Route64(make([]float64, 4), 5, true) },
-		"Dequantize64": func() { Dequantize64(make([]uint32, 1), []float64{1}, []float64{0}, 1, 8, 3, 8) },
+		"Dequantize64": func() { Dequantize64(make([]uint32, 1), []float64{1}, []float64{0}, 1, 8, 7, 8) },
 		"InvFreq":      func() { InvFreq(7, 1e4) },
 	} {
 		func() {

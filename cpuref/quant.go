@@ -6,13 +6,19 @@ import "fmt"
 // words [rows][cols*bits/32] uint32, element j of a word at bits
 // [j*bits, (j+1)*bits) (the first element lowest); scales and biases
 // [rows][cols/groupSize], one per group of groupSize consecutive elements
-// of a row; w = scale * q + bias. Returns [rows][cols]. bits is 2, 4 or 8,
-// the widths that divide a word (SPEC section 14's packing).
+// of a row; w = scale * q + bias. Returns [rows][cols].
+//
+// bits is 2, 3, 4, 5, 6 or 8. MLX packs a row's values as one
+// little-endian bit string (value j at bits [j*bits, (j+1)*bits) of the
+// row; for 3, 5 and 6 bits in packs of 3 or 5 bytes that hold 8, 8 or 4
+// values), stored as uint32 words: for 2, 4 and 8 bits this is SPEC
+// section 14's "element j of a word at bits [j*bits, (j+1)*bits)"; for 3,
+// 5 and 6 bits a value may straddle two words.
 func Dequantize64(words []uint32, scales, biases []float64, rows, cols, bits, groupSize int) []float64 {
 	switch bits {
-	case 2, 4, 8:
+	case 2, 3, 4, 5, 6, 8:
 	default:
-		panic(fmt.Sprintf("cpuref.Dequantize64: %d bits, want 2, 4 or 8", bits))
+		panic(fmt.Sprintf("cpuref.Dequantize64: %d bits, want 2, 3, 4, 5, 6 or 8", bits))
 	}
 	if groupSize <= 0 || cols%groupSize != 0 || cols*bits%32 != 0 {
 		panic(fmt.Sprintf("cpuref.Dequantize64: %d columns are not groups of %d packed in 32-bit words at %d bits", cols, groupSize, bits))
@@ -22,12 +28,15 @@ func Dequantize64(words []uint32, scales, biases []float64, rows, cols, bits, gr
 	mustLen("Dequantize64", "scales", len(scales), rows*gpr)
 	mustLen("Dequantize64", "biases", len(biases), rows*gpr)
 	w := make([]float64, rows*cols)
-	mask := uint32(1)<<bits - 1
+	mask := uint64(1)<<bits - 1
 	for r := 0; r < rows; r++ {
 		row := words[r*wpr : (r+1)*wpr]
 		for c := 0; c < cols; c++ {
 			bit := c * bits
-			v := row[bit/32] >> (bit % 32)
+			v := uint64(row[bit/32]) >> (bit % 32)
+			if bit%32+bits > 32 { // the value's high bits are in the next word
+				v |= uint64(row[bit/32+1]) << (32 - bit%32)
+			}
 			g := r*gpr + c/groupSize
 			w[r*cols+c] = scales[g]*float64(v&mask) + biases[g]
 		}
