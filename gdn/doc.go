@@ -206,9 +206,9 @@
 // [NewStatePool] makes such a pool for a model's layers and hands its
 // slots out ([StatePool.Acquire], zeroed for a fresh sequence) and back
 // ([StatePool.Free]), with the layer core's conv states beside the states
-// when Params.Core.Conv is set; [NewBuffers] with AllocOptions.State set to
-// a layer's pool view makes the rest of a step's views, the slot index and
-// cu_seqlens among them.
+// when Params.Core.Conv is set; [NewBuffers] with AllocOptions.State (and
+// AllocOptions.ConvState) set to a layer's pool views makes the rest of a
+// step's views, the slot index and cu_seqlens among them.
 //
 // [Rollback] ends a speculative window for a whole batch: one blit encoder
 // makes every sequence's state the state after its own last accepted
@@ -226,7 +226,8 @@
 // # Allocation
 //
 // [NewBuffers] makes every view a Params implies, each in a buffer of its
-// own exactly as long, zero-filled; [Allocation.Release] releases them.
+// own exactly as long, zero-filled, the layer core's [CoreBuffers] among
+// them when Params.Core is set; [Allocation.Release] releases them.
 //
 // # The contract
 //
