@@ -13,6 +13,8 @@ type OpsSource struct {
 // opsSources lists the model's other kernel sources, one line each.
 var opsSources = []OpsSource{
 	{File: MatMulFile, Entries: matmulEntries},
+	{File: QuantFile, Entries: QuantEntries},
+	{File: AttentionFile, Entries: attentionEntries},
 }
 
 // OpsSources returns the sources of the model's other kernels.
