@@ -122,18 +122,6 @@ func (r *rig) untouched(v tensor.View) {
 	}
 }
 
-// counters encodes f on one command buffer, waits for it and returns the
-// emulator's counters of each dispatch it ran (emu.DispatchCounters),
-// failing the test on an error of f or of the command buffer.
-func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) []msl.Counters {
-	r.T.Helper()
-	c, err := r.commit(f)
-	if err != nil {
-		r.T.Fatal(err)
-	}
-	return c
-}
-
 // commit encodes f on one command buffer, ends the encoder, commits the
 // command buffer even when f failed, waits for it and returns the
 // counters of each dispatch it ran and f's error. It fails the test on an

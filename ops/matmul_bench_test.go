@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/ops"
 	"github.com/puremetal/puremetal/tensor"
@@ -25,7 +26,7 @@ const benchRepeats = 16
 // (matvec) and 32, 128, 512 (matmul) rows; and the gathered matvec of
 // top-10 experts of 512. Reported per case: the median GPU time of one
 // dispatch (us, from command buffers of benchRepeats dispatches), the
-// effective bandwidth against the floor (W once per matvec, ceil(n/32)
+// effective bandwidth against the floor (W once per matvec, ceil(n/64)
 // times per matmul, plus x and y once: GB/s) and the arithmetic rate
 // (GFLOP/s).
 //
@@ -56,7 +57,7 @@ func BenchmarkMetalMatMul(b *testing.B) {
 			}
 			x, y := view(tensor.BF16, n*s.in), view(tensor.BF16, n*s.out)
 			b.Run(fmt.Sprintf("%s/n%d", s.name, n), func(b *testing.B) {
-				reads := (n + 31) / 32
+				reads := (n + kernels.MatMulTileRows - 1) / kernels.MatMulTileRows
 				if n <= ops.MatVecMaxRows {
 					reads = 1
 				}

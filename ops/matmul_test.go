@@ -41,8 +41,8 @@ func (c linearCase) String() string {
 
 // The shapes are small (the emulator runs a fiber per GPU thread) and odd:
 // in not a multiple of a lane's 4 elements, nor of a SIMD-group's 128, nor
-// of the matmul's 16; out not a multiple of a threadgroup's 16 rows (32
-// for the matmul), n not of the matmul's 32.
+// of the matmul's 16; out not a multiple of a threadgroup's 16 rows (64
+// for the matmul), n not of the matmul's 64.
 var (
 	matvecCases = []linearCase{
 		{n: 1, in: 128, out: 16},
@@ -55,7 +55,8 @@ var (
 		{n: 1, in: 16, out: 32},
 		{n: 33, in: 45, out: 37, residual: true},
 		{n: 9, in: 7, out: 70, inPlace: true, offsets: true},
-		{n: 64, in: 32, out: 32},
+		{n: 64, in: 32, out: 64},
+		{n: 70, in: 20, out: 65, residual: true},
 	}
 )
 
@@ -128,8 +129,8 @@ func checkLinear(t *testing.T, r *rig, f linearFunc, wt, at tensor.ElemType, c l
 // element, the magnitude its rounding errors scale with: sum |x_i w_i|
 // (Linear64 on the absolute values) + |r|.
 func linear64(x, w, r []float32, out, in int) (want, mag []float64) {
-	want = cpuref.Linear64(widen(x, false), widen(w, false), out, in)
-	mag = cpuref.Linear64(widen(x, true), widen(w, true), out, in)
+	want = cpuref.Linear64(widen(x), widen(w), out, in)
+	mag = cpuref.Linear64(abs64(widen(x)), abs64(widen(w)), out, in)
 	for i, e := range r {
 		want[i] += float64(e)
 		mag[i] += math.Abs(float64(e))
@@ -184,18 +185,6 @@ func roundingOf(typ tensor.ElemType) (u, sub float64) {
 	return 0x1p-24, 0x1p-150
 }
 
-// widen returns x as float64, or its absolute values with abs.
-func widen(x []float32, abs bool) []float64 {
-	y := make([]float64, len(x))
-	for i, e := range x {
-		y[i] = float64(e)
-		if abs {
-			y[i] = math.Abs(y[i])
-		}
-	}
-	return y
-}
-
 // nans returns n NaNs: the contents of an output view at an offset.
 func nans(n int) []float32 {
 	x := make([]float32, n)
@@ -217,9 +206,12 @@ func TestLinearChoosesByRows(t *testing.T) {
 		x := r.view(tensor.F32, random(rng, c.n*c.in, 1))
 		res := r.view(tensor.F32, random(rng, c.n*c.out, 1))
 		y := r.empty(tensor.F32, c.n*c.out)
-		counters := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
+		counters, err := r.commit(func(enc *mtl.ComputeCommandEncoder) error {
 			return r.k.Linear(enc, w, x, res, y, c.n, c.in, c.out)
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		group := [3]int{32, kernels.MatVecSIMDGroups, 1}
 		if n > ops.MatVecMaxRows {
 			group = [3]int{kernels.MatMulThreads, 1, 1}
