@@ -69,11 +69,6 @@ func ReadSafetensors(path string) (*Safetensors, error) {
 	return st, nil
 }
 
-// ErrMalformed is wrapped by the error of [ParseSafetensors] (and
-// [ReadSafetensors]) for a truncated or malformed file; the message says
-// what and where.
-var ErrMalformed = errors.New("checkpoint: safetensors: malformed")
-
 // malformed returns an error wrapping ErrMalformed with the formatted
 // text, which may wrap errors of its own.
 func malformed(format string, a ...any) error {

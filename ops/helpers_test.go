@@ -1,11 +1,15 @@
 package ops_test
 
 import (
+	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -42,7 +46,7 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(k.Release)
+	t.Cleanup(k.Release) // the registry it made when reg is nil
 	return &rig{GPU: g, k: k}
 }
 
@@ -79,6 +83,120 @@ func eachRun(t *testing.T, f func(t *testing.T, r *rig)) {
 	t.Run("msl3.0", func(t *testing.T) {
 		f(t, newRigWith(t, testdevice.Orders[0], kernels.NewRegistryWithLanguage(mtl.LanguageVersion3_0)))
 	})
+}
+
+// counters encodes f on one command buffer, waits for it and returns the
+// emulator's counters of the dispatch it encoded (it must encode one),
+// failing the test on an error of f or of the command buffer.
+func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) msl.Counters {
+	r.T.Helper()
+	c, err := r.commit(f)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	if len(c) != 1 {
+		r.T.Fatalf("%d dispatches, want 1", len(c))
+	}
+	return c[0]
+}
+
+// rounded returns x rounded to typ as the kernels' stores round it.
+func rounded(typ tensor.ElemType, x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i, v := range x {
+		switch typ {
+		case tensor.F16:
+			y[i] = half.ToFloat16(v).Float32()
+		case tensor.BF16:
+			y[i] = half.ToBFloat16(v).Float32()
+		default:
+			y[i] = v
+		}
+	}
+	return y
+}
+
+// abs64 returns the absolute values of x.
+func abs64(x []float64) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = math.Abs(v)
+	}
+	return y
+}
+
+// widen returns x as float64s.
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// halfUlp returns the relative rounding error of a store to typ: half a
+// unit in the last place of its significand (2^-24 for f32, 2^-11 for
+// f16, 2^-8 for bf16).
+func halfUlp(typ tensor.ElemType) float64 {
+	switch typ {
+	case tensor.F16:
+		return 0x1p-11
+	case tensor.BF16:
+		return 0x1p-8
+	}
+	return 0x1p-24
+}
+
+// roundErr bounds the error of storing v to typ: half an ulp relative,
+// and half the spacing of its subnormals (2^-25 for f16, 2^-134 for bf16,
+// 2^-150 for f32) for the values that round to one.
+func roundErr(typ tensor.ElemType, v float64) float64 {
+	sub := 0x1p-150
+	switch typ {
+	case tensor.F16:
+		sub = 0x1p-25
+	case tensor.BF16:
+		sub = 0x1p-134
+	}
+	return halfUlp(typ)*math.Abs(v) + sub
+}
+
+// within fails the test for each element of got farther from want than
+// tol(i) (at most a few of them reported), naming what.
+func within(t *testing.T, what string, got []float32, want []float64, tol func(i int) float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d elements, want %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range got {
+		if d := math.Abs(float64(got[i]) - want[i]); !(d <= tol(i)) {
+			if bad++; bad <= 5 {
+				t.Errorf("%s[%d] = %g, want %g (error %.3g, bound %.3g)", what, i, got[i], want[i], d, tol(i))
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d elements out of bounds", what, bad)
+	}
+}
+
+// refused checks that err reports a bad argument naming arg, and that
+// nothing was left failed on the encoder.
+func refused(t *testing.T, enc *mtl.ComputeCommandEncoder, err error, arg string) {
+	t.Helper()
+	var ae *spec.ArgumentError
+	switch {
+	case err == nil:
+		t.Errorf("%s: accepted, want refused", arg)
+	case !errors.Is(err, ops.ErrInvalidArgument):
+		t.Errorf("%s: %v does not match ops.ErrInvalidArgument", arg, err)
+	case !errors.As(err, &ae) || ae.Arg != arg:
+		t.Errorf("%v: names another argument than %s", err, arg)
+	}
+	if enc.Err() != nil {
+		t.Errorf("%s: the encoder failed: %v", arg, enc.Err())
+	}
 }
 
 // view returns a view of type typ holding values (rounded to typ), in a

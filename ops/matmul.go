@@ -192,19 +192,3 @@ func (k *Kernels) GatherMatVec(enc *mtl.ComputeCommandEncoder, w, x, ids, y tens
 	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(g.Out, kernels.MatVecTileRows), g.Tokens*g.TopK, 1), mtl.Sz(32, kernels.MatVecSIMDGroups, 1))
 	return nil
 }
-
-// dim is a named size of a shape.
-type dim struct {
-	name string
-	n    int
-}
-
-// positive returns an error naming the first of dims below 1.
-func positive(dims ...dim) error {
-	for _, d := range dims {
-		if d.n < 1 {
-			return tensor.Invalid(d.name, "%d, must be at least 1", d.n)
-		}
-	}
-	return nil
-}

@@ -206,20 +206,14 @@ func TestLinearChoosesByRows(t *testing.T) {
 		x := r.view(tensor.F32, random(rng, c.n*c.in, 1))
 		res := r.view(tensor.F32, random(rng, c.n*c.out, 1))
 		y := r.empty(tensor.F32, c.n*c.out)
-		counters, err := r.commit(func(enc *mtl.ComputeCommandEncoder) error {
+		counters := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
 			return r.k.Linear(enc, w, x, res, y, c.n, c.in, c.out)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		group := [3]int{32, kernels.MatVecSIMDGroups, 1}
 		if n > ops.MatVecMaxRows {
 			group = [3]int{kernels.MatMulThreads, 1, 1}
 		}
-		if len(counters) != 1 {
-			t.Fatalf("n = %d: %d dispatches, want 1", n, len(counters))
-		}
-		if got := counters[0].ThreadsPerThreadgroup; got != group {
+		if got := counters.ThreadsPerThreadgroup; got != group {
 			t.Errorf("n = %d: threadgroup %v, want %v", n, got, group)
 		}
 		want, mag := linear64(r.read(x), r.read(w), r.read(res), c.out, c.in)

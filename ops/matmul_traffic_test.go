@@ -61,10 +61,9 @@ func TestMatMulTraffic(t *testing.T) {
 		if c.matmul {
 			f = r.k.MatMul
 		}
-		cs := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
+		got := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
 			return f(enc, w, x, tensor.View{}, y, c.n, c.in, c.out)
 		})
-		got := cs
 		wOnce, xOnce, yOnce := uint64(w.Bytes()), uint64(x.Bytes()), uint64(y.Bytes())
 		wTimes, xTimes := uint64(1), uint64(0)
 		if c.matmul {
