@@ -20,8 +20,8 @@ const (
 	MatVecTileRows = 4 * MatVecSIMDGroups
 	// MatMulTileRows and MatMulTileCols are the rows of x and of W (the
 	// columns of y) of one matmul threadgroup's tile of y.
-	MatMulTileRows = 32
-	MatMulTileCols = 32
+	MatMulTileRows = 64
+	MatMulTileCols = 64
 	// MatMulThreads is the number of threads of a matmul threadgroup.
 	MatMulThreads = 128
 )

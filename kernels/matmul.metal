@@ -173,22 +173,34 @@ kernel void gather_matvec(
 // of Y; for each step of MM_BK along in, its threads stage the X tile
 // [MM_BM][MM_BK] and the W tile [MM_BN][MM_BK] in threadgroup memory,
 // widened to float (one path for every W and A, bf16 included without
-// MSL's bfloat; twice the threadgroup memory of 16-bit staging), and each
-// SIMD-group multiplies its 16 x 16 quarter as 2 x 2 simdgroup_matrix 8x8
-// products per 8 of in, B read transposed from the W tile. Elements past
-// n, out or in are staged as zeros, so any shape works; the tile is stored
-// through threadgroup memory and each thread writes the elements inside
-// Y, adding the residual. Each weight element is loaded ceil(n / MM_BM)
-// times (once per row of tiles), each x element ceil(out / MM_BN) times.
+// MSL's bfloat; 8 KiB, twice what 16-bit staging would take), and each
+// SIMD-group multiplies its 32 x 32 quarter of the tile as 4 x 4
+// simdgroup_matrix 8x8 products per 8 of in, B read transposed from the W
+// tile. Elements past n, out or in are staged as zeros, so any shape
+// works. Each lane then writes the two elements of each product it holds
+// (thread_elements, at the position Apple's layout gives it: mm_lane_row,
+// mm_lane_col), those inside Y only, adding the residual.
+//
+// Each weight element is loaded ceil(n / MM_BM) times (once per row of
+// tiles: the weight re-read factor of a prefill), each x element
+// ceil(out / MM_BN) times. 64 x 64 tiles halve the weight traffic of 32 x
+// 32 ones for the long prompts the matmul is for, at 16 products per 8
+// loads of a SIMD-group.
 //
 // Threadgroups of 32 * MM_SIMDGROUPS threads (one dimension); grid
 // (ceil(out / MM_BN), ceil(n / MM_BM)).
 
-#define MM_BM 32
-#define MM_BN 32
+#define MM_BM 64
+#define MM_BN 64
 #define MM_BK 16
 #define MM_SIMDGROUPS 4
 #define MM_THREADS (32 * MM_SIMDGROUPS)
+#define MM_FRAGS 4  // 8x8 products per SIMD-group along each side: 32 / 8
+
+// The row, and the first of the two columns, of the elements lane l holds
+// of an 8x8 simdgroup_matrix (Apple's layout: thread_elements()).
+inline uint mm_lane_row(uint l) { return ((l / 4) & 4) + (l / 2) % 4; }
+inline uint mm_lane_col(uint l) { return ((l / 4) & 2) * 2 + (l % 2) * 2; }
 
 template <typename W, typename A>
 kernel void matmul(
@@ -197,21 +209,21 @@ kernel void matmul(
     device A                 *y [[buffer(2)]],
     device const A           *r [[buffer(3)]],
     constant matmul_params   &p [[buffer(4)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint  tid [[thread_index_in_threadgroup]]) {
+    uint3 tg   [[threadgroup_position_in_grid]],
+    uint  tid  [[thread_index_in_threadgroup]],
+    uint  lane [[thread_index_in_simdgroup]]) {
     threadgroup float xs[MM_BM * MM_BK];  // [MM_BM][MM_BK]
     threadgroup float ws[MM_BN * MM_BK];  // [MM_BN][MM_BK]
-    threadgroup float ys[MM_BM * MM_BN];  // [MM_BM][MM_BN]
 
     const uint m0 = tg.y * MM_BM;  // first row of x and y
     const uint n0 = tg.x * MM_BN;  // first row of w, column of y
     const uint sg = tid / 32;
-    const uint sm = (sg / 2) * 16;  // the SIMD-group's quarter of the tile
-    const uint sn = (sg % 2) * 16;
+    const uint sm = (sg / 2) * (8 * MM_FRAGS);  // the SIMD-group's quarter of the tile
+    const uint sn = (sg % 2) * (8 * MM_FRAGS);
 
-    simdgroup_matrix<float, 8, 8> acc[2][2];
-    for (int i = 0; i < 2; ++i) {
-        for (int j = 0; j < 2; ++j) {
+    simdgroup_matrix<float, 8, 8> acc[MM_FRAGS][MM_FRAGS];
+    for (int i = 0; i < MM_FRAGS; ++i) {
+        for (int j = 0; j < MM_FRAGS; ++j) {
             acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
         }
     }
@@ -228,15 +240,15 @@ kernel void matmul(
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         for (uint kk = 0; kk < MM_BK; kk += 8) {
-            simdgroup_matrix<float, 8, 8> a[2], b[2];
-            for (int i = 0; i < 2; ++i) {
+            simdgroup_matrix<float, 8, 8> a[MM_FRAGS], b[MM_FRAGS];
+            for (int i = 0; i < MM_FRAGS; ++i) {
                 simdgroup_load(a[i], xs, MM_BK, ulong2(kk, sm + 8 * i));
             }
-            for (int j = 0; j < 2; ++j) {
+            for (int j = 0; j < MM_FRAGS; ++j) {
                 simdgroup_load(b[j], ws, MM_BK, ulong2(kk, sn + 8 * j), true);
             }
-            for (int i = 0; i < 2; ++i) {
-                for (int j = 0; j < 2; ++j) {
+            for (int i = 0; i < MM_FRAGS; ++i) {
+                for (int j = 0; j < MM_FRAGS; ++j) {
                     simdgroup_multiply_accumulate(acc[i][j], a[i], b[j], acc[i][j]);
                 }
             }
@@ -244,17 +256,19 @@ kernel void matmul(
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
 
-    for (int i = 0; i < 2; ++i) {
-        for (int j = 0; j < 2; ++j) {
-            simdgroup_store(acc[i][j], ys, MM_BN, ulong2(sn + 8 * j, sm + 8 * i));
-        }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint e = tid; e < MM_BM * MM_BN; e += MM_THREADS) {
-        const uint i = m0 + e / MM_BN, c = n0 + e % MM_BN;
-        if (i < p.n && c < p.out) {
-            const uint o = i * p.out + c;
-            store_elem(y + o, p.residual != 0u ? load_elem(r + o) + ys[e] : ys[e]);
+    const uint lr = mm_lane_row(lane), lc = mm_lane_col(lane);
+    for (int i = 0; i < MM_FRAGS; ++i) {
+        const uint row = m0 + sm + 8 * i + lr;
+        for (int j = 0; j < MM_FRAGS; ++j) {
+            const thread auto &v = acc[i][j].thread_elements();
+            for (int e = 0; e < 2; ++e) {
+                const uint col = n0 + sn + 8 * j + lc + e;
+                if (row < p.n && col < p.out) {
+                    const uint o = row * p.out + col;
+                    const float s = v[e];
+                    store_elem(y + o, p.residual != 0u ? load_elem(r + o) + s : s);
+                }
+            }
         }
     }
 }

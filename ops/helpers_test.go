@@ -46,6 +46,7 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(k.Release) // the registry it made when reg is nil
 	return &rig{GPU: g, k: k}
 }
 
@@ -315,4 +316,25 @@ func random(rng *rand.Rand, n int, scale float32) []float32 {
 		x[i] = (2*rng.Float32() - 1) * scale
 	}
 	return x
+}
+
+// encodingAllocs returns the allocations per call of f, a dispatcher
+// encoding onto enc, and those of the encoder calls it cannot avoid: the
+// pipeline lookup of entry, binding buffers buffers (any view's buffer, v),
+// a 32-byte parameter block and one dispatch. A dispatcher that allocates
+// nothing of its own makes no more than the second.
+func (r *rig) encodingAllocs(enc *mtl.ComputeCommandEncoder, entry string, buffers int, v tensor.View, f func() error) (dispatcher, direct float64) {
+	r.T.Helper()
+	if err := f(); err != nil {
+		r.T.Fatalf("%s: %v", entry, err)
+	}
+	direct = testing.AllocsPerRun(20, func() {
+		_ = r.k.Prepare(entry)
+		for i := range buffers {
+			enc.SetBuffer(v.Buffer, 0, i)
+		}
+		mtl.SetValue(enc, [8]uint32{}, buffers)
+		enc.DispatchThreadgroups(mtl.Sz(1, 1, 1), mtl.Sz(32, 4, 1))
+	})
+	return testing.AllocsPerRun(20, func() { _ = f() }), direct
 }

@@ -11,7 +11,7 @@ import (
 // weight once for all its rows, so up to here a product costs about what
 // its weight bytes cost, as decode must; beyond, the arithmetic per weight
 // byte grows with n and the tiled matmul's simdgroup_matrix products win,
-// at the price of reading the weights once per 32 rows of x. (llama.cpp
+// at the price of reading the weights once per 64 rows of x. (llama.cpp
 // switches from its matvec kernels to its matmul at about the same number
 // of rows.)
 const MatVecMaxRows = kernels.MatVecMaxRows
@@ -73,7 +73,7 @@ func (k *Kernels) MatVec(enc *mtl.ComputeCommandEncoder, w, x, r, y tensor.View,
 // MatMul encodes y = x W^T (+ r) with the tiled matmul kernel, for any n:
 // tiles of [kernels.MatMulTileRows] rows of x by
 // [kernels.MatMulTileCols] rows of W, each weight read once per tile row
-// (ceil(n / 32) times in all). Its arguments and refusals are
+// (ceil(n / 64) times in all). Its arguments and refusals are
 // [Kernels.MatVec]'s, without the limit on n.
 func (k *Kernels) MatMul(enc *mtl.ComputeCommandEncoder, w, x, r, y tensor.View, n, in, out int) error {
 	if err := k.checkLinear(w, x, r, y, n, in, out); err != nil {

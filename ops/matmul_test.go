@@ -41,8 +41,8 @@ func (c linearCase) String() string {
 
 // The shapes are small (the emulator runs a fiber per GPU thread) and odd:
 // in not a multiple of a lane's 4 elements, nor of a SIMD-group's 128, nor
-// of the matmul's 16; out not a multiple of a threadgroup's 16 rows (32
-// for the matmul), n not of the matmul's 32.
+// of the matmul's 16; out not a multiple of a threadgroup's 16 rows (64
+// for the matmul), n not of the matmul's 64.
 var (
 	matvecCases = []linearCase{
 		{n: 1, in: 128, out: 16},
@@ -55,7 +55,8 @@ var (
 		{n: 1, in: 16, out: 32},
 		{n: 33, in: 45, out: 37, residual: true},
 		{n: 9, in: 7, out: 70, inPlace: true, offsets: true},
-		{n: 64, in: 32, out: 32},
+		{n: 64, in: 32, out: 64},
+		{n: 70, in: 20, out: 65, residual: true},
 	}
 )
 
@@ -383,4 +384,32 @@ func TestMatMulRefusals(t *testing.T) {
 	if _, err := r.commit(linear(mm, w, x, y, y, n, in, out)); err != nil {
 		t.Errorf("R == Y refused: %v", err)
 	}
+}
+
+// TestMatMulNoAllocation checks that encoding a dense product allocates
+// nothing beyond the encoder calls it makes: a decode step encodes
+// hundreds of them.
+func TestMatMulNoAllocation(t *testing.T) {
+	r := newRig(t, testdevice.Orders[0])
+	const n, in, out = 2, 64, 16
+	w, x, y := r.empty(tensor.BF16, 3*out*in), r.empty(tensor.F32, n*in), r.empty(tensor.F32, n*2*out)
+	w1, y1 := tensor.NewView(w.Buffer, 2*out*in, tensor.BF16, out*in), tensor.NewView(y.Buffer, 0, tensor.F32, n*out)
+	ids := r.empty(tensor.U32, n*2)
+	g := ops.Gather{Tokens: n, TopK: 2, Experts: 3, In: in, Out: out}
+	cb, enc := r.Encoder()
+	defer cb.Release()
+	for _, c := range []struct {
+		entry   string
+		buffers int
+		f       func() error
+	}{
+		{kernels.MatVecOf(tensor.BF16, tensor.F32), 4, func() error { return r.k.Linear(enc, w1, x, y1, y1, n, in, out) }},
+		{kernels.MatMulOf(tensor.BF16, tensor.F32), 4, func() error { return r.k.MatMul(enc, w1, x, tensor.View{}, y1, n, in, out) }},
+		{kernels.GatherMatVecOf(tensor.BF16, tensor.F32), 4, func() error { return r.k.GatherMatVec(enc, w, x, ids, y, g) }},
+	} {
+		if got, direct := r.encodingAllocs(enc, c.entry, c.buffers, x, c.f); got > direct {
+			t.Errorf("%s: %v allocations per dispatch, its encoder calls %v", c.entry, got, direct)
+		}
+	}
+	enc.EndEncoding()
 }

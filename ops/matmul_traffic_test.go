@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/ops"
 	"github.com/puremetal/puremetal/tensor"
@@ -27,8 +28,8 @@ type trafficCase struct {
 //
 // The matvec must load W exactly once whatever n is (out a multiple of 4:
 // a SIMD-group straddling out reads its last row again) and store y
-// exactly once; the matmul loads W exactly ceil(n / 32) times (once per
-// row of tiles: the re-read factor) and x ceil(out / 32) times. The x
+// exactly once; the matmul loads W exactly ceil(n / 64) times (once per
+// row of tiles: the re-read factor) and x ceil(out / 64) times. The x
 // loads of the matvec are logged, not bounded: the emulator counts every
 // load a thread issues, and every SIMD-group reads all of x, which a
 // GPU's caches serve (x is 1/out of W's size per row of x). The last
@@ -40,14 +41,14 @@ func TestMatMulTraffic(t *testing.T) {
 		{"matvec bf16 x f32, 1 row", tensor.BF16, tensor.F32, 1, 520, 64, false},
 		{"matvec f16 x bf16, 8 rows", tensor.F16, tensor.BF16, 8, 259, 36, false},
 		{"matvec f32 x f16, 3 rows", tensor.F32, tensor.F16, 3, 128, 20, false},
-		{"matmul bf16 x bf16, 40 rows", tensor.BF16, tensor.BF16, 40, 48, 70, true},
+		{"matmul bf16 x bf16, 70 rows", tensor.BF16, tensor.BF16, 70, 48, 130, true},
 		{"matmul f32 x f32, 9 rows", tensor.F32, tensor.F32, 9, 17, 33, true},
 	}
 	if !testing.Short() {
 		cases = append(cases,
 			trafficCase{"matvec 2048 x 2048 bf16 (q/o projections), 1 row", tensor.BF16, tensor.BF16, 1, 2048, 2048, false},
 			trafficCase{"matvec lm_head slice 4096 x 2048 bf16, 1 row", tensor.BF16, tensor.BF16, 1, 2048, 4096, false},
-			trafficCase{"matmul 512 x 2048 bf16 (an expert's gate), 64 rows", tensor.BF16, tensor.BF16, 64, 2048, 512, true},
+			trafficCase{"matmul 512 x 2048 bf16 (an expert's gate), 128 rows", tensor.BF16, tensor.BF16, 128, 2048, 512, true},
 		)
 	}
 	r := newRig(t, testdevice.Orders[0])
@@ -66,7 +67,7 @@ func TestMatMulTraffic(t *testing.T) {
 		wOnce, xOnce, yOnce := uint64(w.Bytes()), uint64(x.Bytes()), uint64(y.Bytes())
 		wTimes, xTimes := uint64(1), uint64(0)
 		if c.matmul {
-			wTimes, xTimes = uint64(ceil(c.n, 32)), uint64(ceil(c.out, 32))
+			wTimes, xTimes = uint64(ceil(c.n, kernels.MatMulTileRows)), uint64(ceil(c.out, kernels.MatMulTileCols))
 		}
 		if got.Loaded[bindW] != wTimes*wOnce {
 			t.Errorf("%s: W loaded %d bytes, want %d times its %d bytes", c.name, got.Loaded[bindW], wTimes, wOnce)
