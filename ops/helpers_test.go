@@ -36,6 +36,24 @@ func newRig(t *testing.T, opts emu.Options) *rig {
 	return &rig{GPU: g, k: k}
 }
 
+// eachRun runs f as eachOrder does, then once more in the forward order
+// with the kernels compiled as MSL 3.0, where bf16 data is converted by
+// hand (kernels.LanguageVersion gives the emulated device 3.1, MSL's
+// bfloat), as a subtest named "msl3.0".
+func eachRun(t *testing.T, f func(t *testing.T, r *rig)) {
+	eachOrder(t, f)
+	t.Run("msl3.0", func(t *testing.T) {
+		g := testdevice.NewEmulated(t, testdevice.Orders[0])
+		reg := kernels.NewRegistryWithLanguage(mtl.LanguageVersion3_0)
+		t.Cleanup(reg.Release)
+		k, err := ops.New(g.D, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(t, &rig{GPU: g, k: k})
+	})
+}
+
 // eachOrder runs f on a rig in each of testdevice.Orders, as a subtest
 // named by the order.
 func eachOrder(t *testing.T, f func(t *testing.T, r *rig)) {

@@ -51,10 +51,30 @@ type quantMatrix struct {
 	w, mag []float64
 }
 
-// newQuantMatrix makes experts (0: one) random rows x cols matrices: all
-// words random, scales in +-1/32 and biases in +-1/4, as MLX's quantizer
-// makes them for weights of a few tenths (scale = range / (2^bits - 1)).
+// newQuantMatrix makes experts (0: one) random rows x cols matrices (see
+// randomQuantWeight) and their float64 references.
 func (r *rig) newQuantMatrix(rng *rand.Rand, c quantCombo, experts, rows, cols int) quantMatrix {
+	r.T.Helper()
+	q := quantMatrix{QuantWeight: r.randomQuantWeight(rng, c, experts, rows, cols)}
+	words := make([]uint32, q.Words.Len)
+	if err := tensor.LoadInts(q.Words, words); err != nil {
+		r.T.Fatal(err)
+	}
+	m := max(experts, 1)
+	s, b := widen(r.read(q.Scales)), widen(r.read(q.Biases))
+	q.w = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
+	for i := range s {
+		s[i], b[i] = math.Abs(s[i]), math.Abs(b[i])
+	}
+	q.mag = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
+	return q
+}
+
+// randomQuantWeight makes experts (0: one) random rows x cols quantized
+// matrices on the device: all words random, scales in +-1/32 and biases
+// in +-1/4, as MLX's quantizer makes them for weights of a few tenths
+// (scale = range / (2^bits - 1)).
+func (r *rig) randomQuantWeight(rng *rand.Rand, c quantCombo, experts, rows, cols int) ops.QuantWeight {
 	r.T.Helper()
 	m := max(experts, 1)
 	words := make([]uint32, m*rows*cols*c.bits/32)
@@ -62,19 +82,10 @@ func (r *rig) newQuantMatrix(rng *rand.Rand, c quantCombo, experts, rows, cols i
 		words[i] = rng.Uint32()
 	}
 	groups := m * rows * cols / c.group
-	scales := r.view(c.scale, random(rng, groups, 1.0/32))
-	biases := r.view(c.scale, random(rng, groups, 0.25))
-	q := quantMatrix{QuantWeight: ops.QuantWeight{
-		Words: ints(r, tensor.U32, words), Scales: scales, Biases: biases,
+	return ops.QuantWeight{
+		Words: ints(r, tensor.U32, words), Scales: r.view(c.scale, random(rng, groups, 1.0/32)), Biases: r.view(c.scale, random(rng, groups, 0.25)),
 		Rows: rows, Cols: cols, Bits: c.bits, GroupSize: c.group, Experts: experts,
-	}}
-	s, b := widen(r.read(scales)), widen(r.read(biases))
-	q.w = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
-	for i := range s {
-		s[i], b[i] = math.Abs(s[i]), math.Abs(b[i])
 	}
-	q.mag = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
-	return q
 }
 
 // input returns a view of n random values in +-1 of type t and the values
@@ -149,23 +160,26 @@ const (
 
 // TestQuantProducts checks QuantMatVec and QuantMatMul against
 // cpuref.Dequantize64 and Linear64 on every variant, with row counts that
-// are not multiples of the tiles, column counts past one 512-column step
-// of QuantMatVec and not a multiple of it, n from 1 to 10 (QuantMatVec's
-// 8 rows per pass, then a second pass) and all three residual modes.
+// are not multiples of the tiles, 640 columns for QuantMatVec (past one
+// 512-column step and not a multiple of it), 256 for QuantMatMul (8
+// slices of 32, 2 to 8 groups), n from 1 to 10 for QuantMatVec (8 rows
+// per pass, then a second pass) and 33 to 37 for QuantMatMul (two tiles of
+// 32), and all three residual modes.
 func TestQuantProducts(t *testing.T) {
-	eachOrder(t, func(t *testing.T, r *rig) {
+	eachRun(t, func(t *testing.T, r *rig) {
 		for i, c := range quantCombos() {
 			rng := rand.New(rand.NewPCG(0x9a17, uint64(i)))
-			rows, cols := 37, 640
-			w := r.newQuantMatrix(rng, c, 0, rows, cols)
+			const rows = 37
 			for _, p := range []struct {
-				name string
-				n    int
-				f    func(*ops.Kernels, *mtl.ComputeCommandEncoder, ops.QuantWeight, tensor.View, tensor.View, tensor.View, int) error
+				name    string
+				n, cols int
+				f       func(*ops.Kernels, *mtl.ComputeCommandEncoder, ops.QuantWeight, tensor.View, tensor.View, tensor.View, int) error
 			}{
-				{"QuantMatVec", 1 + i%10, (*ops.Kernels).QuantMatVec},
-				{"QuantMatMul", 33 + i%5, (*ops.Kernels).QuantMatMul},
+				{"QuantMatVec", 1 + i%10, 640, (*ops.Kernels).QuantMatVec},
+				{"QuantMatMul", 33 + i%5, 256, (*ops.Kernels).QuantMatMul},
 			} {
+				cols := p.cols
+				w := r.newQuantMatrix(rng, c, 0, rows, cols)
 				mode := residualMode((i + len(p.name)) % 3)
 				x, xs := r.input(rng, c.act, p.n*cols)
 				want := cpuref.Linear64(xs, w.w, rows, cols)
@@ -222,7 +236,7 @@ func TestQuantMatVecManyRows(t *testing.T) {
 // product with each chosen expert's matrix; an expert id past the stack
 // gives zeros.
 func TestGatherQuantMatVec(t *testing.T) {
-	eachOrder(t, func(t *testing.T, r *rig) {
+	eachRun(t, func(t *testing.T, r *rig) {
 		for i, c := range quantCombos() {
 			rng := rand.New(rand.NewPCG(0x6a7e, uint64(i)))
 			const experts, rows, cols, n, k = 5, 19, 256, 3, 2
@@ -292,7 +306,7 @@ func (r *rig) idsView(typ tensor.ElemType) tensor.View {
 // zeros for ids out of range.
 func TestEmbed(t *testing.T) {
 	const vocab, hidden = 11, 256
-	eachOrder(t, func(t *testing.T, r *rig) {
+	eachRun(t, func(t *testing.T, r *rig) {
 		n := len(embedIDs)
 		for i, c := range quantCombos() {
 			rng := rand.New(rand.NewPCG(0xe3b, uint64(i)))
