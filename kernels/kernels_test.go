@@ -111,6 +111,9 @@ func TestNames(t *testing.T) {
 		{DecodePackedSeqOf(spec.F32, spec.F32, 2), "gated_delta_net_decode_packed_seq_f32_2"},
 		{DecodePackedCaptureOf(spec.F16, spec.BF16, 4), "gated_delta_net_decode_packed_capture_f16_bf16_4"},
 		{PrefillBlockedOf(spec.F32, spec.F32, 4), "gated_delta_net_prefill_blocked_f32_4"},
+		{MatVecOf(spec.BF16, spec.F32), "matvec_bf16_f32"},
+		{MatMulOf(spec.F32, spec.F32), "matmul_f32_f32"},
+		{GatherMatVecOf(spec.F16, spec.BF16), "gather_matvec_f16_bf16"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%q, want %q", c.got, c.want)

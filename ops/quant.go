@@ -299,6 +299,3 @@ func (k *Kernels) bindQuant(enc *mtl.ComputeCommandEncoder, w QuantWeight, in, y
 	bind(enc, in, 3)
 	bind(enc, y, 4)
 }
-
-// ceilDiv returns ceil(a / b) for positive b.
-func ceilDiv(a, b int) int { return (a + b - 1) / b }

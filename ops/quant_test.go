@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/emu"
-	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
@@ -93,22 +91,6 @@ func (r *rig) randomQuantWeight(rng *rand.Rand, c quantCombo, experts, rows, col
 func (r *rig) input(rng *rand.Rand, t tensor.ElemType, n int) (tensor.View, []float64) {
 	v := r.view(t, random(rng, n, 1))
 	return v, widen(r.read(v))
-}
-
-func widen(x []float32) []float64 {
-	y := make([]float64, len(x))
-	for i, v := range x {
-		y[i] = float64(v)
-	}
-	return y
-}
-
-func abs64(x []float64) []float64 {
-	y := make([]float64, len(x))
-	for i, v := range x {
-		y[i] = math.Abs(v)
-	}
-	return y
 }
 
 // productTolerance bounds |y - ref| for one output of a kernel that sums
@@ -470,28 +452,6 @@ func TestQuantNoAllocation(t *testing.T) {
 		}
 	}
 	enc.EndEncoding()
-}
-
-// counters runs f on one command buffer and returns the emulator's
-// counters of its one dispatch.
-func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) msl.Counters {
-	r.T.Helper()
-	cb, enc := r.Encoder()
-	defer cb.Release()
-	if err := f(enc); err != nil {
-		r.T.Fatal(err)
-	}
-	enc.EndEncoding()
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
-		r.T.Fatal(err)
-	}
-	c, err := emu.DispatchCounters(cb)
-	if err != nil || len(c) != 1 {
-		r.T.Fatalf("counters: %d dispatches, %v", len(c), err)
-	}
-	return c[0]
 }
 
 // TestQuantMatVecTraffic measures the bytes QuantMatVec loads for one
