@@ -46,6 +46,7 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(k.Release) // the registry New made, if reg is nil
 	return &rig{GPU: g, k: k}
 }
 
@@ -63,24 +64,6 @@ func newRigLanguage(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *r
 		t.Fatal(err)
 	}
 	return &rig{GPU: g, k: k}
-}
-
-// eachRun runs f as eachOrder does, then once more in the forward order
-// with the kernels compiled as MSL 3.0, where bf16 data is converted by
-// hand (kernels.LanguageVersion gives the emulated device 3.1, MSL's
-// bfloat), as a subtest named "msl3.0".
-func eachRun(t *testing.T, f func(t *testing.T, r *rig)) {
-	eachOrder(t, f)
-	t.Run("msl3.0", func(t *testing.T) {
-		g := testdevice.NewEmulated(t, testdevice.Orders[0])
-		reg := kernels.NewRegistryWithLanguage(mtl.LanguageVersion3_0)
-		t.Cleanup(reg.Release)
-		k, err := ops.New(g.D, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f(t, &rig{GPU: g, k: k})
-	})
 }
 
 // eachOrder runs f on a rig in each of testdevice.Orders, as a subtest

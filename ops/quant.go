@@ -35,13 +35,14 @@ func (w QuantWeight) Check() error { return w.check(nil) }
 // check is Check with the views' device. The fields are named as the
 // dispatchers' argument W's.
 func (w QuantWeight) check(dev *mtl.Device) error {
+	if err := positive(dim{"W.Rows", w.Rows}, dim{"W.Cols", w.Cols}); err != nil {
+		return err
+	}
 	switch {
 	case w.Bits != 4 && w.Bits != 8:
 		return tensor.Invalid("W.Bits", "%d bits, must be 4 or 8", w.Bits)
 	case w.GroupSize != 32 && w.GroupSize != 64 && w.GroupSize != 128:
 		return tensor.Invalid("W.GroupSize", "group size %d, must be 32, 64 or 128", w.GroupSize)
-	case w.Rows <= 0 || w.Cols <= 0:
-		return tensor.Invalid("W", "shape %d x %d, both must be positive", w.Rows, w.Cols)
 	case w.Cols%w.GroupSize != 0:
 		return tensor.Invalid("W.Cols", "%d columns, not a multiple of the group size %d", w.Cols, w.GroupSize)
 	case w.Experts < 0:
@@ -51,7 +52,7 @@ func (w QuantWeight) check(dev *mtl.Device) error {
 		return err
 	}
 	m := max(w.Experts, 1)
-	words, groups := m*w.Rows*(w.Cols*w.Bits/32), m*w.Rows*(w.Cols/w.GroupSize)
+	words, groups := elems(m, w.Rows, w.Cols*w.Bits/32), elems(m, w.Rows, w.Cols/w.GroupSize)
 	return tensor.Check(dev,
 		tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: words, Formula: "experts*rows*cols*bits/32"},
 		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: groups, Formula: "experts*rows*cols/group_size"},
@@ -127,9 +128,9 @@ func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKe
 		res = tensor.View{} // y's own check covers it
 	}
 	if err := tensor.Check(k.dev,
-		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: n * w.Cols, Formula: "n*cols"},
-		tensor.Arg{Name: "Y", View: y, Type: x.Type, TypeFrom: "X", Len: n * w.Rows, Formula: "n*rows", Written: true},
-		tensor.Arg{Name: "Residual", View: res, Type: x.Type, TypeFrom: "X", Len: n * w.Rows, Formula: "n*rows", Optional: true},
+		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: elems(n, w.Cols), Formula: "n*cols"},
+		tensor.Arg{Name: "Y", View: y, Type: x.Type, TypeFrom: "X", Len: elems(n, w.Rows), Formula: "n*rows", Written: true},
+		tensor.Arg{Name: "Residual", View: res, Type: x.Type, TypeFrom: "X", Len: elems(n, w.Rows), Formula: "n*rows", Optional: true},
 		tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: w.Words.Len},
 		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: w.Scales.Len},
 		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Biases.Type, Len: w.Biases.Len},
@@ -187,9 +188,9 @@ func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeigh
 		xRows, xForm = n*topK, "n*k*cols"
 	}
 	if err := tensor.Check(k.dev,
-		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: xRows * w.Cols, Formula: xForm},
-		tensor.Arg{Name: "IDs", View: ids, Type: tensor.U32, Len: n * topK, Formula: "n*k"},
-		tensor.Arg{Name: "Y", View: y, Type: x.Type, TypeFrom: "X", Len: n * topK * w.Rows, Formula: "n*k*rows", Written: true},
+		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: elems(xRows, w.Cols), Formula: xForm},
+		tensor.Arg{Name: "IDs", View: ids, Type: tensor.U32, Len: elems(n, topK), Formula: "n*k"},
+		tensor.Arg{Name: "Y", View: y, Type: x.Type, TypeFrom: "X", Len: elems(n, topK, w.Rows), Formula: "n*k*rows", Written: true},
 		tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: w.Words.Len},
 		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: w.Scales.Len},
 		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Biases.Type, Len: w.Biases.Len},
@@ -254,7 +255,7 @@ func (k *Kernels) Embed(enc *mtl.ComputeCommandEncoder, table tensor.View, vocab
 	if err := tensor.FloatType("table", table.Type); err != nil {
 		return err
 	}
-	if err := k.checkEmbed(ids, y, n, hidden, tensor.Arg{Name: "table", View: table, Type: table.Type, Len: vocab * hidden, Formula: "vocab*hidden"}); err != nil {
+	if err := k.checkEmbed(ids, y, n, hidden, tensor.Arg{Name: "table", View: table, Type: table.Type, Len: elems(vocab, hidden), Formula: "vocab*hidden"}); err != nil {
 		return err
 	}
 	pso, err := k.pipeline(kernels.EmbedOf(table.Type, y.Type))
@@ -284,7 +285,7 @@ func (k *Kernels) checkEmbed(ids, y tensor.View, n, hidden int, table ...tensor.
 	}
 	args := [5]tensor.Arg{
 		{Name: "IDs", View: ids, Type: idType, Len: n, Formula: "n"},
-		{Name: "Y", View: y, Type: y.Type, Len: n * hidden, Formula: "n*hidden", Written: true},
+		{Name: "Y", View: y, Type: y.Type, Len: elems(n, hidden), Formula: "n*hidden", Written: true},
 	}
 	m := copy(args[2:], table)
 	return tensor.Check(k.dev, args[:2+m]...)

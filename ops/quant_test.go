@@ -1,14 +1,12 @@
 package ops_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -100,35 +98,16 @@ func (r *rig) input(rng *rand.Rand, t tensor.ElemType, n int) (tensor.View, []fl
 // sum: sum_i (|scale| q_i + |bias|) |x_i| (+ |residual|). The terms are
 // cols products and 4 more roundings: the dequantization (scale q + bias,
 // or scale * sum q x + bias * sum x), the residual add. Rounding to t adds
-// half an ulp of |ref| (2^-11 relative in f16, 2^-8 in bf16) and, in f16,
-// half of its smallest subnormal.
+// roundErr.
 func productTolerance(t tensor.ElemType, terms int, ref, mag float64) float64 {
-	tol := float64(terms+4) * 0x1p-24 * mag
-	switch t {
-	case tensor.F16:
-		tol += 0x1p-11*math.Abs(ref) + 0x1p-25
-	case tensor.BF16:
-		tol += 0x1p-8 * math.Abs(ref)
-	}
-	return tol
+	return float64(terms+4)*0x1p-24*mag + roundErr(t, ref)
 }
 
 // compare checks got against want element by element within
 // productTolerance.
 func compare(t *testing.T, name string, typ tensor.ElemType, terms int, got []float32, want, mag []float64) {
 	t.Helper()
-	bad := 0
-	for i := range want {
-		tol := productTolerance(typ, terms, want[i], mag[i])
-		if d := math.Abs(float64(got[i]) - want[i]); !(d <= tol) {
-			if bad++; bad <= 5 {
-				t.Errorf("%s: element %d = %g, want %g (off by %.3g, tolerance %.3g)", name, i, got[i], want[i], d, tol)
-			}
-		}
-	}
-	if bad > 5 {
-		t.Errorf("%s: %d of %d elements out of tolerance", name, bad, len(want))
-	}
+	within(t, name, got, want, func(i int) float64 { return productTolerance(typ, terms, want[i], mag[i]) })
 }
 
 // residualMode is how a product test passes the residual.
@@ -345,7 +324,7 @@ func TestQuantRefusals(t *testing.T) {
 		{"3 bits", "W.Bits", product(with(func(w *ops.QuantWeight) { w.Bits = 3 }), x, y, tensor.View{}, n)},
 		{"group 16", "W.GroupSize", product(with(func(w *ops.QuantWeight) { w.GroupSize = 16 }), x, y, tensor.View{}, n)},
 		{"cols not groups", "W.Cols", product(with(func(w *ops.QuantWeight) { w.Cols = 96 }), x, y, tensor.View{}, n)},
-		{"no rows", "W", product(with(func(w *ops.QuantWeight) { w.Rows = 0 }), x, y, tensor.View{}, n)},
+		{"no rows", "W.Rows", product(with(func(w *ops.QuantWeight) { w.Rows = 0 }), x, y, tensor.View{}, n)},
 		{"short words", "W.Words", product(with(func(w *ops.QuantWeight) { w.Words.Len-- }), x, y, tensor.View{}, n)},
 		{"u32 scales", "W.Scales", product(with(func(w *ops.QuantWeight) { w.Scales.Type = tensor.U32 }), x, y, tensor.View{}, n)},
 		{"biases of another type", "W.Biases", product(with(func(w *ops.QuantWeight) { w.Biases.Type, w.Biases.Len = tensor.F32, w.Biases.Len/2 }), x, y, tensor.View{}, n)},
@@ -391,16 +370,9 @@ func TestQuantRefusals(t *testing.T) {
 		}},
 	} {
 		cb, enc := r.Encoder()
-		err := tc.f(enc)
-		var ae *spec.ArgumentError
-		switch {
-		case !errors.Is(err, ops.ErrInvalidArgument):
-			t.Errorf("%s: error %v, want ErrInvalidArgument", tc.name, err)
-		case !errors.As(err, &ae) || ae.Arg != tc.arg:
-			t.Errorf("%s: error %v names %q, want %q", tc.name, err, ae.Arg, tc.arg)
-		}
-		if enc.Sends() != 0 || enc.Err() != nil {
-			t.Errorf("%s: the encoder sent %d messages, error %v", tc.name, enc.Sends(), enc.Err())
+		refused(t, enc, tc.f(enc), tc.arg)
+		if enc.Sends() != 0 {
+			t.Errorf("%s: the encoder sent %d messages", tc.name, enc.Sends())
 		}
 		enc.EndEncoding()
 		cb.Release()
