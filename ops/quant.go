@@ -79,11 +79,13 @@ func (w QuantWeight) params(n int) quantParams {
 
 // The quantized kernels' geometry (quant.metal says why).
 const (
-	quantMatVecRows = 8  // rows of W per matvec threadgroup: 2 SIMD-groups of 4
-	quantMatVecNX   = 8  // rows of x per pass over W
-	quantMatMulTile = 32 // a matmul threadgroup's tile of y: 32 x 32, 128 threads
-	embedThreads    = 256
-	quantEmbedWords = 64
+	quantMatVecRows    = 8             // rows of W per matvec threadgroup: 2 SIMD-groups of 4
+	quantMatVecThreads = 2 * simdWidth // (32, 2, 1)
+	quantMatVecNX      = 8             // rows of x per pass over W
+	quantMatMulTile    = 32            // a matmul threadgroup's tile of y: 32 x 32
+	quantMatMulThreads = 128           // 4 SIMD-groups of 16 x 16
+	embedThreads       = 256           // dense lookup: a thread per element
+	quantEmbedWords    = 64            // quantized lookup: a thread per word
 )
 
 // QuantMatVec encodes y = x W^T (+ residual) for decode: x [n][w.Cols], y
@@ -137,7 +139,12 @@ func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKe
 	); err != nil {
 		return err
 	}
-	pso, err := k.pipeline(kernels.QuantOf(q, x.Type, w.Scales.Type, w.Bits))
+	threads := quantMatVecThreads
+	if q == kernels.QuantMatMul {
+		threads = quantMatMulThreads
+	}
+	entry := kernels.QuantOf(q, x.Type, w.Scales.Type, w.Bits)
+	pso, err := k.launchPipeline(entry, threads, "W", "the kernel's fixed")
 	if err != nil {
 		return err
 	}
@@ -152,11 +159,11 @@ func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKe
 	bind(enc, residual, 5)
 	mtl.SetValue(enc, p, 6)
 	if q == kernels.QuantMatMul {
-		enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatMulTile), ceilDiv(n, quantMatMulTile), 1), mtl.Sz(128, 1, 1))
+		enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatMulTile), ceilDiv(n, quantMatMulTile), 1), mtl.Sz(quantMatMulThreads, 1, 1))
 	} else {
-		enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatVecRows), ceilDiv(n, quantMatVecNX), 1), mtl.Sz(32, 2, 1))
+		enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatVecRows), ceilDiv(n, quantMatVecNX), 1), mtl.Sz(simdWidth, 2, 1))
 	}
-	return nil
+	return finish(enc, entry)
 }
 
 // GatherQuantMatVec encodes the products of MoE experts stacked in w
@@ -197,7 +204,8 @@ func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeigh
 	); err != nil {
 		return err
 	}
-	pso, err := k.pipeline(kernels.QuantOf(kernels.QuantGatherMatVec, x.Type, w.Scales.Type, w.Bits))
+	entry := kernels.QuantOf(kernels.QuantGatherMatVec, x.Type, w.Scales.Type, w.Bits)
+	pso, err := k.launchPipeline(entry, quantMatVecThreads, "W", "the kernel's fixed")
 	if err != nil {
 		return err
 	}
@@ -211,8 +219,8 @@ func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeigh
 	bind(enc, y, 5) // no residual: bound, never read
 	mtl.SetValue(enc, p, 6)
 	bind(enc, ids, 7)
-	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatVecRows), n*topK, 1), mtl.Sz(32, 2, 1))
-	return nil
+	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatVecRows), n*topK, 1), mtl.Sz(simdWidth, 2, 1))
+	return finish(enc, entry)
 }
 
 // QuantEmbed encodes the embedding lookup from a quantized table w
@@ -233,7 +241,8 @@ func (k *Kernels) QuantEmbed(enc *mtl.ComputeCommandEncoder, w QuantWeight, ids,
 		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Biases.Type, Len: w.Biases.Len}); err != nil {
 		return err
 	}
-	pso, err := k.pipeline(kernels.QuantOf(kernels.QuantEmbed, y.Type, w.Scales.Type, w.Bits))
+	entry := kernels.QuantOf(kernels.QuantEmbed, y.Type, w.Scales.Type, w.Bits)
+	pso, err := k.launchPipeline(entry, quantEmbedWords, "W", "the kernel's fixed")
 	if err != nil {
 		return err
 	}
@@ -241,7 +250,7 @@ func (k *Kernels) QuantEmbed(enc *mtl.ComputeCommandEncoder, w QuantWeight, ids,
 	k.bindQuant(enc, w, ids, y)
 	mtl.SetValue(enc, w.params(n), 6)
 	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Cols*w.Bits/32, quantEmbedWords), n, 1), mtl.Sz(quantEmbedWords, 1, 1))
-	return nil
+	return finish(enc, entry)
 }
 
 // Embed encodes the embedding lookup from a dense table [vocab][hidden]
@@ -258,7 +267,8 @@ func (k *Kernels) Embed(enc *mtl.ComputeCommandEncoder, table tensor.View, vocab
 	if err := k.checkEmbed(ids, y, n, hidden, tensor.Arg{Name: "table", View: table, Type: table.Type, Len: elems(vocab, hidden), Formula: "vocab*hidden"}); err != nil {
 		return err
 	}
-	pso, err := k.pipeline(kernels.EmbedOf(table.Type, y.Type))
+	entry := kernels.EmbedOf(table.Type, y.Type)
+	pso, err := k.launchPipeline(entry, embedThreads, "table", "the kernel's fixed")
 	if err != nil {
 		return err
 	}
@@ -268,7 +278,7 @@ func (k *Kernels) Embed(enc *mtl.ComputeCommandEncoder, table tensor.View, vocab
 	bind(enc, y, 4)
 	mtl.SetValue(enc, quantParams{rows: uint32(vocab), cols: uint32(hidden), n: uint32(n)}, 6)
 	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(hidden, embedThreads), n, 1), mtl.Sz(embedThreads, 1, 1))
-	return nil
+	return finish(enc, entry)
 }
 
 // checkEmbed checks an embedding lookup's ids, output and table views.
