@@ -97,8 +97,15 @@ const (
 // (the zero View: none) and may be y itself (h += x W^T: each element is
 // read, then written, by one thread); otherwise y may share no byte with
 // another argument. The products accumulate in f32 and y is rounded once.
-func (k *Kernels) QuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, y, residual tensor.View, n int) error {
-	return k.quantProduct(enc, kernels.QuantMatVec, w, x, y, residual, n)
+//
+// It refuses, encoding nothing: n below 1, a malformed w (see
+// [QuantWeight.Check]) or a stacked one, x not of a float type, y or
+// residual not of x's type, a view whose length is not the one the shape
+// implies, a buffer not of the Kernels' device or released, an element
+// count at or beyond 2^32, and y sharing a byte with another argument
+// (but residual itself).
+func (k *Kernels) QuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, residual, y tensor.View, n int) error {
+	return k.quantProduct(enc, kernels.QuantMatVec, w, x, residual, y, n)
 }
 
 // QuantMatMul encodes y = x W^T (+ residual) as [Kernels.QuantMatVec]
@@ -106,14 +113,14 @@ func (k *Kernels) QuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, 
 // 32-column slice at a time into threadgroup memory (never the whole W)
 // and multiplied with simdgroup_matrix in f32. W is read once per 32 rows
 // of x.
-func (k *Kernels) QuantMatMul(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, y, residual tensor.View, n int) error {
-	return k.quantProduct(enc, kernels.QuantMatMul, w, x, y, residual, n)
+func (k *Kernels) QuantMatMul(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, residual, y tensor.View, n int) error {
+	return k.quantProduct(enc, kernels.QuantMatMul, w, x, residual, y, n)
 }
 
 // quantProduct checks and encodes QuantMatVec or QuantMatMul.
-func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKernel, w QuantWeight, x, y, residual tensor.View, n int) error {
-	if n <= 0 {
-		return tensor.Invalid("n", "%d rows of x, must be positive", n)
+func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKernel, w QuantWeight, x, residual, y tensor.View, n int) error {
+	if err := positive(dim{"n", n}); err != nil {
+		return err
 	}
 	if w.Experts != 0 {
 		return tensor.Invalid("W.Experts", "%d stacked experts: %v takes one matrix (GatherQuantMatVec takes stacked experts)", w.Experts, q)
@@ -166,38 +173,46 @@ func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKe
 	return finish(enc, entry)
 }
 
-// GatherQuantMatVec encodes the products of MoE experts stacked in w
-// (w.Experts of them): for each token t < n and slot s < k,
+// GatherQuantMatVec encodes the products of MoE experts stacked in w, as
+// [Kernels.GatherMatVec] does for dense ones: for each token t <
+// g.Tokens and slot s < g.TopK,
 //
 //	y[t][s] = x_t W_{ids[t][s]}^T
 //
-// with x_t = x[t] (x [n][w.Cols]) or, when xPerSlot, x[t][s] (x
-// [n][k][w.Cols], as the down projection takes each expert's own input);
-// y is [n][k][w.Rows], of x's type, ids U32 [n][k] (the router's choice,
-// on the GPU: never read here). Each token reads only its k experts'
-// weights. An id at or past w.Experts reads no weight and gives y[t][s] =
-// 0. y may share no byte with another argument.
-func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, ids, y tensor.View, n, topK int, xPerSlot bool) error {
-	if n <= 0 || topK <= 0 {
-		return tensor.Invalid("n", "%d tokens of %d experts each, both must be positive", n, topK)
+// with x_t = x[t] (x [n][In]) or, with g.XPerSlot, x[t][s] (x [n][k][In],
+// as the down projection takes each expert's own input); y is [n][k][Out],
+// of x's type, ids U32 [n][k] (the router's choice, on the GPU: never read
+// here). g's Experts, In and Out must be w's Experts, Cols and Rows. Each
+// token reads only its k experts' weights. An id at or past g.Experts
+// reads no weight and gives y[t][s] = 0. y may share no byte with another
+// argument.
+func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, ids, y tensor.View, g Gather) error {
+	if err := positive(dim{"Tokens", g.Tokens}, dim{"TopK", g.TopK}, dim{"Experts", g.Experts}, dim{"In", g.In}, dim{"Out", g.Out}); err != nil {
+		return err
 	}
-	if w.Experts <= 0 {
-		return tensor.Invalid("W.Experts", "%d stacked experts, must be positive", w.Experts)
+	switch {
+	case w.Experts != g.Experts:
+		return tensor.Invalid("W.Experts", "%d stacked experts, the Gather's Experts is %d", w.Experts, g.Experts)
+	case w.Cols != g.In:
+		return tensor.Invalid("W.Cols", "%d columns, the Gather's In is %d", w.Cols, g.In)
+	case w.Rows != g.Out:
+		return tensor.Invalid("W.Rows", "%d rows, the Gather's Out is %d", w.Rows, g.Out)
 	}
+	n, topK := g.Tokens, g.TopK
 	if err := w.check(k.dev); err != nil {
 		return err
 	}
 	if err := tensor.FloatType("X", x.Type); err != nil {
 		return err
 	}
-	xRows, xForm := n, "n*cols"
-	if xPerSlot {
-		xRows, xForm = n*topK, "n*k*cols"
+	xRows, xForm := n, "Tokens*In"
+	if g.XPerSlot {
+		xRows, xForm = n*topK, "Tokens*TopK*In"
 	}
 	if err := tensor.Check(k.dev,
 		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: elems(xRows, w.Cols), Formula: xForm},
-		tensor.Arg{Name: "IDs", View: ids, Type: tensor.U32, Len: elems(n, topK), Formula: "n*k"},
-		tensor.Arg{Name: "Y", View: y, Type: x.Type, TypeFrom: "X", Len: elems(n, topK, w.Rows), Formula: "n*k*rows", Written: true},
+		tensor.Arg{Name: "IDs", View: ids, Type: tensor.U32, Len: elems(n, topK), Formula: "Tokens*TopK"},
+		tensor.Arg{Name: "Y", View: y, Type: x.Type, TypeFrom: "X", Len: elems(n, topK, w.Rows), Formula: "Tokens*TopK*Out", Written: true},
 		tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: w.Words.Len},
 		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: w.Scales.Len},
 		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Biases.Type, Len: w.Biases.Len},
@@ -211,7 +226,7 @@ func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeigh
 	}
 	p := w.params(n)
 	p.k = uint32(topK)
-	if xPerSlot {
+	if g.XPerSlot {
 		p.xPerSlot = 1
 	}
 	enc.SetComputePipelineState(pso)

@@ -49,7 +49,7 @@ func BenchmarkMetalQuant(b *testing.B) {
 				x, y := r.empty(c.act, n*s.cols), r.empty(c.act, n*s.rows)
 				floor := float64(w.Words.Bytes() + w.Scales.Bytes() + w.Biases.Bytes() + x.Bytes() + y.Bytes())
 				b.Run(fmt.Sprintf("%s/%s/%d-bit/n%d", kind, s.name, bits, n), func(b *testing.B) {
-					benchGPU(b, g, floor, func(enc *mtl.ComputeCommandEncoder) error { return f(enc, w, x, y, tensor.View{}, n) })
+					benchGPU(b, g, floor, func(enc *mtl.ComputeCommandEncoder) error { return f(enc, w, x, tensor.View{}, y, n) })
 				})
 			}
 		}

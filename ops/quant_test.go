@@ -158,7 +158,7 @@ func TestQuantProducts(t *testing.T) {
 					res = y
 					addResidual(want, mag, rs)
 				}
-				r.run(func(enc *mtl.ComputeCommandEncoder) error { return p.f(r.k, enc, w.QuantWeight, x, y, res, p.n) })
+				r.run(func(enc *mtl.ComputeCommandEncoder) error { return p.f(r.k, enc, w.QuantWeight, x, res, y, p.n) })
 				compare(t, fmt.Sprintf("%s %v, n %d, residual mode %d", p.name, c, p.n, mode), c.act, cols, r.read(y), want, mag)
 			}
 		}
@@ -187,7 +187,7 @@ func TestQuantMatVecManyRows(t *testing.T) {
 	x, xs := r.input(rng, c.act, cols)
 	y := r.empty(c.act, rows)
 	r.run(func(enc *mtl.ComputeCommandEncoder) error {
-		return r.k.QuantMatVec(enc, w.QuantWeight, x, y, tensor.View{}, 1)
+		return r.k.QuantMatVec(enc, w.QuantWeight, x, tensor.View{}, y, 1)
 	})
 	compare(t, "lm_head", c.act, cols, r.read(y), cpuref.Linear64(xs, w.w, rows, cols), cpuref.Linear64(abs64(xs), w.mag, rows, cols))
 }
@@ -211,7 +211,7 @@ func TestGatherQuantMatVec(t *testing.T) {
 			x, xs := r.input(rng, c.act, xRows*cols)
 			y := r.empty(c.act, n*k*rows)
 			r.run(func(enc *mtl.ComputeCommandEncoder) error {
-				return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ints(r, tensor.U32, ids), y, n, k, perSlot)
+				return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ints(r, tensor.U32, ids), y, ops.Gather{Tokens: n, TopK: k, Experts: experts, In: cols, Out: rows, XPerSlot: perSlot})
 			})
 			want, mag := make([]float64, n*k*rows), make([]float64, n*k*rows)
 			for s, e := range ids {
@@ -313,9 +313,12 @@ func TestQuantRefusals(t *testing.T) {
 	ids := r.empty(tensor.U32, n*2)
 	tokens := r.empty(tensor.I32, n)
 	yk := r.empty(tensor.F16, n*2*rows)
+	gather := ops.Gather{Tokens: n, TopK: 2, Experts: 3, In: cols, Out: rows}
+	perSlot := gather
+	perSlot.XPerSlot = true
 	with := func(f func(w *ops.QuantWeight)) ops.QuantWeight { w := good; f(&w); return w }
 	product := func(w ops.QuantWeight, x, y, res tensor.View, n int) func(*mtl.ComputeCommandEncoder) error {
-		return func(enc *mtl.ComputeCommandEncoder) error { return r.k.QuantMatVec(enc, w, x, y, res, n) }
+		return func(enc *mtl.ComputeCommandEncoder) error { return r.k.QuantMatVec(enc, w, x, res, y, n) }
 	}
 	for _, tc := range []struct {
 		name, arg string
@@ -336,19 +339,24 @@ func TestQuantRefusals(t *testing.T) {
 		{"y over x", "Y", product(good, x, tensor.NewView(x.Buffer, 0, tensor.F16, n*rows), tensor.View{}, n)},
 		{"y over the words", "Y", product(good, x, tensor.NewView(good.Words.Buffer, 0, tensor.F16, n*rows), tensor.View{}, n)},
 		{"matmul: short y", "Y", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.QuantMatMul(enc, good, x, r.empty(tensor.F16, n*rows-1), tensor.View{}, n)
+			return r.k.QuantMatMul(enc, good, x, tensor.View{}, r.empty(tensor.F16, n*rows-1), n)
 		}},
 		{"gather: one matrix", "W.Experts", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.GatherQuantMatVec(enc, good, x, ids, yk, n, 2, false)
+			return r.k.GatherQuantMatVec(enc, good, x, ids, yk, gather)
+		}},
+		{"gather: In not W's", "W.Cols", func(enc *mtl.ComputeCommandEncoder) error {
+			g := gather
+			g.In = 2 * cols
+			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, g)
 		}},
 		{"gather: i32 ids", "IDs", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.GatherQuantMatVec(enc, stack, x, r.empty(tensor.I32, n*2), yk, n, 2, false)
+			return r.k.GatherQuantMatVec(enc, stack, x, r.empty(tensor.I32, n*2), yk, gather)
 		}},
 		{"gather: x not per slot", "X", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, n, 2, true)
+			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, perSlot)
 		}},
-		{"gather: k 0", "n", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, n, 0, false)
+		{"gather: k 0", "TopK", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, ops.Gather{Tokens: n, Experts: 3, In: cols, Out: rows})
 		}},
 		{"embed: f32 ids", "IDs", func(enc *mtl.ComputeCommandEncoder) error {
 			return r.k.QuantEmbed(enc, good, r.empty(tensor.F32, n), r.empty(tensor.F16, n*cols), n)
@@ -403,8 +411,10 @@ func TestQuantNoAllocation(t *testing.T) {
 		f       func() error
 	}{
 		{kernels.QuantMatVec, 6, func() error { return r.k.QuantMatVec(enc, w.QuantWeight, x, y, y, 1) }},
-		{kernels.QuantMatMul, 6, func() error { return r.k.QuantMatMul(enc, w.QuantWeight, x, y, tensor.View{}, 1) }},
-		{kernels.QuantGatherMatVec, 7, func() error { return r.k.GatherQuantMatVec(enc, stack.QuantWeight, x, ids, yk, 1, 2, false) }},
+		{kernels.QuantMatMul, 6, func() error { return r.k.QuantMatMul(enc, w.QuantWeight, x, tensor.View{}, y, 1) }},
+		{kernels.QuantGatherMatVec, 7, func() error {
+			return r.k.GatherQuantMatVec(enc, stack.QuantWeight, x, ids, yk, ops.Gather{Tokens: 1, TopK: 2, Experts: 4, In: 128, Out: 16})
+		}},
 		{kernels.QuantEmbed, 5, func() error { return r.k.QuantEmbed(enc, w.QuantWeight, tok, x, 1) }},
 	} {
 		if err := tc.f(); err != nil {
@@ -446,7 +456,7 @@ func TestQuantMatVecTraffic(t *testing.T) {
 		x, _ := r.input(rng, c.act, s.cols)
 		y := r.empty(c.act, s.rows)
 		got := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.QuantMatVec(enc, w.QuantWeight, x, y, tensor.View{}, 1)
+			return r.k.QuantMatVec(enc, w.QuantWeight, x, tensor.View{}, y, 1)
 		})
 		words, sb := uint64(w.Words.Bytes()), uint64(w.Scales.Bytes()+w.Biases.Bytes())
 		xb, yb := uint64(x.Bytes()), uint64(y.Bytes())
@@ -482,7 +492,7 @@ func TestQuantMatVecTraffic(t *testing.T) {
 	x, _ := r.input(rng, c.act, n*cols)
 	ids := ints(r, tensor.U32, []uint32{0, 7, 3, 3, 9, 1, 6, 2})
 	got := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
-		return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ids, r.empty(c.act, n*k*rows), n, k, false)
+		return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ids, r.empty(c.act, n*k*rows), ops.Gather{Tokens: n, TopK: k, Experts: experts, In: cols, Out: rows})
 	})
 	if want := uint64(7 * rows * cols / 2); got.Loaded[0] != want {
 		t.Errorf("GatherQuantMatVec: words loaded %d bytes, want the 7 chosen experts' once each: %d", got.Loaded[0], want)
