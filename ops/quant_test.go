@@ -125,7 +125,8 @@ const (
 // 512-column step and not a multiple of it), 256 for QuantMatMul (8
 // slices of 32, 2 to 8 groups), n from 1 to 10 for QuantMatVec (8 rows
 // per pass, then a second pass) and 33 to 37 for QuantMatMul (two tiles of
-// 32), and all three residual modes.
+// 32), and all three residual modes (without one, x and y are views at
+// offsets whose neighbours must stay untouched).
 func TestQuantProducts(t *testing.T) {
 	eachRun(t, func(t *testing.T, r *rig) {
 		for i, c := range quantCombos() {
@@ -148,6 +149,15 @@ func TestQuantProducts(t *testing.T) {
 				y := r.empty(c.act, p.n*rows)
 				var res tensor.View
 				switch mode {
+				case noResidual:
+					// x and y at offsets into larger buffers, whose other
+					// elements must be neither read (NaN) nor written
+					vals := random(rng, p.n*cols, 1)
+					x, xs = r.within(c.act, vals, 3, 5), widen(rounded(c.act, vals))
+					want = cpuref.Linear64(xs, w.w, rows, cols)
+					mag = cpuref.Linear64(abs64(xs), w.mag, rows, cols)
+					all := r.empty(c.act, p.n*rows+6)
+					y = tensor.NewView(all.Buffer, 2*c.act.Size(), c.act, p.n*rows)
 				case ownResidual:
 					var rs []float64
 					res, rs = r.input(rng, c.act, p.n*rows)
@@ -160,6 +170,9 @@ func TestQuantProducts(t *testing.T) {
 				}
 				r.run(func(enc *mtl.ComputeCommandEncoder) error { return p.f(r.k, enc, w.QuantWeight, x, res, y, p.n) })
 				compare(t, fmt.Sprintf("%s %v, n %d, residual mode %d", p.name, c, p.n, mode), c.act, cols, r.read(y), want, mag)
+				if mode == noResidual {
+					r.untouched(y)
+				}
 			}
 		}
 	})
