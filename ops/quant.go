@@ -243,7 +243,8 @@ func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeigh
 // ids[t] for t < n, y [n][hidden] of a float type, ids [n] U32 or I32. An
 // id at or past the vocabulary (an I32 id below zero is one) gives a row of
 // zeros and reads nothing: the ids come from the GPU or the caller
-// unchecked, and the kernel never reads out of bounds.
+// unchecked, and the kernel never reads out of bounds. A tied lm_head is
+// [Kernels.QuantMatVec] with the same w: logits over the vocabulary's rows.
 func (k *Kernels) QuantEmbed(enc *mtl.ComputeCommandEncoder, w QuantWeight, ids, y tensor.View, n int) error {
 	if w.Experts != 0 {
 		return tensor.Invalid("W.Experts", "%d stacked experts: an embedding table is one matrix", w.Experts)
