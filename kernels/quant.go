@@ -84,8 +84,8 @@ func EmbedOf(table, out spec.ElemType) string {
 	return embedNames[w][o]
 }
 
-// QuantEntries returns every entry point of [QuantFile].
-func QuantEntries() []string {
+// quantEntries returns every entry point of QuantFile.
+func quantEntries() []string {
 	var e []string
 	for q := range numQuantKernels {
 		for a := range ElemTypes {

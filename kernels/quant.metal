@@ -53,7 +53,7 @@ struct quant_params {
 // x is pre-scaled by 2^-(BITS * i) for the i-th element of a half, so the
 // element is its masked bits unshifted: (h & (m << BITS*i)) * (x * 2^-BITS*i)
 // equals q * x exactly in float (a power-of-two scale commutes with the
-// rounding, barring underflow below 2^-98).
+// rounding, unless |x| < 2^-114, where x * 2^-12 would be subnormal).
 constant constexpr uint QMV_ROWS = 4;
 constant constexpr uint QMV_SIMDGROUPS = 2;
 constant constexpr uint QMV_VALUES = 16;

@@ -1,14 +1,12 @@
 package ops_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/puremetal/puremetal/cpuref"
-	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -49,10 +47,30 @@ type quantMatrix struct {
 	w, mag []float64
 }
 
-// newQuantMatrix makes experts (0: one) random rows x cols matrices: all
-// words random, scales in +-1/32 and biases in +-1/4, as MLX's quantizer
-// makes them for weights of a few tenths (scale = range / (2^bits - 1)).
+// newQuantMatrix makes experts (0: one) random rows x cols matrices (see
+// randomQuantWeight) and their float64 references.
 func (r *rig) newQuantMatrix(rng *rand.Rand, c quantCombo, experts, rows, cols int) quantMatrix {
+	r.T.Helper()
+	q := quantMatrix{QuantWeight: r.randomQuantWeight(rng, c, experts, rows, cols)}
+	words := make([]uint32, q.Words.Len)
+	if err := tensor.LoadInts(q.Words, words); err != nil {
+		r.T.Fatal(err)
+	}
+	m := max(experts, 1)
+	s, b := widen(r.read(q.Scales)), widen(r.read(q.Biases))
+	q.w = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
+	for i := range s {
+		s[i], b[i] = math.Abs(s[i]), math.Abs(b[i])
+	}
+	q.mag = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
+	return q
+}
+
+// randomQuantWeight makes experts (0: one) random rows x cols quantized
+// matrices on the device: all words random, scales in +-1/32 and biases
+// in +-1/4, as MLX's quantizer makes them for weights of a few tenths
+// (scale = range / (2^bits - 1)).
+func (r *rig) randomQuantWeight(rng *rand.Rand, c quantCombo, experts, rows, cols int) ops.QuantWeight {
 	r.T.Helper()
 	m := max(experts, 1)
 	words := make([]uint32, m*rows*cols*c.bits/32)
@@ -60,19 +78,10 @@ func (r *rig) newQuantMatrix(rng *rand.Rand, c quantCombo, experts, rows, cols i
 		words[i] = rng.Uint32()
 	}
 	groups := m * rows * cols / c.group
-	scales := r.view(c.scale, random(rng, groups, 1.0/32))
-	biases := r.view(c.scale, random(rng, groups, 0.25))
-	q := quantMatrix{QuantWeight: ops.QuantWeight{
-		Words: ints(r, tensor.U32, words), Scales: scales, Biases: biases,
+	return ops.QuantWeight{
+		Words: ints(r, tensor.U32, words), Scales: r.view(c.scale, random(rng, groups, 1.0/32)), Biases: r.view(c.scale, random(rng, groups, 0.25)),
 		Rows: rows, Cols: cols, Bits: c.bits, GroupSize: c.group, Experts: experts,
-	}}
-	s, b := widen(r.read(scales)), widen(r.read(biases))
-	q.w = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
-	for i := range s {
-		s[i], b[i] = math.Abs(s[i]), math.Abs(b[i])
 	}
-	q.mag = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
-	return q
 }
 
 // input returns a view of n random values in +-1 of type t and the values
@@ -89,35 +98,16 @@ func (r *rig) input(rng *rand.Rand, t tensor.ElemType, n int) (tensor.View, []fl
 // sum: sum_i (|scale| q_i + |bias|) |x_i| (+ |residual|). The terms are
 // cols products and 4 more roundings: the dequantization (scale q + bias,
 // or scale * sum q x + bias * sum x), the residual add. Rounding to t adds
-// half an ulp of |ref| (2^-11 relative in f16, 2^-8 in bf16) and, in f16,
-// half of its smallest subnormal.
+// roundErr.
 func productTolerance(t tensor.ElemType, terms int, ref, mag float64) float64 {
-	tol := float64(terms+4) * 0x1p-24 * mag
-	switch t {
-	case tensor.F16:
-		tol += 0x1p-11*math.Abs(ref) + 0x1p-25
-	case tensor.BF16:
-		tol += 0x1p-8 * math.Abs(ref)
-	}
-	return tol
+	return float64(terms+4)*0x1p-24*mag + roundErr(t, ref)
 }
 
 // compare checks got against want element by element within
 // productTolerance.
 func compare(t *testing.T, name string, typ tensor.ElemType, terms int, got []float32, want, mag []float64) {
 	t.Helper()
-	bad := 0
-	for i := range want {
-		tol := productTolerance(typ, terms, want[i], mag[i])
-		if d := math.Abs(float64(got[i]) - want[i]); !(d <= tol) {
-			if bad++; bad <= 5 {
-				t.Errorf("%s: element %d = %g, want %g (off by %.3g, tolerance %.3g)", name, i, got[i], want[i], d, tol)
-			}
-		}
-	}
-	if bad > 5 {
-		t.Errorf("%s: %d of %d elements out of tolerance", name, bad, len(want))
-	}
+	within(t, name, got, want, func(i int) float64 { return productTolerance(typ, terms, want[i], mag[i]) })
 }
 
 // residualMode is how a product test passes the residual.
@@ -131,23 +121,27 @@ const (
 
 // TestQuantProducts checks QuantMatVec and QuantMatMul against
 // cpuref.Dequantize64 and Linear64 on every variant, with row counts that
-// are not multiples of the tiles, column counts past one 512-column step
-// of QuantMatVec and not a multiple of it, n from 1 to 10 (QuantMatVec's
-// 8 rows per pass, then a second pass) and all three residual modes.
+// are not multiples of the tiles, 640 columns for QuantMatVec (past one
+// 512-column step and not a multiple of it), 256 for QuantMatMul (8
+// slices of 32, 2 to 8 groups), n from 1 to 10 for QuantMatVec (8 rows
+// per pass, then a second pass) and 33 to 37 for QuantMatMul (two tiles of
+// 32), and all three residual modes (without one, x and y are views at
+// offsets whose neighbours must stay untouched).
 func TestQuantProducts(t *testing.T) {
-	eachOrder(t, func(t *testing.T, r *rig) {
+	eachRun(t, func(t *testing.T, r *rig) {
 		for i, c := range quantCombos() {
 			rng := rand.New(rand.NewPCG(0x9a17, uint64(i)))
-			rows, cols := 37, 640
-			w := r.newQuantMatrix(rng, c, 0, rows, cols)
+			const rows = 37
 			for _, p := range []struct {
-				name string
-				n    int
-				f    func(*ops.Kernels, *mtl.ComputeCommandEncoder, ops.QuantWeight, tensor.View, tensor.View, tensor.View, int) error
+				name    string
+				n, cols int
+				f       func(*ops.Kernels, *mtl.ComputeCommandEncoder, ops.QuantWeight, tensor.View, tensor.View, tensor.View, int) error
 			}{
-				{"QuantMatVec", 1 + i%10, (*ops.Kernels).QuantMatVec},
-				{"QuantMatMul", 33 + i%5, (*ops.Kernels).QuantMatMul},
+				{"QuantMatVec", 1 + i%10, 640, (*ops.Kernels).QuantMatVec},
+				{"QuantMatMul", 33 + i%5, 256, (*ops.Kernels).QuantMatMul},
 			} {
+				cols := p.cols
+				w := r.newQuantMatrix(rng, c, 0, rows, cols)
 				mode := residualMode((i + len(p.name)) % 3)
 				x, xs := r.input(rng, c.act, p.n*cols)
 				want := cpuref.Linear64(xs, w.w, rows, cols)
@@ -155,6 +149,15 @@ func TestQuantProducts(t *testing.T) {
 				y := r.empty(c.act, p.n*rows)
 				var res tensor.View
 				switch mode {
+				case noResidual:
+					// x and y at offsets into larger buffers, whose other
+					// elements must be neither read (NaN) nor written
+					vals := random(rng, p.n*cols, 1)
+					x, xs = r.within(c.act, vals, 3, 5), widen(rounded(c.act, vals))
+					want = cpuref.Linear64(xs, w.w, rows, cols)
+					mag = cpuref.Linear64(abs64(xs), w.mag, rows, cols)
+					all := r.empty(c.act, p.n*rows+6)
+					y = tensor.NewView(all.Buffer, 2*c.act.Size(), c.act, p.n*rows)
 				case ownResidual:
 					var rs []float64
 					res, rs = r.input(rng, c.act, p.n*rows)
@@ -165,8 +168,11 @@ func TestQuantProducts(t *testing.T) {
 					res = y
 					addResidual(want, mag, rs)
 				}
-				r.run(func(enc *mtl.ComputeCommandEncoder) error { return p.f(r.k, enc, w.QuantWeight, x, y, res, p.n) })
+				r.run(func(enc *mtl.ComputeCommandEncoder) error { return p.f(r.k, enc, w.QuantWeight, x, res, y, p.n) })
 				compare(t, fmt.Sprintf("%s %v, n %d, residual mode %d", p.name, c, p.n, mode), c.act, cols, r.read(y), want, mag)
+				if mode == noResidual {
+					r.untouched(y)
+				}
 			}
 		}
 	})
@@ -194,7 +200,7 @@ func TestQuantMatVecManyRows(t *testing.T) {
 	x, xs := r.input(rng, c.act, cols)
 	y := r.empty(c.act, rows)
 	r.run(func(enc *mtl.ComputeCommandEncoder) error {
-		return r.k.QuantMatVec(enc, w.QuantWeight, x, y, tensor.View{}, 1)
+		return r.k.QuantMatVec(enc, w.QuantWeight, x, tensor.View{}, y, 1)
 	})
 	compare(t, "lm_head", c.act, cols, r.read(y), cpuref.Linear64(xs, w.w, rows, cols), cpuref.Linear64(abs64(xs), w.mag, rows, cols))
 }
@@ -204,7 +210,7 @@ func TestQuantMatVecManyRows(t *testing.T) {
 // product with each chosen expert's matrix; an expert id past the stack
 // gives zeros.
 func TestGatherQuantMatVec(t *testing.T) {
-	eachOrder(t, func(t *testing.T, r *rig) {
+	eachRun(t, func(t *testing.T, r *rig) {
 		for i, c := range quantCombos() {
 			rng := rand.New(rand.NewPCG(0x6a7e, uint64(i)))
 			const experts, rows, cols, n, k = 5, 19, 256, 3, 2
@@ -218,7 +224,7 @@ func TestGatherQuantMatVec(t *testing.T) {
 			x, xs := r.input(rng, c.act, xRows*cols)
 			y := r.empty(c.act, n*k*rows)
 			r.run(func(enc *mtl.ComputeCommandEncoder) error {
-				return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ints(r, tensor.U32, ids), y, n, k, perSlot)
+				return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ints(r, tensor.U32, ids), y, ops.Gather{Tokens: n, TopK: k, Experts: experts, In: cols, Out: rows, XPerSlot: perSlot})
 			})
 			want, mag := make([]float64, n*k*rows), make([]float64, n*k*rows)
 			for s, e := range ids {
@@ -274,7 +280,7 @@ func (r *rig) idsView(typ tensor.ElemType) tensor.View {
 // zeros for ids out of range.
 func TestEmbed(t *testing.T) {
 	const vocab, hidden = 11, 256
-	eachOrder(t, func(t *testing.T, r *rig) {
+	eachRun(t, func(t *testing.T, r *rig) {
 		n := len(embedIDs)
 		for i, c := range quantCombos() {
 			rng := rand.New(rand.NewPCG(0xe3b, uint64(i)))
@@ -320,9 +326,12 @@ func TestQuantRefusals(t *testing.T) {
 	ids := r.empty(tensor.U32, n*2)
 	tokens := r.empty(tensor.I32, n)
 	yk := r.empty(tensor.F16, n*2*rows)
+	gather := ops.Gather{Tokens: n, TopK: 2, Experts: 3, In: cols, Out: rows}
+	perSlot := gather
+	perSlot.XPerSlot = true
 	with := func(f func(w *ops.QuantWeight)) ops.QuantWeight { w := good; f(&w); return w }
 	product := func(w ops.QuantWeight, x, y, res tensor.View, n int) func(*mtl.ComputeCommandEncoder) error {
-		return func(enc *mtl.ComputeCommandEncoder) error { return r.k.QuantMatVec(enc, w, x, y, res, n) }
+		return func(enc *mtl.ComputeCommandEncoder) error { return r.k.QuantMatVec(enc, w, x, res, y, n) }
 	}
 	for _, tc := range []struct {
 		name, arg string
@@ -331,7 +340,7 @@ func TestQuantRefusals(t *testing.T) {
 		{"3 bits", "W.Bits", product(with(func(w *ops.QuantWeight) { w.Bits = 3 }), x, y, tensor.View{}, n)},
 		{"group 16", "W.GroupSize", product(with(func(w *ops.QuantWeight) { w.GroupSize = 16 }), x, y, tensor.View{}, n)},
 		{"cols not groups", "W.Cols", product(with(func(w *ops.QuantWeight) { w.Cols = 96 }), x, y, tensor.View{}, n)},
-		{"no rows", "W", product(with(func(w *ops.QuantWeight) { w.Rows = 0 }), x, y, tensor.View{}, n)},
+		{"no rows", "W.Rows", product(with(func(w *ops.QuantWeight) { w.Rows = 0 }), x, y, tensor.View{}, n)},
 		{"short words", "W.Words", product(with(func(w *ops.QuantWeight) { w.Words.Len-- }), x, y, tensor.View{}, n)},
 		{"u32 scales", "W.Scales", product(with(func(w *ops.QuantWeight) { w.Scales.Type = tensor.U32 }), x, y, tensor.View{}, n)},
 		{"biases of another type", "W.Biases", product(with(func(w *ops.QuantWeight) { w.Biases.Type, w.Biases.Len = tensor.F32, w.Biases.Len/2 }), x, y, tensor.View{}, n)},
@@ -343,19 +352,24 @@ func TestQuantRefusals(t *testing.T) {
 		{"y over x", "Y", product(good, x, tensor.NewView(x.Buffer, 0, tensor.F16, n*rows), tensor.View{}, n)},
 		{"y over the words", "Y", product(good, x, tensor.NewView(good.Words.Buffer, 0, tensor.F16, n*rows), tensor.View{}, n)},
 		{"matmul: short y", "Y", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.QuantMatMul(enc, good, x, r.empty(tensor.F16, n*rows-1), tensor.View{}, n)
+			return r.k.QuantMatMul(enc, good, x, tensor.View{}, r.empty(tensor.F16, n*rows-1), n)
 		}},
 		{"gather: one matrix", "W.Experts", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.GatherQuantMatVec(enc, good, x, ids, yk, n, 2, false)
+			return r.k.GatherQuantMatVec(enc, good, x, ids, yk, gather)
+		}},
+		{"gather: In not W's", "W.Cols", func(enc *mtl.ComputeCommandEncoder) error {
+			g := gather
+			g.In = 2 * cols
+			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, g)
 		}},
 		{"gather: i32 ids", "IDs", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.GatherQuantMatVec(enc, stack, x, r.empty(tensor.I32, n*2), yk, n, 2, false)
+			return r.k.GatherQuantMatVec(enc, stack, x, r.empty(tensor.I32, n*2), yk, gather)
 		}},
 		{"gather: x not per slot", "X", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, n, 2, true)
+			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, perSlot)
 		}},
-		{"gather: k 0", "n", func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, n, 0, false)
+		{"gather: k 0", "TopK", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.GatherQuantMatVec(enc, stack, x, ids, yk, ops.Gather{Tokens: n, Experts: 3, In: cols, Out: rows})
 		}},
 		{"embed: f32 ids", "IDs", func(enc *mtl.ComputeCommandEncoder) error {
 			return r.k.QuantEmbed(enc, good, r.empty(tensor.F32, n), r.empty(tensor.F16, n*cols), n)
@@ -377,16 +391,9 @@ func TestQuantRefusals(t *testing.T) {
 		}},
 	} {
 		cb, enc := r.Encoder()
-		err := tc.f(enc)
-		var ae *spec.ArgumentError
-		switch {
-		case !errors.Is(err, ops.ErrInvalidArgument):
-			t.Errorf("%s: error %v, want ErrInvalidArgument", tc.name, err)
-		case !errors.As(err, &ae) || ae.Arg != tc.arg:
-			t.Errorf("%s: error %v names %q, want %q", tc.name, err, ae.Arg, tc.arg)
-		}
-		if enc.Sends() != 0 || enc.Err() != nil {
-			t.Errorf("%s: the encoder sent %d messages, error %v", tc.name, enc.Sends(), enc.Err())
+		refused(t, enc, tc.f(enc), tc.arg)
+		if enc.Sends() != 0 {
+			t.Errorf("%s: the encoder sent %d messages", tc.name, enc.Sends())
 		}
 		enc.EndEncoding()
 		cb.Release()
@@ -417,8 +424,10 @@ func TestQuantNoAllocation(t *testing.T) {
 		f       func() error
 	}{
 		{kernels.QuantMatVec, 6, func() error { return r.k.QuantMatVec(enc, w.QuantWeight, x, y, y, 1) }},
-		{kernels.QuantMatMul, 6, func() error { return r.k.QuantMatMul(enc, w.QuantWeight, x, y, tensor.View{}, 1) }},
-		{kernels.QuantGatherMatVec, 7, func() error { return r.k.GatherQuantMatVec(enc, stack.QuantWeight, x, ids, yk, 1, 2, false) }},
+		{kernels.QuantMatMul, 6, func() error { return r.k.QuantMatMul(enc, w.QuantWeight, x, tensor.View{}, y, 1) }},
+		{kernels.QuantGatherMatVec, 7, func() error {
+			return r.k.GatherQuantMatVec(enc, stack.QuantWeight, x, ids, yk, ops.Gather{Tokens: 1, TopK: 2, Experts: 4, In: 128, Out: 16})
+		}},
 		{kernels.QuantEmbed, 5, func() error { return r.k.QuantEmbed(enc, w.QuantWeight, tok, x, 1) }},
 	} {
 		if err := tc.f(); err != nil {
@@ -460,7 +469,7 @@ func TestQuantMatVecTraffic(t *testing.T) {
 		x, _ := r.input(rng, c.act, s.cols)
 		y := r.empty(c.act, s.rows)
 		got := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
-			return r.k.QuantMatVec(enc, w.QuantWeight, x, y, tensor.View{}, 1)
+			return r.k.QuantMatVec(enc, w.QuantWeight, x, tensor.View{}, y, 1)
 		})
 		words, sb := uint64(w.Words.Bytes()), uint64(w.Scales.Bytes()+w.Biases.Bytes())
 		xb, yb := uint64(x.Bytes()), uint64(y.Bytes())
@@ -496,7 +505,7 @@ func TestQuantMatVecTraffic(t *testing.T) {
 	x, _ := r.input(rng, c.act, n*cols)
 	ids := ints(r, tensor.U32, []uint32{0, 7, 3, 3, 9, 1, 6, 2})
 	got := r.counters(func(enc *mtl.ComputeCommandEncoder) error {
-		return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ids, r.empty(c.act, n*k*rows), n, k, false)
+		return r.k.GatherQuantMatVec(enc, w.QuantWeight, x, ids, r.empty(c.act, n*k*rows), ops.Gather{Tokens: n, TopK: k, Experts: experts, In: cols, Out: rows})
 	})
 	if want := uint64(7 * rows * cols / 2); got.Loaded[0] != want {
 		t.Errorf("GatherQuantMatVec: words loaded %d bytes, want the 7 chosen experts' once each: %d", got.Loaded[0], want)
