@@ -58,6 +58,10 @@ struct attn_params {
 // many queries of one KV head in registers.
 #define ATTN_MAX_GROUP 8
 
+// The largest head size: the kernels' registers hold up to 256 / 32
+// elements of a head per lane.
+#define ATTN_MAX_DIM 256
+
 // Decode takes the cache in blocks of this many keys (one per lane).
 #define ATTN_DECODE_BLOCK 32
 
@@ -289,8 +293,9 @@ kernel void attn_decode(
 
 // The decode reduction: combines the splits of one query head, each
 // weighted by exp(its maximum - the overall maximum), and writes the
-// output. Threadgroup (32, 1, 1), grid (n_heads, n_seqs, 1); lane x
-// writes elements x, x + 32, ...
+// output. Threadgroup (32, 1, 1), grid (n_heads, n_seqs, 1): the lanes
+// find the maximum and the sum over the splits together, then lane x
+// accumulates elements x, x + 32, ... split by split, one exp per split.
 template <typename T>
 kernel void attn_decode_reduce(
     device T            *out        [[buffer(3)]],
@@ -308,21 +313,30 @@ kernel void attn_decode_reduce(
     }
     const uint h = tg.x;
     const uint used = attn_decode_splits(sq.past + 1u, p.n_splits).used;
-    const uint part0 = (tg.y * p.n_heads + h) * p.n_splits;
+    device const float *ml = partial_ml + (tg.y * p.n_heads + h) * p.n_splits * 2;
+    device const float *po = partial_o + (tg.y * p.n_heads + h) * p.n_splits * p.head_dim;
     float mx = -INFINITY;
-    for (uint i = 0; i < used; ++i) {
-        mx = max(mx, partial_ml[(part0 + i) * 2]);
+    for (uint i = lane; i < used; i += 32) {
+        mx = max(mx, ml[i * 2]);
     }
+    mx = simd_max(mx);
     float sum = 0.0f;
-    for (uint i = 0; i < used; ++i) {
-        sum += partial_ml[(part0 + i) * 2 + 1] * metal::exp(partial_ml[(part0 + i) * 2] - mx);
+    for (uint i = lane; i < used; i += 32) {
+        sum += ml[i * 2 + 1] * metal::exp(ml[i * 2] - mx);
     }
-    for (uint d = lane; d < p.head_dim; d += 32) {
-        float o = 0.0f;
-        for (uint i = 0; i < used; ++i) {
-            o += partial_o[(part0 + i) * p.head_dim + d] * metal::exp(partial_ml[(part0 + i) * 2] - mx);
+    sum = simd_sum(sum);
+    float o[ATTN_MAX_DIM / 32];
+    for (int e = 0; e < ATTN_MAX_DIM / 32; ++e) {
+        o[e] = 0.0f;
+    }
+    for (uint i = 0; i < used; ++i) {
+        const float w = metal::exp(ml[i * 2] - mx);
+        for (uint e = 0; e < ATTN_MAX_DIM / 32 && e * 32 < p.head_dim; ++e) {
+            o[e] += w * po[i * p.head_dim + e * 32 + lane];
         }
-        attn_store(p, out, gate, sq.tok0, h, d, o / sum);
+    }
+    for (uint e = 0; e < ATTN_MAX_DIM / 32 && e * 32 < p.head_dim; ++e) {
+        attn_store(p, out, gate, sq.tok0, h, e * 32 + lane, o[e] / sum);
     }
 }
 

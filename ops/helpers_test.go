@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/emu/msl"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -99,6 +100,27 @@ func (r *rig) run(f func(enc *mtl.ComputeCommandEncoder) error) {
 	if err := r.Q.Run(f); err != nil {
 		r.T.Fatal(err)
 	}
+}
+
+// counters encodes f on one command buffer, waits for it and returns the
+// emulator's counters of its dispatches, failing the test on an error.
+func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) []msl.Counters {
+	r.T.Helper()
+	cb, enc := r.Encoder()
+	if err := f(enc); err != nil {
+		r.T.Fatal(err)
+	}
+	enc.EndEncoding()
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		r.T.Fatal(err)
+	}
+	c, err := emu.DispatchCounters(cb)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	return c
 }
 
 // read returns v's elements widened to float32, failing the test on a
