@@ -130,6 +130,10 @@ type rawConfig struct {
 	BOSTokenID                   json.RawMessage  `json:"bos_token_id"`
 	EOSTokenID                   json.RawMessage  `json:"eos_token_id"`
 	Quantization                 json.RawMessage  `json:"quantization"`
+	QuantizationConfig           json.RawMessage  `json:"quantization_config"`
+	AttentionBias                bool             `json:"attention_bias"`
+	HiddenAct                    string           `json:"hidden_act"`
+	UseSlidingWindow             bool             `json:"use_sliding_window"`
 }
 
 type ropeParameters struct {
@@ -155,6 +159,10 @@ var families = map[string]family{
 	"qwen3":            {rotary: 1, defaultEps: 1e-6},
 	"qwen3_moe":        {moe: true, rotary: 1, defaultEps: 1e-6},
 }
+
+// maxLayers bounds num_hidden_layers, so that a damaged config cannot make
+// the parser allocate without bound (the largest models have about 100).
+const maxLayers = 1 << 16
 
 // wrappers maps a vision-language wrapper's model_type to its text model's.
 var wrappers = map[string]string{"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
@@ -193,13 +201,21 @@ func ParseConfig(data []byte) (*Config, error) {
 		if top.TieWordEmbeddings != nil { // the wrapper's own flag is the one HF ties by
 			raw.TieWordEmbeddings = top.TieWordEmbeddings
 		}
-		raw.Quantization = top.Quantization
+		raw.Quantization, raw.QuantizationConfig = top.Quantization, top.QuantizationConfig
 	}
 	fam, ok := families[raw.ModelType]
 	if !ok {
 		return nil, fmt.Errorf("%w: model_type %q is not one of qwen3_next, qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3, qwen3_moe", ErrConfig, raw.ModelType)
 	}
 	c.ModelType = raw.ModelType
+	switch {
+	case raw.AttentionBias:
+		return nil, fmt.Errorf("%w: attention_bias is true (the projections of model_type %s have no bias here)", ErrConfig, c.ModelType)
+	case raw.HiddenAct != "" && raw.HiddenAct != "silu":
+		return nil, fmt.Errorf("%w: hidden_act %q, want \"silu\"", ErrConfig, raw.HiddenAct)
+	case raw.UseSlidingWindow:
+		return nil, fmt.Errorf("%w: use_sliding_window is true (sliding-window attention is not supported)", ErrConfig)
+	}
 	c.DType = cmp.Or(raw.DType, raw.TorchDType, top.DType, top.TorchDType)
 	c.HiddenSize, c.NumLayers, c.VocabSize, c.IntermediateSize = raw.HiddenSize, raw.NumHiddenLayers, raw.VocabSize, raw.IntermediateSize
 	c.RMSNormEps = deref(raw.RMSNormEps, fam.defaultEps)
@@ -227,6 +243,9 @@ func ParseConfig(data []byte) (*Config, error) {
 		c.LinearConvKernel = deref(raw.LinearConvKernelDim, 4)
 	}
 	c.LayerTypes = raw.LayerTypes
+	if c.NumLayers <= 0 || c.NumLayers > maxLayers {
+		return nil, fmt.Errorf("%w: num_hidden_layers is %d, want 1..%d (model_type %s)", ErrConfig, c.NumLayers, maxLayers, c.ModelType)
+	}
 	if c.LayerTypes == nil {
 		c.LayerTypes = make([]string, c.NumLayers)
 		interval := deref(raw.FullAttentionInterval, 4)
@@ -259,6 +278,17 @@ func ParseConfig(data []byte) (*Config, error) {
 	}
 	if c.EOSTokenIDs, err = tokenIDs("eos_token_id", cmpOrRaw(raw.EOSTokenID, top.EOSTokenID)); err != nil {
 		return nil, err
+	}
+	if len(raw.Quantization) == 0 || string(raw.Quantization) == "null" {
+		// mlx-lm writes its entry under both names; another method's
+		// quantization_config (HF's GPTQ, AWQ, FP8...) is not MLX's.
+		var method struct {
+			QuantMethod string `json:"quant_method"`
+		}
+		if len(raw.QuantizationConfig) != 0 && json.Unmarshal(raw.QuantizationConfig, &method) == nil && method.QuantMethod != "" {
+			return nil, fmt.Errorf("%w: quantization_config.quant_method %q (only MLX affine quantization is supported)", ErrConfig, method.QuantMethod)
+		}
+		raw.Quantization = raw.QuantizationConfig
 	}
 	if c.Quantization, err = parseQuantization(raw.Quantization); err != nil {
 		return nil, err
@@ -304,7 +334,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%w: %s is %d, want > 0 (model_type %s)", ErrConfig, f.name, f.v, c.ModelType)
 		}
 	}
-	if c.NumHeads > 0 && c.NumHeads%c.NumKVHeads != 0 {
+	if c.NumHeads > 0 && (c.NumKVHeads <= 0 || c.NumHeads%c.NumKVHeads != 0) {
 		return fmt.Errorf("%w: num_attention_heads %d is not a multiple of num_key_value_heads %d", ErrConfig, c.NumHeads, c.NumKVHeads)
 	}
 	if c.Has(FullAttention) {
@@ -333,7 +363,7 @@ func (c *Config) Hybrid() bool { return families[c.ModelType].hybrid }
 // model has experts, i is not in mlp_only_layers and (i+1) %
 // decoder_sparse_step == 0 (SPEC section 14).
 func (c *Config) IsMoELayer(i int) bool {
-	return c.NumExperts > 0 && !slices.Contains(c.MLPOnlyLayers, i) && (i+1)%c.DecoderSparseStep == 0
+	return c.NumExperts > 0 && c.DecoderSparseStep > 0 && !slices.Contains(c.MLPOnlyLayers, i) && (i+1)%c.DecoderSparseStep == 0
 }
 
 // RotaryDim is the number of dimensions of each head RoPE rotates:

@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -120,6 +121,10 @@ func TestParseConfigDefaults(t *testing.T) {
 			func(c *checkpoint.Config) bool {
 				return slices.Equal(c.EOSTokenIDs, []int{7, 9}) && c.BOSTokenIDs == nil
 			}, "eos [7 9], no bos"},
+		{"mlx quantization_config", qwen3Base(), map[string]any{"quantization_config": map[string]any{"bits": 8, "group_size": 32}},
+			func(c *checkpoint.Config) bool {
+				return c.Quantization != nil && c.Quantization.Bits == 8 && c.Quantization.GroupSize == 32
+			}, "8 bits, group 32"},
 		{"kv heads default", qwen3Base(), map[string]any{"num_key_value_heads": nil, "head_dim": nil},
 			func(c *checkpoint.Config) bool { return c.NumKVHeads == 4 && c.HeadDim == 16 }, "4 KV heads, head_dim 64/4"},
 	} {
@@ -144,6 +149,7 @@ func TestParseConfigRefuses(t *testing.T) {
 		want  string
 	}{
 		{"unknown type", qwen3Base(), map[string]any{"model_type": "llama"}, `"llama"`},
+		{"layers", qwen3Base(), map[string]any{"num_hidden_layers": 1 << 40}, "num_hidden_layers is 1099511627776"},
 		{"no hidden size", qwen3Base(), map[string]any{"hidden_size": nil}, "hidden_size is 0"},
 		{"no linear heads", hybridBase(), map[string]any{"linear_num_key_heads": nil}, "linear_num_key_heads is 0"},
 		{"layer types count", qwen3Base(), map[string]any{"layer_types": []string{"full_attention"}}, "layer_types has 1 entries"},
@@ -156,10 +162,42 @@ func TestParseConfigRefuses(t *testing.T) {
 		{"quant override", qwen3Base(), map[string]any{"quantization": map[string]any{"bits": 4, "group_size": 64, "model.layers.0.mlp.gate": map[string]any{"bits": 8, "group_size": 0}}}, "model.layers.0.mlp.gate: group_size 0"},
 		{"top k", qwen3Base(), map[string]any{"model_type": "qwen3_moe", "num_experts": 2, "num_experts_per_tok": 3, "moe_intermediate_size": 8}, "num_experts_per_tok 3"},
 		{"eos", qwen3Base(), map[string]any{"eos_token_id": "x"}, "eos_token_id"},
+		{"gptq", qwen3Base(), map[string]any{"quantization_config": map[string]any{"quant_method": "gptq", "bits": 4}}, `quant_method "gptq"`},
+		{"bias", qwen3Base(), map[string]any{"attention_bias": true}, "attention_bias"},
+		{"act", qwen3Base(), map[string]any{"hidden_act": "gelu"}, `"gelu"`},
+		{"sliding", qwen3Base(), map[string]any{"use_sliding_window": true}, "use_sliding_window"},
 	} {
 		_, err := parse(t, c.base, c.edits)
 		if !errors.Is(err, checkpoint.ErrConfig) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error matching ErrConfig saying %s", c.name, err, c.want)
 		}
 	}
+}
+
+// FuzzParseConfig feeds ParseConfig arbitrary JSON: an error or a config
+// whose derived sizes are usable, never a panic.
+func FuzzParseConfig(f *testing.F) {
+	for _, name := range []string{"qwen35_dense_bf16", "qwen35moe_bf16", "qwen3_dense_bf16", "qwen3next_moe_mlx4"} {
+		data, err := os.ReadFile(filepath.Join(modelsDir, name, "config.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"model_type": "qwen3_moe", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 4, "num_attention_heads": 2, "num_key_value_heads": 0, "num_experts": 2, "decoder_sparse_step": 0}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := checkpoint.ParseConfig(data)
+		if err != nil {
+			if !errors.Is(err, checkpoint.ErrConfig) {
+				t.Fatalf("error %v does not match ErrConfig", err)
+			}
+			return
+		}
+		if len(c.LayerTypes) != c.NumLayers || c.HiddenSize <= 0 {
+			t.Fatalf("accepted %+v", c)
+		}
+		for i := range c.NumLayers {
+			c.IsMoELayer(i)
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +14,7 @@ import (
 // heap, so a checkpoint of any size costs address space, not memory, and
 // pages are read from disk on first touch. The mapping starts on a page
 // boundary and covers the whole file, so a no-copy GPU buffer can be made
-// over [MappedFile.Bytes] and each tensor found in it at its Offset.
+// over [MappedFile.Pages] and each tensor found in it at its Offset.
 //
 // The mapping is read-only: writing to a tensor's Data faults. Nothing
 // read from the file may be used after [MappedFile.Close].
@@ -72,6 +73,16 @@ func parseMapped(data []byte) (*Safetensors, error) {
 // Bytes returns the whole mapped file. It starts on a page boundary; a
 // tensor's bytes are Bytes()[t.Offset : t.Offset+len(t.Data)].
 func (f *MappedFile) Bytes() []byte { return f.data }
+
+// Pages returns the mapping extended to a whole number of pages: what a
+// no-copy GPU buffer is made over (Metal's newBufferWithBytesNoCopy wants
+// a page-aligned address and length). The bytes past the end of the file,
+// in its last page, read as zero.
+func (f *MappedFile) Pages() []byte {
+	page := os.Getpagesize()
+	n := (len(f.data) + page - 1) / page * page
+	return unsafe.Slice(&f.data[0], n)
+}
 
 // Close unmaps the file. Every Tensor's Data read from it becomes invalid.
 // Closing twice is an error, not a fault.

@@ -45,6 +45,13 @@ func TestMapSafetensors(t *testing.T) {
 			t.Errorf("tensor %s: Data is not the mapping's bytes at Offset %d (copied?)", name, tn.Offset)
 		}
 	}
+	pages := f.Pages()
+	if page := os.Getpagesize(); len(pages)%page != 0 || len(pages) < len(all) || len(pages)-len(all) >= page || &pages[0] != &all[0] {
+		t.Errorf("Pages: %d bytes for a %d-byte file, pages of %d", len(pages), len(all), page)
+	}
+	if tail := pages[len(all):]; !bytes.Equal(tail, make([]byte, len(tail))) {
+		t.Error("the last page past the file's end does not read as zero")
+	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -88,19 +89,24 @@ func TestOpenGoldenModels(t *testing.T) {
 	}
 }
 
-// stored returns a checkpoint folder's tensors, copied (for rewriting).
-func stored(t *testing.T, dir string) []checkpoint.Tensor {
+// source returns a golden checkpoint's folder, config.json and tensors
+// (read into memory, for rewriting).
+func source(t *testing.T, name string) (dir string, config []byte, ts []checkpoint.Tensor) {
 	t.Helper()
+	dir = filepath.Join(modelsDir, name)
+	config, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := checkpoint.ReadSafetensors(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts []checkpoint.Tensor
 	for _, n := range st.Names() {
 		x, _ := st.Tensor(n)
 		ts = append(ts, x)
 	}
-	return ts
+	return dir, config, ts
 }
 
 // writeModel writes config and tensors as a checkpoint folder, in shards
@@ -141,6 +147,28 @@ func writeModel(t *testing.T, config []byte, ts []checkpoint.Tensor, shards int)
 
 // expertRE matches one expert's projection in HF's per-expert names.
 var expertRE = regexp.MustCompile(`^(.*\.mlp)\.experts\.(\d+)\.(gate|up|down)_proj\.weight$`)
+
+// TestOpenDoesNotReadWeights checks that opening a checkpoint leaves the
+// tensors in the mapping: every weight's bytes lie in a mapped file, and
+// Open allocates less than the embedding alone (1 MiB of the 7 MB file).
+func TestOpenDoesNotReadWeights(t *testing.T) {
+	dir := filepath.Join(modelsDir, "qwen3next_moe_f32")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m := open(t, dir)
+	runtime.ReadMemStats(&after)
+	embed := weight(t, m, "model.embed_tokens.weight")
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc >= uint64(len(embed.Data.Data)) {
+		t.Errorf("Open allocated %d bytes, as much as the %d-byte embedding", alloc, len(embed.Data.Data))
+	}
+	for _, n := range m.Names() {
+		w := weight(t, m, n)
+		all := m.Files[0].Bytes()
+		if &all[w.Data.Offset] != &w.Data.Data[0] {
+			t.Errorf("%s is not a view of the mapping at its Offset %d", n, w.Data.Offset)
+		}
+	}
+}
 
 // stacked returns ts with every layer's experts stacked into one tensor
 // per name name(layer prefix, projection) returns; fused stacks gate and
@@ -204,12 +232,7 @@ func renamed(ts []checkpoint.Tensor, f func(string) string) []checkpoint.Tensor 
 // experts, shards) and checks that every canonical weight has the same
 // bytes, shape and convention as in the original.
 func TestOpenLayouts(t *testing.T) {
-	src := filepath.Join(modelsDir, "qwen35moe_bf16")
-	config, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := stored(t, src)
+	src, config, ts := source(t, "qwen35moe_bf16")
 	mlxName := func(n string) string {
 		if rest, ok := strings.CutPrefix(n, "model.language_model."); ok {
 			return "language_model.model." + rest
@@ -246,12 +269,7 @@ func TestOpenLayouts(t *testing.T) {
 // TestOpenRefuses checks that a checkpoint that does not match its config,
 // or is damaged, is an error naming the tensor, field or file.
 func TestOpenRefuses(t *testing.T) {
-	src := filepath.Join(modelsDir, "qwen3_dense_bf16")
-	config, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := stored(t, src)
+	_, config, ts := source(t, "qwen3_dense_bf16")
 	without := func(name string) []checkpoint.Tensor {
 		return slices.DeleteFunc(slices.Clone(ts), func(x checkpoint.Tensor) bool { return x.Name == name })
 	}

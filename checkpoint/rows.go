@@ -1,14 +1,3 @@
-// Package checkpoint maps a linear-attention layer's weights as HF
-// checkpoints store them to the order puremetal's layer core reads (SPEC.md
-// section 13).
-//
-// Qwen3.5's projections (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a)
-// already emit mixed_qkv, z, b and a in that order. Qwen3-Next's in_proj_qkvz
-// and in_proj_ba group their rows per key head: for each key head h, [q_h
-// (D_k), k_h (D_k), v (r D_v), z (r D_v)] and [b (r), a (r)], r = n_v_heads /
-// n_k_heads (HF's fix_query_key_value_ordering). [QKVZRows] and [BARows]
-// give the permutation that, applied to the weight rows once at load time,
-// makes the projections emit mixed_qkv | z and b | a.
 package checkpoint
 
 import "fmt"

@@ -10,26 +10,6 @@ import (
 	"github.com/puremetal/puremetal/internal/golden"
 )
 
-// relTo returns max_i |got_i - want_i| / max_i |want_i| (+Inf for a NaN or
-// a length mismatch).
-func relTo(got, want []float64) float64 {
-	if len(got) != len(want) {
-		return math.Inf(1)
-	}
-	var diff, mag float64
-	for i := range want {
-		d := math.Abs(got[i] - want[i])
-		if math.IsNaN(d) {
-			return math.Inf(1)
-		}
-		diff, mag = math.Max(diff, d), math.Max(mag, math.Abs(want[i]))
-	}
-	if mag == 0 {
-		return diff
-	}
-	return diff / mag
-}
-
 // top2 returns the index of the largest element of x and the gap to the
 // second largest, relative to the largest magnitude.
 func top2(x []float64) (best int, margin float64) {
@@ -110,7 +90,7 @@ func TestModel64Golden(t *testing.T) {
 						}
 					}
 					truth := p.Logits[s*p.Vocab : (s+1)*p.Vocab]
-					e := relTo(step, truth)
+					e := relErr64(step, truth)
 					worst = max(worst, e)
 					if e > bound {
 						t.Errorf("prompt %d step %d: logits %.3g of the largest truth logit from the truth, bound %.3g", pi, s, e, bound)
@@ -151,7 +131,7 @@ func checkHidden(t *testing.T, got, want [][]float64, bound float64) {
 		return
 	}
 	for k := range want {
-		if e := relTo(got[k], want[k]); e > bound {
+		if e := relErr64(got[k], want[k]); e > bound {
 			t.Errorf("hidden_%02d: %.3g of the largest truth value from the truth, bound %.3g", k, e, bound)
 		}
 	}
@@ -184,7 +164,7 @@ func TestModel64CachedDecode(t *testing.T) {
 					last = out[len(out)-vocab:]
 				}
 				if !slices.Equal(last, want) {
-					t.Errorf("chunks of %d: last logits differ from the whole prompt's by %.3g", chunk, relTo(last, want))
+					t.Errorf("chunks of %d: last logits differ from the whole prompt's by %.3g", chunk, relErr64(last, want))
 				}
 			}
 		})

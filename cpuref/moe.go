@@ -8,10 +8,11 @@ import (
 // Route64 is the MoE router of one token (SPEC section 14): p =
 // softmax(logits) over the experts, the topK experts by p, and their
 // weights p_e, divided by their sum when normTopK. Experts come out in
-// decreasing p; equal p are broken by the lower expert index first, as
-// torch.topk orders them on the CPU for the sizes of a router (a tie of two
-// float router logits does not occur with real weights; the order only
-// fixes what a test sees).
+// decreasing p; equal p are broken by the lower expert index first.
+// torch.topk does not document its order for ties; exact ties of two
+// router probabilities do not occur with real weights, and where they do
+// the choice changes nothing but which of two equal weights an expert gets,
+// so a test that meets one compares sums, not orders.
 //
 // HF computes the softmax in float32 (F.softmax(..., dtype=torch.float))
 // even in a float64 run; this reference computes it in float64. The two

@@ -186,8 +186,11 @@ func (q *CommandQueue) RunTimed(encode func(enc *ComputeCommandEncoder) error) (
 }
 
 // computeWork returns the encoding of a command buffer with one compute
-// encoder, which encode fills.
+// encoder, which encode fills; nil for a nil encode, which run refuses.
 func computeWork(encode func(enc *ComputeCommandEncoder) error) func(cb *CommandBuffer) error {
+	if encode == nil {
+		return nil
+	}
 	return func(cb *CommandBuffer) error {
 		enc, err := cb.computeCommandEncoder()
 		if err != nil {
@@ -201,12 +204,33 @@ func computeWork(encode func(enc *ComputeCommandEncoder) error) func(cb *Command
 	}
 }
 
+// encode runs encode on the command buffer for the queue's method what,
+// and returns encode's error, else an error for an encoder that encode
+// left open (which encode ends), else the command buffer's refusal of a
+// command (refused).
+func (cb *CommandBuffer) encode(what string, encode func(cb *CommandBuffer) error) error {
+	err := encode(cb)
+	if open := cb.open; open != nil {
+		open.EndEncoding()
+		if err == nil {
+			err = fmt.Errorf("mtl: %s: an encoder was left open; end every encoder before returning", what)
+		}
+	}
+	if err == nil {
+		err = cb.refused
+	}
+	return err
+}
+
 func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, timed bool) (gpuSeconds float64, err error) {
 	if q == nil {
 		return 0, invalidf("CommandQueue.%s: nil command queue", what)
 	}
 	if q.ID() == 0 {
 		return 0, released("CommandQueue."+what, "command queue")
+	}
+	if encode == nil {
+		return 0, invalidf("CommandQueue.%s: nil encode function", what)
 	}
 	// One pool for the whole command buffer: the methods below send
 	// without pools of their own.
@@ -224,16 +248,7 @@ func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, ti
 				open.EndEncoding()
 			}
 		}()
-		err = encode(cb)
-		if open := cb.open; open != nil {
-			open.EndEncoding()
-			if err == nil {
-				err = fmt.Errorf("mtl: %s: an encoder was left open; end every encoder before returning", what)
-			}
-		}
-		if err == nil {
-			err = cb.refused
-		}
+		err = cb.encode(what, encode)
 		if err == nil && cb.ID() == 0 {
 			err = fmt.Errorf("mtl: %s: encode released the command buffer, so nothing ran; %s releases it", what, what)
 		}

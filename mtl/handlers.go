@@ -260,6 +260,12 @@ func (q *CommandQueue) submit(what string, encode func(cb *CommandBuffer) error,
 		}
 		return nil, fmt.Errorf("mtl: %s: nil or released command queue", what)
 	}
+	if encode == nil {
+		if then != nil {
+			then(nil)
+		}
+		return nil, invalidf("%s: nil encode function", what)
+	}
 	if err := handlerBlocks(); err != nil {
 		if then != nil {
 			then(nil)
@@ -280,16 +286,7 @@ func (q *CommandQueue) submit(what string, encode func(cb *CommandBuffer) error,
 				cb.Release()
 			}
 		}()
-		err = encode(cb)
-		if open := cb.open; open != nil {
-			open.EndEncoding()
-			if err == nil {
-				err = fmt.Errorf("mtl: %s: an encoder was left open; end every encoder before returning", what)
-			}
-		}
-		if err == nil {
-			err = cb.refused
-		}
+		err = cb.encode(what, encode)
 		if err != nil {
 			return
 		}

@@ -424,6 +424,17 @@ func TestQueueRunCommandBuffer(t *testing.T) {
 			_, err := fillInto(cb)
 			return err
 		}, "RunCommandBuffer: an encoder was left open"},
+		{"dispatch after EndEncoding", func(cb *mtl.CommandBuffer) error {
+			e, err := fillInto(cb)
+			if err != nil {
+				return err
+			}
+			if err := e.EndEncoding(); err != nil {
+				return err
+			}
+			e.DispatchThreads(size(n, 1, 1), size(n, 1, 1)) // its refusal not looked at
+			return nil
+		}, "DispatchThreads: encoder used after EndEncoding"},
 	} {
 		err := q.RunCommandBuffer(tc.encode)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -944,12 +955,7 @@ func TestQueueRunCommandBufferMisuse(t *testing.T) {
 		want   string
 	}{
 		{"released", func(cb *mtl.CommandBuffer) error {
-			e, err := cb.ComputeCommandEncoder()
-			if err != nil {
-				return err
-			}
-			encodeFill(fill, x, n)(e)
-			if err := e.EndEncoding(); err != nil {
+			if err := testdevice.EncodeFillIn(cb, fill, x, n); err != nil {
 				return err
 			}
 			cb.Release()

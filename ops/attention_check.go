@@ -83,19 +83,6 @@ func (a Attention) check(s AttentionStep, kind attnKind) (attnParams, error) {
 	return p, nil
 }
 
-// elems returns the product of n, saturated at tensor.MaxElems, so that a
-// huge shape is refused by tensor.Check instead of wrapping around.
-func elems(n ...int) int {
-	p := 1
-	for _, x := range n {
-		if x != 0 && p > tensor.MaxElems/x {
-			return tensor.MaxElems
-		}
-		p *= x
-	}
-	return p
-}
-
 // checkViews checks the views a dispatch of kind uses (tensor.Check) and,
 // where the CPU can read them, the sequences' int32 values
 // (checkSequences). Views it does not use are not looked at.

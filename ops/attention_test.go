@@ -11,6 +11,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/ops"
 	"github.com/puremetal/puremetal/tensor"
@@ -87,7 +88,7 @@ func TestAttentionBF16ByHand(t *testing.T) {
 	outs := make([][2][]float32, len(cases))
 	for l, lang := range langs {
 		t.Run(fmt.Sprintf("msl%d.%d", lang>>16, lang&0xffff), func(t *testing.T) {
-			r := newRigLanguage(t, testdevice.Orders[0], lang)
+			r := newRigWith(t, testdevice.Orders[0], kernels.NewRegistryWithLanguage(lang))
 			for i, c := range cases {
 				if c.typ != tensor.BF16 {
 					continue

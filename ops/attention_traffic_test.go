@@ -40,7 +40,7 @@ func TestAttentionDecodeTraffic(t *testing.T) {
 	for i, keys := range []int{1, 33, 300, 2048} {
 		c := qwen3NextAttention(1, keys, ops.AttentionSplits(keys), []attnSeq{{0, keys - 1, 1}})
 		u := setUpAttn(r, c, uint64(i))
-		cs := r.counters(func(enc *mtl.ComputeCommandEncoder) error { return u.encode(r.k, enc) })
+		cs := r.step(u)
 		if want := 2 + min(c.splits-1, 1); len(cs) != want {
 			t.Fatalf("%d keys: %d dispatches, want %d", keys, len(cs), want)
 		}
@@ -94,7 +94,7 @@ func TestAttentionPrefillStructure(t *testing.T) {
 	const size, past, tokens = 2, 24, 16
 	c := qwen3NextAttention(1, 48, 0, []attnSeq{{0, past, tokens}})
 	u := setUpAttn(r, c, 1)
-	cs := r.counters(func(enc *mtl.ComputeCommandEncoder) error { return u.encode(r.k, enc) })
+	cs := r.step(u)
 	p := cs[1]
 	if want := kernels.AttentionPrefillThreadgroupMemory(c.dim); p.ThreadgroupMemory != want {
 		t.Errorf("threadgroup memory %d bytes, want %d", p.ThreadgroupMemory, want)
@@ -121,4 +121,15 @@ func TestAttentionPrefillStructure(t *testing.T) {
 	t.Logf("prefill, %d tokens after %d, head size %d, %d/%d heads: %d threadgroups of %d threads, %d bytes of threadgroup memory, %d tiles of %d keys, %d barriers (2 per tile); cache bytes loaded %d, %.2f times the floor %d (the K and V of the sequence once)",
 		tokens, past, c.dim, c.heads, c.kvHeads, p.Threadgroups[0]*p.Threadgroups[1]*p.Threadgroups[2], p.ThreadsPerThreadgroup[0]*p.ThreadsPerThreadgroup[1],
 		p.ThreadgroupMemory, tiles, bk, p.Barriers, cache, float64(cache)/float64(floor), floor)
+}
+
+// step runs u's append and attention on one command buffer and returns
+// the counters of each dispatch.
+func (r *rig) step(u *attnRun) []msl.Counters {
+	r.T.Helper()
+	cs, err := r.commit(func(enc *mtl.ComputeCommandEncoder) error { return u.encode(r.k, enc) })
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	return cs
 }

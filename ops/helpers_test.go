@@ -1,11 +1,15 @@
 package ops_test
 
 import (
+	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/emu/msl"
+	"github.com/puremetal/puremetal/gdn/spec"
+	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -27,29 +31,22 @@ type rig struct {
 // newRig returns a rig on a fresh emulated device with options opts (one
 // of testdevice.Orders).
 func newRig(t *testing.T, opts emu.Options) *rig {
-	t.Helper()
-	g := testdevice.NewEmulated(t, opts)
-	k, err := ops.New(g.D, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Release)
-	return &rig{GPU: g, k: k}
+	return newRigWith(t, opts, nil)
 }
 
-// newRigLanguage returns a rig whose kernels are compiled as Metal
-// Shading Language version lang (3.0 reads and writes bf16 as 16-bit
-// integers converted by hand, 3.1 as MSL's bfloat), with a registry of
-// its own.
-func newRigLanguage(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *rig {
+// newRigWith is newRig with the pipeline states taken from reg, which the
+// rig releases; nil makes the Kernels' own registry.
+func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 	t.Helper()
 	g := testdevice.NewEmulated(t, opts)
-	reg := kernels.NewRegistryWithLanguage(lang)
-	t.Cleanup(reg.Release)
+	if reg != nil {
+		t.Cleanup(reg.Release)
+	}
 	k, err := ops.New(g.D, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(k.Release) // the registry New made when reg is nil
 	return &rig{GPU: g, k: k}
 }
 
@@ -58,6 +55,131 @@ func newRigLanguage(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *r
 func eachOrder(t *testing.T, f func(t *testing.T, r *rig)) {
 	for _, o := range testdevice.Orders {
 		t.Run(o.Order.String(), func(t *testing.T) { f(t, newRig(t, o)) })
+	}
+}
+
+// eachRun runs f as eachOrder does, then once more in the first order
+// with the kernels compiled as MSL 3.0, where bf16 data is read and
+// written as 16-bit integers converted by hand instead of MSL's bfloat
+// (kernels.LanguageVersion), as a subtest named msl3.0.
+func eachRun(t *testing.T, f func(t *testing.T, r *rig)) {
+	eachOrder(t, f)
+	t.Run("msl3.0", func(t *testing.T) {
+		f(t, newRigWith(t, testdevice.Orders[0], kernels.NewRegistryWithLanguage(mtl.LanguageVersion3_0)))
+	})
+}
+
+// counters encodes f on one command buffer, waits for it and returns the
+// emulator's counters of the dispatch it encoded (it must encode one),
+// failing the test on an error of f or of the command buffer.
+func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) msl.Counters {
+	r.T.Helper()
+	c, err := r.commit(f)
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	if len(c) != 1 {
+		r.T.Fatalf("%d dispatches, want 1", len(c))
+	}
+	return c[0]
+}
+
+// rounded returns x rounded to typ as the kernels' stores round it.
+func rounded(typ tensor.ElemType, x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i, v := range x {
+		switch typ {
+		case tensor.F16:
+			y[i] = half.ToFloat16(v).Float32()
+		case tensor.BF16:
+			y[i] = half.ToBFloat16(v).Float32()
+		default:
+			y[i] = v
+		}
+	}
+	return y
+}
+
+// abs64 returns the absolute values of x.
+func abs64(x []float64) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = math.Abs(v)
+	}
+	return y
+}
+
+// widen returns x as float64s.
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// halfUlp returns the relative rounding error of a store to typ: half a
+// unit in the last place of its significand (2^-24 for f32, 2^-11 for
+// f16, 2^-8 for bf16).
+func halfUlp(typ tensor.ElemType) float64 {
+	switch typ {
+	case tensor.F16:
+		return 0x1p-11
+	case tensor.BF16:
+		return 0x1p-8
+	}
+	return 0x1p-24
+}
+
+// roundErr bounds the error of storing v to typ: half an ulp relative,
+// and half the spacing of its subnormals (2^-25 for f16, 2^-134 for bf16,
+// 2^-150 for f32) for the values that round to one.
+func roundErr(typ tensor.ElemType, v float64) float64 {
+	sub := 0x1p-150
+	switch typ {
+	case tensor.F16:
+		sub = 0x1p-25
+	case tensor.BF16:
+		sub = 0x1p-134
+	}
+	return halfUlp(typ)*math.Abs(v) + sub
+}
+
+// within fails the test for each element of got farther from want than
+// tol(i) (at most a few of them reported), naming what.
+func within(t *testing.T, what string, got []float32, want []float64, tol func(i int) float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d elements, want %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range got {
+		if d := math.Abs(float64(got[i]) - want[i]); !(d <= tol(i)) {
+			if bad++; bad <= 5 {
+				t.Errorf("%s[%d] = %g, want %g (error %.3g, bound %.3g)", what, i, got[i], want[i], d, tol(i))
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("%s: %d elements out of bounds", what, bad)
+	}
+}
+
+// refused checks that err reports a bad argument naming arg, and that
+// nothing was left failed on the encoder.
+func refused(t *testing.T, enc *mtl.ComputeCommandEncoder, err error, arg string) {
+	t.Helper()
+	var ae *spec.ArgumentError
+	switch {
+	case err == nil:
+		t.Errorf("%s: accepted, want refused", arg)
+	case !errors.Is(err, ops.ErrInvalidArgument):
+		t.Errorf("%s: %v does not match ops.ErrInvalidArgument", arg, err)
+	case !errors.As(err, &ae) || ae.Arg != arg:
+		t.Errorf("%v: names another argument than %s", err, arg)
+	}
+	if enc.Err() != nil {
+		t.Errorf("%s: the encoder failed: %v", arg, enc.Err())
 	}
 }
 
@@ -70,6 +192,59 @@ func (r *rig) view(typ tensor.ElemType, values []float32) tensor.View {
 		r.T.Fatal(err)
 	}
 	return v
+}
+
+// within returns a view of type typ holding values (rounded to typ), with
+// before poisoned elements in front of it and after behind it in the same
+// buffer: a view at an offset, whose neighbours a kernel must not read
+// (they are NaN) or write (they must stay NaN; see rig.untouched).
+func (r *rig) within(typ tensor.ElemType, values []float32, before, after int) tensor.View {
+	r.T.Helper()
+	all := r.empty(typ, max(before+len(values)+after, 16/typ.Size())) // the whole buffer poisoned
+	v := tensor.NewView(all.Buffer, before*typ.Size(), typ, len(values))
+	if err := v.Store(values); err != nil {
+		r.T.Fatal(err)
+	}
+	return v
+}
+
+// untouched fails the test unless every element of v's buffer outside v
+// is still the poison NaN.
+func (r *rig) untouched(v tensor.View) {
+	r.T.Helper()
+	all, err := tensor.NewView(v.Buffer, 0, v.Type, v.Buffer.Length()/v.Type.Size()).Float32s()
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	first := v.Offset / v.Type.Size()
+	for i, e := range all {
+		if (i < first || i >= first+v.Len) && e == e {
+			r.T.Fatalf("element %d of the buffer, outside the view [%d, %d), was written: %g", i, first, first+v.Len, e)
+		}
+	}
+}
+
+// commit encodes f on one command buffer, ends the encoder, commits the
+// command buffer even when f failed, waits for it and returns the
+// counters of each dispatch it ran and f's error. It fails the test on an
+// error of the command buffer.
+func (r *rig) commit(f func(enc *mtl.ComputeCommandEncoder) error) ([]msl.Counters, error) {
+	r.T.Helper()
+	cb, enc := r.Encoder()
+	err := f(enc)
+	if endErr := enc.EndEncoding(); err == nil {
+		err = endErr
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		r.T.Fatal(err)
+	}
+	c, cerr := emu.DispatchCounters(cb)
+	if cerr != nil {
+		r.T.Fatal(cerr)
+	}
+	return c, err
 }
 
 // ints returns a view of type typ (I32 or U32) holding values.
@@ -100,27 +275,6 @@ func (r *rig) run(f func(enc *mtl.ComputeCommandEncoder) error) {
 	if err := r.Q.Run(f); err != nil {
 		r.T.Fatal(err)
 	}
-}
-
-// counters encodes f on one command buffer, waits for it and returns the
-// emulator's counters of its dispatches, failing the test on an error.
-func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) []msl.Counters {
-	r.T.Helper()
-	cb, enc := r.Encoder()
-	if err := f(enc); err != nil {
-		r.T.Fatal(err)
-	}
-	enc.EndEncoding()
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
-		r.T.Fatal(err)
-	}
-	c, err := emu.DispatchCounters(cb)
-	if err != nil {
-		r.T.Fatal(err)
-	}
-	return c
 }
 
 // read returns v's elements widened to float32, failing the test on a

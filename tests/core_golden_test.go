@@ -10,41 +10,31 @@ import (
 	"github.com/puremetal/puremetal/internal/golden"
 )
 
-// TestEmulatedCoreGolden runs the layer core on every case of the layer
-// set on the emulated device, step by step with both caches carried (the
-// prefill, then each one-token decode, each one dispatch of
-// gdn.Kernels.Core), in the forward order.
+// coreGoldenJobs are the ways the golden core tests run the layer core,
+// every step of every case (the prefill, then each one-token decode):
+// one dispatch of gdn.Kernels.DecodeCore per step, and the chunked, the blocked
+// (on the cases it takes, D_k 64 or 128) and the token-by-token prefill
+// with the core (gdn.Kernels.EncodeCore).
+var coreGoldenJobs = []struct {
+	name string
+	job  coreJob
+}{
+	{"Core", coreJob{}},
+	{"Chunked", coreJob{family: true, on: gdn.KernelPrefillChunked}},
+	{"Blocked", coreJob{family: true, on: gdn.KernelPrefillBlocked}},
+	{"Prefill", coreJob{family: true, on: gdn.KernelPrefill}},
+}
+
+// TestEmulatedCoreGolden runs the layer core in each of coreGoldenJobs on
+// every case of the layer set on the emulated device, step by step with
+// both caches carried, in the forward order.
 func TestEmulatedCoreGolden(t *testing.T) {
 	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) { coreGoldenSuite(t, r, cases, coreJob{}) })
-}
-
-// TestEmulatedChunkedCoreGolden runs the same through the chunked prefill
-// with the core (gdn.Kernels.EncodeCore), every step of every case: the
-// prefill and each one-token decode.
-func TestEmulatedChunkedCoreGolden(t *testing.T) {
-	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillChunked})
-	})
-}
-
-// TestEmulatedBlockedCoreGolden runs the same through the blocked prefill
-// with the core, on the cases it takes (D_k 64 or 128).
-func TestEmulatedBlockedCoreGolden(t *testing.T) {
-	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillBlocked})
-	})
-}
-
-// TestEmulatedPrefillCoreGolden runs the same through the token-by-token
-// prefill with the core.
-func TestEmulatedPrefillCoreGolden(t *testing.T) {
-	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefill})
-	})
+	for _, j := range coreGoldenJobs {
+		t.Run(j.name, func(t *testing.T) {
+			onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) { coreGoldenSuite(t, r, cases, j.job) })
+		})
+	}
 }
 
 // TestMetalCoreGolden runs the same on the system's GPU (a Mac; it skips
@@ -52,10 +42,9 @@ func TestEmulatedPrefillCoreGolden(t *testing.T) {
 func TestMetalCoreGolden(t *testing.T) {
 	cases := golden.LoadLayerSet(t)
 	onMetal(t, func(t *testing.T, r *rig) {
-		coreGoldenSuite(t, r, cases, coreJob{})
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillChunked})
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillBlocked})
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefill})
+		for _, j := range coreGoldenJobs {
+			coreGoldenSuite(t, r, cases, j.job)
+		}
 	})
 }
 
@@ -69,12 +58,12 @@ func TestMetalCoreGolden(t *testing.T) {
 // out_proj on the CPU, against out_f64. The core kernel takes D_k 64 and
 // 128; a case of another D_k is refused by validation, which the suite
 // checks, and has no kernel run. via says the kernel: zero for
-// gdn.Kernels.Core, or a family and its kernel (coreJob.family, on).
+// gdn.Kernels.DecodeCore, or a family and its kernel (coreJob.family, on).
 func coreGoldenSuite(t *testing.T, r *rig, cases []golden.LayerCase, via coreJob) {
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			p0 := c.Steps[0].Params
-			entry := gdn.CoreEntryPoint
+			entry := gdn.DecodeCoreEntryPoint
 			if via.family {
 				entry = func(p spec.Params) (string, error) { return gdn.EntryPoint(via.on, p) }
 			}

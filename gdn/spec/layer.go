@@ -1,9 +1,6 @@
 package spec
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // NormGate is the activation applied to z by the gated RMSNorm of a
 // layer's core (SPEC section 13).
@@ -17,16 +14,10 @@ const (
 	GateSigmoid NormGate = 1
 )
 
+var normGateNames = names{GateSiLU: "silu", GateSigmoid: "sigmoid"}
+
 // String returns "silu", "sigmoid", or "NormGate(n)".
-func (g NormGate) String() string {
-	switch g {
-	case GateSiLU:
-		return "silu"
-	case GateSigmoid:
-		return "sigmoid"
-	}
-	return fmt.Sprintf("NormGate(%d)", uint8(g))
-}
+func (g NormGate) String() string { return normGateNames.of(uint64(g), "NormGate") }
 
 // ConvKernel is the only supported size of the short convolution
 // (Qwen3-Next's and Qwen3.5's linear_conv_kernel_dim).
@@ -68,10 +59,13 @@ type Core struct {
 	NormEps float32
 }
 
-// Qwen is the core of a Qwen3-Next or Qwen3.5 linear-attention layer:
-// the convolution of size 4 and the gated RMSNorm with silu(z) and eps
-// 1e-6.
-var Qwen = Core{Conv: ConvKernel, Norm: true, NormGate: GateSiLU, NormEps: 1e-6}
+// QwenCore returns the core of a Qwen3-Next or Qwen3.5 linear-attention
+// layer: the convolution of size 4 and the gated RMSNorm with silu(z) and
+// eps 1e-6. Each call returns a new value, so a change to one layer's
+// Params.Core reaches no other.
+func QwenCore() Core {
+	return Core{Conv: ConvKernel, Norm: true, NormGate: GateSiLU, NormEps: 1e-6}
+}
 
 // Validate checks c: Conv 0 or 4; with Norm, a known gate and a finite
 // NormEps > 0; without it, no gate or eps set. The error is an

@@ -20,9 +20,9 @@ const ModelsSubdir = "hf-models"
 // reads), metadata and the float64 truth's logits along its greedy path.
 type ModelCase struct {
 	Name, Dir string
-	ModelType string `json:"model_type"`
-	DType     string `json:"dtype"`
-	MadeBy    string `json:"made_by"`
+	ModelType string // golden.json's model_type (the config's, before unwrapping)
+	DType     string // the checkpoint's dtype: "bf16", "f32", ...
+	MadeBy    string
 	Prompts   []ModelPrompt
 }
 

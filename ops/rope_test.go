@@ -1,0 +1,101 @@
+package ops_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/puremetal/puremetal/cpuref"
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/ops"
+	"github.com/puremetal/puremetal/tensor"
+)
+
+// TestRoPE checks the RoPE kernel for every type against cpuref.RoPE64 on
+// the same rounded inputs and frequencies: full and partial rotary
+// dimensions, a head stride (queries inside [query | gate]), positions of
+// several sequences in one dispatch; elements past RotaryDim and between
+// heads are left as they were.
+//
+// Bound per rotated element: the float32 angle carries an error of at
+// most |a| * 2^-24 (one rounded product), cos and sin a few ulp each, and
+// the two products and the sum three roundings, so |error| <=
+// (|x_i| + |x_j|) * (|a| + 6) * 2^-24, plus the rounding to x's type
+// (roundErr).
+func TestRoPE(t *testing.T) {
+	eachRun(t, func(t *testing.T, r *rig) {
+		seed := uint64(0)
+		for _, xt := range kernels.ElemTypes {
+			for _, c := range []struct{ tokens, heads, headDim, stride, rotary int }{
+				{3, 2, 64, 0, 64},
+				{4, 3, 48, 96, 12},   // partial rotary factor 0.25, query halves
+				{2, 1, 256, 512, 64}, // Qwen3-Next's head_dim and rotary_dim
+				{1, 2, 6, 0, 2},
+			} {
+				seed++
+				name := fmt.Sprintf("%v/%+v", xt, c)
+				rng := rand.New(rand.NewPCG(seed, 0x40e))
+				p := ops.RoPEParams{Tokens: c.tokens, Heads: c.heads, HeadDim: c.headDim, HeadStride: c.stride, RotaryDim: c.rotary}
+				stride := max(c.stride, c.headDim)
+				x := rounded(xt, random(rng, c.tokens*c.heads*stride, 2))
+				pos := make([]int32, c.tokens)
+				posInt := make([]int, c.tokens)
+				for i := range pos {
+					pos[i] = int32(rng.IntN(5000))
+					posInt[i] = int(pos[i])
+				}
+				inv := ops.RoPEInvFreq(c.rotary, 1e7)
+				xv := r.view(xt, x)
+				r.run(func(enc *mtl.ComputeCommandEncoder) error {
+					return r.k.RoPE(enc, p, xv, ints(r, tensor.I32, pos), r.view(tensor.F32, inv))
+				})
+				got := r.read(xv)
+				// the oracle on the heads gathered without their gaps
+				heads := make([]float64, 0, c.tokens*c.heads*c.headDim)
+				for h := 0; h < c.tokens*c.heads; h++ {
+					heads = append(heads, widen(x[h*stride:h*stride+c.headDim])...)
+				}
+				want := append([]float64(nil), heads...)
+				cpuref.RoPE64(want, c.heads, c.headDim, c.rotary, posInt, widen(inv))
+				for h := 0; h < c.tokens*c.heads; h++ {
+					g, w, in := got[h*stride:h*stride+c.headDim], want[h*c.headDim:(h+1)*c.headDim], heads[h*c.headDim:(h+1)*c.headDim]
+					half := c.rotary / 2
+					within(t, fmt.Sprintf("%s head %d", name, h), g, w, func(i int) float64 {
+						if i >= c.rotary {
+							return 0 // not rotated: unchanged
+						}
+						j := i % half
+						a := float64(pos[h/c.heads]) * float64(inv[j])
+						return (math.Abs(in[j])+math.Abs(in[j+half]))*(a+6)*0x1p-24 + roundErr(xt, w[i])
+					})
+					for j := h*stride + c.headDim; j < (h+1)*stride; j++ {
+						if got[j] != x[j] {
+							t.Fatalf("%s: element %d between heads changed", name, j)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestRoPEInvFreq checks the frequencies against cpuref.InvFreq, HF's
+// float32 computation, bit for bit.
+func TestRoPEInvFreq(t *testing.T) {
+	for _, c := range []struct {
+		dim   int
+		theta float64
+	}{{64, 1e7}, {128, 1e6}, {256, 5e6}, {32, 10000}} {
+		got, want := ops.RoPEInvFreq(c.dim, c.theta), cpuref.InvFreq(c.dim, c.theta)
+		for i := range want {
+			if float64(got[i]) != want[i] {
+				t.Errorf("RoPEInvFreq(%d, %g)[%d] = %g, want %g", c.dim, c.theta, i, got[i], want[i])
+			}
+		}
+	}
+	if ops.RoPEInvFreq(7, 1e4) != nil || ops.RoPEInvFreq(8, math.NaN()) != nil {
+		t.Errorf("RoPEInvFreq accepts an odd dimension or a NaN theta")
+	}
+}
