@@ -36,7 +36,8 @@
 //
 // Buffer indices: 0 q (append: k), 1 k_cache (append: v), 2 v_cache
 // (append: k_cache), 3 output (append: v_cache), 4 parameters, 5 slots,
-// 6 cache_lens, 7 cu_seqlens, 8 gate, 9 partial_o, 10 partial_ml.
+// 6 cache_lens (written by attn_advance only), 7 cu_seqlens, 8 gate,
+// 9 partial_o, 10 partial_ml.
 
 // The parameter block bound with setBytes at buffer index 4.
 struct attn_params {
@@ -455,6 +456,27 @@ kernel void attn_prefill(
         for (int e = 0; e < E; ++e) {
             attn_store(p, out, gate, tok, h, e * 32 + lane, acc[e] / l);
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Advance: after the step's attention, cache_lens[s] += the sequence's
+// tokens, so that the next step finds its positions without the host
+// reading them back. Thread s of a grid of n_seqs threads (threadgroups
+// of 32); a skipped sequence keeps its length. It reads cache_lens of its
+// own sequence only, so the update is in place.
+kernel void attn_advance(
+    constant attn_params &p         [[buffer(4)]],
+    device const int    *slots      [[buffer(5)]],
+    device int          *cache_lens [[buffer(6)]],
+    device const int    *cu_seqlens [[buffer(7)]],
+    uint s [[thread_position_in_grid]]) {
+    if (s >= p.n_seqs) {
+        return;
+    }
+    const attn_seq sq = attn_sequence(p, slots, cache_lens, cu_seqlens, s);
+    if (!sq.skip) {
+        cache_lens[s] = int(sq.past + sq.n_tokens);
     }
 }
 

@@ -111,7 +111,7 @@ const (
 // Slots[s]. It reads K, V, Slots, CacheLens (and CuSeqlens with Varlen)
 // and writes KCache and VCache. Run it before
 // the attention of the same step, which reads the step's keys from the
-// cache. The caller advances CacheLens afterwards.
+// cache. [Kernels.KVAdvance] advances CacheLens after the attention.
 func (k *Kernels) KVAppend(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
 	p, err := a.check(s, attnAppend)
 	if err != nil {
@@ -203,6 +203,32 @@ func (k *Kernels) AttentionPrefill(enc *mtl.ComputeCommandEncoder, a Attention, 
 	rows := s.maxSeqTokens() * (a.Heads / a.KVHeads)
 	tiles := (rows + kernels.AttentionRows - 1) / kernels.AttentionRows
 	enc.DispatchThreadgroups(mtl.Size{Width: a.KVHeads, Height: tiles, Depth: s.Seqs}, mtl.Size{Width: 32, Height: kernels.AttentionRows, Depth: 1})
+	return nil
+}
+
+// KVAdvance encodes the update of CacheLens after a step: each
+// sequence's tokens are added to its cache length, on the GPU, so that
+// the next step's append and attention find their positions without the
+// host reading them back. It reads Slots (and CuSeqlens with Varlen) and
+// writes CacheLens in place; padding and skipped sequences keep theirs.
+// Encode it after the step's attention, on the same encoder (dispatches
+// of one encoder run in order).
+func (k *Kernels) KVAdvance(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
+	p, err := a.check(s, attnAdvance)
+	if err != nil {
+		return err
+	}
+	if err := a.checkViews(k.dev, s, v, attnAdvance); err != nil {
+		return err
+	}
+	pso, err := k.pipeline(kernels.KVAdvance)
+	if err != nil {
+		return err
+	}
+	enc.SetComputePipelineState(pso)
+	a.bindSequences(enc, s, v, v.Slots)
+	mtl.SetValue(enc, p, attnParamsIndex)
+	enc.DispatchThreadgroups(mtl.Size{Width: (s.Seqs + 31) / 32, Height: 1, Depth: 1}, mtl.Size{Width: 32, Height: 1, Depth: 1})
 	return nil
 }
 

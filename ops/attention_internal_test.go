@@ -43,7 +43,7 @@ func TestAttentionHostCostAllocatesNothing(t *testing.T) {
 	if err := k.Prepare(kernels.AttentionDecodeOf(a.Type, a.HeadDim)); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []attnKind{attnAppend, attnDecode} {
+	for _, kind := range []attnKind{attnAppend, attnDecode, attnPrefill, attnAdvance} {
 		var err error
 		n := testing.AllocsPerRun(100, func() {
 			if _, err = a.check(s, kind); err == nil {
