@@ -78,14 +78,17 @@ type AttentionViews struct {
 	PartialML tensor.View // [2, Splits, Heads, Seqs] f32, decode with Splits > 1
 }
 
-// MaxAttentionSplits is the largest AttentionStep.Splits: 2^16 blocks of
-// 32 keys cover any cache a slot of 2^21 positions holds.
+// MaxAttentionSplits is the largest AttentionStep.Splits. A sequence
+// uses no more splits than its cache has blocks of 32 keys, so splits
+// beyond that are idle threadgroups; 2^16 gives a block each to caches of
+// 2^21 positions.
 const MaxAttentionSplits = 1 << 16
 
 // AttentionSplits returns a number of decode splits for caches of up to
 // maxLen positions: one per 256 positions (a split then streams at least
-// eight blocks of 32 keys, enough to hide the reduction it adds), 1 for
-// caches up to 256 positions, at most 64.
+// eight blocks of 32 keys before the reduction), 1 for caches up to 256
+// positions, at most 64. It is a starting point, not a measured optimum:
+// BenchmarkMetalAttention times decode on a Mac's GPU.
 func AttentionSplits(maxLen int) int {
 	return min(max((maxLen+255)/256, 1), 64)
 }
@@ -109,9 +112,9 @@ const (
 // KVAppend encodes the write of a step's keys and values into the cache:
 // token i of sequence s goes to position CacheLens[s] + i of slot
 // Slots[s]. It reads K, V, Slots, CacheLens (and CuSeqlens with Varlen)
-// and writes KCache and VCache. Run it before
-// the attention of the same step, which reads the step's keys from the
-// cache. [Kernels.KVAdvance] advances CacheLens after the attention.
+// and writes KCache and VCache. Run it before the attention of the same
+// step, which reads the step's keys from the cache; [Kernels.KVAdvance]
+// advances CacheLens after the attention.
 func (k *Kernels) KVAppend(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
 	p, err := a.check(s, attnAppend)
 	if err != nil {
