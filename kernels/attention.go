@@ -107,9 +107,13 @@ var (
 	attnPrefillNames = newAttnNames("attn_prefill", true)
 )
 
+// KVAdvance is the kernel that adds each sequence's tokens to its cache
+// length after a step: one thread per sequence.
+const KVAdvance = "attn_advance"
+
 // attentionEntries returns every entry point of [AttentionFile].
 func attentionEntries() []string {
-	var e []string
+	e := []string{KVAdvance}
 	for _, a := range ElemTypes {
 		e = append(e, KVAppendOf(a), AttentionDecodeReduceOf(a))
 		for _, d := range AttentionHeadDims {

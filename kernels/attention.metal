@@ -36,7 +36,8 @@
 //
 // Buffer indices: 0 q (append: k), 1 k_cache (append: v), 2 v_cache
 // (append: k_cache), 3 output (append: v_cache), 4 parameters, 5 slots,
-// 6 cache_lens, 7 cu_seqlens, 8 gate, 9 partial_o, 10 partial_ml.
+// 6 cache_lens (written by attn_advance only), 7 cu_seqlens, 8 gate,
+// 9 partial_o, 10 partial_ml.
 
 // The parameter block bound with setBytes at buffer index 4.
 struct attn_params {
@@ -57,6 +58,10 @@ struct attn_params {
 // The largest GQA ratio n_heads / n_kv_heads: the decode kernel keeps this
 // many queries of one KV head in registers.
 #define ATTN_MAX_GROUP 8
+
+// The largest head size: the kernels' registers hold up to 256 / 32
+// elements of a head per lane.
+#define ATTN_MAX_DIM 256
 
 // Decode takes the cache in blocks of this many keys (one per lane).
 #define ATTN_DECODE_BLOCK 32
@@ -289,8 +294,9 @@ kernel void attn_decode(
 
 // The decode reduction: combines the splits of one query head, each
 // weighted by exp(its maximum - the overall maximum), and writes the
-// output. Threadgroup (32, 1, 1), grid (n_heads, n_seqs, 1); lane x
-// writes elements x, x + 32, ...
+// output. Threadgroup (32, 1, 1), grid (n_heads, n_seqs, 1): the lanes
+// find the maximum and the sum over the splits together, then lane x
+// accumulates elements x, x + 32, ... split by split, one exp per split.
 template <typename T>
 kernel void attn_decode_reduce(
     device T            *out        [[buffer(3)]],
@@ -308,21 +314,30 @@ kernel void attn_decode_reduce(
     }
     const uint h = tg.x;
     const uint used = attn_decode_splits(sq.past + 1u, p.n_splits).used;
-    const uint part0 = (tg.y * p.n_heads + h) * p.n_splits;
+    device const float *ml = partial_ml + (tg.y * p.n_heads + h) * p.n_splits * 2;
+    device const float *po = partial_o + (tg.y * p.n_heads + h) * p.n_splits * p.head_dim;
     float mx = -INFINITY;
-    for (uint i = 0; i < used; ++i) {
-        mx = max(mx, partial_ml[(part0 + i) * 2]);
+    for (uint i = lane; i < used; i += 32) {
+        mx = max(mx, ml[i * 2]);
     }
+    mx = simd_max(mx);
     float sum = 0.0f;
-    for (uint i = 0; i < used; ++i) {
-        sum += partial_ml[(part0 + i) * 2 + 1] * metal::exp(partial_ml[(part0 + i) * 2] - mx);
+    for (uint i = lane; i < used; i += 32) {
+        sum += ml[i * 2 + 1] * metal::exp(ml[i * 2] - mx);
     }
-    for (uint d = lane; d < p.head_dim; d += 32) {
-        float o = 0.0f;
-        for (uint i = 0; i < used; ++i) {
-            o += partial_o[(part0 + i) * p.head_dim + d] * metal::exp(partial_ml[(part0 + i) * 2] - mx);
+    sum = simd_sum(sum);
+    float o[ATTN_MAX_DIM / 32];
+    for (int e = 0; e < ATTN_MAX_DIM / 32; ++e) {
+        o[e] = 0.0f;
+    }
+    for (uint i = 0; i < used; ++i) {
+        const float w = metal::exp(ml[i * 2] - mx);
+        for (uint e = 0; e < ATTN_MAX_DIM / 32 && e * 32 < p.head_dim; ++e) {
+            o[e] += w * po[i * p.head_dim + e * 32 + lane];
         }
-        attn_store(p, out, gate, sq.tok0, h, d, o / sum);
+    }
+    for (uint e = 0; e < ATTN_MAX_DIM / 32 && e * 32 < p.head_dim; ++e) {
+        attn_store(p, out, gate, sq.tok0, h, e * 32 + lane, o[e] / sum);
     }
 }
 
@@ -441,6 +456,27 @@ kernel void attn_prefill(
         for (int e = 0; e < E; ++e) {
             attn_store(p, out, gate, tok, h, e * 32 + lane, acc[e] / l);
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Advance: after the step's attention, cache_lens[s] += the sequence's
+// tokens, so that the next step finds its positions without the host
+// reading them back. Thread s of a grid of n_seqs threads (threadgroups
+// of 32); a skipped sequence keeps its length. It reads cache_lens of its
+// own sequence only, so the update is in place.
+kernel void attn_advance(
+    constant attn_params &p         [[buffer(4)]],
+    device const int    *slots      [[buffer(5)]],
+    device int          *cache_lens [[buffer(6)]],
+    device const int    *cu_seqlens [[buffer(7)]],
+    uint s [[thread_position_in_grid]]) {
+    if (s >= p.n_seqs) {
+        return;
+    }
+    const attn_seq sq = attn_sequence(p, slots, cache_lens, cu_seqlens, s);
+    if (!sq.skip) {
+        cache_lens[s] = int(sq.past + sq.n_tokens);
     }
 }
 

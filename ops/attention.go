@@ -78,14 +78,17 @@ type AttentionViews struct {
 	PartialML tensor.View // [2, Splits, Heads, Seqs] f32, decode with Splits > 1
 }
 
-// MaxAttentionSplits is the largest AttentionStep.Splits: 2^16 blocks of
-// 32 keys cover any cache a slot of 2^21 positions holds.
+// MaxAttentionSplits is the largest AttentionStep.Splits. A sequence
+// uses no more splits than its cache has blocks of 32 keys, so splits
+// beyond that are idle threadgroups; 2^16 gives a block each to caches of
+// 2^21 positions.
 const MaxAttentionSplits = 1 << 16
 
 // AttentionSplits returns a number of decode splits for caches of up to
 // maxLen positions: one per 256 positions (a split then streams at least
-// eight blocks of 32 keys, enough to hide the reduction it adds), 1 for
-// caches up to 256 positions, at most 64.
+// eight blocks of 32 keys before the reduction), 1 for caches up to 256
+// positions, at most 64. It is a starting point, not a measured optimum:
+// BenchmarkMetalAttention times decode on a Mac's GPU.
 func AttentionSplits(maxLen int) int {
 	return min(max((maxLen+255)/256, 1), 64)
 }
@@ -109,9 +112,9 @@ const (
 // KVAppend encodes the write of a step's keys and values into the cache:
 // token i of sequence s goes to position CacheLens[s] + i of slot
 // Slots[s]. It reads K, V, Slots, CacheLens (and CuSeqlens with Varlen)
-// and writes KCache and VCache. Run it before
-// the attention of the same step, which reads the step's keys from the
-// cache. The caller advances CacheLens afterwards.
+// and writes KCache and VCache. Run it before the attention of the same
+// step, which reads the step's keys from the cache; [Kernels.KVAdvance]
+// advances CacheLens after the attention.
 func (k *Kernels) KVAppend(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
 	p, err := a.check(s, attnAppend)
 	if err != nil {
@@ -203,6 +206,32 @@ func (k *Kernels) AttentionPrefill(enc *mtl.ComputeCommandEncoder, a Attention, 
 	rows := s.maxSeqTokens() * (a.Heads / a.KVHeads)
 	tiles := (rows + kernels.AttentionRows - 1) / kernels.AttentionRows
 	enc.DispatchThreadgroups(mtl.Size{Width: a.KVHeads, Height: tiles, Depth: s.Seqs}, mtl.Size{Width: 32, Height: kernels.AttentionRows, Depth: 1})
+	return nil
+}
+
+// KVAdvance encodes the update of CacheLens after a step: each
+// sequence's tokens are added to its cache length, on the GPU, so that
+// the next step's append and attention find their positions without the
+// host reading them back. It reads Slots (and CuSeqlens with Varlen) and
+// writes CacheLens in place; padding and skipped sequences keep theirs.
+// Encode it after the step's attention, on the same encoder (dispatches
+// of one encoder run in order).
+func (k *Kernels) KVAdvance(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
+	p, err := a.check(s, attnAdvance)
+	if err != nil {
+		return err
+	}
+	if err := a.checkViews(k.dev, s, v, attnAdvance); err != nil {
+		return err
+	}
+	pso, err := k.pipeline(kernels.KVAdvance)
+	if err != nil {
+		return err
+	}
+	enc.SetComputePipelineState(pso)
+	a.bindSequences(enc, s, v, v.Slots)
+	mtl.SetValue(enc, p, attnParamsIndex)
+	enc.DispatchThreadgroups(mtl.Size{Width: (s.Seqs + 31) / 32, Height: 1, Depth: 1}, mtl.Size{Width: 32, Height: 1, Depth: 1})
 	return nil
 }
 

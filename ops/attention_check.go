@@ -16,6 +16,7 @@ const (
 	attnAppend attnKind = iota
 	attnDecode
 	attnPrefill
+	attnAdvance
 )
 
 // check checks the shape of a dispatch of kind and returns the kernel's
@@ -100,14 +101,18 @@ func (a Attention) checkViews(dev *mtl.Device, s AttentionStep, v AttentionViews
 		seqs[2].View = tensor.View{}
 	}
 	var err error
-	if kind == attnAppend {
+	switch kind {
+	case attnAdvance:
+		seqs[1].Written = true
+		err = tensor.Check(dev, seqs[0], seqs[1], seqs[2])
+	case attnAppend:
 		err = tensor.Check(dev,
 			tensor.Arg{Name: "K", View: v.K, Type: a.Type, TypeFrom: typeFrom, Len: kv, Formula: "HeadDim*KVHeads*Tokens"},
 			tensor.Arg{Name: "V", View: v.V, Type: a.Type, TypeFrom: typeFrom, Len: kv, Formula: "HeadDim*KVHeads*Tokens"},
 			tensor.Arg{Name: "KCache", View: v.KCache, Type: a.Type, TypeFrom: typeFrom, Len: cache, Formula: "HeadDim*MaxLen*KVHeads*Slots", Written: true},
 			tensor.Arg{Name: "VCache", View: v.VCache, Type: a.Type, TypeFrom: typeFrom, Len: cache, Formula: "HeadDim*MaxLen*KVHeads*Slots", Written: true},
 			seqs[0], seqs[1], seqs[2])
-	} else {
+	default:
 		gate := tensor.Arg{Name: "Gate", Type: a.Type, TypeFrom: typeFrom, Optional: true}
 		if a.GateStride != 0 {
 			gate.View, gate.Optional = v.Gate, false

@@ -11,6 +11,7 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/ops"
 	"github.com/puremetal/puremetal/tensor"
@@ -87,7 +88,7 @@ func TestAttentionBF16ByHand(t *testing.T) {
 	outs := make([][2][]float32, len(cases))
 	for l, lang := range langs {
 		t.Run(fmt.Sprintf("msl%d.%d", lang>>16, lang&0xffff), func(t *testing.T) {
-			r := newRigLanguage(t, testdevice.Orders[0], lang)
+			r := newRigWith(t, testdevice.Orders[0], kernels.NewRegistryWithLanguage(lang))
 			for i, c := range cases {
 				if c.typ != tensor.BF16 {
 					continue
@@ -136,21 +137,15 @@ type attnRun struct {
 }
 
 // setUpAttn makes the views of case c with random inputs from seed: the
-// caches poisoned except for each sequence's cached prefix, q, k, v, the
-// gate, the output and partials poisoned.
+// caches poisoned except for each sequence's cached prefix, the slots and
+// cache lengths, and the step's views (newStep).
 func setUpAttn(r *rig, c attnCase, seed uint64) *attnRun {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	u := &attnRun{
-		a: ops.Attention{Type: c.typ, HeadDim: c.dim, Heads: c.heads, KVHeads: c.kvHeads,
-			Slots: c.slots, MaxLen: c.maxLen, GateStride: c.gate * c.dim},
-		step: ops.AttentionStep{Seqs: len(c.seqs), Varlen: c.varlen, Splits: c.splits},
-	}
-	slots, lens, cu := make([]int32, len(c.seqs)), make([]int32, len(c.seqs)), []int32{0}
+	u := &attnRun{a: ops.Attention{Type: c.typ, HeadDim: c.dim, Heads: c.heads, KVHeads: c.kvHeads,
+		Slots: c.slots, MaxLen: c.maxLen, GateStride: c.gate * c.dim}}
+	slots, lens := make([]int32, len(c.seqs)), make([]int32, len(c.seqs))
 	for i, s := range c.seqs {
-		u.tok0 = append(u.tok0, u.step.Tokens)
-		u.step.Tokens += s.tokens
 		slots[i], lens[i] = int32(s.slot), int32(s.past)
-		cu = append(cu, int32(u.step.Tokens))
 	}
 	n := c.dim * c.maxLen * c.kvHeads * c.slots
 	for i := range u.cache {
@@ -168,25 +163,44 @@ func setUpAttn(r *rig, c attnCase, seed uint64) *attnRun {
 	v := &u.views
 	v.KCache, v.VCache = r.view(c.typ, u.cache[0]), r.view(c.typ, u.cache[1])
 	u.cache[0], u.cache[1] = r.raw(v.KCache), r.raw(v.VCache)
+	v.Slots, v.CacheLens = ints(r, tensor.I32, slots), ints(r, tensor.I32, lens)
+	u.newStep(r, c, rng)
+	return u
+}
+
+// newStep makes the views of a step of case c over u's caches, slots and
+// cache lengths: random q, k, v and gate, cu_seqlens, the output and the
+// partials poisoned.
+func (u *attnRun) newStep(r *rig, c attnCase, rng *rand.Rand) {
+	u.step = ops.AttentionStep{Seqs: len(c.seqs), Varlen: c.varlen, Splits: c.splits}
+	u.tok0 = u.tok0[:0]
+	cu := []int32{0}
+	for _, s := range c.seqs {
+		u.tok0 = append(u.tok0, u.step.Tokens)
+		u.step.Tokens += s.tokens
+		cu = append(cu, int32(u.step.Tokens))
+	}
+	v := &u.views
 	qw, kvw := c.dim*c.heads, c.dim*c.kvHeads
 	v.Q = r.view(c.typ, random(rng, u.step.Tokens*qw, 1))
 	v.K = r.view(c.typ, random(rng, u.step.Tokens*kvw, 1))
 	v.V = r.view(c.typ, random(rng, u.step.Tokens*kvw, 1))
 	u.qkv = [3][]float32{r.read(v.Q), r.read(v.K), r.read(v.V)}
+	v.Gate, u.gate = tensor.View{}, nil
 	if c.gate > 0 {
 		v.Gate = r.view(c.typ, random(rng, (u.step.Tokens*c.heads-1)*c.gate*c.dim+c.dim, 4))
 		u.gate = r.read(v.Gate)
 	}
 	v.Out = r.empty(c.typ, u.step.Tokens*qw)
-	v.Slots, v.CacheLens = ints(r, tensor.I32, slots), ints(r, tensor.I32, lens)
+	v.CuSeqlens = tensor.View{}
 	if c.varlen {
 		v.CuSeqlens = ints(r, tensor.I32, cu)
 	}
+	v.PartialO, v.PartialML = tensor.View{}, tensor.View{}
 	if c.splits > 1 {
 		v.PartialO = r.empty(tensor.F32, c.dim*c.splits*c.heads*len(c.seqs))
 		v.PartialML = r.empty(tensor.F32, 2*c.splits*c.heads*len(c.seqs))
 	}
-	return u
 }
 
 // raw returns v's elements widened, NaN included.
@@ -210,16 +224,23 @@ func (u *attnRun) encode(k *ops.Kernels, enc *mtl.ComputeCommandEncoder) error {
 	return k.AttentionPrefill(enc, u.a, u.step, u.views)
 }
 
-// runAttnCase runs the append and the attention of case c and checks:
+// runAttnCase runs the append and the attention of case c and checks
+// (attnRun.check):
 // the caches hold the step's keys and values, bit for bit, at each live
 // sequence's positions and are unchanged elsewhere; each live sequence's
 // output is within attnBound of cpuref.Attention64 (float64, over the
 // same rounded inputs) times the gate's sigmoid; padding sequences' rows
 // are left poisoned.
 func runAttnCase(r *rig, c attnCase, seed uint64) []float32 {
-	t := r.T
 	u := setUpAttn(r, c, seed)
 	r.run(func(enc *mtl.ComputeCommandEncoder) error { return u.encode(r.k, enc) })
+	return u.check(r, c)
+}
+
+// check makes runAttnCase's checks of a step of case c that ran, and
+// returns the output.
+func (u *attnRun) check(r *rig, c attnCase) []float32 {
+	t := r.T
 
 	want := [2][]float32{append([]float32(nil), u.cache[0]...), append([]float32(nil), u.cache[1]...)}
 	kvw := c.dim * c.kvHeads
@@ -342,7 +363,7 @@ func (u *attnRun) reference(c attnCase, i int) (ref, bound []float64) {
 
 // attnRefusal is a change to a valid step that a dispatcher must refuse,
 // the dispatchers it applies to ('a' KVAppend, 'd' AttentionDecode, 'p'
-// AttentionPrefill) and words the error must hold.
+// AttentionPrefill, 'v' KVAdvance) and words the error must hold.
 type attnRefusal struct {
 	name   string
 	on     string
@@ -351,36 +372,37 @@ type attnRefusal struct {
 }
 
 var attnRefusals = []attnRefusal{
-	{"integer type", "adp", func(r *rig, u *attnRun) { u.a.Type = tensor.I32 }, []string{"Attention.Type", "i32"}},
-	{"head size 96", "adp", func(r *rig, u *attnRun) { u.a.HeadDim = 96 }, []string{"Attention.HeadDim", "96"}},
-	{"heads not groups", "adp", func(r *rig, u *attnRun) { u.a.Heads, u.a.KVHeads = 3, 2 }, []string{"Attention.Heads", "Heads = 3", "KVHeads = 2", "multiple"}},
-	{"no KV heads", "adp", func(r *rig, u *attnRun) { u.a.KVHeads = 0 }, []string{"Attention.Heads", "KVHeads = 0"}},
+	{"integer type", "adpv", func(r *rig, u *attnRun) { u.a.Type = tensor.I32 }, []string{"Attention.Type", "i32"}},
+	{"head size 96", "adpv", func(r *rig, u *attnRun) { u.a.HeadDim = 96 }, []string{"Attention.HeadDim", "96"}},
+	{"heads not groups", "adpv", func(r *rig, u *attnRun) { u.a.Heads, u.a.KVHeads = 3, 2 }, []string{"Attention.Heads", "Heads = 3", "KVHeads = 2", "multiple"}},
+	{"no KV heads", "adpv", func(r *rig, u *attnRun) { u.a.KVHeads = 0 }, []string{"Attention.Heads", "KVHeads = 0"}},
 	{"GQA 16 in decode", "d", func(r *rig, u *attnRun) { u.a.Heads = 16 }, []string{"Attention.Heads", "16", "at most 8"}},
-	{"no slots", "adp", func(r *rig, u *attnRun) { u.a.Slots = 0 }, []string{"Attention.Slots", "Slots = 0"}},
-	{"NaN scale", "adp", func(r *rig, u *attnRun) { u.a.Scale = float32(math.NaN()) }, []string{"Attention.Scale", "NaN"}},
+	{"no slots", "adpv", func(r *rig, u *attnRun) { u.a.Slots = 0 }, []string{"Attention.Slots", "Slots = 0"}},
+	{"NaN scale", "adpv", func(r *rig, u *attnRun) { u.a.Scale = float32(math.NaN()) }, []string{"Attention.Scale", "NaN"}},
 	{"gate stride below the head", "dp", func(r *rig, u *attnRun) { u.a.GateStride = 63 }, []string{"Attention.GateStride", "63"}},
-	{"no tokens", "adp", func(r *rig, u *attnRun) { u.step.Tokens = 0 }, []string{"AttentionStep.Tokens", "Tokens = 0"}},
-	{"tokens not per sequence", "ap", func(r *rig, u *attnRun) { u.step.Tokens = 3 }, []string{"AttentionStep.Tokens", "3", "multiple"}},
+	{"no tokens", "adpv", func(r *rig, u *attnRun) { u.step.Tokens = 0 }, []string{"AttentionStep.Tokens", "Tokens = 0"}},
+	{"tokens not per sequence", "apv", func(r *rig, u *attnRun) { u.step.Tokens = 3 }, []string{"AttentionStep.Tokens", "3", "multiple"}},
 	{"decode with Varlen", "d", func(r *rig, u *attnRun) { u.step.Varlen = true }, []string{"AttentionStep.Tokens", "Varlen = true"}},
-	{"MaxSeqTokens beyond Tokens", "ap", func(r *rig, u *attnRun) { u.step.Varlen, u.step.MaxSeqTokens = true, 3 }, []string{"AttentionStep.MaxSeqTokens", "3"}},
+	{"MaxSeqTokens beyond Tokens", "apv", func(r *rig, u *attnRun) { u.step.Varlen, u.step.MaxSeqTokens = true, 3 }, []string{"AttentionStep.MaxSeqTokens", "3"}},
 	{"too many splits", "d", func(r *rig, u *attnRun) { u.step.Splits = ops.MaxAttentionSplits + 1 }, []string{"AttentionStep.Splits", "65537"}},
 	{"q too short", "dp", func(r *rig, u *attnRun) { u.views.Q.Len-- }, []string{"Q", "255 elements", "HeadDim*Heads*Tokens = 256"}},
 	{"k of another type", "a", func(r *rig, u *attnRun) { u.views.K.Type = tensor.F16 }, []string{"K", "f16", "Attention.Type is f32"}},
 	{"cache too long", "adp", func(r *rig, u *attnRun) { u.a.MaxLen = 4 }, []string{"KCache", "HeadDim*MaxLen*KVHeads*Slots = 768"}},
 	{"output on q", "dp", func(r *rig, u *attnRun) { u.views.Out = u.views.Q }, []string{"Out", "overlap", "Q"}},
 	{"cache on k", "a", func(r *rig, u *attnRun) { u.views.VCache.Buffer = u.views.K.Buffer }, []string{"VCache"}},
-	{"no slots view", "adp", func(r *rig, u *attnRun) { u.views.Slots = tensor.View{} }, []string{"Slots", "no buffer"}},
+	{"lengths on the slots", "v", func(r *rig, u *attnRun) { u.views.CacheLens = u.views.Slots }, []string{"CacheLens", "overlap", "Slots"}},
+	{"no slots view", "adpv", func(r *rig, u *attnRun) { u.views.Slots = tensor.View{} }, []string{"Slots", "no buffer"}},
 	{"no gate view", "dp", func(r *rig, u *attnRun) { u.a.GateStride = 64 }, []string{"Gate", "no buffer"}},
 	{"no partials", "d", func(r *rig, u *attnRun) { u.step.Splits = 2 }, []string{"PartialO", "no buffer"}},
-	{"no cu_seqlens", "ap", func(r *rig, u *attnRun) { u.step.Varlen = true }, []string{"CuSeqlens", "no buffer"}},
-	{"slot beyond the pool", "adp", func(r *rig, u *attnRun) { u.views.Slots = ints(r, tensor.I32, []int32{3, 0}) }, []string{"Slots", "slot 3", "Slots = 3"}},
-	{"slot twice", "adp", func(r *rig, u *attnRun) { u.views.Slots = ints(r, tensor.I32, []int32{1, 1}) }, []string{"Slots", "sequences 0 and 1", "slot 1"}},
-	{"cache full", "adp", func(r *rig, u *attnRun) { u.views.CacheLens = ints(r, tensor.I32, []int32{0, 8}) }, []string{"CacheLens", "sequence 1", "8 positions", "MaxLen = 8"}},
-	{"negative cache length", "adp", func(r *rig, u *attnRun) { u.views.CacheLens = ints(r, tensor.I32, []int32{-1, 0}) }, []string{"CacheLens", "-1"}},
-	{"cu_seqlens short of Tokens", "ap", func(r *rig, u *attnRun) {
+	{"no cu_seqlens", "apv", func(r *rig, u *attnRun) { u.step.Varlen = true }, []string{"CuSeqlens", "no buffer"}},
+	{"slot beyond the pool", "adpv", func(r *rig, u *attnRun) { u.views.Slots = ints(r, tensor.I32, []int32{3, 0}) }, []string{"Slots", "slot 3", "Slots = 3"}},
+	{"slot twice", "adpv", func(r *rig, u *attnRun) { u.views.Slots = ints(r, tensor.I32, []int32{1, 1}) }, []string{"Slots", "sequences 0 and 1", "slot 1"}},
+	{"cache full", "adpv", func(r *rig, u *attnRun) { u.views.CacheLens = ints(r, tensor.I32, []int32{0, 8}) }, []string{"CacheLens", "sequence 1", "8 positions", "MaxLen = 8"}},
+	{"negative cache length", "adpv", func(r *rig, u *attnRun) { u.views.CacheLens = ints(r, tensor.I32, []int32{-1, 0}) }, []string{"CacheLens", "-1"}},
+	{"cu_seqlens short of Tokens", "apv", func(r *rig, u *attnRun) {
 		u.step.Varlen, u.views.CuSeqlens = true, ints(r, tensor.I32, []int32{0, 1, 1})
 	}, []string{"CuSeqlens", "ends at 1", "Tokens = 2"}},
-	{"a sequence beyond MaxSeqTokens", "ap", func(r *rig, u *attnRun) {
+	{"a sequence beyond MaxSeqTokens", "apv", func(r *rig, u *attnRun) {
 		u.step.Varlen, u.step.MaxSeqTokens, u.views.CuSeqlens = true, 1, ints(r, tensor.I32, []int32{0, 2, 2})
 	}, []string{"CuSeqlens", "sequence 0 has 2", "MaxSeqTokens = 1"}},
 }
@@ -395,12 +417,13 @@ func TestAttentionRefusals(t *testing.T) {
 		seqs: []attnSeq{{0, 2, 1}, {2, 5, 1}}}
 	dispatchers := map[rune]func(*ops.Kernels, *mtl.ComputeCommandEncoder, ops.Attention, ops.AttentionStep, ops.AttentionViews) error{
 		'a': (*ops.Kernels).KVAppend, 'd': (*ops.Kernels).AttentionDecode, 'p': (*ops.Kernels).AttentionPrefill,
+		'v': (*ops.Kernels).KVAdvance,
 	}
 	cb, enc := r.Encoder()
 	for _, c := range attnRefusals {
 		for _, d := range c.on {
 			u := setUpAttn(r, base, 1)
-			if d == 'p' {
+			if d != 'd' {
 				u.step.Splits = 0
 			}
 			c.change(r, u)
@@ -429,4 +452,51 @@ func TestAttentionRefusals(t *testing.T) {
 	if len(counters) != 0 {
 		t.Fatalf("the refusals encoded %d dispatches", len(counters))
 	}
+}
+
+// TestAttentionStepsStayOnTheGPU runs a chunk of prompts, then two decode
+// steps, over the same caches, slots and cache lengths, each step ended
+// by KVAdvance: the host never writes the lengths after the first step,
+// yet every step's caches and output pass runAttnCase's checks, and the
+// lengths read back are the tokens each sequence has seen (padding's
+// unchanged).
+func TestAttentionStepsStayOnTheGPU(t *testing.T) {
+	eachOrder(t, func(t *testing.T, r *rig) {
+		c := attnCase{typ: tensor.F16, dim: 64, heads: 4, kvHeads: 2, slots: 3, maxLen: 80, varlen: true, gate: 2,
+			seqs: []attnSeq{{2, 0, 9}, {-1, 4, 2}, {0, 30, 35}}}
+		rng := rand.New(rand.NewPCG(uint64(len(t.Name())), 3))
+		u := setUpAttn(r, c, rng.Uint64())
+		for step := range 3 {
+			if step > 0 { // decode: one token each, split over the cache
+				for i := range c.seqs {
+					if c.seqs[i].slot >= 0 {
+						c.seqs[i].past += c.seqs[i].tokens
+					}
+					c.seqs[i].tokens = 1
+				}
+				c.varlen, c.splits = false, 2
+				u.newStep(r, c, rng)
+			}
+			r.run(func(enc *mtl.ComputeCommandEncoder) error {
+				if err := u.encode(r.k, enc); err != nil {
+					return err
+				}
+				return r.k.KVAdvance(enc, u.a, u.step, u.views)
+			})
+			u.check(r, c)
+			lens := make([]int32, len(c.seqs))
+			if err := tensor.LoadInts(u.views.CacheLens, lens); err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range c.seqs {
+				want := s.past
+				if s.slot >= 0 {
+					want += s.tokens
+				}
+				if int(lens[i]) != want {
+					t.Fatalf("step %d: sequence %d's cache length is %d, want %d", step, i, lens[i], want)
+				}
+			}
+		}
+	})
 }

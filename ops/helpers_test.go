@@ -46,25 +46,10 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(k.Release) // the registry it made when reg is nil
+	t.Cleanup(k.Release) // the registry New made when reg is nil
 	return &rig{GPU: g, k: k}
 }
 
-// newRigLanguage returns a rig whose kernels are compiled as Metal
-// Shading Language version lang (3.0 reads and writes bf16 as 16-bit
-// integers converted by hand, 3.1 as MSL's bfloat), with a registry of
-// its own.
-func newRigLanguage(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *rig {
-	t.Helper()
-	g := testdevice.NewEmulated(t, opts)
-	reg := kernels.NewRegistryWithLanguage(lang)
-	t.Cleanup(reg.Release)
-	k, err := ops.New(g.D, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &rig{GPU: g, k: k}
-}
 
 // eachOrder runs f on a rig in each of testdevice.Orders, as a subtest
 // named by the order.
