@@ -50,7 +50,6 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 	return &rig{GPU: g, k: k}
 }
 
-
 // eachOrder runs f on a rig in each of testdevice.Orders, as a subtest
 // named by the order.
 func eachOrder(t *testing.T, f func(t *testing.T, r *rig)) {
