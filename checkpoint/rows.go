@@ -1,14 +1,3 @@
-// Package checkpoint maps a linear-attention layer's weights as HF
-// checkpoints store them to the order puremetal's layer core reads (SPEC.md
-// section 13).
-//
-// Qwen3.5's projections (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a)
-// already emit mixed_qkv, z, b and a in that order. Qwen3-Next's in_proj_qkvz
-// and in_proj_ba group their rows per key head: for each key head h, [q_h
-// (D_k), k_h (D_k), v (r D_v), z (r D_v)] and [b (r), a (r)], r = n_v_heads /
-// n_k_heads (HF's fix_query_key_value_ordering). [QKVZRows] and [BARows]
-// give the permutation that, applied to the weight rows once at load time,
-// makes the projections emit mixed_qkv | z and b | a.
 package checkpoint
 
 import "fmt"
@@ -79,8 +68,9 @@ func BARows(h Heads) ([]int, error) {
 }
 
 // Permute returns the rows of a row-major matrix w (cols columns) in the
-// order rows gives: row i of the result is row rows[i] of w.
-func Permute(w []float32, cols int, rows []int) ([]float32, error) {
+// order rows gives: row i of the result is row rows[i] of w. Elements are
+// of any type (float32 weights, float64 references, raw words).
+func Permute[E any](w []E, cols int, rows []int) ([]E, error) {
 	if cols <= 0 || len(w)%cols != 0 {
 		return nil, fmt.Errorf("checkpoint: %d elements are not rows of %d columns", len(w), cols)
 	}
@@ -88,7 +78,7 @@ func Permute(w []float32, cols int, rows []int) ([]float32, error) {
 	if len(rows) != n {
 		return nil, fmt.Errorf("checkpoint: %d row indices for a matrix of %d rows", len(rows), n)
 	}
-	out := make([]float32, 0, len(w))
+	out := make([]E, 0, len(w))
 	for i, r := range rows {
 		if r < 0 || r >= n {
 			return nil, fmt.Errorf("checkpoint: row index %d at %d is outside 0..%d", r, i, n-1)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -25,6 +26,11 @@ type Safetensors struct {
 	names   []string
 }
 
+// ErrMalformed is returned (wrapped) for a safetensors file whose bytes
+// do not hold what its header says: truncated, offsets outside the data or
+// overlapping, an unknown dtype, a shape that does not match the byte count.
+var ErrMalformed = errors.New("checkpoint: malformed safetensors file")
+
 // A Tensor is one tensor of a safetensors file: its dtype ("F32", "F16" or
 // "BF16" are the ones [Tensor.Float32s] widens), its shape, outermost first,
 // and its bytes (little-endian).
@@ -33,6 +39,9 @@ type Tensor struct {
 	DType string
 	Shape []int
 	Data  []byte
+	// Offset is Data's offset in the file (header included), for views
+	// over a mapped file (such as a Metal buffer over the mapping).
+	Offset int64
 }
 
 // maxHeader bounds the JSON header (the reference implementation's limit is
@@ -60,26 +69,32 @@ func ReadSafetensors(path string) (*Safetensors, error) {
 	return st, nil
 }
 
+// malformed returns an error wrapping ErrMalformed with the formatted
+// text, which may wrap errors of its own.
+func malformed(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, a...)...)
+}
+
 // ParseSafetensors parses a whole safetensors file held in data. The
 // tensors share data's bytes. A truncated or malformed file is an error
-// saying what and where; nothing panics.
+// wrapping [ErrMalformed] saying what and where; nothing panics.
 func ParseSafetensors(data []byte) (*Safetensors, error) {
 	if len(data) < 8 {
-		return nil, fmt.Errorf("checkpoint: safetensors: %d bytes, fewer than the 8 of the header length", len(data))
+		return nil, malformed("%d bytes, fewer than the 8 of the header length", len(data))
 	}
 	n := binary.LittleEndian.Uint64(data)
 	if n > maxHeader {
-		return nil, fmt.Errorf("checkpoint: safetensors: header length %d bytes, beyond the %d a file may have", n, maxHeader)
+		return nil, malformed("header length %d bytes, beyond the %d a file may have", n, maxHeader)
 	}
 	if n > uint64(len(data)-8) {
-		return nil, fmt.Errorf("checkpoint: safetensors: header length %d bytes, but the file has %d bytes after the length: truncated", n, len(data)-8)
+		return nil, malformed("header length %d bytes, but the file has %d bytes after the length: truncated", n, len(data)-8)
 	}
 	header := data[8 : 8+n]
 	body := data[8+n:]
 	var raw map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(header))
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("checkpoint: safetensors: header: %w", err)
+		return nil, malformed("header: %w", err)
 	}
 	st := &Safetensors{tensors: make(map[string]Tensor, len(raw))}
 	type span struct {
@@ -97,40 +112,40 @@ func ParseSafetensors(data []byte) (*Safetensors, error) {
 			DataOffsets []uint64 `json:"data_offsets"`
 		}
 		if err := json.Unmarshal(msg, &info); err != nil {
-			return nil, fmt.Errorf("checkpoint: safetensors: tensor %q: %w", name, err)
+			return nil, malformed("tensor %q: %w", name, err)
 		}
 		size, ok := dtypeSize[info.DType]
 		if !ok {
-			return nil, fmt.Errorf("checkpoint: safetensors: tensor %q: unknown dtype %q", name, info.DType)
+			return nil, malformed("tensor %q: unknown dtype %q", name, info.DType)
 		}
 		if len(info.DataOffsets) != 2 {
-			return nil, fmt.Errorf("checkpoint: safetensors: tensor %q: data_offsets has %d numbers, want 2", name, len(info.DataOffsets))
+			return nil, malformed("tensor %q: data_offsets has %d numbers, want 2", name, len(info.DataOffsets))
 		}
 		begin, end := info.DataOffsets[0], info.DataOffsets[1]
 		if begin > end || end > uint64(len(body)) {
-			return nil, fmt.Errorf("checkpoint: safetensors: tensor %q: bytes [%d, %d) outside the %d bytes of data: truncated or malformed", name, begin, end, len(body))
+			return nil, malformed("tensor %q: bytes [%d, %d) outside the %d bytes of data: truncated or malformed", name, begin, end, len(body))
 		}
 		elems := uint64(1)
 		for _, d := range info.Shape {
 			if d < 0 {
-				return nil, fmt.Errorf("checkpoint: safetensors: tensor %q: shape %v has a negative dimension", name, info.Shape)
+				return nil, malformed("tensor %q: shape %v has a negative dimension", name, info.Shape)
 			}
 			if d != 0 && elems > math.MaxInt64/uint64(d) {
-				return nil, fmt.Errorf("checkpoint: safetensors: tensor %q: shape %v overflows", name, info.Shape)
+				return nil, malformed("tensor %q: shape %v overflows", name, info.Shape)
 			}
 			elems *= uint64(d)
 		}
 		if elems > math.MaxInt64/uint64(size) || elems*uint64(size) != end-begin {
-			return nil, fmt.Errorf("checkpoint: safetensors: tensor %q: %d bytes for shape %v of %s, which needs %d elements of %d bytes", name, end-begin, info.Shape, info.DType, elems, size)
+			return nil, malformed("tensor %q: %d bytes for shape %v of %s, which needs %d elements of %d bytes", name, end-begin, info.Shape, info.DType, elems, size)
 		}
-		st.tensors[name] = Tensor{Name: name, DType: info.DType, Shape: info.Shape, Data: body[begin:end:end]}
+		st.tensors[name] = Tensor{Name: name, DType: info.DType, Shape: info.Shape, Data: body[begin:end:end], Offset: int64(8 + n + begin)}
 		st.names = append(st.names, name)
 		spans = append(spans, span{begin, end, name})
 	}
 	sort.Slice(spans, func(i, j int) bool { return spans[i].begin < spans[j].begin })
 	for i := 1; i < len(spans); i++ {
 		if spans[i].begin < spans[i-1].end {
-			return nil, fmt.Errorf("checkpoint: safetensors: tensors %q and %q overlap", spans[i-1].name, spans[i].name)
+			return nil, malformed("tensors %q and %q overlap", spans[i-1].name, spans[i].name)
 		}
 	}
 	slices.Sort(st.names)

@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -181,8 +182,8 @@ func TestSafetensorsRefusesMalformed(t *testing.T) {
 		t.Errorf("b = %v, %v", x, err)
 	}
 	for n := 0; n < len(good); n++ {
-		if _, err := checkpoint.ParseSafetensors(good[:n]); err == nil {
-			t.Errorf("a file truncated to %d of %d bytes parsed", n, len(good))
+		if _, err := checkpoint.ParseSafetensors(good[:n]); !errors.Is(err, checkpoint.ErrMalformed) {
+			t.Errorf("a file truncated to %d of %d bytes: %v, want an error wrapping checkpoint.ErrMalformed", n, len(good), err)
 		}
 	}
 	data := make([]byte, 16)
@@ -205,8 +206,8 @@ func TestSafetensorsRefusesMalformed(t *testing.T) {
 		{"offsets count", withHeader(`{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0]}}`, data), "data_offsets"},
 	} {
 		_, err := checkpoint.ParseSafetensors(c.file)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: error %v, want one saying %q", c.name, err, c.want)
+		if !errors.Is(err, checkpoint.ErrMalformed) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one wrapping checkpoint.ErrMalformed saying %q", c.name, err, c.want)
 		}
 	}
 	// A layer with a tensor missing or misshapen.

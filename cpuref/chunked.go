@@ -1,7 +1,6 @@
 package cpuref
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/puremetal/puremetal/gdn/spec"
@@ -45,10 +44,10 @@ func Chunked64(p spec.Params, in Inputs, chunk int) (Result64, error) {
 		return Result64{}, err
 	}
 	if chunk < 1 {
-		return Result64{}, fmt.Errorf("cpuref: chunk %d, must be >= 1", chunk)
+		return Result64{}, invalidf("chunk %d, must be >= 1", chunk)
 	}
 	if p.Core != (spec.Core{}) {
-		return Result64{}, fmt.Errorf("cpuref: Chunked64 runs the recurrence alone, not Params.Core %+v", p.Core)
+		return Result64{}, invalidf("Chunked64 runs the recurrence alone, not Params.Core %+v", p.Core)
 	}
 	dk, dv := p.DK, p.DV
 	res := newResult64(p, in, false)

@@ -32,10 +32,10 @@ func (d Drift) Max() (state, output float64) {
 // activation type.
 func DecodeDrift(p spec.Params, seed uint64) (Drift, error) {
 	if p.NSlots > 0 || p.Varlen {
-		return Drift{}, fmt.Errorf("cpuref: DecodeDrift takes neither a state pool nor packed tokens (shape %v)", p.Shape)
+		return Drift{}, invalidf("DecodeDrift takes neither a state pool nor packed tokens (shape %v)", p.Shape)
 	}
 	if p.Core != (spec.Core{}) {
-		return Drift{}, fmt.Errorf("cpuref: DecodeDrift measures the recurrence alone, not Params.Core %+v", p.Core)
+		return Drift{}, invalidf("DecodeDrift measures the recurrence alone, not Params.Core %+v", p.Core)
 	}
 	in, err := RandomInputs(p, seed)
 	if err != nil {

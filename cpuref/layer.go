@@ -1,7 +1,6 @@
 package cpuref
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/puremetal/puremetal/gdn/spec"
@@ -28,12 +27,12 @@ func (in Inputs) validCore(p spec.Params) error {
 	for _, b := range bufs {
 		switch {
 		case !b.on && len(b.x) != 0:
-			return fmt.Errorf("cpuref: %s has %d elements but %s is off", b.name, len(b.x), b.part)
+			return invalidf("%s has %d elements but %s is off", b.name, len(b.x), b.part)
 		case b.on && len(b.x) != b.want:
-			return fmt.Errorf("cpuref: %s has %d elements, shape %v with %s needs %d", b.name, len(b.x), p.Shape, b.part, b.want)
+			return invalidf("%s has %d elements, shape %v with %s needs %d", b.name, len(b.x), p.Shape, b.part, b.want)
 		}
 		if i := unrepresentable(p.Activation, b.x); i >= 0 {
-			return fmt.Errorf("cpuref: %s[%d] = %v is not a value of Params.Activation = %v; round the inputs with Round", b.name, i, b.x[i], p.Activation)
+			return invalidf("%s[%d] = %v is not a value of Params.Activation = %v; round the inputs with Round", b.name, i, b.x[i], p.Activation)
 		}
 	}
 	return nil

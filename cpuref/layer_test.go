@@ -18,10 +18,10 @@ import (
 func coreParams() []spec.Params {
 	sig := spec.Core{Conv: 4, Norm: true, NormGate: spec.GateSigmoid, NormEps: 1e-5}
 	return []spec.Params{
-		{Shape: spec.Shape{DK: 8, DV: 4, NKHeads: 1, NVHeads: 2, NTokens: 5, NSeqs: 2}, QScale: 0.5, Fused: spec.FusedAll, Core: spec.Qwen},
+		{Shape: spec.Shape{DK: 8, DV: 4, NKHeads: 1, NVHeads: 2, NTokens: 5, NSeqs: 2}, QScale: 0.5, Fused: spec.FusedAll, Core: spec.QwenCore()},
 		{Shape: spec.Shape{DK: 8, DV: 8, NKHeads: 2, NVHeads: 4, NTokens: 3, NSeqs: 3, NSlots: 5}, HeadMap: spec.Tiled, Fused: spec.FusedAll, Core: sig, Activation: spec.BF16},
 		{Shape: spec.Shape{DK: 8, DV: 4, NKHeads: 1, NVHeads: 3, NTokens: 9, NSeqs: 4, Varlen: true}, Fused: spec.FusedAll, Core: spec.Core{Conv: 4}, Activation: spec.F16},
-		{Shape: spec.Shape{DK: 16, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 7, NSeqs: 5, NSlots: 3, Varlen: true}, Fused: spec.FusedAll, Core: spec.Qwen, Activation: spec.BF16, State: spec.F16},
+		{Shape: spec.Shape{DK: 16, DV: 8, NKHeads: 2, NVHeads: 2, NTokens: 7, NSeqs: 5, NSlots: 3, Varlen: true}, Fused: spec.FusedAll, Core: spec.QwenCore(), Activation: spec.BF16, State: spec.F16},
 		{Shape: spec.Shape{DK: 8, DV: 8, NKHeads: 1, NVHeads: 1, NTokens: 2, NSeqs: 2}, Fused: spec.FusedAll, Core: spec.Core{Norm: true, NormEps: 1e-6}},
 	}
 }
@@ -70,7 +70,7 @@ func TestCoreReferencesAgree(t *testing.T) {
 // of it; padding and unnamed slots keep theirs.
 func TestConvStateShift(t *testing.T) {
 	p := spec.Params{Shape: spec.Shape{DK: 8, DV: 4, NKHeads: 1, NVHeads: 2, NTokens: 7, NSeqs: 5, NSlots: 7, Varlen: true},
-		Fused: spec.FusedAll, Core: spec.Qwen}
+		Fused: spec.FusedAll, Core: spec.QwenCore()}
 	in := random(t, p, 7)
 	in.CuSeqlens = []int32{0, 0, 1, 3, 3, 7} // lengths 0, 1, 2, 0, 4
 	in.Slots = []int32{4, 0, 6, -1, 2}

@@ -25,18 +25,27 @@ import (
 //
 //   - v: standard normal;
 //
-//   - state_in: normal with standard deviation 0.1.
+//   - state_in: normal with standard deviation 0.1;
 //
 //   - slots, with a state pool: distinct slots of the pool in random
 //     order, -1 (padding) for sequences beyond n_slots;
 //
 //   - cu_seqlens, with Varlen: the tokens split at n_seqs-1 cut points
-//     drawn uniformly, so empty sequences occur.
+//     drawn uniformly, so empty sequences occur;
 //
-// q, k, v, g and beta are then rounded to p.Activation and state_in to
-// p.State (see [Round]); A_log and dt_bias stay float32. The same seed
-// draws the same numbers whatever p's types and fused parts, so the
-// inputs of two such calls differ only by those choices.
+//   - with p.Core.Conv (the layer core's convolution), MixedQKV and
+//     ConvState standard normal and ConvWeight normal with standard
+//     deviation 0.5; q, k and v are then the convolution's to compute,
+//     and Q, K and V are nil;
+//
+//   - with p.Core.Norm (its gated RMSNorm), Z standard normal and
+//     NormWeight 1 + 0.1 N(0, 1).
+//
+// q, k, v, g, beta and the core's inputs are then rounded to p.Activation
+// and state_in to p.State (see [Round]); A_log and dt_bias stay float32.
+// The same seed draws the same numbers whatever p's types, fused parts
+// and core, so the inputs of two such calls differ only by those choices
+// (the core's inputs come from a generator of their own).
 //
 // It returns an error for an invalid p.
 func RandomInputs(p spec.Params, seed uint64) (Inputs, error) {

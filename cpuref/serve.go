@@ -1,8 +1,6 @@
 package cpuref
 
 import (
-	"fmt"
-
 	"github.com/puremetal/puremetal/gdn/spec"
 )
 
@@ -87,10 +85,10 @@ func newResult64(p spec.Params, in Inputs, capture bool) Result64 {
 // last.
 func (in Inputs) validIndices(p spec.Params) error {
 	if len(in.Slots) != p.SlotsLen() {
-		return fmt.Errorf("cpuref: slots has %d elements, shape %v needs %d", len(in.Slots), p.Shape, p.SlotsLen())
+		return invalidf("slots has %d elements, shape %v needs %d", len(in.Slots), p.Shape, p.SlotsLen())
 	}
 	if len(in.CuSeqlens) != p.CuSeqlensLen() {
-		return fmt.Errorf("cpuref: cu_seqlens has %d elements, shape %v needs %d", len(in.CuSeqlens), p.Shape, p.CuSeqlensLen())
+		return invalidf("cu_seqlens has %d elements, shape %v needs %d", len(in.CuSeqlens), p.Shape, p.CuSeqlensLen())
 	}
 	if len(in.Slots) > 0 {
 		first := make(map[int32]int, len(in.Slots))
@@ -99,7 +97,7 @@ func (in Inputs) validIndices(p spec.Params) error {
 				continue
 			}
 			if r, ok := first[slot]; ok {
-				return fmt.Errorf("cpuref: slots[%d] = %d, already the slot of sequence %d", s, slot, r)
+				return invalidf("slots[%d] = %d, already the slot of sequence %d", s, slot, r)
 			}
 			first[slot] = s
 		}
@@ -107,15 +105,15 @@ func (in Inputs) validIndices(p spec.Params) error {
 	if len(in.CuSeqlens) > 0 {
 		cu := in.CuSeqlens
 		if cu[0] != 0 {
-			return fmt.Errorf("cpuref: cu_seqlens[0] = %d, must be 0", cu[0])
+			return invalidf("cu_seqlens[0] = %d, must be 0", cu[0])
 		}
 		for s := 1; s < len(cu); s++ {
 			if cu[s] < cu[s-1] {
-				return fmt.Errorf("cpuref: cu_seqlens[%d] = %d is below cu_seqlens[%d] = %d", s, cu[s], s-1, cu[s-1])
+				return invalidf("cu_seqlens[%d] = %d is below cu_seqlens[%d] = %d", s, cu[s], s-1, cu[s-1])
 			}
 		}
 		if last := cu[len(cu)-1]; int(last) != p.NTokens {
-			return fmt.Errorf("cpuref: cu_seqlens[%d] = %d, must be the %d tokens of the call", len(cu)-1, last, p.NTokens)
+			return invalidf("cu_seqlens[%d] = %d, must be the %d tokens of the call", len(cu)-1, last, p.NTokens)
 		}
 	}
 	return nil

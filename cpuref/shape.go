@@ -43,10 +43,14 @@
 // 20 (torch's threshold); beta = sigmoid(b) from the raw projection b held
 // in beta. Reference32 computes them in float32, Oracle64 in float64.
 //
+// Errors. Parameters or inputs that break the contract are an error
+// wrapping [ErrInvalidInput] that names the input and the numbers.
+//
 // "SPEC section N" is section N of SPEC.md at the repository root.
 package cpuref
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -87,17 +91,41 @@ type Inputs struct {
 	Z, NormWeight []float32
 }
 
+// ErrInvalidInput is wrapped by the error of every function of the
+// package given parameters or inputs that break the contract: invalid
+// Params (the error is also the [*spec.ArgumentError] of
+// spec.Params.Validate), an input of the wrong length, a value that is
+// not one of its element type, slots or cu_seqlens out of order. The
+// message names the input and the numbers.
+var ErrInvalidInput = errors.New("cpuref: invalid input")
+
+// inputError is an error wrapping ErrInvalidInput, and err when set.
+type inputError struct {
+	msg string
+	err error
+}
+
+func (e *inputError) Error() string        { return e.msg }
+func (e *inputError) Is(target error) bool { return target == ErrInvalidInput }
+func (e *inputError) Unwrap() error        { return e.err }
+
+// invalidf returns an error wrapping ErrInvalidInput, its message
+// "cpuref: " and the formatted text.
+func invalidf(format string, a ...any) error {
+	return &inputError{msg: "cpuref: " + fmt.Sprintf(format, a...)}
+}
+
 // validParams checks p against the contract (spec.Params.Validate) and
 // that no element count overflows an int, so that every buffer of p can be
 // allocated.
 func validParams(p spec.Params) error {
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("cpuref: %w", err)
+		return &inputError{msg: "cpuref: " + err.Error(), err: err}
 	}
 	// The capture buffer's count is the largest (n_k_heads <= n_v_heads):
 	// checking it covers every other. Counts saturate at math.MaxInt.
 	if p.CaptureLen() == math.MaxInt {
-		return fmt.Errorf("cpuref: shape %v: element count overflows int", p.Shape)
+		return invalidf("shape %v: element count overflows int", p.Shape)
 	}
 	return nil
 }
@@ -126,7 +154,7 @@ func (in Inputs) Validate(p spec.Params) error {
 	}
 	for _, b := range bufs {
 		if b.got != b.want {
-			return fmt.Errorf("cpuref: %s has %d elements, shape %v needs %d", b.name, b.got, p.Shape, b.want)
+			return invalidf("%s has %d elements, shape %v needs %d", b.name, b.got, p.Shape, b.want)
 		}
 	}
 	if err := in.validIndices(p); err != nil {
@@ -141,9 +169,9 @@ func (in Inputs) Validate(p spec.Params) error {
 	}{{"A_log", in.ALog}, {"dt_bias", in.DtBias}} {
 		switch {
 		case p.Fused.Gate && len(c.x) != p.NVHeads:
-			return fmt.Errorf("cpuref: %s has %d elements, the fused gate needs n_v_heads = %d", c.name, len(c.x), p.NVHeads)
+			return invalidf("%s has %d elements, the fused gate needs n_v_heads = %d", c.name, len(c.x), p.NVHeads)
 		case !p.Fused.Gate && len(c.x) != 0:
-			return fmt.Errorf("cpuref: %s has %d elements but Params.Fused.Gate is off: g holds the gate itself", c.name, len(c.x))
+			return invalidf("%s has %d elements but Params.Fused.Gate is off: g holds the gate itself", c.name, len(c.x))
 		}
 	}
 	typed := []struct {
@@ -161,7 +189,7 @@ func (in Inputs) Validate(p spec.Params) error {
 	}
 	for _, b := range typed {
 		if i := unrepresentable(b.t, b.x); i >= 0 {
-			return fmt.Errorf("cpuref: %s[%d] = %v is not a value of %s = %v; round the inputs with Round", b.name, i, b.x[i], b.of, b.t)
+			return invalidf("%s[%d] = %v is not a value of %s = %v; round the inputs with Round", b.name, i, b.x[i], b.of, b.t)
 		}
 	}
 	return nil

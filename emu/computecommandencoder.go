@@ -137,6 +137,10 @@ func dispatch(self objc.ID, gridPtr, groupPtr uintptr, threads bool) {
 		e.refuse(err)
 		return
 	}
+	if err := checkValues(c); err != nil {
+		e.refuse(err)
+		return
+	}
 	tg := [3]int{int(b[0]), int(b[1]), int(b[2])}
 	if threads {
 		c.grid = msl.ThreadsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)
@@ -144,6 +148,23 @@ func dispatch(self objc.ID, gridPtr, groupPtr uintptr, threads bool) {
 		c.grid = msl.ThreadgroupsGrid([3]int{int(a[0]), int(a[1]), int(a[2])}, tg)
 	}
 	e.record(c)
+}
+
+// checkValues refuses a value bound with setBytes to a reference
+// parameter (constant T&) whose length is not sizeof(T): Metal reads the
+// first bytes of a longer one without a word (a Go float64 where the
+// kernel reads a float gives 0) and past the end of a shorter one.
+func checkValues(c command) error {
+	for _, p := range c.pipeline.fn.Params {
+		if p.Kind != msl.Buffer || p.Size == 0 {
+			continue
+		}
+		if v := c.buffers[p.Index].bytes; v != nil && len(v) != p.Size {
+			return fmt.Errorf("%d bytes bound with setBytes at index %d, but parameter %s of %s is a reference to %d bytes: bind a value of its type (in Go, float32 for float, uint32 for uint)",
+				len(v), p.Index, p.Name, c.pipeline.fn.Name, p.Size)
+		}
+	}
+	return nil
 }
 
 // checkGrid refuses a dispatch whose threadgroup has more threads than the

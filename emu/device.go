@@ -67,13 +67,20 @@ var registryIDs atomic.Uint64
 // On macOS, the system's Metal device runs the same kernels.
 var ErrUnsupportedPlatform = msl.ErrUnsupportedPlatform
 
+// ErrEnvironment is wrapped by the error of NewDevice when
+// PUREMETAL_EMU_WORKERS or PUREMETAL_EMU_TIMEOUT holds a value the
+// dispatches could not use; the message names the variable and the
+// values it takes.
+var ErrEnvironment = msl.ErrEnvironment
+
 // NewDevice returns an emulated Metal device with the default options, as
 // an *mtl.Device owned by the caller.
 func NewDevice() (*mtl.Device, error) { return NewDeviceWithOptions(Options{}) }
 
 // NewDeviceWithOptions returns an emulated Metal device, as an *mtl.Device
 // owned by the caller. It runs on Linux (x86-64 and arm64); elsewhere the
-// error wraps [ErrUnsupportedPlatform].
+// error wraps [ErrUnsupportedPlatform]. A bad PUREMETAL_EMU_WORKERS or
+// PUREMETAL_EMU_TIMEOUT is an error wrapping [ErrEnvironment].
 func NewDeviceWithOptions(opts Options) (*mtl.Device, error) {
 	switch opts.Order {
 	case msl.Forward, msl.Reverse, msl.Shuffled:
@@ -81,6 +88,9 @@ func NewDeviceWithOptions(opts Options) (*mtl.Device, error) {
 		return nil, fmt.Errorf("emu: Options.Order %d is not msl.Forward, msl.Reverse or msl.Shuffled", int(opts.Order))
 	}
 	if err := msl.Supported(); err != nil {
+		return nil, fmt.Errorf("emu: %w", err)
+	}
+	if err := msl.CheckEnvironment(); err != nil {
 		return nil, fmt.Errorf("emu: %w", err)
 	}
 	if err := registerClasses(); err != nil {

@@ -21,16 +21,26 @@ type AllocOptions struct {
 	// (such as a layer's state in a [StatePool]) and is not made;
 	// otherwise one state view is made for both, the in-place update.
 	State View
-	// SeparateStateOut makes StateOut a view of its own instead of StateIn
+	// ConvState, when it has a buffer, is used as both
+	// CoreBuffers.ConvStateIn and ConvStateOut (such as a layer's conv
+	// state in a [StatePool]) and is not made; it needs
+	// Params.Core.Conv.
+	ConvState View
+	// SeparateStateOut makes StateOut (and with Params.Core.Conv
+	// ConvStateOut) a view of its own instead of StateIn (ConvStateIn)
 	// updated in place.
 	SeparateStateOut bool
 }
 
-// Allocation is the [Buffers] of one Params, every view made by
-// [NewBuffers] in a buffer of its own at offset 0, each exactly as long
-// as the Params imply. Release releases the buffers it made.
+// Allocation is the [Buffers] of one Params, and with Params.Core its
+// [CoreBuffers], every view made by [NewBuffers] in a buffer of its own at
+// offset 0, each exactly as long as the Params imply. Release releases
+// the buffers it made.
 type Allocation struct {
 	Buffers
+	// Core holds the layer core's views (Params.Core); without it, every
+	// view is empty.
+	Core  CoreBuffers
 	owned []*mtl.Buffer
 }
 
@@ -41,10 +51,20 @@ type Allocation struct {
 // opts.SeparateStateOut) of p.State, unless opts.State gives them; ALog
 // and DtBias ([n_v_heads] f32) with p.Fused.Gate; Slots ([n_seqs] int32)
 // with Shape.NSlots > 0; CuSeqlens ([n_seqs+1] int32) with Shape.Varlen;
-// Capture (CaptureLen) with opts.Capture. Every buffer is zero-filled: the
-// caller writes the inputs, the slot index and cu_seqlens before
-// dispatching. Invalid parameters are an error wrapping
-// [ErrInvalidArgument], as is a nil or released device.
+// Capture (CaptureLen) with opts.Capture.
+//
+// With p.Core it makes the layer core's views in Allocation.Core, of
+// p.Activation: with Core.Conv MixedQKV (MixedLen), ConvWeight
+// (ConvWeightLen) and ConvStateIn and ConvStateOut (ConvStateLen, in place
+// like the state, or opts.ConvState), and no Q, K and V (the convolution
+// makes them); with Core.Norm Z (ZLen) and NormWeight (D_v). The views
+// are what [Kernels.DecodeCore] takes; the prefills
+// ([Kernels.EncodeCore]) take the conv state in place only without
+// grouped heads, so give them opts.SeparateStateOut.
+//
+// Every buffer is zero-filled: the caller writes the inputs, the slot
+// index and cu_seqlens before dispatching. Invalid parameters are an error
+// wrapping [ErrInvalidArgument], as is a nil or released device.
 func NewBuffers(dev *mtl.Device, p Params, opts AllocOptions) (*Allocation, error) {
 	if err := checkDevice(dev, "NewBuffers"); err != nil {
 		return nil, err
@@ -52,17 +72,22 @@ func NewBuffers(dev *mtl.Device, p Params, opts AllocOptions) (*Allocation, erro
 	if err := p.Validate(); err != nil {
 		return nil, asInvalid(err)
 	}
+	if opts.ConvState.Buffer != nil && p.Core.Conv == 0 {
+		return nil, invalid("AllocOptions.ConvState", "set, but Params.Core.Conv is off: there is no conv state")
+	}
 	s := p.Shape
 	a := &Allocation{}
+	conv, norm := p.Core.Conv > 0, p.Core.Norm
+	ownConvState := conv && opts.ConvState.Buffer == nil
 	views := []struct {
 		v   *View
 		t   ElemType
 		n   int
 		yes bool
 	}{
-		{&a.Q, p.Activation, s.QKLen(), true},
-		{&a.K, p.Activation, s.QKLen(), true},
-		{&a.V, p.Activation, s.VLen(), true},
+		{&a.Q, p.Activation, s.QKLen(), !conv},
+		{&a.K, p.Activation, s.QKLen(), !conv},
+		{&a.V, p.Activation, s.VLen(), !conv},
 		{&a.G, p.Activation, s.GateLen(), true},
 		{&a.Beta, p.Activation, s.GateLen(), true},
 		{&a.Output, p.Activation, s.VLen(), true},
@@ -73,12 +98,18 @@ func NewBuffers(dev *mtl.Device, p Params, opts AllocOptions) (*Allocation, erro
 		{&a.DtBias, F32, s.NVHeads, p.Fused.Gate},
 		{&a.Slots, I32, s.SlotsLen(), s.NSlots > 0},
 		{&a.CuSeqlens, I32, s.CuSeqlensLen(), s.Varlen},
+		{&a.Core.MixedQKV, p.Activation, s.MixedLen(), conv},
+		{&a.Core.ConvWeight, p.Activation, p.ConvWeightLen(), conv},
+		{&a.Core.ConvStateIn, p.Activation, p.ConvStateLen(), ownConvState},
+		{&a.Core.ConvStateOut, p.Activation, p.ConvStateLen(), ownConvState && opts.SeparateStateOut},
+		{&a.Core.Z, p.Activation, s.ZLen(), norm},
+		{&a.Core.NormWeight, p.Activation, s.DV, norm},
 	}
 	for _, c := range views {
 		if !c.yes {
 			continue
 		}
-		if uint64(c.n) >= maxElems && c.v != &a.StateIn && c.v != &a.StateOut {
+		if uint64(c.n) >= maxElems && c.v != &a.StateIn && c.v != &a.StateOut && c.v != &a.Core.ConvStateIn && c.v != &a.Core.ConvStateOut {
 			a.Release()
 			return nil, invalid("Shape", "%v implies %d elements in one view, at or beyond the 2^32 the kernels' 32-bit indices address", s, c.n)
 		}
@@ -95,6 +126,12 @@ func NewBuffers(dev *mtl.Device, p Params, opts AllocOptions) (*Allocation, erro
 		a.StateIn, a.StateOut = opts.State, opts.State
 	case !opts.SeparateStateOut:
 		a.StateOut = a.StateIn
+	}
+	switch {
+	case opts.ConvState.Buffer != nil:
+		a.Core.ConvStateIn, a.Core.ConvStateOut = opts.ConvState, opts.ConvState
+	case conv && !opts.SeparateStateOut:
+		a.Core.ConvStateOut = a.Core.ConvStateIn
 	}
 	return a, nil
 }
@@ -135,7 +172,7 @@ var ErrNoFreeSlot = errors.New("gdn: no free slot in the state pool")
 //
 // With the layer core's convolution (Params.Core.Conv) the pool holds each
 // layer's conv states too, slot for slot: ConvStates, which
-// [Kernels.Core] takes as CoreBuffers.ConvStateIn and ConvStateOut (the
+// [Kernels.DecodeCore] takes as CoreBuffers.ConvStateIn and ConvStateOut (the
 // same view: in place), and which Acquire zeroes with the state.
 type StatePool struct {
 	// States holds each layer's view of NSlots states, for
@@ -153,24 +190,30 @@ type StatePool struct {
 	used      []bool
 }
 
-// NewStatePool makes the state views of layers layers for p's shape, whose
-// NSlots must be positive: each D_k*D_v*n_v_heads*NSlots elements of
-// p.State, zero-filled, every slot free; with p.Core.Conv also the conv
-// state views, each conv_dim*(K-1)*NSlots elements of p.Activation,
-// zero-filled. Invalid parameters, a shape
-// without slots or a layer count below 1 are an error wrapping
-// [ErrInvalidArgument].
+// NewStatePool makes the state views of layers layers for p's heads,
+// types and slots (Shape.NSlots, which must be positive): each
+// D_k*D_v*n_v_heads*NSlots elements of p.State, zero-filled, every slot
+// free; with p.Core.Conv also the conv state views, each
+// conv_dim*(K-1)*NSlots elements of p.Activation, zero-filled. What only a
+// dispatch has (NTokens, NSeqs, Varlen, QScale, HeadMap, Fused) is not
+// looked at, so the Params of any step over the pool will do. Invalid
+// heads, types or Core, a shape without slots or a layer count below 1
+// are an error wrapping [ErrInvalidArgument].
 func NewStatePool(dev *mtl.Device, p Params, layers int) (*StatePool, error) {
 	if err := checkDevice(dev, "NewStatePool"); err != nil {
 		return nil, err
-	}
-	if err := p.Validate(); err != nil {
-		return nil, asInvalid(err)
 	}
 	s := p.Shape
 	if s.NSlots <= 0 {
 		return nil, invalid("Shape.NSlots", "%d, a state pool needs at least one slot", s.NSlots)
 	}
+	// A pool's own parameters: those of a one-token step of one sequence.
+	p = Params{Shape: Shape{DK: s.DK, DV: s.DV, NKHeads: s.NKHeads, NVHeads: s.NVHeads, NTokens: 1, NSeqs: 1, NSlots: s.NSlots},
+		Activation: p.Activation, State: p.State, Core: p.Core}
+	if err := p.Validate(); err != nil {
+		return nil, asInvalid(err)
+	}
+	s = p.Shape
 	if layers < 1 {
 		return nil, invalid("layers", "%d, a state pool needs at least one layer", layers)
 	}

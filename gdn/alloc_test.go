@@ -2,6 +2,7 @@ package gdn_test
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -246,7 +247,7 @@ func TestStatePool(t *testing.T) {
 func TestStatePoolConvStates(t *testing.T) {
 	g := testdevice.NewEmulated(t, emu.Options{})
 	p := gdn.Params{Shape: gdn.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1, NSlots: 3},
-		Activation: gdn.BF16, Fused: gdn.FusedAll, Core: gdn.QwenCore}
+		Activation: gdn.BF16, Fused: gdn.FusedAll, Core: gdn.QwenCore()}
 	pool, err := gdn.NewStatePool(g.D, p, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -287,4 +288,146 @@ func TestStatePoolConvStates(t *testing.T) {
 		}
 	}
 	pool.Release() // a second call does nothing
+}
+
+// With Params.Core, NewBuffers makes what the core kernel takes: no Q, K
+// and V with the convolution (it makes them from MixedQKV), the core's
+// views in Allocation.Core, the conv state in place unless
+// SeparateStateOut, or AllocOptions.ConvState (a pool's) when given; the
+// views validate for Kernels.DecodeCore as they are.
+func TestNewBuffersCore(t *testing.T) {
+	g := testdevice.NewEmulated(t, emu.Options{})
+	shape := gdn.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 2}
+	p := gdn.Params{Shape: shape, QScale: 0.25, Activation: gdn.BF16, Fused: gdn.FusedAll, Core: gdn.QwenCore()}
+	normOnly := p
+	normOnly.Core.Conv = 0
+	convOnly := p
+	convOnly.Core = gdn.Core{Conv: spec.ConvKernel}
+	pooled := p
+	pooled.NSlots = 4
+	pool, err := gdn.NewStatePool(g.D, pooled, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Release()
+	for _, c := range []struct {
+		name string
+		p    gdn.Params
+		opts gdn.AllocOptions
+	}{
+		{"qwen, in place", p, gdn.AllocOptions{}},
+		{"qwen, separate", p, gdn.AllocOptions{SeparateStateOut: true}},
+		{"norm only", normOnly, gdn.AllocOptions{}},
+		{"conv only", convOnly, gdn.AllocOptions{}},
+		{"pool", pooled, gdn.AllocOptions{State: pool.States[0], ConvState: pool.ConvStates[0]}},
+	} {
+		a, err := gdn.NewBuffers(g.D, c.p, c.opts)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		conv, norm, act := c.p.Core.Conv > 0, c.p.Core.Norm, c.p.Activation
+		for _, v := range []struct {
+			name string
+			v    gdn.View
+			n    int
+			want bool
+		}{
+			{"Q", a.Q, c.p.QKLen(), !conv}, {"K", a.K, c.p.QKLen(), !conv}, {"V", a.V, c.p.VLen(), !conv},
+			{"Core.MixedQKV", a.Core.MixedQKV, c.p.MixedLen(), conv},
+			{"Core.ConvWeight", a.Core.ConvWeight, c.p.ConvWeightLen(), conv},
+			{"Core.ConvStateIn", a.Core.ConvStateIn, c.p.ConvStateLen(), conv},
+			{"Core.ConvStateOut", a.Core.ConvStateOut, c.p.ConvStateLen(), conv},
+			{"Core.Z", a.Core.Z, c.p.ZLen(), norm}, {"Core.NormWeight", a.Core.NormWeight, c.p.DV, norm},
+		} {
+			switch {
+			case !v.want && v.v != (gdn.View{}):
+				t.Errorf("%s: %s made, but the params do not read it: %+v", c.name, v.name, v.v)
+			case v.want && (v.v.Buffer == nil || v.v.Type != act || v.v.Len != v.n):
+				t.Errorf("%s: %s is %+v, want %d elements of %v", c.name, v.name, v.v, v.n, act)
+			}
+		}
+		if conv && (a.Core.ConvStateOut == a.Core.ConvStateIn) == c.opts.SeparateStateOut {
+			t.Errorf("%s: ConvStateOut = ConvStateIn is %v with SeparateStateOut %v", c.name, a.Core.ConvStateOut == a.Core.ConvStateIn, c.opts.SeparateStateOut)
+		}
+		if c.opts.ConvState.Buffer != nil && (a.Core.ConvStateIn != c.opts.ConvState || a.Core.ConvStateOut != c.opts.ConvState) {
+			t.Errorf("%s: conv state %+v, %+v; want the pool's %+v", c.name, a.Core.ConvStateIn, a.Core.ConvStateOut, c.opts.ConvState)
+		}
+		if c.p.NSlots > 0 {
+			copy(mtl.Slice[int32](a.Slots.Buffer), []int32{3, 0})
+		}
+		if err := gdn.ValidateCore(c.p, a.Buffers, a.Core); err != nil {
+			t.Errorf("%s: the views NewBuffers made do not validate: %v", c.name, err)
+		}
+		a.Release()
+		if conv && c.opts.ConvState.Buffer == nil && !a.Core.MixedQKV.Buffer.Released() {
+			t.Errorf("%s: Release left MixedQKV's buffer", c.name)
+		}
+	}
+	if pool.ConvStates[0].Buffer.Released() {
+		t.Error("Release released the pool's conv state")
+	}
+	noConv := normOnly
+	_, err = gdn.NewBuffers(g.D, noConv, gdn.AllocOptions{ConvState: pool.ConvStates[0]})
+	argErr(t, "ConvState without the convolution", err, "AllocOptions.ConvState", "Params.Core.Conv is off")
+}
+
+// A state pool depends on the heads, the types and the slots alone: the
+// tokens, sequences, q scale and head map of a dispatch are not asked for.
+func TestStatePoolNeedsNoDispatch(t *testing.T) {
+	g := testdevice.NewEmulated(t, emu.Options{})
+	p := gdn.Params{Shape: gdn.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 2, NSlots: 3}, State: gdn.BF16, Activation: gdn.F16, Core: gdn.QwenCore()}
+	p.QScale = float32(math.Inf(1)) // not the pool's business
+	pool, err := gdn.NewStatePool(g.D, p, 1)
+	if err != nil {
+		t.Fatalf("a pool of %v: %v", p.Shape, err)
+	}
+	defer pool.Release()
+	dispatch := p
+	dispatch.NTokens, dispatch.NSeqs, dispatch.QScale = 1, 1, 0
+	if pool.States[0].Len != dispatch.StateLen() || pool.ConvStates[0].Len != dispatch.ConvStateLen() || pool.ConvStates[0].Type != gdn.F16 {
+		t.Errorf("pool of %+v, %+v; want %d and %d elements", pool.States[0], pool.ConvStates[0], dispatch.StateLen(), dispatch.ConvStateLen())
+	}
+	for _, c := range []struct {
+		name, arg string
+		edit      func(*gdn.Params)
+	}{
+		{"no D_k", "Shape.DK", func(p *gdn.Params) { p.DK = 0 }},
+		{"heads", "Shape.NVHeads", func(p *gdn.Params) { p.NVHeads = 3; p.NKHeads = 2 }},
+		{"state type", "State", func(p *gdn.Params) { p.State = 9 }},
+		{"core", "Core.Conv", func(p *gdn.Params) { p.Core.Conv = 3 }},
+	} {
+		bad := p
+		c.edit(&bad)
+		_, err := gdn.NewStatePool(g.D, bad, 1)
+		argErr(t, c.name, err, c.arg)
+	}
+}
+
+// A dispatcher that needs a pipeline after the device's Release refuses
+// the device as the other arguments are refused: matching both
+// gdn.ErrInvalidArgument and mtl.ErrReleased, naming the device.
+func TestDispatchAfterDeviceRelease(t *testing.T) {
+	dev := testdevice.Emulated(t, emu.Options{})
+	k, err := gdn.New(dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release()
+	a, err := gdn.NewBuffers(dev, decodeParams, gdn.AllocOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	q, err := dev.NewCommandQueue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Release()
+	dev.Release()
+	err = q.Run(func(enc *mtl.ComputeCommandEncoder) error { return k.Decode(enc, decodeParams, a.Buffers) })
+	argErr(t, "Decode after the device's Release", err, "device", "the device given to gdn.New was released")
+	if !errors.Is(err, mtl.ErrReleased) {
+		t.Errorf("Decode after the device's Release: %v does not match mtl.ErrReleased", err)
+	}
 }

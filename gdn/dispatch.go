@@ -38,7 +38,7 @@ type pipelineSource interface {
 type encoder interface {
 	SetComputePipelineState(p *mtl.ComputePipelineState)
 	setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, start int)
-	setParams(b [paramsLen]byte, index int)
+	setParams(b [paramsLen]byte, n, index int) // binds b[:n]
 	SetThreadgroupMemoryLength(length, index int)
 	DispatchThreadgroups(threadgroupsPerGrid, threadsPerThreadgroup mtl.Size)
 	Err() error
@@ -57,16 +57,21 @@ func (e mtlEncoder) setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, 
 	e.SetBuffers(bufs[:], offsets[:], start)
 }
 
-func (e mtlEncoder) setParams(b [paramsLen]byte, index int) { e.SetBytes(b[:], index) }
+func (e mtlEncoder) setParams(b [paramsLen]byte, n, index int) { e.SetBytes(b[:n], index) }
 
 type registrySource struct {
 	dev *mtl.Device
 	reg *kernels.Registry
 }
 
+// pipeline returns the pipeline of entry; one it must make after the
+// device's Release is refused like a released argument.
 func (r registrySource) pipeline(entry string) (*mtl.ComputePipelineState, int, error) {
 	pso, err := r.reg.Pipeline(r.dev, entry)
 	if err != nil {
+		if r.dev.Released() {
+			return nil, 0, releasedArg("device", "the device given to gdn.New was released before the %s pipeline was made", entry)
+		}
 		return nil, 0, err
 	}
 	return pso, pso.MaxTotalThreadsPerThreadgroup(), nil
@@ -77,7 +82,9 @@ func (r registrySource) pipeline(entry string) (*mtl.ComputePipelineState, int, 
 // releases; a shared registry is left to its owner. A nil or released
 // device is refused (an error wrapping [ErrInvalidArgument]; a released
 // one matches mtl.ErrReleased too), and the dispatchers refuse views in
-// buffers of another device.
+// buffers of another device. After the device's Release a dispatch whose
+// pipeline is made already still runs; one that would make it refuses the
+// device the same way.
 func New(dev *mtl.Device, reg *kernels.Registry) (*Kernels, error) {
 	if dev == nil {
 		return nil, invalid("device", "nil device given to gdn.New")
@@ -368,7 +375,7 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 		bufs[i], offsets[i] = v.Buffer, v.Offset
 	}
 	enc.setViews(bufs, offsets, 0)
-	enc.setParams(paramBytes(p), paramsIndex)
+	enc.setParams(paramBytes(p), paramsLen, paramsIndex)
 	if l.memory > 0 {
 		enc.SetThreadgroupMemoryLength(l.memory, 0)
 	}

@@ -105,6 +105,11 @@
 //	Gate    g = exp(A_log[h]) * softplus(a + dt_bias[h]); G holds a
 //	Beta    beta = 1 / (1 + exp(-b)); Beta holds b
 //
+// So the views keep the names of what the recurrence uses, and hold its
+// inputs when the kernel computes them: with Fused.Gate, Buffers.G is a
+// (in_proj_a's output), not g; with Fused.Beta, Buffers.Beta is b, not
+// beta.
+//
 // with torch's softplus (x above 20, else log(1 + e^x)). With all three
 // ([spec.FusedAll]) one dispatch does a layer's whole recurrent step for a
 // token or a window: no normalisation, gate, sigmoid or conversion kernel
@@ -118,20 +123,31 @@
 //
 // # The layer core
 //
-// [Kernels.Core] runs what a linear-attention layer computes between its
-// input projections and out_proj in one dispatch (SPEC.md section 13), as
-// [spec.Core] (Params.Core) says: the depthwise causal convolution (K = 4)
-// of mixed_qkv with its conv state and SiLU, split into q, k and v; the
-// step of Params.Fused; the gated RMSNorm of each value head's output
-// with z (silu or sigmoid gate, eps from the layer). Its extra views are
-// [CoreBuffers]; [ValidateCore] is its validation, [RollbackCore] its
-// rollback after a speculative window (with Buffers.Capture set). One
-// threadgroup owns one value head of one sequence, so the norm's
-// reduction stays in the dispatch.
+// A linear-attention layer computes, between its input projections and
+// out_proj, the depthwise causal convolution (K = 4) of mixed_qkv with its
+// conv state and SiLU, split into q, k and v; the step of Params.Fused;
+// the gated RMSNorm of each value head's output with z (silu or sigmoid
+// gate, eps from the layer): the layer core (SPEC.md section 13).
+// Params.Core ([spec.Core]; [QwenCore] for Qwen3-Next and Qwen3.5) says
+// which parts a dispatch runs: the convolution, the norm, both or neither
+// (the zero value, every call as it was). [CoreBuffers] are the views
+// those parts read and write, beside [Buffers]. The dispatchers that take
+// them mirror those without the core:
 //
-// The prefills run the same core as an option, through
-// [Kernels.EncodeCore] (or [Kernels.PrefillCore], which picks one as
-// [Kernels.Prefill] does) with [ValidateCoreOn]'s rules: the chunked
+//	without the core   with it               runs
+//	Kernels.Decode     Kernels.DecodeCore    a token or a window (capture too): the core kernel
+//	Kernels.Prefill    Kernels.PrefillCore   a prompt: the prefill kernel for its tokens
+//	Kernels.Encode     Kernels.EncodeCore    the prefill kernel named
+//
+// [Kernels.DecodeCore] is the core kernel (its pipeline
+// [DecodeCoreEntryPoint], its rules [ValidateCore], its rollback after a
+// speculative window [RollbackCore]). One threadgroup owns whole value
+// heads of one sequence, so the norm's reduction stays in the dispatch; it
+// takes any number of tokens.
+//
+// The prefills run the same core through [Kernels.EncodeCore] (or
+// [Kernels.PrefillCore], which picks one as [Kernels.Prefill] does; which
+// one, [PrefillCoreKernel] says) with [ValidateCoreOn]'s rules: the chunked
 // prefill (the fast path for long prompts) and the token-by-token prefill
 // on their own threadgroups, which hold a value head's whole row set, and
 // the blocked prefill on the core kernel's grid (its own splits a head's
@@ -139,13 +155,12 @@
 // blocks of 16 tokens. Each convolves a key head's q and k in every one of
 // its value heads' threadgroups and writes its conv state from the first
 // only, so with grouped heads ConvStateOut must be apart from ConvStateIn
-// there (Kernels.Core takes it in place by running one threadgroup per key
-// head, and Kernels.PrefillCore encodes Kernels.Core when given it). The one-row decode kernels do not take it: they split a
-// head's rows over D_v / NSG threadgroups, and one threadgroup of one row
-// per SIMD-group would need 32 D_v threads (4096 at D_v = 128, against
-// 1024); Kernels.Core is the decode step of the layer core. Every other
-// call refuses a non-zero Params.Core; its zero value leaves every call as
-// it was.
+// there (Kernels.DecodeCore takes it in place by running one threadgroup
+// per key head, and Kernels.PrefillCore encodes Kernels.DecodeCore when
+// given it). The one-row decode kernels do not take the core: they split
+// a head's rows over D_v / NSG threadgroups, and one threadgroup of one
+// row per SIMD-group would need 32 D_v threads (4096 at D_v = 128, against
+// 1024). Every other call refuses a non-zero Params.Core.
 //
 // # Serving: state slots and packed sequences
 //

@@ -151,7 +151,7 @@ func (r *recorder) setViews(bufs [numViews]*mtl.Buffer, offsets [numViews]int, s
 	r.add("SetBuffers", bufs[:], offsets[:], start)
 }
 func (r *recorder) SetBuffer(b *mtl.Buffer, offset, index int) { r.add("SetBuffer", b, offset, index) }
-func (r *recorder) setParams(b [paramsLen]byte, index int)     { r.add("SetBytes", b[:], index) }
+func (r *recorder) setParams(b [paramsLen]byte, n, index int)  { r.add("SetBytes", b[:n], index) }
 func (r *recorder) Err() error                                 { return r.err }
 func (r *recorder) SetThreadgroupMemoryLength(length, index int) {
 	r.add("SetThreadgroupMemoryLength", length, index)
@@ -960,7 +960,7 @@ type nopEncoder struct{}
 
 func (nopEncoder) SetComputePipelineState(*mtl.ComputePipelineState)  {}
 func (nopEncoder) setViews([numViews]*mtl.Buffer, [numViews]int, int) {}
-func (nopEncoder) setParams([paramsLen]byte, int)                     {}
+func (nopEncoder) setParams([paramsLen]byte, int, int)                {}
 func (nopEncoder) SetThreadgroupMemoryLength(int, int)                {}
 func (nopEncoder) DispatchThreadgroups(mtl.Size, mtl.Size)            {}
 func (nopEncoder) Err() error                                         { return nil }

@@ -16,10 +16,10 @@ import (
 // the short convolution and the gated RMSNorm; see [spec.Core].
 type Core = spec.Core
 
-// QwenCore is the core of a Qwen3-Next or Qwen3.5 linear-attention layer:
-// the convolution (K = 4) and the gated RMSNorm with silu(z), eps 1e-6;
-// see [spec.Qwen].
-var QwenCore = spec.Qwen
+// QwenCore returns the core of a Qwen3-Next or Qwen3.5 linear-attention
+// layer: the convolution (K = 4) and the gated RMSNorm with silu(z), eps
+// 1e-6; see [spec.QwenCore].
+func QwenCore() Core { return spec.QwenCore() }
 
 // Gates of the gated RMSNorm; see [spec.NormGate].
 const (
@@ -42,7 +42,7 @@ const (
 // is indexed by the same slot as its recurrent state. With the
 // convolution, Buffers.Q, K and V stay empty. ConvStateOut may be the same
 // view as ConvStateIn (in place), with grouped heads too: then
-// [Kernels.Core] runs one threadgroup per key head and its value heads,
+// [Kernels.DecodeCore] runs one threadgroup per key head and its value heads,
 // which reads and writes the key head's conv state once and alone. The
 // prefills ([Kernels.EncodeCore]) keep one threadgroup per value head and
 // refuse it with grouped heads: there the two must be apart.
@@ -72,7 +72,7 @@ const (
 const coreMaxDV = 256
 
 // validateCore refuses a layer core (Params.Core) on a dispatch without
-// [CoreBuffers]: the core kernel ([Kernels.Core]) and the prefills (token
+// [CoreBuffers]: the core kernel ([Kernels.DecodeCore]) and the prefills (token
 // by token, chunked, blocked) through [Kernels.EncodeCore] run it.
 func validateCore(k Kernel, p Params) error {
 	if p.Core == (spec.Core{}) {
@@ -81,7 +81,7 @@ func validateCore(k Kernel, p Params) error {
 	if k.takesCore() {
 		return invalid("Params.Core", "%+v: the %s kernel runs the core through Kernels.EncodeCore, which takes its CoreBuffers", p.Core, k)
 	}
-	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.Core and the prefills (Kernels.EncodeCore) run them", p.Core, k)
+	return invalid("Params.Core", "%+v: the %s kernel runs neither the convolution nor the gated norm; Kernels.DecodeCore and the prefills (Kernels.EncodeCore) run them", p.Core, k)
 }
 
 // A coreTarget is a kernel that runs the layer core, with its own rules
@@ -100,7 +100,7 @@ type coreTarget struct {
 	launch         func(Params) launch
 }
 
-// coreKernel is [Kernels.Core]'s target.
+// coreKernel is [Kernels.DecodeCore]'s target.
 var coreKernel = coreTarget{
 	name: "core",
 	shape: func(s Shape) error {
@@ -117,7 +117,7 @@ var coreKernel = coreTarget{
 	capture: true, inPlaceGrouped: true, serving: KernelDecodePackedSeq,
 }
 
-// ValidateCore checks p, b and c for [Kernels.Core] against every rule of
+// ValidateCore checks p, b and c for [Kernels.DecodeCore] against every rule of
 // the contract, as [Validate] does for the other kernels: the parameters
 // (Core among them: Conv 0 or 4, with Norm a known gate and a finite eps >
 // 0), the core kernel's shape (D_k 32, 64 or 128, D_v a multiple of 8
@@ -157,7 +157,7 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 	}
 	s := p.Shape
 	if !t.capture && b.Capture != (View{}) {
-		return invalid("Capture", "set, but the %s kernel does not write it (Kernels.Core does)", t.name)
+		return invalid("Capture", "set, but the %s kernel does not write it (Kernels.DecodeCore does)", t.name)
 	}
 	const act, state, fixed = "Params.Activation", "Params.State", ""
 	a, st := p.Activation, p.State
@@ -231,7 +231,7 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 			return invalid("CoreBuffers.ConvStateOut", "the same view as ConvStateIn, but with n_v_heads = %d over n_k_heads = %d the %s kernel's threadgroups of the value heads of a key head read its conv state while one writes it, with no order between them: use two buffers", s.NVHeads, s.NKHeads, t.name)
 		}
 		// In place: ConvStateOut's overlap checks cover ConvStateIn's.
-		// With grouped heads Kernels.Core runs one threadgroup per key
+		// With grouped heads Kernels.DecodeCore runs one threadgroup per key
 		// head (coreGrouped), the only reader and writer of its conv state.
 		for i := range views {
 			if views[i].name == "CoreBuffers.ConvStateIn" {
@@ -283,8 +283,13 @@ func minConvDV(dk, channels, perRow, step int) int {
 // packedRowsPerGroup is GDN_PACKED_ROWS: rows of the state per SIMD-group.
 const packedRowsPerGroup = 8
 
+// coreParamsLen is the size of the core parameters (gdn_core_params): four
+// words.
+const coreParamsLen = 16
+
 // coreBytes returns the core parameters as the kernel reads them: flags,
-// eps bits, conv_dim, a reserved 0, in a block of paramsLen bytes.
+// eps bits, conv_dim, a reserved 0, in the first coreParamsLen bytes of a
+// block of paramsLen.
 func coreBytes(p Params, capture, grouped bool) [paramsLen]byte {
 	var flags uint32
 	if p.Core.Conv > 0 {
@@ -309,10 +314,10 @@ func coreBytes(p Params, capture, grouped bool) [paramsLen]byte {
 	return b
 }
 
-// CoreEntryPoint returns the entry point [Kernels.Core] runs for p,
-// gated_delta_net_core_packed_{A}_{S}_{NSG}, after checking p as
+// DecodeCoreEntryPoint returns the entry point [Kernels.DecodeCore] runs
+// for p, gated_delta_net_core_packed_{A}_{S}_{NSG}, after checking p as
 // [ValidateCore] does (without buffers).
-func CoreEntryPoint(p Params) (string, error) {
+func DecodeCoreEntryPoint(p Params) (string, error) {
 	if err := p.Validate(); err != nil {
 		var e *spec.ArgumentError
 		errors.As(err, &e)
@@ -337,7 +342,7 @@ func coreGeometry(s Shape, perPass int) (grid, group mtl.Size) {
 	return mtl.Sz(1, s.NVHeads, s.NSeqs), mtl.Sz(32, s.DV/packedRowsPerGroup, 1)
 }
 
-// coreGrouped reports whether [Kernels.Core] runs the grouped geometry for
+// coreGrouped reports whether [Kernels.DecodeCore] runs the grouped geometry for
 // p and c: with the convolution, grouped heads (n_v_heads > n_k_heads) and
 // the conv state updated in place (ConvStateOut = ConvStateIn).
 //
@@ -378,7 +383,8 @@ func corePerPass(s Shape, maxThreads int) int {
 	return 0
 }
 
-// Core encodes the layer core of SPEC section 13 in one dispatch, for any
+// DecodeCore is [Kernels.Decode] with the layer core: it encodes the layer
+// core of SPEC section 13 in one dispatch on the core kernel, for any
 // number of tokens (a decode step, a window, a prefill; packed sequences
 // and state slots as for the other kernels): with Params.Core.Conv the
 // depthwise causal convolution of MixedQKV with its conv state and silu,
@@ -411,7 +417,7 @@ func corePerPass(s Shape, maxThreads int) int {
 // moves each way; in place it also spares a state pool the copy back of
 // every touched slot that two buffers would need. The threadgroup's 4 D_v
 // threads must be at most the pipeline's maxTotalThreadsPerThreadgroup.
-func (k *Kernels) Core(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
+func (k *Kernels) DecodeCore(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
 	if k == nil || k.pipelines == nil {
 		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
 	}
@@ -425,7 +431,7 @@ func (k *Kernels) dispatchCore(enc encoder, p Params, b Buffers, c CoreBuffers) 
 	if err := ValidateCore(p, b, c); err != nil {
 		return err
 	}
-	entry, err := CoreEntryPoint(p)
+	entry, err := DecodeCoreEntryPoint(p)
 	if err != nil {
 		return err
 	}
@@ -492,8 +498,8 @@ func bindCore(enc encoder, p Params, b Buffers, c CoreBuffers, grouped bool) {
 		bufs[i], offsets[i] = v.Buffer, v.Offset
 	}
 	enc.setViews(bufs, offsets, coreFirstIndex)
-	enc.setParams(paramBytes(p), paramsIndex)
-	enc.setParams(coreBytes(p, b.Capture != View{}, grouped), coreParamsIndex)
+	enc.setParams(paramBytes(p), paramsLen, paramsIndex)
+	enc.setParams(coreBytes(p, b.Capture != View{}, grouped), coreParamsLen, coreParamsIndex)
 }
 
 // validateCoreParams checks what validateCoreFor checks without the

@@ -18,10 +18,10 @@ import (
 // mixed_qkv, z, a and b; one dispatch runs the whole core (the short
 // convolution with its conv state, the L2 norm of q and k, the gates, the
 // recurrence and the gated RMSNorm); out_proj follows. The conv state is
-// kept in two buffers swapped every token: then Kernels.Core runs one
+// kept in two buffers swapped every token: then Kernels.DecodeCore runs one
 // threadgroup per value head, which one sequence alone needs more than the
 // in-place geometry's saving of conv state reads.
-func ExampleKernels_Core() {
+func ExampleKernels_DecodeCore() {
 	m := open()
 	defer m.Release()
 
@@ -30,7 +30,7 @@ func ExampleKernels_Core() {
 		QScale:     float32(1 / math.Sqrt(128)),
 		Activation: gdn.BF16,
 		Fused:      gdn.FusedAll,
-		Core:       gdn.QwenCore, // conv K = 4, gated RMSNorm with silu(z), eps 1e-6
+		Core:       gdn.QwenCore(), // conv K = 4, gated RMSNorm with silu(z), eps 1e-6
 	}
 	const hidden = 64
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -80,7 +80,7 @@ func ExampleKernels_Core() {
 		ConvStateOut: m.view(gdn.BF16, make([]float32, p.ConvStateLen())...),
 		Z:            m.view(gdn.BF16, z...), NormWeight: m.view(gdn.BF16, normW...),
 	}
-	if err := m.queue.Run(func(enc *mtl.ComputeCommandEncoder) error { return m.k.Core(enc, p, bufs, core) }); err != nil {
+	if err := m.queue.Run(func(enc *mtl.ComputeCommandEncoder) error { return m.k.DecodeCore(enc, p, bufs, core) }); err != nil {
 		log.Fatal(err)
 	}
 	// y (bf16, [D_v, n_v_heads]) goes to out_proj; here it is checked

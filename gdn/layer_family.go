@@ -9,7 +9,7 @@ import (
 )
 
 // EncodeCore encodes kernel kern with the layer core of Params.Core (SPEC
-// section 13) in the same dispatch, as [Kernels.Core] does with its own
+// section 13) in the same dispatch, as [Kernels.DecodeCore] does with its own
 // kernel: with Core.Conv the depthwise causal convolution of
 // c.MixedQKV with its conv state and silu before the step, with Core.Norm
 // the gated RMSNorm of each value head's output with c.Z and
@@ -32,7 +32,7 @@ import (
 // and its conv state written by the first only, so with grouped heads
 // ConvStateOut must not be ConvStateIn: nothing orders the threadgroups of
 // one dispatch, and these kernels keep one threadgroup per value head
-// (Kernels.Core takes a grouped conv state in place by switching to one
+// (Kernels.DecodeCore takes a grouped conv state in place by switching to one
 // threadgroup per key head). With a zero Params.Core and zero c it is
 // [Kernels.Encode]: the same kernel, bindings and results as today's
 // calls. The rules are [ValidateCoreOn]'s.
@@ -170,7 +170,7 @@ func coreTargetOf(kern Kernel) (coreTarget, error) {
 	case KernelPrefillBlocked:
 		return blockedCore, nil
 	}
-	return coreTarget{}, invalid("kernel", "the %s kernel does not run the layer core; Kernels.Core and the prefills (token by token, chunked, blocked) do", kern)
+	return coreTarget{}, invalid("kernel", "the %s kernel does not run the layer core; Kernels.DecodeCore and the prefills (token by token, chunked, blocked) do", kern)
 }
 
 // checkCoreDevice refuses core views in buffers of another device than
@@ -203,12 +203,12 @@ func (k *Kernels) checkCoreDevice(c CoreBuffers) error {
 // With grouped heads and the conv state updated in place (ConvStateOut
 // the same view as ConvStateIn, as a state pool has it), which none of the
 // prefills takes (they run a threadgroup per value head, and nothing
-// orders the threadgroups of a dispatch), it encodes [Kernels.Core]
+// orders the threadgroups of a dispatch), it encodes [Kernels.DecodeCore]
 // instead, whose grouped geometry (a threadgroup per key head) takes any
 // number of tokens, two barriers per token.
 func (k *Kernels) PrefillCore(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
 	if p.Core != (spec.Core{}) && coreGrouped(p, c) {
-		return k.Core(enc, p, b, c)
+		return k.DecodeCore(enc, p, b, c)
 	}
 	return k.EncodeCore(enc, PrefillCoreKernel(p, b), p, b, c)
 }

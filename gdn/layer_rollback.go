@@ -6,7 +6,7 @@ import (
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// RollbackCore is [Rollback] for a [Kernels.Core] dispatch with b.Capture
+// RollbackCore is [Rollback] for a [Kernels.DecodeCore] dispatch with b.Capture
 // set: every sequence continues from its last accepted token with both of
 // its states. The recurrent state is restored as Rollback restores it. The
 // conv state after accepted[s] = a tokens is the newest K-1 inputs of the

@@ -13,7 +13,7 @@ import (
 // coreArgs returns valid arguments of the core kernel for s with the
 // whole Qwen core, activation type a and an f32 state.
 func (fb fakeBuffers) coreArgs(s Shape, a ElemType) (Params, Buffers, CoreBuffers) {
-	p := Params{Shape: s, QScale: 0.125, Activation: a, Fused: FusedAll, Core: QwenCore}
+	p := Params{Shape: s, QScale: 0.125, Activation: a, Fused: FusedAll, Core: QwenCore()}
 	b := Buffers{
 		G: fb.typedView(a, s.GateLen()), Beta: fb.typedView(a, s.GateLen()),
 		StateIn: fb.typedView(F32, s.StateLen()), StateOut: fb.typedView(F32, s.StateLen()),
@@ -98,7 +98,7 @@ func TestValidateCore(t *testing.T) {
 	// Every other kernel refuses a core.
 	for _, k := range allKernels {
 		pk, bk := fb.typedArgs(k, decodeShape, F32, F32, spec.Fused{})
-		pk.Core = QwenCore
+		pk.Core = QwenCore()
 		if err := Validate(k, pk, bk); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "Params.Core") {
 			t.Errorf("%s kernel with a core: error %v, want one naming Params.Core", k, err)
 		}
@@ -247,7 +247,7 @@ func TestValidateCoreOn(t *testing.T) {
 // and PrefillKernel's choice for a zero core.
 func TestPrefillCoreKernel(t *testing.T) {
 	qwen := Params{Shape: Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: ChunkedMinTokens, NSeqs: 1},
-		Activation: BF16, Fused: FusedAll, Core: QwenCore}
+		Activation: BF16, Fused: FusedAll, Core: QwenCore()}
 	for _, tc := range []struct {
 		name string
 		edit func(p *Params, b *Buffers)

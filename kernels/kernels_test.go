@@ -28,7 +28,7 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 		ops += len(s.Entries())
 	}
 	if want := 9*(19+10) + ops; len(names) != want {
-		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4)): %v", len(names), want, names)
+		t.Fatalf("%d entry points, want %d (3 activation * 3 state types * (prefill and chunked prefill with and without the layer core, and 5 kernels, decode and the layer core, * NSG 1, 2, 4, and 5 packed kernels, the blocked prefill with and without the core, * NSG 2, 4), and %d of the other sources): %v", len(names), want, ops, names)
 	}
 	dev := testdevice.Emulated(t, emu.Options{})
 	for _, lang := range []mtl.LanguageVersion{mtl.LanguageVersion3_0, mtl.LanguageVersion3_1} {
@@ -60,14 +60,19 @@ func TestEntryPointsAreDefinedInTheirSource(t *testing.T) {
 }
 
 func TestSourceHasPreludeAndLineDirectives(t *testing.T) {
-	for _, f := range SourceFiles() {
-		src := Source(f)
-		if !strings.HasPrefix(f, "gdn_") {
-			if !strings.HasPrefix(src, `#line 1 "`+ElemFile+`"`) || !strings.Contains(src, `#line 1 "`+f+`"`) {
-				t.Errorf("Source(%q) lacks %s in front or its own line directive", f, ElemFile)
+	for _, s := range OpsSources() {
+		src := Source(s.File)
+		for _, part := range append(append([]string{ElemFile}, s.Headers...), s.File) {
+			if !strings.Contains(src, `#line 1 "`+part+`"`) {
+				t.Errorf("Source(%q) lacks %s", s.File, part)
 			}
-			continue
 		}
+		if strings.Contains(src, "struct gdn_params") {
+			t.Errorf("Source(%q) has the GDN prelude", s.File)
+		}
+	}
+	for _, f := range SourceFiles()[:len(SourceFiles())-len(OpsSources())] {
+		src := Source(f)
 		for _, want := range []string{`#line 1 "` + CommonFile + `"`, "struct gdn_params", `#line 1 "` + f + `"`} {
 			if !strings.Contains(src, want) {
 				t.Errorf("Source(%q) lacks %q", f, want)
@@ -106,6 +111,9 @@ func TestNames(t *testing.T) {
 		{DecodePackedSeqOf(spec.F32, spec.F32, 2), "gated_delta_net_decode_packed_seq_f32_2"},
 		{DecodePackedCaptureOf(spec.F16, spec.BF16, 4), "gated_delta_net_decode_packed_capture_f16_bf16_4"},
 		{PrefillBlockedOf(spec.F32, spec.F32, 4), "gated_delta_net_prefill_blocked_f32_4"},
+		{MatVecOf(spec.BF16, spec.F32), "matvec_bf16_f32"},
+		{MatMulOf(spec.F32, spec.F32), "matmul_f32_f32"},
+		{GatherMatVecOf(spec.F16, spec.BF16), "gather_matvec_f16_bf16"},
 	} {
 		if c.got != c.want {
 			t.Errorf("%q, want %q", c.got, c.want)

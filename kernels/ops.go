@@ -12,6 +12,9 @@ type OpsSource struct {
 
 // opsSources lists the model's other kernel sources, one line each.
 var opsSources = []OpsSource{
+	{File: MatMulFile, Entries: matmulEntries},
+	{File: QuantFile, Entries: QuantEntries},
+	{File: AttentionFile, Entries: attentionEntries},
 	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames)},
 	{File: RoPEFile, Entries: entriesOf(ropeNames)},
 	{File: SwiGLUFile, Entries: entriesOf(swigluNames)},

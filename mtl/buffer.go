@@ -51,14 +51,34 @@ func (b *Buffer) Contents() []byte {
 }
 
 // Slice returns the buffer's contents as a slice of T, the whole elements
-// that fit in its length; nil for private storage.
+// that fit in its length. It returns nil, without saying why, for a
+// buffer the CPU cannot read: private storage, a released or nil buffer,
+// or one shorter than a T. [Elements] is Slice with an error that says
+// which.
 func Slice[T any](b *Buffer) []T {
+	s, _ := Elements[T](b)
+	return s
+}
+
+// Elements returns the buffer's contents as a slice of T, the whole
+// elements that fit in its length, as [Slice] does; where Slice returns
+// nil, Elements returns an error: a nil buffer or one shorter than a T or
+// in private storage (no CPU copy) wraps [ErrInvalidArgument], a released
+// buffer [ErrReleased].
+func Elements[T any](b *Buffer) ([]T, error) {
 	var zero T
-	n := b.length / int(unsafe.Sizeof(zero))
-	if b.contents == nil || b.ID() == 0 || n == 0 {
-		return nil
+	size := int(unsafe.Sizeof(zero))
+	switch {
+	case b == nil:
+		return nil, invalidf("Elements: nil buffer")
+	case b.ID() == 0:
+		return nil, released("Elements", "buffer")
+	case b.contents == nil:
+		return nil, invalidf("Elements: the buffer is in private storage: the CPU has no copy of it")
+	case size == 0 || b.length/size == 0:
+		return nil, invalidf("Elements: a %T is %d bytes, the buffer %d: not one whole element", zero, size, b.length)
 	}
-	return unsafe.Slice((*T)(b.contents), n)
+	return unsafe.Slice((*T)(b.contents), b.length/size), nil
 }
 
 // DidModifyRange tells Metal that the CPU wrote bytes [offset, offset+n) of

@@ -186,8 +186,11 @@ func (q *CommandQueue) RunTimed(encode func(enc *ComputeCommandEncoder) error) (
 }
 
 // computeWork returns the encoding of a command buffer with one compute
-// encoder, which encode fills.
+// encoder, which encode fills; nil for a nil encode, which run refuses.
 func computeWork(encode func(enc *ComputeCommandEncoder) error) func(cb *CommandBuffer) error {
+	if encode == nil {
+		return nil
+	}
 	return func(cb *CommandBuffer) error {
 		enc, err := cb.computeCommandEncoder()
 		if err != nil {
@@ -207,6 +210,9 @@ func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, ti
 	}
 	if q.ID() == 0 {
 		return 0, released("CommandQueue."+what, "command queue")
+	}
+	if encode == nil {
+		return 0, invalidf("CommandQueue.%s: nil encode function", what)
 	}
 	// One pool for the whole command buffer: the methods below send
 	// without pools of their own.

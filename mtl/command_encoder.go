@@ -32,7 +32,7 @@ func (e *commandEncoder) opened(cb *CommandBuffer) {
 // fail records the first refusal, an error wrapping ErrInvalidArgument.
 func (e *commandEncoder) fail(format string, args ...any) {
 	if e.err == nil {
-		e.err = invalidf(format, args...)
+		e.refused(invalidf(format, args...))
 	}
 }
 
@@ -40,7 +40,18 @@ func (e *commandEncoder) fail(format string, args ...any) {
 // wrapping ErrInvalidArgument and ErrReleased.
 func (e *commandEncoder) failReleased(format string, args ...any) {
 	if e.err == nil {
-		e.err = releasedArg(format, args...)
+		e.refused(releasedArg(format, args...))
+	}
+}
+
+// refused records err as the encoder's first refusal. Once the encoder
+// has ended (a use after EndEncoding) it is the command buffer's too, so
+// that CommandQueue.RunCommandBuffer commits nothing: the caller meant
+// that work to run.
+func (e *commandEncoder) refused(err error) {
+	e.err = err
+	if cb := e.buffer; e.ended && cb != nil && cb.refused == nil {
+		cb.refused = err
 	}
 }
 

@@ -96,14 +96,18 @@
 // an argument, is an error wrapping [ErrReleased] that says so. A command
 // buffer that fails is a [*CommandBufferError]: errors.As gives its NSError
 // domain and its code, one of the CommandBufferError* constants, and its
-// message names the code (MTLCommandBufferErrorPageFault).
+// message names the code (MTLCommandBufferErrorPageFault). A name
+// [Library.NewFunction] does not find wraps [ErrNoFunction].
 //
 // # Arguments from Go values
 //
 // [NewBufferFromSlice] makes a buffer from a slice of any pointer-free
 // element type (float32, half.BFloat16, a struct); [Slice] reads a buffer
-// as one. [SetValue] passes a scalar or a struct as a kernel's constant
-// argument, without encoding its bytes by hand and without allocating.
+// as one ([Elements] too, with an error where Slice returns nil: a
+// released or private buffer). [SetValue] passes a scalar or a struct as a
+// kernel's constant argument, without encoding its bytes by hand and
+// without allocating; its Go type is the one the kernel reads, so convert
+// untyped constants (float32(2.0), not 2.0).
 // [Size] is in ints; [Sz] makes one.
 //
 // # Devices

@@ -22,6 +22,10 @@ var ErrInvalidArgument = errors.New("mtl: invalid argument")
 // [ErrInvalidArgument] when the released object is an argument.
 var ErrReleased = errors.New("mtl: object was released")
 
+// ErrNoFunction is wrapped by the error of [Library.NewFunction] for a
+// name the library has no function of; the message lists those it has.
+var ErrNoFunction = errors.New("mtl: no such function")
+
 // argError is an argument the package refused, or a method called on a
 // released object.
 type argError struct {

@@ -260,6 +260,12 @@ func (q *CommandQueue) submit(what string, encode func(cb *CommandBuffer) error,
 		}
 		return nil, fmt.Errorf("mtl: %s: nil or released command queue", what)
 	}
+	if encode == nil {
+		if then != nil {
+			then(nil)
+		}
+		return nil, invalidf("%s: nil encode function", what)
+	}
 	if err := handlerBlocks(); err != nil {
 		if then != nil {
 			then(nil)

@@ -147,8 +147,8 @@ func (l *Library) FunctionNames() []string {
 }
 
 // NewFunction returns the library's function named name
-// (newFunctionWithName:). A missing name is an error that lists the names
-// the library has.
+// (newFunctionWithName:). A missing name is an error wrapping
+// [ErrNoFunction] that lists the names the library has.
 func (l *Library) NewFunction(name string) (*Function, error) {
 	if err := l.usable("Library.NewFunction"); err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func (l *Library) NewFunction(name string) (*Function, error) {
 	inPool(func() { id = l.ID().Send(sel.newFunctionWithName, uintptr(s)) })
 	s.Release()
 	if id == 0 {
-		return nil, fmt.Errorf("mtl: the library has no function %q; it has: %s", name, strings.Join(l.FunctionNames(), ", "))
+		return nil, fmt.Errorf("%w %q; the library has: %s", ErrNoFunction, name, strings.Join(l.FunctionNames(), ", "))
 	}
 	f := &Function{name: name, dev: l.dev}
 	f.set(id)

@@ -424,6 +424,17 @@ func TestQueueRunCommandBuffer(t *testing.T) {
 			_, err := fillInto(cb)
 			return err
 		}, "RunCommandBuffer: an encoder was left open"},
+		{"dispatch after EndEncoding", func(cb *mtl.CommandBuffer) error {
+			e, err := fillInto(cb)
+			if err != nil {
+				return err
+			}
+			if err := e.EndEncoding(); err != nil {
+				return err
+			}
+			e.DispatchThreads(size(n, 1, 1), size(n, 1, 1)) // its refusal not looked at
+			return nil
+		}, "DispatchThreads: encoder used after EndEncoding"},
 	} {
 		err := q.RunCommandBuffer(tc.encode)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

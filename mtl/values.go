@@ -37,14 +37,27 @@ func NewBufferFromSlice[T any](d *Device, s []T, opts ResourceOptions) (*Buffer,
 // struct to match). T must hold no pointers (see [NewBufferFromSlice]) and
 // be 1 byte to 4 KiB; a bad T or index is refused like any argument. It
 // does not allocate.
+//
+// T is the Go type of v, whatever the kernel declares: the untyped
+// constant in SetValue(enc, 2.0, i) is a float64 and in SetValue(enc, 3,
+// i) an int, 8 bytes each, where a `constant float &` or `constant uint &`
+// reads 4; convert it (float32(2.0), uint32(3)). A float64 or complex128,
+// at any depth of T, is refused on every device, since MSL has no double.
+// Metal reads the first bytes of a longer value without a word; the
+// emulated device fails the command buffer of a dispatch whose reference
+// parameter is bound to a value of another size, naming both sizes.
 func SetValue[T any](e *ComputeCommandEncoder, v T, index int) {
 	if e.refuses("SetValue") || !e.checkIndex("SetValue", index, 1) {
 		return
 	}
 	if err := plain(reflect.TypeFor[T](), "SetValue"); err != nil {
 		if e.err == nil {
-			e.err = err
+			e.refused(err)
 		}
+		return
+	}
+	if d := doubleInType(reflect.TypeFor[T]()); d != "" {
+		e.fail("SetValue: a %s at index %d holds %s, which no MSL type matches (Metal has no double; an untyped constant such as 2.0 is a float64): convert it to float32", reflect.TypeFor[T](), index, d)
 		return
 	}
 	n := int(unsafe.Sizeof(v))
@@ -80,6 +93,38 @@ func plain(t reflect.Type, what string) error {
 		plainTypes.Store(t, err)
 	}
 	return err
+}
+
+// doubleTypes caches doubleIn: reflect.Type to its description.
+var doubleTypes sync.Map
+
+// doubleInType is doubleIn, each type worked out once.
+func doubleInType(t reflect.Type) string {
+	if v, ok := doubleTypes.Load(t); ok {
+		return v.(string)
+	}
+	d := doubleIn(t)
+	doubleTypes.Store(t, d)
+	return d
+}
+
+// doubleIn describes the first float64 or complex128 part of t, or
+// returns "".
+func doubleIn(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Array:
+		return doubleIn(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if d := doubleIn(t.Field(i).Type); d != "" {
+				return fmt.Sprintf("field %s: %s", t.Field(i).Name, d)
+			}
+		}
+		return ""
+	case reflect.Float64, reflect.Complex128:
+		return "a " + t.Kind().String()
+	}
+	return ""
 }
 
 // pointerIn describes the first pointer-holding part of t, or returns "".

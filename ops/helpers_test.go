@@ -30,11 +30,30 @@ type rig struct {
 
 // newRig returns a rig on a fresh emulated device with options opts (one
 // of testdevice.Orders).
-func newRig(t *testing.T, opts emu.Options) *rig { return newRigLang(t, opts, 0) }
+func newRig(t *testing.T, opts emu.Options) *rig {
+	return newRigWith(t, opts, nil)
+}
 
-// newRigLang is newRig with the kernels compiled as MSL version lang (0:
-// kernels.LanguageVersion's choice, 3.1 on the emulated device).
-func newRigLang(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *rig {
+// newRigWith is newRig with the pipeline states taken from reg, which the
+// rig releases; nil makes the Kernels' own registry.
+func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
+	t.Helper()
+	g := testdevice.NewEmulated(t, opts)
+	if reg != nil {
+		t.Cleanup(reg.Release)
+	}
+	k, err := ops.New(g.D, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{GPU: g, k: k}
+}
+
+// newRigLanguage returns a rig whose kernels are compiled as Metal
+// Shading Language version lang (3.0 reads and writes bf16 as 16-bit
+// integers converted by hand, 3.1 as MSL's bfloat), with a registry of
+// its own.
+func newRigLanguage(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *rig {
 	t.Helper()
 	g := testdevice.NewEmulated(t, opts)
 	reg := kernels.NewRegistryWithLanguage(lang)
@@ -54,29 +73,23 @@ func eachOrder(t *testing.T, f func(t *testing.T, r *rig)) {
 	}
 }
 
-// eachRun runs f as eachOrder does, and once more in the forward order
-// with the kernels compiled as MSL 3.0, where bf16 is converted by hand
-// rather than MSL's bfloat.
+// eachRun runs f as eachOrder does, then once more in the first order
+// with the kernels compiled as MSL 3.0, where bf16 data is read and
+// written as 16-bit integers converted by hand instead of MSL's bfloat
+// (kernels.LanguageVersion), as a subtest named msl3.0.
 func eachRun(t *testing.T, f func(t *testing.T, r *rig)) {
 	eachOrder(t, f)
-	t.Run("msl3.0", func(t *testing.T) { f(t, newRigLang(t, testdevice.Orders[0], mtl.LanguageVersion3_0)) })
+	t.Run("msl3.0", func(t *testing.T) {
+		f(t, newRigWith(t, testdevice.Orders[0], kernels.NewRegistryWithLanguage(mtl.LanguageVersion3_0)))
+	})
 }
 
 // counters encodes f on one command buffer, waits for it and returns the
-// emulator's counters of the dispatch it encoded (it must encode one).
+// emulator's counters of the dispatch it encoded (it must encode one),
+// failing the test on an error of f or of the command buffer.
 func (r *rig) counters(f func(enc *mtl.ComputeCommandEncoder) error) msl.Counters {
 	r.T.Helper()
-	cb, enc := r.Encoder()
-	if err := f(enc); err != nil {
-		r.T.Fatal(err)
-	}
-	enc.EndEncoding()
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
-		r.T.Fatal(err)
-	}
-	c, err := emu.DispatchCounters(cb)
+	c, err := r.commit(f)
 	if err != nil {
 		r.T.Fatal(err)
 	}
@@ -98,6 +111,15 @@ func rounded(typ tensor.ElemType, x []float32) []float32 {
 		default:
 			y[i] = v
 		}
+	}
+	return y
+}
+
+// abs64 returns the absolute values of x.
+func abs64(x []float64) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = math.Abs(v)
 	}
 	return y
 }
@@ -185,6 +207,59 @@ func (r *rig) view(typ tensor.ElemType, values []float32) tensor.View {
 		r.T.Fatal(err)
 	}
 	return v
+}
+
+// within returns a view of type typ holding values (rounded to typ), with
+// before poisoned elements in front of it and after behind it in the same
+// buffer: a view at an offset, whose neighbours a kernel must not read
+// (they are NaN) or write (they must stay NaN; see rig.untouched).
+func (r *rig) within(typ tensor.ElemType, values []float32, before, after int) tensor.View {
+	r.T.Helper()
+	all := r.empty(typ, max(before+len(values)+after, 16/typ.Size())) // the whole buffer poisoned
+	v := tensor.NewView(all.Buffer, before*typ.Size(), typ, len(values))
+	if err := v.Store(values); err != nil {
+		r.T.Fatal(err)
+	}
+	return v
+}
+
+// untouched fails the test unless every element of v's buffer outside v
+// is still the poison NaN.
+func (r *rig) untouched(v tensor.View) {
+	r.T.Helper()
+	all, err := tensor.NewView(v.Buffer, 0, v.Type, v.Buffer.Length()/v.Type.Size()).Float32s()
+	if err != nil {
+		r.T.Fatal(err)
+	}
+	first := v.Offset / v.Type.Size()
+	for i, e := range all {
+		if (i < first || i >= first+v.Len) && e == e {
+			r.T.Fatalf("element %d of the buffer, outside the view [%d, %d), was written: %g", i, first, first+v.Len, e)
+		}
+	}
+}
+
+// commit encodes f on one command buffer, ends the encoder, commits the
+// command buffer even when f failed, waits for it and returns the
+// counters of each dispatch it ran and f's error. It fails the test on an
+// error of the command buffer.
+func (r *rig) commit(f func(enc *mtl.ComputeCommandEncoder) error) ([]msl.Counters, error) {
+	r.T.Helper()
+	cb, enc := r.Encoder()
+	err := f(enc)
+	if endErr := enc.EndEncoding(); err == nil {
+		err = endErr
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	if err := cb.Error(); err != nil {
+		r.T.Fatal(err)
+	}
+	c, cerr := emu.DispatchCounters(cb)
+	if cerr != nil {
+		r.T.Fatal(cerr)
+	}
+	return c, err
 }
 
 // ints returns a view of type typ (I32 or U32) holding values.

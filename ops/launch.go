@@ -37,14 +37,6 @@ const simdWidth = 32
 // roundUp returns n rounded up to a multiple of m.
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-// positive refuses a count below 1.
-func positive(field string, n int) error {
-	if n < 1 {
-		return tensor.Invalid(field, "%d, must be at least 1", n)
-	}
-	return nil
-}
-
 // finite refuses a NaN or infinite parameter.
 func finite(field string, x float32) error {
 	if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
@@ -52,3 +44,40 @@ func finite(field string, x float32) error {
 	}
 	return nil
 }
+
+// dim is a named size of a shape.
+type dim struct {
+	name string
+	n    int
+}
+
+// positive returns an error naming the first of dims below 1.
+func positive(dims ...dim) error {
+	for _, d := range dims {
+		if d.n < 1 {
+			return tensor.Invalid(d.name, "%d, must be at least 1", d.n)
+		}
+	}
+	return nil
+}
+
+// elems returns the product of dims, or tensor.MaxElems once it reaches
+// it, so that a huge shape is refused by tensor.Check instead of wrapping
+// around; a dimension below 1 gives 0 (the dispatchers refuse those
+// first).
+func elems(dims ...int) int {
+	p := 1
+	for _, d := range dims {
+		if d < 1 {
+			return 0
+		}
+		if d >= tensor.MaxElems || p > (tensor.MaxElems-1)/d {
+			return tensor.MaxElems
+		}
+		p *= d
+	}
+	return p
+}
+
+// ceilDiv returns ceil(a / b) for positive b.
+func ceilDiv(a, b int) int { return (a + b - 1) / b }

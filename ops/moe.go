@@ -102,7 +102,7 @@ func (k *Kernels) MoECombine(enc *mtl.ComputeCommandEncoder, p MoECombineParams,
 		name string
 		n    int
 	}{{"MoECombineParams.Tokens", p.Tokens}, {"MoECombineParams.Dim", p.Dim}, {"MoECombineParams.TopK", p.TopK}} {
-		if err := positive(f.name, f.n); err != nil {
+		if err := positive(dim{f.name, f.n}); err != nil {
 			return err
 		}
 	}

@@ -42,7 +42,7 @@ func (p RoPEParams) check() error {
 		name string
 		n    int
 	}{{"RoPEParams.Tokens", p.Tokens}, {"RoPEParams.Heads", p.Heads}, {"RoPEParams.HeadDim", p.HeadDim}} {
-		if err := positive(f.name, f.n); err != nil {
+		if err := positive(dim{f.name, f.n}); err != nil {
 			return err
 		}
 	}

@@ -59,10 +59,10 @@ func (k *Kernels) SwiGLUFused(enc *mtl.ComputeCommandEncoder, rows, width int, g
 }
 
 func swigluShape(rows, width int) error {
-	if err := positive("rows", rows); err != nil {
+	if err := positive(dim{"rows", rows}); err != nil {
 		return err
 	}
-	return positive("width", width)
+	return positive(dim{"width", width})
 }
 
 // swiglu encodes the kernel on checked views, gate and up rows stride

@@ -64,23 +64,20 @@ func (v View) IsZero() bool { return v == View{} }
 // v.Type as the kernels' stores do: float32 as it is, f16 and bf16 rounded
 // to nearest even (NaN stays NaN). v's buffer must be in shared or managed
 // storage (the CPU's memory); after writing a managed buffer, call
-// DidModifyRange. Store fails, writing nothing, for a float type it does
-// not know, more values than v holds, or a buffer that is released,
-// private or too short.
+// DidModifyRange. Store fails, writing nothing, for a type other than
+// f32, f16 and bf16, more values than v holds, or a buffer that is
+// released, private or too short.
 func (v View) Store(src []float32) error {
-	mem, err := v.host("Store", len(src))
-	if err != nil {
+	mem, err := v.floats("Store", len(src))
+	switch {
+	case err != nil:
 		return err
-	}
-	switch v.Type {
-	case F32:
-		copy(unsafe.Slice((*float32)(unsafe.Pointer(&mem[0])), len(src)), src)
-	case F16:
-		half.NarrowFloat16(unsafe.Slice((*half.Float16)(unsafe.Pointer(&mem[0])), len(src)), src)
-	case BF16:
-		half.NarrowBFloat16(unsafe.Slice((*half.BFloat16)(unsafe.Pointer(&mem[0])), len(src)), src)
+	case v.Type == F16:
+		half.NarrowFloat16(as[half.Float16](mem), src)
+	case v.Type == BF16:
+		half.NarrowBFloat16(as[half.BFloat16](mem), src)
 	default:
-		return invalid("Store", "element type %v is not a float type (f32, f16, bf16)", v.Type)
+		copy(as[float32](mem), src)
 	}
 	return nil
 }
@@ -88,19 +85,16 @@ func (v View) Store(src []float32) error {
 // Load reads the first len(dst) elements of v into dst, widening f16 and
 // bf16 exactly. It fails, reading nothing, as [View.Store] does.
 func (v View) Load(dst []float32) error {
-	mem, err := v.host("Load", len(dst))
-	if err != nil {
+	mem, err := v.floats("Load", len(dst))
+	switch {
+	case err != nil:
 		return err
-	}
-	switch v.Type {
-	case F32:
-		copy(dst, unsafe.Slice((*float32)(unsafe.Pointer(&mem[0])), len(dst)))
-	case F16:
-		half.WidenFloat16(dst, unsafe.Slice((*half.Float16)(unsafe.Pointer(&mem[0])), len(dst)))
-	case BF16:
-		half.WidenBFloat16(dst, unsafe.Slice((*half.BFloat16)(unsafe.Pointer(&mem[0])), len(dst)))
+	case v.Type == F16:
+		half.WidenFloat16(dst, as[half.Float16](mem))
+	case v.Type == BF16:
+		half.WidenBFloat16(dst, as[half.BFloat16](mem))
 	default:
-		return invalid("Load", "element type %v is not a float type (f32, f16, bf16)", v.Type)
+		copy(dst, as[float32](mem))
 	}
 	return nil
 }
@@ -112,32 +106,49 @@ func (v View) Float32s() ([]float32, error) {
 	return dst, v.Load(dst)
 }
 
+// floats is host for a view of a float type.
+func (v View) floats(op string, n int) ([]byte, error) {
+	if err := FloatType(op, v.Type); err != nil {
+		return nil, err
+	}
+	return v.host(op, n)
+}
+
+// as returns mem as a slice of T (mem's length a multiple of T's size).
+func as[T any](mem []byte) []T {
+	var zero T
+	if len(mem) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&mem[0])), len(mem)/int(unsafe.Sizeof(zero)))
+}
+
 // StoreInts writes src into the first len(src) elements of a view of type
 // I32 or U32, bit for bit. It fails as [View.Store] does.
 func StoreInts[T int32 | uint32](v View, src []T) error {
-	mem, err := v.host("StoreInts", len(src))
-	if err != nil {
-		return err
+	mem, err := v.ints("StoreInts", len(src))
+	if err == nil {
+		copy(as[T](mem), src)
 	}
-	if v.Type != I32 && v.Type != U32 {
-		return invalid("StoreInts", "element type %v is not an integer type (i32, u32)", v.Type)
-	}
-	copy(unsafe.Slice((*T)(unsafe.Pointer(&mem[0])), len(src)), src)
-	return nil
+	return err
 }
 
 // LoadInts reads the first len(dst) elements of a view of type I32 or U32
 // into dst, bit for bit.
 func LoadInts[T int32 | uint32](v View, dst []T) error {
-	mem, err := v.host("LoadInts", len(dst))
-	if err != nil {
-		return err
+	mem, err := v.ints("LoadInts", len(dst))
+	if err == nil {
+		copy(dst, as[T](mem))
 	}
+	return err
+}
+
+// ints is host for a view of an integer type.
+func (v View) ints(op string, n int) ([]byte, error) {
 	if v.Type != I32 && v.Type != U32 {
-		return invalid("LoadInts", "element type %v is not an integer type (i32, u32)", v.Type)
+		return nil, invalid(op, "element type %v is not an integer type (i32, u32)", v.Type)
 	}
-	copy(dst, unsafe.Slice((*T)(unsafe.Pointer(&mem[0])), len(dst)))
-	return nil
+	return v.host(op, n)
 }
 
 // Poison fills every element of v with a NaN no arithmetic produces
@@ -176,9 +187,6 @@ func (v View) host(op string, n int) ([]byte, error) {
 	}
 	if end := v.Offset + v.Len*size; end > len(mem) {
 		return nil, invalid(op, "offset %d + %d elements * %d bytes = %d bytes, beyond the buffer's %d bytes", v.Offset, v.Len, size, end, len(mem))
-	}
-	if n == 0 {
-		return []byte{0}[:0:0], nil
 	}
 	return mem[v.Offset : v.Offset+n*size], nil
 }

@@ -24,7 +24,7 @@ func chunkedCoreCases() []coreCase {
 	cs := coreCases()
 	long := 2*kernels.ChunkLen + 5
 	base := spec.Params{Shape: spec.Shape{DK: 64, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: long, NSeqs: 2},
-		QScale: 0.125, Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.Qwen}
+		QScale: 0.125, Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.QwenCore()}
 	add := func(name string, edit func(p *spec.Params), edits ...func(in *cpuref.Inputs)) {
 		p := base
 		edit(&p)
@@ -77,7 +77,7 @@ func TestEmulatedBlockedCore(t *testing.T) {
 // TestEmulatedPrefillCoreInPlace checks Kernels.PrefillCore on every case
 // of chunkedCoreCases, in two scheduling orders: its results against both
 // references, apart and in place; in place with grouped heads and a
-// convolution, which the prefills refuse, Kernels.Core's bytes (it encodes
+// convolution, which the prefills refuse, Kernels.DecodeCore's bytes (it encodes
 // that kernel, its grouped geometry), while the chunked prefill itself
 // refuses the same call naming CoreBuffers.ConvStateOut where it takes the
 // shape.
@@ -125,7 +125,7 @@ func TestMetalFamilyCore(t *testing.T) {
 // the conv state read and written once, the latter's key-head part by one
 // value head), the grid and threadgroup memory the kernel ran with, where
 // the heads are not grouped or there is no convolution that in place gives
-// the same bytes, and with sameAsCore that the results are Kernels.Core's
+// the same bytes, and with sameAsCore that the results are Kernels.DecodeCore's
 // bytes.
 func familyCoreSuite(kern gdn.Kernel, sameAsCore bool) func(t *testing.T, r *rig) {
 	return eachCase(chunkedCoreCases, func(t *testing.T, r *rig, c coreCase) {
@@ -232,7 +232,7 @@ func TestEmulatedChunkedCoreZero(t *testing.T) {
 		if err != nil || entry != kernels.PrefillChunkedOf(p.Activation, p.State) {
 			t.Errorf("entry point %q, %v; want %q", entry, err, kernels.PrefillChunkedOf(p.Activation, p.State))
 		}
-		p.Core = spec.Qwen
+		p.Core = spec.QwenCore()
 		entry, err = gdn.EntryPoint(gdn.KernelPrefillChunked, p)
 		if err != nil || entry != kernels.PrefillChunkedCoreOf(p.Activation, p.State) {
 			t.Errorf("entry point with the core %q, %v; want %q", entry, err, kernels.PrefillChunkedCoreOf(p.Activation, p.State))
@@ -249,7 +249,7 @@ func TestEmulatedChunkedCoreZero(t *testing.T) {
 // wrapping gdn.ErrInvalidArgument that names the field.
 func TestChunkedCoreRefusals(t *testing.T) {
 	qwen := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 64, NSeqs: 1},
-		Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.Qwen}
+		Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.QwenCore()}
 	for _, tc := range []struct {
 		name string
 		kern gdn.Kernel
@@ -311,7 +311,7 @@ func TestEmulatedFamilyCoreStructure(t *testing.T) {
 		t.Logf("%-8s %-5s %9s %12s %12s %12s %12s %12s %10s %11s", "kernel", "core", "tgs", "state bytes", "floor", "conv loaded", "conv stored", "mixed loaded", "barriers/t", "shuffles/sg")
 		for _, kern := range []gdn.Kernel{gdn.KernelPrefillChunked, gdn.KernelPrefillBlocked, gdn.KernelPrefill} {
 			var stepsOff float64
-			for _, core := range []spec.Core{{}, spec.Qwen} {
+			for _, core := range []spec.Core{{}, spec.QwenCore()} {
 				p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: n, NSeqs: 1},
 					QScale: 1 / 11.313708, Activation: spec.BF16, Fused: spec.FusedAll, Core: core}
 				in, err := cpuref.RandomInputs(p, 7)
@@ -383,7 +383,7 @@ func TestEmulatedFamilyCoreStructure(t *testing.T) {
 // structural numbers that keep the layer core out of the one-row decode
 // kernels (gdn_decode.metal), at the Qwen3.5 shape (D_k = D_v = 128, 16
 // key heads, 32 value heads, bf16 activations, f32 state) for one decode
-// token, beside Kernels.Core on the same step. The decode kernel splits a
+// token, beside Kernels.DecodeCore on the same step. The decode kernel splits a
 // value head's D_v rows over D_v / NSG threadgroups of NSG rows (one per
 // SIMD-group of 32 lanes): the norm's sum over the D_v outputs of a head
 // would cross threadgroups, which one dispatch cannot order; holding the
@@ -427,7 +427,7 @@ func TestEmulatedDecodeCoreStructure(t *testing.T) {
 			t.Errorf("one row per SIMD-group, a head's %d rows take %d threads, within the pipeline's %d: the norm could stay in one threadgroup", p.DV, 32*p.DV, maxThreads)
 		}
 		pc := p
-		pc.Core = spec.Qwen
+		pc.Core = spec.QwenCore()
 		inc, err := cpuref.RandomInputs(pc, 7)
 		if err != nil {
 			t.Fatal(err)

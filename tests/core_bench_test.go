@@ -13,7 +13,7 @@ import (
 )
 
 // benchCorePairs times, within BenchmarkMetalKernels, the layer core
-// (gdn.Kernels.Core with the Qwen core: convolution, step, gated norm, one
+// (gdn.Kernels.DecodeCore with the Qwen core: convolution, step, gated norm, one
 // dispatch) against the recurrence alone (gdn.Kernels.Decode, the fused
 // step on q, k and v given) at Qwen3.5's shape, bf16 activations, f32
 // state, one sequence, 1 and 512 tokens: old-us is the recurrence, new-us
@@ -28,7 +28,7 @@ func benchCorePairs(b *testing.B, r *rig) {
 			}
 			buf := speedBuffers(b, r, p, false)
 			pc := p
-			pc.Core = spec.Qwen
+			pc.Core = spec.QwenCore()
 			rng := rand.New(rand.NewPCG(9, uint64(tokens)))
 			fill := func(n int, sd float64) gdn.View {
 				x := make([]float32, n)
@@ -51,7 +51,7 @@ func benchCorePairs(b *testing.B, r *rig) {
 				return s
 			}
 			core := func() float64 {
-				s, err := r.queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Core(enc, pc, cb, cc) })
+				s, err := r.queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error { return r.k.DecodeCore(enc, pc, cb, cc) })
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -13,7 +13,7 @@ import (
 // TestEmulatedCoreGolden runs the layer core on every case of the layer
 // set on the emulated device, step by step with both caches carried (the
 // prefill, then each one-token decode, each one dispatch of
-// gdn.Kernels.Core), in the forward order.
+// gdn.Kernels.DecodeCore), in the forward order.
 func TestEmulatedCoreGolden(t *testing.T) {
 	cases := golden.LoadLayerSet(t)
 	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) { coreGoldenSuite(t, r, cases, coreJob{}) })
@@ -69,12 +69,12 @@ func TestMetalCoreGolden(t *testing.T) {
 // out_proj on the CPU, against out_f64. The core kernel takes D_k 64 and
 // 128; a case of another D_k is refused by validation, which the suite
 // checks, and has no kernel run. via says the kernel: zero for
-// gdn.Kernels.Core, or a family and its kernel (coreJob.family, on).
+// gdn.Kernels.DecodeCore, or a family and its kernel (coreJob.family, on).
 func coreGoldenSuite(t *testing.T, r *rig, cases []golden.LayerCase, via coreJob) {
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
 			p0 := c.Steps[0].Params
-			entry := gdn.CoreEntryPoint
+			entry := gdn.DecodeCoreEntryPoint
 			if via.family {
 				entry = func(p spec.Params) (string, error) { return gdn.EntryPoint(via.on, p) }
 			}

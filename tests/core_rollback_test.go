@@ -31,7 +31,7 @@ func TestEmulatedCoreRollback(t *testing.T) {
 		inPlace  bool
 	}
 	base := spec.Params{Shape: spec.Shape{DK: 64, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 4, NSeqs: 3},
-		QScale: 0.125, Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.Qwen}
+		QScale: 0.125, Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.QwenCore()}
 	pool := base
 	pool.NTokens, pool.NSlots, pool.Varlen = 8, 4, true
 	mha := base

@@ -34,7 +34,7 @@ func TestEmulatedCoreStructure(t *testing.T) {
 				name    string
 				core    spec.Core
 				inPlace bool
-			}{{"off", spec.Core{}, false}, {"qwen apart", spec.Qwen, false}, {"qwen in place", spec.Qwen, true}} {
+			}{{"off", spec.Core{}, false}, {"qwen apart", spec.QwenCore(), false}, {"qwen in place", spec.QwenCore(), true}} {
 				core := run.core
 				p := spec.Params{Shape: spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: n, NSeqs: 1},
 					QScale: 1 / 11.313708, Activation: spec.BF16, Fused: spec.FusedAll, Core: core}

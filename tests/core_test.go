@@ -28,7 +28,7 @@ type coreOutcome struct {
 	Counters                             *msl.Counters
 }
 
-// coreJob is one dispatch of gdn.Kernels.Core, or with family set of
+// coreJob is one dispatch of gdn.Kernels.DecodeCore, or with family set of
 // gdn.Kernels.EncodeCore on kernel on.
 type coreJob struct {
 	p       spec.Params
@@ -48,7 +48,7 @@ func (j coreJob) encode(k *gdn.Kernels, enc *mtl.ComputeCommandEncoder, b gdn.Bu
 	case j.pick:
 		return k.PrefillCore(enc, j.p, b, c)
 	}
-	return k.Core(enc, j.p, b, c)
+	return k.DecodeCore(enc, j.p, b, c)
 }
 
 // prefilled reports whether a call leaves some state or conv state as it
@@ -230,7 +230,7 @@ func (c coreCase) inputs(t *testing.T) cpuref.Inputs {
 func coreCases() []coreCase {
 	var cs []coreCase
 	base := spec.Params{Shape: spec.Shape{DK: 64, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 2},
-		QScale: 0.125, Fused: spec.FusedAll, Core: spec.Qwen}
+		QScale: 0.125, Fused: spec.FusedAll, Core: spec.QwenCore()}
 	for _, a := range kernels.ElemTypes {
 		for _, st := range kernels.ElemTypes {
 			for _, n := range []int{1, 3} {

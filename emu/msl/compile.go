@@ -684,7 +684,15 @@ func build(cc clang.Compiler, root, includeDir string, tr *translation, source, 
 			}
 			f.MaxTotalThreadsPerThreadgroup = int(r)
 		}
-		for _, p := range e.params {
+		refSize, err := purego.Dlsym(handle, refSizeSymbol(i))
+		if err != nil {
+			return nil, fmt.Errorf("msl: %s: parameter sizes of %s: %w", so, e.name, err)
+		}
+		for j, p := range e.params {
+			if p.Kind == Buffer && p.isRef {
+				r, _, _ := purego.SyscallN(refSize, uintptr(j))
+				p.Size = int(r)
+			}
 			f.Params = append(f.Params, p.Param)
 		}
 		var lo, hi, base uint64

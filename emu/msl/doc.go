@@ -359,7 +359,8 @@
 //     buffer or threadgroup allocation bounds are checked.
 //   - Time limit: a dispatch running longer than Dispatch.Timeout (default
 //     60 s, or the duration in PUREMETAL_EMU_TIMEOUT, "0" for none; any
-//     other value fails the dispatch with an error naming the variable) is
+//     other value fails the dispatch with an error naming the variable,
+//     which CheckEnvironment and emu.NewDevice report before it) is
 //     stopped with a fault (KernelError.Timeout), as the GPU kills a
 //     command buffer that runs too long. Threads cannot be preempted: at
 //     the limit (and when a fault on one worker stops the others) a

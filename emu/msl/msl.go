@@ -142,6 +142,10 @@ type Param struct {
 	// ReadOnly is true for a buffer the kernel cannot write: a constant
 	// buffer, or a device pointer or reference to const data.
 	ReadOnly bool
+	// Size is, for a buffer parameter that is a reference (constant T&,
+	// device T&), sizeof(T) in bytes: what the kernel reads of its
+	// binding. It is 0 for a pointer and every other kind.
+	Size int
 	// BuiltIn names the attribute of a built-in parameter, e.g.
 	// "thread_position_in_grid".
 	BuiltIn string

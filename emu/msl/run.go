@@ -2,6 +2,7 @@ package msl
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/big"
 	"math/bits"
@@ -104,6 +105,25 @@ func parseWorkers(v string) (int, error) {
 	return n, nil
 }
 
+// ErrEnvironment is wrapped by the error of [CheckEnvironment] for a
+// PUREMETAL_EMU_WORKERS or PUREMETAL_EMU_TIMEOUT that holds no valid
+// value.
+var ErrEnvironment = errors.New("msl: invalid environment variable")
+
+// CheckEnvironment reads PUREMETAL_EMU_WORKERS and PUREMETAL_EMU_TIMEOUT
+// as they are now and returns an error wrapping [ErrEnvironment], naming
+// the variable and its value, for one that a dispatch could not use, so
+// that a program can report it before its first dispatch.
+func CheckEnvironment() error {
+	if _, err := parseWorkers(os.Getenv("PUREMETAL_EMU_WORKERS")); err != nil {
+		return fmt.Errorf("%w: %v", ErrEnvironment, err)
+	}
+	if _, err := parseTimeout(os.Getenv("PUREMETAL_EMU_TIMEOUT")); err != nil {
+		return fmt.Errorf("%w: %v", ErrEnvironment, err)
+	}
+	return nil
+}
+
 // maxWorkers is the most workers a dispatch runs on (the runtime's arenas).
 const maxWorkers = 64
 
@@ -133,11 +153,17 @@ func (f *Function) Run(d *Dispatch) (Counters, error) {
 		e := f.kernelError(desc)
 		if e.OutOfBounds() {
 			// a pointer or reference of an unbound buffer is null, so an
-			// access through it is out of bounds: name the unbound buffers
+			// access through it is out of bounds, at an address the fault
+			// measures from some other buffer: the unbound buffers come
+			// first, then the access
+			var unbound []string
 			for _, p := range f.Params {
 				if p.Kind == Buffer && d.Buffers[p.Index].Ptr == 0 {
-					e.Msg += fmt.Sprintf("; buffer(%d) (parameter %s) is not bound", p.Index, p.Name)
+					unbound = append(unbound, fmt.Sprintf("buffer(%d) (parameter %s) is not bound", p.Index, p.Name))
 				}
+			}
+			if unbound != nil {
+				e.Msg = strings.Join(unbound, "; ") + "; the access: " + e.Msg
 			}
 		}
 		return c, e

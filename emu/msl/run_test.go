@@ -141,8 +141,7 @@ func TestDispatchValidation(t *testing.T) {
 		modify func(d *Dispatch)
 		want   string
 	}{
-		{"unbound buffer used", func(d *Dispatch) { d.Buffers[1] = Binding{} }, "out-of-bounds device memory access: load of 4 bytes at 0x0, "},
-		{"unbound buffer named", func(d *Dispatch) { d.Buffers[1] = Binding{} }, "; buffer(1) (parameter b) is not bound"},
+		{"unbound buffer named first", func(d *Dispatch) { d.Buffers[1] = Binding{} }, ": buffer(1) (parameter b) is not bound; the access: out-of-bounds device memory access: load of 4 bytes at 0x0, "},
 		{"zero threadgroup size", func(d *Dispatch) { d.Grid.ThreadsPerThreadgroup[1] = 0 }, "ThreadsPerThreadgroup [16 0 1]: dimension 1 is 0"},
 		{"too many threads", func(d *Dispatch) { d.Grid.ThreadsPerThreadgroup = [3]int{64, 32, 1} }, "2048 threads, more than the function's maxTotalThreadsPerThreadgroup 1024"},
 		{"both grids", func(d *Dispatch) { d.Grid.Threadgroups = [3]int{1, 1, 1} }, "exactly one of Grid.Threadgroups"},

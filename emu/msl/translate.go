@@ -189,6 +189,13 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 			// ready, in registers where they fit.
 			b.WriteString("template <class F> struct __pm_kernel; template <class... P> struct __pm_kernel<void (*)(P...)> { " +
 				"template <void (*K)(P...)> __attribute__((noinline)) static void call(P... a) { K(a...); } };\n")
+			// __pm_refsizes<decltype(&k)>::at(j) is sizeof(T) for k's
+			// parameter j of type T&, 0 for any other: the size of a value
+			// a reference buffer parameter reads.
+			b.WriteString("template <class T> struct __pm_refsize { static constexpr long v = 0; }; " +
+				"template <class T> struct __pm_refsize<T &> { static constexpr long v = sizeof(T); }; " +
+				"template <class F> struct __pm_refsizes; template <class... P> struct __pm_refsizes<void (*)(P...)> { " +
+				"static long at(long j) { long i = 0, r = 0; ((r = i++ == j ? __pm_refsize<P>::v : r), ...); return r; } };\n")
 		}
 		// The launcher reads the built-ins and the bindings' addresses, the
 		// emulator's own memory, unchecked, and turns them into the
@@ -205,6 +212,7 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 			b.WriteString(p.expr)
 		}
 		b.WriteString("); }\n")
+		fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"), no_sanitize(\"coverage\"))) long %s(long j) { return __pm_refsizes<decltype(%s)>::at(j); }\n", refSizeSymbol(i), k)
 		if e.maxHelper != "" {
 			fmt.Fprintf(&b, "extern \"C\" __attribute__((visibility(\"default\"))) long %s(void) { return %s::v; }\n", maxTotalSymbol(i), e.maxHelper)
 		}
@@ -219,6 +227,10 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 }
 
 func entrySymbol(i int) string { return fmt.Sprintf("__pm_entry_%d", i) }
+
+// refSizeSymbol returns, given a parameter's position j, sizeof(T) when
+// parameter j of entry point i has type T&, else 0.
+func refSizeSymbol(i int) string { return fmt.Sprintf("__pm_entry_refsize_%d", i) }
 
 // maxTotalSymbol returns the max_total_threads_per_threadgroup of entry
 // point i, where it is an expression.

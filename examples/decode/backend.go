@@ -151,7 +151,7 @@ type deviceBackend struct {
 	layers int
 	// With the layer core, per layer: mixed_qkv and z (written every
 	// token), the conv weight and norm weight, and the conv state in two
-	// buffers that swap every token (so that Kernels.Core keeps one
+	// buffers that swap every token (so that Kernels.DecodeCore keeps one
 	// threadgroup per value head: one sequence alone fills the device
 	// better that way than with the in-place geometry's one per key head).
 	core     []coreViews
@@ -235,7 +235,7 @@ func (b *deviceBackend) initCore(p spec.Params, consts []cpuref.Inputs) error {
 			return err
 		}
 	}
-	entry, err := gdn.CoreEntryPoint(p)
+	entry, err := gdn.DecodeCoreEntryPoint(p)
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func (b *deviceBackend) stepCore(in []cpuref.Inputs) (stepTime, error) {
 	seconds, err := b.d.Queue.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
 		for l := range b.layers {
 			bufs, core := b.coreBuffers(l, b.tokens)
-			if err := b.d.Kernels.Core(enc, b.p, bufs, core); err != nil {
+			if err := b.d.Kernels.DecodeCore(enc, b.p, bufs, core); err != nil {
 				return fmt.Errorf("layer %d: %w", l, err)
 			}
 		}

@@ -34,7 +34,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := cfg.Params(1)
-	if p.Activation != spec.BF16 || p.State != spec.F32 || p.Fused != spec.FusedAll || p.Core != spec.Qwen {
+	if p.Activation != spec.BF16 || p.State != spec.F32 || p.Fused != spec.FusedAll || p.Core != spec.QwenCore() {
 		t.Errorf("defaults: %v activations, %v state, fused %+v, core %+v; want bf16, f32, all, the Qwen core", p.Activation, p.State, p.Fused, p.Core)
 	}
 }
@@ -195,7 +195,7 @@ func TestEmulatedBackendPacked(t *testing.T) {
 }
 
 // By default the emulated backend runs the whole layer core, one
-// gdn.Kernels.Core dispatch per layer and token, at D_k 32 and 64, and its
+// gdn.Kernels.DecodeCore dispatch per layer and token, at D_k 32 and 64, and its
 // checks pass; the report names the core kernel and counts the conv state
 // in the bytes per token.
 func TestEmulatedBackendCore(t *testing.T) {
@@ -205,8 +205,8 @@ func TestEmulatedBackendCore(t *testing.T) {
 		res, out := layerstacktest.Run(t, run, cfg, backend(be))
 		be.Close()
 		p := cfg.Params(1)
-		if p.Core != spec.Qwen {
-			t.Fatalf("-core by default: Params.Core %+v, want spec.Qwen", p.Core)
+		if p.Core != spec.QwenCore() {
+			t.Fatalf("-core by default: Params.Core %+v, want spec.QwenCore()", p.Core)
 		}
 		if !res.Pass() || res.Dispatches != 2*4 {
 			t.Errorf("D_k %s: parity %v, %d dispatches for 2 layers x 4 tokens\n%s", dk, res.Pass(), res.Dispatches, out)

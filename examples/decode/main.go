@@ -6,7 +6,7 @@
 // and token (-core): the pre-convolution mixed_qkv through the short
 // convolution (K = 4) with a conv state per layer kept on the device,
 // SiLU, the fused step below, and the gated RMSNorm with z (SPEC section
-// 13, gdn.Kernels.Core); -core=false gives the step q, k and v directly.
+// 13, gdn.Kernels.DecodeCore); -core=false gives the step q, k and v directly.
 // The step takes what a Qwen3.5 layer hands its recurrent core: bf16
 // activations (-dtype), an f32 state (-state) and the fused step (-fused):
 // raw q and k, v, and the raw gate projections a and b, with the layer's
@@ -363,7 +363,7 @@ func reportDispatches(cfg config, p spec.Params, n int, stdout io.Writer) {
 		fmt.Fprintf(stdout, "dispatches: %.3g per layer and token (%d counted for %d layers x %d tokens)\n", float64(n)/float64(steps), n, cfg.Layers, cfg.tokens)
 	}
 	if p.Core != (spec.Core{}) {
-		fmt.Fprintf(stdout, "  core: the short convolution with its conv state, SiLU and the gated RMSNorm with z run inside that one dispatch as well (gdn.Kernels.Core); peers run them as dispatches of their own (llama.cpp: ssm_conv, its GDN op, a norm and a multiply)\n")
+		fmt.Fprintf(stdout, "  core: the short convolution with its conv state, SiLU and the gated RMSNorm with z run inside that one dispatch as well (gdn.Kernels.DecodeCore); peers run them as dispatches of their own (llama.cpp: ssm_conv, its GDN op, a norm and a multiply)\n")
 	}
 	if p.Fused == spec.FusedAll {
 		fmt.Fprintf(stdout, "  fused: the L2 norm of q and k, g = exp(A_log) * softplus(a + dt_bias) and beta = sigmoid(b) run inside that one dispatch, which reads the %s activations as the layer hands them over; unfused, a model runs them before it as dispatches of their own, 3 more per layer and token (norm, gate, sigmoid), and with kernels that take only f32 conversions in and out besides (said, not measured)\n", p.Activation)

@@ -1,6 +1,6 @@
 // Command layer runs one Qwen3.5 / Qwen3-Next linear-attention layer as a
 // model runs it, from a safetensors checkpoint: in_proj on the CPU, then
-// the whole layer core in one puremetal dispatch (gdn.Kernels.Core: the
+// the whole layer core in one puremetal dispatch (gdn.Kernels.DecodeCore: the
 // short convolution with its conv state, the L2 norm, the gates, the
 // recurrence and the gated RMSNorm), then out_proj on the CPU. It prefills
 // -prefill tokens from empty caches and decodes -decode tokens one at a
@@ -218,14 +218,14 @@ func run(c config, d *layerstack.Device, w, _ io.Writer) (result, error) {
 
 	params := func(n int) spec.Params {
 		return spec.Params{Shape: spec.Shape{DK: h.DK, DV: h.DV, NKHeads: h.NKHeads, NVHeads: h.NVHeads, NTokens: n, NSeqs: 1},
-			QScale: float32(1 / math.Sqrt(float64(h.DK))), Activation: c.act, State: c.state, Fused: spec.FusedAll, Core: spec.Qwen}
+			QScale: float32(1 / math.Sqrt(float64(h.DK))), Activation: c.act, State: c.state, Fused: spec.FusedAll, Core: spec.QwenCore()}
 	}
 	p0 := params(1)
 	round := func(x []float32) []float32 { cpuref.Round(c.act, x); return x }
 	weights := cpuref.Inputs{ALog: l.ALog, DtBias: l.DtBias, ConvWeight: round(l.ConvWeight), NormWeight: round(l.NormWeight)}
 
 	// The caches on the device: the recurrent state in place, the conv
-	// state in two buffers swapped every step (so that Kernels.Core keeps
+	// state in two buffers swapped every step (so that Kernels.DecodeCore keeps
 	// one threadgroup per value head: one sequence alone fills the device
 	// better that way than with the in-place geometry's one per key head).
 	newBuf := func(t spec.ElemType, n int) (gdn.View, error) {
@@ -267,7 +267,7 @@ func run(c config, d *layerstack.Device, w, _ io.Writer) (result, error) {
 
 	// The core's pipeline, made before the first step (and said, with
 	// where it is cached).
-	entry, err := gdn.CoreEntryPoint(p0)
+	entry, err := gdn.DecodeCoreEntryPoint(p0)
 	if err != nil {
 		return res, err
 	}
@@ -392,7 +392,7 @@ func runCore(d *layerstack.Device, p spec.Params, b gdn.Buffers, c gdn.CoreBuffe
 	if err != nil {
 		return nil, err
 	}
-	err = d.Kernels.Core(enc, p, b, c)
+	err = d.Kernels.DecodeCore(enc, p, b, c)
 	if e := enc.EndEncoding(); err == nil {
 		err = e
 	}

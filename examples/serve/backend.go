@@ -139,9 +139,9 @@ func (b *deviceBackend) Describe() string { return b.d.Desc }
 func (b *deviceBackend) Open(one spec.Params, consts []cpuref.Inputs, nSlots int) error {
 	layers := len(consts)
 	if one.Core != (spec.Core{}) {
-		// The one pipeline every batch runs: Kernels.Core, for a decode
+		// The one pipeline every batch runs: Kernels.DecodeCore, for a decode
 		// step, a window and a packed prefill alike.
-		entry, err := gdn.CoreEntryPoint(one)
+		entry, err := gdn.DecodeCoreEntryPoint(one)
 		if err != nil {
 			return err
 		}

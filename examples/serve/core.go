@@ -17,7 +17,7 @@ import (
 // beside the pool of recurrent states, indexed by the same slots (both in
 // layerstack.States, a gdn.StatePool), and the core kernel updates both in
 // place (ConvStateOut = ConvStateIn): with
-// grouped heads (n_v_heads > n_k_heads) gdn.Kernels.Core then runs one
+// grouped heads (n_v_heads > n_k_heads) gdn.Kernels.DecodeCore then runs one
 // threadgroup per key head, the only one that reads and writes that key
 // head's conv state, so each touched slot's conv state is read once and
 // written once, (K-1) conv_dim elements per sequence and layer, and the
@@ -162,7 +162,7 @@ func (c *corePools) encode(k *gdn.Kernels, cb *mtl.CommandBuffer, set, kind int,
 	for l := range c.convW {
 		b := acts(l)
 		b.Q, b.K, b.V = gdn.View{}, gdn.View{}, gdn.View{} // the convolution makes them
-		if err := k.Core(enc, p, b, c.coreBuffers(set, kind, p, l)); err != nil {
+		if err := k.DecodeCore(enc, p, b, c.coreBuffers(set, kind, p, l)); err != nil {
 			enc.EndEncoding()
 			return fmt.Errorf("layer %d: %w", l, err)
 		}
@@ -176,7 +176,7 @@ func (c *corePools) encode(k *gdn.Kernels, cb *mtl.CommandBuffer, set, kind int,
 	return cb.AddCompletedHandler(func(mtl.Completion) { c.count(cb) })
 }
 
-// Buffer bindings of the core kernel's states (gdn.Kernels.Core): the
+// Buffer bindings of the core kernel's states (gdn.Kernels.DecodeCore): the
 // recurrent state in and out, the conv state in and out. In place one view
 // is bound at both of a pair, and the emulator charges its bytes to the
 // lower index: count both.
@@ -229,7 +229,7 @@ func (c *corePools) alone(d *layerstack.Device, p spec.Params, l int, in cpuref.
 	layerstack.Store(core.ConvStateIn, in.ConvState)
 	layerstack.Poison(core.ConvStateOut)
 	bufs.Q, bufs.K, bufs.V = gdn.View{}, gdn.View{}, gdn.View{}
-	if err := d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error { return d.Kernels.Core(enc, p, bufs, core) }); err != nil {
+	if err := d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error { return d.Kernels.DecodeCore(enc, p, bufs, core) }); err != nil {
 		return nil, err
 	}
 	return layerstack.Load(core.ConvStateOut, make([]float32, p.ConvStateLen())), nil

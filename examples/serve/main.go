@@ -22,7 +22,7 @@
 //     slots for the next admissions.
 //
 // By default every dispatch is a Qwen3.5 layer's whole core (-core,
-// gdn.Kernels.Core, SPEC section 13), prefill and decode alike: the
+// gdn.Kernels.DecodeCore, SPEC section 13), prefill and decode alike: the
 // pre-convolution mixed_qkv through the short convolution (K = 4) with a
 // conv state per slot, indexed by the same slot as the recurrent state,
 // SiLU, the step, and the gated RMSNorm with z; -core=false gives the
@@ -211,7 +211,7 @@ type result struct {
 	// Prefills counts the prefill batches, Long those of them of
 	// gdn.ChunkedMinTokens packed tokens or more, and Chunked those the
 	// chunked kernel ran: without the layer core Kernels.Prefill's choice
-	// for the long ones; with it none, Kernels.Core running every window.
+	// for the long ones; with it none, Kernels.DecodeCore running every window.
 	Prefills, Long, Chunked int
 	// SeqSteps counts the sequences the batches touched (padding not
 	// counted): each moves its state and conv state once per layer.
@@ -406,7 +406,7 @@ func prefillBatch(cfg config, admitted []*request, res *result) (batchPlan, erro
 	res.Prefills++
 	if p.NTokens >= gdn.ChunkedMinTokens {
 		res.Long++
-		if p.Core == (spec.Core{}) { // Kernels.Core runs any window itself
+		if p.Core == (spec.Core{}) { // Kernels.DecodeCore runs any window itself
 			kern = gdn.KernelPrefillChunked
 			res.Chunked++
 		}
@@ -524,17 +524,17 @@ func report(cfg config, res result, stdout io.Writer) {
 }
 
 // prefills says which kernel ran the prefill batches: with the layer core
-// gdn.Kernels.Core, whatever their length; without it Kernels.Prefill's
+// gdn.Kernels.DecodeCore, whatever their length; without it Kernels.Prefill's
 // choice, the chunked kernel from gdn.ChunkedMinTokens packed tokens on.
 func prefills(cfg config, res result) string {
 	long := fmt.Sprintf("%d of them of %d packed tokens or more", res.Long, gdn.ChunkedMinTokens)
 	switch {
 	case cfg.Backend == "cpu" && cfg.Core:
-		return fmt.Sprintf("%d batches, all run by cpuref.Reference32; %s, which a device runs with gdn.Kernels.Core as the others", res.Prefills, long)
+		return fmt.Sprintf("%d batches, all run by cpuref.Reference32; %s, which a device runs with gdn.Kernels.DecodeCore as the others", res.Prefills, long)
 	case cfg.Backend == "cpu":
 		return fmt.Sprintf("%d batches, all run by cpuref.Reference32; %s, which a device runs with the chunked kernel of gdn.Kernels.Prefill", res.Prefills, long)
 	case cfg.Core:
-		return fmt.Sprintf("%d batches, every one run by gdn.Kernels.Core, which takes a window of any length: %s, none chunked", res.Prefills, long)
+		return fmt.Sprintf("%d batches, every one run by gdn.Kernels.DecodeCore, which takes a window of any length: %s, none chunked", res.Prefills, long)
 	}
 	return fmt.Sprintf("%d batches run by gdn.Kernels.Prefill, %d of them with the chunked kernel (those of %d packed tokens or more)", res.Prefills, res.Chunked, gdn.ChunkedMinTokens)
 }
@@ -546,7 +546,7 @@ func reportCore(cfg config, p spec.Params, res result, stdout io.Writer) {
 	conv := p.Activation.Size() * p.ConvStateLen()
 	touched := res.SeqSteps * cfg.Layers // sequences times layers
 	floor := 2 * (state + conv) * touched
-	fmt.Fprintf(stdout, "kernel:  1 dispatch per layer and batch (prefill or decode): the short convolution with its conv state, SiLU, the fused step and the gated RMSNorm in it (gdn.Kernels.Core); peers run the convolution and the norm as dispatches of their own\n")
+	fmt.Fprintf(stdout, "kernel:  1 dispatch per layer and batch (prefill or decode): the short convolution with its conv state, SiLU, the fused step and the gated RMSNorm in it (gdn.Kernels.DecodeCore); peers run the convolution and the norm as dispatches of their own\n")
 	fmt.Fprintf(stdout, "traffic: %s of %s state and %s conv state over the run (%d sequences x %d layers, each state read once and written once: the floor, %d + %d bytes each way per sequence and layer)\n",
 		mb(floor), p.State, p.Activation, res.SeqSteps, cfg.Layers, state, conv)
 	if cfg.Backend != "cpu" && p.Core.Conv > 0 {
@@ -597,7 +597,7 @@ func check(cfg config, be backend, finished []*request, res *result, stdout io.W
 	one := cfg.Params(1)
 	prefill := "a prefill, chunked where its batch's was" // Kernels.Prefill chose by the batch's tokens
 	if cfg.Core {
-		prefill = "a prefill with Kernels.Core, as its batch's"
+		prefill = "a prefill with Kernels.DecodeCore, as its batch's"
 	}
 	fmt.Fprintf(stdout, "check 1: every finished request (%d) against itself run alone on the same backend (no slots, no packing; %s, then one decode per token): outputs and final states of every layer %s\n",
 		len(finished), prefill, verdict)

@@ -54,7 +54,7 @@ func checkReport(t *testing.T, cfg config, res result, out string, c layerstackt
 			wants = append(wants, "in all: exactly the floor")
 		}
 		if res.SeqSteps == 0 || res.Chunked != 0 {
-			t.Errorf("%d sequences touched (want some), %d prefills chunked (Kernels.Core runs every window)", res.SeqSteps, res.Chunked)
+			t.Errorf("%d sequences touched (want some), %d prefills chunked (Kernels.DecodeCore runs every window)", res.SeqSteps, res.Chunked)
 		}
 	}
 	for _, want := range wants {
@@ -152,7 +152,7 @@ func TestEmulatedCoreInPlace(t *testing.T) {
 }
 
 // A batch of prompts long enough for Kernels.Prefill (the step alone:
-// Kernels.Core runs every window itself) to pick the chunked
+// Kernels.DecodeCore runs every window itself) to pick the chunked
 // kernel, whose sums run in another order, must still be bit-identical to
 // its requests run alone: they are prefilled alone with the chunked
 // kernel too.
@@ -204,7 +204,7 @@ func reportLine(out, prefix string) string {
 }
 
 // The report says which kernel ran the prefill batches, with the counts
-// the run made: with the layer core every batch is Kernels.Core's, long
+// the run made: with the layer core every batch is Kernels.DecodeCore's, long
 // ones included, and none is chunked; without it the long ones are the
 // chunked kernel's. Prompts of up to 40 tokens make some batches of
 // gdn.ChunkedMinTokens packed tokens or more.
@@ -234,14 +234,14 @@ func TestReportPrefills(t *testing.T) {
 			var want string
 			switch {
 			case cfg.Backend == "cpu" && cfg.Core:
-				want = fmt.Sprintf("prefill: %d batches, all run by cpuref.Reference32; %d of them of 64 packed tokens or more, which a device runs with gdn.Kernels.Core as the others", res.Prefills, res.Long)
+				want = fmt.Sprintf("prefill: %d batches, all run by cpuref.Reference32; %d of them of 64 packed tokens or more, which a device runs with gdn.Kernels.DecodeCore as the others", res.Prefills, res.Long)
 			case cfg.Backend == "cpu":
 				want = fmt.Sprintf("prefill: %d batches, all run by cpuref.Reference32; %d of them of 64 packed tokens or more, which a device runs with the chunked kernel of gdn.Kernels.Prefill", res.Prefills, res.Long)
 			case cfg.Core:
 				if res.Chunked != 0 {
 					t.Errorf("%d prefills chunked with the layer core", res.Chunked)
 				}
-				want = fmt.Sprintf("prefill: %d batches, every one run by gdn.Kernels.Core, which takes a window of any length: %d of them of 64 packed tokens or more, none chunked", res.Prefills, res.Long)
+				want = fmt.Sprintf("prefill: %d batches, every one run by gdn.Kernels.DecodeCore, which takes a window of any length: %d of them of 64 packed tokens or more, none chunked", res.Prefills, res.Long)
 			default:
 				if res.Chunked != res.Long {
 					t.Errorf("%d prefills chunked, %d long", res.Chunked, res.Long)
@@ -254,7 +254,7 @@ func TestReportPrefills(t *testing.T) {
 			// Check 1 runs each request alone as its batch ran.
 			alone := "a prefill, chunked where its batch's was, then"
 			if cfg.Core {
-				alone = "a prefill with Kernels.Core, as its batch's, then"
+				alone = "a prefill with Kernels.DecodeCore, as its batch's, then"
 			}
 			if got := reportLine(out, "check 1: "); !strings.Contains(got, alone) {
 				t.Errorf("check 1 line lacks %q:\n%s", alone, got)

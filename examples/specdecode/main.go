@@ -30,7 +30,7 @@
 // token. The next window reads the pool this one wrote.
 //
 // By default every window is a Qwen3.5 layer's whole core (-core,
-// gdn.Kernels.Core with capture, SPEC section 13): mixed_qkv through the
+// gdn.Kernels.DecodeCore with capture, SPEC section 13): mixed_qkv through the
 // short convolution (K = 4) with a conv state per slot, SiLU, the step and
 // the gated RMSNorm with z; -core=false runs the capture kernel on q, k
 // and v. The conv states live in two pools per layer as the states do,
@@ -47,7 +47,7 @@
 // kernels normalise q and k and compute g and beta.
 //
 // At the end it decodes every sequence's accepted tokens alone with the
-// plain decode kernels (with the layer core, Kernels.Core without
+// plain decode kernels (with the layer core, Kernels.DecodeCore without
 // capture) on the same device, from the same initial states, with no
 // pool: with an f32 state one token at a time; with a 16-bit
 // state, which the capture kernel rounds once per window (when it writes
@@ -195,7 +195,7 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 		pw.DK, pw.DV, pw.NKHeads, pw.NVHeads, pw.HeadMap, cfg.Layers, cfg.k, cfg.steps, cfg.Seed)
 	fmt.Fprintf(stdout, "types:   %s\n", layerstack.Types(pw))
 	if pw.Core != (spec.Core{}) {
-		fmt.Fprintf(stdout, "core:    the whole layer core in each dispatch (gdn.Kernels.Core with capture): mixed_qkv (%d channels) through the short convolution (K = %d) with a %s conv state per slot, SiLU, the step, the gated RMSNorm with z; gdn.RollbackCore restores both states\n",
+		fmt.Fprintf(stdout, "core:    the whole layer core in each dispatch (gdn.Kernels.DecodeCore with capture): mixed_qkv (%d channels) through the short convolution (K = %d) with a %s conv state per slot, SiLU, the step, the gated RMSNorm with z; gdn.RollbackCore restores both states\n",
 			pw.ConvDim(), pw.Core.Conv, pw.Activation)
 	}
 	fmt.Fprintf(stdout, "batch:   %d sequences in slots %v of a pool of %d per layer; one capture dispatch per layer per window, one blit encoder per rollback\n",
@@ -277,7 +277,7 @@ func run(cfg config, d *layerstack.Device, stdout, stderr io.Writer) (result, er
 	}
 	plain := "gdn.Kernels.Decode"
 	if pw.Core != (spec.Core{}) {
-		plain = "gdn.Kernels.Core without capture"
+		plain = "gdn.Kernels.DecodeCore without capture"
 	}
 	how := decode + ", one token at a time"
 	if pw.State != spec.F32 {
@@ -322,7 +322,7 @@ func windowParams(cfg config) spec.Params {
 // with the layer core the core kernel, which runs both.
 func entryPoints(pw, p1 spec.Params, b gdn.Buffers) (capture, decode string, err error) {
 	if pw.Core != (spec.Core{}) {
-		e, err := gdn.CoreEntryPoint(pw)
+		e, err := gdn.DecodeCoreEntryPoint(pw)
 		return e, e, err
 	}
 	if capture, err = gdn.EntryPoint(gdn.CaptureKernel(pw, b), pw); err != nil {
@@ -536,7 +536,7 @@ func (sp *speculation) window(step int, accepted []int32) (wall time.Duration, c
 	if core {
 		err = sp.d.Queue.Run(func(enc *mtl.ComputeCommandEncoder) error {
 			for l := range sp.layers {
-				if err := sp.d.Kernels.Core(enc, sp.pw, sp.buffers(l), sp.coreBuffers(l)); err != nil {
+				if err := sp.d.Kernels.DecodeCore(enc, sp.pw, sp.buffers(l), sp.coreBuffers(l)); err != nil {
 					return fmt.Errorf("layer %d: %w", l, err)
 				}
 			}
@@ -657,7 +657,7 @@ func plainCalls(pw spec.Params, accepted []int) []int {
 
 // plainDecode decodes sequence s's accepted tokens of every layer from its
 // initial state with gdn.Kernels.Decode (with the layer core
-// gdn.Kernels.Core without capture, its conv state in two buffers that
+// gdn.Kernels.DecodeCore without capture, its conv state in two buffers that
 // swap every call), one command buffer per call of calls[i] tokens with
 // one dispatch per layer, with no pool, and returns the final states and
 // conv states and the outputs.
@@ -752,7 +752,7 @@ func plainDecode(sp *speculation, s int, calls []int) (states, convs, outputs []
 					c := cv[l]
 					cb := gdn.CoreBuffers{MixedQKV: gdn.NewView(c.mixed, 0, p1.Activation, pn.MixedLen()), ConvWeight: sp.layers[l].convW,
 						ConvStateIn: c.conv[call%2], ConvStateOut: c.conv[(call+1)%2], Z: gdn.NewView(c.z, 0, p1.Activation, pn.ZLen()), NormWeight: sp.layers[l].normW}
-					if err := sp.d.Kernels.Core(enc, pn, views(l), cb); err != nil {
+					if err := sp.d.Kernels.DecodeCore(enc, pn, views(l), cb); err != nil {
 						return fmt.Errorf("layer %d: %w", l, err)
 					}
 				}

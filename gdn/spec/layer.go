@@ -68,10 +68,13 @@ type Core struct {
 	NormEps float32
 }
 
-// Qwen is the core of a Qwen3-Next or Qwen3.5 linear-attention layer:
-// the convolution of size 4 and the gated RMSNorm with silu(z) and eps
-// 1e-6.
-var Qwen = Core{Conv: ConvKernel, Norm: true, NormGate: GateSiLU, NormEps: 1e-6}
+// QwenCore returns the core of a Qwen3-Next or Qwen3.5 linear-attention
+// layer: the convolution of size 4 and the gated RMSNorm with silu(z) and
+// eps 1e-6. Each call returns a new value, so a change to one layer's
+// Params.Core reaches no other.
+func QwenCore() Core {
+	return Core{Conv: ConvKernel, Norm: true, NormGate: GateSiLU, NormEps: 1e-6}
+}
 
 // Validate checks c: Conv 0 or 4; with Norm, a known gate and a finite
 // NormEps > 0; without it, no gate or eps set. The error is an

@@ -58,7 +58,7 @@ type LayerCase struct {
 // LayerStep is one call of a layer case.
 type LayerStep struct {
 	// Params of the step: its tokens per sequence, the case's shape and
-	// type, spec.FusedAll, spec.Qwen with the case's eps, q scale
+	// type, spec.FusedAll, spec.QwenCore() with the case's eps, q scale
 	// 1/sqrt(D_k), an f32 state.
 	Params spec.Params
 
@@ -118,7 +118,7 @@ func LoadLayer(dir string) (LayerCase, error) {
 		QScale:     float32(1 / math.Sqrt(float64(m.DK))),
 		Activation: act,
 		Fused:      spec.FusedAll,
-		Core:       spec.Qwen,
+		Core:       spec.QwenCore(),
 	}
 	base.Core.Conv, base.Core.NormEps = m.ConvKernel, float32(m.Eps)
 	if err := base.Validate(); err != nil {

@@ -44,8 +44,8 @@ func TestLoadLayerCases(t *testing.T) {
 			p := s.Params
 			ws := want.shape
 			ws.NTokens = want.steps[i]
-			if p.Shape != ws || p.Activation != want.act || p.Core != spec.Qwen || p.Fused != spec.FusedAll {
-				t.Errorf("%s step %d: params %v %v %+v, want %v %v %+v", c.Name, i, p.Shape, p.Activation, p.Core, ws, want.act, spec.Qwen)
+			if p.Shape != ws || p.Activation != want.act || p.Core != spec.QwenCore() || p.Fused != spec.FusedAll {
+				t.Errorf("%s step %d: params %v %v %+v, want %v %v %+v", c.Name, i, p.Shape, p.Activation, p.Core, ws, want.act, spec.QwenCore())
 			}
 			zeros := make([]float32, p.StateLen())
 			convZeros := make([]float32, p.ConvStateLen())

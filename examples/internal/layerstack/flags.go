@@ -26,7 +26,7 @@ type Flags struct {
 	Activation     spec.ElemType // q, k, v, the gate inputs and the output
 	State          spec.ElemType
 	Fused          bool // raw q, k, a and b in, with A_log and dt_bias
-	// Core runs the whole layer core of a Qwen3.5 layer (spec.Qwen) in
+	// Core runs the whole layer core of a Qwen3.5 layer (spec.QwenCore()) in
 	// each dispatch: set by -core where the example defines it
 	// ([Flags.DefineCore]).
 	Core bool
@@ -164,7 +164,7 @@ func (f *Flags) Given(names ...string) bool {
 // Params returns the parameters of one layer over n tokens of one
 // sequence, with q scaled by 1/sqrt(D_k) at write-back, in the types of
 // -dtype and -state, with every part of the fused step (spec.FusedAll)
-// under -fused, and the whole core of a Qwen3.5 layer (spec.Qwen) under
+// under -fused, and the whole core of a Qwen3.5 layer (spec.QwenCore()) under
 // -core.
 func (f *Flags) Params(n int) spec.Params {
 	p := spec.Params{
@@ -178,7 +178,7 @@ func (f *Flags) Params(n int) spec.Params {
 		p.Fused = spec.FusedAll
 	}
 	if f.Core {
-		p.Core = spec.Qwen
+		p.Core = spec.QwenCore()
 	}
 	return p
 }

@@ -136,7 +136,7 @@ func TestDefineCore(t *testing.T) {
 		define bool
 		args   []string
 		want   spec.Core
-	}{{true, nil, spec.Qwen}, {true, []string{"-core=false"}, spec.Core{}}, {false, nil, spec.Core{}}} {
+	}{{true, nil, spec.QwenCore()}, {true, []string{"-core=false"}, spec.Core{}}, {false, nil, spec.Core{}}} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		f := Define(fs, []string{"emu"}, 1)
@@ -146,7 +146,7 @@ func TestDefineCore(t *testing.T) {
 		if err := f.Parse(fs, c.args); err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
-		if p := f.Params(3); p.Core != c.want || f.Core != (c.want == spec.Qwen) || p.NTokens != 3 {
+		if p := f.Params(3); p.Core != c.want || f.Core != (c.want == spec.QwenCore()) || p.NTokens != 3 {
 			t.Errorf("-core defined %v, %q: Params(3).Core %+v, Core %v; want %+v", c.define, c.args, p.Core, f.Core, c.want)
 		}
 	}
@@ -212,7 +212,7 @@ func TestBoundsAndTypes(t *testing.T) {
 	}{
 		{spec.Params{Activation: spec.BF16, Fused: spec.FusedAll}, "bf16 activations (q, k, v, a, b, output), f32 state; fused step: "},
 		{spec.Params{Activation: spec.F16, State: spec.BF16}, "f16 activations (q, k, v, g, beta, output), bf16 state; unfused: "},
-		{spec.Params{Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.Qwen}, "bf16 activations (mixed_qkv, z, a, b, output), f32 state; fused step: mixed_qkv, a and b in"},
+		{spec.Params{Activation: spec.BF16, Fused: spec.FusedAll, Core: spec.QwenCore()}, "bf16 activations (mixed_qkv, z, a, b, output), f32 state; fused step: mixed_qkv, a and b in"},
 		{spec.Params{Activation: spec.F32, Core: spec.Core{Conv: 4}}, "f32 activations (mixed_qkv, g, beta, output), f32 state; unfused: g and beta computed beforehand"},
 		{spec.Params{Activation: spec.F32, Fused: spec.FusedAll, Core: spec.Core{Norm: true, NormEps: 1e-6}}, "f32 activations (q, k, v, z, a, b, output), f32 state; fused step: raw q, k, a and b in"},
 	} {
@@ -408,7 +408,7 @@ func TestMainStatus(t *testing.T) {
 func TestStates(t *testing.T) {
 	testdevice.CheckReleased(t)
 	dev := testdevice.Emulated(t, emu.Options{})
-	for _, core := range []spec.Core{{}, spec.Qwen} {
+	for _, core := range []spec.Core{{}, spec.QwenCore()} {
 		for _, ty := range []spec.ElemType{spec.F32, spec.BF16} {
 			one := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 1, NSeqs: 1}, State: ty, Activation: spec.BF16, Core: core}
 			s, err := NewStates(dev, one, 2, 3)
@@ -639,7 +639,7 @@ func TestTokens(t *testing.T) {
 // without it none of them; WithConstants hands a token's inputs the
 // layer's shared values and no state.
 func TestConstants(t *testing.T) {
-	for _, core := range []spec.Core{{}, spec.Qwen} {
+	for _, core := range []spec.Core{{}, spec.QwenCore()} {
 		p := spec.Params{Shape: spec.Shape{DK: 32, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 1, NSeqs: 1}, Activation: spec.BF16, Fused: spec.FusedAll, Core: core}
 		consts, err := Constants(p, 7, 2)
 		if err != nil {

@@ -1,0 +1,89 @@
+package kernels
+
+import "github.com/puremetal/puremetal/gdn/spec"
+
+// MatMulFile is the source of the dense matrix products: matvec, matmul
+// and the gathered matvec of stacked experts.
+const MatMulFile = "matmul.metal"
+
+// The geometry of the matrix-product kernels (the MV_ and MM_ macros of
+// matmul.metal, which say why).
+const (
+	// MatVecMaxRows is the most rows of x one matvec dispatch takes: it
+	// reads each weight once for all of them.
+	MatVecMaxRows = 8
+	// MatVecSIMDGroups is the number of SIMD-groups of a matvec
+	// threadgroup, (32, MatVecSIMDGroups, 1) threads.
+	MatVecSIMDGroups = 4
+	// MatVecTileRows is the number of rows of W a matvec threadgroup
+	// computes: MatVecSIMDGroups SIMD-groups of 4 rows.
+	MatVecTileRows = 4 * MatVecSIMDGroups
+	// MatMulTileRows and MatMulTileCols are the rows of x and of W (the
+	// columns of y) of one matmul threadgroup's tile of y.
+	MatMulTileRows = 32
+	MatMulTileCols = 32
+	// MatMulThreads is the number of threads of a matmul threadgroup.
+	MatMulThreads = 128
+)
+
+// MatVecOf returns the name of the matvec kernel for weight type w and
+// activation type a: matvec_{w}_{a}.
+func MatVecOf(w, a spec.ElemType) string { return matvecNames.name(w, a) }
+
+// MatMulOf returns the name of the tiled matmul kernel for weight type w
+// and activation type a: matmul_{w}_{a}.
+func MatMulOf(w, a spec.ElemType) string { return matmulNames.name(w, a) }
+
+// GatherMatVecOf returns the name of the gathered matvec kernel of stacked
+// experts for weight type w and activation type a: gather_matvec_{w}_{a}.
+func GatherMatVecOf(w, a spec.ElemType) string { return gatherMatVecNames.name(w, a) }
+
+// matmulEntries returns the entry points of MatMulFile.
+func matmulEntries() []string {
+	var names []string
+	for _, v := range []*typePairNames{matvecNames, matmulNames, gatherMatVecNames} {
+		for _, w := range ElemTypes {
+			for _, a := range ElemTypes {
+				names = append(names, v.name(w, a))
+			}
+		}
+	}
+	return names
+}
+
+// typePairNames are the names of a kernel by two element types,
+// base_{first}_{second}, made once so that a lookup on every dispatch
+// allocates nothing.
+type typePairNames struct {
+	base  string
+	names [len(ElemTypes)][len(ElemTypes)]string
+}
+
+func newTypePairNames(base string) *typePairNames {
+	v := &typePairNames{base: base}
+	for _, a := range ElemTypes {
+		for _, b := range ElemTypes {
+			v.names[a][b] = v.build(a, b)
+		}
+	}
+	return v
+}
+
+func (v *typePairNames) build(a, b spec.ElemType) string {
+	return v.base + "_" + a.String() + "_" + b.String()
+}
+
+// name returns the entry point for types a and b; a type without a kernel
+// gets the name such a kernel would have, which no source defines.
+func (v *typePairNames) name(a, b spec.ElemType) string {
+	if int(a) < len(ElemTypes) && int(b) < len(ElemTypes) {
+		return v.names[a][b]
+	}
+	return v.build(a, b)
+}
+
+var (
+	matvecNames       = newTypePairNames("matvec")
+	matmulNames       = newTypePairNames("matmul")
+	gatherMatVecNames = newTypePairNames("gather_matvec")
+)

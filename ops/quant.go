@@ -1,0 +1,301 @@
+package ops
+
+import (
+	"math/bits"
+
+	"github.com/puremetal/puremetal/kernels"
+	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/tensor"
+)
+
+// QuantWeight is an MLX affine-quantized weight W [Rows][Cols] (SPEC
+// section 14), or Experts of them stacked (mlx-lm's switch_mlp layout):
+//
+//	Words   U32 [Experts][Rows][Cols*Bits/32]  element j of a word at bits [j*Bits, (j+1)*Bits), the first lowest
+//	Scales  S   [Experts][Rows][Cols/GroupSize]
+//	Biases  S   [Experts][Rows][Cols/GroupSize]
+//
+// with W[r][c] = Scales[r][c/GroupSize] * q + Biases[r][c/GroupSize], S one
+// of f32, f16 and bf16 (the model's dtype in an MLX checkpoint). Experts is
+// 0 for a single matrix (a linear layer, an embedding table, a tied
+// lm_head) and the number of stacked experts for [Kernels.GatherQuantMatVec].
+type QuantWeight struct {
+	Words, Scales, Biases tensor.View
+	Rows, Cols            int
+	Bits, GroupSize       int // 4 or 8; 32, 64 or 128
+	Experts               int
+}
+
+// Check reports whether w is well formed: Bits 4 or 8, GroupSize 32, 64 or
+// 128, Rows and Cols positive, Cols a multiple of GroupSize, Scales and
+// Biases of one float type, and each view's length what the shape
+// implies. Errors name the field and wrap [ErrInvalidArgument].
+func (w QuantWeight) Check() error { return w.check(nil) }
+
+// check is Check with the views' device. The fields are named as the
+// dispatchers' argument W's.
+func (w QuantWeight) check(dev *mtl.Device) error {
+	switch {
+	case w.Bits != 4 && w.Bits != 8:
+		return tensor.Invalid("W.Bits", "%d bits, must be 4 or 8", w.Bits)
+	case w.GroupSize != 32 && w.GroupSize != 64 && w.GroupSize != 128:
+		return tensor.Invalid("W.GroupSize", "group size %d, must be 32, 64 or 128", w.GroupSize)
+	case w.Rows <= 0 || w.Cols <= 0:
+		return tensor.Invalid("W", "shape %d x %d, both must be positive", w.Rows, w.Cols)
+	case w.Cols%w.GroupSize != 0:
+		return tensor.Invalid("W.Cols", "%d columns, not a multiple of the group size %d", w.Cols, w.GroupSize)
+	case w.Experts < 0:
+		return tensor.Invalid("W.Experts", "%d experts, must not be negative", w.Experts)
+	}
+	if err := tensor.FloatType("W.Scales", w.Scales.Type); err != nil {
+		return err
+	}
+	m := max(w.Experts, 1)
+	words, groups := m*w.Rows*(w.Cols*w.Bits/32), m*w.Rows*(w.Cols/w.GroupSize)
+	return tensor.Check(dev,
+		tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: words, Formula: "experts*rows*cols*bits/32"},
+		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: groups, Formula: "experts*rows*cols/group_size"},
+		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Scales.Type, TypeFrom: "W.Scales", Len: groups, Formula: "experts*rows*cols/group_size"},
+	)
+}
+
+// quantParams is quant.metal's quant_params, the parameter block at
+// buffer index 6.
+type quantParams struct {
+	rows, cols, n, groupShift uint32
+	residual                  uint32
+	k, experts, xPerSlot      uint32
+}
+
+// params returns the block for w's shape with n rows of x.
+func (w QuantWeight) params(n int) quantParams {
+	return quantParams{
+		rows: uint32(w.Rows), cols: uint32(w.Cols), n: uint32(n),
+		groupShift: uint32(bits.TrailingZeros(uint(w.GroupSize))),
+		experts:    uint32(w.Experts),
+	}
+}
+
+// The quantized kernels' geometry (quant.metal says why).
+const (
+	quantMatVecRows = 8  // rows of W per matvec threadgroup: 2 SIMD-groups of 4
+	quantMatVecNX   = 8  // rows of x per pass over W
+	quantMatMulTile = 32 // a matmul threadgroup's tile of y: 32 x 32, 128 threads
+	embedThreads    = 256
+	quantEmbedWords = 64
+)
+
+// QuantMatVec encodes y = x W^T (+ residual) for decode: x [n][w.Cols], y
+// and residual [n][w.Rows], all three of one activation type (f32, f16 or
+// bf16), w a single quantized matrix (Experts 0). It reads W once for
+// every 8 rows of x, so it suits n up to about 8 ([Kernels.QuantMatMul]
+// is the prefill product), and any number of rows (a quantized lm_head
+// over a 151936-token vocabulary is one dispatch). residual is optional
+// (the zero View: none) and may be y itself (h += x W^T: each element is
+// read, then written, by one thread); otherwise y may share no byte with
+// another argument. The products accumulate in f32 and y is rounded once.
+func (k *Kernels) QuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, y, residual tensor.View, n int) error {
+	return k.quantProduct(enc, kernels.QuantMatVec, w, x, y, residual, n)
+}
+
+// QuantMatMul encodes y = x W^T (+ residual) as [Kernels.QuantMatVec]
+// does, for prefill: tiles of 32 rows of x by 32 rows of W, dequantized a
+// 32-column slice at a time into threadgroup memory (never the whole W)
+// and multiplied with simdgroup_matrix in f32. W is read once per 32 rows
+// of x.
+func (k *Kernels) QuantMatMul(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, y, residual tensor.View, n int) error {
+	return k.quantProduct(enc, kernels.QuantMatMul, w, x, y, residual, n)
+}
+
+// quantProduct checks and encodes QuantMatVec or QuantMatMul.
+func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKernel, w QuantWeight, x, y, residual tensor.View, n int) error {
+	if n <= 0 {
+		return tensor.Invalid("n", "%d rows of x, must be positive", n)
+	}
+	if w.Experts != 0 {
+		return tensor.Invalid("W.Experts", "%d stacked experts: %v takes one matrix (GatherQuantMatVec takes stacked experts)", w.Experts, q)
+	}
+	if err := w.check(k.dev); err != nil {
+		return err
+	}
+	if err := tensor.FloatType("X", x.Type); err != nil {
+		return err
+	}
+	inPlace := !residual.IsZero() && residual == y
+	res := residual
+	if inPlace {
+		res = tensor.View{} // y's own check covers it
+	}
+	if err := tensor.Check(k.dev,
+		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: n * w.Cols, Formula: "n*cols"},
+		tensor.Arg{Name: "Y", View: y, Type: x.Type, TypeFrom: "X", Len: n * w.Rows, Formula: "n*rows", Written: true},
+		tensor.Arg{Name: "Residual", View: res, Type: x.Type, TypeFrom: "X", Len: n * w.Rows, Formula: "n*rows", Optional: true},
+		tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: w.Words.Len},
+		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: w.Scales.Len},
+		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Biases.Type, Len: w.Biases.Len},
+	); err != nil {
+		return err
+	}
+	pso, err := k.pipeline(kernels.QuantOf(q, x.Type, w.Scales.Type, w.Bits))
+	if err != nil {
+		return err
+	}
+	p := w.params(n)
+	if !residual.IsZero() {
+		p.residual = 1
+	} else {
+		residual = y // bound, never read
+	}
+	enc.SetComputePipelineState(pso)
+	k.bindQuant(enc, w, x, y)
+	bind(enc, residual, 5)
+	mtl.SetValue(enc, p, 6)
+	if q == kernels.QuantMatMul {
+		enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatMulTile), ceilDiv(n, quantMatMulTile), 1), mtl.Sz(128, 1, 1))
+	} else {
+		enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatVecRows), ceilDiv(n, quantMatVecNX), 1), mtl.Sz(32, 2, 1))
+	}
+	return nil
+}
+
+// GatherQuantMatVec encodes the products of MoE experts stacked in w
+// (w.Experts of them): for each token t < n and slot s < k,
+//
+//	y[t][s] = x_t W_{ids[t][s]}^T
+//
+// with x_t = x[t] (x [n][w.Cols]) or, when xPerSlot, x[t][s] (x
+// [n][k][w.Cols], as the down projection takes each expert's own input);
+// y is [n][k][w.Rows], of x's type, ids U32 [n][k] (the router's choice,
+// on the GPU: never read here). Each token reads only its k experts'
+// weights. An id at or past w.Experts reads no weight and gives y[t][s] =
+// 0. y may share no byte with another argument.
+func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeight, x, ids, y tensor.View, n, topK int, xPerSlot bool) error {
+	if n <= 0 || topK <= 0 {
+		return tensor.Invalid("n", "%d tokens of %d experts each, both must be positive", n, topK)
+	}
+	if w.Experts <= 0 {
+		return tensor.Invalid("W.Experts", "%d stacked experts, must be positive", w.Experts)
+	}
+	if err := w.check(k.dev); err != nil {
+		return err
+	}
+	if err := tensor.FloatType("X", x.Type); err != nil {
+		return err
+	}
+	xRows, xForm := n, "n*cols"
+	if xPerSlot {
+		xRows, xForm = n*topK, "n*k*cols"
+	}
+	if err := tensor.Check(k.dev,
+		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: xRows * w.Cols, Formula: xForm},
+		tensor.Arg{Name: "IDs", View: ids, Type: tensor.U32, Len: n * topK, Formula: "n*k"},
+		tensor.Arg{Name: "Y", View: y, Type: x.Type, TypeFrom: "X", Len: n * topK * w.Rows, Formula: "n*k*rows", Written: true},
+		tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: w.Words.Len},
+		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: w.Scales.Len},
+		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Biases.Type, Len: w.Biases.Len},
+	); err != nil {
+		return err
+	}
+	pso, err := k.pipeline(kernels.QuantOf(kernels.QuantGatherMatVec, x.Type, w.Scales.Type, w.Bits))
+	if err != nil {
+		return err
+	}
+	p := w.params(n)
+	p.k = uint32(topK)
+	if xPerSlot {
+		p.xPerSlot = 1
+	}
+	enc.SetComputePipelineState(pso)
+	k.bindQuant(enc, w, x, y)
+	bind(enc, y, 5) // no residual: bound, never read
+	mtl.SetValue(enc, p, 6)
+	bind(enc, ids, 7)
+	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Rows, quantMatVecRows), n*topK, 1), mtl.Sz(32, 2, 1))
+	return nil
+}
+
+// QuantEmbed encodes the embedding lookup from a quantized table w
+// [vocab = w.Rows][hidden = w.Cols] (Experts 0): y[t] = the dequantized row
+// ids[t] for t < n, y [n][hidden] of a float type, ids [n] U32 or I32. An
+// id at or past the vocabulary (an I32 id below zero is one) gives a row of
+// zeros and reads nothing: the ids come from the GPU or the caller
+// unchecked, and the kernel never reads out of bounds.
+func (k *Kernels) QuantEmbed(enc *mtl.ComputeCommandEncoder, w QuantWeight, ids, y tensor.View, n int) error {
+	if w.Experts != 0 {
+		return tensor.Invalid("W.Experts", "%d stacked experts: an embedding table is one matrix", w.Experts)
+	}
+	if err := w.check(k.dev); err != nil {
+		return err
+	}
+	if err := k.checkEmbed(ids, y, n, w.Cols, tensor.Arg{Name: "W.Words", View: w.Words, Type: tensor.U32, Len: w.Words.Len},
+		tensor.Arg{Name: "W.Scales", View: w.Scales, Type: w.Scales.Type, Len: w.Scales.Len},
+		tensor.Arg{Name: "W.Biases", View: w.Biases, Type: w.Biases.Type, Len: w.Biases.Len}); err != nil {
+		return err
+	}
+	pso, err := k.pipeline(kernels.QuantOf(kernels.QuantEmbed, y.Type, w.Scales.Type, w.Bits))
+	if err != nil {
+		return err
+	}
+	enc.SetComputePipelineState(pso)
+	k.bindQuant(enc, w, ids, y)
+	mtl.SetValue(enc, w.params(n), 6)
+	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Cols*w.Bits/32, quantEmbedWords), n, 1), mtl.Sz(quantEmbedWords, 1, 1))
+	return nil
+}
+
+// Embed encodes the embedding lookup from a dense table [vocab][hidden]
+// (f32, f16 or bf16): y[t] = table[ids[t]] converted to y's float type for
+// t < n, ids [n] U32 or I32. An id at or past vocab (an I32 id below zero
+// is one) gives a row of zeros and reads nothing, as [Kernels.QuantEmbed].
+func (k *Kernels) Embed(enc *mtl.ComputeCommandEncoder, table tensor.View, vocab, hidden int, ids, y tensor.View, n int) error {
+	if vocab <= 0 || hidden <= 0 {
+		return tensor.Invalid("table", "shape %d x %d, both must be positive", vocab, hidden)
+	}
+	if err := tensor.FloatType("table", table.Type); err != nil {
+		return err
+	}
+	if err := k.checkEmbed(ids, y, n, hidden, tensor.Arg{Name: "table", View: table, Type: table.Type, Len: vocab * hidden, Formula: "vocab*hidden"}); err != nil {
+		return err
+	}
+	pso, err := k.pipeline(kernels.EmbedOf(table.Type, y.Type))
+	if err != nil {
+		return err
+	}
+	enc.SetComputePipelineState(pso)
+	bind(enc, table, 0)
+	bind(enc, ids, 3)
+	bind(enc, y, 4)
+	mtl.SetValue(enc, quantParams{rows: uint32(vocab), cols: uint32(hidden), n: uint32(n)}, 6)
+	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(hidden, embedThreads), n, 1), mtl.Sz(embedThreads, 1, 1))
+	return nil
+}
+
+// checkEmbed checks an embedding lookup's ids, output and table views.
+func (k *Kernels) checkEmbed(ids, y tensor.View, n, hidden int, table ...tensor.Arg) error {
+	if n <= 0 {
+		return tensor.Invalid("n", "%d token ids, must be positive", n)
+	}
+	idType := tensor.U32 // or I32: the check below refuses any other type as not u32
+	if ids.Type == tensor.I32 {
+		idType = tensor.I32
+	}
+	if err := tensor.FloatType("Y", y.Type); err != nil {
+		return err
+	}
+	args := [5]tensor.Arg{
+		{Name: "IDs", View: ids, Type: idType, Len: n, Formula: "n"},
+		{Name: "Y", View: y, Type: y.Type, Len: n * hidden, Formula: "n*hidden", Written: true},
+	}
+	m := copy(args[2:], table)
+	return tensor.Check(k.dev, args[:2+m]...)
+}
+
+// bindQuant binds w's words, scales and biases at indices 0-2, the input
+// (x or ids) at 3 and y at 4.
+func (k *Kernels) bindQuant(enc *mtl.ComputeCommandEncoder, w QuantWeight, in, y tensor.View) {
+	bind(enc, w.Words, 0)
+	bind(enc, w.Scales, 1)
+	bind(enc, w.Biases, 2)
+	bind(enc, in, 3)
+	bind(enc, y, 4)
+}
