@@ -46,6 +46,7 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(k.Release) // the registry New made when reg is nil
 	return &rig{GPU: g, k: k}
 }
 
@@ -55,14 +56,7 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 // its own.
 func newRigLanguage(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *rig {
 	t.Helper()
-	g := testdevice.NewEmulated(t, opts)
-	reg := kernels.NewRegistryWithLanguage(lang)
-	t.Cleanup(reg.Release)
-	k, err := ops.New(g.D, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &rig{GPU: g, k: k}
+	return newRigWith(t, opts, kernels.NewRegistryWithLanguage(lang))
 }
 
 // eachOrder runs f on a rig in each of testdevice.Orders, as a subtest
@@ -80,7 +74,7 @@ func eachOrder(t *testing.T, f func(t *testing.T, r *rig)) {
 func eachRun(t *testing.T, f func(t *testing.T, r *rig)) {
 	eachOrder(t, f)
 	t.Run("msl3.0", func(t *testing.T) {
-		f(t, newRigWith(t, testdevice.Orders[0], kernels.NewRegistryWithLanguage(mtl.LanguageVersion3_0)))
+		f(t, newRigLanguage(t, testdevice.Orders[0], mtl.LanguageVersion3_0))
 	})
 }
 

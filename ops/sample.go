@@ -41,11 +41,10 @@ type sampleParams struct {
 }
 
 func (p SampleParams) check() error {
+	if err := positive(dim{"SampleParams.Rows", p.Rows}, dim{"SampleParams.Vocab", p.Vocab}); err != nil {
+		return err
+	}
 	switch {
-	case p.Rows < 1:
-		return tensor.Invalid("SampleParams.Rows", "%d, must be at least 1", p.Rows)
-	case p.Vocab < 1:
-		return tensor.Invalid("SampleParams.Vocab", "%d, must be at least 1", p.Vocab)
 	case !(p.Temperature >= 0) || finite("", p.Temperature) != nil:
 		return tensor.Invalid("SampleParams.Temperature", "%v, must be finite and >= 0", p.Temperature)
 	case p.Temperature == 0:
@@ -105,7 +104,7 @@ func (k *Kernels) checkLogits(rows, vocab int, logits, tokens tensor.View) error
 		return err
 	}
 	return tensor.Check(k.dev,
-		tensor.Arg{Name: "Logits", View: logits, Type: logits.Type, Len: rows * vocab, Formula: "Rows*Vocab"},
+		tensor.Arg{Name: "Logits", View: logits, Type: logits.Type, Len: elems(rows, vocab), Formula: "Rows*Vocab"},
 		tensor.Arg{Name: "Tokens", View: tokens, Type: tensor.U32, Len: rows, Formula: "Rows", Written: true},
 	)
 }
