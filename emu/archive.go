@@ -308,46 +308,11 @@ func (d *computePipelineDescriptor) free() {
 	d.archives.Release()
 }
 
-func computePipelineDescriptorInit(self objc.ID, cmd objc.SEL) objc.ID {
-	self = objc.ID(objc.SendSuper(self, nsObject, cmd))
-	if self == 0 {
-		return 0
-	}
-	return attach(self, &computePipelineDescriptor{})
-}
+var computePipelineDescriptorInit = initState(func() *computePipelineDescriptor { return &computePipelineDescriptor{} })
 
-// replace retains the new object, releases the old, and stores the new.
-func replace(dst *objc.ID, id objc.ID) {
-	id.Retain()
-	dst.Release()
-	*dst = id
-}
+var computePipelineDescriptorComputeFunction, computePipelineDescriptorSetComputeFunction = objectProperty(func(d *computePipelineDescriptor) *objc.ID { return &d.function })
 
-func computePipelineDescriptorSetComputeFunction(self objc.ID, _ objc.SEL, fn objc.ID) {
-	if d := stateOf[computePipelineDescriptor](self); d != nil {
-		replace(&d.function, fn)
-	}
-}
-
-func computePipelineDescriptorComputeFunction(self objc.ID, _ objc.SEL) objc.ID {
-	if d := stateOf[computePipelineDescriptor](self); d != nil {
-		return d.function
-	}
-	return 0
-}
-
-func computePipelineDescriptorSetBinaryArchives(self objc.ID, _ objc.SEL, archives objc.ID) {
-	if d := stateOf[computePipelineDescriptor](self); d != nil {
-		replace(&d.archives, archives)
-	}
-}
-
-func computePipelineDescriptorBinaryArchives(self objc.ID, _ objc.SEL) objc.ID {
-	if d := stateOf[computePipelineDescriptor](self); d != nil {
-		return d.archives
-	}
-	return 0
-}
+var computePipelineDescriptorBinaryArchives, computePipelineDescriptorSetBinaryArchives = objectProperty(func(d *computePipelineDescriptor) *objc.ID { return &d.archives })
 
 // binaryArchiveDescriptor is the state of the emulated
 // MTLBinaryArchiveDescriptor: its URL, retained.
@@ -355,23 +320,6 @@ type binaryArchiveDescriptor struct{ url objc.ID }
 
 func (d *binaryArchiveDescriptor) free() { d.url.Release() }
 
-func binaryArchiveDescriptorInit(self objc.ID, cmd objc.SEL) objc.ID {
-	self = objc.ID(objc.SendSuper(self, nsObject, cmd))
-	if self == 0 {
-		return 0
-	}
-	return attach(self, &binaryArchiveDescriptor{})
-}
+var binaryArchiveDescriptorInit = initState(func() *binaryArchiveDescriptor { return &binaryArchiveDescriptor{} })
 
-func binaryArchiveDescriptorSetURL(self objc.ID, _ objc.SEL, url objc.ID) {
-	if d := stateOf[binaryArchiveDescriptor](self); d != nil {
-		replace(&d.url, url)
-	}
-}
-
-func binaryArchiveDescriptorURL(self objc.ID, _ objc.SEL) objc.ID {
-	if d := stateOf[binaryArchiveDescriptor](self); d != nil {
-		return d.url
-	}
-	return 0
-}
+var binaryArchiveDescriptorURL, binaryArchiveDescriptorSetURL = objectProperty(func(d *binaryArchiveDescriptor) *objc.ID { return &d.url })

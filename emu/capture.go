@@ -271,49 +271,12 @@ func (d *captureDescriptor) free() {
 	d.outputURL.Release()
 }
 
-func captureDescriptorInit(self objc.ID, cmd objc.SEL) objc.ID {
-	self = objc.ID(objc.SendSuper(self, nsObject, cmd))
-	if self == 0 {
-		return 0
-	}
-	return attach(self, &captureDescriptor{destination: captureDestinationDeveloperTools})
-}
+var captureDescriptorInit = initState(func() *captureDescriptor {
+	return &captureDescriptor{destination: captureDestinationDeveloperTools}
+})
 
-func captureDescriptorSetCaptureObject(self objc.ID, _ objc.SEL, obj objc.ID) {
-	if d := stateOf[captureDescriptor](self); d != nil {
-		replace(&d.object, obj)
-	}
-}
+var captureDescriptorCaptureObject, captureDescriptorSetCaptureObject = objectProperty(func(d *captureDescriptor) *objc.ID { return &d.object })
 
-func captureDescriptorCaptureObject(self objc.ID, _ objc.SEL) objc.ID {
-	if d := stateOf[captureDescriptor](self); d != nil {
-		return d.object
-	}
-	return 0
-}
+var captureDescriptorDestination, captureDescriptorSetDestination = property(func(d *captureDescriptor) *uintptr { return &d.destination })
 
-func captureDescriptorSetDestination(self objc.ID, _ objc.SEL, dest uintptr) {
-	if d := stateOf[captureDescriptor](self); d != nil {
-		d.destination = dest
-	}
-}
-
-func captureDescriptorDestination(self objc.ID, _ objc.SEL) uintptr {
-	if d := stateOf[captureDescriptor](self); d != nil {
-		return d.destination
-	}
-	return 0
-}
-
-func captureDescriptorSetOutputURL(self objc.ID, _ objc.SEL, url objc.ID) {
-	if d := stateOf[captureDescriptor](self); d != nil {
-		replace(&d.outputURL, url)
-	}
-}
-
-func captureDescriptorOutputURL(self objc.ID, _ objc.SEL) objc.ID {
-	if d := stateOf[captureDescriptor](self); d != nil {
-		return d.outputURL
-	}
-	return 0
-}
+var captureDescriptorOutputURL, captureDescriptorSetOutputURL = objectProperty(func(d *captureDescriptor) *objc.ID { return &d.outputURL })

@@ -97,6 +97,165 @@ func mi(sel, types string, imp objc.IMP) objc.Method {
 	return objc.Method{Sel: sel, Types: types, IMP: imp}
 }
 
+// classDef is one class of the emulated device: the field of classes it
+// fills, the name it is registered under, and its instance and class
+// methods. Every class also answers -dealloc (see dealloc).
+type classDef struct {
+	class *objc.Class
+	name  string
+	// apple marks a class of Apple's Metal framework, rather than a
+	// protocol's implementation: a program makes one with [[cls alloc]
+	// init] or a class method. Apple's systems have it; the emulated
+	// device registers it only where the runtime has no class by that name.
+	apple        bool
+	methods      []objc.Method
+	classMethods []objc.Method
+}
+
+// classDefs lists the classes of the emulated device.
+func classDefs() []classDef {
+	setLabel := m("setLabel:", "v@:@", setLabel)
+	label := m("label", "@@:", label)
+	return []classDef{
+		{class: &classes.device, name: "PuremetalEmulatedDevice", methods: []objc.Method{
+			m("name", "@@:", deviceName),
+			m("registryID", "Q@:", deviceRegistryID),
+			mi("maxThreadsPerThreadgroup", "{MTLSize=QQQ}@:", support.maxThreadsPerThreadgroup),
+			m("hasUnifiedMemory", "c@:", deviceHasUnifiedMemory),
+			m("recommendedMaxWorkingSetSize", "Q@:", deviceRecommendedMaxWorkingSetSize),
+			m("maxBufferLength", "Q@:", deviceMaxBufferLength),
+			m("supportsFamily:", "c@:q", deviceSupportsFamily),
+			m("newCommandQueue", "@@:", deviceNewCommandQueue),
+			m("newBufferWithLength:options:", "@@:QQ", deviceNewBufferWithLengthOptions),
+			m("newBufferWithBytes:length:options:", "@@:^vQQ", deviceNewBufferWithBytesLengthOptions),
+			m("newBufferWithBytesNoCopy:length:options:deallocator:", "@@:^vQQ@?", deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator),
+			m("newLibraryWithSource:options:error:", "@@:@@^@", deviceNewLibraryWithSourceOptionsError),
+			m("newComputePipelineStateWithFunction:error:", "@@:@^@", deviceNewComputePipelineStateWithFunctionError),
+			m("newSharedEvent", "@@:", deviceNewSharedEvent),
+			m("newBinaryArchiveWithDescriptor:error:", "@@:@^@", deviceNewBinaryArchiveWithDescriptorError),
+			m("newComputePipelineStateWithDescriptor:options:reflection:error:", "@@:@Q^@^@", deviceNewComputePipelineStateWithDescriptorOptionsReflectionError),
+		}},
+		{class: &classes.buffer, name: "PuremetalEmulatedBuffer", methods: []objc.Method{
+			m("contents", "^v@:", bufferContents),
+			m("length", "Q@:", bufferLength),
+			mi("didModifyRange:", "v@:{_NSRange=QQ}", support.didModifyRange),
+			setLabel, label,
+		}},
+		{class: &classes.library, name: "PuremetalEmulatedLibrary", methods: []objc.Method{
+			m("newFunctionWithName:", "@@:@", libraryNewFunctionWithName),
+			m("newFunctionWithName:constantValues:error:", "@@:@@^@", libraryNewFunctionWithNameConstantValuesError),
+			m("functionNames", "@@:", libraryFunctionNames),
+		}},
+		{class: &classes.function, name: "PuremetalEmulatedFunction", methods: []objc.Method{
+			m("name", "@@:", functionName),
+		}},
+		{class: &classes.pipeline, name: "PuremetalEmulatedComputePipelineState", methods: []objc.Method{
+			m("maxTotalThreadsPerThreadgroup", "Q@:", pipelineMaxTotalThreadsPerThreadgroup),
+			m("threadExecutionWidth", "Q@:", pipelineThreadExecutionWidth),
+		}},
+		{class: &classes.queue, name: "PuremetalEmulatedCommandQueue", methods: []objc.Method{
+			m("commandBuffer", "@@:", queueCommandBuffer),
+		}},
+		{class: &classes.commandBuffer, name: "PuremetalEmulatedCommandBuffer", methods: []objc.Method{
+			m("computeCommandEncoder", "@@:", commandBufferComputeCommandEncoder),
+			m("blitCommandEncoder", "@@:", commandBufferBlitCommandEncoder),
+			m("commit", "v@:", commandBufferCommit),
+			m("waitUntilCompleted", "v@:", commandBufferWaitUntilCompleted),
+			m("status", "Q@:", commandBufferStatus),
+			m("error", "@@:", commandBufferError),
+			mi("GPUStartTime", "d@:", support.gpuStartTime),
+			mi("GPUEndTime", "d@:", support.gpuEndTime),
+			m("addScheduledHandler:", "v@:@?", commandBufferAddScheduledHandler),
+			m("addCompletedHandler:", "v@:@?", commandBufferAddCompletedHandler),
+			m("encodeSignalEvent:value:", "v@:@Q", commandBufferEncodeSignalEventValue),
+			m("encodeWaitForEvent:value:", "v@:@Q", commandBufferEncodeWaitForEventValue),
+			setLabel, label,
+		}},
+		{class: &classes.sharedEvent, name: "PuremetalEmulatedSharedEvent", methods: []objc.Method{
+			m("signaledValue", "Q@:", sharedEventSignaledValue),
+			m("setSignaledValue:", "v@:Q", sharedEventSetSignaledValue),
+			m("notifyListener:atValue:block:", "v@:@Q@?", sharedEventNotifyListenerAtValueBlock),
+			setLabel, label,
+		}},
+		{class: &classes.listener, name: "MTLSharedEventListener", apple: true, methods: []objc.Method{
+			m("init", "@@:", listenerInit),
+		}},
+		{class: &classes.binaryArchive, name: "PuremetalEmulatedBinaryArchive", methods: []objc.Method{
+			m("addComputePipelineFunctionsWithDescriptor:error:", "c@:@^@", binaryArchiveAddComputePipelineFunctionsWithDescriptorError),
+			m("serializeToURL:error:", "c@:@^@", binaryArchiveSerializeToURLError),
+			setLabel, label,
+		}},
+		{class: &classes.archiveDescriptor, name: "MTLBinaryArchiveDescriptor", apple: true, methods: []objc.Method{
+			m("init", "@@:", binaryArchiveDescriptorInit),
+			m("setUrl:", "v@:@", binaryArchiveDescriptorSetURL),
+			m("url", "@@:", binaryArchiveDescriptorURL),
+		}},
+		{class: &classes.pipelineDescriptor, name: "MTLComputePipelineDescriptor", apple: true, methods: []objc.Method{
+			m("init", "@@:", computePipelineDescriptorInit),
+			m("setComputeFunction:", "v@:@", computePipelineDescriptorSetComputeFunction),
+			m("computeFunction", "@@:", computePipelineDescriptorComputeFunction),
+			m("setBinaryArchives:", "v@:@", computePipelineDescriptorSetBinaryArchives),
+			m("binaryArchives", "@@:", computePipelineDescriptorBinaryArchives),
+		}},
+		// The shared capture manager comes from +sharedCaptureManager.
+		{class: &classes.captureManager, name: "MTLCaptureManager", apple: true, methods: []objc.Method{
+			m("supportsDestination:", "c@:q", captureManagerSupportsDestination),
+			m("startCaptureWithDescriptor:error:", "c@:@^@", captureManagerStartCaptureWithDescriptorError),
+			m("stopCapture", "v@:", captureManagerStopCapture),
+			m("isCapturing", "c@:", captureManagerIsCapturing),
+			m("newCaptureScopeWithCommandQueue:", "@@:@", captureManagerNewCaptureScopeWithCommandQueue),
+		}, classMethods: []objc.Method{
+			m("sharedCaptureManager", "@@:", captureManagerSharedCaptureManager),
+		}},
+		{class: &classes.captureDescriptor, name: "MTLCaptureDescriptor", apple: true, methods: []objc.Method{
+			m("init", "@@:", captureDescriptorInit),
+			m("setCaptureObject:", "v@:@", captureDescriptorSetCaptureObject),
+			m("captureObject", "@@:", captureDescriptorCaptureObject),
+			m("setDestination:", "v@:q", captureDescriptorSetDestination),
+			m("destination", "q@:", captureDescriptorDestination),
+			m("setOutputURL:", "v@:@", captureDescriptorSetOutputURL),
+			m("outputURL", "@@:", captureDescriptorOutputURL),
+		}},
+		{class: &classes.captureScope, name: "PuremetalEmulatedCaptureScope", methods: []objc.Method{
+			m("beginScope", "v@:", captureScopeBeginScope),
+			m("endScope", "v@:", captureScopeEndScope),
+			setLabel, label,
+		}},
+		{class: &classes.encoder, name: "PuremetalEmulatedComputeCommandEncoder", methods: []objc.Method{
+			plain("setComputePipelineState:", "v@:@", encoderSetComputePipelineState),
+			plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBufferOffsetAtIndex),
+			mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.setBuffersOffsetsWithRange),
+			plain("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytesLengthAtIndex),
+			plain("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLengthAtIndex),
+			mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreadgroups),
+			mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreads),
+			plain("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrierWithScope),
+			plain("endEncoding", "v@:", encoderEndEncoding),
+		}},
+		{class: &classes.blitEncoder, name: "PuremetalEmulatedBlitCommandEncoder", methods: []objc.Method{
+			plain("synchronizeResource:", "v@:@", blitEncoderSynchronizeResource),
+			plain("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", "v@:@Q@QQ", blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize),
+			plain("endEncoding", "v@:", blitEncoderEndEncoding),
+		}},
+		{class: &classes.options, name: "MTLCompileOptions", apple: true, methods: []objc.Method{
+			m("init", "@@:", optionsInit),
+			m("setLanguageVersion:", "v@:Q", optionsSetLanguageVersion),
+			m("languageVersion", "Q@:", optionsLanguageVersion),
+			m("setMathMode:", "v@:q", optionsSetMathMode),
+			m("mathMode", "q@:", optionsMathMode),
+			m("setFastMathEnabled:", "v@:c", optionsSetFastMathEnabled),
+			m("fastMathEnabled", "c@:", optionsFastMathEnabled),
+			m("setPreprocessorMacros:", "v@:@", optionsSetPreprocessorMacros),
+			m("preprocessorMacros", "@@:", optionsPreprocessorMacros),
+		}},
+		{class: &classes.constantValues, name: "MTLFunctionConstantValues", apple: true, methods: []objc.Method{
+			m("init", "@@:", constantValuesInit),
+			m("setConstantValue:type:atIndex:", "v@:^vQQ", constantValuesSetConstantValueTypeAtIndex),
+			m("setConstantValue:type:withName:", "v@:^vQ@", constantValuesSetConstantValueTypeWithName),
+		}},
+	}
+}
+
 func doRegisterClasses() error {
 	if err := objc.Load(); err != nil {
 		return err
@@ -111,177 +270,20 @@ func doRegisterClasses() error {
 	fselTable.Register()
 
 	dealloc := plain("dealloc", "v@:", dealloc)
-	setLabel := m("setLabel:", "v@:@", setLabel)
-	label := m("label", "@@:", label)
-	var err error
-	reg := func(dst *objc.Class, name string, methods ...objc.Method) {
+	for _, c := range classDefs() {
+		if c.apple && objc.GetClass(c.name) != 0 {
+			continue
+		}
+		cls, err := objc.RegisterClass(c.name, nsObject, append(c.methods, dealloc))
 		if err != nil {
-			return
+			return err
 		}
-		*dst, err = objc.RegisterClass(name, nsObject, append(methods, dealloc))
-	}
-	reg(&classes.device, "PuremetalEmulatedDevice",
-		m("name", "@@:", deviceName),
-		m("registryID", "Q@:", deviceRegistryID),
-		mi("maxThreadsPerThreadgroup", "{MTLSize=QQQ}@:", support.maxThreadsPerThreadgroup),
-		m("hasUnifiedMemory", "c@:", deviceHasUnifiedMemory),
-		m("recommendedMaxWorkingSetSize", "Q@:", deviceRecommendedMaxWorkingSetSize),
-		m("maxBufferLength", "Q@:", deviceMaxBufferLength),
-		m("supportsFamily:", "c@:q", deviceSupportsFamily),
-		m("newCommandQueue", "@@:", deviceNewCommandQueue),
-		m("newBufferWithLength:options:", "@@:QQ", deviceNewBufferWithLengthOptions),
-		m("newBufferWithBytes:length:options:", "@@:^vQQ", deviceNewBufferWithBytesLengthOptions),
-		m("newBufferWithBytesNoCopy:length:options:deallocator:", "@@:^vQQ@?", deviceNewBufferWithBytesNoCopyLengthOptionsDeallocator),
-		m("newLibraryWithSource:options:error:", "@@:@@^@", deviceNewLibraryWithSourceOptionsError),
-		m("newComputePipelineStateWithFunction:error:", "@@:@^@", deviceNewComputePipelineStateWithFunctionError),
-		m("newSharedEvent", "@@:", deviceNewSharedEvent),
-		m("newBinaryArchiveWithDescriptor:error:", "@@:@^@", deviceNewBinaryArchiveWithDescriptorError),
-		m("newComputePipelineStateWithDescriptor:options:reflection:error:", "@@:@Q^@^@", deviceNewComputePipelineStateWithDescriptorOptionsReflectionError),
-	)
-	reg(&classes.buffer, "PuremetalEmulatedBuffer",
-		m("contents", "^v@:", bufferContents),
-		m("length", "Q@:", bufferLength),
-		mi("didModifyRange:", "v@:{_NSRange=QQ}", support.didModifyRange),
-		setLabel, label,
-	)
-	reg(&classes.library, "PuremetalEmulatedLibrary",
-		m("newFunctionWithName:", "@@:@", libraryNewFunctionWithName),
-		m("newFunctionWithName:constantValues:error:", "@@:@@^@", libraryNewFunctionWithNameConstantValuesError),
-		m("functionNames", "@@:", libraryFunctionNames),
-	)
-	reg(&classes.function, "PuremetalEmulatedFunction",
-		m("name", "@@:", functionName),
-	)
-	reg(&classes.pipeline, "PuremetalEmulatedComputePipelineState",
-		m("maxTotalThreadsPerThreadgroup", "Q@:", pipelineMaxTotalThreadsPerThreadgroup),
-		m("threadExecutionWidth", "Q@:", pipelineThreadExecutionWidth),
-	)
-	reg(&classes.queue, "PuremetalEmulatedCommandQueue",
-		m("commandBuffer", "@@:", queueCommandBuffer),
-	)
-	reg(&classes.commandBuffer, "PuremetalEmulatedCommandBuffer",
-		m("computeCommandEncoder", "@@:", commandBufferComputeCommandEncoder),
-		m("blitCommandEncoder", "@@:", commandBufferBlitCommandEncoder),
-		m("commit", "v@:", commandBufferCommit),
-		m("waitUntilCompleted", "v@:", commandBufferWaitUntilCompleted),
-		m("status", "Q@:", commandBufferStatus),
-		m("error", "@@:", commandBufferError),
-		mi("GPUStartTime", "d@:", support.gpuStartTime),
-		mi("GPUEndTime", "d@:", support.gpuEndTime),
-		m("addScheduledHandler:", "v@:@?", commandBufferAddScheduledHandler),
-		m("addCompletedHandler:", "v@:@?", commandBufferAddCompletedHandler),
-		m("encodeSignalEvent:value:", "v@:@Q", commandBufferEncodeSignalEventValue),
-		m("encodeWaitForEvent:value:", "v@:@Q", commandBufferEncodeWaitForEventValue),
-		setLabel, label,
-	)
-	reg(&classes.sharedEvent, "PuremetalEmulatedSharedEvent",
-		m("signaledValue", "Q@:", sharedEventSignaledValue),
-		m("setSignaledValue:", "v@:Q", sharedEventSetSignaledValue),
-		m("notifyListener:atValue:block:", "v@:@Q@?", sharedEventNotifyListenerAtValueBlock),
-		setLabel, label,
-	)
-	reg(&classes.binaryArchive, "PuremetalEmulatedBinaryArchive",
-		m("addComputePipelineFunctionsWithDescriptor:error:", "c@:@^@", binaryArchiveAddComputePipelineFunctionsWithDescriptorError),
-		m("serializeToURL:error:", "c@:@^@", binaryArchiveSerializeToURLError),
-		setLabel, label,
-	)
-	// MTLBinaryArchiveDescriptor and MTLComputePipelineDescriptor are
-	// classes, made with [[cls alloc] init].
-	if objc.GetClass("MTLBinaryArchiveDescriptor") == 0 {
-		reg(&classes.archiveDescriptor, "MTLBinaryArchiveDescriptor",
-			m("init", "@@:", binaryArchiveDescriptorInit),
-			m("setUrl:", "v@:@", binaryArchiveDescriptorSetURL),
-			m("url", "@@:", binaryArchiveDescriptorURL),
-		)
-	}
-	if objc.GetClass("MTLComputePipelineDescriptor") == 0 {
-		reg(&classes.pipelineDescriptor, "MTLComputePipelineDescriptor",
-			m("init", "@@:", computePipelineDescriptorInit),
-			m("setComputeFunction:", "v@:@", computePipelineDescriptorSetComputeFunction),
-			m("computeFunction", "@@:", computePipelineDescriptorComputeFunction),
-			m("setBinaryArchives:", "v@:@", computePipelineDescriptorSetBinaryArchives),
-			m("binaryArchives", "@@:", computePipelineDescriptorBinaryArchives),
-		)
-	}
-	// MTLCaptureManager and MTLCaptureDescriptor are classes: the shared
-	// manager comes from +sharedCaptureManager, a descriptor from
-	// [[MTLCaptureDescriptor alloc] init].
-	if objc.GetClass("MTLCaptureManager") == 0 {
-		reg(&classes.captureManager, "MTLCaptureManager",
-			m("supportsDestination:", "c@:q", captureManagerSupportsDestination),
-			m("startCaptureWithDescriptor:error:", "c@:@^@", captureManagerStartCaptureWithDescriptorError),
-			m("stopCapture", "v@:", captureManagerStopCapture),
-			m("isCapturing", "c@:", captureManagerIsCapturing),
-			m("newCaptureScopeWithCommandQueue:", "@@:@", captureManagerNewCaptureScopeWithCommandQueue),
-		)
-		if err == nil {
-			err = objc.AddClassMethods(classes.captureManager, []objc.Method{
-				m("sharedCaptureManager", "@@:", captureManagerSharedCaptureManager),
-			})
+		*c.class = cls
+		if len(c.classMethods) > 0 {
+			if err := objc.AddClassMethods(cls, c.classMethods); err != nil {
+				return err
+			}
 		}
 	}
-	if objc.GetClass("MTLCaptureDescriptor") == 0 {
-		reg(&classes.captureDescriptor, "MTLCaptureDescriptor",
-			m("init", "@@:", captureDescriptorInit),
-			m("setCaptureObject:", "v@:@", captureDescriptorSetCaptureObject),
-			m("captureObject", "@@:", captureDescriptorCaptureObject),
-			m("setDestination:", "v@:q", captureDescriptorSetDestination),
-			m("destination", "q@:", captureDescriptorDestination),
-			m("setOutputURL:", "v@:@", captureDescriptorSetOutputURL),
-			m("outputURL", "@@:", captureDescriptorOutputURL),
-		)
-	}
-	reg(&classes.captureScope, "PuremetalEmulatedCaptureScope",
-		m("beginScope", "v@:", captureScopeBeginScope),
-		m("endScope", "v@:", captureScopeEndScope),
-		setLabel, label,
-	)
-	// MTLSharedEventListener is a class: mtl makes one with
-	// [[MTLSharedEventListener alloc] init].
-	if objc.GetClass("MTLSharedEventListener") == 0 {
-		reg(&classes.listener, "MTLSharedEventListener",
-			m("init", "@@:", listenerInit),
-		)
-	}
-	reg(&classes.encoder, "PuremetalEmulatedComputeCommandEncoder",
-		plain("setComputePipelineState:", "v@:@", encoderSetComputePipelineState),
-		plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBufferOffsetAtIndex),
-		mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.setBuffersOffsetsWithRange),
-		plain("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytesLengthAtIndex),
-		plain("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLengthAtIndex),
-		mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreadgroups),
-		mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreads),
-		plain("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrierWithScope),
-		plain("endEncoding", "v@:", encoderEndEncoding),
-	)
-	reg(&classes.blitEncoder, "PuremetalEmulatedBlitCommandEncoder",
-		plain("synchronizeResource:", "v@:@", blitEncoderSynchronizeResource),
-		plain("copyFromBuffer:sourceOffset:toBuffer:destinationOffset:size:", "v@:@Q@QQ", blitEncoderCopyFromBufferSourceOffsetToBufferDestinationOffsetSize),
-		plain("endEncoding", "v@:", blitEncoderEndEncoding),
-	)
-	// MTLCompileOptions is a class, not a protocol: mtl makes one with
-	// [[MTLCompileOptions alloc] init]. Apple's systems have it; elsewhere
-	// the emulated device provides it.
-	if objc.GetClass("MTLCompileOptions") == 0 {
-		reg(&classes.options, "MTLCompileOptions",
-			m("init", "@@:", optionsInit),
-			m("setLanguageVersion:", "v@:Q", optionsSetLanguageVersion),
-			m("languageVersion", "Q@:", optionsLanguageVersion),
-			m("setMathMode:", "v@:q", optionsSetMathMode),
-			m("mathMode", "q@:", optionsMathMode),
-			m("setFastMathEnabled:", "v@:c", optionsSetFastMathEnabled),
-			m("fastMathEnabled", "c@:", optionsFastMathEnabled),
-			m("setPreprocessorMacros:", "v@:@", optionsSetPreprocessorMacros),
-			m("preprocessorMacros", "@@:", optionsPreprocessorMacros),
-		)
-	}
-	// MTLFunctionConstantValues is a class too.
-	if objc.GetClass("MTLFunctionConstantValues") == 0 {
-		reg(&classes.constantValues, "MTLFunctionConstantValues",
-			m("init", "@@:", constantValuesInit),
-			m("setConstantValue:type:atIndex:", "v@:^vQQ", constantValuesSetConstantValueTypeAtIndex),
-			m("setConstantValue:type:withName:", "v@:^vQ@", constantValuesSetConstantValueTypeWithName),
-		)
-	}
-	return err
+	return nil
 }

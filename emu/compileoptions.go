@@ -20,76 +20,31 @@ type compileOptions struct {
 	macros          objc.ID // NSDictionary, retained
 }
 
-func (o *compileOptions) free() {
-	if o.macros != 0 {
-		o.macros.Release()
-	}
-}
+func (o *compileOptions) free() { o.macros.Release() }
 
-func optionsInit(self objc.ID, cmd objc.SEL) objc.ID {
-	self = objc.SendSuper(self, nsObject, cmd)
-	if self == 0 {
-		return 0
-	}
-	return attach(self, &compileOptions{languageVersion: uintptr(mtl.LanguageVersion3_2), mathMode: uintptr(mtl.MathModeFast)})
-}
+var optionsInit = initState(func() *compileOptions {
+	return &compileOptions{languageVersion: uintptr(mtl.LanguageVersion3_2), mathMode: uintptr(mtl.MathModeFast)}
+})
 
-// options returns the state of the emulated MTLCompileOptions self, or
-// zero options for any other object: what its getters answer.
-func options(self objc.ID) compileOptions {
-	if o := stateOf[compileOptions](self); o != nil {
-		return *o
-	}
-	return compileOptions{}
-}
+var optionsLanguageVersion, optionsSetLanguageVersion = property(func(o *compileOptions) *uintptr { return &o.languageVersion })
 
-// setOption applies set to the state of the emulated MTLCompileOptions
-// self; for any other object it does nothing.
-func setOption(self objc.ID, set func(o *compileOptions)) {
-	if o := stateOf[compileOptions](self); o != nil {
-		set(o)
-	}
-}
-
-func optionsSetLanguageVersion(self objc.ID, _ objc.SEL, v uintptr) {
-	setOption(self, func(o *compileOptions) { o.languageVersion = v })
-}
-
-func optionsLanguageVersion(self objc.ID, _ objc.SEL) uintptr { return options(self).languageVersion }
-
-func optionsSetMathMode(self objc.ID, _ objc.SEL, v uintptr) {
-	setOption(self, func(o *compileOptions) { o.mathMode = v })
-}
-
-func optionsMathMode(self objc.ID, _ objc.SEL) uintptr { return options(self).mathMode }
+var optionsMathMode, optionsSetMathMode = property(func(o *compileOptions) *uintptr { return &o.mathMode })
 
 // optionsSetFastMathEnabled is the older spelling of the math mode:
 // fastMathEnabled YES is MTLMathModeFast, NO is MTLMathModeSafe.
-func optionsSetFastMathEnabled(self objc.ID, _ objc.SEL, v uintptr) {
+func optionsSetFastMathEnabled(self objc.ID, cmd objc.SEL, v uintptr) {
 	mode := mtl.MathModeSafe
 	if byte(v) != 0 {
 		mode = mtl.MathModeFast
 	}
-	setOption(self, func(o *compileOptions) { o.mathMode = uintptr(mode) })
+	optionsSetMathMode(self, cmd, uintptr(mode))
 }
 
-func optionsFastMathEnabled(self objc.ID, _ objc.SEL) uintptr {
-	return boolWord(options(self).mathMode == uintptr(mtl.MathModeFast))
+func optionsFastMathEnabled(self objc.ID, cmd objc.SEL) uintptr {
+	return boolWord(optionsMathMode(self, cmd) == uintptr(mtl.MathModeFast))
 }
 
-func optionsSetPreprocessorMacros(self objc.ID, _ objc.SEL, d objc.ID) {
-	setOption(self, func(o *compileOptions) {
-		if d != 0 {
-			d.Retain()
-		}
-		if o.macros != 0 {
-			o.macros.Release()
-		}
-		o.macros = d
-	})
-}
-
-func optionsPreprocessorMacros(self objc.ID, _ objc.SEL) objc.ID { return options(self).macros }
+var optionsPreprocessorMacros, optionsSetPreprocessorMacros = objectProperty(func(o *compileOptions) *objc.ID { return &o.macros })
 
 // macrosOf reads an NSDictionary of preprocessor macros: NSString names to
 // NSString or NSNumber values.

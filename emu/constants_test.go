@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
 )
@@ -37,15 +38,7 @@ func TestFunctionConstantsThroughMTL(t *testing.T) {
 	out, got := buffer[uint32](g, n)
 	run := func(values *mtl.FunctionConstantValues, want func(i uint32) uint32) {
 		t.Helper()
-		fn, err := lib.NewFunctionWithConstants("specialized", values)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fn.Release()
-		p, err := g.D.NewComputePipelineState(fn)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := testdevice.LibraryPipeline(t, g.D, lib, "specialized", values)
 		defer p.Release()
 		poisonU32(got)
 		completed(t, g.run(func(enc *mtl.ComputeCommandEncoder) {

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
 )
@@ -144,10 +145,7 @@ func TestOtherDeviceRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lib.Release()
-	fn, err := lib.NewFunction("scale")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := testdevice.Function(t, lib, "scale", nil)
 	defer fn.Release()
 	op, err := other.NewComputePipelineState(fn)
 	if err != nil {

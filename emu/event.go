@@ -2,6 +2,7 @@ package emu
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -155,30 +156,15 @@ func (l *listener) free() { l.thread.stop() }
 
 // listenerInit is -init of the emulated MTLSharedEventListener: a
 // listener with a dispatch queue (here a thread) of its own.
-func listenerInit(self objc.ID, cmd objc.SEL) objc.ID {
-	self = objc.ID(objc.SendSuper(self, nsObject, cmd))
-	if self == 0 {
-		return 0
-	}
-	return attach(self, &listener{})
-}
+var listenerInit = initState(func() *listener { return &listener{} })
 
 // commandBufferEncodeSignalEventValue records the signal of event to
 // value once the work encoded before it has run, as Metal does; the queue
 // goes on with later command buffers without waiting for anyone.
 func commandBufferEncodeSignalEventValue(self objc.ID, _ objc.SEL, event objc.ID, value uintptr) {
-	cb := stateOf[commandBuffer](self)
-	if cb == nil {
-		return
-	}
-	e := stateOf[sharedEvent](event)
-	switch {
-	case e == nil:
-		cb.refuseEvent("encodeSignalEvent:value: was given an event that is not one of the emulated device's MTLSharedEvents")
-	case cb.eventEncodable("encodeSignalEvent:value:"):
-		cb.retain(event)
-		cb.commands = append(cb.commands, command{note: fmt.Sprintf("encodeSignalEvent %s value %d", eventName(e), value), blit: func() { e.signal(event, uint64(value)) }})
-	}
+	encodeEvent(self, event, "encodeSignalEvent:value:", value, func(_ *commandBuffer, e *sharedEvent) func() {
+		return func() { e.signal(event, uint64(value)) }
+	})
 }
 
 // commandBufferEncodeWaitForEventValue records a wait: the command buffer,
@@ -187,6 +173,25 @@ func commandBufferEncodeSignalEventValue(self objc.ID, _ objc.SEL, event objc.ID
 // wait longer than the device's timeout fails the command buffer with
 // MTLCommandBufferErrorTimeout, as a GPU stops a hung command buffer.
 func commandBufferEncodeWaitForEventValue(self objc.ID, _ objc.SEL, event objc.ID, value uintptr) {
+	encodeEvent(self, event, "encodeWaitForEvent:value:", value, func(cb *commandBuffer, e *sharedEvent) func() {
+		timeout := cb.queue.dev.opts.Timeout
+		if timeout == 0 {
+			timeout = msl.DefaultTimeout
+		}
+		return func() {
+			if !e.wait(uint64(value), timeout) {
+				cb.err = &eventTimeout{value: uint64(value), timeout: timeout}
+			}
+		}
+	})
+}
+
+// encodeEvent records the event command that run makes, sent as sel to
+// the command buffer self with event and value: refused where event is
+// not one of the emulated device's shared events, dropped or refused
+// where the command buffer may not encode it (eventEncodable). The command
+// buffer holds event until it is released.
+func encodeEvent(self objc.ID, event objc.ID, sel string, value uintptr, run func(cb *commandBuffer, e *sharedEvent) func()) {
 	cb := stateOf[commandBuffer](self)
 	if cb == nil {
 		return
@@ -194,18 +199,11 @@ func commandBufferEncodeWaitForEventValue(self objc.ID, _ objc.SEL, event objc.I
 	e := stateOf[sharedEvent](event)
 	switch {
 	case e == nil:
-		cb.refuseEvent("encodeWaitForEvent:value: was given an event that is not one of the emulated device's MTLSharedEvents")
-	case cb.eventEncodable("encodeWaitForEvent:value:"):
+		cb.refuseEvent(sel + " was given an event that is not one of the emulated device's MTLSharedEvents")
+	case cb.eventEncodable(sel):
 		cb.retain(event)
-		timeout := cb.queue.dev.opts.Timeout
-		if timeout == 0 {
-			timeout = msl.DefaultTimeout
-		}
-		cb.commands = append(cb.commands, command{note: fmt.Sprintf("encodeWaitForEvent %s value %d", eventName(e), value), blit: func() {
-			if !e.wait(uint64(value), timeout) {
-				cb.err = &eventTimeout{value: uint64(value), timeout: timeout}
-			}
-		}})
+		note := fmt.Sprintf("%s %s value %d", strings.TrimSuffix(sel, ":value:"), eventName(e), value)
+		cb.commands = append(cb.commands, command{note: note, blit: run(cb, e)})
 	}
 }
 

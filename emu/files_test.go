@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -36,15 +37,7 @@ func TestNewLibraryWithFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lib.Release()
-	fn, err := lib.NewFunction("k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fn.Release()
-	p, err := g.D.NewComputePipelineState(fn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testdevice.LibraryPipeline(t, g.D, lib, "k", nil)
 	defer p.Release()
 	x, xs := buffer[float32](g, 64)
 	for i := range xs {

@@ -65,13 +65,7 @@ type constantValues struct {
 	values []msl.ConstantValue
 }
 
-func constantValuesInit(self objc.ID, cmd objc.SEL) objc.ID {
-	self = objc.ID(objc.SendSuper(self, nsObject, cmd))
-	if self == 0 {
-		return 0
-	}
-	return attach(self, &constantValues{})
-}
+var constantValuesInit = initState(func() *constantValues { return &constantValues{} })
 
 // dataTypes maps the scalar MTLDataType values to MSL types and sizes.
 var dataTypes = map[mtl.DataType]struct {

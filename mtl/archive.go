@@ -49,6 +49,21 @@ func fileURL(path string) (objc.ID, error) {
 	return url, nil
 }
 
+// newInstance returns [[cls alloc] init] of the class named class, owned
+// by the caller, or an error where the runtime has no such class or init
+// returns nil.
+func newInstance(class string) (objc.ID, error) {
+	cls := objc.GetClass(class)
+	if cls == 0 {
+		return 0, fmt.Errorf("mtl: the runtime has no %s class", class)
+	}
+	id := cls.New()
+	if id == 0 {
+		return 0, fmt.Errorf("mtl: [[%s alloc] init] returned nil", class)
+	}
+	return id, nil
+}
+
 // NewBinaryArchive makes a binary archive (newBinaryArchiveWithDescriptor:
 // error:): an empty one when path is "", else the archive Metal reads from
 // the file at path. A file that is not an archive Metal can read (cut
@@ -58,12 +73,11 @@ func (d *Device) NewBinaryArchive(path string) (*BinaryArchive, error) {
 	var a *BinaryArchive
 	var err error
 	inPool(func() {
-		cls := objc.GetClass("MTLBinaryArchiveDescriptor")
-		if cls == 0 {
-			err = fmt.Errorf("mtl: the runtime has no MTLBinaryArchiveDescriptor class")
+		desc, nerr := newInstance("MTLBinaryArchiveDescriptor")
+		if nerr != nil {
+			err = nerr
 			return
 		}
-		desc := cls.New()
 		defer desc.Release()
 		if path != "" {
 			url, uerr := fileURL(path)
@@ -100,13 +114,9 @@ func (d ComputePipelineDescriptor) descriptor(what string) (objc.ID, error) {
 	if d.Function == nil || d.Function.ID() == 0 {
 		return 0, fmt.Errorf("mtl: %s: the descriptor has no function, or a released one", what)
 	}
-	cls := objc.GetClass("MTLComputePipelineDescriptor")
-	if cls == 0 {
-		return 0, fmt.Errorf("mtl: the runtime has no MTLComputePipelineDescriptor class")
-	}
-	desc := cls.New()
-	if desc == 0 {
-		return 0, fmt.Errorf("mtl: [[MTLComputePipelineDescriptor alloc] init] returned nil")
+	desc, err := newInstance("MTLComputePipelineDescriptor")
+	if err != nil {
+		return 0, err
 	}
 	desc.Send(asel.setComputeFunction, uintptr(d.Function.ID()))
 	if len(d.BinaryArchives) > 0 {

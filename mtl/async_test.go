@@ -37,12 +37,7 @@ func TestHandlerSeesTheError(t *testing.T) {
 		if err := cb.AddCompletedHandler(func(c mtl.Completion) { got = c; wg.Done() }); err != nil {
 			return err
 		}
-		enc, err := cb.ComputeCommandEncoder()
-		if err != nil {
-			return err
-		}
-		encodeFill(fill, x, 1024)(enc) // 1024 floats into a 16-byte buffer
-		return enc.EndEncoding()
+		return testdevice.EncodeFillIn(cb, fill, x, 1024) // 1024 floats into a 16-byte buffer
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -117,12 +112,7 @@ func TestNoLeakOverCommittedBuffers(t *testing.T) {
 				if err := cb.AddCompletedHandler(func(mtl.Completion) { handled.Done() }); err != nil {
 					return err
 				}
-				enc, err := cb.ComputeCommandEncoder()
-				if err != nil {
-					return err
-				}
-				encodeFill(fill, x, 32)(enc)
-				return enc.EndEncoding()
+				return testdevice.EncodeFillIn(cb, fill, x, 32)
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -79,12 +79,11 @@ func (m *CaptureManager) StartCapture(desc CaptureDescriptor) error {
 	}
 	var err error
 	inPool(func() {
-		cls := objc.GetClass("MTLCaptureDescriptor")
-		if cls == 0 {
-			err = fmt.Errorf("mtl: the runtime has no MTLCaptureDescriptor class")
+		d, nerr := newInstance("MTLCaptureDescriptor")
+		if nerr != nil {
+			err = nerr
 			return
 		}
-		d := cls.New()
 		defer d.Release()
 		d.Send(asel.setCaptureObject, uintptr(desc.Object.ID()))
 		d.Send(asel.setDestination, uintptr(desc.Destination))

@@ -204,6 +204,24 @@ func computeWork(encode func(enc *ComputeCommandEncoder) error) func(cb *Command
 	}
 }
 
+// encode runs encode on the command buffer for the queue's method what,
+// and returns encode's error, else an error for an encoder that encode
+// left open (which encode ends), else the command buffer's refusal of a
+// command (refused).
+func (cb *CommandBuffer) encode(what string, encode func(cb *CommandBuffer) error) error {
+	err := encode(cb)
+	if open := cb.open; open != nil {
+		open.EndEncoding()
+		if err == nil {
+			err = fmt.Errorf("mtl: %s: an encoder was left open; end every encoder before returning", what)
+		}
+	}
+	if err == nil {
+		err = cb.refused
+	}
+	return err
+}
+
 func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, timed bool) (gpuSeconds float64, err error) {
 	if q == nil {
 		return 0, invalidf("CommandQueue.%s: nil command queue", what)
@@ -230,16 +248,7 @@ func (q *CommandQueue) run(what string, encode func(cb *CommandBuffer) error, ti
 				open.EndEncoding()
 			}
 		}()
-		err = encode(cb)
-		if open := cb.open; open != nil {
-			open.EndEncoding()
-			if err == nil {
-				err = fmt.Errorf("mtl: %s: an encoder was left open; end every encoder before returning", what)
-			}
-		}
-		if err == nil {
-			err = cb.refused
-		}
+		err = cb.encode(what, encode)
 		if err == nil && cb.ID() == 0 {
 			err = fmt.Errorf("mtl: %s: encode released the command buffer, so nothing ran; %s releases it", what, what)
 		}

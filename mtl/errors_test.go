@@ -8,6 +8,7 @@ import (
 
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/half"
+	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
 )
@@ -193,10 +194,7 @@ func TestObjectsOfAnotherDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lib.Release()
-	fn, err := lib.NewFunction("fill")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fn := testdevice.Function(t, lib, "fill", nil)
 	defer fn.Release()
 	_, err = g.D.NewComputePipelineState(fn)
 	wantErr(t, "NewComputePipelineState", err, invalidArg, `the function "fill" belongs to device`)

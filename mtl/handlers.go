@@ -286,16 +286,7 @@ func (q *CommandQueue) submit(what string, encode func(cb *CommandBuffer) error,
 				cb.Release()
 			}
 		}()
-		err = encode(cb)
-		if open := cb.open; open != nil {
-			open.EndEncoding()
-			if err == nil {
-				err = fmt.Errorf("mtl: %s: an encoder was left open; end every encoder before returning", what)
-			}
-		}
-		if err == nil {
-			err = cb.refused
-		}
+		err = cb.encode(what, encode)
 		if err != nil {
 			return
 		}

@@ -955,12 +955,7 @@ func TestQueueRunCommandBufferMisuse(t *testing.T) {
 		want   string
 	}{
 		{"released", func(cb *mtl.CommandBuffer) error {
-			e, err := cb.ComputeCommandEncoder()
-			if err != nil {
-				return err
-			}
-			encodeFill(fill, x, n)(e)
-			if err := e.EndEncoding(); err != nil {
+			if err := testdevice.EncodeFillIn(cb, fill, x, n); err != nil {
 				return err
 			}
 			cb.Release()

@@ -45,6 +45,43 @@ func openDevice() (*mtl.Device, error) {
 	return dev, err
 }
 
+// scaleRun is what the examples of scaleSource run on: a device (see
+// openDevice), the pipeline of scaleSource's kernel and a command queue.
+type scaleRun struct {
+	dev   *mtl.Device
+	pso   *mtl.ComputePipelineState
+	queue *mtl.CommandQueue
+}
+
+// openScale opens a device and makes scaleSource's pipeline and a command
+// queue on it; Release releases all three.
+func openScale() (*scaleRun, error) {
+	dev, err := openDevice()
+	if err != nil {
+		return nil, err
+	}
+	s := &scaleRun{dev: dev}
+	if s.pso, err = newScale(dev); err == nil {
+		s.queue, err = dev.NewCommandQueue()
+	}
+	if err != nil {
+		s.Release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Release releases the queue, the pipeline and the device.
+func (s *scaleRun) Release() {
+	if s.queue != nil {
+		s.queue.Release()
+	}
+	if s.pso != nil {
+		s.pso.Release()
+	}
+	s.dev.Release()
+}
+
 // newScale makes the pipeline of scaleSource's kernel.
 func newScale(dev *mtl.Device) (*mtl.ComputePipelineState, error) {
 	lib, err := dev.NewLibraryWithSource(scaleSource, mtl.CompileOptions{})
@@ -63,21 +100,12 @@ func newScale(dev *mtl.Device) (*mtl.ComputePipelineState, error) {
 // Passes a struct of parameters to a kernel with SetValue, and its input
 // with NewBufferFromSlice: no bytes encoded by hand.
 func ExampleSetValue() {
-	dev, err := openDevice()
+	s, err := openScale()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer dev.Release()
-	pso, err := newScale(dev)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pso.Release()
-	queue, err := dev.NewCommandQueue()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer queue.Release()
+	defer s.Release()
+	dev, pso, queue := s.dev, s.pso, s.queue
 
 	x, err := mtl.NewBufferFromSlice(dev, []float32{1, 2, 3, 4, 5}, mtl.ResourceStorageModeShared)
 	if err != nil {
@@ -108,21 +136,12 @@ func ExampleSetValue() {
 // Every argument an encoder refuses matches ErrInvalidArgument, and its
 // message names the argument; nothing is committed.
 func ExampleErrInvalidArgument() {
-	dev, err := openDevice()
+	s, err := openScale()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer dev.Release()
-	pso, err := newScale(dev)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pso.Release()
-	queue, err := dev.NewCommandQueue()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer queue.Release()
+	defer s.Release()
+	dev, pso, queue := s.dev, s.pso, s.queue
 	y, err := dev.NewBuffer(16, mtl.ResourceStorageModeShared)
 	if err != nil {
 		log.Fatal(err)

@@ -10,41 +10,31 @@ import (
 	"github.com/puremetal/puremetal/internal/golden"
 )
 
-// TestEmulatedCoreGolden runs the layer core on every case of the layer
-// set on the emulated device, step by step with both caches carried (the
-// prefill, then each one-token decode, each one dispatch of
-// gdn.Kernels.DecodeCore), in the forward order.
+// coreGoldenJobs are the ways the golden core tests run the layer core,
+// every step of every case (the prefill, then each one-token decode):
+// one dispatch of gdn.Kernels.DecodeCore per step, and the chunked, the blocked
+// (on the cases it takes, D_k 64 or 128) and the token-by-token prefill
+// with the core (gdn.Kernels.EncodeCore).
+var coreGoldenJobs = []struct {
+	name string
+	job  coreJob
+}{
+	{"Core", coreJob{}},
+	{"Chunked", coreJob{family: true, on: gdn.KernelPrefillChunked}},
+	{"Blocked", coreJob{family: true, on: gdn.KernelPrefillBlocked}},
+	{"Prefill", coreJob{family: true, on: gdn.KernelPrefill}},
+}
+
+// TestEmulatedCoreGolden runs the layer core in each of coreGoldenJobs on
+// every case of the layer set on the emulated device, step by step with
+// both caches carried, in the forward order.
 func TestEmulatedCoreGolden(t *testing.T) {
 	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) { coreGoldenSuite(t, r, cases, coreJob{}) })
-}
-
-// TestEmulatedChunkedCoreGolden runs the same through the chunked prefill
-// with the core (gdn.Kernels.EncodeCore), every step of every case: the
-// prefill and each one-token decode.
-func TestEmulatedChunkedCoreGolden(t *testing.T) {
-	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillChunked})
-	})
-}
-
-// TestEmulatedBlockedCoreGolden runs the same through the blocked prefill
-// with the core, on the cases it takes (D_k 64 or 128).
-func TestEmulatedBlockedCoreGolden(t *testing.T) {
-	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillBlocked})
-	})
-}
-
-// TestEmulatedPrefillCoreGolden runs the same through the token-by-token
-// prefill with the core.
-func TestEmulatedPrefillCoreGolden(t *testing.T) {
-	cases := golden.LoadLayerSet(t)
-	onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) {
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefill})
-	})
+	for _, j := range coreGoldenJobs {
+		t.Run(j.name, func(t *testing.T) {
+			onEmulatedIn(t, allOrders[:1], func(t *testing.T, r *rig) { coreGoldenSuite(t, r, cases, j.job) })
+		})
+	}
 }
 
 // TestMetalCoreGolden runs the same on the system's GPU (a Mac; it skips
@@ -52,10 +42,9 @@ func TestEmulatedPrefillCoreGolden(t *testing.T) {
 func TestMetalCoreGolden(t *testing.T) {
 	cases := golden.LoadLayerSet(t)
 	onMetal(t, func(t *testing.T, r *rig) {
-		coreGoldenSuite(t, r, cases, coreJob{})
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillChunked})
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefillBlocked})
-		coreGoldenSuite(t, r, cases, coreJob{family: true, on: gdn.KernelPrefill})
+		for _, j := range coreGoldenJobs {
+			coreGoldenSuite(t, r, cases, j.job)
+		}
 	})
 }
 

@@ -162,14 +162,7 @@ func coreParts(t *testing.T, p spec.Params, in cpuref.Inputs) []cpuref.Part {
 // of padding left poisoned.
 func checkCore(t *testing.T, name string, p spec.Params, in cpuref.Inputs, o coreOutcome) {
 	t.Helper()
-	r32, err := cpuref.Reference32(p, in, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o64, err := cpuref.Oracle64(p, in, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r32, o64 := bothReferences(t, p, in, false)
 	vw := p.DV * p.NVHeads
 	var got, want32 []float32
 	var want64 []float64

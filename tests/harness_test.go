@@ -344,20 +344,29 @@ func referencesOf(t *testing.T, key string, p spec.Params, inputs func() cpuref.
 		return r
 	}
 	in := inputs()
-	r32, err := cpuref.Reference32(p, in, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o64, err := cpuref.Oracle64(p, in, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r32, o64 := bothReferences(t, p, in, true)
 	r := &references{in: in, r32: r32, o64: o64}
 	if refCache.m == nil {
 		refCache.m = map[string]*references{}
 	}
 	refCache.m[key] = r
 	return r
+}
+
+// bothReferences returns Reference32's and Oracle64's results of the
+// step (with capture, the state after every token), failing the test on
+// an error.
+func bothReferences(t *testing.T, p spec.Params, in cpuref.Inputs, capture bool) (cpuref.Result, cpuref.Result64) {
+	t.Helper()
+	r32, err := cpuref.Reference32(p, in, capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o64, err := cpuref.Oracle64(p, in, capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r32, o64
 }
 
 // runChecked runs j and checks what it wrote against the first run of

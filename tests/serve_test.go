@@ -158,14 +158,7 @@ func servingSuite(t *testing.T, r *rig) {
 func checkServing(t *testing.T, r *rig, c servingCase, o outcome) {
 	t.Helper()
 	p, in := c.p, c.in
-	r32, err := cpuref.Reference32(p, in, c.kern.capture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o64, err := cpuref.Oracle64(p, in, c.kern.capture)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r32, o64 := bothReferences(t, p, in, c.kern.capture)
 	parts, err := cpuref.Split(p, in)
 	if err != nil {
 		t.Fatal(err)

@@ -673,56 +673,20 @@ func TestStdlibSIMD(t *testing.T) {
 	out, fo := newMem(t, 4*32*nk), newF32(t, 128)
 	runT(t, functionT(t, lib, "k"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1}), out, fo)
 	x := func(l int) uint32 { return uint32(l)*7 + 3 }
-	red := func(f func(l int) uint32, op func(a, b uint32) uint32) uint32 {
-		r := f(0)
-		for l := 1; l < 32; l++ {
-			r = op(r, f(l))
-		}
-		return r
-	}
-	add := func(a, b uint32) uint32 { return a + b }
-	mul := func(a, b uint32) uint32 { return a * b }
 	xm := func(l int) uint32 { return x(l) ^ 0x55 }
 	var sumY float32
 	for l := range 32 {
 		sumY += float32(l)*0.5 + 1
 	}
 	for l := range 32 {
-		prefix := func(f func(int) uint32, op func(a, b uint32) uint32, init uint32, incl bool) uint32 {
-			r := init
-			for j := 0; j < l; j++ {
-				r = op(r, f(j))
-			}
-			if incl {
-				r = op(r, f(l))
-			}
-			return r
-		}
-		fill := func(up bool, delta, mod int) uint32 {
-			i, base := l%mod, l-l%mod
-			j := i - delta
-			if !up {
-				j = i + delta
-			}
-			if j < 0 {
-				return x(base+j+mod) + 1000
-			}
-			if j >= mod {
-				return x(base+j-mod) + 1000
-			}
-			return x(base + j)
-		}
+		g := groupOf(l, 32)
+		red, prefix := g.reduce, g.prefix
+		fill := func(up bool, delta, mod int) uint32 { return g.shuffleAndFill(x, up, delta, mod) }
 		src := func(s int) uint32 {
 			if s < 0 || s >= 32 {
 				return x(l)
 			}
 			return x(s)
-		}
-		b2u := func(b bool) uint32 {
-			if b {
-				return 1
-			}
-			return 0
 		}
 		var ballot uint32
 		for j := 0; j < 32; j += 3 {
@@ -738,14 +702,7 @@ func TestStdlibSIMD(t *testing.T) {
 			fill(true, 2, 32), fill(false, 2, 8), x(9), x(0), 1, 1, b2u(l == 0), ballot, 0xFFFFFFFF,
 			uint32(0xFFFFFFF0), 23,
 		}
-		if len(want) != nk {
-			t.Fatalf("%d expected results for %d functions", len(want), nk)
-		}
-		for k, w := range want {
-			if g := out.u32()[32*k+l]; g != w {
-				t.Errorf("function %d, lane %d: %#x, want %#x", k, l, g, w)
-			}
-		}
+		checkLane(t, out.u32(), l, want, nk)
 		y := float32(l)*0.5 + 1
 		var pre float32
 		for j := 0; j <= l; j++ {
@@ -759,6 +716,79 @@ func TestStdlibSIMD(t *testing.T) {
 			if g := fo.f32()[32*k+l]; g != w {
 				t.Errorf("float function %d, lane %d: %v, want %v", k, l, g, w)
 			}
+		}
+	}
+}
+
+// group is the reference of the SIMD-group and quad-group functions for
+// lane l of a group of width lanes from lane first.
+type group struct{ first, width, l int }
+
+func groupOf(l, width int) group { return group{l - l%width, width, l} }
+
+// reduce is op over f of the group's lanes, in lane order.
+func (g group) reduce(f func(int) uint32, op func(a, b uint32) uint32) uint32 {
+	r := f(g.first)
+	for j := g.first + 1; j < g.first+g.width; j++ {
+		r = op(r, f(j))
+	}
+	return r
+}
+
+// prefix is op over f of the group's lanes before l, and l itself where
+// inclusive, starting from init.
+func (g group) prefix(f func(int) uint32, op func(a, b uint32) uint32, init uint32, inclusive bool) uint32 {
+	r := init
+	for j := g.first; j < g.l; j++ {
+		r = op(r, f(j))
+	}
+	if inclusive {
+		r = op(r, f(g.l))
+	}
+	return r
+}
+
+// shuffleAndFill is the shuffle_and_fill_up (up) or _down of x by delta
+// within segments of mod lanes, the kernels' fill value being x + 1000: a
+// lane reading past its segment's edge reads the fill of the lane mod
+// lanes round.
+func (g group) shuffleAndFill(x func(int) uint32, up bool, delta, mod int) uint32 {
+	i := (g.l - g.first) % mod
+	base := g.l - i
+	j := i - delta
+	if !up {
+		j = i + delta
+	}
+	if j < 0 {
+		return x(base+j+mod) + 1000
+	}
+	if j >= mod {
+		return x(base+j-mod) + 1000
+	}
+	return x(base + j)
+}
+
+func add(a, b uint32) uint32 { return a + b }
+
+func mul(a, b uint32) uint32 { return a * b }
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkLane compares lane l of the nk functions' results in got (function
+// k's lanes at 32*k) with want.
+func checkLane(t *testing.T, got []uint32, l int, want []uint32, nk int) {
+	t.Helper()
+	if len(want) != nk {
+		t.Fatalf("%d expected results for %d functions", len(want), nk)
+	}
+	for k, w := range want {
+		if g := got[32*k+l]; g != w {
+			t.Errorf("function %d, lane %d: %#x, want %#x", k, l, g, w)
 		}
 	}
 }
@@ -803,54 +833,18 @@ func TestStdlibQuad(t *testing.T) {
 	out := newMem(t, 4*32*nk)
 	runT(t, functionT(t, lib, "k"), ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1}), out)
 	x := func(l int) uint32 { return uint32(l)*7 + 3 }
+	p3 := func(l int) uint32 { return uint32(l%3 + 1) }
+	xm := func(l int) uint32 { return x(l) ^ 0x55 }
 	for l := range 32 {
 		q, i := l&^3, l&3
-		red := func(f func(int) uint32, op func(a, b uint32) uint32) uint32 {
-			r := f(q)
-			for j := q + 1; j < q+4; j++ {
-				r = op(r, f(j))
-			}
-			return r
-		}
-		prefix := func(f func(int) uint32, op func(a, b uint32) uint32, init uint32, incl bool) uint32 {
-			r := init
-			for j := q; j < l; j++ {
-				r = op(r, f(j))
-			}
-			if incl {
-				r = op(r, f(l))
-			}
-			return r
-		}
-		add := func(a, b uint32) uint32 { return a + b }
-		mul := func(a, b uint32) uint32 { return a * b }
-		p3 := func(l int) uint32 { return uint32(l%3 + 1) }
-		xm := func(l int) uint32 { return x(l) ^ 0x55 }
+		g := groupOf(l, 4)
+		red, prefix := g.reduce, g.prefix
+		fill := func(up bool, delta, mod int) uint32 { return g.shuffleAndFill(x, up, delta, mod) }
 		in := func(j int) uint32 {
 			if j < 0 || j > 3 {
 				return x(l)
 			}
 			return x(q + j)
-		}
-		fill := func(up bool, delta, mod int) uint32 {
-			ii, base := i%mod, q+i-i%mod
-			j := ii - delta
-			if !up {
-				j = ii + delta
-			}
-			if j < 0 {
-				return x(base+j+mod) + 1000
-			}
-			if j >= mod {
-				return x(base+j-mod) + 1000
-			}
-			return x(base + j)
-		}
-		b2u := func(b bool) uint32 {
-			if b {
-				return 1
-			}
-			return 0
 		}
 		want := []uint32{
 			red(x, add), red(p3, mul), red(xm, func(a, b uint32) uint32 { return min(a, b) }), red(xm, func(a, b uint32) uint32 { return max(a, b) }),
@@ -860,14 +854,7 @@ func TestStdlibQuad(t *testing.T) {
 			x(q + 3 - i), x(q + i ^ 1), in(i - 1), in(i + 1), x(q + (i+3)%4), x(q + (i+1)%4),
 			fill(true, 1, 4), fill(false, 1, 2), x(q + 2), x(q), b2u(l%8 < 4), b2u(q == 8), b2u(i == 0), 0xA, 0xF,
 		}
-		if len(want) != nk {
-			t.Fatalf("%d expected results for %d functions", len(want), nk)
-		}
-		for k, w := range want {
-			if g := out.u32()[32*k+l]; g != w {
-				t.Errorf("function %d, lane %d: %#x, want %#x", k, l, g, w)
-			}
-		}
+		checkLane(t, out.u32(), l, want, nk)
 	}
 }
 

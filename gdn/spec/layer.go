@@ -1,9 +1,6 @@
 package spec
 
-import (
-	"fmt"
-	"math"
-)
+import "math"
 
 // NormGate is the activation applied to z by the gated RMSNorm of a
 // layer's core (SPEC section 13).
@@ -17,16 +14,10 @@ const (
 	GateSigmoid NormGate = 1
 )
 
+var normGateNames = names{GateSiLU: "silu", GateSigmoid: "sigmoid"}
+
 // String returns "silu", "sigmoid", or "NormGate(n)".
-func (g NormGate) String() string {
-	switch g {
-	case GateSiLU:
-		return "silu"
-	case GateSigmoid:
-		return "sigmoid"
-	}
-	return fmt.Sprintf("NormGate(%d)", uint8(g))
-}
+func (g NormGate) String() string { return normGateNames.of(uint64(g), "NormGate") }
 
 // ConvKernel is the only supported size of the short convolution
 // (Qwen3-Next's and Qwen3.5's linear_conv_kernel_dim).

@@ -203,26 +203,15 @@ const (
 	Tiled HeadMap = 1
 )
 
+var headMapNames = names{Block: "block", Tiled: "tiled"}
+
 // String returns "block", "tiled", or "HeadMap(n)" for an unknown value.
-func (m HeadMap) String() string {
-	switch m {
-	case Block:
-		return "block"
-	case Tiled:
-		return "tiled"
-	}
-	return fmt.Sprintf("HeadMap(%d)", uint32(m))
-}
+func (m HeadMap) String() string { return headMapNames.of(uint64(m), "HeadMap") }
 
 // ParseHeadMap turns "block" or "tiled" into a HeadMap.
 func ParseHeadMap(s string) (HeadMap, error) {
-	switch s {
-	case "block":
-		return Block, nil
-	case "tiled":
-		return Tiled, nil
-	}
-	return 0, fmt.Errorf("spec: head map %q: want \"block\" or \"tiled\"", s)
+	v, err := headMapNames.parse(s, "head map")
+	return HeadMap(v), err
 }
 
 // KeyHead returns the key head that value head h reads, for a shape with

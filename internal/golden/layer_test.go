@@ -8,15 +8,16 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/internal/testenv"
 )
 
-// The four cases of the README's layer set: shape, type, sequences, steps.
-var wantLayerCases = map[string]struct {
+type layerWant struct {
 	shape spec.Shape
 	act   spec.ElemType
 	steps []int
-}{
+}
+
+// The four cases of the README's layer set: shape, type, sequences, steps.
+var wantLayerCases = map[string]layerWant{
 	"layer_bf16_hk2_hv4_d32": {spec.Shape{DK: 32, DV: 32, NKHeads: 2, NVHeads: 4, NTokens: 20, NSeqs: 2}, spec.BF16, []int{20, 1, 1, 1}},
 	"layer_bf16_qwen35_d128": {spec.Shape{DK: 128, DV: 128, NKHeads: 16, NVHeads: 32, NTokens: 5, NSeqs: 1}, spec.BF16, []int{5, 1}},
 	"layer_f16_hk2_hv2_d32":  {spec.Shape{DK: 32, DV: 32, NKHeads: 2, NVHeads: 2, NTokens: 2, NSeqs: 3}, spec.F16, []int{2, 1, 1}},
@@ -24,19 +25,7 @@ var wantLayerCases = map[string]struct {
 }
 
 func TestLoadLayerCases(t *testing.T) {
-	if os.Getenv(testenv.GoldenEnv) != "" {
-		t.Skipf("%s names another set of cases; this test checks the repository's", testenv.GoldenEnv)
-	}
-	cases := LoadLayerSet(t)
-	if len(cases) != len(wantLayerCases) {
-		t.Errorf("loaded %d layer cases, want %d", len(cases), len(wantLayerCases))
-	}
-	for _, c := range cases {
-		want, ok := wantLayerCases[c.Name]
-		if !ok {
-			t.Errorf("unexpected case %s", c.Name)
-			continue
-		}
+	eachWanted(t, LoadLayerSet, func(c LayerCase) string { return c.Name }, wantLayerCases, func(c LayerCase, want layerWant) {
 		if len(c.Steps) != len(want.steps) {
 			t.Fatalf("%s: %d steps, want %d", c.Name, len(c.Steps), len(want.steps))
 		}
@@ -62,7 +51,7 @@ func TestLoadLayerCases(t *testing.T) {
 				}
 			}
 		}
-	}
+	})
 }
 
 func TestLoadLayerRejectsDamagedCase(t *testing.T) {
@@ -88,20 +77,7 @@ func TestLoadLayerRejectsDamagedCase(t *testing.T) {
    ]`)
 		}, "shape"},
 	} {
-		dir := t.TempDir()
-		entries, err := os.ReadDir(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			b, err := os.ReadFile(filepath.Join(src, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		dir := copyCase(t, src)
 		if err := c.edit(dir); err != nil {
 			t.Fatal(err)
 		}

@@ -125,12 +125,7 @@ func AsyncSuite(t *testing.T, g *GPU) {
 	t.Run("Submit and Wait", func(t *testing.T) {
 		x := g.Buffer(4*n, mtl.ResourceStorageModeShared)
 		p, err := q.Submit(func(cb *mtl.CommandBuffer) error {
-			enc, err := cb.ComputeCommandEncoder()
-			if err != nil {
-				return err
-			}
-			EncodeFill(fill, x, n)(enc)
-			return enc.EndEncoding()
+			return EncodeFillIn(cb, fill, x, n)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -217,12 +212,7 @@ func AsyncSuite(t *testing.T, g *GPU) {
 		}
 		// Queue 2: a = 1 + i, then signal 1.
 		producer, err := q2.Submit(func(cb *mtl.CommandBuffer) error {
-			enc, err := cb.ComputeCommandEncoder()
-			if err != nil {
-				return err
-			}
-			EncodeFill(fill, a, n)(enc)
-			if err := enc.EndEncoding(); err != nil {
+			if err := EncodeFillIn(cb, fill, a, n); err != nil {
 				return err
 			}
 			return cb.EncodeSignalEvent(e, 1)
@@ -275,12 +265,7 @@ func AsyncSuite(t *testing.T, g *GPU) {
 				if err := cb.EncodeWaitForEvent(gate, uint64(k)); err != nil {
 					return err
 				}
-				enc, err := cb.ComputeCommandEncoder()
-				if err != nil {
-					return err
-				}
-				EncodeFill(fill, x, n)(enc)
-				return enc.EndEncoding()
+				return EncodeFillIn(cb, fill, x, n)
 			}
 		}
 		var pending []*mtl.Pending

@@ -39,6 +39,19 @@ func EncodeFill(fill *mtl.ComputePipelineState, x *mtl.Buffer, n int) func(*mtl.
 	}
 }
 
+// EncodeFillIn encodes EncodeFill's dispatch on cb in a compute encoder of
+// its own, which it ends.
+func EncodeFillIn(cb *mtl.CommandBuffer, fill *mtl.ComputePipelineState, x *mtl.Buffer, n int) error {
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		return err
+	}
+	if err := EncodeFill(fill, x, n)(enc); err != nil {
+		return err
+	}
+	return enc.EndEncoding()
+}
+
 // DeviceSuite checks, on whichever device g has, what a program relies on
 // the binding for: the device's properties, compiling (and a compile
 // error's log), function constants, shared, managed, private and no-copy

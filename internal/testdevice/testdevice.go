@@ -154,21 +154,38 @@ func SpecializedPipeline(t testing.TB, d *mtl.Device, src string, opts mtl.Compi
 		t.Fatalf("compiling the library of %s: %v", kernel, err)
 	}
 	defer lib.Release()
-	var fn *mtl.Function
-	if values == nil {
-		fn, err = lib.NewFunction(kernel)
-	} else {
-		fn, err = lib.NewFunctionWithConstants(kernel, values)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	return LibraryPipeline(t, d, lib, kernel, values)
+}
+
+// LibraryPipeline is SpecializedPipeline for kernel of a library made
+// already; the library stays the caller's.
+func LibraryPipeline(t testing.TB, d *mtl.Device, lib *mtl.Library, kernel string, values *mtl.FunctionConstantValues) *mtl.ComputePipelineState {
+	t.Helper()
+	fn := Function(t, lib, kernel, values)
 	defer fn.Release()
 	p, err := d.NewComputePipelineState(fn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Function returns the function name of lib, specialised with the function
+// constant values (none where values is nil), failing the test on any
+// error; the function is the caller's to release.
+func Function(t testing.TB, lib *mtl.Library, name string, values *mtl.FunctionConstantValues) *mtl.Function {
+	t.Helper()
+	var fn *mtl.Function
+	var err error
+	if values == nil {
+		fn, err = lib.NewFunction(name)
+	} else {
+		fn, err = lib.NewFunctionWithConstants(name, values)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fn
 }
 
 // A GPU is a Metal device and a command queue on it, for tests that encode
