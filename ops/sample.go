@@ -96,6 +96,9 @@ func (k *Kernels) Sample(enc *mtl.ComputeCommandEncoder, p SampleParams, logits,
 // logits is [rows][vocab] of any float type, tokens U32 [rows]. Refused:
 // rows or vocab below 1, and views of the wrong type or length.
 func (k *Kernels) Argmax(enc *mtl.ComputeCommandEncoder, rows, vocab int, logits, tokens tensor.View) error {
+	if err := positive(dim{"rows", rows}, dim{"vocab", vocab}); err != nil {
+		return err
+	}
 	return k.Sample(enc, SampleParams{Rows: rows, Vocab: vocab}, logits, tokens)
 }
 
