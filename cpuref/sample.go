@@ -148,3 +148,21 @@ func SampleProbs64(logits []float32, c SampleConfig) []float64 {
 	}
 	return p
 }
+
+// Penalize32 returns logits with HF's repetition penalty
+// (RepetitionPenaltyLogitsProcessor) applied in float32 to the tokens
+// seen marks: l * penalty where l < 0, l / penalty otherwise.
+func Penalize32(logits []float32, seen []bool, penalty float32) []float32 {
+	y := append([]float32(nil), logits...)
+	for i, s := range seen {
+		if !s {
+			continue
+		}
+		if y[i] < 0 {
+			y[i] *= penalty
+		} else {
+			y[i] /= penalty
+		}
+	}
+	return y
+}

@@ -3,6 +3,15 @@
 // top-k, top-p and min-p, applied in HF's order (TemperatureLogitsWarper,
 // TopKLogitsWarper, TopPLogitsWarper, MinPLogitsWarper).
 //
+// Repetition penalty (HF's RepetitionPenaltyLogitsProcessor, before all
+// of them): with use_seen, seen is a bit per vocabulary entry of the
+// tokens the sequence holds so far (bit i % 32 of word i / 32), and a
+// logit l of a seen token is read as l * penalty when l < 0 and l /
+// penalty otherwise; each token counts once however often it occurred.
+// The kernel then sets the bit of the token it picked (thread 0, after
+// every thread has read its logits), so a decode loop keeps the set on the
+// device.
+//
 // argmax: the index of the largest logit, NaN above every number and
 // equal values to the lower index, as torch.argmax (ranked).
 //
@@ -24,8 +33,10 @@
 // set, needs no state, and top_k == 0 with min_p == 0 draws what top_k ==
 // vocab would. A row with a NaN logit yields its first NaN's index.
 //
-// Layouts: logits [rows][vocab]; out uint [rows].
-// Buffers: 0 logits, 1 out, 2 sample_params.
+// Layouts: logits [rows][vocab]; out uint [rows]; seen uint
+// [rows][ceil(vocab / 32)].
+// Buffers: 0 logits, 1 out, 2 sample_params, 3 seen (read and written
+// with use_seen only).
 // Geometry: one threadgroup per row, a multiple of 32 threads up to 1024;
 // consecutive threads read consecutive logits. sample's top-k keeps
 // SAMPLE_LIST candidates per thread in registers from one pass over the
@@ -46,7 +57,30 @@ struct sample_params {
     uint seed_lo;
     uint seed_hi;
     uint step;
+    uint use_seen;  // 1: apply the repetition penalty and mark the pick
+    float penalty;  // > 0
 };
+
+// Logit i of a row, the repetition penalty applied when its token was
+// seen.
+template <typename T>
+inline float row_logit(device const T *logits, device const uint *seen,
+                       constant sample_params &p, uint i) {
+    const float l = load_elem(logits + i);
+    if (p.use_seen && ((seen[i >> 5] >> (i & 31u)) & 1u) != 0) {
+        return l < 0.0f ? l * p.penalty : l / p.penalty;
+    }
+    return l;
+}
+
+// Writes the pick of a row and marks it seen.
+inline void row_pick(device uint *out, device uint *seen, constant sample_params &p,
+                     uint row, uint token) {
+    out[row] = token;
+    if (p.use_seen && token < p.vocab) {
+        seen[token >> 5] |= 1u << (token & 31u);
+    }
+}
 
 // The first word of Philox4x32-10 (Salmon et al., "Parallel random
 // numbers: as easy as 1, 2, 3", SC 2011) of counter c and key k.
@@ -73,6 +107,7 @@ kernel void argmax(
     device const T *logits [[buffer(0)]],
     device uint    *out    [[buffer(1)]],
     constant sample_params &p [[buffer(2)]],
+    device uint    *seen   [[buffer(3)]],
     uint row     [[threadgroup_position_in_grid]],
     uint tid     [[thread_position_in_threadgroup]],
     uint threads [[threads_per_threadgroup]],
@@ -82,16 +117,17 @@ kernel void argmax(
     threadgroup float scratch_v[32];
     threadgroup uint scratch_i[32];
     logits += ulong(row) * p.vocab;
+    seen += ulong(row) * ((p.vocab + 31) / 32);
     ranked best = ranked_none;
     for (uint i = tid; i < p.vocab; i += threads) {
-        const ranked c = {load_elem(logits + i), i};
+        const ranked c = {row_logit(logits, seen, p, i), i};
         if (ranks_above(c, best)) {
             best = c;
         }
     }
     best = threadgroup_best(best, scratch_v, scratch_i, sg, lane, nsg);
     if (tid == 0) {
-        out[row] = best.i;
+        row_pick(out, seen, p, row, best.i);
     }
 }
 
@@ -107,12 +143,12 @@ struct sample_list {
 // Fills l with the thread's best logits ranked below floor (all of them
 // when first).
 template <typename T>
-inline void sample_refill(thread sample_list &l, device const T *logits, uint vocab,
-                          uint tid, uint threads, ranked floor, bool first) {
+inline void sample_refill(thread sample_list &l, device const T *logits, device const uint *seen,
+                          constant sample_params &p, uint tid, uint threads, ranked floor, bool first) {
     l.n = 0;
     l.head = 0;
-    for (uint i = tid; i < vocab; i += threads) {
-        const ranked c = {load_elem(logits + i), i};
+    for (uint i = tid; i < p.vocab; i += threads) {
+        const ranked c = {row_logit(logits, seen, p, i), i};
         if (!first && !ranks_above(floor, c)) {
             continue;
         }
@@ -136,6 +172,7 @@ kernel void sample(
     device const T *logits [[buffer(0)]],
     device uint    *out    [[buffer(1)]],
     constant sample_params &p [[buffer(2)]],
+    device uint    *seen   [[buffer(3)]],
     uint row     [[threadgroup_position_in_grid]],
     uint tid     [[thread_position_in_threadgroup]],
     uint threads [[threads_per_threadgroup]],
@@ -147,6 +184,7 @@ kernel void sample(
     threadgroup float cand_v[SAMPLE_MAX_K];
     threadgroup uint cand_i[SAMPLE_MAX_K];
     logits += ulong(row) * p.vocab;
+    seen += ulong(row) * ((p.vocab + 31) / 32);
     const float t = p.temperature;
 
     if (p.top_k == 0) {
@@ -154,7 +192,7 @@ kernel void sample(
         if (p.min_p > 0.0f) {
             ranked top = ranked_none;
             for (uint i = tid; i < p.vocab; i += threads) {
-                const ranked c = {load_elem(logits + i), i};
+                const ranked c = {row_logit(logits, seen, p, i), i};
                 if (ranks_above(c, top)) {
                     top = c;
                 }
@@ -162,7 +200,7 @@ kernel void sample(
             top = threadgroup_best(top, scratch_v, scratch_i, sg, lane, nsg);
             if (isnan(top.v)) {
                 if (tid == 0) {
-                    out[row] = top.i;
+                    row_pick(out, seen, p, row, top.i);
                 }
                 return;  // the whole threadgroup
             }
@@ -170,7 +208,7 @@ kernel void sample(
         }
         ranked best = ranked_none;
         for (uint i = tid; i < p.vocab; i += threads) {
-            const float z = load_elem(logits + i) / t;
+            const float z = row_logit(logits, seen, p, i) / t;
             if (p.min_p > 0.0f && !(metal::exp(z - zmax) >= p.min_p)) {
                 continue;
             }
@@ -181,17 +219,17 @@ kernel void sample(
         }
         best = threadgroup_best(best, scratch_v, scratch_i, sg, lane, nsg);
         if (tid == 0) {
-            out[row] = best.i;
+            row_pick(out, seen, p, row, best.i);
         }
         return;
     }
 
     sample_list l;
-    sample_refill(l, logits, p.vocab, tid, threads, ranked_none, true);
+    sample_refill(l, logits, seen, p, tid, threads, ranked_none, true);
     ranked floor = ranked_none;
     for (uint r = 0; r < p.top_k; r++) {
         if (l.head == l.n && !l.done) {
-            sample_refill(l, logits, p.vocab, tid, threads, floor, false);
+            sample_refill(l, logits, seen, p, tid, threads, floor, false);
         }
         const bool has = l.head < l.n;
         const ranked mine = has ? ranked{l.v[l.head], l.i[l.head]} : ranked_none;
@@ -209,7 +247,7 @@ kernel void sample(
         return;  // thread 0 wrote the candidates and finishes alone
     }
     if (isnan(cand_v[0])) {
-        out[row] = cand_i[0];
+        row_pick(out, seen, p, row, cand_i[0]);
         return;
     }
     const float z0 = cand_v[0] / t;
@@ -231,15 +269,15 @@ kernel void sample(
             best = c;
         }
     }
-    out[row] = best.i;
+    row_pick(out, seen, p, row, best.i);
 }
 
 #define instantiate_sample(tn, T)                                                    \
     template [[host_name("argmax_" #tn)]] kernel void argmax<T>(                     \
-        device const T *, device uint *, constant sample_params &,                   \
+        device const T *, device uint *, constant sample_params &, device uint *,    \
         uint, uint, uint, uint, uint, uint);                                         \
     template [[host_name("sample_" #tn)]] kernel void sample<T>(                     \
-        device const T *, device uint *, constant sample_params &,                   \
+        device const T *, device uint *, constant sample_params &, device uint *,    \
         uint, uint, uint, uint, uint, uint);
 
 instantiate_sample(f32, float)

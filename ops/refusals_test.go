@@ -62,7 +62,7 @@ func TestNormRoPESwiGLUMoESampleRefusals(t *testing.T) {
 	sample := func(edit func(p *ops.SampleParams, logits, tokens *tensor.View)) func(*mtl.ComputeCommandEncoder) error {
 		p, logits, tokens := sp, f32(100), r.empty(tensor.U32, 2)
 		edit(&p, &logits, &tokens)
-		return func(enc *mtl.ComputeCommandEncoder) error { return r.k.Sample(enc, p, logits, tokens) }
+		return func(enc *mtl.ComputeCommandEncoder) error { return r.k.Sample(enc, p, logits, tensor.View{}, tokens) }
 	}
 
 	checkRefusals(t, r, []refusal{
@@ -112,6 +112,11 @@ func TestNormRoPESwiGLUMoESampleRefusals(t *testing.T) {
 		{"sample TopP zero", sample(func(p *ops.SampleParams, _, _ *tensor.View) { p.TopP = 0 }), "SampleParams.TopP", []string{"0"}},
 		{"sample TopP without TopK", sample(func(p *ops.SampleParams, _, _ *tensor.View) { p.TopK = 0 }), "SampleParams.TopP", []string{"0.9", "TopK"}},
 		{"sample MinP one", sample(func(p *ops.SampleParams, _, _ *tensor.View) { p.MinP = 1 }), "SampleParams.MinP", []string{"1"}},
+		{"sample RepetitionPenalty negative", sample(func(p *ops.SampleParams, _, _ *tensor.View) { p.RepetitionPenalty = -1 }), "SampleParams.RepetitionPenalty", []string{"-1"}},
+		{"sample RepetitionPenalty without Seen", sample(func(p *ops.SampleParams, _, _ *tensor.View) { p.RepetitionPenalty = 1.2 }), "Seen", []string{"1.2"}},
+		{"sample Seen one word short", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.Sample(enc, sp, f32(100), r.empty(tensor.U32, 3), r.empty(tensor.U32, 2))
+		}, "Seen", []string{"3", "4"}},
 		{"sample Tokens signed", sample(func(_ *ops.SampleParams, _, tok *tensor.View) { *tok = r.empty(tensor.I32, 2) }), "Tokens", []string{"i32", "u32"}},
 		{"sample Logits integer", sample(func(_ *ops.SampleParams, l, _ *tensor.View) { *l = r.empty(tensor.U32, 100) }), "Logits", []string{"u32"}},
 		{"argmax vocab zero", func(enc *mtl.ComputeCommandEncoder) error {

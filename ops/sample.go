@@ -26,6 +26,11 @@ type SampleParams struct {
 	// MinP keeps the tokens at least MinP times as likely as the most
 	// likely: [0, 1), 0 turns it off.
 	MinP float32
+	// RepetitionPenalty is HF's repetition_penalty, applied first to the
+	// logits of the tokens Sample's seen set holds: l * penalty where
+	// l < 0, l / penalty otherwise. 0 or 1 turns it off; else finite and
+	// above 0, and seen must be given.
+	RepetitionPenalty float32
 	// Seed and Step key the generator: the draw of a row depends only on
 	// (Seed, Step, row) and the logits, so a decode loop passes its step
 	// and keeps no generator state.
@@ -38,11 +43,20 @@ type sampleParams struct {
 	Vocab, TopK             uint32
 	Temperature, TopP, MinP float32
 	SeedLo, SeedHi, Step    uint32
+	UseSeen                 uint32
+	Penalty                 float32
 }
+
+// SeenWords returns the 32-bit words of one row of a seen set over vocab
+// tokens: a bit per token.
+func SeenWords(vocab int) int { return ceilDiv(vocab, 32) }
 
 func (p SampleParams) check() error {
 	if err := positive(dim{"SampleParams.Rows", p.Rows}, dim{"SampleParams.Vocab", p.Vocab}); err != nil {
 		return err
+	}
+	if r := p.RepetitionPenalty; r != 0 && (!(r > 0) || finite("", r) != nil) {
+		return tensor.Invalid("SampleParams.RepetitionPenalty", "%v, must be 0 or 1 (off), or finite and above 0", r)
 	}
 	switch {
 	case !(p.Temperature >= 0) || finite("", p.Temperature) != nil:
@@ -62,8 +76,13 @@ func (p SampleParams) check() error {
 }
 
 // Sample encodes drawing one token per row of logits ([Rows][Vocab], any
-// float type) into tokens (U32 [Rows]), on the device. With Temperature 0
-// it is [Kernels.Argmax]. Otherwise z = logit / Temperature in float32;
+// float type) into tokens (U32 [Rows]), on the device. seen, U32
+// [Rows][SeenWords(Vocab)], is the set of tokens each row's sequence holds
+// (bit t % 32 of word t / 32 for token t): RepetitionPenalty applies to
+// their logits first, and the token drawn is added to it, so a decode loop
+// fills it with the prompt once and leaves it to the device; the zero View
+// without a RepetitionPenalty. With Temperature 0 the pick is the argmax
+// (as [Kernels.Argmax]). Otherwise z = logit / Temperature in float32;
 // top-k keeps the TopK largest (ties to the lower index, where HF keeps
 // every token tied with the k-th); top-p then keeps a candidate while the
 // probability of the candidates ranked above it stays below TopP; min-p
@@ -74,21 +93,35 @@ func (p SampleParams) check() error {
 // algorithm on the CPU). A row holding a NaN yields its first NaN's index.
 // Refused: Rows or Vocab below 1, settings outside the ranges
 // SampleParams documents, and views of the wrong type or length.
-func (k *Kernels) Sample(enc *mtl.ComputeCommandEncoder, p SampleParams, logits, tokens tensor.View) error {
+func (k *Kernels) Sample(enc *mtl.ComputeCommandEncoder, p SampleParams, logits, seen, tokens tensor.View) error {
 	if err := p.check(); err != nil {
 		return err
 	}
-	if err := k.checkLogits(p.Rows, p.Vocab, logits, tokens); err != nil {
+	penalty := p.RepetitionPenalty
+	if penalty == 0 {
+		penalty = 1
+	}
+	if penalty != 1 && seen.IsZero() {
+		return tensor.Invalid("Seen", "RepetitionPenalty %v needs the set of seen tokens", penalty)
+	}
+	if err := k.checkLogits(p.Rows, p.Vocab, logits, tokens,
+		tensor.Arg{Name: "Seen", View: seen, Type: tensor.U32, Len: elems(p.Rows, SeenWords(p.Vocab)), Formula: "Rows*ceil(Vocab/32)", Written: true, Optional: true},
+	); err != nil {
 		return err
 	}
 	entry := kernels.ArgmaxOf(logits.Type)
-	sp := sampleParams{Vocab: uint32(p.Vocab)}
+	sp := sampleParams{Vocab: uint32(p.Vocab), Penalty: penalty}
+	if !seen.IsZero() {
+		sp.UseSeen = 1
+	} else {
+		seen = logits // bound, never read
+	}
 	if p.Temperature > 0 {
 		entry = kernels.SampleOf(logits.Type)
 		sp.TopK, sp.Temperature, sp.TopP, sp.MinP = uint32(min(p.TopK, p.Vocab)), p.Temperature, p.TopP, p.MinP
 		sp.SeedLo, sp.SeedHi, sp.Step = uint32(p.Seed), uint32(p.Seed>>32), p.Step
 	}
-	return k.pick(enc, entry, p.Rows, p.Vocab, logits, tokens, sp)
+	return k.pick(enc, entry, p.Rows, p.Vocab, logits, seen, tokens, sp)
 }
 
 // Argmax encodes tokens[r] = the index of the largest logit of row r, as
@@ -99,23 +132,24 @@ func (k *Kernels) Argmax(enc *mtl.ComputeCommandEncoder, rows, vocab int, logits
 	if err := positive(dim{"rows", rows}, dim{"vocab", vocab}); err != nil {
 		return err
 	}
-	return k.Sample(enc, SampleParams{Rows: rows, Vocab: vocab}, logits, tokens)
+	return k.Sample(enc, SampleParams{Rows: rows, Vocab: vocab}, logits, tensor.View{}, tokens)
 }
 
-func (k *Kernels) checkLogits(rows, vocab int, logits, tokens tensor.View) error {
+func (k *Kernels) checkLogits(rows, vocab int, logits, tokens tensor.View, seen tensor.Arg) error {
 	if err := tensor.FloatType("Logits", logits.Type); err != nil {
 		return err
 	}
 	return tensor.Check(k.dev,
 		tensor.Arg{Name: "Logits", View: logits, Type: logits.Type, Len: elems(rows, vocab), Formula: "Rows*Vocab"},
 		tensor.Arg{Name: "Tokens", View: tokens, Type: tensor.U32, Len: rows, Formula: "Rows", Written: true},
+		seen,
 	)
 }
 
 // pick encodes argmax or sample on checked views: one threadgroup per row
 // of enough SIMD-groups to give each thread a few logits, at most 1024
 // threads (or what the pipeline allows).
-func (k *Kernels) pick(enc *mtl.ComputeCommandEncoder, entry string, rows, vocab int, logits, tokens tensor.View, sp sampleParams) error {
+func (k *Kernels) pick(enc *mtl.ComputeCommandEncoder, entry string, rows, vocab int, logits, seen, tokens tensor.View, sp sampleParams) error {
 	pso, err := k.pipeline(entry)
 	if err != nil {
 		return err
@@ -128,6 +162,7 @@ func (k *Kernels) pick(enc *mtl.ComputeCommandEncoder, entry string, rows, vocab
 	bind(enc, logits, 0)
 	bind(enc, tokens, 1)
 	mtl.SetValue(enc, sp, 2)
+	bind(enc, seen, 3)
 	enc.DispatchThreadgroups(mtl.Sz(rows, 1, 1), mtl.Sz(threads, 1, 1))
 	return finish(enc, entry)
 }

@@ -110,7 +110,7 @@ func TestSampleMatchesCPU(t *testing.T) {
 					x = rounded(xt, x)
 					xv, out := r.view(xt, x), r.empty(tensor.U32, rows)
 					p := sampleParams(c, rows, vocab, seed*0x9e3779b97f4a7c15, uint32(seed*7))
-					r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Sample(enc, p, xv, out) })
+					r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Sample(enc, p, xv, tensor.View{}, out) })
 					for row, got := range tokens(t, out) {
 						want := cpuref.Sample32(x[row*vocab:(row+1)*vocab], c, p.Seed, p.Step, uint32(row))
 						if int(got) != want {
@@ -149,7 +149,7 @@ func TestSampleDistribution(t *testing.T) {
 		for run := range runs {
 			out := r.empty(tensor.U32, rows)
 			p := sampleParams(c, rows, vocab, uint64(ci*runs+run)+1, 3)
-			r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Sample(enc, p, xv, out) })
+			r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Sample(enc, p, xv, tensor.View{}, out) })
 			for _, tok := range tokens(t, out) {
 				counts[tok]++
 			}
@@ -179,4 +179,56 @@ func scale(p []float64, n int) []float64 {
 		y[i] = v * float64(n)
 	}
 	return y
+}
+
+// TestSampleRepetitionPenalty checks the repetition penalty for every
+// type, greedy and sampled: the tokens drawn are cpuref.Sample32's on
+// cpuref.Penalize32's logits (the largest logits are among the seen
+// tokens, so the penalty changes the pick), and the seen set gains
+// exactly the token drawn in each row.
+func TestSampleRepetitionPenalty(t *testing.T) {
+	eachRun(t, func(t *testing.T, r *rig) {
+		seed := uint64(500)
+		for _, xt := range kernels.ElemTypes {
+			for ci, c := range append([]cpuref.SampleConfig{{Temperature: 0}}, sampleConfigs[0], sampleConfigs[2]) {
+				seed++
+				const rows, vocab = 3, 1000
+				words := ops.SeenWords(vocab)
+				rng := rand.New(rand.NewPCG(seed, 0x9e))
+				x := rounded(xt, random(rng, rows*vocab, 4))
+				seen := make([]bool, rows*vocab)
+				bits := make([]uint32, rows*words)
+				for row := 0; row < rows; row++ {
+					for i := 0; i < vocab; i++ {
+						top := x[row*vocab+i] > 3.6 || x[row*vocab+i] < -3.6
+						if top || rng.IntN(10) == 0 {
+							seen[row*vocab+i] = true
+							bits[row*words+i/32] |= 1 << (i % 32)
+						}
+					}
+				}
+				xv, sv, out := r.view(xt, x), ints(r, tensor.U32, bits), r.empty(tensor.U32, rows)
+				p := sampleParams(c, rows, vocab, seed, 11)
+				p.RepetitionPenalty = 1.5
+				r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Sample(enc, p, xv, sv, out) })
+				gotBits := make([]uint32, len(bits))
+				if err := tensor.LoadInts(sv, gotBits); err != nil {
+					t.Fatal(err)
+				}
+				for row, got := range tokens(t, out) {
+					lo, hi := row*vocab, (row+1)*vocab
+					want := cpuref.Sample32(cpuref.Penalize32(x[lo:hi], seen[lo:hi], 1.5), c, p.Seed, p.Step, uint32(row))
+					if int(got) != want {
+						t.Errorf("%v config %d row %d: token %d, want %d", xt, ci, row, got, want)
+					}
+					bits[row*words+want/32] |= 1 << (want % 32)
+				}
+				for i := range bits {
+					if gotBits[i] != bits[i] {
+						t.Fatalf("%v config %d: seen word %d = %#x, want %#x (the set and the drawn token)", xt, ci, i, gotBits[i], bits[i])
+					}
+				}
+			}
+		}
+	})
 }

@@ -82,7 +82,7 @@ func BenchmarkMetalSmallOps(b *testing.B) {
 			}},
 			{"argmax", 4*rows*vocab + 4*rows, func(enc *mtl.ComputeCommandEncoder) error { return k.Argmax(enc, rows, vocab, lg, tok) }},
 			{"sample", 4*rows*vocab + 4*rows, func(enc *mtl.ComputeCommandEncoder) error {
-				return k.Sample(enc, ops.SampleParams{Rows: rows, Vocab: vocab, Temperature: 0.6, TopK: 20, TopP: 0.95, Seed: 1}, lg, tok)
+				return k.Sample(enc, ops.SampleParams{Rows: rows, Vocab: vocab, Temperature: 0.6, TopK: 20, TopP: 0.95, Seed: 1}, lg, tensor.View{}, tok)
 			}},
 		}
 		for _, c := range cases {

@@ -123,11 +123,11 @@ func TestSmallOpsTraffic(t *testing.T) {
 	c = r.counters(func(enc *mtl.ComputeCommandEncoder) error { return r.k.Argmax(enc, 1, vocab, lg, tok) })
 	checkTraffic(t, "argmax f32 151936", c, 2, floor, traffic{0, "logits", 4 * vocab, 0}, traffic{1, "token", 0, 4})
 	c = r.counters(func(enc *mtl.ComputeCommandEncoder) error {
-		return r.k.Sample(enc, ops.SampleParams{Rows: 1, Vocab: vocab, Temperature: 0.6, TopK: 20, TopP: 0.95, Seed: 7}, lg, tok)
+		return r.k.Sample(enc, ops.SampleParams{Rows: 1, Vocab: vocab, Temperature: 0.6, TopK: 20, TopP: 0.95, Seed: 7}, lg, tensor.View{}, tok)
 	})
 	checkTraffic(t, "sample f32 151936 (0.6, top-k 20, top-p 0.95)", c, 2, floor, traffic{0, "logits", 4 * vocab, 0}, traffic{1, "token", 0, 4})
 	c = r.counters(func(enc *mtl.ComputeCommandEncoder) error {
-		return r.k.Sample(enc, ops.SampleParams{Rows: 1, Vocab: vocab, Temperature: 1, TopP: 1, MinP: 0.05, Seed: 7}, lg, tok)
+		return r.k.Sample(enc, ops.SampleParams{Rows: 1, Vocab: vocab, Temperature: 1, TopP: 1, MinP: 0.05, Seed: 7}, lg, tensor.View{}, tok)
 	})
 	checkTraffic(t, "sample f32 151936 (min-p 0.05 alone)", c, 2, floor, traffic{0, "logits", 2 * 4 * vocab, 0}, traffic{1, "token", 0, 4})
 }
