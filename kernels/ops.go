@@ -12,7 +12,7 @@ type OpsSource struct {
 
 // opsSources lists the model's other kernel sources, one line each.
 var opsSources = []OpsSource{
-	{File: MatMulFile, Entries: matmulEntries},
+	{File: MatMulFile, Entries: entriesOf(matvecNames, matmulNames, gatherMatVecNames)},
 	{File: QuantFile, Entries: QuantEntries},
 	{File: AttentionFile, Entries: attentionEntries},
 	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames)},
