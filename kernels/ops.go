@@ -15,7 +15,7 @@ var opsSources = []OpsSource{
 	{File: MatMulFile, Entries: entriesOf(matvecNames, matmulNames, gatherMatVecNames)},
 	{File: QuantFile, Entries: QuantEntries},
 	{File: AttentionFile, Entries: attentionEntries},
-	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames)},
+	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames, rmsNormRoPENames)},
 	{File: RoPEFile, Entries: entriesOf(ropeNames)},
 	{File: SwiGLUFile, Entries: entriesOf(swigluNames)},
 	{File: MoEFile, Headers: []string{RankFile}, Entries: entriesOf(moeRouteNames, moeCombineNames)},

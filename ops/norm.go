@@ -75,10 +75,7 @@ func (k *Kernels) RMSNorm(enc *mtl.ComputeCommandEncoder, p RMSNormParams, x, w,
 	if err := p.check(); err != nil {
 		return err
 	}
-	if err := tensor.FloatType("X", x.Type); err != nil {
-		return err
-	}
-	if err := tensor.FloatType("W", w.Type); err != nil {
+	if err := floatTypes(named{"X", x}, named{"W", w}); err != nil {
 		return err
 	}
 	n := elems(p.Rows, p.stride())
@@ -108,13 +105,8 @@ func (k *Kernels) RMSNormResidual(enc *mtl.ComputeCommandEncoder, p RMSNormParam
 	if p.stride() != p.Dim {
 		return tensor.Invalid("RMSNormParams.Stride", "%d, the residual kernel takes rows of Dim %d elements (Stride 0 or Dim)", p.Stride, p.Dim)
 	}
-	for _, a := range []struct {
-		name string
-		t    tensor.ElemType
-	}{{"H", h.Type}, {"W", w.Type}, {"Out", out.Type}} {
-		if err := tensor.FloatType(a.name, a.t); err != nil {
-			return err
-		}
+	if err := floatTypes(named{"H", h}, named{"W", w}, named{"Out", out}); err != nil {
+		return err
 	}
 	n := elems(p.Rows, p.Dim)
 	if err := tensor.Check(k.dev,

@@ -88,6 +88,17 @@ func TestNormRoPESwiGLUMoESampleRefusals(t *testing.T) {
 		{"rope X without the head stride", rope(func(p *ops.RoPEParams, _, _, _ *tensor.View) { p.HeadStride = 16 }), "X", []string{"32", "64"}},
 		{"rope Pos unsigned", rope(func(_ *ops.RoPEParams, _, pos, _ *tensor.View) { *pos = r.empty(tensor.U32, 2) }), "Pos", []string{"u32", "i32"}},
 		{"rope InvFreq short", rope(func(_ *ops.RoPEParams, _, _, inv *tensor.View) { *inv = f32(1) }), "InvFreq", []string{"1", "2"}},
+		{"norm+rope RotaryDim above 512", func(enc *mtl.ComputeCommandEncoder) error {
+			p := ops.RoPEParams{Tokens: 1, Heads: 1, HeadDim: 600, RotaryDim: 514}
+			return r.k.RMSNormRoPE(enc, p, 1e-6, 1, f32(600), f32(600), r.empty(tensor.I32, 1), f32(257))
+		}, "RoPEParams.RotaryDim", []string{"514", "512"}},
+		{"norm+rope W of the stride, not HeadDim", func(enc *mtl.ComputeCommandEncoder) error {
+			p := ops.RoPEParams{Tokens: 2, Heads: 2, HeadDim: 8, HeadStride: 16, RotaryDim: 4}
+			return r.k.RMSNormRoPE(enc, p, 1e-6, 1, f32(64), f32(16), pos, inv)
+		}, "W", []string{"16", "8"}},
+		{"norm+rope Eps NaN", func(enc *mtl.ComputeCommandEncoder) error {
+			return r.k.RMSNormRoPE(enc, rp, nan, 1, f32(32), f32(8), pos, inv)
+		}, "RMSNormParams.Eps", []string{"NaN"}},
 		{"swiglu rows zero", func(enc *mtl.ComputeCommandEncoder) error { return r.k.SwiGLU(enc, 0, 4, f32(8), f32(8), f32(8)) }, "rows", []string{"0"}},
 		{"swiglu width negative", func(enc *mtl.ComputeCommandEncoder) error { return r.k.SwiGLU(enc, 2, -4, f32(8), f32(8), f32(8)) }, "width", []string{"-4"}},
 		{"swiglu Up of another type", func(enc *mtl.ComputeCommandEncoder) error {

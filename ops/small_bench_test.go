@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkMetalSmallOps times RMSNorm (plain and with the residual add),
-// q_norm and RoPE on the query halves, SwiGLU, the MoE router and
+// q_norm and RoPE on the query halves (apart and fused), SwiGLU, the MoE router and
 // combine, argmax and the sampler on the system's GPU at Qwen3-Next's
 // shapes (hidden 2048, 16 query heads of 256, rotary 64, 512 experts
 // top-10, moe_intermediate 512, vocabulary 151936) in bf16 (the logits in
@@ -69,6 +69,9 @@ func BenchmarkMetalSmallOps(b *testing.B) {
 			}},
 			{"q-norm", 2 * (2*n*heads*headDim + headDim), func(enc *mtl.ComputeCommandEncoder) error {
 				return k.RMSNorm(enc, qnorm, q, qw, tensor.View{})
+			}},
+			{"q-norm-rope", 2 * (2*n*heads*headDim + headDim), func(enc *mtl.ComputeCommandEncoder) error {
+				return k.RMSNormRoPE(enc, ops.RoPEParams{Tokens: n, Heads: heads, HeadDim: headDim, HeadStride: 2 * headDim, RotaryDim: rotary}, 1e-6, 1, q, qw, pos, inv)
 			}},
 			{"rope", 2 * 2 * n * heads * rotary, func(enc *mtl.ComputeCommandEncoder) error {
 				return k.RoPE(enc, ops.RoPEParams{Tokens: n, Heads: heads, HeadDim: headDim, HeadStride: 2 * headDim, RotaryDim: rotary}, q, pos, inv)

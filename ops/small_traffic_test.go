@@ -51,7 +51,8 @@ func checkTraffic(t *testing.T, what string, c msl.Counters, params int, floor u
 //   - q_norm on the query halves of q_proj's [query | gate] output: only
 //     the query halves, once each way.
 //   - RoPE on those queries: the rotary_dim elements of each head, once
-//     each way (pos and inv_freq are per-thread reads of 8 bytes).
+//     each way (pos and inv_freq are per-thread reads of 8 bytes); the
+//     fused q_norm + RoPE moves what q_norm alone moves.
 //   - SwiGLU (512): gate, up once, out once.
 //   - the router (512 experts, top 10): the logits once, 10 ids and
 //     weights stored; combine: the 10 experts' outputs and the shared
@@ -99,6 +100,12 @@ func TestSmallOpsTraffic(t *testing.T) {
 	})
 	checkTraffic(t, "RoPE, 16 heads, rotary 64 of 256", c, 3, 2*b(qHeads*rotary),
 		traffic{0, "q", b(qHeads * rotary), b(qHeads * rotary)}, traffic{1, "pos", 4 * qHeads * rotary / 2, 0}, traffic{2, "inv_freq", 4 * qHeads * rotary / 2, 0})
+
+	c = r.counters(func(enc *mtl.ComputeCommandEncoder) error {
+		return r.k.RMSNormRoPE(enc, ops.RoPEParams{Tokens: 1, Heads: qHeads, HeadDim: headDim, HeadStride: 2 * headDim, RotaryDim: rotary}, 1e-6, 1, q, qw, pos, inv)
+	})
+	checkTraffic(t, "q_norm + RoPE fused, 16 heads", c, 4, 2*b(qHeads*headDim)+b(headDim),
+		traffic{0, "q (in place)", b(qHeads * headDim), b(qHeads * headDim)}, traffic{1, "w", b(qHeads * headDim), 0})
 
 	g, u, o := r.view(bf, random(rng, inter, 4)), r.view(bf, random(rng, inter, 1)), r.empty(bf, inter)
 	c = r.counters(func(enc *mtl.ComputeCommandEncoder) error { return r.k.SwiGLU(enc, 1, inter, g, u, o) })
