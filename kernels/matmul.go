@@ -38,52 +38,8 @@ func MatMulOf(w, a spec.ElemType) string { return matmulNames.name(w, a) }
 // experts for weight type w and activation type a: gather_matvec_{w}_{a}.
 func GatherMatVecOf(w, a spec.ElemType) string { return gatherMatVecNames.name(w, a) }
 
-// matmulEntries returns the entry points of MatMulFile.
-func matmulEntries() []string {
-	var names []string
-	for _, v := range []*typePairNames{matvecNames, matmulNames, gatherMatVecNames} {
-		for _, w := range ElemTypes {
-			for _, a := range ElemTypes {
-				names = append(names, v.name(w, a))
-			}
-		}
-	}
-	return names
-}
-
-// typePairNames are the names of a kernel by two element types,
-// base_{first}_{second}, made once so that a lookup on every dispatch
-// allocates nothing.
-type typePairNames struct {
-	base  string
-	names [len(ElemTypes)][len(ElemTypes)]string
-}
-
-func newTypePairNames(base string) *typePairNames {
-	v := &typePairNames{base: base}
-	for _, a := range ElemTypes {
-		for _, b := range ElemTypes {
-			v.names[a][b] = v.build(a, b)
-		}
-	}
-	return v
-}
-
-func (v *typePairNames) build(a, b spec.ElemType) string {
-	return v.base + "_" + a.String() + "_" + b.String()
-}
-
-// name returns the entry point for types a and b; a type without a kernel
-// gets the name such a kernel would have, which no source defines.
-func (v *typePairNames) name(a, b spec.ElemType) string {
-	if int(a) < len(ElemTypes) && int(b) < len(ElemTypes) {
-		return v.names[a][b]
-	}
-	return v.build(a, b)
-}
-
 var (
-	matvecNames       = newTypePairNames("matvec")
-	matmulNames       = newTypePairNames("matmul")
-	gatherMatVecNames = newTypePairNames("gather_matvec")
+	matvecNames       = newTypedNames("matvec", 2)
+	matmulNames       = newTypedNames("matmul", 2)
+	gatherMatVecNames = newTypedNames("gather_matvec", 2)
 )

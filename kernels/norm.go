@@ -21,7 +21,18 @@ func RMSNormOf(x, w spec.ElemType) string { return rmsNormNames.name(x, w) }
 // weight type w: rms_norm_residual_{h}_{x}_{w}.
 func RMSNormResidualOf(h, x, w spec.ElemType) string { return rmsNormResidualNames.name(h, x, w) }
 
+// RMSNormRoPEOf returns the name of the kernel that normalises each head
+// and then applies RoPE to it, in place, for activation type x and weight
+// type w: rms_norm_rope_{x}_{w}.
+func RMSNormRoPEOf(x, w spec.ElemType) string { return rmsNormRoPENames.name(x, w) }
+
+// NormRoPEMaxRotary is the largest rotary_dim RMSNormRoPE takes
+// (NORM_ROPE_MAX in norm.metal: the rotated elements pass through
+// threadgroup memory).
+const NormRoPEMaxRotary = 512
+
 var (
+	rmsNormRoPENames     = newTypedNames("rms_norm_rope", 2)
 	rmsNormNames         = newTypedNames("rms_norm", 2)
 	rmsNormResidualNames = newTypedNames("rms_norm_residual", 3)
 )

@@ -54,13 +54,12 @@ inline float norm_threadgroup_sum(float x, threadgroup float *partial,
     return simd_sum(s);
 }
 
-// Normalises one row whose elements this thread holds in v (NORM_PER of
-// them, tid + j * threads; those past dim are 0) and writes them to out.
-template <typename O, typename W>
-inline void norm_row_store(thread float (&v)[NORM_PER], device O *out,
-                           device const W *w, constant norm_params &p,
-                           threadgroup float *partial,
-                           uint tid, uint threads, uint sg, uint lane, uint nsg) {
+// Normalises, in place, one row whose elements this thread holds in v
+// (NORM_PER of them, tid + j * threads; those past dim are 0).
+template <typename W>
+inline void norm_row(thread float (&v)[NORM_PER], device const W *w,
+                     constant norm_params &p, threadgroup float *partial,
+                     uint tid, uint threads, uint sg, uint lane, uint nsg) {
     float ss = 0.0f;
     for (uint j = 0; j < NORM_PER; j++) {
         ss += v[j] * v[j];
@@ -69,7 +68,18 @@ inline void norm_row_store(thread float (&v)[NORM_PER], device O *out,
     for (uint j = 0; j < NORM_PER; j++) {
         const uint i = tid + j * threads;
         if (i < p.dim) {
-            store_elem(out + i, v[j] * inv * (p.offset + load_elem(w + i)));
+            v[j] = v[j] * inv * (p.offset + load_elem(w + i));
+        }
+    }
+}
+
+// Stores the row this thread holds in v to out.
+template <typename O>
+inline void row_store(thread float (&v)[NORM_PER], device O *out, uint dim, uint tid, uint threads) {
+    for (uint j = 0; j < NORM_PER; j++) {
+        const uint i = tid + j * threads;
+        if (i < dim) {
+            store_elem(out + i, v[j]);
         }
     }
 }
@@ -94,7 +104,8 @@ kernel void rms_norm(
         const uint i = tid + j * threads;
         v[j] = i < p.dim ? load_elem(x + i) : 0.0f;
     }
-    norm_row_store(v, out, w, p, partial, tid, threads, sg, lane, nsg);
+    norm_row(v, w, p, partial, tid, threads, sg, lane, nsg);
+    row_store(v, out, p.dim, tid, threads);
 }
 
 template <typename H, typename T, typename W>
@@ -123,13 +134,76 @@ kernel void rms_norm_residual(
             store_elem(h + i, v[j]);
         }
     }
-    norm_row_store(v, out, w, p, partial, tid, threads, sg, lane, nsg);
+    norm_row(v, w, p, partial, tid, threads, sg, lane, nsg);
+    row_store(v, out, p.dim, tid, threads);
+}
+
+// RMSNorm of each head, then RoPE on its first rotary_dim elements (as
+// rope.metal computes it), in one dispatch and in place, for q_norm and
+// k_norm: x is [tokens][heads][stride] as in rope.metal, a row is one
+// head (dim = head_dim), and nothing is rounded between the two. The
+// normalised rotary elements are exchanged through threadgroup memory
+// (rotary_dim <= NORM_ROPE_MAX), since the pair (i, i + rotary_dim / 2)
+// may live in two threads. Buffers: 0 x, 1 w, 4 norm_params, 5 pos,
+// 6 inv_freq, 7 rope_params.
+#define NORM_ROPE_MAX 512
+
+struct norm_rope_params {
+    uint heads;     // rows per token
+    uint half_rot;  // rotary_dim / 2
+};
+
+template <typename T, typename W>
+kernel void rms_norm_rope(
+    device T           *x        [[buffer(0)]],
+    device const W     *w        [[buffer(1)]],
+    constant norm_params &p      [[buffer(4)]],
+    device const int   *pos      [[buffer(5)]],
+    device const float *inv_freq [[buffer(6)]],
+    constant norm_rope_params &r [[buffer(7)]],
+    uint row     [[threadgroup_position_in_grid]],
+    uint tid     [[thread_position_in_threadgroup]],
+    uint threads [[threads_per_threadgroup]],
+    uint sg      [[simdgroup_index_in_threadgroup]],
+    uint lane    [[thread_index_in_simdgroup]],
+    uint nsg     [[simdgroups_per_threadgroup]]) {
+    threadgroup float partial[32];
+    threadgroup float rot[NORM_ROPE_MAX];
+    x += ulong(row) * p.stride;
+    float v[NORM_PER];
+    for (uint j = 0; j < NORM_PER; j++) {
+        const uint i = tid + j * threads;
+        v[j] = i < p.dim ? load_elem(x + i) : 0.0f;
+    }
+    norm_row(v, w, p, partial, tid, threads, sg, lane, nsg);
+    const uint h = r.half_rot;
+    for (uint j = 0; j < NORM_PER; j++) {
+        const uint i = tid + j * threads;
+        if (i < 2 * h) {
+            rot[i] = v[j];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const float fpos = float(pos[row / r.heads]);
+    for (uint j = 0; j < NORM_PER; j++) {
+        const uint i = tid + j * threads;
+        if (i < 2 * h) {
+            const float a = fpos * inv_freq[i % h];
+            const float c = cos(a), s = sin(a);
+            v[j] = i < h ? v[j] * c - rot[i + h] * s : v[j] * c + rot[i - h] * s;
+        }
+    }
+    row_store(v, x, p.dim, tid, threads);
 }
 
 #define instantiate_rms_norm(tn, T, wn, W)                                           \
     template [[host_name("rms_norm_" #tn "_" #wn)]] kernel void rms_norm<T, W>(      \
         device const T *, device const W *, device T *, constant norm_params &,      \
-        uint, uint, uint, uint, uint, uint);
+        uint, uint, uint, uint, uint, uint);                                         \
+    template [[host_name("rms_norm_rope_" #tn "_" #wn)]] kernel void                 \
+    rms_norm_rope<T, W>(device T *, device const W *, constant norm_params &,         \
+                        device const int *, device const float *,                    \
+                        constant norm_rope_params &, uint, uint, uint, uint, uint, uint);
 
 #define instantiate_rms_norm_residual(hn, H, tn, T, wn, W)                           \
     template [[host_name("rms_norm_residual_" #hn "_" #tn "_" #wn)]] kernel void     \

@@ -12,13 +12,14 @@ type OpsSource struct {
 
 // opsSources lists the model's other kernel sources, one line each.
 var opsSources = []OpsSource{
-	{File: MatMulFile, Entries: matmulEntries},
+	{File: MatMulFile, Entries: entriesOf(matvecNames, matmulNames, gatherMatVecNames)},
 	{File: QuantFile, Entries: quantEntries},
 	{File: AttentionFile, Entries: attentionEntries},
-	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames)},
+	{File: NormFile, Entries: entriesOf(rmsNormNames, rmsNormResidualNames, rmsNormRoPENames)},
 	{File: RoPEFile, Entries: entriesOf(ropeNames)},
 	{File: SwiGLUFile, Entries: entriesOf(swigluNames)},
 	{File: MoEFile, Headers: []string{RankFile}, Entries: entriesOf(moeRouteNames, moeCombineNames)},
+	{File: SampleFile, Headers: []string{RankFile}, Entries: entriesOf(argmaxNames, sampleNames)},
 }
 
 // OpsSources returns the sources of the model's other kernels.

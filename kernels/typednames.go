@@ -9,26 +9,33 @@ import "github.com/puremetal/puremetal/gdn/spec"
 type typedNames struct {
 	base  string
 	n     int
-	names map[[3]spec.ElemType]string
+	names [len(ElemTypes)][len(ElemTypes)][len(ElemTypes)]string // unused types F32 (0)
 }
 
 // newTypedNames returns the names of base instantiated for n = 1, 2 or 3
 // element types.
 func newTypedNames(base string, n int) *typedNames {
-	v := &typedNames{base: base, n: n, names: map[[3]spec.ElemType]string{}}
-	var each func(k [3]spec.ElemType, i int)
-	each = func(k [3]spec.ElemType, i int) {
-		if i == n {
-			v.names[k] = v.build(k)
-			return
-		}
-		for _, t := range ElemTypes {
-			k[i] = t
-			each(k, i+1)
-		}
+	v := &typedNames{base: base, n: n}
+	for _, k := range v.keys() {
+		v.names[k[0]][k[1]][k[2]] = v.build(k)
 	}
-	each([3]spec.ElemType{}, 0)
 	return v
+}
+
+// keys returns every combination of the n types, the unused ones F32.
+func (v *typedNames) keys() [][3]spec.ElemType {
+	keys := [][3]spec.ElemType{{}}
+	for i := range v.n {
+		var next [][3]spec.ElemType
+		for _, k := range keys {
+			for _, t := range ElemTypes {
+				k[i] = t
+				next = append(next, k)
+			}
+		}
+		keys = next
+	}
+	return keys
 }
 
 func (v *typedNames) build(k [3]spec.ElemType) string {
@@ -39,23 +46,25 @@ func (v *typedNames) build(k [3]spec.ElemType) string {
 	return name
 }
 
-// name returns the entry point for types ts (the first n are used); types
-// without a kernel get the name such a kernel would have, which no source
-// defines.
+// name returns the entry point for types ts (the first n are used; the
+// others must be F32); types without a kernel get the name such a kernel
+// would have, which no source defines.
 func (v *typedNames) name(ts ...spec.ElemType) string {
 	var k [3]spec.ElemType
 	copy(k[:v.n], ts)
-	if s, ok := v.names[k]; ok {
-		return s
+	for _, t := range k {
+		if int(t) >= len(ElemTypes) {
+			return v.build(k)
+		}
 	}
-	return v.build(k)
+	return v.names[k[0]][k[1]][k[2]]
 }
 
-// all returns every entry point, in no particular order.
+// all returns every entry point.
 func (v *typedNames) all() []string {
-	names := make([]string, 0, len(v.names))
-	for _, s := range v.names {
-		names = append(names, s)
+	var names []string
+	for _, k := range v.keys() {
+		names = append(names, v.names[k[0]][k[1]][k[2]])
 	}
 	return names
 }

@@ -81,3 +81,20 @@ func elems(dims ...int) int {
 
 // ceilDiv returns ceil(a / b) for positive b.
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// named is a view and the argument's name.
+type named struct {
+	name string
+	v    tensor.View
+}
+
+// floatTypes refuses the first of views whose element type is not a
+// float type (f32, f16, bf16).
+func floatTypes(views ...named) error {
+	for _, n := range views {
+		if err := tensor.FloatType(n.name, n.v.Type); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -38,13 +38,8 @@ func (p RoPEParams) headStride() int {
 }
 
 func (p RoPEParams) check() error {
-	for _, f := range []struct {
-		name string
-		n    int
-	}{{"RoPEParams.Tokens", p.Tokens}, {"RoPEParams.Heads", p.Heads}, {"RoPEParams.HeadDim", p.HeadDim}} {
-		if err := positive(dim{f.name, f.n}); err != nil {
-			return err
-		}
+	if err := positive(dim{"RoPEParams.Tokens", p.Tokens}, dim{"RoPEParams.Heads", p.Heads}, dim{"RoPEParams.HeadDim", p.HeadDim}); err != nil {
+		return err
 	}
 	switch {
 	case p.HeadStride != 0 && p.HeadStride < p.HeadDim:
@@ -75,7 +70,7 @@ func (k *Kernels) RoPE(enc *mtl.ComputeCommandEncoder, p RoPEParams, x, pos, inv
 		return err
 	}
 	if err := tensor.Check(k.dev,
-		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: p.Tokens * p.Heads * p.headStride(), Formula: "Tokens*Heads*HeadStride", Written: true},
+		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: elems(p.Tokens, p.Heads, p.headStride()), Formula: "Tokens*Heads*HeadStride", Written: true},
 		tensor.Arg{Name: "Pos", View: pos, Type: tensor.I32, Len: p.Tokens, Formula: "Tokens"},
 		tensor.Arg{Name: "InvFreq", View: invFreq, Type: tensor.F32, Len: p.RotaryDim / 2, Formula: "RotaryDim/2"},
 	); err != nil {
@@ -112,4 +107,55 @@ func RoPEInvFreq(rotaryDim int, theta float64) []float32 {
 		f[i] = 1 / float32(math.Pow(float64(float32(theta)), float64(e)))
 	}
 	return f
+}
+
+// normRoPEParams is norm_rope_params of norm.metal.
+type normRoPEParams struct {
+	Heads, HalfRot uint32
+}
+
+// RMSNormRoPE encodes, in one dispatch and in place on x, the per-head
+// RMSNorm of [Kernels.RMSNorm] (each head a row of HeadDim, weight
+// offset + w, w [HeadDim]) followed by the RoPE of [Kernels.RoPE] on the
+// normalised head, with nothing rounded in between: q_norm or k_norm and
+// the rotary embedding of an attention layer. x, pos and invFreq are as
+// RoPE takes them. It refuses what RMSNorm and RoPE refuse, and a
+// RotaryDim above kernels.NormRoPEMaxRotary.
+func (k *Kernels) RMSNormRoPE(enc *mtl.ComputeCommandEncoder, p RoPEParams, eps, offset float32, x, w, pos, invFreq tensor.View) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	if p.RotaryDim > kernels.NormRoPEMaxRotary {
+		return tensor.Invalid("RoPEParams.RotaryDim", "%d, above the %d the fused norm and RoPE take", p.RotaryDim, kernels.NormRoPEMaxRotary)
+	}
+	np := RMSNormParams{Rows: p.Tokens * p.Heads, Dim: p.HeadDim, Stride: p.headStride(), Eps: eps, Offset: offset}
+	if err := np.check(); err != nil {
+		return err
+	}
+	if err := floatTypes(named{"X", x}, named{"W", w}); err != nil {
+		return err
+	}
+	if err := tensor.Check(k.dev,
+		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: elems(p.Tokens, p.Heads, p.headStride()), Formula: "Tokens*Heads*HeadStride", Written: true},
+		tensor.Arg{Name: "W", View: w, Type: w.Type, Len: p.HeadDim, Formula: "HeadDim"},
+		tensor.Arg{Name: "Pos", View: pos, Type: tensor.I32, Len: p.Tokens, Formula: "Tokens"},
+		tensor.Arg{Name: "InvFreq", View: invFreq, Type: tensor.F32, Len: p.RotaryDim / 2, Formula: "RotaryDim/2"},
+	); err != nil {
+		return err
+	}
+	entry := kernels.RMSNormRoPEOf(x.Type, w.Type)
+	threads := np.threads()
+	pso, err := k.launchPipeline(entry, threads, "RoPEParams.HeadDim", "32*ceil(HeadDim/(32*8))")
+	if err != nil {
+		return err
+	}
+	enc.SetComputePipelineState(pso)
+	bind(enc, x, 0)
+	bind(enc, w, 1)
+	mtl.SetValue(enc, normParams{Dim: uint32(np.Dim), Stride: uint32(np.Stride), Eps: eps, Offset: offset}, 4)
+	bind(enc, pos, 5)
+	bind(enc, invFreq, 6)
+	mtl.SetValue(enc, normRoPEParams{Heads: uint32(p.Heads), HalfRot: uint32(p.RotaryDim / 2)}, 7)
+	enc.DispatchThreadgroups(mtl.Sz(np.Rows, 1, 1), mtl.Sz(threads, 1, 1))
+	return finish(enc, entry)
 }

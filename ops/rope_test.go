@@ -99,3 +99,68 @@ func TestRoPEInvFreq(t *testing.T) {
 		t.Errorf("RoPEInvFreq accepts an odd dimension or a NaN theta")
 	}
 }
+
+// TestRMSNormRoPE checks the fused per-head norm and RoPE for every
+// activation and weight type against cpuref.RMSNorm64 then cpuref.RoPE64
+// (the fused kernel rounds nothing in between): a head stride, partial
+// and full rotary dimensions, and a head of 40 whose rotated pairs live in
+// different threads. Bound: the norm's relative error (normTol's) carried
+// through the rotation, plus RoPE's (TestRoPE's) on the normalised
+// values, plus the rounding to x's type.
+func TestRMSNormRoPE(t *testing.T) {
+	eachRun(t, func(t *testing.T, r *rig) {
+		seed := uint64(300)
+		for _, xt := range kernels.ElemTypes {
+			for _, wt := range kernels.ElemTypes {
+				for _, c := range []struct{ tokens, heads, headDim, stride, rotary int }{
+					{2, 2, 64, 128, 16},
+					{1, 2, 256, 512, 64},
+					{3, 1, 40, 0, 40},
+				} {
+					seed++
+					name := fmt.Sprintf("%v/%v/%+v", xt, wt, c)
+					rng := rand.New(rand.NewPCG(seed, 0x11))
+					p := ops.RoPEParams{Tokens: c.tokens, Heads: c.heads, HeadDim: c.headDim, HeadStride: c.stride, RotaryDim: c.rotary}
+					stride := max(c.stride, c.headDim)
+					x := rounded(xt, random(rng, c.tokens*c.heads*stride, 3))
+					w := rounded(wt, random(rng, c.headDim, 1))
+					pos, posInt := make([]int32, c.tokens), make([]int, c.tokens)
+					for i := range pos {
+						pos[i] = int32(rng.IntN(3000))
+						posInt[i] = int(pos[i])
+					}
+					inv := ops.RoPEInvFreq(c.rotary, 1e6)
+					xv := r.view(xt, x)
+					r.run(func(enc *mtl.ComputeCommandEncoder) error {
+						return r.k.RMSNormRoPE(enc, p, 1e-6, 1, xv, r.view(wt, w), ints(r, tensor.I32, pos), r.view(tensor.F32, inv))
+					})
+					got := r.read(xv)
+					normed := make([]float64, 0, c.tokens*c.heads*c.headDim)
+					for h := 0; h < c.tokens*c.heads; h++ {
+						normed = append(normed, cpuref.RMSNorm64(widen(x[h*stride:h*stride+c.headDim]), widen(w), 1e-6, 1)...)
+					}
+					want := append([]float64(nil), normed...)
+					cpuref.RoPE64(want, c.heads, c.headDim, c.rotary, posInt, widen(inv))
+					normRel := (float64(c.headDim)/2 + 8) * 0x1p-24
+					half := c.rotary / 2
+					for h := 0; h < c.tokens*c.heads; h++ {
+						in, wnt := normed[h*c.headDim:(h+1)*c.headDim], want[h*c.headDim:(h+1)*c.headDim]
+						within(t, fmt.Sprintf("%s head %d", name, h), got[h*stride:h*stride+c.headDim], wnt, func(i int) float64 {
+							if i >= c.rotary {
+								return normRel*math.Abs(wnt[i]) + roundErr(xt, wnt[i])
+							}
+							j := i % half
+							a := float64(pos[h/c.heads]) * float64(inv[j])
+							return (math.Abs(in[j])+math.Abs(in[j+half]))*(normRel+(a+6)*0x1p-24) + roundErr(xt, wnt[i])
+						})
+						for j := h*stride + c.headDim; j < (h+1)*stride; j++ {
+							if got[j] != x[j] {
+								t.Fatalf("%s: element %d between heads changed", name, j)
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
