@@ -19,6 +19,7 @@ var opsSources = []OpsSource{
 	{File: RoPEFile, Entries: entriesOf(ropeNames)},
 	{File: SwiGLUFile, Entries: entriesOf(swigluNames)},
 	{File: MoEFile, Headers: []string{RankFile}, Entries: entriesOf(moeRouteNames, moeCombineNames)},
+	{File: SampleFile, Headers: []string{RankFile}, Entries: entriesOf(argmaxNames, sampleNames)},
 }
 
 // OpsSources returns the sources of the model's other kernels.

@@ -37,18 +37,20 @@ inline ranked simd_best(ranked a) {
     return a;
 }
 
-// The best of the threadgroup's a, in every thread. scratch holds one
-// ranked per SIMD-group (32); it is free again when this returns.
-inline ranked threadgroup_best(ranked a, threadgroup ranked *scratch,
+// The best of the threadgroup's a, in every thread. scratch_v and
+// scratch_i hold one element per SIMD-group (32 each); they are free again
+// when this returns.
+inline ranked threadgroup_best(ranked a, threadgroup float *scratch_v,
+                               threadgroup uint *scratch_i,
                                uint sg, uint lane, uint nsg) {
     a = simd_best(a);
     if (lane == 0) {
-        scratch[sg].v = a.v;  // member by member: the struct's copy is
-        scratch[sg].i = a.i;  // for the generic address space only
+        scratch_v[sg] = a.v;
+        scratch_i[sg] = a.i;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const uint s = min(lane, nsg - 1);
-    a = simd_best(ranked{scratch[s].v, scratch[s].i});
+    a = simd_best(ranked{scratch_v[s], scratch_i[s]});
     threadgroup_barrier(mem_flags::mem_threadgroup);
     return a;
 }

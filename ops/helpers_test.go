@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
@@ -46,6 +47,7 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(k.Release) // the registry New made when reg is nil
 	return &rig{GPU: g, k: k}
 }
 
@@ -55,14 +57,7 @@ func newRigWith(t *testing.T, opts emu.Options, reg *kernels.Registry) *rig {
 // its own.
 func newRigLanguage(t *testing.T, opts emu.Options, lang mtl.LanguageVersion) *rig {
 	t.Helper()
-	g := testdevice.NewEmulated(t, opts)
-	reg := kernels.NewRegistryWithLanguage(lang)
-	t.Cleanup(reg.Release)
-	k, err := ops.New(g.D, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &rig{GPU: g, k: k}
+	return newRigWith(t, opts, kernels.NewRegistryWithLanguage(lang))
 }
 
 // eachOrder runs f on a rig in each of testdevice.Orders, as a subtest
@@ -80,7 +75,7 @@ func eachOrder(t *testing.T, f func(t *testing.T, r *rig)) {
 func eachRun(t *testing.T, f func(t *testing.T, r *rig)) {
 	eachOrder(t, f)
 	t.Run("msl3.0", func(t *testing.T) {
-		f(t, newRigWith(t, testdevice.Orders[0], kernels.NewRegistryWithLanguage(mtl.LanguageVersion3_0)))
+		f(t, newRigLanguage(t, testdevice.Orders[0], mtl.LanguageVersion3_0))
 	})
 }
 
@@ -180,21 +175,40 @@ func within(t *testing.T, what string, got []float32, want []float64, tol func(i
 	}
 }
 
-// refused checks that err reports a bad argument naming arg, and that
-// nothing was left failed on the encoder.
-func refused(t *testing.T, enc *mtl.ComputeCommandEncoder, err error, arg string) {
-	t.Helper()
-	var ae *spec.ArgumentError
-	switch {
-	case err == nil:
-		t.Errorf("%s: accepted, want refused", arg)
-	case !errors.Is(err, ops.ErrInvalidArgument):
-		t.Errorf("%s: %v does not match ops.ErrInvalidArgument", arg, err)
-	case !errors.As(err, &ae) || ae.Arg != arg:
-		t.Errorf("%v: names another argument than %s", err, arg)
-	}
-	if enc.Err() != nil {
-		t.Errorf("%s: the encoder failed: %v", arg, enc.Err())
+// refusal is a dispatch that must be refused: call encodes it, arg is
+// the argument the error must name and want what its message must say.
+type refusal struct {
+	name string
+	call func(enc *mtl.ComputeCommandEncoder) error
+	arg  string
+	want []string
+}
+
+// checkRefusals runs each case as a subtest on its own command buffer and
+// checks that it is refused before anything is encoded: an error matching
+// ops.ErrInvalidArgument whose *spec.ArgumentError names the argument,
+// a message saying each of want, and a command buffer that runs no
+// dispatch.
+func checkRefusals(t *testing.T, r *rig, cases []refusal) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			counters, err := r.commit(c.call)
+			if !errors.Is(err, ops.ErrInvalidArgument) {
+				t.Fatalf("error %v, want one matching ops.ErrInvalidArgument", err)
+			}
+			var ae *spec.ArgumentError
+			if !errors.As(err, &ae) || ae.Arg != c.arg {
+				t.Errorf("error %v names %v, want %q", err, ae, c.arg)
+			}
+			for _, s := range c.want {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+			if len(counters) != 0 {
+				t.Errorf("%d dispatches ran after a refusal", len(counters))
+			}
+		})
 	}
 }
 

@@ -34,9 +34,10 @@ type routeParams struct {
 // outside 1..MaxExperts, TopK outside 1..min(Experts, 32), and views of
 // the wrong type or length.
 func (k *Kernels) MoERoute(enc *mtl.ComputeCommandEncoder, p MoERouteParams, logits, ids, weights tensor.View) error {
+	if err := positive(dim{"MoERouteParams.Tokens", p.Tokens}); err != nil {
+		return err
+	}
 	switch {
-	case p.Tokens < 1:
-		return tensor.Invalid("MoERouteParams.Tokens", "%d, must be at least 1", p.Tokens)
 	case p.Experts < 1 || p.Experts > MaxExperts:
 		return tensor.Invalid("MoERouteParams.Experts", "%d, must be 1 to %d (32 lanes * %d logits each)", p.Experts, MaxExperts, kernels.RoutePerLane)
 	case p.TopK < 1 || p.TopK > min(p.Experts, simdWidth):
@@ -46,9 +47,9 @@ func (k *Kernels) MoERoute(enc *mtl.ComputeCommandEncoder, p MoERouteParams, log
 		return err
 	}
 	if err := tensor.Check(k.dev,
-		tensor.Arg{Name: "Logits", View: logits, Type: logits.Type, Len: p.Tokens * p.Experts, Formula: "Tokens*Experts"},
-		tensor.Arg{Name: "IDs", View: ids, Type: tensor.U32, Len: p.Tokens * p.TopK, Formula: "Tokens*TopK", Written: true},
-		tensor.Arg{Name: "Weights", View: weights, Type: tensor.F32, Len: p.Tokens * p.TopK, Formula: "Tokens*TopK", Written: true},
+		tensor.Arg{Name: "Logits", View: logits, Type: logits.Type, Len: elems(p.Tokens, p.Experts), Formula: "Tokens*Experts"},
+		tensor.Arg{Name: "IDs", View: ids, Type: tensor.U32, Len: elems(p.Tokens, p.TopK), Formula: "Tokens*TopK", Written: true},
+		tensor.Arg{Name: "Weights", View: weights, Type: tensor.F32, Len: elems(p.Tokens, p.TopK), Formula: "Tokens*TopK", Written: true},
 	); err != nil {
 		return err
 	}
@@ -98,13 +99,8 @@ const combineGroup = 256
 // one float type. Refused: counts below 1, one of shared and gate without
 // the other, and views of the wrong type or length.
 func (k *Kernels) MoECombine(enc *mtl.ComputeCommandEncoder, p MoECombineParams, experts, weights, shared, gate, out tensor.View) error {
-	for _, f := range []struct {
-		name string
-		n    int
-	}{{"MoECombineParams.Tokens", p.Tokens}, {"MoECombineParams.Dim", p.Dim}, {"MoECombineParams.TopK", p.TopK}} {
-		if err := positive(dim{f.name, f.n}); err != nil {
-			return err
-		}
+	if err := positive(dim{"MoECombineParams.Tokens", p.Tokens}, dim{"MoECombineParams.Dim", p.Dim}, dim{"MoECombineParams.TopK", p.TopK}); err != nil {
+		return err
 	}
 	if shared.IsZero() != gate.IsZero() {
 		return tensor.Invalid("Gate", "the shared expert's output and its gate go together: one is set, the other not")
@@ -112,10 +108,10 @@ func (k *Kernels) MoECombine(enc *mtl.ComputeCommandEncoder, p MoECombineParams,
 	if err := tensor.FloatType("Out", out.Type); err != nil {
 		return err
 	}
-	n := p.Tokens * p.Dim
+	n := elems(p.Tokens, p.Dim)
 	if err := tensor.Check(k.dev,
-		tensor.Arg{Name: "Experts", View: experts, Type: out.Type, TypeFrom: "Out's type", Len: n * p.TopK, Formula: "Tokens*TopK*Dim"},
-		tensor.Arg{Name: "Weights", View: weights, Type: tensor.F32, Len: p.Tokens * p.TopK, Formula: "Tokens*TopK"},
+		tensor.Arg{Name: "Experts", View: experts, Type: out.Type, TypeFrom: "Out's type", Len: elems(p.Tokens, p.TopK, p.Dim), Formula: "Tokens*TopK*Dim"},
+		tensor.Arg{Name: "Weights", View: weights, Type: tensor.F32, Len: elems(p.Tokens, p.TopK), Formula: "Tokens*TopK"},
 		tensor.Arg{Name: "Shared", View: shared, Type: out.Type, TypeFrom: "Out's type", Len: n, Formula: "Tokens*Dim", Optional: true},
 		tensor.Arg{Name: "Gate", View: gate, Type: out.Type, TypeFrom: "Out's type", Len: p.Tokens, Formula: "Tokens", Optional: true},
 		tensor.Arg{Name: "Out", View: out, Type: out.Type, Len: n, Formula: "Tokens*Dim", Written: true},

@@ -46,9 +46,10 @@ func (p RMSNormParams) threads() int {
 }
 
 func (p RMSNormParams) check() error {
+	if err := positive(dim{"RMSNormParams.Rows", p.Rows}); err != nil {
+		return err
+	}
 	switch {
-	case p.Rows < 1:
-		return tensor.Invalid("RMSNormParams.Rows", "%d, must be at least 1", p.Rows)
 	case p.Dim < 1 || p.Dim > MaxNormDim:
 		return tensor.Invalid("RMSNormParams.Dim", "%d, must be 1 to %d (1024 threads * %d elements each)", p.Dim, MaxNormDim, kernels.NormPerThread)
 	case p.Stride != 0 && p.Stride < p.Dim:
@@ -80,7 +81,7 @@ func (k *Kernels) RMSNorm(enc *mtl.ComputeCommandEncoder, p RMSNormParams, x, w,
 	if err := tensor.FloatType("W", w.Type); err != nil {
 		return err
 	}
-	n := p.Rows * p.stride()
+	n := elems(p.Rows, p.stride())
 	if err := tensor.Check(k.dev,
 		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: n, Formula: "Rows*Stride", Written: out.IsZero()},
 		tensor.Arg{Name: "W", View: w, Type: w.Type, Len: p.Dim, Formula: "Dim"},
@@ -115,7 +116,7 @@ func (k *Kernels) RMSNormResidual(enc *mtl.ComputeCommandEncoder, p RMSNormParam
 			return err
 		}
 	}
-	n := p.Rows * p.Dim
+	n := elems(p.Rows, p.Dim)
 	if err := tensor.Check(k.dev,
 		tensor.Arg{Name: "H", View: h, Type: h.Type, Len: n, Formula: "Rows*Dim", Written: true},
 		tensor.Arg{Name: "R", View: r, Type: out.Type, TypeFrom: "Out's type", Len: n, Formula: "Rows*Dim"},

@@ -38,13 +38,8 @@ func (p RoPEParams) headStride() int {
 }
 
 func (p RoPEParams) check() error {
-	for _, f := range []struct {
-		name string
-		n    int
-	}{{"RoPEParams.Tokens", p.Tokens}, {"RoPEParams.Heads", p.Heads}, {"RoPEParams.HeadDim", p.HeadDim}} {
-		if err := positive(dim{f.name, f.n}); err != nil {
-			return err
-		}
+	if err := positive(dim{"RoPEParams.Tokens", p.Tokens}, dim{"RoPEParams.Heads", p.Heads}, dim{"RoPEParams.HeadDim", p.HeadDim}); err != nil {
+		return err
 	}
 	switch {
 	case p.HeadStride != 0 && p.HeadStride < p.HeadDim:
@@ -75,7 +70,7 @@ func (k *Kernels) RoPE(enc *mtl.ComputeCommandEncoder, p RoPEParams, x, pos, inv
 		return err
 	}
 	if err := tensor.Check(k.dev,
-		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: p.Tokens * p.Heads * p.headStride(), Formula: "Tokens*Heads*HeadStride", Written: true},
+		tensor.Arg{Name: "X", View: x, Type: x.Type, Len: elems(p.Tokens, p.Heads, p.headStride()), Formula: "Tokens*Heads*HeadStride", Written: true},
 		tensor.Arg{Name: "Pos", View: pos, Type: tensor.I32, Len: p.Tokens, Formula: "Tokens"},
 		tensor.Arg{Name: "InvFreq", View: invFreq, Type: tensor.F32, Len: p.RotaryDim / 2, Formula: "RotaryDim/2"},
 	); err != nil {

@@ -25,7 +25,7 @@ func (k *Kernels) SwiGLU(enc *mtl.ComputeCommandEncoder, rows, width int, gate, 
 	if err := tensor.FloatType("Out", out.Type); err != nil {
 		return err
 	}
-	n := rows * width
+	n := elems(rows, width)
 	if err := tensor.Check(k.dev,
 		tensor.Arg{Name: "Gate", View: gate, Type: out.Type, TypeFrom: "Out's type", Len: n, Formula: "rows*width"},
 		tensor.Arg{Name: "Up", View: up, Type: out.Type, TypeFrom: "Out's type", Len: n, Formula: "rows*width"},
@@ -48,8 +48,8 @@ func (k *Kernels) SwiGLUFused(enc *mtl.ComputeCommandEncoder, rows, width int, g
 		return err
 	}
 	if err := tensor.Check(k.dev,
-		tensor.Arg{Name: "GateUp", View: gateUp, Type: out.Type, TypeFrom: "Out's type", Len: 2 * rows * width, Formula: "2*rows*width"},
-		tensor.Arg{Name: "Out", View: out, Type: out.Type, Len: rows * width, Formula: "rows*width", Written: true},
+		tensor.Arg{Name: "GateUp", View: gateUp, Type: out.Type, TypeFrom: "Out's type", Len: elems(2, rows, width), Formula: "2*rows*width"},
+		tensor.Arg{Name: "Out", View: out, Type: out.Type, Len: elems(rows, width), Formula: "rows*width", Written: true},
 	); err != nil {
 		return err
 	}
@@ -59,10 +59,7 @@ func (k *Kernels) SwiGLUFused(enc *mtl.ComputeCommandEncoder, rows, width int, g
 }
 
 func swigluShape(rows, width int) error {
-	if err := positive(dim{"rows", rows}); err != nil {
-		return err
-	}
-	return positive(dim{"width", width})
+	return positive(dim{"rows", rows}, dim{"width", width})
 }
 
 // swiglu encodes the kernel on checked views, gate and up rows stride
