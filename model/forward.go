@@ -12,6 +12,13 @@ import (
 type pass struct {
 	n, seqs int
 	decode  bool
+	in      inputs // what the host wrote for this pass
+	// sample, when Tokens is set, draws each sequence's next token from
+	// its logits on the device into Tokens (a later pass's input).
+	sample struct {
+		ops.SampleParams
+		Tokens tensor.View
+	}
 	// lastOnly: the logits of each sequence's last token only (a
 	// prefill's), else of every token.
 	lastOnly bool
@@ -66,7 +73,7 @@ func (s *Session) encode(enc *mtl.ComputeCommandEncoder, p pass) error {
 	h, xs, y := head(x.h, n*hid), head(x.x, n*hid), head(x.y, n*hid)
 	// The embedding goes to the residual stream and, for the first norm,
 	// which normalises in place in the activations' type, to x as well.
-	ids := head(x.tokens, n)
+	ids := head(p.in.tokens, n)
 	if err := m.embedTokens(enc, ids, h, n); err != nil {
 		return err
 	}
@@ -105,7 +112,12 @@ func (s *Session) encode(enc *mtl.ComputeCommandEncoder, p pass) error {
 		// One sequence per prefill pass: its last token's row.
 		rows, from = 1, tensor.NewView(x.xn.Buffer, x.xn.Offset+(n-1)*hid*x.xn.Type.Size(), x.xn.Type, hid)
 	}
-	return m.product(enc, m.lmHead, from, x.logits, rows)
+	if err := m.product(enc, m.lmHead, from, x.logits, rows); err != nil || p.sample.Tokens.IsZero() {
+		return err
+	}
+	sp := p.sample.SampleParams
+	sp.Rows, sp.Vocab = rows, m.Config.VocabSize
+	return m.ops.Sample(enc, sp, head(x.logits, rows*sp.Vocab), head(p.sample.Tokens, rows))
 }
 
 func (m *Model) embedTokens(enc *mtl.ComputeCommandEncoder, ids, h tensor.View, n int) error {
@@ -123,8 +135,8 @@ func (s *Session) attention(enc *mtl.ComputeCommandEncoder, at *attention, p pas
 	q, k, v, o := head(x.q, n*nh*d), head(x.k, n*nkv*d), head(x.v, n*nkv*d), head(x.o, n*nh*d)
 	a := ops.Attention{Type: m.Act, HeadDim: d, Heads: nh, KVHeads: nkv, Slots: m.opts.Slots, MaxLen: m.opts.MaxLen}
 	views := ops.AttentionViews{Q: q, K: k, V: v, Out: o, KCache: s.kc[at.kvIndex], VCache: s.vc[at.kvIndex],
-		Slots: head(x.slots, p.seqs), CacheLens: head(x.lens, p.seqs)}
-	pos := head(x.pos, n)
+		Slots: head(p.in.slots, p.seqs), CacheLens: head(p.in.lens, p.seqs)}
+	pos := head(p.in.pos, n)
 	err := m.product(enc, at.q, x.x, q, n)
 	if err == nil && at.gate.out > 0 {
 		a.GateStride, views.Gate = d, head(x.gate, n*nh*d)
@@ -186,7 +198,7 @@ func (s *Session) linearAttention(enc *mtl.ComputeCommandEncoder, lin *linearAtt
 		return err
 	}
 	state, conv := s.pool.States[lin.stateIndex], s.pool.ConvStates[lin.stateIndex]
-	b := gdn.Buffers{G: ga, Beta: gb, StateIn: state, StateOut: state, Output: core, ALog: lin.aLog, DtBias: lin.dtBias, Slots: head(x.slots, p.seqs)}
+	b := gdn.Buffers{G: ga, Beta: gb, StateIn: state, StateOut: state, Output: core, ALog: lin.aLog, DtBias: lin.dtBias, Slots: head(p.in.slots, p.seqs)}
 	cb := gdn.CoreBuffers{MixedQKV: mixed, ConvWeight: lin.conv, ConvStateIn: conv, ConvStateOut: conv, Z: z, NormWeight: lin.normW}
 	if err := m.gdn.DecodeCore(enc, gp, b, cb); err != nil {
 		return err

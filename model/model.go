@@ -32,6 +32,10 @@ type Options struct {
 	// Chunk is the most prompt tokens one prefill pass takes (64 when 0);
 	// longer prompts run in chunks of it, the caches carried between them.
 	Chunk int
+	// InFlight is the most decode steps Generate keeps committed and not
+	// yet completed (2 when 0): the host encodes step t+1 while the GPU
+	// runs step t.
+	InFlight int
 	// F32Activations computes every activation in float32 whatever the
 	// checkpoint's type (the weights are read as stored): a reference run
 	// against which the 16-bit one can be judged, at twice the activation
@@ -48,6 +52,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxLen == 0 {
 		o.MaxLen = 4096
+	}
+	if o.InFlight == 0 {
+		o.InFlight = 2
 	}
 	if o.Chunk == 0 {
 		o.Chunk = 64
@@ -147,8 +154,8 @@ func New(dev *mtl.Device, ck *checkpoint.Model, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Slots < 1 || opts.MaxLen < 1 || opts.Chunk < 1 {
-		return nil, tensor.Invalid("Options", "Slots %d, MaxLen %d, Chunk %d: each must be positive", opts.Slots, opts.MaxLen, opts.Chunk)
+	if opts.Slots < 1 || opts.MaxLen < 1 || opts.Chunk < 1 || opts.InFlight < 1 || opts.InFlight > 32 {
+		return nil, tensor.Invalid("Options", "Slots %d, MaxLen %d, Chunk %d, InFlight %d: each must be positive, InFlight at most 32", opts.Slots, opts.MaxLen, opts.Chunk, opts.InFlight)
 	}
 	m := &Model{Config: c, opts: opts, dev: dev, ck: ck, reg: opts.Registry}
 	if m.reg == nil {

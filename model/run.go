@@ -22,10 +22,8 @@ func (s *Session) Prefill(slot int, tokens []int, dst []float32) ([]float32, err
 	chunk := s.m.opts.Chunk
 	for i := 0; i < len(tokens); i += chunk {
 		part := tokens[i:min(i+chunk, len(tokens))]
-		if err := s.fill(part, []int{slot}); err != nil {
-			return nil, err
-		}
-		if err := s.run(pass{n: len(part), seqs: 1, lastOnly: true}); err != nil {
+		s.s.in.fill(part, []int{slot}, s.lens)
+		if err := s.run(pass{n: len(part), seqs: 1, lastOnly: true, in: s.s.in}); err != nil {
 			return nil, err
 		}
 		s.lens[slot] += len(part)
@@ -52,10 +50,8 @@ func (s *Session) Decode(slots []int, tokens []int, dst []float32) ([]float32, e
 			return nil, err
 		}
 	}
-	if err := s.fill(tokens, slots); err != nil {
-		return nil, err
-	}
-	if err := s.run(pass{n: len(tokens), seqs: len(slots), decode: true}); err != nil {
+	s.s.in.fill(tokens, slots, s.lens)
+	if err := s.run(pass{n: len(tokens), seqs: len(slots), decode: true, in: s.s.in}); err != nil {
 		return nil, err
 	}
 	for _, sl := range slots {
@@ -78,20 +74,26 @@ func (s *Session) checkTokens(ids []int, held int) error {
 	return nil
 }
 
-// fill writes a pass's token ids, positions, slots and cache lengths:
-// the tokens split evenly among the slots, in order.
-func (s *Session) fill(tokens, slots []int) error {
-	x := &s.s
-	ids, pos := mtl.Slice[uint32](x.tokens.Buffer), mtl.Slice[int32](x.pos.Buffer)
-	sl, lens := mtl.Slice[int32](x.slots.Buffer), mtl.Slice[int32](x.lens.Buffer)
-	per := len(tokens) / len(slots)
-	for i, t := range tokens {
-		ids[i], pos[i] = uint32(t), int32(s.lens[slots[i/per]]+i%per)
+// fill writes a pass's token ids (when tokens is not nil), positions,
+// slots and cache lengths (held, per slot): the tokens (or, without them,
+// one per slot) split evenly among the slots, in order.
+func (in inputs) fill(tokens, slots []int, held []int) {
+	ids, pos := mtl.Slice[uint32](in.tokens.Buffer), mtl.Slice[int32](in.pos.Buffer)
+	sl, lens := mtl.Slice[int32](in.slots.Buffer), mtl.Slice[int32](in.lens.Buffer)
+	n := len(tokens)
+	if tokens == nil {
+		n = len(slots)
+	}
+	per := n / len(slots)
+	for i := 0; i < n; i++ {
+		if tokens != nil {
+			ids[i] = uint32(tokens[i])
+		}
+		pos[i] = int32(held[slots[i/per]] + i%per)
 	}
 	for i, slot := range slots {
-		sl[i], lens[i] = int32(slot), int32(s.lens[slot])
+		sl[i], lens[i] = int32(slot), int32(held[slot])
 	}
-	return nil
 }
 
 // run encodes pass p in one command buffer, commits it and waits.

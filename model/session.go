@@ -28,19 +28,26 @@ type Session struct {
 // in a buffer of its own (views of the first n elements are taken per
 // pass), and the small integer views the host fills per pass.
 type scratch struct {
-	maxTokens                int
-	h                        tensor.View // f32 [T][hidden]: the residual stream
-	x, y, xn                 tensor.View // Act [T][hidden]
-	q, gate, o               tensor.View // Act [T][heads*head_dim]
-	k, v                     tensor.View // Act [T][kv_heads*head_dim]
-	mixed, z, core, ga, gb   tensor.View // linear attention
-	mg, mu, ma               tensor.View // dense MLP [T][intermediate]
-	route, ids, wts          tensor.View // router: Act [T][E], U32 [T][k], F32 [T][k]
-	eg, eu, ea, ed           tensor.View // experts: [T][k][moe_inter] x3, [T][k][hidden]
-	sg, su, sa, sy, sgl      tensor.View // shared expert
-	logits                   tensor.View // Act [T][vocab]
-	tokens, pos, slots, lens tensor.View // U32 [T], I32 [T], I32 [S], I32 [S]
+	maxTokens              int
+	h                      tensor.View // f32 [T][hidden]: the residual stream
+	x, y, xn               tensor.View // Act [T][hidden]
+	q, gate, o             tensor.View // Act [T][heads*head_dim]
+	k, v                   tensor.View // Act [T][kv_heads*head_dim]
+	mixed, z, core, ga, gb tensor.View // linear attention
+	mg, mu, ma             tensor.View // dense MLP [T][intermediate]
+	route, ids, wts        tensor.View // router: Act [T][E], U32 [T][k], F32 [T][k]
+	eg, eu, ea, ed         tensor.View // experts: [T][k][moe_inter] x3, [T][k][hidden]
+	sg, su, sa, sy, sgl    tensor.View // shared expert
+	logits                 tensor.View // Act [T][vocab]
+	in                     inputs      // of the synchronous passes, T tokens
+	ring                   []inputs    // of the pipelined decode steps, S tokens each
 }
+
+// inputs are the views the host writes before a pass: token ids U32 [T],
+// positions I32 [T], slots I32 [S] and the positions each slot held
+// before the pass I32 [S]. A pass that samples writes the next pass's
+// tokens on the device.
+type inputs struct{ tokens, pos, slots, lens tensor.View }
 
 // NewSession makes the caches and pass buffers of m's Options.
 func (m *Model) NewSession() (*Session, error) {
@@ -100,7 +107,11 @@ func (m *Model) NewSession() (*Session, error) {
 		}
 	}
 	x.logits = alloc(a, T*c.VocabSize)
-	x.tokens, x.pos, x.slots, x.lens = alloc(tensor.U32, T), alloc(tensor.I32, T), alloc(tensor.I32, S), alloc(tensor.I32, S)
+	x.in = inputs{alloc(tensor.U32, T), alloc(tensor.I32, T), alloc(tensor.I32, S), alloc(tensor.I32, S)}
+	x.ring = make([]inputs, o.InFlight+1)
+	for i := range x.ring {
+		x.ring[i] = inputs{alloc(tensor.U32, S), alloc(tensor.I32, S), alloc(tensor.I32, S), alloc(tensor.I32, S)}
+	}
 	if err != nil {
 		s.Release()
 		return nil, err
