@@ -351,3 +351,13 @@ func (m *Model) Device() *mtl.Device { return m.dev }
 
 // qScale is 1/sqrt(D_k), the linear attention's query scale.
 func qScale(dk int) float32 { return float32(1 / math.Sqrt(float64(dk))) }
+
+// MappedBytes is the size of the checkpoint's files mapped for the
+// device (the weights read in place).
+func (m *Model) MappedBytes() int64 {
+	var n int64
+	for _, f := range m.ck.Files {
+		n += int64(len(f.Pages()))
+	}
+	return n
+}
