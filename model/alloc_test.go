@@ -12,8 +12,10 @@ import (
 )
 
 // decodeRig loads a golden case and returns a session with a slot whose
-// prompt is prefilled, and the decode pass of its next token.
-func decodeRig(t testing.TB, dev *mtl.Device, name string) (*Session, pass) {
+// prompt is prefilled, the decode pass of its next token, and an open
+// encoder (committed never) on which the pass was encoded once, so that
+// its pipelines exist.
+func decodeRig(t testing.TB, dev *mtl.Device, name string) (*Session, pass, *mtl.ComputeCommandEncoder) {
 	c, err := golden.LoadModel(filepath.Join(golden.SetDir(t, golden.ModelsSubdir), name))
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +41,20 @@ func decodeRig(t testing.TB, dev *mtl.Device, name string) (*Session, pass) {
 	in.fill([]int{c.Prompts[0].Tokens[0]}, []int{slot}, s.lens)
 	p := pass{n: 1, seqs: 1, decode: true, in: in}
 	p.sample.Tokens = s.s.ring[1].tokens
-	return s, p
+	cb, err := s.queue.CommandBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cb.Release)
+	enc, err := cb.ComputeCommandEncoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { enc.EndEncoding() })
+	if err := s.encode(enc, p); err != nil {
+		t.Fatal(err)
+	}
+	return s, p, enc
 }
 
 // TestDecodeEncodingAllocates checks that encoding a whole decode step
@@ -53,14 +68,7 @@ func TestDecodeEncodingAllocates(t *testing.T) {
 	dev := testdevice.Metal(t)
 	for _, name := range []string{"qwen3next_moe_mlx4", "qwen35_dense_bf16", "qwen3_dense_bf16"} {
 		t.Run(name, func(t *testing.T) {
-			s, p := decodeRig(t, dev, name)
-			cb, _ := s.queue.CommandBuffer()
-			defer cb.Release()
-			enc, _ := cb.ComputeCommandEncoder()
-			defer enc.EndEncoding()
-			if err := s.encode(enc, p); err != nil { // the pipelines made
-				t.Fatal(err)
-			}
+			s, p, enc := decodeRig(t, dev, name)
 			allocs := testing.AllocsPerRun(5, func() {
 				if err := s.encode(enc, p); err != nil {
 					t.Fatal(err)
@@ -76,20 +84,7 @@ func TestDecodeEncodingAllocates(t *testing.T) {
 // TestDecodeEncodingAllocatesEmulated logs the allocations of encoding a
 // decode step on the emulated device and checks the step encodes.
 func TestDecodeEncodingAllocatesEmulated(t *testing.T) {
-	s, p := decodeRig(t, testdevice.Emulated(t, emu.Options{}), "qwen3_dense_bf16")
-	cb, err := s.queue.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enc.EndEncoding()
-	if err := s.encode(enc, p); err != nil {
-		t.Fatal(err)
-	}
+	s, p, enc := decodeRig(t, testdevice.Emulated(t, emu.Options{}), "qwen3_dense_bf16")
 	before := enc.Sends()
 	allocs := testing.AllocsPerRun(3, func() {
 		if err := s.encode(enc, p); err != nil {
@@ -103,20 +98,7 @@ func TestDecodeEncodingAllocatesEmulated(t *testing.T) {
 // decode step of the whole model (no GPU work is committed), reported
 // per dispatch.
 func BenchmarkEncodeDecodeStep(b *testing.B) {
-	s, p := decodeRig(b, testdevice.Emulated(b, emu.Options{}), "qwen3next_moe_mlx4")
-	cb, err := s.queue.CommandBuffer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer enc.EndEncoding()
-	if err := s.encode(enc, p); err != nil {
-		b.Fatal(err)
-	}
+	s, p, enc := decodeRig(b, testdevice.Emulated(b, emu.Options{}), "qwen3next_moe_mlx4")
 	before := enc.Sends()
 	if err := s.encode(enc, p); err != nil {
 		b.Fatal(err)

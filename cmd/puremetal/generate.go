@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -49,14 +48,8 @@ func runGenerate(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.backend, "backend", "auto", "auto (metal where there is Metal, else emu), metal or emu")
 	fs.IntVar(&f.chunk, "chunk", 256, "prompt tokens per prefill pass")
 	fs.IntVar(&f.maxLen, "max-len", 0, "positions the cache holds (0: the prompt and -max-tokens)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if f.prompt != "" && f.ids != "" {
 		return fmt.Errorf("%w: -prompt and -ids both given", errUsage)
