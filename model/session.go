@@ -187,3 +187,6 @@ func (s *Session) clearStates(slot int) {
 
 // head returns the first n elements of v.
 func head(v tensor.View, n int) tensor.View { return tensor.NewView(v.Buffer, v.Offset, v.Type, n) }
+
+// Model returns the model the session runs.
+func (s *Session) Model() *Model { return s.m }
