@@ -149,13 +149,18 @@ func Load(dev *mtl.Device, dir string, opts Options) (*Model, error) {
 // Model is released.
 func New(dev *mtl.Device, ck *checkpoint.Model, opts Options) (*Model, error) {
 	opts = opts.withDefaults()
+	switch {
+	case opts.Slots < 1 || opts.MaxLen < 1 || opts.Chunk < 1 || opts.InFlight < 1 || opts.InFlight > 32:
+		return nil, tensor.Invalid("Options", "Slots %d, MaxLen %d, Chunk %d, InFlight %d: each must be positive, InFlight at most 32", opts.Slots, opts.MaxLen, opts.Chunk, opts.InFlight)
+	case ck == nil || ck.Config == nil:
+		return nil, tensor.Invalid("checkpoint", "nil")
+	case dev.Released():
+		return nil, tensor.Invalid("device", "nil or released")
+	}
 	c := ck.Config
 	a, err := archOf(c)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Slots < 1 || opts.MaxLen < 1 || opts.Chunk < 1 || opts.InFlight < 1 || opts.InFlight > 32 {
-		return nil, tensor.Invalid("Options", "Slots %d, MaxLen %d, Chunk %d, InFlight %d: each must be positive, InFlight at most 32", opts.Slots, opts.MaxLen, opts.Chunk, opts.InFlight)
 	}
 	m := &Model{Config: c, opts: opts, dev: dev, ck: ck, reg: opts.Registry}
 	if m.reg == nil {
