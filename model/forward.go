@@ -161,6 +161,12 @@ func (s *Session) attention(enc *mtl.ComputeCommandEncoder, at *attention, p pas
 		err = m.ops.RoPE(enc, ops.RoPEParams{Tokens: n, Heads: nkv, HeadDim: d, RotaryDim: c.RotaryDim()}, k, pos, m.invFreq)
 	}
 	step := ops.AttentionStep{Tokens: n, Seqs: p.seqs, Splits: 1}
+	if p.decode && x.splits > 1 {
+		// Long caches: each sequence's keys in up to x.splits partitions
+		// at once, then a reducing pass.
+		step.Splits = x.splits
+		views.PartialO, views.PartialML = head(x.partialO, d*x.splits*nh*p.seqs), head(x.partialML, 2*x.splits*nh*p.seqs)
+	}
 	if err == nil {
 		err = m.ops.KVAppend(enc, a, step, views)
 	}

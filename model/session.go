@@ -5,6 +5,7 @@ import (
 
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/ops"
 	"github.com/puremetal/puremetal/tensor"
 )
 
@@ -33,6 +34,8 @@ type scratch struct {
 	x, y, xn               tensor.View // Act [T][hidden]
 	q, gate, o             tensor.View // Act [T][heads*head_dim]
 	k, v                   tensor.View // Act [T][kv_heads*head_dim]
+	partialO, partialML    tensor.View // f32: decode attention's splits, [head_dim][splits][heads][S], [2][splits][heads][S]
+	splits                 int
 	mixed, z, core, ga, gb tensor.View // linear attention
 	mg, mu, ma             tensor.View // dense MLP [T][intermediate]
 	route, ids, wts        tensor.View // router: Act [T][E], U32 [T][k], F32 [T][k]
@@ -85,6 +88,9 @@ func (m *Model) NewSession() (*Session, error) {
 	x.x, x.y, x.xn = alloc(a, T*hid), alloc(a, T*hid), alloc(a, T*hid)
 	if len(s.kc) > 0 {
 		x.q, x.gate, x.o, x.k, x.v = alloc(a, T*qw), alloc(a, T*qw), alloc(a, T*qw), alloc(a, T*kw), alloc(a, T*kw)
+		if x.splits = ops.AttentionSplits(o.MaxLen); x.splits > 1 {
+			x.partialO, x.partialML = alloc(tensor.F32, qw*x.splits*S), alloc(tensor.F32, 2*x.splits*c.NumHeads*S)
+		}
 	}
 	if s.pool != nil {
 		h := c.LinearHeads()
