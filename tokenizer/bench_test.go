@@ -70,8 +70,7 @@ func BenchmarkEncodeUncached(b *testing.B) {
 	var dst []int32
 	b.SetBytes(int64(size))
 	for b.Loop() {
-		tok.cache.init()
-		tok.cache.ids = tok.cache.ids[:0]
+		tok.cache.reset()
 		for _, s := range texts {
 			dst = tok.AppendEncode(dst[:0], s)
 		}

@@ -23,7 +23,13 @@ type wordCache struct {
 
 type span struct{ off, n uint32 }
 
-func (c *wordCache) init() { c.spans = make(map[string]span) }
+// reset empties the cache (and makes a new one ready).
+func (c *wordCache) reset() {
+	c.mu.Lock()
+	c.spans = make(map[string]span)
+	c.ids = c.ids[:0]
+	c.mu.Unlock()
+}
 
 // get returns the ids of word, which alias the arena: the caller copies
 // them before the next put.

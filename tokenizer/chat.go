@@ -23,10 +23,19 @@ import (
 //
 // The Jinja engine is github.com/ardanlabs/jinja, checked against Jinja2
 // on Qwen3's and Qwen3.5's templates. Where it is known to print a value
-// differently from Python, rendering fails rather than give a different
-// prompt: a JSON number with a fraction or an exponent whose Python form
-// (1.0, 1234567.0) differs from Go's shortest form (1, 1.234567e+06) is
-// refused with [ErrTemplate].
+// differently from Python, rendering fails with [ErrTemplate] rather than
+// give a different prompt:
+//   - a JSON number with a fraction or an exponent whose Python form (1.0,
+//     1234567.0) differs from Go's shortest form (1, 1.234567e+06);
+//   - U+2028 or U+2029 in a string of the tools or of a message's
+//     tool_calls, which the templates write with tojson: the engine
+//     escapes them as \u2028 and \u2029, Python's json.dumps does not.
+//
+// Differences that remain: a null printed as text ({{ x }}, x|string,
+// 'a' ~ x) is empty where Python writes None (Qwen3.5's template prints a
+// tool call's arguments with |string), and a string holding a single quote
+// inside a printed list or dict is quoted with single quotes where Python
+// uses double ones.
 type ChatTemplate struct {
 	tmpl   *jinja.Template
 	tokens map[string]jinja.Value
@@ -64,7 +73,9 @@ type tokenizerConfig struct {
 
 // LoadChatTemplate reads the chat template of the model in dir: the file
 // chat_template.jinja when there is one (as transformers saves it), else
-// tokenizer_config.json's chat_template, with that file's special tokens.
+// tokenizer_config.json's chat_template, else the chat_template of a
+// chat_template.json (a multimodal processor's file); the special tokens
+// are tokenizer_config.json's.
 func LoadChatTemplate(dir string) (*ChatTemplate, error) {
 	config, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
 	if err != nil {
@@ -72,13 +83,30 @@ func LoadChatTemplate(dir string) (*ChatTemplate, error) {
 	}
 	source, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return ParseChatTemplate(config, "")
-	case err != nil:
+	case err == nil:
+		return ParseChatTemplate(config, string(source))
+	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
 	}
-	return ParseChatTemplate(config, string(source))
+	t, err := ParseChatTemplate(config, "")
+	if !errors.Is(err, errNoTemplate) {
+		return t, err
+	}
+	processor, perr := os.ReadFile(filepath.Join(dir, "chat_template.json"))
+	if perr != nil {
+		return nil, err
+	}
+	var p struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	if err := json.Unmarshal(processor, &p); err != nil || p.ChatTemplate == "" {
+		return nil, fmt.Errorf("%w: chat_template.json has no chat_template string", ErrTemplate)
+	}
+	return ParseChatTemplate(config, p.ChatTemplate)
 }
+
+// errNoTemplate reports a tokenizer_config.json without a chat_template.
+var errNoTemplate = fmt.Errorf("%w: tokenizer_config.json has no chat_template", ErrTemplate)
 
 // ParseChatTemplate compiles the chat template of a tokenizer_config.json,
 // or source instead of its chat_template when source is not empty.
@@ -89,7 +117,7 @@ func ParseChatTemplate(config []byte, source string) (*ChatTemplate, error) {
 	}
 	if source == "" {
 		if isNull(c.ChatTemplate) {
-			return nil, fmt.Errorf("%w: tokenizer_config.json has no chat_template", ErrTemplate)
+			return nil, errNoTemplate
 		}
 		if err := json.Unmarshal(c.ChatTemplate, &source); err != nil {
 			return nil, fmt.Errorf("%w: tokenizer_config.json's chat_template is not a string (named templates)", ErrUnsupported)
@@ -139,7 +167,7 @@ func (t *ChatTemplate) RenderJSON(messages json.RawMessage, opt ChatOptions) (st
 	for k, v := range t.tokens {
 		vars[k] = v
 	}
-	msgs, err := jsonValue(messages)
+	msgs, err := jsonValue(messages, false)
 	if err != nil {
 		return "", fmt.Errorf("%w: messages: %v", ErrTemplate, err)
 	}
@@ -149,7 +177,7 @@ func (t *ChatTemplate) RenderJSON(messages json.RawMessage, opt ChatOptions) (st
 	vars["messages"] = msgs
 	vars["tools"] = jinja.None()
 	if !isNull(opt.Tools) {
-		tools, err := jsonValue(opt.Tools)
+		tools, err := jsonValue(opt.Tools, true)
 		if err != nil {
 			return "", fmt.Errorf("%w: tools: %v", ErrTemplate, err)
 		}
@@ -166,11 +194,12 @@ func (t *ChatTemplate) RenderJSON(messages json.RawMessage, opt ChatOptions) (st
 
 // jsonValue converts JSON to template values as Python's json.loads
 // would: objects keep their key order, numbers without a fraction or an
-// exponent are integers.
-func jsonValue(data []byte) (jinja.Value, error) {
+// exponent are integers. With toJSON, or below a "tool_calls" key, the
+// values are ones that templates write with tojson.
+func jsonValue(data []byte, toJSON bool) (jinja.Value, error) {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
-	v, err := decodeValue(d)
+	v, err := decodeValue(d, toJSON)
 	if err != nil {
 		return v, err
 	}
@@ -180,7 +209,7 @@ func jsonValue(data []byte) (jinja.Value, error) {
 	return v, nil
 }
 
-func decodeValue(d *json.Decoder) (jinja.Value, error) {
+func decodeValue(d *json.Decoder, toJSON bool) (jinja.Value, error) {
 	tok, err := d.Token()
 	if err != nil {
 		return jinja.None(), err
@@ -190,7 +219,7 @@ func decodeValue(d *json.Decoder) (jinja.Value, error) {
 		if v == '[' {
 			var items []jinja.Value
 			for d.More() {
-				item, err := decodeValue(d)
+				item, err := decodeValue(d, toJSON)
 				if err != nil {
 					return item, err
 				}
@@ -205,7 +234,7 @@ func decodeValue(d *json.Decoder) (jinja.Value, error) {
 			if err != nil {
 				return obj, err
 			}
-			val, err := decodeValue(d)
+			val, err := decodeValue(d, toJSON || key == "tool_calls")
 			if err != nil {
 				return val, err
 			}
@@ -214,6 +243,9 @@ func decodeValue(d *json.Decoder) (jinja.Value, error) {
 		_, err := d.Token()
 		return obj, err
 	case string:
+		if toJSON && strings.ContainsAny(v, "\u2028\u2029") {
+			return jinja.None(), fmt.Errorf("string %q holds U+2028 or U+2029, which tojson would escape unlike Python", v)
+		}
 		return jinja.NewString(v), nil
 	case bool:
 		return jinja.NewBool(v), nil

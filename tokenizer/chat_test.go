@@ -93,6 +93,8 @@ func TestChatErrors(t *testing.T) {
 		{"float Go writes with an exponent", `[{"role": "user", "content": "x"}]`, `[{"n": 1234567.5}]`},
 		{"integer over 64 bits", `[{"role": "user", "content": "x"}]`, `[{"n": 123456789012345678901}]`},
 		{"content not a string", `[{"role": "user", "content": 3}]`, ""},
+		{"U+2028 in tools", `[{"role": "user", "content": "x"}]`, `[{"description": "a\u2028b"}]`},
+		{"U+2029 in tool call arguments", `[{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": {"s": "\u2029"}}]}]`, ""},
 	} {
 		_, err := chat.RenderJSON(json.RawMessage(c.messages), ChatOptions{Tools: json.RawMessage(c.tools)})
 		if !errors.Is(err, ErrTemplate) {
@@ -119,6 +121,50 @@ func TestPythonFloat(t *testing.T) {
 	} {
 		if got := pythonFloat(f); got != want {
 			t.Errorf("pythonFloat(%v) = %s, want %s", f, got, want)
+		}
+	}
+}
+
+// TestChatTemplateFiles: chat_template.jinja comes first, then
+// tokenizer_config.json's chat_template, then chat_template.json's; the
+// special tokens are tokenizer_config.json's.
+func TestChatTemplateFiles(t *testing.T) {
+	const withTemplate = `{"chat_template": "config {{ eos_token }}", "eos_token": {"content": "<|im_end|>"}, "bos_token": null}`
+	const withoutTemplate = `{"eos_token": "<|im_end|>"}`
+	const jinjaFile = "jinja {{ messages[0].content }}{{ eos_token }}{{ bos_token is defined }}"
+	const processorFile = `{"chat_template": "processor {{ eos_token }}"}`
+	for _, c := range []struct {
+		config, jinja, processor string
+		want                     string // "": ErrTemplate
+	}{
+		{withTemplate, jinjaFile, processorFile, "jinja hi<|im_end|>False"},
+		{withTemplate, "", processorFile, "config <|im_end|>"},
+		{withoutTemplate, "", processorFile, "processor <|im_end|>"},
+		{withoutTemplate, "", "", ""},
+		{withoutTemplate, "", `{"chat_template": 3}`, ""},
+	} {
+		dir := t.TempDir()
+		for name, text := range map[string]string{"tokenizer_config.json": c.config, "chat_template.jinja": c.jinja, "chat_template.json": c.processor} {
+			if text == "" {
+				continue
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		chat, err := LoadChatTemplate(dir)
+		if c.want == "" {
+			if !errors.Is(err, ErrTemplate) {
+				t.Errorf("%+v: got %v, want ErrTemplate", c, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		got, err := chat.Render([]Message{{"user", "hi"}}, ChatOptions{})
+		if err != nil || got != c.want {
+			t.Errorf("%+v: got %q, %v; want %q", c, got, err, c.want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -16,15 +17,18 @@ func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) (string, error) {
 
 // AppendDecode appends the text of ids to dst, as [Tokenizer.Decode].
 func (t *Tokenizer) AppendDecode(dst []byte, ids []int32, skipSpecial bool) ([]byte, error) {
-	var raw []byte
+	start := len(dst)
 	for _, id := range ids {
 		b, err := t.bytesOf(id, skipSpecial)
 		if err != nil {
-			return dst, err
+			return dst[:start], err
 		}
-		raw = append(raw, b...)
+		dst = append(dst, b...)
 	}
-	dst, _ = appendLossy(dst, raw, true)
+	if !utf8.Valid(dst[start:]) {
+		raw := slices.Clone(dst[start:])
+		dst, _ = appendLossy(dst[:start], raw, true)
+	}
 	return dst, nil
 }
 

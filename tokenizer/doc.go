@@ -1,7 +1,8 @@
 // Package tokenizer encodes text to token ids and decodes ids back to text
 // the way Hugging Face's tokenizers library does for a byte-level BPE
 // tokenizer.json (GPT-2 style, as Qwen2, Qwen3, Qwen3-Next and Qwen3.5
-// ship), and renders a tokenizer_config.json chat template as transformers'
+// ship, with Qwen2's or Qwen3.5's pre-tokenizer expression), and renders
+// a tokenizer_config.json chat template as transformers'
 // apply_chat_template does.
 //
 // Encoding follows the library's pipeline step by step:
@@ -11,8 +12,10 @@
 //     unchanged;
 //  2. every stretch of text between them is normalized (NFC);
 //  3. the Split pre-tokenizer cuts it into words with the tokenizer's
-//     regular expression (a hand-written matcher of Qwen2's expression,
-//     lookahead included; see [splitWord]);
+//     regular expression, Qwen2's or Qwen3.5's, matched by hand (Go's
+//     regexp has no lookahead for its \s+(?!\S)) alternative by
+//     alternative, with the greedy quantifiers and backtracking of HF's
+//     engine;
 //  4. each word's UTF-8 bytes start as the byte-level alphabet's tokens and
 //     are merged pair by pair, the pair of lowest merge rank first (the
 //     leftmost among equals), until no pair of the word has a merge.

@@ -1,6 +1,8 @@
 package tokenizer
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -37,6 +39,14 @@ func FuzzEncodeDecode(f *testing.F) {
 		}
 		if streamed := streamDecode(t, tok, ids, false); streamed != want {
 			t.Fatalf("Encode(%q) = %v streams to %q, want %q", s, ids, streamed, want)
+		}
+		// Qwen3.5's expression too cuts any valid text into words that
+		// tile it.
+		if valid := string([]rune(s)); valid != "" {
+			words := splitWords(wordSplitter{marksAreLetters: true}, valid)
+			if strings.Join(words, "") != valid || slices.Contains(words, "") {
+				t.Fatalf("Qwen3.5's words of %q: %q", valid, words)
+			}
 		}
 	})
 }

@@ -94,12 +94,14 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%w: tokenizer.json: %v", ErrFormat, err)
 	}
-	if err := f.check(); err != nil {
+	split, err := f.check()
+	if err != nil {
 		return nil, err
 	}
 	t := &Tokenizer{
 		ignoreMerges: f.Model.IgnoreMerges,
 		normalizeNFC: f.Normalizer != nil,
+		split:        split,
 	}
 	if err := t.buildVocab(&f); err != nil {
 		return nil, err
@@ -107,7 +109,7 @@ func Parse(data []byte) (*Tokenizer, error) {
 	if err := t.buildMerges(f.Model.Merges); err != nil {
 		return nil, err
 	}
-	t.cache.init()
+	t.cache.reset()
 	return t, nil
 }
 
@@ -119,61 +121,63 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(bytes.TrimSpace(raw)) == "null"
 }
 
-// check refuses what this package does not implement.
-func (f *tokenizerJSON) check() error {
+// check refuses what this package does not implement, and returns the
+// splitter of the pre-tokenizer's expression.
+func (f *tokenizerJSON) check() (wordSplitter, error) {
 	if !isNull(f.Truncation) {
-		return unsupported("truncation", string(f.Truncation))
+		return wordSplitter{}, unsupported("truncation", string(f.Truncation))
 	}
 	if !isNull(f.Padding) {
-		return unsupported("padding", string(f.Padding))
+		return wordSplitter{}, unsupported("padding", string(f.Padding))
 	}
 	m := &f.Model
 	switch {
 	case m.Type != "BPE":
-		return unsupported("model.type", m.Type)
+		return wordSplitter{}, unsupported("model.type", m.Type)
 	case m.Dropout != nil && *m.Dropout != 0:
-		return unsupported("model.dropout", *m.Dropout)
+		return wordSplitter{}, unsupported("model.dropout", *m.Dropout)
 	case m.ContinuingSubwordPrefix != "":
-		return unsupported("model.continuing_subword_prefix", m.ContinuingSubwordPrefix)
+		return wordSplitter{}, unsupported("model.continuing_subword_prefix", m.ContinuingSubwordPrefix)
 	case m.EndOfWordSuffix != "":
-		return unsupported("model.end_of_word_suffix", m.EndOfWordSuffix)
+		return wordSplitter{}, unsupported("model.end_of_word_suffix", m.EndOfWordSuffix)
 	case m.ByteFallback:
-		return unsupported("model.byte_fallback", true)
+		return wordSplitter{}, unsupported("model.byte_fallback", true)
 	}
 	for i, a := range f.AddedTokens {
 		field := fmt.Sprintf("added_tokens[%d] (%q)", i, a.Content)
 		switch {
 		case a.SingleWord:
-			return unsupported(field+".single_word", true)
+			return wordSplitter{}, unsupported(field+".single_word", true)
 		case a.LStrip:
-			return unsupported(field+".lstrip", true)
+			return wordSplitter{}, unsupported(field+".lstrip", true)
 		case a.RStrip:
-			return unsupported(field+".rstrip", true)
+			return wordSplitter{}, unsupported(field+".rstrip", true)
 		case a.Normalized:
-			return unsupported(field+".normalized", true)
+			return wordSplitter{}, unsupported(field+".normalized", true)
 		case a.Content == "":
-			return fmt.Errorf("%w: %s has no content", ErrFormat, field)
+			return wordSplitter{}, fmt.Errorf("%w: %s has no content", ErrFormat, field)
 		}
 	}
 	if err := checkNormalizer("normalizer", f.Normalizer); err != nil {
-		return err
+		return wordSplitter{}, err
 	}
-	if err := checkPreTokenizer(f.PreTokenizer); err != nil {
-		return err
+	split, err := checkPreTokenizer(f.PreTokenizer)
+	if err != nil {
+		return wordSplitter{}, err
 	}
 	if p := f.PostProcessor; p != nil && p.Type != "ByteLevel" {
 		// ByteLevel's post-processing only trims offsets; any other
 		// adds tokens or changes them.
-		return unsupported("post_processor.type", p.Type)
+		return wordSplitter{}, unsupported("post_processor.type", p.Type)
 	}
 	if d := f.Decoder; d == nil || d.Type != "ByteLevel" {
 		typ := "null"
 		if d != nil {
 			typ = d.Type
 		}
-		return unsupported("decoder.type", typ)
+		return wordSplitter{}, unsupported("decoder.type", typ)
 	}
-	return nil
+	return split, nil
 }
 
 // checkNormalizer accepts no normalizer, NFC, or a sequence of only NFC.
@@ -198,39 +202,40 @@ func checkNormalizer(field string, n *componentJSON) error {
 	return unsupported(field+".type", n.Type)
 }
 
-// checkPreTokenizer accepts exactly Qwen2's: a Split with qwen2Pattern
-// (isolated) then a ByteLevel without its own expression or prefix space.
-func checkPreTokenizer(p *componentJSON) error {
+// checkPreTokenizer accepts exactly Qwen2's and Qwen3.5's: a Split with
+// qwen2Pattern or qwen35Pattern (isolated) then a ByteLevel without its
+// own expression or prefix space.
+func checkPreTokenizer(p *componentJSON) (wordSplitter, error) {
 	if p == nil {
-		return unsupported("pre_tokenizer", "null")
+		return wordSplitter{}, unsupported("pre_tokenizer", "null")
 	}
 	if p.Type != "Sequence" {
-		return unsupported("pre_tokenizer.type", p.Type)
+		return wordSplitter{}, unsupported("pre_tokenizer.type", p.Type)
 	}
 	if len(p.Pretokenizers) != 2 || p.Pretokenizers[0] == nil || p.Pretokenizers[1] == nil {
-		return unsupported("pre_tokenizer.pretokenizers", fmt.Sprintf("%d steps (want Split, ByteLevel)", len(p.Pretokenizers)))
+		return wordSplitter{}, unsupported("pre_tokenizer.pretokenizers", fmt.Sprintf("%d steps (want Split, ByteLevel)", len(p.Pretokenizers)))
 	}
 	split, bl := p.Pretokenizers[0], p.Pretokenizers[1]
 	const sf, bf = "pre_tokenizer.pretokenizers[0]", "pre_tokenizer.pretokenizers[1]"
 	switch {
 	case split.Type != "Split":
-		return unsupported(sf+".type", split.Type)
+		return wordSplitter{}, unsupported(sf+".type", split.Type)
 	case split.Pattern.Regex == nil:
-		return unsupported(sf+".pattern", "not a Regex")
-	case *split.Pattern.Regex != qwen2Pattern:
-		return unsupported(sf+".pattern.Regex", *split.Pattern.Regex)
+		return wordSplitter{}, unsupported(sf+".pattern", "not a Regex")
+	case *split.Pattern.Regex != qwen2Pattern && *split.Pattern.Regex != qwen35Pattern:
+		return wordSplitter{}, unsupported(sf+".pattern.Regex", *split.Pattern.Regex)
 	case split.Behavior != "Isolated":
-		return unsupported(sf+".behavior", split.Behavior)
+		return wordSplitter{}, unsupported(sf+".behavior", split.Behavior)
 	case split.Invert:
-		return unsupported(sf+".invert", true)
+		return wordSplitter{}, unsupported(sf+".invert", true)
 	case bl.Type != "ByteLevel":
-		return unsupported(bf+".type", bl.Type)
+		return wordSplitter{}, unsupported(bf+".type", bl.Type)
 	case bl.AddPrefixSpace:
-		return unsupported(bf+".add_prefix_space", true)
+		return wordSplitter{}, unsupported(bf+".add_prefix_space", true)
 	case bl.UseRegex:
-		return unsupported(bf+".use_regex", true)
+		return wordSplitter{}, unsupported(bf+".use_regex", true)
 	}
-	return nil
+	return wordSplitter{marksAreLetters: *split.Pattern.Regex == qwen35Pattern}, nil
 }
 
 // buildVocab fills the id tables from the model's vocabulary and the added

@@ -181,3 +181,16 @@ func TestDecodeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestQwen35Pattern: Qwen3.5's expression loads, with marks as letters.
+func TestQwen35Pattern(t *testing.T) {
+	base := tinyJSON(t)
+	tok := mustParse(t, edit(t, base, []string{"pre_tokenizer", "pretokenizers", "0", "pattern"}, map[string]any{"Regex": qwen35Pattern}))
+	if !tok.split.marksAreLetters || mustParse(t, base).split.marksAreLetters {
+		t.Errorf("marksAreLetters is %v with Qwen3.5's expression, %v with Qwen2's", tok.split.marksAreLetters, !tok.split.marksAreLetters)
+	}
+	const text = "नमस्ते e\u0301"
+	if got, err := tok.Decode(tok.Encode(text), false); err != nil || got != "नमस्ते é" {
+		t.Errorf("%q decodes back to %q, %v", text, got, err)
+	}
+}

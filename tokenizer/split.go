@@ -5,13 +5,26 @@ import (
 	"unicode/utf8"
 )
 
-// qwen2Pattern is the Split pre-tokenizer's expression of Qwen2, Qwen3 and
-// Qwen3-Next (GPT-4's cl100k expression with single digits), the one
-// expression [splitWord] implements.
-const qwen2Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+// The Split pre-tokenizer expressions that [wordSplitter] implements:
+// Qwen2's, of Qwen2, Qwen3 and Qwen3-Next (GPT-4's cl100k expression with
+// single digits), and Qwen3.5's, which is Qwen2's with the combining marks
+// \p{M} beside the letters \p{L}.
+const (
+	qwen2Pattern  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	qwen35Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
 
-// Character classes of the expression: \p{L}, \p{N}, \s (Unicode's
-// White_Space, which is what unicode.IsSpace tests) and everything else.
+// A wordSplitter finds the words of Qwen2's expression, or of Qwen3.5's
+// when marksAreLetters is set: there a mark joins a run of letters, and
+// the optional character before a run (which may be a mark) gives the same
+// words as a run that starts with it.
+type wordSplitter struct {
+	marksAreLetters bool
+}
+
+// Character classes of the expressions: \p{L} (with \p{M} for Qwen3.5),
+// \p{N}, \s (Unicode's White_Space, which is what unicode.IsSpace tests)
+// and everything else. No ASCII character is a mark.
 const (
 	classOther = iota
 	classLetter
@@ -35,13 +48,13 @@ var asciiClass = func() (t [utf8.RuneSelf]uint8) {
 
 // classOf returns the class and the byte length of the first character of
 // s, which is valid UTF-8 and not empty.
-func classOf(s string) (class uint8, size int) {
+func (w wordSplitter) classOf(s string) (class uint8, size int) {
 	if c := s[0]; c < utf8.RuneSelf {
 		return asciiClass[c], 1
 	}
 	r, size := utf8.DecodeRuneInString(s)
 	switch {
-	case unicode.IsLetter(r):
+	case unicode.IsLetter(r), w.marksAreLetters && unicode.IsMark(r):
 		return classLetter, size
 	case unicode.IsNumber(r):
 		return classNumber, size
@@ -53,10 +66,10 @@ func classOf(s string) (class uint8, size int) {
 
 // runOf returns the byte length of the run of characters of class c at the
 // start of s.
-func runOf(s string, c uint8) int {
+func (w wordSplitter) runOf(s string, c uint8) int {
 	n := 0
 	for n < len(s) {
-		k, size := classOf(s[n:])
+		k, size := w.classOf(s[n:])
 		if k != c {
 			break
 		}
@@ -67,12 +80,11 @@ func runOf(s string, c uint8) int {
 
 // splitWord returns the byte length of the first word of s (valid UTF-8,
 // not empty) as the regular-expression engine of HF's Split pre-tokenizer
-// finds it with qwen2Pattern: the first alternative that matches at the
-// start of s wins, each with the length its greedy quantifiers and
-// backtracking give. Every character starts some alternative, so words
-// tile the text.
-func splitWord(s string) int {
-	class, size := classOf(s)
+// finds it: the first alternative that matches at the start of s wins,
+// each with the length its greedy quantifiers and backtracking give. Every
+// character starts some alternative, so words tile the text.
+func (w wordSplitter) splitWord(s string) int {
+	class, size := w.classOf(s)
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d)
 	if s[0] == '\'' {
 		if n := contraction(s[1:]); n > 0 {
@@ -81,10 +93,10 @@ func splitWord(s string) int {
 	}
 	// [^\r\n\p{L}\p{N}]?\p{L}+
 	if class == classLetter {
-		return size + runOf(s[size:], classLetter)
+		return size + w.runOf(s[size:], classLetter)
 	}
 	if class != classNumber && s[0] != '\r' && s[0] != '\n' {
-		if n := runOf(s[size:], classLetter); n > 0 {
+		if n := w.runOf(s[size:], classLetter); n > 0 {
 			return size + n
 		}
 	}
@@ -97,7 +109,7 @@ func splitWord(s string) int {
 	if s[0] == ' ' {
 		start = 1
 	}
-	if n := runOf(s[start:], classOther); n > 0 {
+	if n := w.runOf(s[start:], classOther); n > 0 {
 		end := start + n
 		for end < len(s) && (s[end] == '\r' || s[end] == '\n') {
 			end++
@@ -105,7 +117,7 @@ func splitWord(s string) int {
 		return end
 	}
 	// Only whitespace is left: s starts with a run of it.
-	space := runOf(s, classSpace)
+	space := w.runOf(s, classSpace)
 	// \s*[\r\n]+: \s* gives characters back until a line break follows;
 	// the match ends after the run's last line break.
 	for i := space - 1; i >= 0; i-- {

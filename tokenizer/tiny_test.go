@@ -77,7 +77,7 @@ func TestTinyGolden(t *testing.T) {
 		s := c.Text
 		for len(s) > 0 {
 			start, end, id := tok.findAdded(s)
-			for _, word := range splitWords(norm.NFC.String(s[:start])) {
+			for _, word := range splitWords(tok.split, norm.NFC.String(s[:start])) {
 				n, size := 0, 0
 				for size < len(word) {
 					size += len(q.tokenBytes(hf[n]))
@@ -110,11 +110,12 @@ func TestTinyGolden(t *testing.T) {
 	}
 }
 
-// splitWords splits text (no added tokens, normalized) as encoding does.
-func splitWords(text string) []string {
+// splitWords splits text (no added tokens, normalized) as encoding with
+// w does.
+func splitWords(w wordSplitter, text string) []string {
 	var words []string
 	for len(text) > 0 {
-		n := splitWord(text)
+		n := w.splitWord(text)
 		words = append(words, text[:n])
 		text = text[n:]
 	}

@@ -27,6 +27,7 @@ type Tokenizer struct {
 	added        []addedToken // longest first
 	addedFirst   [256]bool    // first bytes of added tokens
 	normalizeNFC bool
+	split        wordSplitter
 
 	cache   wordCache
 	scratch sync.Pool // *bpeScratch
@@ -124,7 +125,7 @@ func (t *Tokenizer) appendText(dst []int32, text string) []int32 {
 	}
 	var s *bpeScratch
 	for len(text) > 0 {
-		n := splitWord(text)
+		n := t.split.splitWord(text)
 		word := text[:n]
 		text = text[n:]
 		if ids, ok := t.cache.get(word); ok {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/internal/tokentest"
+	"github.com/puremetal/puremetal/tokenizer"
 )
 
 // qwen3Model returns a model folder holding Qwen3's tokenizer.json and
@@ -132,5 +133,35 @@ func TestUsage(t *testing.T) {
 		if status != c.status || (status != 0 && errOut == "") {
 			t.Errorf("puremetal %q: status %d (want %d), stderr %q", c.args, status, c.status, errOut)
 		}
+	}
+}
+
+// TestTokenizeChatJSON: -chat -json with tools writes the ids of the
+// prompt that the tokenizer package renders and encodes.
+func TestTokenizeChatJSON(t *testing.T) {
+	model := tokentest.TinyDir(t)
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	const toolsJSON = `[{"type": "function", "function": {"name": "now", "parameters": {}}}]`
+	if err := os.WriteFile(tools, []byte(toolsJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const messages = `[{"role": "user", "content": "What time is it?"}]`
+	tok, err := tokenizer.Load(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat, err := tokenizer.LoadChatTemplate(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := chat.RenderJSON(json.RawMessage(messages), tokenizer.ChatOptions{
+		AddGenerationPrompt: true, DisableThinking: true, Tools: json.RawMessage(toolsJSON)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, out, errOut := puremetal(messages, "tokenize", "-model", model, "-chat", "-json", "-thinking=false", "-tools", tools)
+	var ids []int32
+	if status != 0 || json.Unmarshal([]byte(out), &ids) != nil || !slices.Equal(ids, tok.Encode(prompt)) {
+		t.Errorf("status %d, stderr %q, output %q; want the ids of %q", status, errOut, out, prompt)
 	}
 }
