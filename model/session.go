@@ -196,3 +196,19 @@ func head(v tensor.View, n int) tensor.View { return tensor.NewView(v.Buffer, v.
 
 // Model returns the model the session runs.
 func (s *Session) Model() *Model { return s.m }
+
+// Bytes is the device memory the session holds: caches and pass buffers.
+func (s *Session) Bytes() int64 {
+	var n int64
+	for _, b := range s.bufs {
+		n += int64(b.Length())
+	}
+	if s.pool != nil {
+		for _, views := range [][]tensor.View{s.pool.States, s.pool.ConvStates} {
+			for _, v := range views {
+				n += int64(v.Bytes())
+			}
+		}
+	}
+	return n
+}

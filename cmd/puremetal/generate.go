@@ -222,8 +222,15 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 	if len(ids) > 1 {
 		decodeRate = float64(len(ids)-1) / (total - first).Seconds()
 	}
-	fmt.Fprintf(stderr, "backend %s: prompt %d tokens at %.1f tokens/s, time to first token %v, generated %d tokens at %.2f tokens/s; weights %d bytes mapped (%d copied)\n",
-		backend, len(prompt), float64(len(prompt))/first.Seconds(), first.Round(time.Millisecond), len(ids), decodeRate, m.MappedBytes(), m.CopiedBytes)
+	fmt.Fprintf(stderr, "backend %s: prompt %d tokens at %.1f tokens/s, time to first token %v, generated %d tokens at %.2f tokens/s; memory: weights %d bytes mapped (%d copied), caches and buffers %d bytes\n",
+		backend, len(prompt), float64(len(prompt))/first.Seconds(), first.Round(time.Millisecond), len(ids), decodeRate, m.MappedBytes(), m.CopiedBytes, s.Bytes())
+	if backend == "emu" && len(ids) > 0 {
+		moved, floor, err := decodeTraffic(s, prompt, ids[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "emulated device: a decode step after the prompt moves %d bytes, floor %d (all weights it uses once, the KV cache, the states in and out): %.2fx\n", moved, floor, float64(moved)/float64(floor))
+	}
 	if golden != nil {
 		if !slices.Equal(ids, golden) {
 			return fmt.Errorf("the embedded model generated %v, its golden path is %v", ids, golden)
@@ -231,4 +238,41 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "check: the %d tokens are the golden path's\n", len(ids))
 	}
 	return nil
+}
+
+// decodeTraffic prefills prompt in a slot of s and measures, with the
+// emulator's counters, the bytes the decode step of token moves, against
+// the floor.
+func decodeTraffic(s *model.Session, prompt []int, token int) (moved, floor int64, err error) {
+	slot, err := s.Acquire()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.Free(slot)
+	if _, err := s.Prefill(slot, prompt, nil); err != nil {
+		return 0, 0, err
+	}
+	floor = s.Model().DecodeFloor(s.Len(slot))
+	q, err := s.Model().Device().NewCommandQueue()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer q.Release()
+	cb, err := q.CommandBuffer()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer cb.Release()
+	if err := s.EncodeDecode(cb, slot, token); err != nil {
+		return 0, 0, err
+	}
+	cb.Commit()
+	cb.WaitUntilCompleted()
+	cs, err := emu.DispatchCounters(cb)
+	for _, c := range cs {
+		for i := range c.Loaded {
+			moved += int64(c.Loaded[i] + c.Stored[i])
+		}
+	}
+	return moved, floor, err
 }
