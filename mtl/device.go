@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"github.com/puremetal/puremetal/objc"
 	"golang.org/x/sys/unix"
@@ -269,4 +270,31 @@ func (d *Device) NewBufferNoCopy(length int, opts ResourceOptions) (*Buffer, err
 		unix.Munmap(mem) // no buffer, so no deallocator will run
 	}
 	return b, err
+}
+
+// NewBufferOverMemory makes a buffer over mem, memory the caller owns,
+// without copying it (newBufferWithBytesNoCopy:length:options:deallocator:
+// with no deallocator): a memory-mapped checkpoint's pages become weights
+// the GPU reads in place. mem must start on a page boundary and span a
+// whole number of pages, as Metal requires. The caller keeps mem mapped
+// until the buffer is released and the last command buffer that uses it
+// has completed; Metal never frees it. Read-only memory (a file mapped
+// PROT_READ) suits buffers the GPU only reads.
+func (d *Device) NewBufferOverMemory(mem []byte, opts ResourceOptions) (*Buffer, error) {
+	if err := d.checkLength("Device.NewBufferOverMemory", len(mem)); err != nil {
+		return nil, err
+	}
+	if opts&storageModeMask == ResourceStorageModePrivate {
+		return nil, invalidf("Device.NewBufferOverMemory: memory the CPU owns needs CPU-visible storage, not private (options %#x)", uint(opts))
+	}
+	page := os.Getpagesize()
+	if addr := uintptr(unsafe.Pointer(&mem[0])); addr%uintptr(page) != 0 || len(mem)%page != 0 {
+		return nil, invalidf("Device.NewBufferOverMemory: memory at %#x of %d bytes is not whole pages of %d bytes", addr, len(mem), page)
+	}
+	var id objc.ID
+	inPool(func() {
+		id = d.ID().Send(sel.newBufferWithBytesNoCopy, objc.Pointer(&mem[0]), uintptr(len(mem)), uintptr(opts), 0)
+	})
+	runtime.KeepAlive(mem)
+	return newBuffer(d, id, len(mem), opts)
 }

@@ -8,6 +8,7 @@
 // The commands are:
 //
 //	tokenize   text to token ids and back, chat prompts to ids
+//	generate   generate text with a model on the GPU
 //	help       this text, or a command's flags: puremetal help <command>
 //
 // A command's flags are listed by puremetal <command> -h. Exit status is 0
@@ -33,6 +34,7 @@ type command struct {
 
 var commands = []command{
 	{"tokenize", "text to token ids and back, chat prompts to ids", runTokenize},
+	{"generate", "generate text with a model on the GPU", runGenerate},
 }
 
 // errUsage marks a command line that is wrong, as opposed to a command

@@ -41,6 +41,9 @@ type ModelPrompt struct {
 	// (the others); one of the two is set.
 	HFF32Rel  float64 `json:"hf_f32_vs_f64_rel"`
 	RefF32Rel float64 `json:"ref_f32_vs_f64_rel"`
+	// HFGPURel is HF's run on a GPU in the checkpoint's dtype, its
+	// distance from the truth likewise (HF-made cases; 0 elsewhere).
+	HFGPURel float64 `json:"hf_gpu_vs_f64_rel"`
 
 	Logits []float64 // [len(Tokens)][vocab]
 	Vocab  int

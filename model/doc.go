@@ -1,0 +1,48 @@
+// Package model runs a whole language model on a Metal device: Qwen3-Next,
+// Qwen3.5 and Qwen3 (dense or mixture of experts), from HF or mlx-community
+// checkpoint folders (package checkpoint), following cpuref.Model64's
+// recipe op by op (SPEC section 14) with the kernels of packages ops and
+// gdn.
+//
+// # Loading
+//
+// Load (or New, from an opened checkpoint) makes one no-copy buffer over
+// each memory-mapped safetensors file (mtl.Device.NewBufferOverMemory) and
+// views the weights at their offsets: nothing is read or copied until the
+// GPU reads it. A tensor the kernels cannot take as stored is copied, and
+// Model.CopiedBytes says how much: Qwen3-Next's in_proj_qkvz and in_proj_ba
+// (their rows permuted once into the layer core's order), the hybrids'
+// q_proj (its [query | gate] rows per head regrouped so that the query and
+// the gate are two dense products), experts stored one tensor each (stacked
+// into one; mlx-lm's switch_mlp is taken in place), and a small tensor of a
+// type a kernel insists on (conv1d and the gated norm's weight in the
+// activation type, A_log and dt_bias in float32). Weights are never widened.
+//
+// Activations are of the checkpoint's type (bf16, f16 or f32; an MLX
+// checkpoint's scales' type), the residual stream float32, and norms, the
+// router's softmax, attention's softmax and the recurrence compute in
+// float32, as HF does; Options.F32Activations makes every activation
+// float32 (a reference run).
+//
+// # Caches and passes
+//
+// A Session holds the caches of Options.Slots sequences: per attention
+// layer a KV cache of MaxLen positions per slot, per linear-attention
+// layer the conv and recurrent states (gdn.StatePool), slot for slot.
+// Session.Prefill feeds a prompt in passes of Options.Chunk tokens;
+// Session.Decode feeds one token to each of several sequences in one
+// pass. A pass is one command buffer and one compute encoder: the
+// embedding, every layer (norms fused with the residual adds, the
+// projections, q/k norm and RoPE, the KV append and attention, or the
+// whole Gated DeltaNet core in one dispatch, then the dense or MoE MLP),
+// the final norm and the lm_head (for a prefill, of the last token only).
+//
+// # Generation
+//
+// Session.Generate streams a sequence's tokens as an iter.Seq2: greedy or
+// sampled on the device (ops.Kernels.Sample), each decode step one command
+// buffer whose sampled token is written into the buffer the next step's
+// embedding reads, so that up to Options.InFlight steps are committed
+// ahead and the host never waits between them; stop tokens (the config's
+// eos and the caller's), a token budget and a context end it.
+package model

@@ -1,0 +1,111 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/internal/golden"
+	"github.com/puremetal/puremetal/internal/testdevice"
+	"github.com/puremetal/puremetal/model"
+)
+
+// pipelineCase is the golden case the pipelined decode is checked on:
+// float32, so that every step's greedy token is decided far beyond the
+// kernels' error (TestGolden), and the truth's path is the one greedy
+// decoding must take.
+const pipelineCase = "qwen3next_moe_f32"
+
+func loadCase(t *testing.T, name string, opts model.Options) (*model.Model, golden.ModelCase) {
+	t.Helper()
+	c, err := golden.LoadModel(filepath.Join(golden.SetDir(t, golden.ModelsSubdir), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testdevice.CheckReleased(t)
+	dev := testdevice.Emulated(t, emu.Options{})
+	m, err := model.Load(dev, c.Dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Release)
+	return m, c
+}
+
+// TestGenerateGreedy generates with the token fed on the device, steps
+// kept in flight, and checks the tokens are the truth's greedy path, for
+// 1 and 3 steps in flight.
+func TestGenerateGreedy(t *testing.T) {
+	for _, inFlight := range []int{1, 3} {
+		t.Run(fmt.Sprintf("inflight=%d", inFlight), func(t *testing.T) { generateGreedy(t, inFlight) })
+	}
+}
+
+func generateGreedy(t *testing.T, inFlight int) {
+	{
+		m, c := loadCase(t, pipelineCase, model.Options{MaxLen: 96, InFlight: inFlight})
+		s, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Release()
+		for pi, p := range c.Prompts[:2] {
+			var got []int
+			for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{MaxTokens: len(p.Tokens), IgnoreEOS: true}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, tok)
+			}
+			if !slices.Equal(got, p.Tokens) {
+				t.Errorf("in flight %d, prompt %d: generated %v, the truth's path %v", inFlight, pi, got, p.Tokens)
+			}
+		}
+	}
+}
+
+// TestGenerateStops checks the stop conditions: a caller's stop token
+// ends the stream before it, a cancelled context ends it with the
+// context's error, and breaking out frees the slot.
+func TestGenerateStops(t *testing.T) {
+	m, c := loadCase(t, pipelineCase, model.Options{MaxLen: 96})
+	s, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	p := c.Prompts[0]
+	var got []int
+	for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{Stop: []int{p.Tokens[3]}, IgnoreEOS: true, MaxTokens: 8}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tok)
+	}
+	if want := p.Tokens[:slices.Index(p.Tokens, p.Tokens[3])]; !slices.Equal(got, want) {
+		t.Errorf("stop at %d: got %v, want %v", p.Tokens[3], got, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	var last error
+	for _, err := range s.Generate(ctx, p.Prompt, model.GenerateOptions{IgnoreEOS: true, MaxTokens: 8}) {
+		if err != nil {
+			last = err
+			break
+		}
+		if n++; n == 2 {
+			cancel()
+		}
+	}
+	if !errors.Is(last, context.Canceled) || n != 2 {
+		t.Errorf("cancelled after 2 tokens: %d tokens, error %v", n, last)
+	}
+	if _, err := s.Acquire(); err != nil {
+		t.Errorf("the generations left their slot taken: %v", err)
+	}
+}
