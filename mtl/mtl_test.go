@@ -402,11 +402,7 @@ func TestQueueRunCommandBuffer(t *testing.T) {
 		want   string
 	}{
 		{"encode fails", func(cb *mtl.CommandBuffer) error {
-			e, err := fillInto(cb)
-			if err != nil {
-				return err
-			}
-			if err := e.EndEncoding(); err != nil {
+			if err := testdevice.EncodeFillIn(cb, fill, x, n); err != nil {
 				return err
 			}
 			return mine

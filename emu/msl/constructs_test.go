@@ -19,6 +19,22 @@ func runBufs(t *testing.T, lib *Library, name string, n int, bufs ...*mem) {
 	}
 }
 
+// checkInstances runs each kernel of names in lib over 32 threads, each
+// writing one float of a fresh output, and checks out[i] == want(i) for
+// every i.
+func checkInstances(t *testing.T, lib *Library, names []string, want func(i int) float32) {
+	t.Helper()
+	for _, name := range names {
+		out := newF32(t, 32)
+		runBufs(t, lib, name, 32, out)
+		for i, g := range out.f32() {
+			if w := want(i); g != w {
+				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
+			}
+		}
+	}
+}
+
 // A kernel parameter declared as an array (MLX's constant const int64_t
 // a_strides[2]) is a buffer holding the array, numbered like the other
 // buffers without an index attribute.
@@ -280,16 +296,10 @@ template [[host_name("k_bf")]] [[kernel]] decltype(k<bfloat, bfloat>) k<bfloat, 
 template [[host_name("k_f")]] [[kernel]] decltype(k<float, bfloat>) k<float, bfloat>;
 `
 	lib := compileT(t, src, CompileOptions{})
-	for _, name := range []string{"k_bf", "k_f"} {
-		out := newF32(t, 32)
-		runBufs(t, lib, name, 32, out)
-		for i, g := range out.f32() {
-			o := float32(31 - i)
-			if w := o*0.5 + float32((i+1)%32) + 1; g != w {
-				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
-			}
-		}
-	}
+	checkInstances(t, lib, []string{"k_bf", "k_f"}, func(i int) float32 {
+		o := float32(31 - i)
+		return o*0.5 + float32((i+1)%32) + 1
+	})
 }
 
 // Vectors declared by direct initialisation with several values (MLX's
@@ -431,15 +441,7 @@ template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
 template [[host_name("k_h")]] [[kernel]] decltype(k<half>) k<half>;
 `
 	lib := compileT(t, src, CompileOptions{})
-	for _, name := range []string{"k_f", "k_h"} {
-		out := newF32(t, 32)
-		runBufs(t, lib, name, 32, out)
-		for i, g := range out.f32() {
-			if o := float32(31 - i); g != o*1.5 {
-				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, o*1.5)
-			}
-		}
-	}
+	checkInstances(t, lib, []string{"k_f", "k_h"}, func(i int) float32 { return float32(31-i) * 1.5 })
 }
 
 // A kernel template that names no function constant requires none, even
@@ -504,13 +506,5 @@ template [[host_name("k_bf")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
 template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
 `
 	lib := compileT(t, src, CompileOptions{})
-	for _, name := range []string{"k_bf", "k_f"} {
-		out := newF32(t, 32)
-		runBufs(t, lib, name, 32, out)
-		for i, g := range out.f32() {
-			if w := float32(3 * (31 - i)); g != w {
-				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
-			}
-		}
-	}
+	checkInstances(t, lib, []string{"k_bf", "k_f"}, func(i int) float32 { return float32(3 * (31 - i)) })
 }

@@ -93,19 +93,13 @@ template [[host_name("k_h")]] [[kernel]] decltype(k<half, P>) k<half, P>;
 template [[host_name("k_b")]] [[kernel]] decltype(k<bfloat, P>) k<bfloat, P>;
 `
 	lib := compileT(t, src, CompileOptions{})
-	for _, name := range []string{"k_f", "k_h", "k_b"} {
-		out := newF32(t, 32)
-		runBufs(t, lib, name, 32, out)
-		for i, g := range out.f32() {
-			cx, cy := float32(2), float32(3)
-			if i%2 == 1 {
-				cx, cy = float32(i), -1
-			}
-			if w := cx + cy + 11 + cx + 12; g != w {
-				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
-			}
+	checkInstances(t, lib, []string{"k_f", "k_h", "k_b"}, func(i int) float32 {
+		cx, cy := float32(2), float32(3)
+		if i%2 == 1 {
+			cx, cy = float32(i), -1
 		}
-	}
+		return cx + cy + 11 + cx + 12
+	})
 }
 
 // Threadgroup tiles of bfloat and of a struct passed on to a member
@@ -149,15 +143,7 @@ template [[host_name("k_bf")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
 template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
 `
 	lib := compileT(t, src, CompileOptions{})
-	for _, name := range []string{"k_bf", "k_f"} {
-		out := newF32(t, 32)
-		runBufs(t, lib, name, 32, out)
-		for i, g := range out.f32() {
-			if w := float32(2*(31-i) + 3*(100+31-i)); g != w {
-				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
-			}
-		}
-	}
+	checkInstances(t, lib, []string{"k_bf", "k_f"}, func(i int) float32 { return float32(2*(31-i) + 3*(100+31-i)) })
 }
 
 // A function template whose T only threadgroup pointer parameters name
@@ -193,15 +179,7 @@ template [[host_name("k_f")]] [[kernel]] decltype(k<float>) k<float>;
 template [[host_name("k_bf")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
 `
 	lib := compileT(t, src, CompileOptions{})
-	for _, name := range []string{"k_f", "k_bf"} {
-		out := newF32(t, 32)
-		runBufs(t, lib, name, 32, out)
-		for i, g := range out.f32() {
-			if w := float32(3*(31-i))*0.5 + float32(3*(31-i)); g != w {
-				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
-			}
-		}
-	}
+	checkInstances(t, lib, []string{"k_f", "k_bf"}, func(i int) float32 { return float32(3*(31-i))*0.5 + float32(3*(31-i)) })
 }
 
 // A struct converting to bool is assigned to a bfloat as to a half
@@ -389,15 +367,7 @@ template [[host_name("k_h")]] [[kernel]] decltype(k<half>) k<half>;
 template [[host_name("k_b")]] [[kernel]] decltype(k<bfloat>) k<bfloat>;
 `
 	lib := compileT(t, src, CompileOptions{})
-	for _, name := range []string{"k_f", "k_h", "k_b"} {
-		out := newF32(t, 32)
-		runBufs(t, lib, name, 32, out)
-		for i, g := range out.f32() {
-			if w := float32(2 * (31 - i + 1)); g != w {
-				t.Fatalf("%s: out[%d] = %v, want %v", name, i, g, w)
-			}
-		}
-	}
+	checkInstances(t, lib, []string{"k_f", "k_h", "k_b"}, func(i int) float32 { return float32(2 * (31 - i + 1)) })
 }
 
 // A function template deduces T from a vec<T, N> parameter, or one through
