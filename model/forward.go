@@ -54,10 +54,11 @@ func (m *Model) gather(enc *mtl.ComputeCommandEncoder, l linear, x, ids, y tenso
 		rows = n * k
 	}
 	x, ids, y = head(x, rows*l.in), head(ids, n*k), head(y, n*k*l.out)
+	g := ops.Gather{Tokens: n, TopK: k, Experts: l.experts, In: l.in, Out: l.out, XPerSlot: perSlot}
 	if l.quantized() {
-		return m.ops.GatherQuantMatVec(enc, l.q, x, ids, y, n, k, perSlot)
+		return m.ops.GatherQuantMatVec(enc, l.q, x, ids, y, g)
 	}
-	return m.ops.GatherMatVec(enc, l.w, x, ids, y, ops.Gather{Tokens: n, TopK: k, Experts: l.experts, In: l.in, Out: l.out, XPerSlot: perSlot})
+	return m.ops.GatherMatVec(enc, l.w, x, ids, y, g)
 }
 
 func (m *Model) normParams(rows int, n norm) ops.RMSNormParams {
@@ -117,7 +118,7 @@ func (s *Session) encode(enc *mtl.ComputeCommandEncoder, p pass) error {
 	}
 	sp := p.sample.SampleParams
 	sp.Rows, sp.Vocab = rows, m.Config.VocabSize
-	return m.ops.Sample(enc, sp, head(x.logits, rows*sp.Vocab), head(p.sample.Tokens, rows))
+	return m.ops.Sample(enc, sp, head(x.logits, rows*sp.Vocab), tensor.View{}, head(p.sample.Tokens, rows))
 }
 
 func (m *Model) embedTokens(enc *mtl.ComputeCommandEncoder, ids, h tensor.View, n int) error {
