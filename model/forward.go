@@ -42,9 +42,9 @@ func (m *Model) product(enc *mtl.ComputeCommandEncoder, l linear, x, y tensor.Vi
 		return m.ops.Linear(enc, l.w, x, tensor.View{}, y, n, l.in, l.out)
 	}
 	if n <= ops.MatVecMaxRows {
-		return m.ops.QuantMatVec(enc, l.q, x, y, tensor.View{}, n)
+		return m.ops.QuantMatVec(enc, l.q, x, tensor.View{}, y, n)
 	}
-	return m.ops.QuantMatMul(enc, l.q, x, y, tensor.View{}, n)
+	return m.ops.QuantMatMul(enc, l.q, x, tensor.View{}, y, n)
 }
 
 // gather encodes the products of the experts ids chose, y [n][k][out].
