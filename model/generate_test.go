@@ -109,3 +109,37 @@ func TestGenerateStops(t *testing.T) {
 		t.Errorf("the generations left their slot taken: %v", err)
 	}
 }
+
+// TestGenerateSampled checks sampling on the device: top-k 1 at any
+// temperature is the greedy path, and a seed gives the same tokens run
+// after run (the draws are keyed by seed and step), another seed another
+// path.
+func TestGenerateSampled(t *testing.T) {
+	m, c := loadCase(t, pipelineCase, model.Options{MaxLen: 96})
+	s, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	p := c.Prompts[0]
+	gen := func(sp model.Sampling) []int {
+		var got []int
+		for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{Sampling: sp, MaxTokens: len(p.Tokens), IgnoreEOS: true}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, tok)
+		}
+		return got
+	}
+	if got := gen(model.Sampling{Temperature: 5, TopK: 1, Seed: 3}); !slices.Equal(got, p.Tokens) {
+		t.Errorf("top-k 1: %v, the greedy path %v", got, p.Tokens)
+	}
+	a, b := gen(model.Sampling{Temperature: 5, Seed: 7}), gen(model.Sampling{Temperature: 5, Seed: 7})
+	if !slices.Equal(a, b) {
+		t.Errorf("seed 7 twice: %v then %v", a, b)
+	}
+	if other := gen(model.Sampling{Temperature: 5, Seed: 8}); slices.Equal(a, other) {
+		t.Errorf("seeds 7 and 8 drew the same %d tokens %v at temperature 5", len(a), a)
+	}
+}
