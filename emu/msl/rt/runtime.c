@@ -170,9 +170,9 @@ typedef struct pm_sg {
 
 typedef struct pm_run pm_run;
 
-/* An open-addressing hash table of per-byte records of device memory
- * (device races), keyed by the byte's address in their first 8 bytes
- * (0: an empty slot); used lists the slots taken, so that emptying it
+/* An open-addressing hash table of records of device memory (device
+ * races), one per 4-byte word holding a record per byte, keyed by the
+ * word's address in their first 8 bytes (0: an empty slot); used lists the slots taken, so that emptying it
  * costs what filling it did. */
 typedef struct pm_dev_table {
 	char *e;
@@ -1123,7 +1123,6 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
  * weights of a model, read by every threadgroup, cost nothing more. */
 
 typedef struct pm_dev_byte {
-	uint64_t a;
 	uint32_t st_ep, ld_ep;     /* as pm_shadow's, with dev_ep */
 	uint32_t st_sgep, ld_sgep; /* sg_dep of the SIMD-group when it accessed the byte */
 	uint16_t st_tid, ld_tid;   /* ld_tid | __PM_LD_MULTI | __PM_LD_MIXED */
@@ -1133,11 +1132,21 @@ typedef struct pm_dev_byte {
 } pm_dev_byte;
 
 typedef struct pm_dev_owner {
-	uint64_t a;
 	uint32_t st_tg, ld_tg[2]; /* linear threadgroup + 1, 0 for none: the first storing, two loading */
 	uint16_t st_tid, ld_tid[2];
 	uint64_t st_pc, ld_pc[2];
 } pm_dev_owner;
+
+/* The records of one 4-byte word (the table's entries). */
+typedef struct pm_dev_word {
+	uint64_t a;
+	pm_dev_byte b[4];
+} pm_dev_word;
+
+typedef struct pm_dev_owners {
+	uint64_t a;
+	pm_dev_owner b[4];
+} pm_dev_owners;
 
 #define __PM_DEV_STORED 1u
 #define __PM_DEV_LOADED 2u
@@ -1166,8 +1175,8 @@ static int dev_grow(pm_dev_table *t) {
 	return 1;
 }
 
-/* The record of the byte at a, made (zeroed but for its address) if there
- * is none; NULL without memory. */
+/* The records of the word at a (a multiple of 4), made (zeroed but for
+ * its address) if there are none; NULL without memory. */
 static inline void *dev_find(pm_dev_table *t, uint64_t a) {
 	if ((t->n + 1) * 2 > t->cap && !dev_grow(t)) return NULL;
 	for (uint64_t i = (a * 0x9E3779B97F4A7C15ull) >> t->shift;; i = (i + 1) & (t->cap - 1)) {
@@ -1242,12 +1251,16 @@ __attribute__((noinline)) static void dev_race_fault(pm_worker *w, uint64_t a, u
 static void dev_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
 	const uint32_t ep = w->dev_ep, mep = w->dev_mem_ep;
 	const uint32_t tid = w->cur->index, sg = tid / __PM_SIMD_WIDTH, sgep = w->sg_dep[sg];
+	pm_dev_word *word = NULL;
 	for (uint64_t i = 0; i < size; i++) {
-		pm_dev_byte *b = dev_find(&w->dev, a + i);
-		if (!b) {
-			dev_nomem(w, w->cur);
-			fiber_abort(w);
+		if (!word || ((a + i) & 3) == 0) {
+			word = dev_find(&w->dev, (a + i) & ~(uint64_t)3);
+			if (!word) {
+				dev_nomem(w, w->cur);
+				fiber_abort(w);
+			}
 		}
+		pm_dev_byte *b = &word->b[(a + i) & 3];
 		if (b->st_ep >= mep && b->st_tid != tid && !(b->st_tid / __PM_SIMD_WIDTH == sg && b->st_sgep != sgep))
 			dev_race_fault(w, a, size, store, b->st_tid, 1, b->st_pc, pc);
 		if (store) {
@@ -1326,32 +1339,37 @@ static void dev_merge(pm_worker *w) {
 	const uint32_t me = w->tg_linear + 1;
 	pthread_mutex_lock(&r->dev_mu);
 	for (uint64_t j = 0; j < w->dev.n && !w->fault; j++) {
-		const pm_dev_byte *b = (const pm_dev_byte *)(w->dev.e + (uint64_t)w->dev.used[j] * w->dev.esz);
-		pm_dev_owner *o = dev_find(&r->dev, b->a);
-		if (!o) {
+		const pm_dev_word *word = (const pm_dev_word *)(w->dev.e + (uint64_t)w->dev.used[j] * w->dev.esz);
+		pm_dev_owners *ow = dev_find(&r->dev, word->a);
+		if (!ow) {
 			dev_nomem(w, NULL);
 			break;
 		}
-		if (b->tg_flags & __PM_DEV_STORED) {
-			if (o->st_tg && o->st_tg != me)
-				dev_cross_fault(w, b->a, 1, b->st_tid, b->st_pc, 1, o->st_tg - 1, o->st_tid, o->st_pc);
-			for (int i = 0; i < 2 && !w->fault; i++)
-				if (o->ld_tg[i] && o->ld_tg[i] != me)
-					dev_cross_fault(w, b->a, 1, b->st_tid, b->st_pc, 0, o->ld_tg[i] - 1, o->ld_tid[i], o->ld_pc[i]);
-			if (!o->st_tg) {
-				o->st_tg = me;
-				o->st_tid = b->st_tid;
-				o->st_pc = b->st_pc;
+		for (int k = 0; k < 4 && !w->fault; k++) {
+			const pm_dev_byte *b = &word->b[k];
+			pm_dev_owner *o = &ow->b[k];
+			const uint64_t at = word->a + (uint64_t)k;
+			if (b->tg_flags & __PM_DEV_STORED) {
+				if (o->st_tg && o->st_tg != me)
+					dev_cross_fault(w, at, 1, b->st_tid, b->st_pc, 1, o->st_tg - 1, o->st_tid, o->st_pc);
+				for (int i = 0; i < 2 && !w->fault; i++)
+					if (o->ld_tg[i] && o->ld_tg[i] != me)
+						dev_cross_fault(w, at, 1, b->st_tid, b->st_pc, 0, o->ld_tg[i] - 1, o->ld_tid[i], o->ld_pc[i]);
+				if (!o->st_tg) {
+					o->st_tg = me;
+					o->st_tid = b->st_tid;
+					o->st_pc = b->st_pc;
+				}
 			}
-		}
-		if (b->tg_flags & __PM_DEV_LOADED) {
-			if (o->st_tg && o->st_tg != me && !w->fault)
-				dev_cross_fault(w, b->a, 0, b->tg_ld_tid, b->tg_ld_pc, 1, o->st_tg - 1, o->st_tid, o->st_pc);
-			int i = !o->ld_tg[0] ? 0 : o->ld_tg[0] != me && !o->ld_tg[1] ? 1 : -1;
-			if (i >= 0) {
-				o->ld_tg[i] = me;
-				o->ld_tid[i] = b->tg_ld_tid;
-				o->ld_pc[i] = b->tg_ld_pc;
+			if (b->tg_flags & __PM_DEV_LOADED) {
+				if (o->st_tg && o->st_tg != me && !w->fault)
+					dev_cross_fault(w, at, 0, b->tg_ld_tid, b->tg_ld_pc, 1, o->st_tg - 1, o->st_tid, o->st_pc);
+				int i = !o->ld_tg[0] ? 0 : o->ld_tg[0] != me && !o->ld_tg[1] ? 1 : -1;
+				if (i >= 0) {
+					o->ld_tg[i] = me;
+					o->ld_tid[i] = b->tg_ld_tid;
+					o->ld_pc[i] = b->tg_ld_pc;
+				}
 			}
 		}
 	}
@@ -2277,7 +2295,7 @@ static void *worker_main(void *arg) {
 	/* device races: a binding the kernel cannot store to, overlapping
 	 * none it can, is only loaded */
 	w->dev_races = d->device_races != 0;
-	if (w->dev.esz != sizeof(pm_dev_byte)) w->dev = (pm_dev_table){.esz = sizeof(pm_dev_byte)};
+	if (w->dev.esz != sizeof(pm_dev_word)) w->dev = (pm_dev_table){.esz = sizeof(pm_dev_word)};
 	for (int a = 0; a < w->nb; a++) {
 		w->dev_skip[a] = (d->read_only >> w->bidx[a]) & 1;
 		for (int b = 0; b < w->nb; b++)
@@ -2353,7 +2371,7 @@ EXPORT int64_t pm_dispatch(__pm_desc *d) {
 	memset(&r, 0, sizeof r);
 	r.d = d;
 	r.ntg = d->threadgroups[0] * d->threadgroups[1] * d->threadgroups[2];
-	r.dev.esz = sizeof(pm_dev_owner);
+	r.dev.esz = sizeof(pm_dev_owners);
 	pthread_mutex_init(&r.dev_mu, NULL);
 	memset(d->loaded, 0, sizeof d->loaded);
 	memset(d->stored, 0, sizeof d->stored);
