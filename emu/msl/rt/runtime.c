@@ -1009,13 +1009,15 @@ __attribute__((noinline)) static void tg_bounds_fault(pm_worker *w, int64_t off,
 	fiber_abort(w);
 }
 
-/* Reports a race of this thread's access with another thread's (other, or
- * -1 when only "some other thread" is known) at program counter opc. */
-__attribute__((noinline)) static void race_fault(pm_worker *w, uint32_t off, uint64_t size, int store, int other,
-                                                 int other_store, uint64_t opc, void *pc) {
-	char name[96], by[64] = "by another thread";
-	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
-	alloc_name(al, name, sizeof name);
+/* Reports a race of this thread's access of size bytes at where (in
+ * memory, "threadgroup memory" or "device memory") with another thread's
+ * of the threadgroup (other, or -1 when only "some other thread" is known)
+ * at program counter opc; barrier names the barrier that would order
+ * them. */
+__attribute__((noinline)) static void race_fault(pm_worker *w, const char *memory, const char *where, uint64_t size,
+                                                 int store, int other, int other_store, uint64_t opc,
+                                                 const char *barrier, void *pc) {
+	char by[64] = "by another thread";
 	uint64_t pos[3] = {0, 0, 0};
 	if (other >= 0) {
 		thread_pos(w, (uint32_t)other, pos);
@@ -1025,13 +1027,23 @@ __attribute__((noinline)) static void race_fault(pm_worker *w, uint32_t off, uin
 		opc = 0;
 	}
 	record_fault(w, w->cur, __PM_FAULT_RACE, 0, "", (uint64_t)(uintptr_t)pc,
-	             "threadgroup memory race: this thread's %s of %llu bytes at offset %u of %s and a %s "
-	             "of the same bytes %s, with no barrier between them",
-	             store ? "store" : "load", (unsigned long long)size, off - al->off, name,
-	             other_store ? "store" : "load", by);
+	             "%s race: this thread's %s of %llu bytes at %s and a %s of the same bytes %s, with no %s "
+	             "between them",
+	             memory, store ? "store" : "load", (unsigned long long)size, where, other_store ? "store" : "load",
+	             by, barrier);
 	w->fault_pc2 = opc;
 	for (int k = 0; k < 3; k++) w->fault_thread2[k] = pos[k];
 	fiber_abort(w);
+}
+
+/* A race on threadgroup memory at offset off (race_fault). */
+__attribute__((noinline)) static void tg_race_fault(pm_worker *w, uint32_t off, uint64_t size, int store, int other,
+                                                    int other_store, uint64_t opc, void *pc) {
+	char name[96], where[128];
+	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
+	alloc_name(al, name, sizeof name);
+	snprintf(where, sizeof where, "offset %u of %s", off - al->off, name);
+	race_fault(w, "threadgroup memory", where, size, store, other, other_store, opc, "barrier", pc);
 }
 
 /* An access to threadgroup memory: it must lie inside one allocation, and
@@ -1067,7 +1079,7 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 	for (uint64_t i = 0; i < size; i++) {
 		pm_shadow *sh = &w->shadow[off + i];
 		if (sh->st_ep >= mep && sh->st_tid != tid && !(sh->st_tid / __PM_SIMD_WIDTH == sg && sh->st_sgep != sgep))
-			race_fault(w, (uint32_t)off, size, store, sh->st_tid, 1, w->shadow_pc[off + i].st, pc);
+			tg_race_fault(w, (uint32_t)off, size, store, sh->st_tid, 1, w->shadow_pc[off + i].st, pc);
 		if (store) {
 			if (sh->ld_ep == ep) {
 				uint32_t first = sh->ld_tid & __PM_LD_TID;
@@ -1077,7 +1089,7 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 				else
 					ok = !(sh->ld_tid & __PM_LD_MIXED) && first / __PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep;
 				if (!ok)
-					race_fault(w, (uint32_t)off, size, store, first != tid ? (int)first : -1, 0,
+					tg_race_fault(w, (uint32_t)off, size, store, first != tid ? (int)first : -1, 0,
 					           w->shadow_pc[off + i].ld, pc);
 				sh->ld_ep = 0;
 			}
@@ -1221,28 +1233,13 @@ __attribute__((noinline)) static void dev_nomem(pm_worker *w, pm_fiber *f) {
 	             "cannot allocate the record of device memory accesses (device race detection)");
 }
 
-/* Reports a race within the threadgroup of this thread's access of size
- * bytes at a with thread other's (-1: some other thread) at opc. */
+/* A race on device memory at a within the threadgroup (race_fault). */
 __attribute__((noinline)) static void dev_race_fault(pm_worker *w, uint64_t a, uint64_t size, int store, int other,
                                                      int other_store, uint64_t opc, void *pc) {
-	char where[96], by[64] = "by another thread";
-	uint64_t pos[3] = {0, 0, 0};
+	char where[96];
 	dev_where(w, a, where, sizeof where);
-	if (other >= 0) {
-		thread_pos(w, (uint32_t)other, pos);
-		snprintf(by, sizeof by, "by thread (%llu, %llu, %llu)", (unsigned long long)pos[0],
-		         (unsigned long long)pos[1], (unsigned long long)pos[2]);
-	} else {
-		opc = 0;
-	}
-	record_fault(w, w->cur, __PM_FAULT_RACE, 0, "", (uint64_t)(uintptr_t)pc,
-	             "device memory race: this thread's %s of %llu bytes at %s and a %s of the same bytes %s "
-	             "of this threadgroup, with no barrier ordering device memory (mem_flags::mem_device) "
-	             "between them",
-	             store ? "store" : "load", (unsigned long long)size, where, other_store ? "store" : "load", by);
-	w->fault_pc2 = opc;
-	for (int k = 0; k < 3; k++) w->fault_thread2[k] = pos[k];
-	fiber_abort(w);
+	race_fault(w, "device memory", where, size, store, other, other_store, opc,
+	           "barrier ordering device memory (mem_flags::mem_device)", pc);
 }
 
 /* Records a device memory access of the running thread (not atomic) and
