@@ -1046,6 +1046,16 @@ __attribute__((noinline)) static void tg_race_fault(pm_worker *w, uint32_t off, 
 	race_fault(w, "threadgroup memory", where, size, store, other, other_store, opc, "barrier", pc);
 }
 
+/* Whether the loads of a byte since the last barrier, by the threads
+ * ld_tid tells (the first, | __PM_LD_MULTI | __PM_LD_MIXED), are ordered
+ * before a store by thread tid: they are its own, or its SIMD-group's
+ * with a SIMD-group function since the latest (synced). */
+static inline int loads_ordered(uint16_t ld_tid, int synced, uint32_t tid) {
+	uint32_t first = ld_tid & __PM_LD_TID, sg = tid / __PM_SIMD_WIDTH;
+	if (!(ld_tid & __PM_LD_MULTI)) return first == tid || (first / __PM_SIMD_WIDTH == sg && synced);
+	return !(ld_tid & __PM_LD_MIXED) && first / __PM_SIMD_WIDTH == sg && synced;
+}
+
 /* An access to threadgroup memory: it must lie inside one allocation, and
  * (unless atomic) must not race with another thread's access since the
  * last barrier. An earlier access is ordered before one by thread tid now
@@ -1083,12 +1093,7 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 		if (store) {
 			if (sh->ld_ep == ep) {
 				uint32_t first = sh->ld_tid & __PM_LD_TID;
-				int ok;
-				if (!(sh->ld_tid & __PM_LD_MULTI))
-					ok = first == tid || (first / __PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep);
-				else
-					ok = !(sh->ld_tid & __PM_LD_MIXED) && first / __PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep;
-				if (!ok)
+				if (!loads_ordered(sh->ld_tid, sh->ld_sgep != sgep, tid))
 					tg_race_fault(w, (uint32_t)off, size, store, first != tid ? (int)first : -1, 0,
 					           w->shadow_pc[off + i].ld, pc);
 				sh->ld_ep = 0;
@@ -1263,12 +1268,7 @@ static void dev_access(pm_worker *w, uint64_t a, uint64_t size, int store, void 
 		if (store) {
 			if (b->ld_ep == ep) {
 				uint32_t first = b->ld_tid & __PM_LD_TID;
-				int ok;
-				if (!(b->ld_tid & __PM_LD_MULTI))
-					ok = first == tid || (first / __PM_SIMD_WIDTH == sg && b->ld_sgep != sgep);
-				else
-					ok = !(b->ld_tid & __PM_LD_MIXED) && first / __PM_SIMD_WIDTH == sg && b->ld_sgep != sgep;
-				if (!ok) dev_race_fault(w, a, size, store, first != tid ? (int)first : -1, 0, b->ld_pc, pc);
+				if (!loads_ordered(b->ld_tid, b->ld_sgep != sgep, tid)) dev_race_fault(w, a, size, store, first != tid ? (int)first : -1, 0, b->ld_pc, pc);
 				b->ld_ep = 0;
 			}
 			b->st_ep = ep;
