@@ -103,7 +103,7 @@ func (cb *commandBuffer) run() {
 		if c.pipeline == nil {
 			continue // a memory barrier: dispatches already run in order
 		}
-		d := msl.Dispatch{Grid: c.grid, Order: opts.Order, Seed: opts.Seed, Timeout: opts.Timeout, CountSegments: opts.CountSegments}
+		d := msl.Dispatch{Grid: c.grid, Order: opts.Order, Seed: opts.Seed, Timeout: opts.Timeout, CountSegments: opts.CountSegments, DeviceRaces: opts.DeviceRaces}
 		for j, b := range c.buffers {
 			switch {
 			case b.buf != nil:

@@ -32,6 +32,14 @@ type Options struct {
 	// its SIMD-group accesses touch (msl.Counters.Loads and Stores, read
 	// with DispatchCounters), which slows dispatches down.
 	CountSegments bool
+	// DeviceRaces makes every dispatch report races on device memory
+	// (msl.Dispatch.DeviceRaces): conflicting accesses to the same bytes
+	// by threads of a dispatch that nothing orders, within a threadgroup
+	// or between threadgroups, fail the command buffer with
+	// MTLCommandBufferErrorInternal, as a race on threadgroup memory
+	// does. It slows dispatches down; PUREMETAL_EMU_RACES=1 turns it on
+	// for every device.
+	DeviceRaces bool
 }
 
 // Name is the name the emulated device reports.
@@ -68,7 +76,8 @@ var registryIDs atomic.Uint64
 var ErrUnsupportedPlatform = msl.ErrUnsupportedPlatform
 
 // ErrEnvironment is wrapped by the error of NewDevice when
-// PUREMETAL_EMU_WORKERS or PUREMETAL_EMU_TIMEOUT holds a value the
+// PUREMETAL_EMU_WORKERS, PUREMETAL_EMU_TIMEOUT or PUREMETAL_EMU_RACES
+// holds a value the
 // dispatches could not use; the message names the variable and the
 // values it takes.
 var ErrEnvironment = msl.ErrEnvironment
@@ -79,8 +88,9 @@ func NewDevice() (*mtl.Device, error) { return NewDeviceWithOptions(Options{}) }
 
 // NewDeviceWithOptions returns an emulated Metal device, as an *mtl.Device
 // owned by the caller. It runs on Linux (x86-64 and arm64); elsewhere the
-// error wraps [ErrUnsupportedPlatform]. A bad PUREMETAL_EMU_WORKERS or
-// PUREMETAL_EMU_TIMEOUT is an error wrapping [ErrEnvironment].
+// error wraps [ErrUnsupportedPlatform]. A bad PUREMETAL_EMU_WORKERS,
+// PUREMETAL_EMU_TIMEOUT or PUREMETAL_EMU_RACES is an error wrapping
+// [ErrEnvironment].
 func NewDeviceWithOptions(opts Options) (*mtl.Device, error) {
 	switch opts.Order {
 	case msl.Forward, msl.Reverse, msl.Shuffled:

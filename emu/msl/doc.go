@@ -98,7 +98,8 @@
 // kernel, the source line and the thread: an out-of-bounds device or
 // threadgroup memory access, an index outside an array declared in the
 // kernel (thread or threadgroup, -fsanitize=array-bounds), a race on
-// threadgroup memory (naming both accesses), a barrier that some threads
+// threadgroup memory (naming both accesses), with Dispatch.DeviceRaces a
+// race on device memory (below), a barrier that some threads
 // cannot reach (a barrier after an early return), threads waiting at
 // different barriers, simdgroup_matrix functions called at different sites
 // by the lanes of one SIMD-group, a deadlock, an integer division by zero or
@@ -397,7 +398,28 @@
 //     operations are not races, and are not checked against other
 //     accesses. Each byte remembers its last store and the first load
 //     since, so a race with one of several loading threads names the
-//     first of them. Races between
-//     threadgroups on device memory are not detected, and threads of a
-//     threadgroup only interleave at barriers and SIMD-group functions.
+//     first of them. Threads of a threadgroup only interleave at barriers
+//     and SIMD-group functions, so a race that no detector reports gives
+//     the result of one schedule (1,024 threads adding 1 to one float
+//     without atomics give 1,024), not the GPU's lost updates.
+//   - Races on device memory are reported with Dispatch.DeviceRaces (or
+//     PUREMETAL_EMU_RACES=1; off by default, for its cost): two threads of
+//     a dispatch accessing the same byte of a buffer, at least one
+//     storing, neither atomic, with nothing ordering them, are a fault
+//     naming both accesses, the buffer binding and the offset. Within a
+//     threadgroup the rules are those of threadgroup memory, with
+//     mem_flags::mem_device in place of mem_threadgroup (a barrier
+//     without it only waits; lanes of one SIMD-group are also ordered by
+//     SIMD-group functions and simdgroup_barrier(mem_flags::mem_device)).
+//     Between threadgroups nothing orders accesses (Metal gives no order
+//     between the threadgroups of a dispatch): a byte one threadgroup
+//     stores and another loads or stores is a race whichever ran first,
+//     checked as each threadgroup ends. Bytes are told apart (threads
+//     storing adjacent bytes of one word do not race), and a thread's
+//     own accesses never race. Loads through a buffer the kernel cannot
+//     store to (device const, constant) that overlaps no buffer it can
+//     are not recorded, which keeps a model's weights cheap; every other
+//     access to a buffer takes the hooks' slow path and is recorded in a
+//     hash table of the bytes its threadgroup touched, and those of the
+//     whole dispatch are kept until it ends.
 package msl

@@ -130,12 +130,18 @@ func hostileSource(ops []hostileOp) string {
 // both (the emulator checks pointers against every allocation), one
 // indexing s outside its 32 elements always. A device or constant access
 // is refused outside every bound buffer, but for loads of the library's
-// constants (inLib).
+// constants (inLib). The kernels run with Dispatch.DeviceRaces: two
+// threads accessing a float of d, one storing, race whatever barriers lie
+// between (they give mem_threadgroup alone, which orders no device
+// memory), unless the load comes in an earlier phase than the store (an
+// execution barrier orders the loads before it before the stores after
+// it); the kernel's last line stores d[tid]. Stray device accesses landing
+// in c or p (constant buffers) are not recorded.
 func hostileExpect(ops []hostileOp, bound func(addr uint64, store bool) bool, dBase, cBase uint64) (oobPhase, racePhase int) {
 	oobPhase, racePhase = -1, -1
 	type access struct {
-		thread int
-		store  bool
+		thread, phase int
+		store         bool
 	}
 	phase := 0
 	seen := map[int64][]access{} // tg byte offset of a float -> accesses this phase
@@ -152,7 +158,19 @@ func hostileExpect(ops []hostileOp, bound func(addr uint64, store bool) bool, dB
 				racePhase = phase
 			}
 		}
-		seen[off] = append(seen[off], access{thread, store})
+		seen[off] = append(seen[off], access{thread, phase, store})
+	}
+	devSeen := map[int64][]access{} // float index of d -> every access
+	devNote := func(e int64, thread int, store bool) {
+		if e < 0 || e >= hostileDevice {
+			return
+		}
+		for _, a := range devSeen[e] {
+			if a.thread != thread && (a.store || store) && !(!a.store && a.phase < phase) && (racePhase < 0 || phase < racePhase) {
+				racePhase = phase
+			}
+		}
+		devSeen[e] = append(devSeen[e], access{thread, phase, store})
 	}
 	dev := func(base uint64, e int64, store bool) {
 		if !bound(base+uint64(4*e), store) && oobPhase < 0 {
@@ -191,13 +209,18 @@ func hostileExpect(ops []hostileOp, bound func(addr uint64, store bool) bool, dB
 			clear(seen)
 		case deviceStoreOne:
 			dev(dBase, o, true)
+			devNote(o, op.thread, true)
 		case deviceLoadAll:
 			for th := 0; th < hostileThreads; th++ {
 				dev(dBase, int64(th)+o, false)
+				devNote(int64(th)+o, th, false)
 			}
 		case constLoadOne:
 			dev(cBase, o, false)
 		}
+	}
+	for th := 0; th < hostileThreads; th++ {
+		devNote(int64(th), th, true) // d[i] = acc
 	}
 	return oobPhase, racePhase
 }
@@ -206,8 +229,8 @@ func hostileExpect(ops []hostileOp, bound func(addr uint64, store bool) bool, dB
 // threadgroup memory in and out of range, with barriers placed anywhere,
 // and checks the emulator's promise in two scheduling orders: a kernel
 // with an access outside its memory fails with an out-of-bounds fault (or
-// a race, when one comes first), a kernel racing on threadgroup memory
-// with a race, and any other kernel runs with no report; the process never
+// a race, when one comes first), a kernel racing on threadgroup or device
+// memory with a race, and any other kernel runs with no report; the process never
 // dies. The seeds run in every go test.
 func FuzzHostileKernel(f *testing.F) {
 	le := func(v ...int32) []byte {
@@ -246,7 +269,7 @@ func FuzzHostileKernel(f *testing.F) {
 		for k, op := range ops {
 			binary.LittleEndian.PutUint32(p.b[4*k:], uint32(op.offset))
 		}
-		dd := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{hostileThreads, 1, 1})}
+		dd := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{hostileThreads, 1, 1}), DeviceRaces: true}
 		dd.Buffers[0], dd.Buffers[1], dd.Buffers[2] = d.binding(), c.binding(), p.binding()
 		dd.ThreadgroupMemoryLength[0] = 4 * hostileTG
 		ranges := [][2]uint64{}

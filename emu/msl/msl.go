@@ -242,6 +242,16 @@ type Dispatch struct {
 	// each SIMD-group access touches (Counters.Loads, Counters.Stores),
 	// which slows it down.
 	CountSegments bool
+	// DeviceRaces makes the dispatch report races on device memory: two
+	// threads of the dispatch accessing the same byte of a buffer, at
+	// least one storing, neither atomically, with nothing ordering them
+	// (within a threadgroup a barrier with mem_flags::mem_device, or for
+	// lanes of one SIMD-group a SIMD-group function; between threadgroups
+	// nothing), as a *KernelError. Every access to a buffer the kernel
+	// may store to then takes the runtime's slow path and is recorded,
+	// which slows the dispatch down. PUREMETAL_EMU_RACES=1 turns it on
+	// for every dispatch.
+	DeviceRaces bool
 }
 
 // Counters are measured by a dispatch.

@@ -44,6 +44,8 @@ type pmDesc struct {
 	segUntracked              uint64
 	tgStatic                  uint64
 	moduleSeg                 [maxModuleSegs][2]uint64
+	deviceRaces               uint64
+	readOnly                  uint64 // bit i: buffer(i) is one the kernel cannot store to
 }
 
 const (
@@ -92,6 +94,21 @@ func parseTimeout(v string) (time.Duration, error) {
 // is zero: PUREMETAL_EMU_WORKERS if set (to force many workers on a small
 // machine, say), otherwise 0 (one per CPU). A value that is not a number
 // from 0 to 64 is an error, which such a dispatch returns.
+// envRaces is whether a dispatch whose Dispatch.DeviceRaces is false
+// detects device memory races all the same: PUREMETAL_EMU_RACES=1 (0 or
+// empty: no). Any other value is an error, which such a dispatch returns.
+var envRaces = sync.OnceValues(func() (bool, error) { return parseRaces(os.Getenv("PUREMETAL_EMU_RACES")) })
+
+func parseRaces(v string) (bool, error) {
+	switch v {
+	case "", "0":
+		return false, nil
+	case "1":
+		return true, nil
+	}
+	return false, fmt.Errorf("PUREMETAL_EMU_RACES=%q is not a switch: want 1 (detect device memory races) or 0", v)
+}
+
 var envWorkers = sync.OnceValues(func() (int, error) { return parseWorkers(os.Getenv("PUREMETAL_EMU_WORKERS")) })
 
 func parseWorkers(v string) (int, error) {
@@ -106,12 +123,12 @@ func parseWorkers(v string) (int, error) {
 }
 
 // ErrEnvironment is wrapped by the error of [CheckEnvironment] for a
-// PUREMETAL_EMU_WORKERS or PUREMETAL_EMU_TIMEOUT that holds no valid
-// value.
+// PUREMETAL_EMU_WORKERS, PUREMETAL_EMU_TIMEOUT or PUREMETAL_EMU_RACES that
+// holds no valid value.
 var ErrEnvironment = errors.New("msl: invalid environment variable")
 
-// CheckEnvironment reads PUREMETAL_EMU_WORKERS and PUREMETAL_EMU_TIMEOUT
-// as they are now and returns an error wrapping [ErrEnvironment], naming
+// CheckEnvironment reads PUREMETAL_EMU_WORKERS, PUREMETAL_EMU_TIMEOUT and
+// PUREMETAL_EMU_RACES as they are now and returns an error wrapping [ErrEnvironment], naming
 // the variable and its value, for one that a dispatch could not use, so
 // that a program can report it before its first dispatch.
 func CheckEnvironment() error {
@@ -119,6 +136,9 @@ func CheckEnvironment() error {
 		return fmt.Errorf("%w: %v", ErrEnvironment, err)
 	}
 	if _, err := parseTimeout(os.Getenv("PUREMETAL_EMU_TIMEOUT")); err != nil {
+		return fmt.Errorf("%w: %v", ErrEnvironment, err)
+	}
+	if _, err := parseRaces(os.Getenv("PUREMETAL_EMU_RACES")); err != nil {
 		return fmt.Errorf("%w: %v", ErrEnvironment, err)
 	}
 	return nil
@@ -259,6 +279,21 @@ func (f *Function) fill(desc *pmDesc, d *Dispatch) error {
 	}
 	if d.CountSegments {
 		desc.trackSegments = 1
+	}
+	races := d.DeviceRaces
+	if !races {
+		var err error
+		if races, err = envRaces(); err != nil {
+			return fmt.Errorf("msl: %s: Dispatch.DeviceRaces is false and %v", f.Name, err)
+		}
+	}
+	if races {
+		desc.deviceRaces = 1
+		for _, p := range f.Params {
+			if p.Kind == Buffer && p.ReadOnly {
+				desc.readOnly |= 1 << p.Index
+			}
+		}
 	}
 	desc.entry = uint64(f.entry)
 	desc.moduleLo, desc.moduleHi = f.modLo, f.modHi

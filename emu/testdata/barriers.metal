@@ -25,3 +25,8 @@ kernel void early(device float* out [[buffer(0)]],
     threadgroup_barrier(mem_flags::mem_threadgroup);
     out[tid] = tile[31 - tid];
 }
+
+// Every thread adds to one float without atomics: the GPU loses updates.
+kernel void count_racy(device float* total [[buffer(0)]]) {
+    total[0] += 1.0;
+}

@@ -170,6 +170,17 @@ typedef struct pm_sg {
 
 typedef struct pm_run pm_run;
 
+/* An open-addressing hash table of records of device memory (device
+ * races), one per 4-byte word holding a record per byte, keyed by the
+ * word's address in their first 8 bytes (0: an empty slot); used lists the slots taken, so that emptying it
+ * costs what filling it did. */
+typedef struct pm_dev_table {
+	char *e;
+	uint32_t *used;
+	uint64_t cap, n, esz;
+	int shift;
+} pm_dev_table;
+
 typedef struct pm_worker {
 	struct pm_worker *next_free;
 	size_t arena_size;
@@ -195,6 +206,12 @@ typedef struct pm_worker {
 	uint32_t tg_ep;     /* barrier epoch: every threadgroup barrier starts one */
 	uint32_t tg_mem_ep; /* the epoch the last barrier ordering memory started */
 	uint32_t sg_ep[__PM_MAX_THREADS / __PM_SIMD_WIDTH];
+	/* device memory race detection (section "Device memory races") */
+	int dev_races;                      /* __pm_desc.device_races */
+	uint8_t dev_skip[__PM_MAX_BINDINGS]; /* binding k only loaded: not recorded */
+	uint32_t dev_ep, dev_mem_ep;        /* as tg_ep and tg_mem_ep, for mem_device */
+	uint32_t sg_dep[__PM_MAX_THREADS / __PM_SIMD_WIDTH];
+	pm_dev_table dev;                   /* the threadgroup's accesses (pm_dev_byte) */
 	/* counters */
 	uint64_t simd_ops, barriers;
 	/* structural counters (section "Structural counters") */
@@ -254,6 +271,9 @@ struct pm_run {
 	uint64_t nws;
 	int expired;
 	struct pm_run *wd_next;
+	/* device races: the bytes threadgroups stored and loaded (pm_dev_owner) */
+	pthread_mutex_t dev_mu;
+	pm_dev_table dev;
 };
 
 static __thread pm_worker *tls_w __attribute__((tls_model("initial-exec")));
@@ -537,6 +557,8 @@ static void next_epoch(pm_worker *w, int memory) {
 /* mem_flags::mem_threadgroup: a barrier with it orders threadgroup memory
  * accesses; without it (mem_none, mem_device alone) it only waits. */
 #define __PM_MEM_THREADGROUP 2u
+/* mem_flags::mem_device: the same for device memory. */
+#define __PM_MEM_DEVICE 1u
 
 static void release_barrier(pm_worker *w) {
 	if (w->seg_rec) seg_flush_all(w);
@@ -547,6 +569,8 @@ static void release_barrier(pm_worker *w) {
 	w->at_barrier = 0;
 	w->barriers++;
 	next_epoch(w, (w->barrier_flags & __PM_MEM_THREADGROUP) != 0);
+	if (++w->dev_ep == 0) w->dev_ep = 1; /* more than 2^32 barriers: a race may be missed, none made up */
+	if (w->barrier_flags & __PM_MEM_DEVICE) w->dev_mem_ep = w->dev_ep;
 }
 
 static uint64_t now_ns(void) {
@@ -853,6 +877,7 @@ EXPORT void __pm_simd_done(__pm_simd_x *x) {
 	 * accesses, but at a simdgroup_barrier without mem_threadgroup */
 	if (f->op != __PM_OP_SIMDGROUP_BARRIER || (*(const uint32_t *)x->in[f->lane] & __PM_MEM_THREADGROUP))
 		if ((++w->sg_ep[f->sg] & __PM_SGEP_WINDOW) == 0) sg_epoch_window(w, f->sg);
+	if (f->op != __PM_OP_SIMDGROUP_BARRIER || (*(const uint32_t *)x->in[f->lane] & __PM_MEM_DEVICE)) w->sg_dep[f->sg]++;
 	w->in_simd = 0;
 }
 
@@ -984,13 +1009,15 @@ __attribute__((noinline)) static void tg_bounds_fault(pm_worker *w, int64_t off,
 	fiber_abort(w);
 }
 
-/* Reports a race of this thread's access with another thread's (other, or
- * -1 when only "some other thread" is known) at program counter opc. */
-__attribute__((noinline)) static void race_fault(pm_worker *w, uint32_t off, uint64_t size, int store, int other,
-                                                 int other_store, uint64_t opc, void *pc) {
-	char name[96], by[64] = "by another thread";
-	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
-	alloc_name(al, name, sizeof name);
+/* Reports a race of this thread's access of size bytes at where (in
+ * memory, "threadgroup memory" or "device memory") with another thread's
+ * of the threadgroup (other, or -1 when only "some other thread" is known)
+ * at program counter opc; barrier names the barrier that would order
+ * them. */
+__attribute__((noinline)) static void race_fault(pm_worker *w, const char *memory, const char *where, uint64_t size,
+                                                 int store, int other, int other_store, uint64_t opc,
+                                                 const char *barrier, void *pc) {
+	char by[64] = "by another thread";
 	uint64_t pos[3] = {0, 0, 0};
 	if (other >= 0) {
 		thread_pos(w, (uint32_t)other, pos);
@@ -1000,13 +1027,33 @@ __attribute__((noinline)) static void race_fault(pm_worker *w, uint32_t off, uin
 		opc = 0;
 	}
 	record_fault(w, w->cur, __PM_FAULT_RACE, 0, "", (uint64_t)(uintptr_t)pc,
-	             "threadgroup memory race: this thread's %s of %llu bytes at offset %u of %s and a %s "
-	             "of the same bytes %s, with no barrier between them",
-	             store ? "store" : "load", (unsigned long long)size, off - al->off, name,
-	             other_store ? "store" : "load", by);
+	             "%s race: this thread's %s of %llu bytes at %s and a %s of the same bytes %s, with no %s "
+	             "between them",
+	             memory, store ? "store" : "load", (unsigned long long)size, where, other_store ? "store" : "load",
+	             by, barrier);
 	w->fault_pc2 = opc;
 	for (int k = 0; k < 3; k++) w->fault_thread2[k] = pos[k];
 	fiber_abort(w);
+}
+
+/* A race on threadgroup memory at offset off (race_fault). */
+__attribute__((noinline)) static void tg_race_fault(pm_worker *w, uint32_t off, uint64_t size, int store, int other,
+                                                    int other_store, uint64_t opc, void *pc) {
+	char name[96], where[128];
+	const pm_tg_alloc *al = &w->alloc[w->alloc_last];
+	alloc_name(al, name, sizeof name);
+	snprintf(where, sizeof where, "offset %u of %s", off - al->off, name);
+	race_fault(w, "threadgroup memory", where, size, store, other, other_store, opc, "barrier", pc);
+}
+
+/* Whether the loads of a byte since the last barrier, by the threads
+ * ld_tid tells (the first, | __PM_LD_MULTI | __PM_LD_MIXED), are ordered
+ * before a store by thread tid: they are its own, or its SIMD-group's
+ * with a SIMD-group function since the latest (synced). */
+static inline int loads_ordered(uint16_t ld_tid, int synced, uint32_t tid) {
+	uint32_t first = ld_tid & __PM_LD_TID, sg = tid / __PM_SIMD_WIDTH;
+	if (!(ld_tid & __PM_LD_MULTI)) return first == tid || (first / __PM_SIMD_WIDTH == sg && synced);
+	return !(ld_tid & __PM_LD_MIXED) && first / __PM_SIMD_WIDTH == sg && synced;
 }
 
 /* An access to threadgroup memory: it must lie inside one allocation, and
@@ -1042,17 +1089,12 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 	for (uint64_t i = 0; i < size; i++) {
 		pm_shadow *sh = &w->shadow[off + i];
 		if (sh->st_ep >= mep && sh->st_tid != tid && !(sh->st_tid / __PM_SIMD_WIDTH == sg && sh->st_sgep != sgep))
-			race_fault(w, (uint32_t)off, size, store, sh->st_tid, 1, w->shadow_pc[off + i].st, pc);
+			tg_race_fault(w, (uint32_t)off, size, store, sh->st_tid, 1, w->shadow_pc[off + i].st, pc);
 		if (store) {
 			if (sh->ld_ep == ep) {
 				uint32_t first = sh->ld_tid & __PM_LD_TID;
-				int ok;
-				if (!(sh->ld_tid & __PM_LD_MULTI))
-					ok = first == tid || (first / __PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep);
-				else
-					ok = !(sh->ld_tid & __PM_LD_MIXED) && first / __PM_SIMD_WIDTH == sg && sh->ld_sgep != sgep;
-				if (!ok)
-					race_fault(w, (uint32_t)off, size, store, first != tid ? (int)first : -1, 0,
+				if (!loads_ordered(sh->ld_tid, sh->ld_sgep != sgep, tid))
+					tg_race_fault(w, (uint32_t)off, size, store, first != tid ? (int)first : -1, 0,
 					           w->shadow_pc[off + i].ld, pc);
 				sh->ld_ep = 0;
 			}
@@ -1079,6 +1121,256 @@ static inline __attribute__((always_inline)) void tg_access(pm_worker *w, uint64
 		}
 	}
 	if (ro) w->shadow_ro[off >> 2] = ep;
+}
+
+/* ---------------------------------------------------------------------------
+ * Device memory races (__pm_desc.device_races). Two accesses to the same
+ * byte of device memory by different threads of a dispatch, at least one a
+ * store, neither atomic, race unless ordered. Within a threadgroup they
+ * are checked as threadgroup memory is, with the barriers giving
+ * mem_flags::mem_device as the epochs that order stores (dev_ep,
+ * dev_mem_ep) and, for lanes of one SIMD-group, the SIMD-group functions
+ * (sg_dep): each byte the threadgroup touches has a record (pm_dev_byte)
+ * in its worker's table. Nothing orders threadgroups: when one ends, its
+ * records are merged into the dispatch's table (pm_dev_owner), and a byte
+ * stored by one threadgroup and loaded or stored by another is a race
+ * whichever ran first. Loads through a binding the kernel cannot store to
+ * (a const or constant buffer) that overlaps no binding it can are not
+ * recorded, nor checked: nobody can store to those bytes, and the
+ * weights of a model, read by every threadgroup, cost nothing more. */
+
+typedef struct pm_dev_byte {
+	uint32_t st_ep, ld_ep;     /* as pm_shadow's, with dev_ep */
+	uint32_t st_sgep, ld_sgep; /* sg_dep of the SIMD-group when it accessed the byte */
+	uint16_t st_tid, ld_tid;   /* ld_tid | __PM_LD_MULTI | __PM_LD_MIXED */
+	uint16_t tg_ld_tid;        /* the first thread of the threadgroup that loaded it */
+	uint16_t tg_flags;         /* __PM_DEV_STORED, __PM_DEV_LOADED: by the threadgroup */
+	uint64_t st_pc, ld_pc, tg_ld_pc;
+} pm_dev_byte;
+
+typedef struct pm_dev_owner {
+	uint32_t st_tg, ld_tg[2]; /* linear threadgroup + 1, 0 for none: the first storing, two loading */
+	uint16_t st_tid, ld_tid[2];
+	uint64_t st_pc, ld_pc[2];
+} pm_dev_owner;
+
+/* The records of one 4-byte word (the table's entries). */
+typedef struct pm_dev_word {
+	uint64_t a;
+	pm_dev_byte b[4];
+} pm_dev_word;
+
+typedef struct pm_dev_owners {
+	uint64_t a;
+	pm_dev_owner b[4];
+} pm_dev_owners;
+
+#define __PM_DEV_STORED 1u
+#define __PM_DEV_LOADED 2u
+
+/* Doubles the table (or makes its first 1024 slots); 0 without memory. */
+static int dev_grow(pm_dev_table *t) {
+	uint64_t cap = t->cap ? t->cap * 2 : 1024;
+	char *e = calloc(cap, t->esz);
+	uint32_t *used = malloc(sizeof(uint32_t) * (cap / 2));
+	if (!e || !used || cap > ((uint64_t)1 << 32)) {
+		free(e);
+		free(used);
+		return 0;
+	}
+	pm_dev_table n = {.e = e, .used = used, .cap = cap, .esz = t->esz, .shift = 64 - __builtin_ctzll(cap)};
+	for (uint64_t j = 0; j < t->n; j++) {
+		const char *old = t->e + (uint64_t)t->used[j] * t->esz;
+		uint64_t i = (*(const uint64_t *)old * 0x9E3779B97F4A7C15ull) >> n.shift;
+		while (*(uint64_t *)(n.e + i * n.esz)) i = (i + 1) & (cap - 1);
+		memcpy(n.e + i * n.esz, old, n.esz);
+		n.used[n.n++] = (uint32_t)i;
+	}
+	free(t->e);
+	free(t->used);
+	*t = n;
+	return 1;
+}
+
+/* The records of the word at a (a multiple of 4), made (zeroed but for
+ * its address) if there are none; NULL without memory. */
+static inline void *dev_find(pm_dev_table *t, uint64_t a) {
+	if ((t->n + 1) * 2 > t->cap && !dev_grow(t)) return NULL;
+	for (uint64_t i = (a * 0x9E3779B97F4A7C15ull) >> t->shift;; i = (i + 1) & (t->cap - 1)) {
+		uint64_t *k = (uint64_t *)(t->e + i * t->esz);
+		if (*k == a) return k;
+		if (!*k) {
+			memset(k, 0, t->esz);
+			*k = a;
+			t->used[t->n++] = (uint32_t)i;
+			return k;
+		}
+	}
+}
+
+/* Empties the table, keeping its memory. */
+static void dev_clear(pm_dev_table *t) {
+	for (uint64_t j = 0; j < t->n; j++) *(uint64_t *)(t->e + (uint64_t)t->used[j] * t->esz) = 0;
+	t->n = 0;
+}
+
+static void dev_free(pm_dev_table *t) {
+	free(t->e);
+	free(t->used);
+	t->e = NULL;
+	t->used = NULL;
+	t->cap = t->n = 0;
+}
+
+/* Names the byte at a in messages: its offset in the lowest binding
+ * holding it. */
+static void dev_where(const pm_worker *w, uint64_t a, char *buf, size_t n) {
+	for (int k = 0; k < w->nb; k++)
+		if (a - w->blo[k] < w->blen[k]) {
+			snprintf(buf, n, "offset %llu of buffer(%d)", (unsigned long long)(a - w->blo[k]), w->bidx[k]);
+			return;
+		}
+	snprintf(buf, n, "0x%llx", (unsigned long long)a);
+}
+
+__attribute__((noinline)) static void dev_nomem(pm_worker *w, pm_fiber *f) {
+	record_fault(w, f, __PM_FAULT_RESOURCES, 0, "", 0,
+	             "cannot allocate the record of device memory accesses (device race detection)");
+}
+
+/* A race on device memory at a within the threadgroup (race_fault). */
+__attribute__((noinline)) static void dev_race_fault(pm_worker *w, uint64_t a, uint64_t size, int store, int other,
+                                                     int other_store, uint64_t opc, void *pc) {
+	char where[96];
+	dev_where(w, a, where, sizeof where);
+	race_fault(w, "device memory", where, size, store, other, other_store, opc,
+	           "barrier ordering device memory (mem_flags::mem_device)", pc);
+}
+
+/* Records a device memory access of the running thread (not atomic) and
+ * reports a race with an earlier access of another thread of the
+ * threadgroup that nothing orders before it (tg_access's rules). */
+static void dev_access(pm_worker *w, uint64_t a, uint64_t size, int store, void *pc) {
+	const uint32_t ep = w->dev_ep, mep = w->dev_mem_ep;
+	const uint32_t tid = w->cur->index, sg = tid / __PM_SIMD_WIDTH, sgep = w->sg_dep[sg];
+	pm_dev_word *word = NULL;
+	for (uint64_t i = 0; i < size; i++) {
+		if (!word || ((a + i) & 3) == 0) {
+			word = dev_find(&w->dev, (a + i) & ~(uint64_t)3);
+			if (!word) {
+				dev_nomem(w, w->cur);
+				fiber_abort(w);
+			}
+		}
+		pm_dev_byte *b = &word->b[(a + i) & 3];
+		if (b->st_ep >= mep && b->st_tid != tid && !(b->st_tid / __PM_SIMD_WIDTH == sg && b->st_sgep != sgep))
+			dev_race_fault(w, a, size, store, b->st_tid, 1, b->st_pc, pc);
+		if (store) {
+			if (b->ld_ep == ep) {
+				uint32_t first = b->ld_tid & __PM_LD_TID;
+				if (!loads_ordered(b->ld_tid, b->ld_sgep != sgep, tid)) dev_race_fault(w, a, size, store, first != tid ? (int)first : -1, 0, b->ld_pc, pc);
+				b->ld_ep = 0;
+			}
+			b->st_ep = ep;
+			b->st_tid = (uint16_t)tid;
+			b->st_sgep = sgep;
+			b->st_pc = (uint64_t)(uintptr_t)pc;
+			b->tg_flags |= __PM_DEV_STORED;
+			continue;
+		}
+		if (!(b->tg_flags & __PM_DEV_LOADED)) {
+			b->tg_flags |= __PM_DEV_LOADED;
+			b->tg_ld_tid = (uint16_t)tid;
+			b->tg_ld_pc = (uint64_t)(uintptr_t)pc;
+		}
+		if (b->ld_ep != ep) {
+			b->ld_ep = ep;
+			b->ld_tid = (uint16_t)tid;
+			b->ld_pc = (uint64_t)(uintptr_t)pc;
+		} else if (!(b->ld_tid & __PM_LD_MIXED) && (b->ld_tid & __PM_LD_TID) != tid) {
+			b->ld_tid |= __PM_LD_MULTI;
+			if ((b->ld_tid & __PM_LD_TID) / __PM_SIMD_WIDTH != sg) b->ld_tid |= __PM_LD_MIXED;
+		}
+		b->ld_sgep = sgep;
+	}
+}
+
+/* The grid position of threadgroup linear and the size of its part of
+ * the grid (act: smaller than full at the grid's edges). */
+static void tg_shape(const __pm_desc *d, uint64_t linear, uint32_t tg[3], uint32_t full[3], uint32_t act[3]) {
+	uint64_t gx = d->threadgroups[0], gy = d->threadgroups[1];
+	tg[0] = (uint32_t)(linear % gx);
+	tg[1] = (uint32_t)((linear / gx) % gy);
+	tg[2] = (uint32_t)(linear / (gx * gy));
+	for (int k = 0; k < 3; k++) {
+		full[k] = (uint32_t)d->threads_per_threadgroup[k];
+		uint64_t left = d->threads_per_grid[k] - (uint64_t)tg[k] * full[k];
+		act[k] = left < full[k] ? (uint32_t)left : full[k];
+	}
+}
+
+/* Reports a race between this threadgroup's access to the byte at a, a
+ * store or else a load by thread tid at pc, and another threadgroup's. */
+static void dev_cross_fault(pm_worker *w, uint64_t a, int store, uint32_t tid, uint64_t pc, int other_store,
+                            uint32_t other_tg, uint32_t other_tid, uint64_t opc) {
+	uint32_t tg[3], full[3], act[3];
+	tg_shape(w->run->d, other_tg, tg, full, act);
+	uint64_t pos[3] = {other_tid % act[0], (other_tid / act[0]) % act[1], other_tid / (act[0] * act[1])};
+	char where[96];
+	dev_where(w, a, where, sizeof where);
+	record_fault(w, &w->fibers[tid], __PM_FAULT_RACE, 0, "", pc,
+	             "device memory race between threadgroups: this thread's %s of the byte at %s and a %s of it "
+	             "by thread (%llu, %llu, %llu) of threadgroup (%u, %u, %u); nothing orders the threadgroups "
+	             "of a dispatch",
+	             store ? "store" : "load", where, other_store ? "store" : "load", (unsigned long long)pos[0],
+	             (unsigned long long)pos[1], (unsigned long long)pos[2], tg[0], tg[1], tg[2]);
+	w->fault_pc2 = opc;
+	for (int k = 0; k < 3; k++) w->fault_thread2[k] = pos[k];
+}
+
+/* Merges the records of the threadgroup that ended into the dispatch's,
+ * reporting a byte it stored that another threadgroup touched, or one it
+ * loaded that another stored. */
+static void dev_merge(pm_worker *w) {
+	pm_run *r = w->run;
+	const uint32_t me = w->tg_linear + 1;
+	pthread_mutex_lock(&r->dev_mu);
+	for (uint64_t j = 0; j < w->dev.n && !w->fault; j++) {
+		const pm_dev_word *word = (const pm_dev_word *)(w->dev.e + (uint64_t)w->dev.used[j] * w->dev.esz);
+		pm_dev_owners *ow = dev_find(&r->dev, word->a);
+		if (!ow) {
+			dev_nomem(w, NULL);
+			break;
+		}
+		for (int k = 0; k < 4 && !w->fault; k++) {
+			const pm_dev_byte *b = &word->b[k];
+			pm_dev_owner *o = &ow->b[k];
+			const uint64_t at = word->a + (uint64_t)k;
+			if (b->tg_flags & __PM_DEV_STORED) {
+				if (o->st_tg && o->st_tg != me)
+					dev_cross_fault(w, at, 1, b->st_tid, b->st_pc, 1, o->st_tg - 1, o->st_tid, o->st_pc);
+				for (int i = 0; i < 2 && !w->fault; i++)
+					if (o->ld_tg[i] && o->ld_tg[i] != me)
+						dev_cross_fault(w, at, 1, b->st_tid, b->st_pc, 0, o->ld_tg[i] - 1, o->ld_tid[i], o->ld_pc[i]);
+				if (!o->st_tg) {
+					o->st_tg = me;
+					o->st_tid = b->st_tid;
+					o->st_pc = b->st_pc;
+				}
+			}
+			if (b->tg_flags & __PM_DEV_LOADED) {
+				if (o->st_tg && o->st_tg != me && !w->fault)
+					dev_cross_fault(w, at, 0, b->tg_ld_tid, b->tg_ld_pc, 1, o->st_tg - 1, o->st_tid, o->st_pc);
+				int i = !o->ld_tg[0] ? 0 : o->ld_tg[0] != me && !o->ld_tg[1] ? 1 : -1;
+				if (i >= 0) {
+					o->ld_tg[i] = me;
+					o->ld_tid[i] = b->tg_ld_tid;
+					o->ld_pc[i] = b->tg_ld_pc;
+				}
+			}
+		}
+	}
+	pthread_mutex_unlock(&r->dev_mu);
 }
 
 /* An access outside the bound buffers, threadgroup memory, the built-ins
@@ -1176,6 +1468,7 @@ static void cache_page(pm_worker *w, uint64_t page, uint64_t lo, uint64_t len, u
  * segments are counted, nothing is cached. */
 static void cache_binding_page(pm_worker *w, int k, uint64_t a) {
 	if (w->seg_rec) return; /* counting segments: the slow path records every access to a binding */
+	if (w->dev_races && !w->dev_skip[k]) return; /* the slow path records every access (device races) */
 	uint64_t page = a >> __PM_PAGE_SHIFT, plo = page << __PM_PAGE_SHIFT;
 	uint64_t lo = w->blo[k] > plo ? w->blo[k] : plo;
 	uint64_t hi = w->blo[k] + w->blen[k] < plo + __PM_PAGE ? w->blo[k] + w->blen[k] : plo + __PM_PAGE;
@@ -1240,6 +1533,12 @@ __attribute__((noinline)) static void access_slower(pm_worker *w, uint64_t a, ui
 	cache_binding_page(w, k, a);
 	w->acc.count[store][w->bidx[k]] += size;
 	if (w->seg_rec) seg_record(w, w->bidx[k], a, size, store, pc);
+	if (w->dev_races && !w->dev_skip[k]) {
+		if (atomic || a == w->atomic_addr)
+			w->atomic_addr = 0;
+		else
+			dev_access(w, a, size, store, pc);
+	}
 }
 
 /* The next fast path, for accesses the hooks' misses: a load of a word of
@@ -1702,16 +2001,9 @@ static uint64_t splitmix(uint64_t *s) {
 
 static void run_threadgroup(pm_worker *w, uint64_t linear) {
 	__pm_desc *d = w->run->d;
-	uint32_t gx = (uint32_t)d->threadgroups[0], gy = (uint32_t)d->threadgroups[1];
-	uint32_t tg[3] = {(uint32_t)(linear % gx), (uint32_t)((linear / gx) % gy), (uint32_t)(linear / ((uint64_t)gx * gy))};
-	uint32_t full[3], act[3];
-	for (int k = 0; k < 3; k++) {
-		full[k] = (uint32_t)d->threads_per_threadgroup[k];
-		uint64_t start = (uint64_t)tg[k] * full[k];
-		uint64_t left = d->threads_per_grid[k] - start;
-		act[k] = left < full[k] ? (uint32_t)left : full[k];
-		w->tgpos[k] = tg[k];
-	}
+	uint32_t tg[3], full[3], act[3];
+	tg_shape(d, linear, tg, full, act);
+	for (int k = 0; k < 3; k++) w->tgpos[k] = tg[k];
 	uint32_t n = act[0] * act[1] * act[2];
 	w->n = n;
 	w->live = n;
@@ -1756,6 +2048,11 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 		w->sg[g].at_barrier = 0;
 		w->sg[g].at_simd = 0;
 		w->sg[g].mixed = 0;
+		w->sg_dep[g] = 0;
+	}
+	if (w->dev_races) {
+		dev_clear(&w->dev);
+		w->dev_ep = w->dev_mem_ep = 1;
 	}
 	int same_shape = w->lay_n == n;
 	for (int k = 0; k < 3; k++) same_shape = same_shape && w->lay_act[k] == act[k] && w->lay_full[k] == full[k];
@@ -1826,6 +2123,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 			ran++;
 		}
 		if (w->done == n) {
+			if (w->dev_races) dev_merge(w);
 			if (w->seg_rec) {
 				seg_flush_all(w);
 				if (w->tg_used - w->tg_dyn > w->tg_static) w->tg_static = w->tg_used - w->tg_dyn;
@@ -1991,6 +2289,17 @@ static void *worker_main(void *arg) {
 	for (int a = 0; a < w->nb; a++)
 		for (int b = a + 1; b < w->nb; b++)
 			if (w->blo[a] < w->blo[b] + w->blen[b] && w->blo[b] < w->blo[a] + w->blen[a]) w->overlap = 1;
+	/* device races: a binding the kernel cannot store to, overlapping
+	 * none it can, is only loaded */
+	w->dev_races = d->device_races != 0;
+	if (w->dev.esz != sizeof(pm_dev_word)) w->dev = (pm_dev_table){.esz = sizeof(pm_dev_word)};
+	for (int a = 0; a < w->nb; a++) {
+		w->dev_skip[a] = (d->read_only >> w->bidx[a]) & 1;
+		for (int b = 0; b < w->nb; b++)
+			if (!((d->read_only >> w->bidx[b]) & 1) && w->blo[a] < w->blo[b] + w->blen[b] &&
+			    w->blo[b] < w->blo[a] + w->blen[a])
+				w->dev_skip[a] = 0;
+	}
 	for (int k = 0; k < 3; k++) {
 		w->shared->threadgroups_per_grid[k] = (uint32_t)d->threadgroups[k];
 		w->shared->threads_per_grid[k] = (uint32_t)d->threads_per_grid[k];
@@ -2059,6 +2368,8 @@ EXPORT int64_t pm_dispatch(__pm_desc *d) {
 	memset(&r, 0, sizeof r);
 	r.d = d;
 	r.ntg = d->threadgroups[0] * d->threadgroups[1] * d->threadgroups[2];
+	r.dev.esz = sizeof(pm_dev_owners);
+	pthread_mutex_init(&r.dev_mu, NULL);
 	memset(d->loaded, 0, sizeof d->loaded);
 	memset(d->stored, 0, sizeof d->stored);
 	d->simd_ops = d->barriers = 0;
@@ -2139,8 +2450,11 @@ EXPORT int64_t pm_dispatch(__pm_desc *d) {
 	for (uint64_t i = 1; i <= started; i++) arena_put(ws[i]);
 	arena_put(ws[0]);
 	free(r.tg_order);
+	dev_free(&r.dev);
+	pthread_mutex_destroy(&r.dev_mu);
 	return 0;
 nomem:
+	pthread_mutex_destroy(&r.dev_mu);
 	d->fault_kind = __PM_FAULT_RESOURCES;
 	snprintf(d->fault_msg, sizeof d->fault_msg, "cannot allocate fiber stacks or worker threads");
 	return -1;

@@ -306,6 +306,8 @@ typedef struct __pm_desc {
 	/* input: the kernel library's readable segments, [lo, hi) each (hi 0:
 	 * none), where its constants lie; between them may lie unmapped pages */
 	uint64_t module_seg[__PM_MODULE_SEGS][2];
+	uint64_t device_races;                 /* input: 1 to report device memory races */
+	uint64_t read_only;                    /* input: bit i set for a buffer(i) the kernel cannot store to */
 } __pm_desc;
 
 #endif
