@@ -18,10 +18,6 @@ import (
 	"github.com/puremetal/puremetal/tensor"
 )
 
-// registry is shared by the package's tests, per device, so that each
-// kernel source is compiled once per device.
-var registry = kernels.NewRegistry()
-
 // rig is an emulated device in one scheduling order, its queue and its
 // kernels, all released when the test ends.
 type rig struct {
