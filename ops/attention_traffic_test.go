@@ -73,16 +73,6 @@ func TestAttentionDecodeTraffic(t *testing.T) {
 	}
 }
 
-// totalBytes returns the bytes a dispatch loaded and stored through every
-// binding.
-func totalBytes(c msl.Counters) uint64 {
-	var n uint64
-	for i := range c.Loaded {
-		n += c.Loaded[i] + c.Stored[i]
-	}
-	return n
-}
-
 // TestAttentionPrefillStructure checks the prefill kernel's tiles on a
 // chunk of 16 tokens after 24 cached positions at Qwen3-Next's shape: the
 // threadgroup memory [kernels.AttentionPrefillThreadgroupMemory] says, two

@@ -18,10 +18,6 @@ import (
 	"github.com/puremetal/puremetal/tensor"
 )
 
-// registry is shared by the package's tests, per device, so that each
-// kernel source is compiled once per device.
-var registry = kernels.NewRegistry()
-
 // rig is an emulated device in one scheduling order, its queue and its
 // kernels, all released when the test ends.
 type rig struct {
@@ -350,17 +346,20 @@ func random(rng *rand.Rand, n int, scale float32) []float32 {
 }
 
 // encodingAllocs returns the allocations per call of f, a dispatcher
-// encoding onto enc, and those of the encoder calls it cannot avoid: the
-// pipeline lookup of entry, binding buffers buffers (any view's buffer, v),
-// a 32-byte parameter block and one dispatch. A dispatcher that allocates
-// nothing of its own makes no more than the second.
+// encoding onto enc, and those of the encoder calls it cannot avoid:
+// binding buffers buffers (any view's buffer, v), a 32-byte parameter block
+// and one dispatch. A dispatcher that allocates nothing of its own makes no
+// more than the second. The pipeline lookup of entry is not among them: it
+// must allocate nothing, and encodingAllocs fails the test if it does.
 func (r *rig) encodingAllocs(enc *mtl.ComputeCommandEncoder, entry string, buffers int, v tensor.View, f func() error) (dispatcher, direct float64) {
 	r.T.Helper()
 	if err := f(); err != nil {
 		r.T.Fatalf("%s: %v", entry, err)
 	}
+	if n := testing.AllocsPerRun(20, func() { _ = r.k.Prepare(entry) }); n != 0 {
+		r.T.Errorf("%s: the pipeline lookup made %v allocations, want 0", entry, n)
+	}
 	direct = testing.AllocsPerRun(20, func() {
-		_ = r.k.Prepare(entry)
 		for i := range buffers {
 			enc.SetBuffer(v.Buffer, 0, i)
 		}
