@@ -171,24 +171,6 @@ func within(t *testing.T, what string, got []float32, want []float64, tol func(i
 	}
 }
 
-// refused checks that err reports a bad argument naming arg, and that
-// nothing was left failed on the encoder.
-func refused(t *testing.T, enc *mtl.ComputeCommandEncoder, err error, arg string) {
-	t.Helper()
-	var ae *spec.ArgumentError
-	switch {
-	case err == nil:
-		t.Errorf("%s: accepted, want refused", arg)
-	case !errors.Is(err, ops.ErrInvalidArgument):
-		t.Errorf("%s: %v does not match ops.ErrInvalidArgument", arg, err)
-	case !errors.As(err, &ae) || ae.Arg != arg:
-		t.Errorf("%v: names another argument than %s", err, arg)
-	}
-	if enc.Err() != nil {
-		t.Errorf("%s: the encoder failed: %v", arg, enc.Err())
-	}
-}
-
 // refusal is a dispatch that must be refused: call encodes it, arg is
 // the argument the error must name and want what its message must say.
 type refusal struct {
@@ -201,12 +183,20 @@ type refusal struct {
 // checkRefusals runs each case as a subtest on its own command buffer and
 // checks that it is refused before anything is encoded: an error matching
 // ops.ErrInvalidArgument whose *spec.ArgumentError names the argument,
-// a message saying each of want, and a command buffer that runs no
-// dispatch.
+// a message saying each of want, an encoder that was sent no message and
+// a command buffer that runs no dispatch.
 func checkRefusals(t *testing.T, r *rig, cases []refusal) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			counters, err := r.commit(c.call)
+			sends := -1
+			counters, err := r.commit(func(enc *mtl.ComputeCommandEncoder) error {
+				err := c.call(enc)
+				sends = enc.Sends()
+				return err
+			})
+			if sends != 0 {
+				t.Errorf("the encoder was sent %d messages before the refusal", sends)
+			}
 			if !errors.Is(err, ops.ErrInvalidArgument) {
 				t.Fatalf("error %v, want one matching ops.ErrInvalidArgument", err)
 			}
