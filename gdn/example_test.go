@@ -69,19 +69,18 @@ func (m *metal) Release() {
 }
 
 // view returns a view of a new shared buffer holding values as elements of
-// type t (f32 or bf16).
+// type t, rounded as the kernels round (View.Store).
 func (m *metal) view(t gdn.ElemType, values ...float32) gdn.View {
 	b, err := m.dev.NewBuffer(t.Size()*len(values), mtl.ResourceStorageModeShared)
 	if err != nil {
 		log.Fatal(err)
 	}
 	m.buffers = append(m.buffers, b)
-	if t == gdn.BF16 {
-		half.EncodeBFloat16(mtl.Slice[byte](b), values)
-	} else {
-		copy(mtl.Slice[float32](b), values)
+	v := gdn.NewView(b, 0, t, len(values))
+	if err := v.Store(values); err != nil {
+		log.Fatal(err)
 	}
-	return gdn.NewView(b, 0, t, len(values))
+	return v
 }
 
 // f32 is view(gdn.F32, values...).

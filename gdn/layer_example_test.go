@@ -9,7 +9,6 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/mtl"
 )
 
@@ -85,8 +84,10 @@ func ExampleKernels_DecodeCore() {
 	}
 	// y (bf16, [D_v, n_v_heads]) goes to out_proj; here it is checked
 	// against the CPU reference instead.
-	y := make([]float32, p.VLen())
-	half.DecodeBFloat16(y, mtl.Slice[byte](bufs.Output.Buffer))
+	y, err := bufs.Output.Float32s() // bf16 widened exactly
+	if err != nil {
+		log.Fatal(err)
+	}
 	ref, err := cpuref.Reference32(p, cpuref.Inputs{
 		G: a, Beta: b, StateIn: make([]float32, p.StateLen()), ALog: aLog, DtBias: dtBias,
 		MixedQKV: mixed, ConvWeight: convW, ConvState: make([]float32, p.ConvStateLen()), Z: z, NormWeight: normW,

@@ -8,33 +8,23 @@ import (
 	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/gdn/spec"
-	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/mtl"
 )
 
-// put writes x into the view v of a shared buffer, rounding to the view's
-// element type.
+// put writes x into the view v of a shared buffer, rounded to the view's
+// element type as the kernels round (View.Store).
 func put(v gdn.View, x []float32) {
-	switch v.Type {
-	case gdn.BF16:
-		half.NarrowBFloat16(mtl.Slice[half.BFloat16](v.Buffer), x)
-	case gdn.F16:
-		half.NarrowFloat16(mtl.Slice[half.Float16](v.Buffer), x)
-	default:
-		copy(mtl.Slice[float32](v.Buffer), x)
+	if err := v.Store(x); err != nil {
+		log.Fatal(err)
 	}
 }
 
-// get reads the view v of a shared buffer, widened to float32.
+// get reads the view v of a shared buffer, widened exactly to float32
+// (View.Float32s).
 func get(v gdn.View) []float32 {
-	x := make([]float32, v.Len)
-	switch v.Type {
-	case gdn.BF16:
-		half.WidenBFloat16(x, mtl.Slice[half.BFloat16](v.Buffer))
-	case gdn.F16:
-		half.WidenFloat16(x, mtl.Slice[half.Float16](v.Buffer))
-	default:
-		copy(x, mtl.Slice[float32](v.Buffer))
+	x, err := v.Float32s()
+	if err != nil {
+		log.Fatal(err)
 	}
 	return x
 }

@@ -42,9 +42,9 @@ func (m *Model) product(enc *mtl.ComputeCommandEncoder, l linear, x, y tensor.Vi
 		return m.ops.Linear(enc, l.w, x, tensor.View{}, y, n, l.in, l.out)
 	}
 	if n <= ops.MatVecMaxRows {
-		return m.ops.QuantMatVec(enc, l.q, x, y, tensor.View{}, n)
+		return m.ops.QuantMatVec(enc, l.q, x, tensor.View{}, y, n)
 	}
-	return m.ops.QuantMatMul(enc, l.q, x, y, tensor.View{}, n)
+	return m.ops.QuantMatMul(enc, l.q, x, tensor.View{}, y, n)
 }
 
 // gather encodes the products of the experts ids chose, y [n][k][out].
@@ -226,14 +226,22 @@ func (s *Session) mlp(enc *mtl.ComputeCommandEncoder, ml mlp, n int) error {
 	if err == nil {
 		err = m.ops.MoERoute(enc, ops.MoERouteParams{Tokens: n, Experts: e, TopK: k, NormTop: c.NormTopKProb}, route, ids, wts)
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case ml.gateUp.experts > 0:
+		// HF's fused experts: one gathered product of [gate | up] rows.
+		err = m.gather(enc, ml.gateUp, x.x, ids, x.eg, n, k, false)
+		if err == nil {
+			err = m.ops.SwiGLUFused(enc, n*k, mi, head(x.eg, n*k*2*mi), head(x.ea, n*k*mi))
+		}
+	default:
 		err = m.gather(enc, ml.gate, x.x, ids, x.eg, n, k, false)
-	}
-	if err == nil {
-		err = m.gather(enc, ml.up, x.x, ids, x.eu, n, k, false)
-	}
-	if err == nil {
-		err = m.ops.SwiGLU(enc, n*k, mi, head(x.eg, n*k*mi), head(x.eu, n*k*mi), head(x.ea, n*k*mi))
+		if err == nil {
+			err = m.gather(enc, ml.up, x.x, ids, x.eu, n, k, false)
+		}
+		if err == nil {
+			err = m.ops.SwiGLU(enc, n*k, mi, head(x.eg, n*k*mi), head(x.eu, n*k*mi), head(x.ea, n*k*mi))
+		}
 	}
 	if err == nil {
 		err = m.gather(enc, ml.down, x.ea, ids, x.ed, n, k, true)

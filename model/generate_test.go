@@ -36,6 +36,19 @@ func loadCase(t *testing.T, name string, opts model.Options) (*model.Model, gold
 	return m, c
 }
 
+// loadSession loads the golden case name and makes a session of it, both
+// released when the test ends.
+func loadSession(t *testing.T, name string, opts model.Options) (*model.Session, golden.ModelCase) {
+	t.Helper()
+	m, c := loadCase(t, name, opts)
+	s, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Release)
+	return s, c
+}
+
 // TestGenerateGreedy generates with the token fed on the device, steps
 // kept in flight, and checks the tokens are the truth's greedy path, for
 // 1 and 3 steps in flight.
@@ -47,12 +60,7 @@ func TestGenerateGreedy(t *testing.T) {
 
 func generateGreedy(t *testing.T, inFlight int) {
 	{
-		m, c := loadCase(t, pipelineCase, model.Options{MaxLen: 96, InFlight: inFlight})
-		s, err := m.NewSession()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Release()
+		s, c := loadSession(t, pipelineCase, model.Options{MaxLen: 96, InFlight: inFlight})
 		for pi, p := range c.Prompts[:2] {
 			var got []int
 			for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{MaxTokens: len(p.Tokens), IgnoreEOS: true}) {
@@ -72,12 +80,7 @@ func generateGreedy(t *testing.T, inFlight int) {
 // ends the stream before it, a cancelled context ends it with the
 // context's error, and breaking out frees the slot.
 func TestGenerateStops(t *testing.T) {
-	m, c := loadCase(t, pipelineCase, model.Options{MaxLen: 96})
-	s, err := m.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Release()
+	s, c := loadSession(t, pipelineCase, model.Options{MaxLen: 96})
 	p := c.Prompts[0]
 	var got []int
 	for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{Stop: []int{p.Tokens[3]}, IgnoreEOS: true, MaxTokens: 8}) {
@@ -107,5 +110,34 @@ func TestGenerateStops(t *testing.T) {
 	}
 	if _, err := s.Acquire(); err != nil {
 		t.Errorf("the generations left their slot taken: %v", err)
+	}
+}
+
+// TestGenerateSampled checks sampling on the device: top-k 1 at any
+// temperature is the greedy path, and a seed gives the same tokens run
+// after run (the draws are keyed by seed and step), another seed another
+// path.
+func TestGenerateSampled(t *testing.T) {
+	s, c := loadSession(t, pipelineCase, model.Options{MaxLen: 96})
+	p := c.Prompts[0]
+	gen := func(sp model.Sampling) []int {
+		var got []int
+		for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{Sampling: sp, MaxTokens: len(p.Tokens), IgnoreEOS: true}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, tok)
+		}
+		return got
+	}
+	if got := gen(model.Sampling{Temperature: 5, TopK: 1, Seed: 3}); !slices.Equal(got, p.Tokens) {
+		t.Errorf("top-k 1: %v, the greedy path %v", got, p.Tokens)
+	}
+	a, b := gen(model.Sampling{Temperature: 5, Seed: 7}), gen(model.Sampling{Temperature: 5, Seed: 7})
+	if !slices.Equal(a, b) {
+		t.Errorf("seed 7 twice: %v then %v", a, b)
+	}
+	if other := gen(model.Sampling{Temperature: 5, Seed: 8}); slices.Equal(a, other) {
+		t.Errorf("seeds 7 and 8 drew the same %d tokens %v at temperature 5", len(a), a)
 	}
 }

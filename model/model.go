@@ -120,9 +120,13 @@ type linearAttn struct {
 // experts with an optional shared expert.
 type mlp struct {
 	gate, up, down linear // dense, or the experts stacked
-	router         linear
-	shared         *swiglu
-	sharedGate     linear
+	// gateUp, when set, is the experts' gate and up projections as HF
+	// fuses them ([E][2 moe_intermediate][hidden], each expert's gate rows
+	// then its up rows), viewed in place; gate and up are then unset.
+	gateUp     linear
+	router     linear
+	shared     *swiglu
+	sharedGate linear
 }
 
 type swiglu struct{ gate, up, down linear }
@@ -312,7 +316,10 @@ func (m *Model) loadMLP(i int, p string) mlp {
 		}
 		return ns
 	}
-	ml := mlp{router: w.linear(p + "gate.weight"), gate: w.stacked(names("gate_proj")), up: w.stacked(names("up_proj")), down: w.stacked(names("down_proj"))}
+	ml := mlp{router: w.linear(p + "gate.weight"), down: w.stacked(names("down_proj"))}
+	if ml.gateUp = w.fused(names("gate_proj"), names("up_proj")); ml.gateUp.experts == 0 {
+		ml.gate, ml.up = w.stacked(names("gate_proj")), w.stacked(names("up_proj"))
+	}
 	if c.NumExperts > ops.MaxExperts {
 		w.fail(fmt.Errorf("%w: %d experts, the router takes at most %d", ErrUnsupported, c.NumExperts, ops.MaxExperts))
 	}

@@ -107,7 +107,7 @@ func (m *Model) NewSession() (*Session, error) {
 	if moe {
 		k, mi := c.NumExpertsPerTok, c.MoEIntermediateSize
 		x.route, x.ids, x.wts = alloc(a, T*c.NumExperts), alloc(tensor.U32, T*k), alloc(tensor.F32, T*k)
-		x.eg, x.eu, x.ea, x.ed = alloc(a, T*k*mi), alloc(a, T*k*mi), alloc(a, T*k*mi), alloc(a, T*k*hid)
+		x.eg, x.eu, x.ea, x.ed = alloc(a, T*k*2*mi), alloc(a, T*k*mi), alloc(a, T*k*mi), alloc(a, T*k*hid) // eg: [gate | up] when fused
 		if si := c.SharedExpertIntermediateSize; si > 0 {
 			x.sg, x.su, x.sa, x.sy, x.sgl = alloc(a, T*si), alloc(a, T*si), alloc(a, T*si), alloc(a, T*hid), alloc(a, T)
 		}

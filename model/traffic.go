@@ -66,7 +66,7 @@ func (m *Model) DecodeFloor(held int) int64 {
 			n += lin(ml.gate) + lin(ml.up) + lin(ml.down)
 			continue
 		}
-		n += lin(ml.router) + perExpert(ml.gate) + perExpert(ml.up) + perExpert(ml.down)
+		n += lin(ml.router) + perExpert(ml.gateUp) + perExpert(ml.gate) + perExpert(ml.up) + perExpert(ml.down)
 		if ml.shared != nil {
 			n += lin(ml.shared.gate) + lin(ml.shared.up) + lin(ml.shared.down) + lin(ml.sharedGate)
 		}

@@ -19,12 +19,8 @@ import (
 func TestDecodeTraffic(t *testing.T) {
 	for _, name := range []string{"qwen3next_moe_mlx4", "qwen35moe_bf16", "qwen3_dense_bf16"} {
 		t.Run(name, func(t *testing.T) {
-			m, c := loadCase(t, name, model.Options{MaxLen: 96})
-			s, err := m.NewSession()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Release()
+			s, c := loadSession(t, name, model.Options{MaxLen: 96})
+			m := s.Model()
 			slot, _ := s.Acquire()
 			p := c.Prompts[0]
 			if _, err := s.Prefill(slot, p.Prompt, nil); err != nil {

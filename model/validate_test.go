@@ -12,12 +12,8 @@ import (
 // ErrInvalidArgument that says what was wrong, never a panic, and that a
 // refused call leaves the sequence as it was.
 func TestRefusals(t *testing.T) {
-	m, c := loadCase(t, "qwen3_dense_bf16", model.Options{Slots: 2, MaxLen: 16})
-	s, err := m.NewSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Release()
+	s, c := loadSession(t, "qwen3_dense_bf16", model.Options{Slots: 2, MaxLen: 16})
+	m := s.Model()
 	slot, _ := s.Acquire()
 	vocab := m.Config.VocabSize
 	for _, tc := range []struct {

@@ -340,3 +340,35 @@ func (w *weights) norm(name string) norm {
 	}
 	return norm{w: w.float(cw.Data), offset: float32(cw.NormOffset)}
 }
+
+// fused returns the experts' gate and up projections (dense) as one
+// stacked [E][2 out][in] tensor viewed in place when the checkpoint holds
+// them so (HF's fused gate_up_proj: expert e's gate rows, then its up
+// rows, experts one after the other), and a zero linear otherwise.
+func (w *weights) fused(gates, ups []string) linear {
+	if w.err != nil {
+		return linear{}
+	}
+	var b0 *mtl.Buffer
+	var off0, size int
+	for e := range gates {
+		g, u := w.get(gates[e]), w.get(ups[e])
+		if g == nil || u == nil || g.Quantized() || u.Quantized() || g.Data.DType != u.Data.DType || len(g.Data.Data) != len(u.Data.Data) {
+			return linear{}
+		}
+		bg, og, okg := w.locate(g.Data)
+		bu, ou, oku := w.locate(u.Data)
+		if e == 0 {
+			b0, off0, size = bg, og, len(g.Data.Data)
+		}
+		if !okg || !oku || bg != b0 || bu != b0 || og != off0+2*e*size || ou != og+size {
+			return linear{}
+		}
+	}
+	cw := w.get(gates[0])
+	typ, ok := elemType(cw.Data.DType)
+	if !ok || typ == tensor.U32 || off0%typ.Size() != 0 {
+		return linear{}
+	}
+	return linear{w: tensor.NewView(b0, off0, typ, 2*len(gates)*size/typ.Size()), in: cw.Shape[len(cw.Shape)-1], out: 2 * cw.Shape[0], experts: len(gates)}
+}

@@ -3,6 +3,7 @@ package mtl
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -111,36 +112,30 @@ func doubleInType(t reflect.Type) string {
 // doubleIn describes the first float64 or complex128 part of t, or
 // returns "".
 func doubleIn(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Array:
-		return doubleIn(t.Elem())
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if d := doubleIn(t.Field(i).Type); d != "" {
-				return fmt.Sprintf("field %s: %s", t.Field(i).Name, d)
-			}
-		}
-		return ""
-	case reflect.Float64, reflect.Complex128:
-		return "a " + t.Kind().String()
-	}
-	return ""
+	return partOfKind(t, reflect.Float64, reflect.Complex128)
 }
 
 // pointerIn describes the first pointer-holding part of t, or returns "".
 func pointerIn(t reflect.Type) string {
+	return partOfKind(t, reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.String, reflect.Map,
+		reflect.Chan, reflect.Func, reflect.Interface)
+}
+
+// partOfKind describes the first part of t, through arrays and struct
+// fields, of one of kinds ("field X: a float64"), or returns "".
+func partOfKind(t reflect.Type, kinds ...reflect.Kind) string {
 	switch t.Kind() {
 	case reflect.Array:
-		return pointerIn(t.Elem())
+		return partOfKind(t.Elem(), kinds...)
 	case reflect.Struct:
 		for i := range t.NumField() {
-			if p := pointerIn(t.Field(i).Type); p != "" {
+			if p := partOfKind(t.Field(i).Type, kinds...); p != "" {
 				return fmt.Sprintf("field %s: %s", t.Field(i).Name, p)
 			}
 		}
 		return ""
-	case reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.String, reflect.Map,
-		reflect.Chan, reflect.Func, reflect.Interface:
+	}
+	if slices.Contains(kinds, t.Kind()) {
 		return "a " + t.Kind().String()
 	}
 	return ""

@@ -357,6 +357,10 @@ func TestStdlibRelational(t *testing.T) {
 		{"select(v2, float2(9), v2 < float2(0)).x", 'f', fa, 0},
 		{"select(i2, int2(0), bool2(true, false)).y", 'i', 13, 0},
 		{"select(ha, hb, true)", 'h', fb, 0},
+		// a scalar where the vector overload takes the vector: Apple's
+		// compiler makes it that vector
+		{"select(v2, 9.0, v2 < float2(0)).y", 'f', 9, 0},
+		{"select(9.0, v2, v2 < float2(0)).x", 'f', 9, 0},
 		{"signbit(b)", 'u', 1, 0},
 		{"signbit(-z)", 'u', 1, 0},
 		{"signbit(a)", 'u', 0, 0},
@@ -407,6 +411,10 @@ func TestStdlibMath(t *testing.T) {
 		{"fma(a, b, c)", 'f', fa*fb + fc, 0},
 		{"fma(q, q, -q * q)", 'f', math.FMA(fq, fq, -f32(fq*fq)), 0},
 		{"fma(v2, v2, float2(1)).y", 'f', fb*fb + 1, 0},
+		{"fma(v2, b, float2(1)).y", 'f', fb*fb + 1, 0},
+		{"fma(v2, v2, 1.0).y", 'f', fb*fb + 1, 0},
+		{"fma(a, v2, c).x", 'f', fa*fa + fc, 0},
+		{"fma(h2, hb, 1.0).y", 'h', hb*hb + 1, 0},
 		{"fma(ha, hb, hc)", 'h', ha*hb + hc, 0},
 		{"fmax(a, nan)", 'f', fa, 0},
 		{"fmax(v2, float2(0)).y", 'f', 0, 0},

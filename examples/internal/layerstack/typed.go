@@ -2,38 +2,26 @@ package layerstack
 
 import (
 	"github.com/puremetal/puremetal/gdn"
-	"github.com/puremetal/puremetal/half"
 	"github.com/puremetal/puremetal/internal/floats"
 	"github.com/puremetal/puremetal/mtl"
 )
 
 // Store writes src into the memory of v (a view of a buffer in shared
-// storage) as elements of v.Type: float32 as they are, f16 and bf16
-// rounded to nearest even, as a model's layer writes its activations. It
-// writes at most v.Len elements.
+// storage) as elements of v.Type, rounded as the kernels round
+// (tensor.View.Store). It writes at most v.Len elements; a view the CPU
+// cannot write is a bug of the program, and panics.
 func Store(v gdn.View, src []float32) {
-	src = src[:min(len(src), v.Len)]
-	switch v.Type {
-	case gdn.F16:
-		half.NarrowFloat16(mtl.Slice[half.Float16](v.Buffer)[v.Offset/2:], src)
-	case gdn.BF16:
-		half.NarrowBFloat16(mtl.Slice[half.BFloat16](v.Buffer)[v.Offset/2:], src)
-	default:
-		copy(mtl.Slice[float32](v.Buffer)[v.Offset/4:], src)
+	if err := v.Store(src[:min(len(src), v.Len)]); err != nil {
+		panic(err)
 	}
 }
 
 // Load widens the elements of v into dst, exactly, and returns dst; it
-// reads at most len(dst) elements.
+// reads at most len(dst) elements (tensor.View.Load).
 func Load(v gdn.View, dst []float32) []float32 {
 	dst = dst[:min(len(dst), v.Len)]
-	switch v.Type {
-	case gdn.F16:
-		half.WidenFloat16(dst, mtl.Slice[half.Float16](v.Buffer)[v.Offset/2:])
-	case gdn.BF16:
-		half.WidenBFloat16(dst, mtl.Slice[half.BFloat16](v.Buffer)[v.Offset/2:])
-	default:
-		copy(dst, mtl.Slice[float32](v.Buffer)[v.Offset/4:])
+	if err := v.Load(dst); err != nil {
+		panic(err)
 	}
 	return dst
 }
