@@ -1,8 +1,9 @@
-// Package kernels holds puremetal's Metal Shading Language sources for the
-// Gated DeltaNet recurrence, embedded in the binary, and a [Registry] that
-// compiles them into compute pipeline states on a device.
+// Package kernels holds puremetal's Metal Shading Language sources, embedded
+// in the binary: the Gated DeltaNet recurrence (package gdn dispatches it)
+// and the model's other kernels (package ops dispatches them); and a
+// [Registry] that compiles them into compute pipeline states on a device.
 //
-// There is one source per kernel family:
+// There is one source per kernel family. The Gated DeltaNet's:
 //
 //	gdn_prefill.metal   gated_delta_net_{A}_{S}
 //	                    gated_delta_net_prefill_core_{A}_{S}
@@ -42,14 +43,45 @@
 // them. They are compiled behind gdn_packed_common.metal as well, which
 // holds their layout and per-token step.
 //
-// Each source is compiled behind gdn_common.metal, which holds the parameter
-// block, the element conversions, the fused gates and norm, and the
-// per-token arithmetic shared by the decode family. bf16 data is MSL's
+// Each GDN source is compiled behind gdn_common.metal, which holds the
+// parameter block, the fused gates and norm, and the per-token arithmetic
+// shared by the decode family.
+//
+// The model's other sources ([OpsSources]), where A is the activation type
+// (the input x and the output), W a weight's, H the residual stream's, S
+// the quantization scales' and biases', each f32, f16 or bf16, B the bits
+// of a quantized weight (4 or 8, [QuantBits]) and D a head size of
+// [AttentionHeadDims]:
+//
+//	matmul.metal        matvec_{W}_{A}, matmul_{W}_{A}, gather_matvec_{W}_{A}
+//	quant.metal         quant_matvec_{A}_{S}_{B}, quant_gather_matvec_{A}_{S}_{B}
+//	                    quant_matmul_{A}_{S}_{B}, quant_embed_{A}_{S}_{B}
+//	                    embed_{W}_{A}
+//	attention.metal     attn_kv_append_{A}, attn_decode_{A}_{D},
+//	                    attn_decode_reduce_{A}, attn_prefill_{A}_{D},
+//	                    attn_advance
+//	norm.metal          rms_norm_{A}_{W}, rms_norm_residual_{H}_{A}_{W}
+//	                    rms_norm_rope_{A}_{W}
+//	rope.metal          rope_{A}
+//	swiglu.metal        swiglu_{A}
+//	moe.metal           moe_route_{A}, moe_combine_{A}
+//	sample.metal        argmax_{A}, sample_{A} (A: the logits' type)
+//
+// The functions named after them give the names: [MatVecOf], [MatMulOf],
+// [GatherMatVecOf], [QuantOf], [EmbedOf], [KVAppendOf],
+// [AttentionDecodeOf], [AttentionDecodeReduceOf], [AttentionPrefillOf],
+// [KVAdvance], [RMSNormOf], [RMSNormResidualOf], [RMSNormRoPEOf], [RoPEOf],
+// [SwiGLUOf], [MoERouteOf], [MoECombineOf], [ArgmaxOf] and [SampleOf].
+// moe.metal and sample.metal are compiled behind rank_common.metal, which
+// orders logits as torch.argmax does.
+//
+// Every source is compiled behind elem.metal, which holds the element
+// types and their conversions. bf16 data is MSL's
 // bfloat where the library is compiled as language version 3.1 or later,
 // which a [Registry] does on macOS 14 with an Apple-silicon GPU (see
 // [LanguageVersion]), and 16-bit integers converted by hand below it; the
-// entry points have the same names either way. Package gdn validates arguments
-// and dispatches these kernels; the contract they implement is SPEC.md at
+// entry points have the same names either way. Packages gdn and ops validate
+// arguments and dispatch these kernels; the contract they implement is SPEC.md at
 // the repository root ("SPEC section N" in this documentation).
 package kernels
 

@@ -52,15 +52,8 @@ var quantNames = func() (n [numQuantKernels][len(ElemTypes)][len(ElemTypes)][len
 	return n
 }()
 
-// embedNames holds embed_{table}_{out}: [table][out].
-var embedNames = func() (n [len(ElemTypes)][len(ElemTypes)]string) {
-	for w, wt := range ElemTypes {
-		for o, ot := range ElemTypes {
-			n[w][o] = "embed_" + wt.String() + "_" + ot.String()
-		}
-	}
-	return n
-}()
+// embedNames are embed_{table}_{out}.
+var embedNames = newTypedNames("embed", 2)
 
 // QuantOf returns the entry point of family q for activation type act,
 // scale and bias type scale and bits 4 or 8, e.g. quant_matvec_f16_bf16_4;
@@ -74,15 +67,8 @@ func QuantOf(q QuantKernel, act, scale spec.ElemType, bits int) string {
 }
 
 // EmbedOf returns the entry point of the dense embedding lookup from a
-// table of type table into an output of type out, e.g. embed_bf16_f32;
-// "" for a type the kernels do not have.
-func EmbedOf(table, out spec.ElemType) string {
-	w, o := elemIndex(table), elemIndex(out)
-	if w < 0 || o < 0 {
-		return ""
-	}
-	return embedNames[w][o]
-}
+// table of type table into an output of type out, e.g. embed_bf16_f32.
+func EmbedOf(table, out spec.ElemType) string { return embedNames.name(table, out) }
 
 // quantEntries returns every entry point of QuantFile.
 func quantEntries() []string {
@@ -94,10 +80,7 @@ func quantEntries() []string {
 			}
 		}
 	}
-	for w := range ElemTypes {
-		e = append(e, embedNames[w][:]...)
-	}
-	return e
+	return append(e, embedNames.all()...)
 }
 
 // elemIndex returns t's index in ElemTypes, or -1.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 )
@@ -174,5 +175,24 @@ func TestZeroRegistry(t *testing.T) {
 	}
 	if _, err := reg.Pipeline(dev, Decode(2)); err == nil || !strings.Contains(err.Error(), "released") {
 		t.Errorf("Pipeline after Release: %v", err)
+	}
+}
+
+// A decode step looks up hundreds of pipeline states; once made, a lookup
+// allocates nothing, with or without a persistent cache.
+func TestRegistryPipelineLookupAllocatesNothing(t *testing.T) {
+	dev := testdevice.Emulated(t, emu.Options{})
+	entry := SwiGLUOf(spec.F32)
+	for name, reg := range map[string]*Registry{
+		"plain":      NewRegistry(),
+		"with cache": NewRegistryWithCache(t.TempDir(), t.Logf),
+	} {
+		if _, err := reg.Pipeline(dev, entry); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() { _, _ = reg.Pipeline(dev, entry) }); n != 0 {
+			t.Errorf("%s: Pipeline(%s) made %v allocations per lookup, want 0", name, entry, n)
+		}
+		reg.Release()
 	}
 }

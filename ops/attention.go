@@ -116,14 +116,7 @@ const (
 // step, which reads the step's keys from the cache; [Kernels.KVAdvance]
 // advances CacheLens after the attention.
 func (k *Kernels) KVAppend(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
-	p, err := a.check(s, attnAppend)
-	if err != nil {
-		return err
-	}
-	if err := a.checkViews(k.dev, s, v, attnAppend); err != nil {
-		return err
-	}
-	pso, err := k.pipeline(kernels.KVAppendOf(a.Type))
+	p, pso, err := k.prepareAttention(a, s, v, attnAppend, kernels.KVAppendOf(a.Type))
 	if err != nil {
 		return err
 	}
@@ -148,14 +141,7 @@ func (k *Kernels) KVAppend(enc *mtl.ComputeCommandEncoder, a Attention, s Attent
 // registers, so that each key and value is read once for all of them.
 // Padding sequences' output rows are left as they were.
 func (k *Kernels) AttentionDecode(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
-	p, err := a.check(s, attnDecode)
-	if err != nil {
-		return err
-	}
-	if err := a.checkViews(k.dev, s, v, attnDecode); err != nil {
-		return err
-	}
-	pso, err := k.pipeline(kernels.AttentionDecodeOf(a.Type, a.HeadDim))
+	p, pso, err := k.prepareAttention(a, s, v, attnDecode, kernels.AttentionDecodeOf(a.Type, a.HeadDim))
 	if err != nil {
 		return err
 	}
@@ -191,14 +177,7 @@ func (k *Kernels) AttentionDecode(enc *mtl.ComputeCommandEncoder, a Attention, s
 // ([kernels.AttentionPrefillThreadgroupMemory]) and keeps a running
 // softmax per query, so it never holds a score matrix.
 func (k *Kernels) AttentionPrefill(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
-	p, err := a.check(s, attnPrefill)
-	if err != nil {
-		return err
-	}
-	if err := a.checkViews(k.dev, s, v, attnPrefill); err != nil {
-		return err
-	}
-	pso, err := k.pipeline(kernels.AttentionPrefillOf(a.Type, a.HeadDim))
+	p, pso, err := k.prepareAttention(a, s, v, attnPrefill, kernels.AttentionPrefillOf(a.Type, a.HeadDim))
 	if err != nil {
 		return err
 	}
@@ -217,14 +196,7 @@ func (k *Kernels) AttentionPrefill(enc *mtl.ComputeCommandEncoder, a Attention, 
 // Encode it after the step's attention, on the same encoder (dispatches
 // of one encoder run in order).
 func (k *Kernels) KVAdvance(enc *mtl.ComputeCommandEncoder, a Attention, s AttentionStep, v AttentionViews) error {
-	p, err := a.check(s, attnAdvance)
-	if err != nil {
-		return err
-	}
-	if err := a.checkViews(k.dev, s, v, attnAdvance); err != nil {
-		return err
-	}
-	pso, err := k.pipeline(kernels.KVAdvance)
+	p, pso, err := k.prepareAttention(a, s, v, attnAdvance, kernels.KVAdvance)
 	if err != nil {
 		return err
 	}
@@ -233,6 +205,20 @@ func (k *Kernels) KVAdvance(enc *mtl.ComputeCommandEncoder, a Attention, s Atten
 	mtl.SetValue(enc, p, attnParamsIndex)
 	enc.DispatchThreadgroups(mtl.Size{Width: (s.Seqs + 31) / 32, Height: 1, Depth: 1}, mtl.Size{Width: 32, Height: 1, Depth: 1})
 	return nil
+}
+
+// prepareAttention checks a dispatch of kind on a, s and v and returns its
+// parameters and entry's pipeline state; it encodes nothing.
+func (k *Kernels) prepareAttention(a Attention, s AttentionStep, v AttentionViews, kind attnKind, entry string) (attnParams, *mtl.ComputePipelineState, error) {
+	p, err := a.check(s, kind)
+	if err != nil {
+		return p, nil, err
+	}
+	if err := a.checkViews(k.dev, s, v, kind); err != nil {
+		return p, nil, err
+	}
+	pso, err := k.pipeline(entry)
+	return p, pso, err
 }
 
 // bindAttention sets pso and binds what decode and prefill share.

@@ -2,11 +2,8 @@ package ops_test
 
 import (
 	"fmt"
-	"math"
-	"slices"
 	"testing"
 
-	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/ops"
 )
@@ -25,13 +22,7 @@ import (
 //
 //	go test ./ops -run '^$' -bench MetalAttention -benchtime 20x
 func BenchmarkMetalAttention(b *testing.B) {
-	g := testdevice.NewMetal(b)
-	k, err := ops.New(g.D, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(k.Release)
-	r := &rig{GPU: g, k: k}
+	r := newMetalRig(b)
 	for _, seqs := range []int{1, 8} {
 		for _, keys := range []int{1024, 4096, 16384, 65536} {
 			if seqs*keys > 1<<17 {
@@ -45,7 +36,7 @@ func BenchmarkMetalAttention(b *testing.B) {
 				c := qwen3NextAttention(seqs, keys, ops.AttentionSplits(keys), s)
 				floor := float64(2 * seqs * keys * c.kvHeads * c.dim * 2)
 				benchAttention(b, r, c, func(u *attnRun, enc *mtl.ComputeCommandEncoder) error {
-					return k.AttentionDecode(enc, u.a, u.step, u.views)
+					return r.k.AttentionDecode(enc, u.a, u.step, u.views)
 				}, floor/1e9, "GB/s")
 			})
 		}
@@ -55,7 +46,7 @@ func BenchmarkMetalAttention(b *testing.B) {
 			c := qwen3NextAttention(1, tokens, 0, []attnSeq{{0, 0, tokens}})
 			flops := 4 * float64(c.heads*c.dim) * float64(tokens) * float64(tokens+1) / 2
 			benchAttention(b, r, c, func(u *attnRun, enc *mtl.ComputeCommandEncoder) error {
-				return k.AttentionPrefill(enc, u.a, u.step, u.views)
+				return r.k.AttentionPrefill(enc, u.a, u.step, u.views)
 			}, flops/1e12, "TFLOP/s")
 		})
 	}
@@ -69,25 +60,8 @@ func benchAttention(b *testing.B, r *rig, c attnCase, run func(*attnRun, *mtl.Co
 	r = &rig{GPU: &g, k: r.k}
 	u := setUpAttn(r, c, 1)
 	r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.KVAppend(enc, u.a, u.step, u.views) })
-	timed := func() float64 {
-		s, err := r.Q.RunTimed(func(enc *mtl.ComputeCommandEncoder) error { return run(u, enc) })
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s
-	}
-	timed()
-	times := make([]float64, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		times = append(times, timed())
-	}
-	b.StopTimer()
-	slices.Sort(times)
-	med := times[len(times)/2]
-	if med == 0 {
-		med = math.NaN()
-	}
-	b.ReportMetric(med*1e6, "us")
+	med := medianGPUTime(b, func() (float64, error) {
+		return r.Q.RunTimed(func(enc *mtl.ComputeCommandEncoder) error { return run(u, enc) })
+	})
 	b.ReportMetric(work/med, unit)
 }

@@ -46,12 +46,7 @@ func TestAttentionHostCostAllocatesNothing(t *testing.T) {
 	for _, kind := range []attnKind{attnAppend, attnDecode, attnPrefill, attnAdvance} {
 		var err error
 		n := testing.AllocsPerRun(100, func() {
-			if _, err = a.check(s, kind); err == nil {
-				err = a.checkViews(k.dev, s, v, kind)
-			}
-			if err == nil {
-				_, err = k.pipeline(kernels.AttentionDecodeOf(a.Type, a.HeadDim))
-			}
+			_, _, err = k.prepareAttention(a, s, v, kind, kernels.AttentionDecodeOf(a.Type, a.HeadDim))
 		})
 		if err != nil {
 			t.Fatal(err)

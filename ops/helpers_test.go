@@ -171,24 +171,6 @@ func within(t *testing.T, what string, got []float32, want []float64, tol func(i
 	}
 }
 
-// refused checks that err reports a bad argument naming arg, and that
-// nothing was left failed on the encoder.
-func refused(t *testing.T, enc *mtl.ComputeCommandEncoder, err error, arg string) {
-	t.Helper()
-	var ae *spec.ArgumentError
-	switch {
-	case err == nil:
-		t.Errorf("%s: accepted, want refused", arg)
-	case !errors.Is(err, ops.ErrInvalidArgument):
-		t.Errorf("%s: %v does not match ops.ErrInvalidArgument", arg, err)
-	case !errors.As(err, &ae) || ae.Arg != arg:
-		t.Errorf("%v: names another argument than %s", err, arg)
-	}
-	if enc.Err() != nil {
-		t.Errorf("%s: the encoder failed: %v", arg, enc.Err())
-	}
-}
-
 // refusal is a dispatch that must be refused: call encodes it, arg is
 // the argument the error must name and want what its message must say.
 type refusal struct {
@@ -201,12 +183,20 @@ type refusal struct {
 // checkRefusals runs each case as a subtest on its own command buffer and
 // checks that it is refused before anything is encoded: an error matching
 // ops.ErrInvalidArgument whose *spec.ArgumentError names the argument,
-// a message saying each of want, and a command buffer that runs no
-// dispatch.
+// a message saying each of want, an encoder that was sent no message and
+// a command buffer that runs no dispatch.
 func checkRefusals(t *testing.T, r *rig, cases []refusal) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			counters, err := r.commit(c.call)
+			sends := -1
+			counters, err := r.commit(func(enc *mtl.ComputeCommandEncoder) error {
+				err := c.call(enc)
+				sends = enc.Sends()
+				return err
+			})
+			if sends != 0 {
+				t.Errorf("the encoder was sent %d messages before the refusal", sends)
+			}
 			if !errors.Is(err, ops.ErrInvalidArgument) {
 				t.Fatalf("error %v, want one matching ops.ErrInvalidArgument", err)
 			}
@@ -346,17 +336,20 @@ func random(rng *rand.Rand, n int, scale float32) []float32 {
 }
 
 // encodingAllocs returns the allocations per call of f, a dispatcher
-// encoding onto enc, and those of the encoder calls it cannot avoid: the
-// pipeline lookup of entry, binding buffers buffers (any view's buffer, v),
-// a 32-byte parameter block and one dispatch. A dispatcher that allocates
-// nothing of its own makes no more than the second.
+// encoding onto enc, and those of the encoder calls it cannot avoid:
+// binding buffers buffers (any view's buffer, v), a 32-byte parameter block
+// and one dispatch. A dispatcher that allocates nothing of its own makes no
+// more than the second. The pipeline lookup of entry is not among them: it
+// must allocate nothing, and encodingAllocs fails the test if it does.
 func (r *rig) encodingAllocs(enc *mtl.ComputeCommandEncoder, entry string, buffers int, v tensor.View, f func() error) (dispatcher, direct float64) {
 	r.T.Helper()
 	if err := f(); err != nil {
 		r.T.Fatalf("%s: %v", entry, err)
 	}
+	if n := testing.AllocsPerRun(20, func() { _ = r.k.Prepare(entry) }); n != 0 {
+		r.T.Errorf("%s: the pipeline lookup made %v allocations, want 0", entry, n)
+	}
 	direct = testing.AllocsPerRun(20, func() {
-		_ = r.k.Prepare(entry)
 		for i := range buffers {
 			enc.SetBuffer(v.Buffer, 0, i)
 		}

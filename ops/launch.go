@@ -8,18 +8,19 @@ import (
 	"github.com/puremetal/puremetal/tensor"
 )
 
-// launchPipeline returns entry's pipeline state after checking that it
+// setPipeline sets entry's pipeline state on enc after checking that it
 // runs threadgroups of threads threads; field and formula name where that
-// number comes from, for the message.
-func (k *Kernels) launchPipeline(entry string, threads int, field, formula string) (*mtl.ComputePipelineState, error) {
+// number comes from, for the message. On an error nothing is encoded.
+func (k *Kernels) setPipeline(enc *mtl.ComputeCommandEncoder, entry string, threads int, field, formula string) error {
 	pso, err := k.pipeline(entry)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if m := pso.MaxTotalThreadsPerThreadgroup(); threads > m {
-		return nil, tensor.Invalid(field, "%s = %d threads per threadgroup, more than the %d the %s pipeline allows", formula, threads, m, entry)
+		return tensor.Invalid(field, "%s = %d threads per threadgroup, more than the %d the %s pipeline allows", formula, threads, m, entry)
 	}
-	return pso, nil
+	enc.SetComputePipelineState(pso)
+	return nil
 }
 
 // finish returns the encoder's error, if any, naming the kernel.

@@ -3,7 +3,6 @@ package ops_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/puremetal/puremetal/internal/testdevice"
@@ -32,12 +31,8 @@ const benchRepeats = 16
 //
 //	go test ./ops -run '^$' -bench MetalMatMul -benchtime 20x
 func BenchmarkMetalMatMul(b *testing.B) {
-	g := testdevice.NewMetal(b)
-	k, err := ops.New(g.D, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer k.Release()
+	r := newMetalRig(b)
+	g, k := r.GPU, r.k
 	view := func(typ tensor.ElemType, n int) tensor.View {
 		v := tensor.NewView(g.Buffer(n*typ.Size(), mtl.ResourceStorageModeShared), 0, typ, n)
 		rng := rand.New(rand.NewPCG(uint64(n), 7))
@@ -87,7 +82,7 @@ func BenchmarkMetalMatMul(b *testing.B) {
 // command buffers after one warm-up, and reports the median time of one
 // dispatch and the rates of floor bytes and flops in it.
 func benchDispatch(b *testing.B, g *testdevice.GPU, floor, flops float64, encode func(enc *mtl.ComputeCommandEncoder) error) {
-	run := func() float64 {
+	m := medianGPUTime(b, func() (float64, error) {
 		s, err := g.Q.RunTimed(func(enc *mtl.ComputeCommandEncoder) error {
 			for range benchRepeats {
 				if err := encode(enc); err != nil {
@@ -96,21 +91,8 @@ func benchDispatch(b *testing.B, g *testdevice.GPU, floor, flops float64, encode
 			}
 			return nil
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s / benchRepeats
-	}
-	run()
-	times := make([]float64, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		times = append(times, run())
-	}
-	b.StopTimer()
-	slices.Sort(times)
-	m := times[len(times)/2]
-	b.ReportMetric(m*1e6, "us")
+		return s / benchRepeats, err
+	})
 	b.ReportMetric(floor/m/1e9, "GB/s")
 	b.ReportMetric(flops/m/1e9, "GFLOP/s")
 }

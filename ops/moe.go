@@ -54,15 +54,13 @@ func (k *Kernels) MoERoute(enc *mtl.ComputeCommandEncoder, p MoERouteParams, log
 		return err
 	}
 	entry := kernels.MoERouteOf(logits.Type)
-	pso, err := k.launchPipeline(entry, simdWidth*kernels.RouteTokens, "MoERouteParams", "the kernel's fixed 32*4")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, simdWidth*kernels.RouteTokens, "MoERouteParams", "the kernel's fixed 32*4"); err != nil {
 		return err
 	}
 	norm := uint32(0)
 	if p.NormTop {
 		norm = 1
 	}
-	enc.SetComputePipelineState(pso)
 	bind(enc, logits, 0)
 	bind(enc, ids, 1)
 	bind(enc, weights, 2)
@@ -119,15 +117,13 @@ func (k *Kernels) MoECombine(enc *mtl.ComputeCommandEncoder, p MoECombineParams,
 		return err
 	}
 	entry := kernels.MoECombineOf(out.Type)
-	pso, err := k.launchPipeline(entry, combineGroup, "MoECombineParams", "the kernel's fixed")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, combineGroup, "MoECombineParams", "the kernel's fixed"); err != nil {
 		return err
 	}
 	withShared := uint32(1)
 	if shared.IsZero() {
 		shared, gate, withShared = experts, experts, 0 // bound, never read
 	}
-	enc.SetComputePipelineState(pso)
 	bind(enc, experts, 0)
 	bind(enc, weights, 1)
 	bind(enc, shared, 2)

@@ -124,11 +124,9 @@ func (k *Kernels) RMSNormResidual(enc *mtl.ComputeCommandEncoder, p RMSNormParam
 // at 0, w at 1, out at 2, r at 3 when set, the parameters at 4.
 func (k *Kernels) norm(enc *mtl.ComputeCommandEncoder, entry string, p RMSNormParams, x, w, out, r tensor.View) error {
 	threads := p.threads()
-	pso, err := k.launchPipeline(entry, threads, "RMSNormParams.Dim", "32*ceil(Dim/(32*8))")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, threads, "RMSNormParams.Dim", "32*ceil(Dim/(32*8))"); err != nil {
 		return err
 	}
-	enc.SetComputePipelineState(pso)
 	bind(enc, x, 0)
 	bind(enc, w, 1)
 	bind(enc, out, 2)

@@ -1,18 +1,44 @@
 // Package ops dispatches the kernels of a model's forward pass other than
-// the Gated DeltaNet recurrence (package gdn): matrix products, dense and
-// MLX affine-quantized, and the embedding lookup; RMSNorm; RoPE; attention
-// over a KV cache; SwiGLU; the MoE router and experts; sampling. SPEC
-// section 14 is the contract; package cpuref holds the references the
-// tests compare with.
+// the Gated DeltaNet recurrence (package gdn). SPEC section 14 is the
+// contract; package cpuref holds the references the tests compare with.
 //
-// Every dispatcher takes an encoder, the [tensor.View]s it reads and
-// writes and a few shape numbers; it checks them all before it encodes
-// anything (element types, exact lengths, live buffers of the Kernels'
-// device, written views sharing no byte with another argument) and
-// returns an error wrapping [ErrInvalidArgument] that names the argument
-// and the numbers, or encodes exactly one dispatch. It never commits, and
-// it allocates nothing on the host, so a decode step of hundreds of
-// dispatches costs only their encoding.
+// Make a [Kernels] for a device with [New]; its methods encode:
+//
+//   - matrix products y = x W^T (+ r), W as HF stores nn.Linear: dense
+//     [Kernels.Linear] (which picks [Kernels.MatVec] for decode, up to
+//     [MatVecMaxRows] rows, or [Kernels.MatMul] above), MLX affine-quantized
+//     [Kernels.QuantMatVec] and [Kernels.QuantMatMul] (a [QuantWeight]),
+//     and over the experts a router chose, [Kernels.GatherMatVec] and
+//     [Kernels.GatherQuantMatVec] (a [Gather]);
+//   - the embedding lookup: [Kernels.Embed], [Kernels.QuantEmbed];
+//   - norms and positions: [Kernels.RMSNorm], [Kernels.RMSNormResidual]
+//     (the residual add fused in front), [Kernels.RoPE] and
+//     [Kernels.RMSNormRoPE] (q_norm or k_norm and RoPE in one pass);
+//   - attention over a KV cache (an [Attention], an [AttentionStep] and
+//     its [AttentionViews]): [Kernels.KVAppend], then [Kernels.AttentionDecode]
+//     or [Kernels.AttentionPrefill], then [Kernels.KVAdvance];
+//   - the MLP and MoE: [Kernels.SwiGLU], [Kernels.SwiGLUFused],
+//     [Kernels.MoERoute], [Kernels.MoECombine];
+//   - the next token: [Kernels.Argmax], [Kernels.Sample].
+//
+// Tensors are [tensor.View]s of Metal buffers, row-major: [n][in] is n
+// rows of in contiguous elements (attention's cache layout, given
+// innermost first, is [Attention]'s). Activations, weights and outputs are
+// f32, f16 or bf16 as each dispatcher says; token ids, positions and lengths are I32 or U32, as it
+// says. Products and sums accumulate in float and each float output is
+// rounded once to its type.
+//
+// Every dispatcher takes an encoder, the views it reads and writes and a
+// few shape numbers; it checks them all before it encodes anything
+// (element types, exact lengths, live buffers of the Kernels' device,
+// written views sharing no byte with another argument) and returns an
+// error wrapping [ErrInvalidArgument] that names the argument and the
+// numbers; a released device or buffer also matches mtl.ErrReleased. Each
+// doc comment says which shapes its kernel refuses and why. A dispatcher
+// that accepts encodes one dispatch, except [Kernels.AttentionDecode] with
+// more than one split, which encodes two (the splits, then their
+// reduction). It never commits, and it allocates nothing on the host, so a
+// decode step of hundreds of dispatches costs only their encoding.
 package ops
 
 import (

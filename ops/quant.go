@@ -151,8 +151,7 @@ func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKe
 		threads = quantMatMulThreads
 	}
 	entry := kernels.QuantOf(q, x.Type, w.Scales.Type, w.Bits)
-	pso, err := k.launchPipeline(entry, threads, "W", "the kernel's fixed")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, threads, "W", "the kernel's fixed"); err != nil {
 		return err
 	}
 	p := w.params(n)
@@ -161,7 +160,6 @@ func (k *Kernels) quantProduct(enc *mtl.ComputeCommandEncoder, q kernels.QuantKe
 	} else {
 		residual = y // bound, never read
 	}
-	enc.SetComputePipelineState(pso)
 	k.bindQuant(enc, w, x, y)
 	bind(enc, residual, 5)
 	mtl.SetValue(enc, p, 6)
@@ -220,8 +218,7 @@ func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeigh
 		return err
 	}
 	entry := kernels.QuantOf(kernels.QuantGatherMatVec, x.Type, w.Scales.Type, w.Bits)
-	pso, err := k.launchPipeline(entry, quantMatVecThreads, "W", "the kernel's fixed")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, quantMatVecThreads, "W", "the kernel's fixed"); err != nil {
 		return err
 	}
 	p := w.params(n)
@@ -229,7 +226,6 @@ func (k *Kernels) GatherQuantMatVec(enc *mtl.ComputeCommandEncoder, w QuantWeigh
 	if g.XPerSlot {
 		p.xPerSlot = 1
 	}
-	enc.SetComputePipelineState(pso)
 	k.bindQuant(enc, w, x, y)
 	bind(enc, y, 5) // no residual: bound, never read
 	mtl.SetValue(enc, p, 6)
@@ -258,11 +254,9 @@ func (k *Kernels) QuantEmbed(enc *mtl.ComputeCommandEncoder, w QuantWeight, ids,
 		return err
 	}
 	entry := kernels.QuantOf(kernels.QuantEmbed, y.Type, w.Scales.Type, w.Bits)
-	pso, err := k.launchPipeline(entry, quantEmbedWords, "W", "the kernel's fixed")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, quantEmbedWords, "W", "the kernel's fixed"); err != nil {
 		return err
 	}
-	enc.SetComputePipelineState(pso)
 	k.bindQuant(enc, w, ids, y)
 	mtl.SetValue(enc, w.params(n), 6)
 	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(w.Cols*w.Bits/32, quantEmbedWords), n, 1), mtl.Sz(quantEmbedWords, 1, 1))
@@ -284,11 +278,9 @@ func (k *Kernels) Embed(enc *mtl.ComputeCommandEncoder, table tensor.View, vocab
 		return err
 	}
 	entry := kernels.EmbedOf(table.Type, y.Type)
-	pso, err := k.launchPipeline(entry, embedThreads, "table", "the kernel's fixed")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, embedThreads, "table", "the kernel's fixed"); err != nil {
 		return err
 	}
-	enc.SetComputePipelineState(pso)
 	bind(enc, table, 0)
 	bind(enc, ids, 3)
 	bind(enc, y, 4)

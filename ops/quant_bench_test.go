@@ -3,12 +3,9 @@ package ops_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
-	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
-	"github.com/puremetal/puremetal/ops"
 	"github.com/puremetal/puremetal/tensor"
 )
 
@@ -24,13 +21,7 @@ import (
 //
 //	go test ./ops -run '^$' -bench MetalQuant -benchtime 50x
 func BenchmarkMetalQuant(b *testing.B) {
-	g := testdevice.NewMetal(b)
-	k, err := ops.New(g.D, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(k.Release)
-	r := &rig{GPU: g, k: k}
+	r := newMetalRig(b)
 	for _, bits := range []int{4, 8} {
 		for _, s := range []struct {
 			name       string
@@ -49,31 +40,9 @@ func BenchmarkMetalQuant(b *testing.B) {
 				x, y := r.empty(c.act, n*s.cols), r.empty(c.act, n*s.rows)
 				floor := float64(w.Words.Bytes() + w.Scales.Bytes() + w.Biases.Bytes() + x.Bytes() + y.Bytes())
 				b.Run(fmt.Sprintf("%s/%s/%d-bit/n%d", kind, s.name, bits, n), func(b *testing.B) {
-					benchGPU(b, g, floor, func(enc *mtl.ComputeCommandEncoder) error { return f(enc, w, x, tensor.View{}, y, n) })
+					benchGPU(b, r.GPU, floor, func(enc *mtl.ComputeCommandEncoder) error { return f(enc, w, x, tensor.View{}, y, n) })
 				})
 			}
 		}
 	}
-}
-
-// benchGPU runs encode b.N times, each in a command buffer of its own,
-// and reports the median GPU time and the bandwidth against floor bytes.
-func benchGPU(b *testing.B, g *testdevice.GPU, floor float64, encode func(*mtl.ComputeCommandEncoder) error) {
-	if _, err := g.Q.RunTimed(encode); err != nil { // warm up: the pipeline
-		b.Fatal(err)
-	}
-	times := make([]float64, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		s, err := g.Q.RunTimed(encode)
-		if err != nil {
-			b.Fatal(err)
-		}
-		times = append(times, s)
-	}
-	b.StopTimer()
-	slices.Sort(times)
-	m := times[len(times)/2]
-	b.ReportMetric(m*1e6, "us")
-	b.ReportMetric(floor/m/1e9, "GB/s")
 }

@@ -77,11 +77,9 @@ func (k *Kernels) RoPE(enc *mtl.ComputeCommandEncoder, p RoPEParams, x, pos, inv
 		return err
 	}
 	entry := kernels.RoPEOf(x.Type)
-	pso, err := k.launchPipeline(entry, ropeGroup, "RoPEParams", "the kernel's fixed")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, ropeGroup, "RoPEParams", "the kernel's fixed"); err != nil {
 		return err
 	}
-	enc.SetComputePipelineState(pso)
 	bind(enc, x, 0)
 	bind(enc, pos, 1)
 	bind(enc, invFreq, 2)
@@ -145,11 +143,9 @@ func (k *Kernels) RMSNormRoPE(enc *mtl.ComputeCommandEncoder, p RoPEParams, eps,
 	}
 	entry := kernels.RMSNormRoPEOf(x.Type, w.Type)
 	threads := np.threads()
-	pso, err := k.launchPipeline(entry, threads, "RoPEParams.HeadDim", "32*ceil(HeadDim/(32*8))")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, threads, "RoPEParams.HeadDim", "32*ceil(HeadDim/(32*8))"); err != nil {
 		return err
 	}
-	enc.SetComputePipelineState(pso)
 	bind(enc, x, 0)
 	bind(enc, w, 1)
 	mtl.SetValue(enc, normParams{Dim: uint32(np.Dim), Stride: uint32(np.Stride), Eps: eps, Offset: offset}, 4)

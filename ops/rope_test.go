@@ -40,12 +40,7 @@ func TestRoPE(t *testing.T) {
 				p := ops.RoPEParams{Tokens: c.tokens, Heads: c.heads, HeadDim: c.headDim, HeadStride: c.stride, RotaryDim: c.rotary}
 				stride := max(c.stride, c.headDim)
 				x := rounded(xt, random(rng, c.tokens*c.heads*stride, 2))
-				pos := make([]int32, c.tokens)
-				posInt := make([]int, c.tokens)
-				for i := range pos {
-					pos[i] = int32(rng.IntN(5000))
-					posInt[i] = int(pos[i])
-				}
+				pos, posInt := randomPositions(rng, c.tokens, 5000)
 				inv := ops.RoPEInvFreq(c.rotary, 1e7)
 				xv := r.view(xt, x)
 				r.run(func(enc *mtl.ComputeCommandEncoder) error {
@@ -124,11 +119,7 @@ func TestRMSNormRoPE(t *testing.T) {
 					stride := max(c.stride, c.headDim)
 					x := rounded(xt, random(rng, c.tokens*c.heads*stride, 3))
 					w := rounded(wt, random(rng, c.headDim, 1))
-					pos, posInt := make([]int32, c.tokens), make([]int, c.tokens)
-					for i := range pos {
-						pos[i] = int32(rng.IntN(3000))
-						posInt[i] = int(pos[i])
-					}
+					pos, posInt := randomPositions(rng, c.tokens, 3000)
 					inv := ops.RoPEInvFreq(c.rotary, 1e6)
 					xv := r.view(xt, x)
 					r.run(func(enc *mtl.ComputeCommandEncoder) error {
@@ -163,4 +154,15 @@ func TestRMSNormRoPE(t *testing.T) {
 			}
 		}
 	})
+}
+
+// randomPositions returns n random positions below limit, as the kernels
+// take them and as cpuref.RoPE64 does.
+func randomPositions(rng *rand.Rand, n, limit int) ([]int32, []int) {
+	pos, posInt := make([]int32, n), make([]int, n)
+	for i := range pos {
+		pos[i] = int32(rng.IntN(limit))
+		posInt[i] = int(pos[i])
+	}
+	return pos, posInt
 }

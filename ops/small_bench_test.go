@@ -3,10 +3,8 @@ package ops_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
-	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/ops"
 	"github.com/puremetal/puremetal/tensor"
@@ -20,17 +18,13 @@ import (
 // f32), for 1 token (decode) and 512 (prefill; 8 rows of logits). Each
 // iteration runs one dispatch as a command buffer of its own and takes
 // its GPU time (mtl.CommandQueue.RunTimed); reported: the median GPU time
-// (gpu-us) and the bandwidth of the floor's bytes (the operands once)
+// (us) and the bandwidth of the floor's bytes (the operands once)
 // over it (GB/s). It skips off macOS, saying why:
 //
 //	go test ./ops -run '^$' -bench MetalSmallOps -benchtime 200x
 func BenchmarkMetalSmallOps(b *testing.B) {
-	g := testdevice.NewMetal(b)
-	k, err := ops.New(g.D, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(k.Release)
+	metal := newMetalRig(b)
+	g, k := metal.GPU, metal.k
 	rng := rand.New(rand.NewPCG(1, 2))
 	view := func(typ tensor.ElemType, n int) tensor.View {
 		v := tensor.NewView(g.Buffer(n*typ.Size(), mtl.ResourceStorageModeShared), 0, typ, n)
@@ -90,21 +84,7 @@ func BenchmarkMetalSmallOps(b *testing.B) {
 		}
 		for _, c := range cases {
 			b.Run(fmt.Sprintf("%s/T%d", c.name, n), func(b *testing.B) {
-				if _, err := g.Q.RunTimed(c.run); err != nil { // compile and warm up
-					b.Fatal(err)
-				}
-				times := make([]float64, 0, b.N)
-				for range b.N {
-					s, err := g.Q.RunTimed(c.run)
-					if err != nil {
-						b.Fatal(err)
-					}
-					times = append(times, s)
-				}
-				slices.Sort(times)
-				med := times[len(times)/2]
-				b.ReportMetric(med*1e6, "gpu-us")
-				b.ReportMetric(float64(c.floor)/med/1e9, "GB/s")
+				benchGPU(b, g, float64(c.floor), c.run)
 			})
 		}
 	}

@@ -66,11 +66,9 @@ func swigluShape(rows, width int) error {
 // elements apart.
 func (k *Kernels) swiglu(enc *mtl.ComputeCommandEncoder, rows, width int, gate, up, out tensor.View, stride int) error {
 	entry := kernels.SwiGLUOf(out.Type)
-	pso, err := k.launchPipeline(entry, swigluGroup, "width", "the kernel's fixed")
-	if err != nil {
+	if err := k.setPipeline(enc, entry, swigluGroup, "width", "the kernel's fixed"); err != nil {
 		return err
 	}
-	enc.SetComputePipelineState(pso)
 	bind(enc, gate, 0)
 	bind(enc, up, 1)
 	bind(enc, out, 2)
