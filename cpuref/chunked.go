@@ -52,9 +52,9 @@ func Chunked64(p spec.Params, in Inputs, chunk int) (Result64, error) {
 	dk, dv := p.DK, p.DV
 	res := newResult64(p, in, false)
 	scale := float64(p.Scale())
-	x := fused64(p, in, vec(in.Q), vec(in.K))
+	x := fused64(p, in, Widen(in.Q), Widen(in.K))
 	for _, run := range headRuns(p, in) {
-		S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[run.st : run.st+dv*dk])}
+		S := matrix{rows: dv, cols: dk, a: Widen(in.StateIn[run.st : run.st+dv*dk])}
 		for t0 := 0; t0 < run.n; t0 += chunk {
 			n := min(chunk, run.n-t0)
 			K, Q, V := newMatrix(n, dk), newMatrix(n, dk), newMatrix(n, dv)
@@ -63,7 +63,7 @@ func Chunked64(p spec.Params, in Inputs, chunk int) (Result64, error) {
 				qk, vo, gi := run.at(p, run.tok0+t0+r)
 				copy(K.a[r*dk:(r+1)*dk], x.k[qk:qk+dk])
 				copy(Q.a[r*dk:(r+1)*dk], x.q[qk:qk+dk])
-				copy(V.a[r*dv:(r+1)*dv], vec(in.V[vo:vo+dv]))
+				copy(V.a[r*dv:(r+1)*dv], Widen(in.V[vo:vo+dv]))
 				g[r], beta[r] = x.g[gi], x.beta[gi]
 			}
 			var O matrix

@@ -84,7 +84,7 @@ func l2Normalised32(x []float32, dk int) []float32 {
 // convolution's float64 output; normalised in place) and the float32 gate
 // inputs; the parts p.Fused leaves out are the inputs widened.
 func fused64(p spec.Params, in Inputs, q, k []float64) step[float64] {
-	st := step[float64]{q: q, k: k, g: vec(in.G), beta: vec(in.Beta)}
+	st := step[float64]{q: q, k: k, g: Widen(in.G), beta: Widen(in.Beta)}
 	if p.Fused.L2Norm {
 		l2Normalise64(st.q, p.DK)
 		l2Normalise64(st.k, p.DK)

@@ -105,7 +105,7 @@ func widen(m *checkpoint.Model, name string) ([]float64, error) {
 	}
 	if !w.Quantized() {
 		x, err := w.Data.Float32s()
-		return vec(x), err
+		return Widen(x), err
 	}
 	words, err := w.Data.Uint32s()
 	if err != nil {
@@ -121,7 +121,7 @@ func widen(m *checkpoint.Model, name string) ([]float64, error) {
 	}
 	cols := w.Shape[len(w.Shape)-1]
 	rows := len(words) * 32 / w.Quant.Bits / cols
-	return Dequantize64(words, vec(scales), vec(biases), rows, cols, w.Quant.Bits, w.Quant.GroupSize), nil
+	return Dequantize64(words, Widen(scales), Widen(biases), rows, cols, w.Quant.Bits, w.Quant.GroupSize), nil
 }
 
 // NewModel64 widens every weight of m to float64 (m's files may be closed

@@ -86,8 +86,9 @@ func (m matrix) apply(x []float64) []float64 {
 	return y
 }
 
-// vec widens a float32 slice to float64.
-func vec(x []float32) []float64 {
+// Widen returns x widened to float64, exactly: the float64 oracles' view
+// of float32 data.
+func Widen(x []float32) []float64 {
 	y := make([]float64, len(x))
 	for i, v := range x {
 		y[i] = float64(v)
@@ -118,15 +119,15 @@ func Oracle64(p spec.Params, in Inputs, capture bool) (Result64, error) {
 	dk, dv := p.DK, p.DV
 	res := newResult64(p, in, capture)
 	scale := float64(p.Scale())
-	q, k, v := vec(in.Q), vec(in.K), vec(in.V)
+	q, k, v := Widen(in.Q), Widen(in.K), Widen(in.V)
 	if p.Core.Conv > 0 {
-		res.ConvState = vec(in.ConvState)
+		res.ConvState = Widen(in.ConvState)
 		q, k, v = conv64(p, in, res.ConvState)
 	}
 	x := fused64(p, in, q, k)
 	eye := identity(dk)
 	for _, r := range headRuns(p, in) {
-		S := matrix{rows: dv, cols: dk, a: vec(in.StateIn[r.st : r.st+dv*dk])}
+		S := matrix{rows: dv, cols: dk, a: Widen(in.StateIn[r.st : r.st+dv*dk])}
 		for t := r.tok0; t < r.tok0+r.n; t++ {
 			qk, vo, gi := r.at(p, t)
 			q := x.q[qk : qk+dk]

@@ -115,15 +115,6 @@ func abs64(x []float64) []float64 {
 	return y
 }
 
-// widen returns x as float64s.
-func widen(x []float32) []float64 {
-	y := make([]float64, len(x))
-	for i, v := range x {
-		y[i] = float64(v)
-	}
-	return y
-}
-
 // halfUlp returns the relative rounding error of a store to typ: half a
 // unit in the last place of its significand (2^-24 for f32, 2^-11 for
 // f16, 2^-8 for bf16).

@@ -127,8 +127,8 @@ func checkLinear(t *testing.T, r *rig, f linearFunc, wt, at tensor.ElemType, c l
 // element, the magnitude its rounding errors scale with: sum |x_i w_i|
 // (Linear64 on the absolute values) + |r|.
 func linear64(x, w, r []float32, out, in int) (want, mag []float64) {
-	want = cpuref.Linear64(widen(x), widen(w), out, in)
-	mag = cpuref.Linear64(abs64(widen(x)), abs64(widen(w)), out, in)
+	want = cpuref.Linear64(cpuref.Widen(x), cpuref.Widen(w), out, in)
+	mag = cpuref.Linear64(abs64(cpuref.Widen(x)), abs64(cpuref.Widen(w)), out, in)
 	for i, e := range r {
 		want[i] += float64(e)
 		mag[i] += math.Abs(float64(e))

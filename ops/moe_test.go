@@ -58,7 +58,7 @@ func TestMoERoute(t *testing.T) {
 				gotW := r.read(w)
 				for tok := 0; tok < c.Tokens; tok++ {
 					row := logits[tok*c.Experts : (tok+1)*c.Experts]
-					wantIDs, wantW := cpuref.Route64(widen(row), c.TopK, c.NormTop)
+					wantIDs, wantW := cpuref.Route64(cpuref.Widen(row), c.TopK, c.NormTop)
 					rank := ranking(row)
 					for j := 0; j < c.TopK; j++ {
 						got := int(gotIDs[tok*c.TopK+j])

@@ -66,7 +66,7 @@ func TestRMSNorm(t *testing.T) {
 					}
 					for i := 0; i < c.rows; i++ {
 						row := x[i*stride : i*stride+c.dim]
-						want := cpuref.RMSNorm64(widen(row), widen(w), 1e-6, float64(c.offset))
+						want := cpuref.RMSNorm64(cpuref.Widen(row), cpuref.Widen(w), 1e-6, float64(c.offset))
 						within(t, name, got[i*stride:i*stride+c.dim], want, normTol(c.dim, xt, want))
 						for j := i*stride + c.dim; j < (i+1)*stride; j++ {
 							untouched := got[j] != got[j] // still the poison
@@ -116,7 +116,7 @@ func TestRMSNormResidual(t *testing.T) {
 						}
 					}
 					for i := 0; i < rows; i++ {
-						want := cpuref.RMSNorm64(widen(sum[i*dim:(i+1)*dim]), widen(w), 1e-5, float64(p.Offset))
+						want := cpuref.RMSNorm64(cpuref.Widen(sum[i*dim:(i+1)*dim]), cpuref.Widen(w), 1e-5, float64(p.Offset))
 						within(t, name, got[i*dim:(i+1)*dim], want, normTol(dim, xt, want))
 					}
 				}

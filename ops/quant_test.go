@@ -57,7 +57,7 @@ func (r *rig) newQuantMatrix(rng *rand.Rand, c quantCombo, experts, rows, cols i
 		r.T.Fatal(err)
 	}
 	m := max(experts, 1)
-	s, b := widen(r.read(q.Scales)), widen(r.read(q.Biases))
+	s, b := cpuref.Widen(r.read(q.Scales)), cpuref.Widen(r.read(q.Biases))
 	q.w = cpuref.Dequantize64(words, s, b, m*rows, cols, c.bits, c.group)
 	for i := range s {
 		s[i], b[i] = math.Abs(s[i]), math.Abs(b[i])
@@ -88,7 +88,7 @@ func (r *rig) randomQuantWeight(rng *rand.Rand, c quantCombo, experts, rows, col
 // it holds, widened.
 func (r *rig) input(rng *rand.Rand, t tensor.ElemType, n int) (tensor.View, []float64) {
 	v := r.view(t, random(rng, n, 1))
-	return v, widen(r.read(v))
+	return v, cpuref.Widen(r.read(v))
 }
 
 // productTolerance bounds |y - ref| for one output of a kernel that sums
@@ -153,7 +153,7 @@ func TestQuantProducts(t *testing.T) {
 					// x and y at offsets into larger buffers, whose other
 					// elements must be neither read (NaN) nor written
 					vals := random(rng, p.n*cols, 1)
-					x, xs = r.within(c.act, vals, 3, 5), widen(rounded(c.act, vals))
+					x, xs = r.within(c.act, vals, 3, 5), cpuref.Widen(rounded(c.act, vals))
 					want = cpuref.Linear64(xs, w.w, rows, cols)
 					mag = cpuref.Linear64(abs64(xs), w.mag, rows, cols)
 					all := r.empty(c.act, p.n*rows+6)

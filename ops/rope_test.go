@@ -50,10 +50,10 @@ func TestRoPE(t *testing.T) {
 				// the oracle on the heads gathered without their gaps
 				heads := make([]float64, 0, c.tokens*c.heads*c.headDim)
 				for h := 0; h < c.tokens*c.heads; h++ {
-					heads = append(heads, widen(x[h*stride:h*stride+c.headDim])...)
+					heads = append(heads, cpuref.Widen(x[h*stride:h*stride+c.headDim])...)
 				}
 				want := append([]float64(nil), heads...)
-				cpuref.RoPE64(want, c.heads, c.headDim, c.rotary, posInt, widen(inv))
+				cpuref.RoPE64(want, c.heads, c.headDim, c.rotary, posInt, cpuref.Widen(inv))
 				for h := 0; h < c.tokens*c.heads; h++ {
 					g, w, in := got[h*stride:h*stride+c.headDim], want[h*c.headDim:(h+1)*c.headDim], heads[h*c.headDim:(h+1)*c.headDim]
 					half := c.rotary / 2
@@ -128,10 +128,10 @@ func TestRMSNormRoPE(t *testing.T) {
 					got := r.read(xv)
 					normed := make([]float64, 0, c.tokens*c.heads*c.headDim)
 					for h := 0; h < c.tokens*c.heads; h++ {
-						normed = append(normed, cpuref.RMSNorm64(widen(x[h*stride:h*stride+c.headDim]), widen(w), 1e-6, 1)...)
+						normed = append(normed, cpuref.RMSNorm64(cpuref.Widen(x[h*stride:h*stride+c.headDim]), cpuref.Widen(w), 1e-6, 1)...)
 					}
 					want := append([]float64(nil), normed...)
-					cpuref.RoPE64(want, c.heads, c.headDim, c.rotary, posInt, widen(inv))
+					cpuref.RoPE64(want, c.heads, c.headDim, c.rotary, posInt, cpuref.Widen(inv))
 					normRel := (float64(c.headDim)/2 + 8) * 0x1p-24
 					half := c.rotary / 2
 					for h := 0; h < c.tokens*c.heads; h++ {

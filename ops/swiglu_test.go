@@ -36,7 +36,7 @@ func TestSwiGLU(t *testing.T) {
 					g, u := r.view(xt, gate), r.view(xt, up)
 					r.run(func(enc *mtl.ComputeCommandEncoder) error { return r.k.SwiGLU(enc, rows, width, g, u, out) })
 				}
-				want := cpuref.SwiGLU64(widen(gate), widen(up))
+				want := cpuref.SwiGLU64(cpuref.Widen(gate), cpuref.Widen(up))
 				within(t, fmt.Sprintf("%v fused=%v", xt, fused), r.read(out), want, func(i int) float64 {
 					return 8*0x1p-24*math.Abs(want[i]) + roundErr(xt, want[i])
 				})
