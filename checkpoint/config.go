@@ -57,7 +57,7 @@ type Config struct {
 	SharedExpertIntermediateSize           int // 0: no shared expert
 	DecoderSparseStep                      int
 	MLPOnlyLayers                          []int
-	BOSTokenIDs, EOSTokenIDs               []int
+	BOSTokenIDs, EOSTokenIDs               []int32
 	Quantization                           *Quantization // MLX affine quantization; nil for HF checkpoints
 }
 
@@ -436,15 +436,15 @@ func (p QuantParams) validate() error {
 }
 
 // tokenIDs reads a token id field: null, a number or a list of numbers.
-func tokenIDs(field string, msg json.RawMessage) ([]int, error) {
+func tokenIDs(field string, msg json.RawMessage) ([]int32, error) {
 	if len(msg) == 0 || string(msg) == "null" {
 		return nil, nil
 	}
-	var one int
+	var one int32
 	if json.Unmarshal(msg, &one) == nil {
-		return []int{one}, nil
+		return []int32{one}, nil
 	}
-	var list []int
+	var list []int32
 	if err := json.Unmarshal(msg, &list); err != nil {
 		return nil, fmt.Errorf("%w: %s is %s, want null, a token id or a list of them", ErrConfig, field, strings.TrimSpace(string(msg)))
 	}

@@ -35,7 +35,7 @@ func TestReadConfigGolden(t *testing.T) {
 	}
 	c = read("qwen3_dense_bf16")
 	if c.ModelType != "qwen3" || c.Hybrid() || c.RopeTheta != 1e6 || c.RotaryDim() != 64 || !c.TieWordEmbeddings ||
-		!slices.Equal(c.BOSTokenIDs, []int{2048}) || !slices.Equal(c.EOSTokenIDs, []int{2050}) || c.VocabSize != 2112 {
+		!slices.Equal(c.BOSTokenIDs, []int32{2048}) || !slices.Equal(c.EOSTokenIDs, []int32{2050}) || c.VocabSize != 2112 {
 		t.Errorf("qwen3_dense_bf16: %+v", c)
 	}
 	c = read("qwen35moe_bf16")
@@ -117,9 +117,9 @@ func TestParseConfigDefaults(t *testing.T) {
 			func(c *checkpoint.Config) bool {
 				return !c.IsMoELayer(0) && c.IsMoELayer(1) && !c.IsMoELayer(2) && !c.IsMoELayer(3) && c.NormTopKProb && c.SharedExpertIntermediateSize == 0
 			}, "MoE layers {1}, norm_topk_prob true, no shared expert"},
-		{"eos list", qwen3Base(), map[string]any{"eos_token_id": []int{7, 9}, "bos_token_id": nil},
+		{"eos list", qwen3Base(), map[string]any{"eos_token_id": []int32{7, 9}, "bos_token_id": nil},
 			func(c *checkpoint.Config) bool {
-				return slices.Equal(c.EOSTokenIDs, []int{7, 9}) && c.BOSTokenIDs == nil
+				return slices.Equal(c.EOSTokenIDs, []int32{7, 9}) && c.BOSTokenIDs == nil
 			}, "eos [7 9], no bos"},
 		{"mlx quantization_config", qwen3Base(), map[string]any{"quantization_config": map[string]any{"bits": 8, "group_size": 32}},
 			func(c *checkpoint.Config) bool {

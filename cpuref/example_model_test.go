@@ -25,13 +25,13 @@ func ExampleModel64() {
 	}
 	cache := md.NewCache()
 	vocab := md.Config.VocabSize
-	logits, err := md.Forward(cache, []int{762, 1554, 503, 391, 565})
+	logits, err := md.Forward(cache, []int32{762, 1554, 503, 391, 565})
 	var out []int
 	for len(out) < 6 && err == nil {
 		last := logits[len(logits)-vocab:]
 		next := slices.Index(last, slices.Max(last))
 		out = append(out, next)
-		logits, err = md.Forward(cache, []int{next})
+		logits, err = md.Forward(cache, []int32{int32(next)})
 	}
 	fmt.Println(out, err)
 	// Output: [1869 1869 620 194 1274 808] <nil>

@@ -170,7 +170,7 @@ func (md *Model64) NewCache() *Cache64 {
 // Forward feeds tokens to the sequence whose state is c (a prompt, or one
 // token at a time), updates c, and returns the logits after every token
 // fed, [len(tokens)][vocab]. A token outside the vocabulary is an error.
-func (md *Model64) Forward(c *Cache64, tokens []int) ([]float64, error) {
+func (md *Model64) Forward(c *Cache64, tokens []int32) ([]float64, error) {
 	return md.forward(c, tokens, nil)
 }
 
@@ -178,14 +178,14 @@ func (md *Model64) Forward(c *Cache64, tokens []int) ([]float64, error) {
 // the embedding and after every layer but the last, then the final norm's
 // output, each [len(tokens)][hidden] (the golden set's hidden_NN), for
 // finding where two implementations part.
-func (md *Model64) Hidden(c *Cache64, tokens []int) (logits []float64, hidden [][]float64, err error) {
+func (md *Model64) Hidden(c *Cache64, tokens []int32) (logits []float64, hidden [][]float64, err error) {
 	logits, err = md.forward(c, tokens, func(h []float64) { hidden = append(hidden, slices.Clone(h)) })
 	return logits, hidden, err
 }
 
 // forward is Forward, handing record (when not nil) the hidden states
 // [Model64.Hidden] returns.
-func (md *Model64) forward(c *Cache64, tokens []int, record func([]float64)) ([]float64, error) {
+func (md *Model64) forward(c *Cache64, tokens []int32, record func([]float64)) ([]float64, error) {
 	cfg := md.Config
 	hid, vocab := cfg.HiddenSize, cfg.VocabSize
 	if len(c.layers) != len(md.layers) {
@@ -193,7 +193,8 @@ func (md *Model64) forward(c *Cache64, tokens []int, record func([]float64)) ([]
 	}
 	n := len(tokens)
 	h := make([]float64, n*hid)
-	for t, id := range tokens {
+	for t, id32 := range tokens {
+		id := int(id32)
 		if id < 0 || id >= vocab {
 			return nil, fmt.Errorf("cpuref: token %d at %d is outside the vocabulary of %d", id, t, vocab)
 		}

@@ -85,7 +85,7 @@ func TestModel64Golden(t *testing.T) {
 				matched, decided := 0, 0
 				for s := range p.Tokens {
 					if s > 0 {
-						if step, err = md.Forward(cache, []int{p.Tokens[s-1]}); err != nil {
+						if step, err = md.Forward(cache, []int32{p.Tokens[s-1]}); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -97,7 +97,7 @@ func TestModel64Golden(t *testing.T) {
 					}
 					got, _ := top2(step)
 					want, margin := top2(truth)
-					if want != p.Tokens[s] {
+					if int32(want) != p.Tokens[s] {
 						t.Fatalf("prompt %d step %d: the truth's logits pick %d, golden.json's path %d", pi, s, want, p.Tokens[s])
 					}
 					if got == want {

@@ -61,7 +61,7 @@ func TestModel64Qwen3MoEOneExpert(t *testing.T) {
 	if !moe.Config.IsMoELayer(0) {
 		t.Fatalf("layer 0 of %+v is not MoE", moe.Config)
 	}
-	prompt := []int{762, 1554, 503, 391, 565}
+	prompt := []int32{762, 1554, 503, 391, 565}
 	want, err := dense.Forward(dense.NewCache(), prompt)
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func decodeRig(t testing.TB, dev *mtl.Device, name string) (*Session, pass, *mtl
 		t.Fatal(err)
 	}
 	in := s.s.ring[0]
-	in.fill([]int{c.Prompts[0].Tokens[0]}, []int{slot}, s.lens)
+	in.fill([]int32{c.Prompts[0].Tokens[0]}, []int{slot}, s.lens)
 	p := pass{n: 1, seqs: 1, decode: true, in: in}
 	p.sample.Tokens = s.s.ring[1].tokens
 	cb, err := s.queue.CommandBuffer()

@@ -36,9 +36,9 @@ func BenchmarkMetalDecode(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Release()
-	prompt := make([]int, 128)
+	prompt := make([]int32, 128)
 	for i := range prompt {
-		prompt[i] = (i*7919 + 13) % m.Config.VocabSize
+		prompt[i] = int32((i*7919 + 13) % m.Config.VocabSize)
 	}
 	b.ResetTimer()
 	n := 0

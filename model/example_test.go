@@ -66,10 +66,7 @@ func Example_generate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var prompt []int
-	for _, id := range tok.Encode(text) {
-		prompt = append(prompt, int(id))
-	}
+	prompt := tok.Encode(text)
 	dec := tok.NewDecoder(true) // whole UTF-8 characters only, special tokens skipped
 	var out []byte
 	n := 0
@@ -77,7 +74,7 @@ func Example_generate() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if out, err = dec.Append(out, int32(id)); err != nil { // a streaming client would print each piece
+		if out, err = dec.Append(out, id); err != nil { // a streaming client would print each piece
 			log.Fatal(err)
 		}
 		n++

@@ -32,7 +32,7 @@ type GenerateOptions struct {
 	MaxTokens int
 	// Stop lists tokens that end the generation (not yielded) beside the
 	// config's eos_token_id, unless IgnoreEOS.
-	Stop      []int
+	Stop      []int32
 	IgnoreEOS bool
 }
 
@@ -52,8 +52,8 @@ var ErrCacheFull = errors.New("model: the sequence filled its cache")
 // back once its command buffer completes. A stop token is therefore seen
 // up to InFlight steps late; the steps encoded after it run but their
 // tokens are dropped.
-func (s *Session) Generate(ctx context.Context, prompt []int, o GenerateOptions) iter.Seq2[int, error] {
-	return func(yield func(int, error) bool) {
+func (s *Session) Generate(ctx context.Context, prompt []int32, o GenerateOptions) iter.Seq2[int32, error] {
+	return func(yield func(int32, error) bool) {
 		slot, err := s.Acquire()
 		if err != nil {
 			yield(0, err)
@@ -122,7 +122,7 @@ func (g *generation) encodeStep(cb *mtl.CommandBuffer) error {
 
 // prefill runs the prompt's passes; the last samples step 1's input
 // token on the device.
-func (g *generation) prefill(prompt []int) error {
+func (g *generation) prefill(prompt []int32) error {
 	s, slot := g.s, g.slot[0]
 	if len(prompt) == 0 {
 		return tensor.Invalid("prompt", "empty")
@@ -168,7 +168,7 @@ func (g *generation) submit(ctx context.Context) error {
 
 // run yields the prefill's token, then keeps InFlight decode steps
 // committed and yields each one's token as it completes.
-func (g *generation) run(ctx context.Context, yield func(int, error) bool) {
+func (g *generation) run(ctx context.Context, yield func(int32, error) bool) {
 	s := g.s
 	defer g.flight.Wait(context.Background())
 	done := 0 // tokens read back: the output of step done-1
@@ -198,7 +198,7 @@ func (g *generation) run(ctx context.Context, yield func(int, error) bool) {
 				return
 			}
 		}
-		tok := int(mtl.Slice[uint32](g.ring(done + 1).tokens.Buffer)[0])
+		tok := int32(mtl.Slice[uint32](g.ring(done + 1).tokens.Buffer)[0])
 		done++
 		if slices.Contains(g.o.Stop, tok) || !yield(tok, nil) {
 			return

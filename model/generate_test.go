@@ -62,7 +62,7 @@ func generateGreedy(t *testing.T, inFlight int) {
 	{
 		s, c := loadSession(t, pipelineCase, model.Options{MaxLen: 96, InFlight: inFlight})
 		for pi, p := range c.Prompts[:2] {
-			var got []int
+			var got []int32
 			for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{MaxTokens: len(p.Tokens), IgnoreEOS: true}) {
 				if err != nil {
 					t.Fatal(err)
@@ -82,8 +82,8 @@ func generateGreedy(t *testing.T, inFlight int) {
 func TestGenerateStops(t *testing.T) {
 	s, c := loadSession(t, pipelineCase, model.Options{MaxLen: 96})
 	p := c.Prompts[0]
-	var got []int
-	for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{Stop: []int{p.Tokens[3]}, IgnoreEOS: true, MaxTokens: 8}) {
+	var got []int32
+	for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{Stop: []int32{p.Tokens[3]}, IgnoreEOS: true, MaxTokens: 8}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,8 +120,8 @@ func TestGenerateStops(t *testing.T) {
 func TestGenerateSampled(t *testing.T) {
 	s, c := loadSession(t, pipelineCase, model.Options{MaxLen: 96})
 	p := c.Prompts[0]
-	gen := func(sp model.Sampling) []int {
-		var got []int
+	gen := func(sp model.Sampling) []int32 {
+		var got []int32
 		for tok, err := range s.Generate(context.Background(), p.Prompt, model.GenerateOptions{Sampling: sp, MaxTokens: len(p.Tokens), IgnoreEOS: true}) {
 			if err != nil {
 				t.Fatal(err)

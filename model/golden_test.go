@@ -134,7 +134,7 @@ func runAlone(t *testing.T, s *model.Session, act tensor.ElemType, c golden.Mode
 	matched, decided := 0, 0
 	for st := range p.Tokens {
 		if st > 0 {
-			step, err = s.Decode([]int{slot}, []int{p.Tokens[st-1]}, step)
+			step, err = s.Decode([]int{slot}, []int32{p.Tokens[st-1]}, step)
 		}
 		if err != nil {
 			t.Fatalf("prompt %d step %d: %v", pi, st, err)
@@ -187,7 +187,7 @@ func runTogether(t *testing.T, s *model.Session, c golden.ModelCase, alone [][]f
 	for _, p := range c.Prompts {
 		steps = min(steps, len(p.Tokens))
 	}
-	tokens := make([]int, len(slots))
+	tokens := make([]int32, len(slots))
 	var logits []float32
 	for st := 1; st < steps; st++ {
 		for pi, p := range c.Prompts {

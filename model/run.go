@@ -9,7 +9,7 @@ import (
 // in passes of at most Options.Chunk tokens, the caches carried from one
 // to the next, and returns the logits after its last token [vocab]
 // (widened to float32 into dst when it has room, else a new slice).
-func (s *Session) Prefill(slot int, tokens []int, dst []float32) ([]float32, error) {
+func (s *Session) Prefill(slot int, tokens []int32, dst []float32) ([]float32, error) {
 	if err := s.checkSlot(slot); err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (s *Session) Prefill(slot int, tokens []int, dst []float32) ([]float32, err
 
 // Decode feeds one token to each sequence of slots (tokens[i] to
 // slots[i]) in one pass and returns their logits [len(slots)][vocab].
-func (s *Session) Decode(slots []int, tokens []int, dst []float32) ([]float32, error) {
+func (s *Session) Decode(slots []int, tokens []int32, dst []float32) ([]float32, error) {
 	if len(slots) != len(tokens) || len(slots) == 0 || len(slots) > len(s.used) {
 		return nil, tensor.Invalid("slots", "%d slots for %d tokens: want as many, 1 to %d", len(slots), len(tokens), len(s.used))
 	}
@@ -61,10 +61,10 @@ func (s *Session) Decode(slots []int, tokens []int, dst []float32) ([]float32, e
 }
 
 // checkTokens checks ids against the vocabulary and the cache's room.
-func (s *Session) checkTokens(ids []int, held int) error {
+func (s *Session) checkTokens(ids []int32, held int) error {
 	vocab := s.m.Config.VocabSize
 	for i, id := range ids {
-		if id < 0 || id >= vocab {
+		if id < 0 || int(id) >= vocab {
 			return tensor.Invalid("tokens", "token %d at %d is outside the vocabulary of %d", id, i, vocab)
 		}
 	}
@@ -77,7 +77,7 @@ func (s *Session) checkTokens(ids []int, held int) error {
 // fill writes a pass's token ids (when tokens is not nil), positions,
 // slots and cache lengths (held, per slot): the tokens (or, without them,
 // one per slot) split evenly among the slots, in order.
-func (in inputs) fill(tokens, slots []int, held []int) {
+func (in inputs) fill(tokens []int32, slots []int, held []int) {
 	ids, pos := mtl.Slice[uint32](in.tokens.Buffer), mtl.Slice[int32](in.pos.Buffer)
 	sl, lens := mtl.Slice[int32](in.slots.Buffer), mtl.Slice[int32](in.lens.Buffer)
 	n := len(tokens)

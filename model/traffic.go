@@ -9,14 +9,14 @@ import (
 // token, onto cb (one compute encoder, ended), for profiling: the caller
 // commits cb, and once it completes the slot holds one more position.
 // The logits are left on the device.
-func (s *Session) EncodeDecode(cb *mtl.CommandBuffer, slot, token int) error {
+func (s *Session) EncodeDecode(cb *mtl.CommandBuffer, slot int, token int32) error {
 	if err := s.checkSlot(slot); err != nil {
 		return err
 	}
-	if err := s.checkTokens([]int{token}, s.lens[slot]); err != nil {
+	if err := s.checkTokens([]int32{token}, s.lens[slot]); err != nil {
 		return err
 	}
-	s.s.in.fill([]int{token}, []int{slot}, s.lens)
+	s.s.in.fill([]int32{token}, []int{slot}, s.lens)
 	enc, err := cb.ComputeCommandEncoder()
 	if err != nil {
 		return err

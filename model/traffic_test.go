@@ -39,7 +39,7 @@ func TestDecodeTraffic(t *testing.T) {
 
 // decodeBytes runs one decode step and returns the bytes its dispatches
 // loaded and stored.
-func decodeBytes(t *testing.T, s *model.Session, slot, token int) int64 {
+func decodeBytes(t *testing.T, s *model.Session, slot int, token int32) int64 {
 	t.Helper()
 	q, err := s.Model().Device().NewCommandQueue()
 	if err != nil {

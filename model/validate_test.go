@@ -20,14 +20,14 @@ func TestRefusals(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"token past the vocabulary", func() error { _, err := s.Prefill(slot, []int{1, vocab}, nil); return err }},
-		{"negative token", func() error { _, err := s.Decode([]int{slot}, []int{-1}, nil); return err }},
+		{"token past the vocabulary", func() error { _, err := s.Prefill(slot, []int32{1, int32(vocab)}, nil); return err }},
+		{"negative token", func() error { _, err := s.Decode([]int{slot}, []int32{-1}, nil); return err }},
 		{"empty prompt", func() error { _, err := s.Prefill(slot, nil, nil); return err }},
-		{"slot not acquired", func() error { _, err := s.Prefill(1, []int{1}, nil); return err }},
-		{"slot out of range", func() error { _, err := s.Decode([]int{7}, []int{1}, nil); return err }},
-		{"slot twice", func() error { _, err := s.Decode([]int{slot, slot}, []int{1, 2}, nil); return err }},
-		{"slots and tokens apart", func() error { _, err := s.Decode([]int{slot}, []int{1, 2}, nil); return err }},
-		{"past MaxLen", func() error { _, err := s.Prefill(slot, make([]int, 17), nil); return err }},
+		{"slot not acquired", func() error { _, err := s.Prefill(1, []int32{1}, nil); return err }},
+		{"slot out of range", func() error { _, err := s.Decode([]int{7}, []int32{1}, nil); return err }},
+		{"slot twice", func() error { _, err := s.Decode([]int{slot, slot}, []int32{1, 2}, nil); return err }},
+		{"slots and tokens apart", func() error { _, err := s.Decode([]int{slot}, []int32{1, 2}, nil); return err }},
+		{"past MaxLen", func() error { _, err := s.Prefill(slot, make([]int32, 17), nil); return err }},
 		{"options", func() error { _, err := model.New(m.Device(), nil, model.Options{Slots: -1}); return err }},
 	} {
 		err := tc.call()
@@ -38,7 +38,7 @@ func TestRefusals(t *testing.T) {
 			t.Fatalf("%s: the slot holds %d positions after a refusal", tc.name, s.Len(slot))
 		}
 	}
-	for _, err := range s.Generate(context.Background(), []int{vocab + 5}, model.GenerateOptions{}) {
+	for _, err := range s.Generate(context.Background(), []int32{int32(vocab) + 5}, model.GenerateOptions{}) {
 		if !errors.Is(err, model.ErrInvalidArgument) {
 			t.Errorf("Generate of a token past the vocabulary: %v", err)
 		}

@@ -81,21 +81,21 @@ func openBackend(backend string, stderr io.Writer) (*mtl.Device, string, error) 
 	return nil, "", fmt.Errorf("%w: -backend %q, want auto, metal or emu", errUsage, backend)
 }
 
-func parseIDs(s string) ([]int, error) {
-	var ids []int
+func parseIDs(s string) ([]int32, error) {
+	var ids []int32
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		id, err := strconv.Atoi(f)
+		id, err := strconv.ParseInt(f, 10, 32)
 		if err != nil {
 			return nil, fmt.Errorf("%w: -ids: %q is not a token id", errUsage, f)
 		}
-		ids = append(ids, id)
+		ids = append(ids, int32(id))
 	}
 	return ids, nil
 }
 
 func generate(f generateFlags, stdout, stderr io.Writer) error {
 	dir := f.model
-	var golden []int // the embedded model's truth path, when its prompt is the golden one
+	var golden []int32 // the embedded model's truth path, when its prompt is the golden one
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "puremetal-tiny")
 		if err != nil {
@@ -125,7 +125,7 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	var prompt []int
+	var prompt []int32
 	switch {
 	case f.ids != "":
 		var err error
@@ -145,9 +145,7 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
-		for _, id := range tok.Encode(text) {
-			prompt = append(prompt, int(id))
-		}
+		prompt = tok.Encode(text)
 	}
 	if len(prompt) == 0 {
 		return fmt.Errorf("%w: an empty prompt", errUsage)
@@ -187,7 +185,7 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 		Sampling: model.Sampling{Temperature: float32(f.temperature), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP), Seed: f.seed}}
 	start := time.Now()
 	var first time.Duration
-	var ids []int
+	var ids []int32
 	var buf []byte
 	for id, err := range s.Generate(context.Background(), prompt, opts) {
 		if err != nil {
@@ -198,7 +196,7 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 		}
 		ids = append(ids, id)
 		if dec != nil {
-			if buf, err = dec.Append(buf[:0], int32(id)); err != nil {
+			if buf, err = dec.Append(buf[:0], id); err != nil {
 				return err
 			}
 			out.Write(buf)
@@ -243,7 +241,7 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 // decodeTraffic prefills prompt in a slot of s and measures, with the
 // emulator's counters, the bytes the decode step of token moves, against
 // the floor.
-func decodeTraffic(s *model.Session, prompt []int, token int) (moved, floor int64, err error) {
+func decodeTraffic(s *model.Session, prompt []int32, token int32) (moved, floor int64, err error) {
 	slot, err := s.Acquire()
 	if err != nil {
 		return 0, 0, err

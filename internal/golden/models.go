@@ -33,8 +33,8 @@ type ModelCase struct {
 // the prefill (the embedding, the output of each layer but the last, the
 // final norm's output), [tokens][hidden] each, when the case has them.
 type ModelPrompt struct {
-	Prompt    []int   `json:"prompt"`
-	Tokens    []int   `json:"tokens"`
+	Prompt    []int32 `json:"prompt"`
+	Tokens    []int32 `json:"tokens"`
 	MarginMin float64 `json:"margin_min"`
 	// The float32 peer's distance from the truth, relative to the largest
 	// truth logit: HF's float32 run (HF-made cases) or the restatement's

@@ -41,8 +41,8 @@ func WriteDir(dir string) error {
 // Prompt is one of the golden prompts: its ids and the truth's greedy
 // continuation.
 type Prompt struct {
-	Prompt []int `json:"prompt"`
-	Tokens []int `json:"tokens"`
+	Prompt []int32 `json:"prompt"`
+	Tokens []int32 `json:"tokens"`
 }
 
 // Prompts returns the golden prompts.
