@@ -217,6 +217,22 @@ func readMeta(dir string, meta any) error {
 	return nil
 }
 
+// readCaseMeta reads the meta.json of the case in folder dir into meta and
+// parses the head map it records.
+func readCaseMeta[M interface{ headMap() string }](dir string, meta *M) (spec.HeadMap, error) {
+	if err := readMeta(dir, meta); err != nil {
+		return 0, err
+	}
+	hm, err := spec.ParseHeadMap((*meta).headMap())
+	if err != nil {
+		return 0, fmt.Errorf("golden: %s: %w", filepath.Base(dir), err)
+	}
+	return hm, nil
+}
+
+func (m Meta) headMap() string      { return m.HeadMap }
+func (m LayerMeta) headMap() string { return m.HeadMap }
+
 // Files of a case and where they go. Each needs one of the sets, or is
 // optional in both.
 type need int
@@ -233,14 +249,11 @@ const (
 // raw gate projection a is a case of the fused step.
 func Load(dir string) (Case, error) {
 	c := Case{Name: filepath.Base(dir), Dir: dir}
-	if err := readMeta(dir, &c.Meta); err != nil {
+	hm, err := readCaseMeta(dir, &c.Meta)
+	if err != nil {
 		return c, err
 	}
 	m := c.Meta
-	hm, err := spec.ParseHeadMap(m.HeadMap)
-	if err != nil {
-		return c, fmt.Errorf("golden: %s: %w", c.Name, err)
-	}
 	c.Params = spec.Params{
 		Shape: spec.Shape{
 			DK: m.DK, DV: m.DV, NKHeads: m.NKHeads, NVHeads: m.NVHeads,
@@ -274,14 +287,7 @@ func Load(dir string) (Case, error) {
 	heads := []int{m.NVHeads}
 	state := []int{m.NSeqs, m.NVHeads, m.DV, m.DK}
 	capture := []int{m.NSeqs, m.NTokens, m.NVHeads, m.DV, m.DK}
-	type entry struct {
-		name  string
-		shape []int
-		typ   spec.ElemType
-		dst   *[]float32
-		need  need
-	}
-	files := []entry{
+	files := []caseFile{
 		{"q", qk, act, &c.Inputs.Q, always},
 		{"k", qk, act, &c.Inputs.K, always},
 		{"v", v, act, &c.Inputs.V, always},
@@ -303,45 +309,67 @@ func Load(dir string) (Case, error) {
 		{"capture", capture, st, &c.Capture, optional},
 		{"capture_f64", capture, spec.F32, &c.CaptureF64, optional},
 	}
-	for name := range m.Files {
-		if !slices.ContainsFunc(files, func(f entry) bool { return f.name == name }) {
-			return c, fmt.Errorf("golden: %s: meta.json lists %s, which is no file of a case", c.Name, name)
+	return c, readFiles(dir, m.Files, files, fused, "case")
+}
+
+// caseFile is a file of a case: its name in meta.json, the shape the
+// parameters imply (outermost first), its element type, where its values
+// go and which cases have it.
+type caseFile struct {
+	name  string
+	shape []int
+	typ   spec.ElemType
+	dst   *[]float32
+	need  need
+}
+
+// readFiles reads files from the case folder dir as meta.json lists them
+// (listed; a bare shape names the file NAME.f32), after checking that
+// listed names none but files, and of those every one that a case (of the
+// fused step or not) needs and none that it does not have; that each
+// recorded shape is the one the parameters imply; and that each file name
+// is NAME.TYPE for the file's element type. kind names the case in the
+// messages.
+func readFiles(dir string, listed map[string]File, files []caseFile, fused bool, kind string) error {
+	name := filepath.Base(dir)
+	for l := range listed {
+		if !slices.ContainsFunc(files, func(f caseFile) bool { return f.name == l }) {
+			return fmt.Errorf("golden: %s: meta.json lists %s, which is no file of a %s", name, l, kind)
 		}
 	}
 	for _, f := range files {
-		recorded, listed := m.Files[f.name]
+		recorded, ok := listed[f.name]
 		needed := f.need == always || f.need == givenGates && !fused || f.need == fusedStep && fused
 		switch {
-		case !listed && needed:
-			return c, fmt.Errorf("golden: %s: meta.json lists no %s", c.Name, f.name)
-		case !listed:
+		case !ok && needed:
+			return fmt.Errorf("golden: %s: meta.json lists no %s", name, f.name)
+		case !ok:
 			continue
 		case !needed && f.need != optional && fused:
-			return c, fmt.Errorf("golden: %s: meta.json lists %s, which a case of the fused step does not have", c.Name, f.name)
+			return fmt.Errorf("golden: %s: meta.json lists %s, which a case of the fused step does not have", name, f.name)
 		case !needed && f.need != optional:
-			return c, fmt.Errorf("golden: %s: meta.json lists %s, which a case on given gates does not have", c.Name, f.name)
+			return fmt.Errorf("golden: %s: meta.json lists %s, which a case on given gates does not have", name, f.name)
 		}
 		if !slices.Equal(recorded.Shape, f.shape) {
-			return c, fmt.Errorf("golden: %s: %s has shape %v in meta.json, the parameters imply %v", c.Name, f.name, recorded.Shape, f.shape)
+			return fmt.Errorf("golden: %s: %s has shape %v in meta.json, the parameters imply %v", name, f.name, recorded.Shape, f.shape)
 		}
-		file := recorded.Name
-		if file == "" {
-			file = f.name + ".f32"
+		if recorded.Name == "" {
+			recorded.Name = f.name + ".f32"
 		}
-		if want := f.name + "." + f.typ.String(); file != want {
-			return c, fmt.Errorf("golden: %s: %s is in %s, want %s (element type %v)", c.Name, f.name, file, want, f.typ)
+		if want := f.name + "." + f.typ.String(); recorded.Name != want {
+			return fmt.Errorf("golden: %s: %s is in %q, want %s (element type %v)", name, f.name, recorded.Name, want, f.typ)
 		}
 		n := 1
 		for _, d := range f.shape {
 			n *= d
 		}
-		data, err := readFile(filepath.Join(dir, file), f.typ, n)
+		data, err := readFile(filepath.Join(dir, recorded.Name), f.typ, n)
 		if err != nil {
-			return c, fmt.Errorf("golden: %s: %w", c.Name, err)
+			return fmt.Errorf("golden: %s: %w", name, err)
 		}
 		*f.dst = data
 	}
-	return c, nil
+	return nil
 }
 
 // parseType turns "f32", "f16" or "bf16" into an element type.

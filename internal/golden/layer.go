@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/puremetal/puremetal/checkpoint"
@@ -97,14 +96,11 @@ func LayerCases(dir string) ([]LayerCase, error) { return loadCases(dir, LoadLay
 // and every file's recorded shape, element type and size.
 func LoadLayer(dir string) (LayerCase, error) {
 	c := LayerCase{Name: filepath.Base(dir), Dir: dir}
-	if err := readMeta(dir, &c.Meta); err != nil {
+	hm, err := readCaseMeta(dir, &c.Meta)
+	if err != nil {
 		return c, err
 	}
 	m := c.Meta
-	hm, err := spec.ParseHeadMap(m.HeadMap)
-	if err != nil {
-		return c, fmt.Errorf("golden: %s: %w", c.Name, err)
-	}
 	act, err := parseType(m.Type)
 	if err != nil {
 		return c, fmt.Errorf("golden: %s: meta.json type: %w", c.Name, err)
@@ -131,21 +127,15 @@ func LoadLayer(dir string) (LayerCase, error) {
 		return c, fmt.Errorf("golden: %s: hidden %d, must be > 0", c.Name, m.Hidden)
 	}
 
-	type entry struct {
-		name  string
-		shape []int
-		typ   spec.ElemType
-		dst   *[]float32
-	}
 	nk, nv, dk, dv, ns, hid := m.NKHeads, m.NVHeads, m.DK, m.DV, m.NSeqs, m.Hidden
-	files := []entry{
-		{"in_proj_qkvz", []int{2*nk*dk + 2*nv*dv, hid}, act, &c.InProjQKVZ},
-		{"in_proj_ba", []int{2 * nv, hid}, act, &c.InProjBA},
-		{"out_proj", []int{hid, nv * dv}, act, &c.OutProj},
-		{"conv1d", []int{m.ConvDim, m.ConvKernel}, act, &c.ConvWeight},
-		{"norm", []int{dv}, act, &c.NormWeight},
-		{"A_log", []int{nv}, spec.F32, &c.ALog},
-		{"dt_bias", []int{nv}, spec.F32, &c.DtBias},
+	files := []caseFile{
+		{"in_proj_qkvz", []int{2*nk*dk + 2*nv*dv, hid}, act, &c.InProjQKVZ, always},
+		{"in_proj_ba", []int{2 * nv, hid}, act, &c.InProjBA, always},
+		{"out_proj", []int{hid, nv * dv}, act, &c.OutProj, always},
+		{"conv1d", []int{m.ConvDim, m.ConvKernel}, act, &c.ConvWeight, always},
+		{"norm", []int{dv}, act, &c.NormWeight, always},
+		{"A_log", []int{nv}, spec.F32, &c.ALog, always},
+		{"dt_bias", []int{nv}, spec.F32, &c.DtBias, always},
 	}
 	c.Steps = make([]LayerStep, len(m.Steps))
 	for i, n := range m.Steps {
@@ -158,47 +148,21 @@ func LoadLayer(dir string) (LayerCase, error) {
 		pre := fmt.Sprintf("s%d_", i)
 		act3 := []int{ns, n, nv, dv}
 		files = append(files,
-			entry{pre + "hidden", []int{ns, n, hid}, act, &s.Hidden},
-			entry{pre + "mixed_qkv", []int{ns, n, m.ConvDim}, act, &s.MixedQKV},
-			entry{pre + "z", act3, act, &s.Z},
-			entry{pre + "a", []int{ns, n, nv}, act, &s.A},
-			entry{pre + "b", []int{ns, n, nv}, act, &s.B},
-			entry{pre + "core_f64", act3, spec.F32, &s.CoreF64},
-			entry{pre + "out_f64", []int{ns, n, hid}, spec.F32, &s.OutF64},
-			entry{pre + "state_f64", []int{ns, nv, dv, dk}, spec.F32, &s.StateF64},
-			entry{pre + "conv_state_f64", []int{ns, m.ConvKernel - 1, m.ConvDim}, spec.F32, &s.ConvStateF64},
-			entry{pre + "core_hf", act3, act, &s.CoreHF},
-			entry{pre + "out_hf", []int{ns, n, hid}, act, &s.OutHF},
-			entry{pre + "state_hf", []int{ns, nv, dv, dk}, spec.F32, &s.StateHF},
+			caseFile{pre + "hidden", []int{ns, n, hid}, act, &s.Hidden, always},
+			caseFile{pre + "mixed_qkv", []int{ns, n, m.ConvDim}, act, &s.MixedQKV, always},
+			caseFile{pre + "z", act3, act, &s.Z, always},
+			caseFile{pre + "a", []int{ns, n, nv}, act, &s.A, always},
+			caseFile{pre + "b", []int{ns, n, nv}, act, &s.B, always},
+			caseFile{pre + "core_f64", act3, spec.F32, &s.CoreF64, always},
+			caseFile{pre + "out_f64", []int{ns, n, hid}, spec.F32, &s.OutF64, always},
+			caseFile{pre + "state_f64", []int{ns, nv, dv, dk}, spec.F32, &s.StateF64, always},
+			caseFile{pre + "conv_state_f64", []int{ns, m.ConvKernel - 1, m.ConvDim}, spec.F32, &s.ConvStateF64, always},
+			caseFile{pre + "core_hf", act3, act, &s.CoreHF, always},
+			caseFile{pre + "out_hf", []int{ns, n, hid}, act, &s.OutHF, always},
+			caseFile{pre + "state_hf", []int{ns, nv, dv, dk}, spec.F32, &s.StateHF, always},
 		)
 	}
-	for name := range m.Files {
-		if !slices.ContainsFunc(files, func(f entry) bool { return f.name == name }) {
-			return c, fmt.Errorf("golden: %s: meta.json lists %s, which is no file of a layer case", c.Name, name)
-		}
-	}
-	for _, f := range files {
-		recorded, ok := m.Files[f.name]
-		if !ok {
-			return c, fmt.Errorf("golden: %s: meta.json lists no %s", c.Name, f.name)
-		}
-		if !slices.Equal(recorded.Shape, f.shape) {
-			return c, fmt.Errorf("golden: %s: %s has shape %v in meta.json, the parameters imply %v", c.Name, f.name, recorded.Shape, f.shape)
-		}
-		if want := f.name + "." + f.typ.String(); recorded.Name != want {
-			return c, fmt.Errorf("golden: %s: %s is in %q, want %s (element type %v)", c.Name, f.name, recorded.Name, want, f.typ)
-		}
-		n := 1
-		for _, d := range f.shape {
-			n *= d
-		}
-		data, err := readFile(filepath.Join(dir, recorded.Name), f.typ, n)
-		if err != nil {
-			return c, fmt.Errorf("golden: %s: %w", c.Name, err)
-		}
-		*f.dst = data
-	}
-	return c, nil
+	return c, readFiles(dir, m.Files, files, false, "layer case")
 }
 
 // Project computes the projections of step i from its hidden states and
@@ -226,8 +190,9 @@ func (c LayerCase) Project(i int) (mixed, z, a, b []float32, err error) {
 		return nil, nil, nil, nil, err
 	}
 	s := c.Steps[i]
-	xz := MatVec(qkvz, m.Hidden, s.Hidden)
-	xba := MatVec(ba, m.Hidden, s.Hidden)
+	hidden := cpuref.Widen(s.Hidden)
+	xz := cpuref.Linear64(hidden, cpuref.Widen(qkvz), len(qkvz)/m.Hidden, m.Hidden)
+	xba := cpuref.Linear64(hidden, cpuref.Widen(ba), len(ba)/m.Hidden, m.Hidden)
 	cd, nz, nv := m.ConvDim, m.NVHeads*m.DV, m.NVHeads
 	for tok := 0; tok < len(s.Hidden)/m.Hidden; tok++ {
 		row := xz[tok*(cd+nz) : (tok+1)*(cd+nz)]
@@ -244,26 +209,10 @@ func (c LayerCase) Project(i int) (mixed, z, a, b []float32, err error) {
 }
 
 // Out applies the case's out_proj ([hidden, n_v_heads D_v]) to every
-// token of a core output, in float64.
+// token of a core output ([n_tokens, n_v_heads D_v]), in float64
+// (cpuref.Linear64).
 func (c LayerCase) Out(core []float32) []float64 {
-	return MatVec(c.OutProj, c.Meta.NVHeads*c.Meta.DV, core)
-}
-
-// MatVec applies the row-major matrix w (cols columns) to every run of
-// cols elements of x, in float64, token after token.
-func MatVec(w []float32, cols int, x []float32) []float64 {
-	rows := len(w) / cols
-	var y []float64
-	for t := 0; t+cols <= len(x); t += cols {
-		for r := 0; r < rows; r++ {
-			var acc float64
-			for j := 0; j < cols; j++ {
-				acc += float64(w[r*cols+j]) * float64(x[t+j])
-			}
-			y = append(y, acc)
-		}
-	}
-	return y
+	return cpuref.Linear64(cpuref.Widen(core), cpuref.Widen(c.OutProj), c.Meta.Hidden, c.Meta.NVHeads*c.Meta.DV)
 }
 
 func round32(x []float64) []float32 {
