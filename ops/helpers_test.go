@@ -115,31 +115,24 @@ func abs64(x []float64) []float64 {
 	return y
 }
 
-// halfUlp returns the relative rounding error of a store to typ: half a
-// unit in the last place of its significand (2^-24 for f32, 2^-11 for
-// f16, 2^-8 for bf16).
-func halfUlp(typ tensor.ElemType) float64 {
+// roundingOf returns the rounding error of a store to typ: the unit
+// roundoff, half an ulp relative (2^-24 for f32, 2^-11 for f16, 2^-8 for
+// bf16), and the absolute error for the values that round to a subnormal,
+// half the spacing of its subnormals (2^-150, 2^-25, 2^-134).
+func roundingOf(typ tensor.ElemType) (u, sub float64) {
 	switch typ {
 	case tensor.F16:
-		return 0x1p-11
+		return 0x1p-11, 0x1p-25
 	case tensor.BF16:
-		return 0x1p-8
+		return 0x1p-8, 0x1p-134
 	}
-	return 0x1p-24
+	return 0x1p-24, 0x1p-150
 }
 
-// roundErr bounds the error of storing v to typ: half an ulp relative,
-// and half the spacing of its subnormals (2^-25 for f16, 2^-134 for bf16,
-// 2^-150 for f32) for the values that round to one.
+// roundErr bounds the error of storing v to typ: u |v| + sub (roundingOf).
 func roundErr(typ tensor.ElemType, v float64) float64 {
-	sub := 0x1p-150
-	switch typ {
-	case tensor.F16:
-		sub = 0x1p-25
-	case tensor.BF16:
-		sub = 0x1p-134
-	}
-	return halfUlp(typ)*math.Abs(v) + sub
+	u, sub := roundingOf(typ)
+	return u*math.Abs(v) + sub
 }
 
 // within fails the test for each element of got farther from want than

@@ -58,16 +58,8 @@ func (k *Kernels) MatVec(enc *mtl.ComputeCommandEncoder, w, x, r, y tensor.View,
 	if n > MatVecMaxRows {
 		return tensor.Invalid("n", "%d rows of x, the matvec takes 1 to %d (Linear chooses the matmul above)", n, MatVecMaxRows)
 	}
-	if err := k.checkLinear(w, x, r, y, n, in, out); err != nil {
-		return err
-	}
-	pso, err := k.pipeline(kernels.MatVecOf(w.Type, x.Type))
-	if err != nil {
-		return err
-	}
-	k.encodeLinear(enc, pso, w, x, r, y, n, in, out)
-	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(out, kernels.MatVecTileRows), 1, 1), mtl.Sz(32, kernels.MatVecSIMDGroups, 1))
-	return nil
+	return k.linear(enc, kernels.MatVecOf, w, x, r, y, n, in, out,
+		mtl.Sz(ceilDiv(out, kernels.MatVecTileRows), 1, 1), mtl.Sz(32, kernels.MatVecSIMDGroups, 1))
 }
 
 // MatMul encodes y = x W^T (+ r) with the tiled matmul kernel, for any n:
@@ -76,17 +68,8 @@ func (k *Kernels) MatVec(enc *mtl.ComputeCommandEncoder, w, x, r, y tensor.View,
 // (ceil(n / 64) times in all). Its arguments and refusals are
 // [Kernels.MatVec]'s, without the limit on n.
 func (k *Kernels) MatMul(enc *mtl.ComputeCommandEncoder, w, x, r, y tensor.View, n, in, out int) error {
-	if err := k.checkLinear(w, x, r, y, n, in, out); err != nil {
-		return err
-	}
-	pso, err := k.pipeline(kernels.MatMulOf(w.Type, x.Type))
-	if err != nil {
-		return err
-	}
-	k.encodeLinear(enc, pso, w, x, r, y, n, in, out)
-	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(out, kernels.MatMulTileCols), ceilDiv(n, kernels.MatMulTileRows), 1),
-		mtl.Sz(kernels.MatMulThreads, 1, 1))
-	return nil
+	return k.linear(enc, kernels.MatMulOf, w, x, r, y, n, in, out,
+		mtl.Sz(ceilDiv(out, kernels.MatMulTileCols), ceilDiv(n, kernels.MatMulTileRows), 1), mtl.Sz(kernels.MatMulThreads, 1, 1))
 }
 
 // checkLinear checks the arguments of a dense product.
@@ -111,9 +94,17 @@ func (k *Kernels) checkLinear(w, x, r, y tensor.View, n, in, out int) error {
 	)
 }
 
-// encodeLinear sets the pipeline, the views and the parameters of a dense
-// product.
-func (k *Kernels) encodeLinear(enc *mtl.ComputeCommandEncoder, pso *mtl.ComputePipelineState, w, x, r, y tensor.View, n, in, out int) {
+// linear checks the arguments of a dense product and encodes it with the
+// kernel entry names for W's and X's types: the pipeline, the views and
+// the parameters, then groups threadgroups of threads threads.
+func (k *Kernels) linear(enc *mtl.ComputeCommandEncoder, entry func(w, a tensor.ElemType) string, w, x, r, y tensor.View, n, in, out int, groups, threads mtl.Size) error {
+	if err := k.checkLinear(w, x, r, y, n, in, out); err != nil {
+		return err
+	}
+	pso, err := k.pipeline(entry(w.Type, x.Type))
+	if err != nil {
+		return err
+	}
 	enc.SetComputePipelineState(pso)
 	bind(enc, w, matmulW)
 	bind(enc, x, matmulX)
@@ -126,6 +117,8 @@ func (k *Kernels) encodeLinear(enc *mtl.ComputeCommandEncoder, pso *mtl.ComputeP
 		bind(enc, y, matmulR) // bound but not read
 	}
 	mtl.SetValue(enc, p, matmulParamsIndex)
+	enc.DispatchThreadgroups(groups, threads)
+	return nil
 }
 
 // Gather is the shape of a gathered matvec of stacked experts

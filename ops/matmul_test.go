@@ -171,18 +171,6 @@ func checkClose(t *testing.T, got []float32, want, mag []float64, typ tensor.Ele
 	}
 }
 
-// roundingOf returns the unit roundoff of typ (half an ulp, relative) and
-// the absolute rounding error below its normal range.
-func roundingOf(typ tensor.ElemType) (u, sub float64) {
-	switch typ {
-	case tensor.F16:
-		return 0x1p-11, 0x1p-25
-	case tensor.BF16:
-		return 0x1p-8, 0x1p-134
-	}
-	return 0x1p-24, 0x1p-150
-}
-
 // nans returns n NaNs: the contents of an output view at an offset.
 func nans(n int) []float32 {
 	x := make([]float32, n)
