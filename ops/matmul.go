@@ -101,14 +101,9 @@ func (k *Kernels) linear(enc *mtl.ComputeCommandEncoder, entry func(w, a tensor.
 	if err := k.checkLinear(w, x, r, y, n, in, out); err != nil {
 		return err
 	}
-	pso, err := k.pipeline(entry(w.Type, x.Type))
-	if err != nil {
+	if err := k.setProduct(enc, entry(w.Type, x.Type), w, x, y); err != nil {
 		return err
 	}
-	enc.SetComputePipelineState(pso)
-	bind(enc, w, matmulW)
-	bind(enc, x, matmulX)
-	bind(enc, y, matmulY)
 	p := matmulParams{n: uint32(n), in: uint32(in), out: uint32(out)}
 	if !r.IsZero() {
 		bind(enc, r, matmulR)
@@ -168,14 +163,9 @@ func (k *Kernels) GatherMatVec(enc *mtl.ComputeCommandEncoder, w, x, ids, y tens
 	); err != nil {
 		return err
 	}
-	pso, err := k.pipeline(kernels.GatherMatVecOf(w.Type, x.Type))
-	if err != nil {
+	if err := k.setProduct(enc, kernels.GatherMatVecOf(w.Type, x.Type), w, x, y); err != nil {
 		return err
 	}
-	enc.SetComputePipelineState(pso)
-	bind(enc, w, matmulW)
-	bind(enc, x, matmulX)
-	bind(enc, y, matmulY)
 	bind(enc, ids, matmulIDs)
 	p := matmulParams{n: uint32(g.Tokens), in: uint32(g.In), out: uint32(g.Out), experts: uint32(g.Experts), topK: uint32(g.TopK)}
 	if g.XPerSlot {
@@ -183,5 +173,19 @@ func (k *Kernels) GatherMatVec(enc *mtl.ComputeCommandEncoder, w, x, ids, y tens
 	}
 	mtl.SetValue(enc, p, matmulParamsIndex)
 	enc.DispatchThreadgroups(mtl.Sz(ceilDiv(g.Out, kernels.MatVecTileRows), g.Tokens*g.TopK, 1), mtl.Sz(32, kernels.MatVecSIMDGroups, 1))
+	return nil
+}
+
+// setProduct sets entry's pipeline state on enc and binds a product's W,
+// X and Y.
+func (k *Kernels) setProduct(enc *mtl.ComputeCommandEncoder, entry string, w, x, y tensor.View) error {
+	pso, err := k.pipeline(entry)
+	if err != nil {
+		return err
+	}
+	enc.SetComputePipelineState(pso)
+	bind(enc, w, matmulW)
+	bind(enc, x, matmulX)
+	bind(enc, y, matmulY)
 	return nil
 }
