@@ -92,13 +92,10 @@ func TestLoadLayerFromGolden(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, x := range []struct {
-					name      string
-					got, want []float32
-				}{{"mixed_qkv", mixed, s.MixedQKV}, {"z", z, s.Z}, {"a", a, s.A}, {"b", b, s.B}} {
-					cpuref.Round(act, x.got)
-					if !slices.Equal(x.got, x.want) {
-						t.Errorf("step %d: projection %s differs from the stored one (%.3g)", i, x.name, cpuref.MaxRelErr(x.got, x.want))
+				for _, x := range s.Projections(mixed, z, a, b) {
+					cpuref.Round(act, x.Got)
+					if !slices.Equal(x.Got, x.Want) {
+						t.Errorf("step %d: projection %s differs from the stored one (%.3g)", i, x.Name, cpuref.MaxRelErr(x.Got, x.Want))
 					}
 				}
 			}

@@ -68,6 +68,19 @@ type LayerStep struct {
 	CoreHF, OutHF, StateHF []float32 // HF's forward, rounded as HF rounds
 }
 
+// Projection is one of a step's projections: as computed from its hidden
+// states (Got) and as the case stores it (Want).
+type Projection struct {
+	Name      string
+	Got, Want []float32
+}
+
+// Projections pairs the projections mixed_qkv, z, a and b computed for
+// step s with the ones the case stores, in that order.
+func (s LayerStep) Projections(mixed, z, a, b []float32) []Projection {
+	return []Projection{{"mixed_qkv", mixed, s.MixedQKV}, {"z", z, s.Z}, {"a", a, s.A}, {"b", b, s.B}}
+}
+
 // Inputs returns the inputs of step i for cpuref (and, viewed in buffers,
 // for the kernels), reading the recurrent state and the conv state the
 // previous step left (zeros for step 0).
