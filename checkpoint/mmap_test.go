@@ -13,10 +13,18 @@ import (
 	"github.com/puremetal/puremetal/checkpoint"
 )
 
-// writeFile writes data to a new file in a test's temporary folder.
+// writeFile writes data to a new file in a test's temporary folder and
+// returns its path.
 func writeFile(t *testing.T, name string, data []byte) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
+	return writeIn(t, t.TempDir(), name, data)
+}
+
+// writeIn writes data to the file name in folder dir, failing the test on
+// an error, and returns its path.
+func writeIn(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -114,9 +114,7 @@ func source(t *testing.T, name string) (dir string, config []byte, ts []checkpoi
 func writeModel(t *testing.T, config []byte, ts []checkpoint.Tensor, shards int) string {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), config, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeIn(t, dir, "config.json", config)
 	index := map[string]string{}
 	for s := 0; s < shards; s++ {
 		name := "model.safetensors"
@@ -132,15 +130,11 @@ func writeModel(t *testing.T, config []byte, ts []checkpoint.Tensor, shards int)
 		if err := checkpoint.WriteSafetensors(&buf, part); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeIn(t, dir, name, buf.Bytes())
 	}
 	if shards > 1 {
 		data, _ := json.Marshal(map[string]any{"metadata": map[string]any{}, "weight_map": index})
-		if err := os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeIn(t, dir, "model.safetensors.index.json", data)
 	}
 	return dir
 }
@@ -306,11 +300,13 @@ func TestOpenRefuses(t *testing.T) {
 		t.Errorf("truncated model.safetensors: %v, want ErrMalformed", err)
 	}
 	dir = writeModel(t, config, ts, 2)
-	index := filepath.Join(dir, "model.safetensors.index.json")
-	data, _ := os.ReadFile(index)
+	data, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	data = bytes.Replace(data, []byte(`"model.norm.weight":"model-00001`), []byte(`"model.norm.weight":"model-00002`), 1)
 	data = bytes.Replace(data, []byte(`"model.norm.weight":"model-00002-of-00002.safetensors"`), []byte(`"model.norm.weight":"model-00001-of-00002.safetensors"`), 1)
-	os.WriteFile(index, data, 0o644)
+	writeIn(t, dir, "model.safetensors.index.json", data)
 	if _, err := checkpoint.Open(dir); !errors.Is(err, checkpoint.ErrMalformed) || !strings.Contains(err.Error(), "model.norm.weight") {
 		t.Errorf("index with a tensor in the wrong shard: %v, want ErrMalformed naming model.norm.weight", err)
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -61,11 +59,7 @@ func TestLoadLayerFromGolden(t *testing.T) {
 			m := c.Meta
 			h := checkpoint.Heads{DK: m.DK, DV: m.DV, NKHeads: m.NKHeads, NVHeads: m.NVHeads}
 			const next = "model.layers.0.linear_attn."
-			path := filepath.Join(t.TempDir(), "layer.safetensors")
-			if err := os.WriteFile(path, writeQwen3Next(t, c, next), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			st, err := checkpoint.ReadSafetensors(path)
+			st, err := checkpoint.ReadSafetensors(writeFile(t, "layer.safetensors", writeQwen3Next(t, c, next)))
 			if err != nil {
 				t.Fatal(err)
 			}
