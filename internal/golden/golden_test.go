@@ -118,29 +118,43 @@ func copyCase(t *testing.T, src string) string {
 	return dst
 }
 
+// damage is a way to damage a copy of a case (edit) and what the
+// loader's error must name.
+type damage struct {
+	name string
+	edit func(dir string) error
+	want []string
+}
+
+// checkRejectsDamaged copies the case folder src once per damage, damages
+// the copy and checks that load refuses it with an error naming each of
+// the damage's want.
+func checkRejectsDamaged[C any](t *testing.T, src string, load func(dir string) (C, error), damages []damage) {
+	t.Helper()
+	for _, d := range damages {
+		dir := copyCase(t, src)
+		if err := d.edit(dir); err != nil {
+			t.Fatal(err)
+		}
+		_, err := load(dir)
+		if err == nil || slices.ContainsFunc(d.want, func(w string) bool { return !strings.Contains(err.Error(), w) }) {
+			t.Errorf("%s: error %v, want one naming %s", d.name, err, strings.Join(d.want, " and "))
+		}
+	}
+}
+
 func TestLoadRejectsDamagedCase(t *testing.T) {
-	src := filepath.Join(Dir(t), "seq3_tiled_d64")
-
-	short := copyCase(t, src)
-	b, err := os.ReadFile(filepath.Join(short, "v.f32"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(short, "v.f32"), b[:len(b)-4], 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Load(short); err == nil || !strings.Contains(err.Error(), "v.f32") || !strings.Contains(err.Error(), "bytes") {
-		t.Errorf("truncated v.f32: err = %v, want one naming v.f32 and its size", err)
-	}
-
-	badMap := copyCase(t, src)
-	if err := editMeta(badMap, `"tiled"`, `"diagonal"`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Load(badMap); err == nil || !strings.Contains(err.Error(), "diagonal") {
-		t.Errorf("unknown head map: err = %v, want one naming it", err)
-	}
-
+	checkRejectsDamaged(t, filepath.Join(Dir(t), "seq3_tiled_d64"), Load, []damage{
+		{"truncated v.f32", func(dir string) error {
+			path := filepath.Join(dir, "v.f32")
+			fi, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			return os.Truncate(path, fi.Size()-4)
+		}, []string{"v.f32", "bytes"}},
+		{"unknown head map", func(dir string) error { return editMeta(dir, `"tiled"`, `"diagonal"`) }, []string{"diagonal"}},
+	})
 	if _, err := Cases(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("Cases on a missing folder: no error")
 	}
