@@ -156,19 +156,10 @@ func checkClose(t *testing.T, got []float32, want, mag []float64, typ tensor.Ele
 	m := float64(in + 1)
 	gamma := m * u / (1 - m*u)
 	uOut, sub := roundingOf(typ)
-	bad := 0
-	for i, g := range got {
+	within(t, "y", got, want, func(i int) float64 {
 		acc := gamma * mag[i]
-		tol := acc + uOut*(math.Abs(want[i])+acc) + sub
-		if d := math.Abs(float64(g) - want[i]); !(d <= tol) {
-			if bad++; bad <= 5 {
-				t.Errorf("y[%d] = %g, want %g: off by %.3g, bound %.3g", i, g, want[i], d, tol)
-			}
-		}
-	}
-	if bad > 5 {
-		t.Errorf("%d of %d elements out of bounds", bad, len(got))
-	}
+		return acc + uOut*(math.Abs(want[i])+acc) + sub
+	})
 }
 
 // nans returns n NaNs: the contents of an output view at an offset.
