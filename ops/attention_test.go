@@ -203,16 +203,6 @@ func (u *attnRun) newStep(r *rig, c attnCase, rng *rand.Rand) {
 	}
 }
 
-// raw returns v's elements widened, NaN included.
-func (r *rig) raw(v tensor.View) []float32 {
-	r.T.Helper()
-	x, err := v.Float32s()
-	if err != nil {
-		r.T.Fatal(err)
-	}
-	return x
-}
-
 // encode encodes the step: the append, then decode or prefill attention.
 func (u *attnRun) encode(k *ops.Kernels, enc *mtl.ComputeCommandEncoder) error {
 	if err := k.KVAppend(enc, u.a, u.step, u.views); err != nil {

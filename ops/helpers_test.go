@@ -294,14 +294,21 @@ func (r *rig) run(f func(enc *mtl.ComputeCommandEncoder) error) {
 	}
 }
 
-// read returns v's elements widened to float32, failing the test on a
-// NaN: every element must have been written (views start poisoned).
-func (r *rig) read(v tensor.View) []float32 {
+// raw returns v's elements widened to float32, NaN included.
+func (r *rig) raw(v tensor.View) []float32 {
 	r.T.Helper()
 	x, err := v.Float32s()
 	if err != nil {
 		r.T.Fatal(err)
 	}
+	return x
+}
+
+// read returns v's elements widened to float32, failing the test on a
+// NaN: every element must have been written (views start poisoned).
+func (r *rig) read(v tensor.View) []float32 {
+	r.T.Helper()
+	x := r.raw(v)
 	for i, e := range x {
 		if e != e {
 			r.T.Fatalf("element %d of %d is NaN: not written", i, len(x))

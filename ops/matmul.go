@@ -77,10 +77,7 @@ func (k *Kernels) checkLinear(w, x, r, y tensor.View, n, in, out int) error {
 	if err := positive(dim{"n", n}, dim{"in", in}, dim{"out", out}); err != nil {
 		return err
 	}
-	if err := tensor.FloatType("W", w.Type); err != nil {
-		return err
-	}
-	if err := tensor.FloatType("X", x.Type); err != nil {
+	if err := floatTypes(named{"W", w}, named{"X", x}); err != nil {
 		return err
 	}
 	if r == y {
@@ -145,10 +142,7 @@ func (k *Kernels) GatherMatVec(enc *mtl.ComputeCommandEncoder, w, x, ids, y tens
 	if err := positive(dim{"Tokens", g.Tokens}, dim{"TopK", g.TopK}, dim{"Experts", g.Experts}, dim{"In", g.In}, dim{"Out", g.Out}); err != nil {
 		return err
 	}
-	if err := tensor.FloatType("W", w.Type); err != nil {
-		return err
-	}
-	if err := tensor.FloatType("X", x.Type); err != nil {
+	if err := floatTypes(named{"W", w}, named{"X", x}); err != nil {
 		return err
 	}
 	xLen, xFormula := elems(g.Tokens, g.In), "Tokens*In"

@@ -19,10 +19,7 @@ const swigluGroup = 256
 // views' type (one float type for all three). Refused: rows or width
 // below 1, and views of the wrong type or length.
 func (k *Kernels) SwiGLU(enc *mtl.ComputeCommandEncoder, rows, width int, gate, up, out tensor.View) error {
-	if err := swigluShape(rows, width); err != nil {
-		return err
-	}
-	if err := tensor.FloatType("Out", out.Type); err != nil {
+	if err := checkSwiGLU(rows, width, out); err != nil {
 		return err
 	}
 	n := elems(rows, width)
@@ -41,10 +38,7 @@ func (k *Kernels) SwiGLU(enc *mtl.ComputeCommandEncoder, rows, width int, gate, 
 // elements and its up in the last width; out is [rows][width] of
 // gateUp's type.
 func (k *Kernels) SwiGLUFused(enc *mtl.ComputeCommandEncoder, rows, width int, gateUp, out tensor.View) error {
-	if err := swigluShape(rows, width); err != nil {
-		return err
-	}
-	if err := tensor.FloatType("Out", out.Type); err != nil {
+	if err := checkSwiGLU(rows, width, out); err != nil {
 		return err
 	}
 	if err := tensor.Check(k.dev,
@@ -58,8 +52,13 @@ func (k *Kernels) SwiGLUFused(enc *mtl.ComputeCommandEncoder, rows, width int, g
 	return k.swiglu(enc, rows, width, gateUp, up, out, 2*width)
 }
 
-func swigluShape(rows, width int) error {
-	return positive(dim{"rows", rows}, dim{"width", width})
+// checkSwiGLU refuses rows or width below 1 and an output of a type other
+// than a float type.
+func checkSwiGLU(rows, width int, out tensor.View) error {
+	if err := positive(dim{"rows", rows}, dim{"width", width}); err != nil {
+		return err
+	}
+	return tensor.FloatType("Out", out.Type)
 }
 
 // swiglu encodes the kernel on checked views, gate and up rows stride
