@@ -99,6 +99,13 @@ func TestLoadAllCases(t *testing.T) {
 func copyCase(t *testing.T, src string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	copyFiles(t, src, dst)
+	return dst
+}
+
+// copyFiles copies the files of folder src into folder dst, making dst.
+func copyFiles(t *testing.T, src, dst string) {
+	t.Helper()
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +122,6 @@ func copyCase(t *testing.T, src string) string {
 			t.Fatal(err)
 		}
 	}
-	return dst
 }
 
 // damage is a way to damage a copy of a case (edit) and what the
@@ -228,30 +234,20 @@ func TestLoadRejectsWrongType(t *testing.T) {
 	}
 	typ := c.Params.Activation.String()
 	other := map[string]string{"f16": "bf16", "bf16": "f16"}[typ]
-	dir := copyCase(t, c.Dir)
-	meta, err := os.ReadFile(filepath.Join(dir, "meta.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	relabel := []byte(strings.Replace(string(meta), `"dtype": "`+typ+`"`, `"dtype": "`+other+`"`, 1))
-	if err := os.WriteFile(filepath.Join(dir, "meta.json"), relabel, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "q."+typ) || !strings.Contains(err.Error(), other) {
-		t.Errorf("dtype %s over .%s files: err = %v, want one naming q.%s and %s", other, typ, err, typ, other)
-	}
-	dir = copyCase(t, c.Dir)
 	a := "a." + typ
-	b, err := os.ReadFile(filepath.Join(dir, a))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, a), append(b, b...), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), a) || !strings.Contains(err.Error(), "bytes") {
-		t.Errorf("%s of twice the size: err = %v, want one naming it and its size", a, err)
-	}
+	checkRejectsDamaged(t, c.Dir, Load, []damage{
+		{"dtype " + other + " over ." + typ + " files", func(dir string) error {
+			return editMeta(dir, `"dtype": "`+typ+`"`, `"dtype": "`+other+`"`)
+		}, []string{"q." + typ, other}},
+		{a + " of twice the size", func(dir string) error {
+			path := filepath.Join(dir, a)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(path, append(b, b...), 0o644)
+		}, []string{a, "bytes"}},
+	})
 }
 
 // TestGoldenEnvReplacesSets: PUREMETAL_GOLDEN names a folder laid out like
@@ -263,23 +259,7 @@ func TestGoldenEnvReplacesSets(t *testing.T) {
 	repo := SetDir(t, HFSubdir)
 	alt := t.TempDir()
 	const name = "decode_d32_mha"
-	dst := filepath.Join(alt, HFSubdir, "renamed_case")
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(filepath.Join(repo, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(repo, name, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyFiles(t, filepath.Join(repo, name), filepath.Join(alt, HFSubdir, "renamed_case"))
 	t.Setenv(testenv.GoldenEnv, alt)
 	if got := SetDir(t, HFSubdir); got != filepath.Join(alt, HFSubdir) {
 		t.Fatalf("SetDir = %s, want the folder under %s", got, alt)
