@@ -1,0 +1,175 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/puremetal/puremetal/internal/golden"
+	"github.com/puremetal/puremetal/model"
+)
+
+// TestDecodeBatchInvariant decodes several sequences in one pass and each
+// alone, and checks every row's logits are bitwise the same: the
+// arithmetic of a row does not depend on the rows beside it, the
+// contract a Batcher's outputs rest on. 12 rows pass the matvec's
+// MaxVecMaxRows, so the products run in groups; the hybrid case covers
+// the linear-attention core.
+func TestDecodeBatchInvariant(t *testing.T) {
+	for _, name := range []string{"qwen3_dense_bf16", "qwen35_dense_bf16"} {
+		t.Run(name, func(t *testing.T) {
+			const k = 12
+			s, c := loadSession(t, name, model.Options{Slots: 2 * k, MaxLen: 64, Chunk: 8})
+			vocab := s.Model().Config.VocabSize
+			batch, alone := make([]int, k), make([]int, k)
+			toks := make([]int32, k)
+			for i := range k {
+				p := c.Prompts[i%len(c.Prompts)].Prompt
+				p = p[:1+(i*5)%len(p)]
+				for _, sl := range []*int{&batch[i], &alone[i]} {
+					var err error
+					if *sl, err = s.Acquire(); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := s.Prefill(*sl, p, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				toks[i] = int32((i*31 + 7) % vocab)
+			}
+			for step := range 2 {
+				got, err := s.Decode(batch, toks, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range k {
+					want, err := s.Decode(alone[i:i+1], toks[i:i+1], nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d := firstDiff(got[i*vocab:(i+1)*vocab], want); d >= 0 {
+						t.Errorf("step %d, row %d of %d: logit %d is %v batched, %v alone", step, i, k, d, got[i*vocab+d], want[d])
+					}
+				}
+			}
+		})
+	}
+}
+
+// firstDiff returns the first index where a and b differ in their bits,
+// or -1.
+func firstDiff(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// request is one generation of the batching tests.
+type request struct {
+	prompt []int32
+	o      model.GenerateOptions
+}
+
+// generateAlone runs each request alone through Session.Generate.
+func generateAlone(t *testing.T, m *model.Model, reqs []request) [][]int32 {
+	t.Helper()
+	s, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	out := make([][]int32, len(reqs))
+	for i, r := range reqs {
+		for tok, err := range s.Generate(context.Background(), r.prompt, r.o) {
+			if err != nil {
+				t.Fatalf("request %d alone: %v", i, err)
+			}
+			out[i] = append(out[i], tok)
+		}
+	}
+	return out
+}
+
+// generateTogether runs the requests from a goroutine each, request i
+// arriving i*stagger after the first, and returns their tokens.
+func generateTogether(t *testing.T, b *model.Batcher, reqs []request, stagger time.Duration) [][]int32 {
+	t.Helper()
+	out, errs := make([][]int32, len(reqs)), make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * stagger)
+			for tok, err := range b.Generate(context.Background(), r.prompt, r.o) {
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				out[i] = append(out[i], tok)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// mixedRequests makes n requests of the case's prompts cut to various
+// lengths, with various budgets, greedy or sampled with a seed each.
+func mixedRequests(prompts []golden.ModelPrompt, n int, sampled bool) []request {
+	reqs := make([]request, n)
+	for i := range reqs {
+		p := prompts[i%len(prompts)].Prompt
+		reqs[i].prompt = p[:1+(i*7)%len(p)]
+		reqs[i].o = model.GenerateOptions{MaxTokens: 3 + i%5, IgnoreEOS: true}
+		if sampled {
+			reqs[i].o.Sampling = model.Sampling{Temperature: 1.5, TopK: 20, TopP: 0.9, Seed: uint64(100 + i)}
+		}
+	}
+	return reqs
+}
+
+// TestBatcherMatchesAlone runs requests of mixed prompt lengths and
+// budgets from concurrent goroutines, arriving at staggered times, more
+// of them than the batch holds (the rest queue), and checks each one's
+// tokens are those of the same request run alone: greedy and sampled.
+func TestBatcherMatchesAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int
+	}{{"qwen3_dense_bf16", 10}, {"qwen35_dense_bf16", 5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, c := loadCase(t, tc.name, model.Options{MaxLen: 48, Chunk: 8, InFlight: 2})
+			b, err := m.NewBatcher(model.BatchOptions{MaxBatch: 4, Queue: tc.n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			for _, sampled := range []bool{false, true} {
+				reqs := mixedRequests(c.Prompts, tc.n, sampled)
+				want := generateAlone(t, m, reqs)
+				got := generateTogether(t, b, reqs, 2*time.Millisecond)
+				for i := range reqs {
+					if !slices.Equal(got[i], want[i]) {
+						t.Errorf("sampled %v, request %d (prompt of %d): batched %v, alone %v", sampled, i, len(reqs[i].prompt), got[i], want[i])
+					}
+				}
+			}
+			st := b.Stats()
+			t.Logf("%+v", st)
+			if st.Rows <= st.Steps || st.Running != 0 || st.Waiting != 0 {
+				t.Errorf("stats after the requests: %+v", st)
+			}
+		})
+	}
+}
