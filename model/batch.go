@@ -42,8 +42,8 @@ var ErrTooLong = fmt.Errorf("%w: the prompt and its token budget pass the cache"
 
 // BatchStats are a Batcher's counters.
 type BatchStats struct {
-	Running int // requests holding a slot (prefilling, decoding, or ending)
-	Waiting int // requests queued for a slot
+	Running int    // requests holding a slot (prefilling, decoding, or ending)
+	Waiting int    // requests queued for a slot
 	Steps   uint64 // steps run
 	Rows    uint64 // decode rows run: Rows/Steps is the mean batch
 	// PrefixHits and PrefixMisses count the requests that started from a
