@@ -173,3 +173,67 @@ func TestBatcherMatchesAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestBatcherPrefixReuse runs a two-turn chat, turn 2's prompt turn 1's
+// with its answer and more after it, through a Batcher that keeps
+// prefixes and one that does not, and checks the tokens are the same,
+// that turn 2 started from turn 1's cached prefix (the last multiple of
+// Chunk of turn 1's prompt), and a prompt with no cached prefix missed.
+// The hybrid case copies conv and recurrent states as well.
+func TestBatcherPrefixReuse(t *testing.T) {
+	for _, name := range []string{"qwen3_dense_bf16", "qwen35_dense_bf16"} {
+		t.Run(name, func(t *testing.T) {
+			const chunk = 4
+			m, c := loadCase(t, name, model.Options{MaxLen: 64, Chunk: chunk})
+			var p1 []int32 // turn 1's prompt: a few chunks and a part
+			for _, p := range c.Prompts {
+				p1 = append(p1, p.Prompt...)
+			}
+			p1 = p1[:min(len(p1), 3*chunk+2)]
+			turns := func(b *model.Batcher) [][]int32 {
+				p := p1
+				o := model.GenerateOptions{MaxTokens: 6, IgnoreEOS: true, Sampling: model.Sampling{Temperature: 2, Seed: 5}}
+				one := generateTogether(t, b, []request{{p, o}}, 0)[0]
+				// Another sequence through the same slot in between:
+				// turn 2 finds none of turn 1's caches there.
+				other := slices.Repeat([]int32{int32(len(one))}, len(p))
+				generateTogether(t, b, []request{{other, o}}, 0)
+				p2 := slices.Concat(p, one, c.Prompts[1].Prompt[:3])
+				two := generateTogether(t, b, []request{{p2, o}}, 0)[0]
+				// A branch right after the cached prefix: its first
+				// token reads the copied caches at once.
+				p3 := append(slices.Clone(p[:len(p)/chunk*chunk]), c.Prompts[1].Prompt[0])
+				return [][]int32{one, two, generateTogether(t, b, []request{{p3, o}}, 0)[0]}
+			}
+			var want, got [][]int32
+			for _, slots := range []int{0, 2} {
+				b, err := m.NewBatcher(model.BatchOptions{MaxBatch: 2, PrefixSlots: slots})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { b.Close() })
+				if slots == 0 {
+					want = turns(b)
+				} else {
+					got = turns(b)
+				}
+				st := b.Stats()
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if slots == 0 {
+					continue
+				}
+				held := len(p1) / chunk * chunk
+				if st.PrefixHits != 2 || st.PrefixMisses != 2 || st.PrefixTokens != 2*uint64(held) {
+					t.Errorf("stats %+v: want 2 hits of %d tokens (turn 2, the branch), 2 misses (turn 1, the other)", st, held)
+				}
+			}
+			for i := range want {
+				if !slices.Equal(got[i], want[i]) {
+					t.Errorf("request %d: %v with prefix reuse, %v without", i+1, got[i], want[i])
+				}
+			}
+		})
+	}
+}
