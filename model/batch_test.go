@@ -3,7 +3,9 @@ package model_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -235,5 +237,115 @@ func TestBatcherPrefixReuse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBatcherLimits checks a Batcher's refusals and ends: a prompt past
+// the cache (ErrTooLong), a bad token, ErrBusy once the batch and the
+// queue are full, a cancelled request freeing its slot for the queued
+// one, Close ending a request in flight with ErrClosed and refusing new
+// ones, and, once all is released, the emulated objects (loadCase's
+// check) and the goroutines back to their counts.
+func TestBatcherLimits(t *testing.T) {
+	goroutines := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > goroutines && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > goroutines {
+			t.Errorf("%d goroutines before the test, %d after", goroutines, n)
+		}
+	})
+	m, c := loadCase(t, "qwen3_dense_bf16", model.Options{MaxLen: 64, Chunk: 8})
+	b, err := m.NewBatcher(model.BatchOptions{MaxBatch: 1, Queue: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	prompt := c.Prompts[0].Prompt[:4]
+	first := func(ctx context.Context, p []int32, o model.GenerateOptions) error {
+		for _, err := range b.Generate(ctx, p, o) {
+			return err
+		}
+		return nil
+	}
+	bg := context.Background()
+	if err := first(bg, make([]int32, 60), model.GenerateOptions{MaxTokens: 5}); !errors.Is(err, model.ErrTooLong) || !errors.Is(err, model.ErrInvalidArgument) {
+		t.Errorf("60 prompt tokens and 5 more in 64: %v, want ErrTooLong", err)
+	}
+	if err := first(bg, []int32{1, 1 << 20}, model.GenerateOptions{}); !errors.Is(err, model.ErrInvalidArgument) {
+		t.Errorf("a token outside the vocabulary: %v", err)
+	}
+
+	// A holds the one slot, B waits, C finds no room.
+	actx, cancelA := context.WithCancel(bg)
+	nextA, stopA := iter.Pull2(b.Generate(actx, prompt, model.GenerateOptions{IgnoreEOS: true}))
+	defer stopA()
+	if _, err, ok := nextA(); err != nil || !ok {
+		t.Fatalf("A's first token: %v", err)
+	}
+	bDone := make(chan []int32)
+	go func() {
+		var got []int32
+		for tok, err := range b.Generate(bg, prompt, model.GenerateOptions{MaxTokens: 3, IgnoreEOS: true}) {
+			if err != nil {
+				t.Errorf("B: %v", err)
+			}
+			got = append(got, tok)
+		}
+		bDone <- got
+	}()
+	for b.Stats().Waiting != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := first(bg, prompt, model.GenerateOptions{}); !errors.Is(err, model.ErrBusy) {
+		t.Errorf("with the batch and the queue full: %v, want ErrBusy", err)
+	}
+	cancelA()
+	for {
+		_, err, ok := nextA()
+		if !ok {
+			t.Fatal("A ended without an error after its cancel")
+		}
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("A cancelled: %v", err)
+			}
+			break
+		}
+	}
+	if got := <-bDone; len(got) != 3 {
+		t.Errorf("B, queued behind A: %d tokens, want 3", len(got))
+	}
+
+	// D is in flight when the Batcher closes.
+	nextD, stopD := iter.Pull2(b.Generate(bg, prompt, model.GenerateOptions{IgnoreEOS: true}))
+	defer stopD()
+	if _, err, _ := nextD(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err, ok := nextD()
+		if !ok {
+			t.Fatal("D ended without an error at Close")
+		}
+		if err != nil {
+			if !errors.Is(err, model.ErrClosed) {
+				t.Errorf("D at Close: %v, want ErrClosed", err)
+			}
+			break
+		}
+	}
+	if err := first(bg, prompt, model.GenerateOptions{}); !errors.Is(err, model.ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+	if st := b.Stats(); st.Running != 0 || st.Waiting != 0 {
+		t.Errorf("stats after Close: %+v", st)
 	}
 }
