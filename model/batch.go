@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
@@ -46,6 +47,9 @@ type BatchStats struct {
 	Waiting int    // requests queued for a slot
 	Steps   uint64 // steps run
 	Rows    uint64 // decode rows run: Rows/Steps is the mean batch
+	// HostTime is the time the host spent planning, encoding and
+	// committing the steps (HostTime/Steps: the host's cost of a step).
+	HostTime time.Duration
 	// PrefixHits and PrefixMisses count the requests that started from a
 	// cached prefix and those that found none (with PrefixSlots only);
 	// PrefixTokens is the prompt tokens the hits did not prefill.
@@ -473,6 +477,7 @@ func (b *Batcher) decodes(r *request) bool {
 // slots (from a cached prefix when one matches), the first request with
 // prompt left prefills one chunk, every decoding one decodes a token.
 func (b *Batcher) step() error {
+	start := time.Now()
 	s, n := b.s, b.next
 	st := &b.ring[n%uint64(len(b.ring))]
 	st.restore, st.save, st.got, st.gotSlot = st.restore[:0], st.save[:0], st.got[:0], st.gotSlot[:0]
@@ -545,6 +550,7 @@ func (b *Batcher) step() error {
 	b.mu.Lock()
 	b.stats.Steps++
 	b.stats.Rows += uint64(len(st.rows))
+	b.stats.HostTime += time.Since(start)
 	b.mu.Unlock()
 	return nil
 }
