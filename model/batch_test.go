@@ -19,13 +19,17 @@ import (
 // alone, and checks every row's logits are bitwise the same: the
 // arithmetic of a row does not depend on the rows beside it, the
 // contract a Batcher's outputs rest on. 12 rows pass the matvec's
-// MaxVecMaxRows, so the products run in groups; the hybrid case covers
-// the linear-attention core.
+// ops.MatVecMaxRows, so the products run in groups; the hybrid cases
+// cover the linear-attention core, and the mixture of experts the
+// router and the gathered products.
 func TestDecodeBatchInvariant(t *testing.T) {
-	for _, name := range []string{"qwen3_dense_bf16", "qwen35_dense_bf16"} {
-		t.Run(name, func(t *testing.T) {
-			const k = 12
-			s, c := loadSession(t, name, model.Options{Slots: 2 * k, MaxLen: 64, Chunk: 8})
+	for _, tc := range []struct {
+		name string
+		k    int
+	}{{"qwen3_dense_bf16", 12}, {"qwen35_dense_bf16", 12}, {"qwen35moe_bf16", 9}} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := tc.k
+			s, c := loadSession(t, tc.name, model.Options{Slots: 2 * k, MaxLen: 64, Chunk: 8})
 			vocab := s.Model().Config.VocabSize
 			batch, alone := make([]int, k), make([]int, k)
 			toks := make([]int32, k)
