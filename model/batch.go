@@ -105,7 +105,7 @@ type Batcher struct {
 	active  []*request // holding a slot, in arrival order
 	queue   []*request // waiting for a slot
 	ring    []batchStep
-	next    uint64 // the number of the next step to encode
+	next    uint64 // the number of the next step to encode, from 1
 	pending int    // steps committed and not yet processed: next-pending .. next-1
 	prefix  *prefixCache
 }
@@ -169,6 +169,7 @@ func (m *Model) NewBatcher(o BatchOptions) (*Batcher, error) {
 		return nil, err
 	}
 	b.encode = b.encodeStep
+	b.next = 1 // step 0: none, before every step
 	go b.loop()
 	return b, nil
 }
@@ -673,10 +674,18 @@ func (r *request) notify() {
 	}
 }
 
-// fail ends every request with err, after a step could not be encoded.
+// fail ends every request with err, after a step could not be encoded
+// (nothing of it was committed), and forgets the cached prefixes, as the
+// copy into the one it stored did not run.
 func (b *Batcher) fail(err error) {
 	for _, r := range b.active {
 		b.end(r, err)
+		r.last = min(r.last, b.next-1)
+	}
+	if b.prefix != nil {
+		for i := range b.prefix.entries {
+			b.prefix.entries[i].key = b.prefix.entries[i].key[:0]
+		}
 	}
 }
 
