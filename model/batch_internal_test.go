@@ -2,34 +2,24 @@ package model
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/puremetal/puremetal/emu"
-	"github.com/puremetal/puremetal/internal/golden"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/tensor"
 )
 
-// batchRig loads a golden case and returns a session with rows sequences
+// batchRig loads a golden case (decodeRig) and returns a session with rows sequences
 // prefilled, the passes of one Batcher step (a decode pass of those rows,
 // each sampled with its own settings, and a prefill chunk of another
 // sequence) and an open encoder (committed never) on which they were
 // encoded once, so that their pipelines exist.
 func batchRig(t testing.TB, dev *mtl.Device, name string, rows int) (*Session, []pass, *mtl.ComputeCommandEncoder) {
-	c, err := golden.LoadModel(filepath.Join(golden.SetDir(t, golden.ModelsSubdir), name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s0, _, enc := decodeRig(t, dev, name) // the model, and an encoder
 	const chunk = 8
-	m, err := Load(dev, c.Dir, Options{MaxLen: 64, Chunk: chunk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Release)
-	s, err := m.newSession(rows + 1)
+	s, err := s0.m.newSession(rows + 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +30,10 @@ func batchRig(t testing.TB, dev *mtl.Device, name string, rows int) (*Session, [
 	if s.err != nil {
 		t.Fatal(s.err)
 	}
-	p := c.Prompts[0].Prompt
+	p := make([]int32, chunk)
+	for i := range p {
+		p[i] = int32(i * 37 % s.m.Config.VocabSize)
+	}
 	slots, io := make([]int, rows), make([]rowIO, rows)
 	for i := range rows {
 		if slots[i], err = s.Acquire(); err != nil {
@@ -58,21 +51,11 @@ func batchRig(t testing.TB, dev *mtl.Device, name string, rows int) (*Session, [
 	if err != nil {
 		t.Fatal(err)
 	}
-	pre.fill(p[:min(chunk, len(p))], []int{joining}, s.lens)
+	pre.fill(p, []int{joining}, s.lens)
 	passes := []pass{
-		{n: min(chunk, len(p)), seqs: 1, lastOnly: true, in: pre},
+		{n: chunk, seqs: 1, lastOnly: true, in: pre},
 		{n: rows, seqs: rows, decode: true, in: dec, rows: io},
 	}
-	cb, err := s.queue.CommandBuffer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cb.Release)
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { enc.EndEncoding() })
 	encodeAll(t, s, enc, passes)
 	return s, passes, enc
 }

@@ -306,17 +306,8 @@ func TestBatcherLimits(t *testing.T) {
 		t.Errorf("with the batch and the queue full: %v, want ErrBusy", err)
 	}
 	cancelA()
-	for {
-		_, err, ok := nextA()
-		if !ok {
-			t.Fatal("A ended without an error after its cancel")
-		}
-		if err != nil {
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("A cancelled: %v", err)
-			}
-			break
-		}
+	if err := endOf(nextA); !errors.Is(err, context.Canceled) {
+		t.Errorf("A cancelled: %v", err)
 	}
 	if got := <-bDone; len(got) != 3 {
 		t.Errorf("B, queued behind A: %d tokens, want 3", len(got))
@@ -331,17 +322,8 @@ func TestBatcherLimits(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		_, err, ok := nextD()
-		if !ok {
-			t.Fatal("D ended without an error at Close")
-		}
-		if err != nil {
-			if !errors.Is(err, model.ErrClosed) {
-				t.Errorf("D at Close: %v, want ErrClosed", err)
-			}
-			break
-		}
+	if err := endOf(nextD); !errors.Is(err, model.ErrClosed) {
+		t.Errorf("D at Close: %v, want ErrClosed", err)
 	}
 	if err := first(bg, prompt, model.GenerateOptions{}); !errors.Is(err, model.ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
@@ -351,5 +333,16 @@ func TestBatcherLimits(t *testing.T) {
 	}
 	if st := b.Stats(); st.Running != 0 || st.Waiting != 0 {
 		t.Errorf("stats after Close: %+v", st)
+	}
+}
+
+// endOf pulls a generation's tokens until its end and returns its error
+// (nil when it ended without one).
+func endOf(next func() (int32, error, bool)) error {
+	for {
+		_, err, ok := next()
+		if !ok || err != nil {
+			return err
+		}
 	}
 }
