@@ -45,4 +45,24 @@
 // embedding reads, so that up to Options.InFlight steps are committed
 // ahead and the host never waits between them; stop tokens (the config's
 // eos and the caller's), a token budget and a context end it.
+//
+// # Serving
+//
+// A Batcher (Model.NewBatcher) serves concurrent generations by
+// continuous batching: one goroutine owns a Session and runs steps, each
+// one command buffer holding at most one prefill chunk of a joining
+// sequence and one decode pass over every running one; requests join
+// between steps and leave when they stop. A request's tokens do not
+// depend on what runs beside it: with temperature 0 they are its tokens
+// run alone through Session.Generate, bit for bit, as each row of a
+// decode pass computes exactly as it would alone (the products of more
+// than ops.MatVecMaxRows rows run as matvecs in groups of that many, at
+// the price of reading the weights once per group) and is sampled with
+// its own seed and step. Prefill chunks are not packed with decode rows
+// in one pass, on purpose: a decode row run through the prefill path
+// computes with other kernels and rounds differently. With
+// BatchOptions.PrefixSlots, the caches after a prompt's last multiple of
+// Options.Chunk are kept, and a later prompt that begins with them starts
+// from a device copy and prefills only the rest, in the same chunks, so
+// its outputs are unchanged.
 package model

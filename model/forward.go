@@ -22,16 +22,35 @@ type pass struct {
 	// lastOnly: the logits of each sequence's last token only (a
 	// prefill's), else of every token.
 	lastOnly bool
+	// rows, when not nil (a Batcher's decode pass, one row per
+	// sequence), give each row its input token (in.tokens is not read)
+	// and its own sampling: one embedding and one draw of Rows 1 per row,
+	// so that a row computes and is keyed exactly as the same sequence
+	// decoded alone.
+	rows []rowIO
+}
+
+// rowIO is one row of a batched decode pass: its input token (U32 [1],
+// which an earlier pass drew on the device), its sampler's settings (Step
+// the sequence's own) and where its token goes (U32 [1]).
+type rowIO struct {
+	in, out tensor.View
+	sample  ops.SampleParams
+}
+
+// row returns row i of v, rows of width elements.
+func row(v tensor.View, i, width int) tensor.View {
+	return tensor.NewView(v.Buffer, v.Offset+i*width*v.Type.Size(), v.Type, width)
 }
 
 // linearParams returns the gdn parameters of the linear-attention layers
-// for seqs sequences of perSeq tokens each.
-func (m *Model) linearParams(perSeq, seqs int) gdn.Params {
+// for seqs sequences of perSeq tokens each over a pool of slots slots.
+func (m *Model) linearParams(perSeq, seqs, slots int) gdn.Params {
 	c := m.Config
 	h := c.LinearHeads()
 	core := gdn.QwenCore()
 	core.NormEps = float32(c.RMSNormEps)
-	return gdn.Params{Shape: gdn.Shape{DK: h.DK, DV: h.DV, NKHeads: h.NKHeads, NVHeads: h.NVHeads, NTokens: perSeq, NSeqs: seqs, NSlots: m.opts.Slots},
+	return gdn.Params{Shape: gdn.Shape{DK: h.DK, DV: h.DV, NKHeads: h.NKHeads, NVHeads: h.NVHeads, NTokens: perSeq, NSeqs: seqs, NSlots: slots},
 		QScale: qScale(h.DK), Activation: m.Act, State: gdn.F32, Fused: gdn.FusedAll, Core: core}
 }
 
@@ -45,6 +64,27 @@ func (m *Model) product(enc *mtl.ComputeCommandEncoder, l linear, x, y tensor.Vi
 		return m.ops.QuantMatVec(enc, l.q, x, tensor.View{}, y, n)
 	}
 	return m.ops.QuantMatMul(enc, l.q, x, tensor.View{}, y, n)
+}
+
+// product encodes y = x W^T for the n rows of pass p: a decode pass of
+// more rows than the matvec takes runs it in groups of
+// ops.MatVecMaxRows rows, so that each row's arithmetic (the matvec's,
+// whatever the rows beside it) is the one it has decoded alone; the
+// matmul would round differently. A prefill pass takes the matmul above
+// MatVecMaxRows tokens.
+func (s *Session) product(enc *mtl.ComputeCommandEncoder, l linear, x, y tensor.View, n int) error {
+	if !s.decoding || n <= ops.MatVecMaxRows {
+		return s.m.product(enc, l, x, y, n)
+	}
+	for i := 0; i < n; i += ops.MatVecMaxRows {
+		rows := min(ops.MatVecMaxRows, n-i)
+		xi := tensor.NewView(x.Buffer, x.Offset+i*l.in*x.Type.Size(), x.Type, rows*l.in)
+		yi := tensor.NewView(y.Buffer, y.Offset+i*l.out*y.Type.Size(), y.Type, rows*l.out)
+		if err := s.m.product(enc, l, xi, yi, rows); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // gather encodes the products of the experts ids chose, y [n][k][out].
@@ -70,15 +110,12 @@ func (m *Model) normParams(rows int, n norm) ops.RMSNormParams {
 // the lm_head into s.logits.
 func (s *Session) encode(enc *mtl.ComputeCommandEncoder, p pass) error {
 	m, x, n := s.m, &s.s, p.n
+	s.decoding = p.decode
 	hid := m.Config.HiddenSize
 	h, xs, y := head(x.h, n*hid), head(x.x, n*hid), head(x.y, n*hid)
 	// The embedding goes to the residual stream and, for the first norm,
 	// which normalises in place in the activations' type, to x as well.
-	ids := head(p.in.tokens, n)
-	if err := m.embedTokens(enc, ids, h, n); err != nil {
-		return err
-	}
-	if err := m.embedTokens(enc, ids, xs, n); err != nil {
+	if err := s.embed(enc, p, h, xs); err != nil {
 		return err
 	}
 	for i, ly := range m.layers {
@@ -111,14 +148,47 @@ func (s *Session) encode(enc *mtl.ComputeCommandEncoder, p pass) error {
 	rows, from := n, x.xn
 	if p.lastOnly {
 		// One sequence per prefill pass: its last token's row.
-		rows, from = 1, tensor.NewView(x.xn.Buffer, x.xn.Offset+(n-1)*hid*x.xn.Type.Size(), x.xn.Type, hid)
+		rows, from = 1, row(x.xn, n-1, hid)
 	}
-	if err := m.product(enc, m.lmHead, from, x.logits, rows); err != nil || p.sample.Tokens.IsZero() {
+	if err := s.product(enc, m.lmHead, from, x.logits, rows); err != nil {
 		return err
 	}
+	vocab := m.Config.VocabSize
+	for i, r := range p.rows {
+		sp := r.sample
+		sp.Rows, sp.Vocab = 1, vocab
+		if err := m.ops.Sample(enc, sp, row(x.logits, i, vocab), tensor.View{}, r.out); err != nil {
+			return err
+		}
+	}
+	if p.sample.Tokens.IsZero() {
+		return nil
+	}
 	sp := p.sample.SampleParams
-	sp.Rows, sp.Vocab = rows, m.Config.VocabSize
+	sp.Rows, sp.Vocab = rows, vocab
 	return m.ops.Sample(enc, sp, head(x.logits, rows*sp.Vocab), tensor.View{}, head(p.sample.Tokens, rows))
+}
+
+// embed encodes the embedding of p's tokens into the residual stream h
+// and, for the first norm, x: of in.tokens, or of each row's own token.
+func (s *Session) embed(enc *mtl.ComputeCommandEncoder, p pass, h, x tensor.View) error {
+	m, hid := s.m, s.m.Config.HiddenSize
+	if p.rows == nil {
+		ids := head(p.in.tokens, p.n)
+		if err := m.embedTokens(enc, ids, h, p.n); err != nil {
+			return err
+		}
+		return m.embedTokens(enc, ids, x, p.n)
+	}
+	for i, r := range p.rows {
+		if err := m.embedTokens(enc, r.in, row(h, i, hid), 1); err != nil {
+			return err
+		}
+		if err := m.embedTokens(enc, r.in, row(x, i, hid), 1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (m *Model) embedTokens(enc *mtl.ComputeCommandEncoder, ids, h tensor.View, n int) error {
@@ -134,20 +204,20 @@ func (s *Session) attention(enc *mtl.ComputeCommandEncoder, at *attention, p pas
 	m, x, n, c := s.m, &s.s, p.n, s.m.Config
 	d, nh, nkv := c.HeadDim, c.NumHeads, c.NumKVHeads
 	q, k, v, o := head(x.q, n*nh*d), head(x.k, n*nkv*d), head(x.v, n*nkv*d), head(x.o, n*nh*d)
-	a := ops.Attention{Type: m.Act, HeadDim: d, Heads: nh, KVHeads: nkv, Slots: m.opts.Slots, MaxLen: m.opts.MaxLen}
+	a := ops.Attention{Type: m.Act, HeadDim: d, Heads: nh, KVHeads: nkv, Slots: len(s.used), MaxLen: m.opts.MaxLen}
 	views := ops.AttentionViews{Q: q, K: k, V: v, Out: o, KCache: s.kc[at.kvIndex], VCache: s.vc[at.kvIndex],
 		Slots: head(p.in.slots, p.seqs), CacheLens: head(p.in.lens, p.seqs)}
 	pos := head(p.in.pos, n)
-	err := m.product(enc, at.q, x.x, q, n)
+	err := s.product(enc, at.q, x.x, q, n)
 	if err == nil && at.gate.out > 0 {
 		a.GateStride, views.Gate = d, head(x.gate, n*nh*d)
-		err = m.product(enc, at.gate, x.x, views.Gate, n)
+		err = s.product(enc, at.gate, x.x, views.Gate, n)
 	}
 	if err == nil {
-		err = m.product(enc, at.k, x.x, k, n)
+		err = s.product(enc, at.k, x.x, k, n)
 	}
 	if err == nil {
-		err = m.product(enc, at.v, x.x, v, n)
+		err = s.product(enc, at.v, x.x, v, n)
 	}
 	if err == nil {
 		err = m.ops.RMSNorm(enc, ops.RMSNormParams{Rows: n * nh, Dim: d, Eps: float32(c.RMSNormEps), Offset: at.qNorm.offset}, q, at.qNorm.w, tensor.View{})
@@ -179,7 +249,7 @@ func (s *Session) attention(enc *mtl.ComputeCommandEncoder, at *attention, p pas
 	if err != nil {
 		return err
 	}
-	return m.product(enc, at.o, o, x.y, n)
+	return s.product(enc, at.o, o, x.y, n)
 }
 
 // linearAttention encodes a Gated DeltaNet layer: the input projections,
@@ -187,19 +257,19 @@ func (s *Session) attention(enc *mtl.ComputeCommandEncoder, at *attention, p pas
 // and recurrent states updated in place in the slots), out_proj.
 func (s *Session) linearAttention(enc *mtl.ComputeCommandEncoder, lin *linearAttn, p pass) error {
 	m, x, n := s.m, &s.s, p.n
-	gp := m.linearParams(n/p.seqs, p.seqs)
+	gp := m.linearParams(n/p.seqs, p.seqs, len(s.used))
 	h := gp.Shape
 	mixed, z, core := head(x.mixed, n*h.ConvDim()), head(x.z, n*h.NVHeads*h.DV), head(x.core, n*h.NVHeads*h.DV)
 	ga, gb := head(x.ga, n*h.NVHeads), head(x.gb, n*h.NVHeads)
-	err := m.product(enc, lin.qkv, x.x, mixed, n)
+	err := s.product(enc, lin.qkv, x.x, mixed, n)
 	if err == nil {
-		err = m.product(enc, lin.z, x.x, z, n)
+		err = s.product(enc, lin.z, x.x, z, n)
 	}
 	if err == nil {
-		err = m.product(enc, lin.b, x.x, gb, n)
+		err = s.product(enc, lin.b, x.x, gb, n)
 	}
 	if err == nil {
-		err = m.product(enc, lin.a, x.x, ga, n)
+		err = s.product(enc, lin.a, x.x, ga, n)
 	}
 	if err != nil {
 		return err
@@ -210,7 +280,7 @@ func (s *Session) linearAttention(enc *mtl.ComputeCommandEncoder, lin *linearAtt
 	if err := m.gdn.DecodeCore(enc, gp, b, cb); err != nil {
 		return err
 	}
-	return m.product(enc, lin.out, core, x.y, n)
+	return s.product(enc, lin.out, core, x.y, n)
 }
 
 // mlp encodes a layer's MLP: x -> y.
@@ -222,7 +292,7 @@ func (s *Session) mlp(enc *mtl.ComputeCommandEncoder, ml mlp, n int) error {
 	c := m.Config
 	k, e, mi, hid := c.NumExpertsPerTok, c.NumExperts, c.MoEIntermediateSize, c.HiddenSize
 	route, ids, wts := head(x.route, n*e), head(x.ids, n*k), head(x.wts, n*k)
-	err := m.product(enc, ml.router, x.x, route, n)
+	err := s.product(enc, ml.router, x.x, route, n)
 	if err == nil {
 		err = m.ops.MoERoute(enc, ops.MoERouteParams{Tokens: n, Experts: e, TopK: k, NormTop: c.NormTopKProb}, route, ids, wts)
 	}
@@ -251,7 +321,7 @@ func (s *Session) mlp(enc *mtl.ComputeCommandEncoder, ml mlp, n int) error {
 		shared, gate = head(x.sy, n*hid), head(x.sgl, n)
 		err = s.swiglu(enc, *ml.shared, x.sg, x.su, x.sa, shared, n)
 		if err == nil {
-			err = m.product(enc, ml.sharedGate, x.x, gate, n)
+			err = s.product(enc, ml.sharedGate, x.x, gate, n)
 		}
 	}
 	if err != nil {
@@ -263,9 +333,9 @@ func (s *Session) mlp(enc *mtl.ComputeCommandEncoder, ml mlp, n int) error {
 // swiglu encodes down(silu(gate x) * up x) into out, through g, u and a.
 func (s *Session) swiglu(enc *mtl.ComputeCommandEncoder, f swiglu, g, u, a, out tensor.View, n int) error {
 	m, x, w := s.m, &s.s, f.gate.out
-	err := m.product(enc, f.gate, x.x, g, n)
+	err := s.product(enc, f.gate, x.x, g, n)
 	if err == nil {
-		err = m.product(enc, f.up, x.x, u, n)
+		err = s.product(enc, f.up, x.x, u, n)
 	}
 	if err == nil {
 		err = m.ops.SwiGLU(enc, n, w, head(g, n*w), head(u, n*w), head(a, n*w))
@@ -273,5 +343,5 @@ func (s *Session) swiglu(enc *mtl.ComputeCommandEncoder, f swiglu, g, u, a, out 
 	if err != nil {
 		return err
 	}
-	return m.product(enc, f.down, a, out, n)
+	return s.product(enc, f.down, a, out, n)
 }

@@ -90,18 +90,30 @@ func (s *Session) newGeneration(slot int, o GenerateOptions) (*generation, error
 	if err != nil {
 		return nil, err
 	}
-	topP := o.TopP
+	g := &generation{s: s, slot: []int{slot}, o: o, flight: f, sample: o.params(),
+		pending: make([]*mtl.Pending, 0, s.m.opts.InFlight+1)}
+	g.o.Stop = s.m.stopTokens(o)
+	g.encode = g.encodeStep
+	return g, nil
+}
+
+// params returns the sampler's settings of ops.Kernels.Sample (TopP 0
+// taken as 1, off).
+func (sp Sampling) params() ops.SampleParams {
+	topP := sp.TopP
 	if topP == 0 {
 		topP = 1
 	}
-	g := &generation{s: s, slot: []int{slot}, o: o, flight: f,
-		sample:  ops.SampleParams{Temperature: o.Temperature, TopK: o.TopK, TopP: topP, MinP: o.MinP, Seed: o.Seed},
-		pending: make([]*mtl.Pending, 0, s.m.opts.InFlight+1)}
-	if !o.IgnoreEOS {
-		g.o.Stop = append(slices.Clone(o.Stop), s.m.Config.EOSTokenIDs...)
+	return ops.SampleParams{Temperature: sp.Temperature, TopK: sp.TopK, TopP: topP, MinP: sp.MinP, Seed: sp.Seed}
+}
+
+// stopTokens returns the tokens that end a generation of o: o.Stop and,
+// unless o.IgnoreEOS, the config's eos tokens.
+func (m *Model) stopTokens(o GenerateOptions) []int32 {
+	if o.IgnoreEOS {
+		return o.Stop
 	}
-	g.encode = g.encodeStep
-	return g, nil
+	return append(slices.Clone(o.Stop), m.Config.EOSTokenIDs...)
 }
 
 // ring returns the inputs of step i.

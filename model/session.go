@@ -23,6 +23,9 @@ type Session struct {
 	lens   []int // per slot: positions held
 	used   []bool
 	s      scratch
+	// decoding: the pass being encoded is a decode pass (see product).
+	decoding bool
+	err      error // newView's first failure
 }
 
 // scratch is the activations of one pass of up to maxTokens tokens, each
@@ -53,8 +56,13 @@ type scratch struct {
 type inputs struct{ tokens, pos, slots, lens tensor.View }
 
 // NewSession makes the caches and pass buffers of m's Options.
-func (m *Model) NewSession() (*Session, error) {
+func (m *Model) NewSession() (*Session, error) { return m.newSession(m.opts.Slots) }
+
+// newSession makes a session of slots slots (Options.Slots for
+// NewSession, more for a Batcher).
+func (m *Model) newSession(slots int) (*Session, error) {
 	c, o := m.Config, m.opts
+	o.Slots = slots
 	s := &Session{m: m, lens: make([]int, o.Slots), used: make([]bool, o.Slots)}
 	var err error
 	if s.queue, err = m.dev.NewCommandQueue(); err != nil {
@@ -78,7 +86,7 @@ func (m *Model) NewSession() (*Session, error) {
 		}
 	}
 	if c.Has("linear_attention") && err == nil {
-		s.pool, err = gdn.NewStatePool(m.dev, m.linearParams(1, 1), len(m.layers)-len(s.kc))
+		s.pool, err = gdn.NewStatePool(m.dev, m.linearParams(1, 1, slots), len(m.layers)-len(s.kc))
 	}
 	T, S, a := max(o.Chunk, o.Slots), o.Slots, m.Act
 	hid, qw, kw := c.HiddenSize, c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
