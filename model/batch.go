@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"math"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/puremetal/puremetal/kernels"
 	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/tensor"
 )
@@ -277,26 +275,7 @@ func (b *Batcher) check(prompt []int32, o GenerateOptions) error {
 	if err := b.s.checkTokens(prompt, 0); err != nil {
 		return err
 	}
-	return o.Sampling.check()
-}
-
-// check refuses the settings ops.Kernels.Sample refuses, before a
-// request's steps are encoded with those of others.
-func (sp Sampling) check() error {
-	p := sp.params()
-	switch {
-	case !(p.Temperature >= 0) || p.Temperature > math.MaxFloat32:
-		return tensor.Invalid("Temperature", "%v, must be finite and >= 0", p.Temperature)
-	case p.Temperature == 0:
-		return nil
-	case p.TopK < 0 || p.TopK > kernels.SampleMaxTopK:
-		return tensor.Invalid("TopK", "%d, must be 0 (off) to %d", p.TopK, kernels.SampleMaxTopK)
-	case !(p.TopP > 0 && p.TopP <= 1) || (p.TopP < 1 && p.TopK == 0):
-		return tensor.Invalid("TopP", "%v, must be in (0, 1], and below 1 only with TopK", sp.TopP)
-	case !(p.MinP >= 0 && p.MinP < 1):
-		return tensor.Invalid("MinP", "%v, must be in [0, 1)", p.MinP)
-	}
-	return nil
+	return o.Sampling.check(b.m.Config.VocabSize)
 }
 
 // admit hands r to the loop, or refuses it.
@@ -490,6 +469,9 @@ func (b *Batcher) step() error {
 		if r.slot, err = s.Acquire(); err != nil {
 			return err
 		}
+		if r.o.penalized() {
+			s.markSeen(r.slot, r.prompt)
+		}
 		r.last = n // a copy into it may come first
 		b.active = append(b.active, r)
 		b.reuse(st, r)
@@ -502,7 +484,7 @@ func (b *Batcher) step() error {
 		}
 		sp := r.o.Sampling.params()
 		sp.Step = uint32(r.steps)
-		st.rows = append(st.rows, rowIO{in: row(prev, r.slot, 1), out: row(st.tok, r.slot, 1), sample: sp})
+		st.rows = append(st.rows, rowIO{in: row(prev, r.slot, 1), out: row(st.tok, r.slot, 1), sample: sp, seen: s.seenRow(r.slot, r.o.Sampling)})
 		st.slots = append(st.slots, r.slot)
 		st.got, st.gotSlot = append(st.got, r), append(st.gotSlot, r.slot)
 		r.steps++
@@ -529,7 +511,7 @@ func (b *Batcher) step() error {
 		r.fed += len(part)
 		r.last = n
 		if r.fed == len(r.prompt) {
-			st.prePass.sample.SampleParams, st.prePass.sample.Tokens = r.o.Sampling.params(), row(st.tok, r.slot, 1)
+			st.prePass.sample.SampleParams, st.prePass.sample.Tokens, st.prePass.sample.Seen = r.o.Sampling.params(), row(st.tok, r.slot, 1), s.seenRow(r.slot, r.o.Sampling)
 			st.got, st.gotSlot = append(st.got, r), append(st.gotSlot, r.slot)
 			r.steps = 1
 		}

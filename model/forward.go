@@ -18,6 +18,7 @@ type pass struct {
 	sample struct {
 		ops.SampleParams
 		Tokens tensor.View
+		Seen   tensor.View // the sequence's seen set, with a RepetitionPenalty
 	}
 	// lastOnly: the logits of each sequence's last token only (a
 	// prefill's), else of every token.
@@ -36,6 +37,7 @@ type pass struct {
 type rowIO struct {
 	in, out tensor.View
 	sample  ops.SampleParams
+	seen    tensor.View // the sequence's seen set, with a RepetitionPenalty
 }
 
 // row returns row i of v, rows of width elements.
@@ -157,7 +159,7 @@ func (s *Session) encode(enc *mtl.ComputeCommandEncoder, p pass) error {
 	for i, r := range p.rows {
 		sp := r.sample
 		sp.Rows, sp.Vocab = 1, vocab
-		if err := m.ops.Sample(enc, sp, row(x.logits, i, vocab), tensor.View{}, r.out); err != nil {
+		if err := m.ops.Sample(enc, sp, row(x.logits, i, vocab), r.seen, r.out); err != nil {
 			return err
 		}
 	}
@@ -166,7 +168,7 @@ func (s *Session) encode(enc *mtl.ComputeCommandEncoder, p pass) error {
 	}
 	sp := p.sample.SampleParams
 	sp.Rows, sp.Vocab = rows, vocab
-	return m.ops.Sample(enc, sp, head(x.logits, rows*sp.Vocab), tensor.View{}, head(p.sample.Tokens, rows))
+	return m.ops.Sample(enc, sp, head(x.logits, rows*sp.Vocab), p.sample.Seen, head(p.sample.Tokens, rows))
 }
 
 // embed encodes the embedding of p's tokens into the residual stream h

@@ -14,13 +14,16 @@ import (
 // Sampling is how Generate picks each token, on the device: Temperature
 // 0 is greedy (the argmax), otherwise ops.Kernels.Sample's temperature,
 // top-k, top-p and min-p, in HF's order, its draws keyed by Seed and the
-// step (so a run is reproducible).
+// step (so a run is reproducible). RepetitionPenalty is HF's
+// repetition_penalty over the tokens the sequence holds (the prompt's
+// and those generated): 0 or 1 is off; it applies before the argmax too.
 type Sampling struct {
-	Temperature float32
-	TopK        int
-	TopP        float32 // 0 means 1: off
-	MinP        float32
-	Seed        uint64
+	Temperature       float32
+	TopK              int
+	TopP              float32 // 0 means 1: off
+	MinP              float32
+	Seed              uint64
+	RepetitionPenalty float32
 }
 
 // GenerateOptions say when Generate stops.
@@ -78,6 +81,7 @@ type generation struct {
 	slot    []int // the one slot, as Decode's slots
 	o       GenerateOptions
 	sample  ops.SampleParams
+	seen    tensor.View // the slot's seen set, with a RepetitionPenalty
 	flight  *mtl.InFlight
 	pending []*mtl.Pending // per step in flight, oldest first
 	step    int            // the next step to encode; step 0 is the prefill's last pass
@@ -86,6 +90,9 @@ type generation struct {
 }
 
 func (s *Session) newGeneration(slot int, o GenerateOptions) (*generation, error) {
+	if err := o.check(s.m.Config.VocabSize); err != nil {
+		return nil, err
+	}
 	f, err := mtl.NewInFlight(s.queue, s.m.opts.InFlight)
 	if err != nil {
 		return nil, err
@@ -104,7 +111,18 @@ func (sp Sampling) params() ops.SampleParams {
 	if topP == 0 {
 		topP = 1
 	}
-	return ops.SampleParams{Temperature: sp.Temperature, TopK: sp.TopK, TopP: topP, MinP: sp.MinP, Seed: sp.Seed}
+	return ops.SampleParams{Temperature: sp.Temperature, TopK: sp.TopK, TopP: topP, MinP: sp.MinP, Seed: sp.Seed, RepetitionPenalty: sp.RepetitionPenalty}
+}
+
+// penalized reports whether sp's draws read a seen set.
+func (sp Sampling) penalized() bool { return sp.RepetitionPenalty != 0 && sp.RepetitionPenalty != 1 }
+
+// check refuses the settings ops.Kernels.Sample refuses, before any pass
+// of the sequence is encoded.
+func (sp Sampling) check(vocab int) error {
+	p := sp.params()
+	p.Rows, p.Vocab = 1, vocab
+	return p.Check()
 }
 
 // stopTokens returns the tokens that end a generation of o: o.Stop and,
@@ -142,13 +160,17 @@ func (g *generation) prefill(prompt []int32) error {
 	if err := s.checkTokens(prompt, s.lens[slot]); err != nil {
 		return err
 	}
+	if g.o.penalized() {
+		s.markSeen(slot, prompt)
+		g.seen = s.seenRow(slot, g.o.Sampling)
+	}
 	chunk := s.m.opts.Chunk
 	for i := 0; i < len(prompt); i += chunk {
 		part := prompt[i:min(i+chunk, len(prompt))]
 		s.s.in.fill(part, g.slot, s.lens)
 		p := pass{n: len(part), seqs: 1, lastOnly: true, in: s.s.in}
 		if i+chunk >= len(prompt) {
-			p.sample.SampleParams, p.sample.Tokens = g.sample, g.ring(1).tokens
+			p.sample.SampleParams, p.sample.Tokens, p.sample.Seen = g.sample, g.ring(1).tokens, g.seen
 		}
 		if err := s.run(p); err != nil {
 			return err
@@ -166,7 +188,7 @@ func (g *generation) submit(ctx context.Context) error {
 	in := g.ring(g.step)
 	in.fill(nil, g.slot, s.lens)
 	g.cur = pass{n: 1, seqs: 1, decode: true, in: in}
-	g.cur.sample.SampleParams, g.cur.sample.Tokens = g.sample, g.ring(g.step+1).tokens
+	g.cur.sample.SampleParams, g.cur.sample.Tokens, g.cur.sample.Seen = g.sample, g.ring(g.step+1).tokens, g.seen
 	g.cur.sample.Step = uint32(g.step)
 	p, err := g.flight.Submit(ctx, g.encode)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/puremetal/puremetal/cpuref"
 	"github.com/puremetal/puremetal/emu"
 	"github.com/puremetal/puremetal/internal/golden"
 	"github.com/puremetal/puremetal/internal/testdevice"
@@ -139,5 +140,74 @@ func TestGenerateSampled(t *testing.T) {
 	}
 	if other := gen(model.Sampling{Temperature: 5, Seed: 8}); slices.Equal(a, other) {
 		t.Errorf("seeds 7 and 8 drew the same %d tokens %v at temperature 5", len(a), a)
+	}
+}
+
+// TestGenerateRepetitionPenalty checks HF's repetition penalty through
+// Generate and a Batcher against the host's reading of the same logits:
+// each step's logits (Session.Prefill, then Decode) penalized over the
+// prompt's and the generated tokens with cpuref.Penalize32, the argmax
+// taken, for a greedy path the penalty changes.
+func TestGenerateRepetitionPenalty(t *testing.T) {
+	const penalty, steps = 1.5, 10
+	s, c := loadSession(t, "qwen3_dense_bf16", model.Options{MaxLen: 96})
+	p := c.Prompts[0]
+	vocab := s.Model().Config.VocabSize
+	// The host's path: the device's logits, penalized on the host.
+	seen := make([]bool, vocab)
+	for _, id := range p.Prompt {
+		seen[id] = true
+	}
+	slot, err := s.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits, err := s.Prefill(slot, p.Prompt, nil)
+	var want []int32
+	for len(want) < steps && err == nil {
+		pen := cpuref.Penalize32(logits, seen, penalty)
+		next := int32(slices.Index(pen, slices.Max(pen)))
+		want, seen[next] = append(want, next), true
+		logits, err = s.Decode([]int{slot}, []int32{next}, logits)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Free(slot); err != nil {
+		t.Fatal(err)
+	}
+	n := min(steps, len(p.Tokens))
+	if slices.Equal(want[:n], p.Tokens[:n]) {
+		t.Fatalf("penalty %v leaves the greedy path %v as it is: the test would show nothing", penalty, want)
+	}
+	o := model.GenerateOptions{Sampling: model.Sampling{RepetitionPenalty: penalty}, MaxTokens: steps, IgnoreEOS: true}
+	collect := func(seq func(func(int32, error) bool)) []int32 {
+		var got []int32
+		for tok, err := range seq {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, tok)
+		}
+		return got
+	}
+	if got := collect(s.Generate(context.Background(), p.Prompt, o)); !slices.Equal(got, want) {
+		t.Errorf("Generate with repetition penalty %v: %v, the host's penalized path %v", penalty, got, want)
+	}
+	b, err := s.Model().NewBatcher(model.BatchOptions{MaxBatch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got := collect(b.Generate(context.Background(), p.Prompt, o)); !slices.Equal(got, want) {
+		t.Errorf("a Batcher with repetition penalty %v: %v, the host's penalized path %v", penalty, got, want)
+	}
+	bad := o
+	bad.RepetitionPenalty = -1
+	for _, err := range s.Generate(context.Background(), p.Prompt, bad) {
+		if !errors.Is(err, model.ErrInvalidArgument) {
+			t.Errorf("repetition penalty -1: %v, want ErrInvalidArgument", err)
+		}
+		break
 	}
 }

@@ -20,7 +20,8 @@ type Session struct {
 	pool   *gdn.StatePool // nil without linear-attention layers
 	kc, vc []tensor.View  // per attention layer: [head_dim, MaxLen, n_kv_heads, Slots]
 	bufs   []*mtl.Buffer
-	lens   []int // per slot: positions held
+	seen   tensor.View // U32 [Slots][ops.SeenWords(vocab)]: the tokens each sequence holds, for a RepetitionPenalty
+	lens   []int       // per slot: positions held
 	used   []bool
 	s      scratch
 	// decoding: the pass being encoded is a decode pass (see product).
@@ -121,6 +122,7 @@ func (m *Model) newSession(slots int) (*Session, error) {
 		}
 	}
 	x.logits = alloc(a, T*c.VocabSize)
+	s.seen = alloc(tensor.U32, S*ops.SeenWords(c.VocabSize))
 	x.in = inputs{alloc(tensor.U32, T), alloc(tensor.I32, T), alloc(tensor.I32, S), alloc(tensor.I32, S)}
 	x.ring = make([]inputs, o.InFlight+1)
 	for i := range x.ring {
@@ -197,6 +199,27 @@ func (s *Session) clearStates(slot int) {
 			clear(v.Buffer.Contents()[v.Offset+slot*per : v.Offset+(slot+1)*per])
 		}
 	}
+}
+
+// markSeen makes tokens the seen set of slot's sequence (the host writes
+// it: no command buffer in flight uses a slot being started); the sampler
+// adds each token it draws on the device.
+func (s *Session) markSeen(slot int, tokens []int32) {
+	words := ops.SeenWords(s.m.Config.VocabSize)
+	set := mtl.Slice[uint32](s.seen.Buffer)[slot*words : (slot+1)*words]
+	clear(set)
+	for _, t := range tokens {
+		set[t/32] |= 1 << (t % 32)
+	}
+}
+
+// seenRow returns slot's seen set for draws of sp, or the zero View when
+// sp has no repetition penalty.
+func (s *Session) seenRow(slot int, sp Sampling) tensor.View {
+	if !sp.penalized() {
+		return tensor.View{}
+	}
+	return row(s.seen, slot, ops.SeenWords(s.m.Config.VocabSize))
 }
 
 // head returns the first n elements of v.

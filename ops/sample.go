@@ -51,7 +51,10 @@ type sampleParams struct {
 // tokens: a bit per token.
 func SeenWords(vocab int) int { return ceilDiv(vocab, 32) }
 
-func (p SampleParams) check() error {
+// Check refuses what [Kernels.Sample] and [Kernels.Argmax] refuse of p
+// itself (the views aside), with an error matching ErrInvalidArgument: a
+// caller that batches draws of several requests checks each one first.
+func (p SampleParams) Check() error {
 	if err := positive(dim{"SampleParams.Rows", p.Rows}, dim{"SampleParams.Vocab", p.Vocab}); err != nil {
 		return err
 	}
@@ -94,7 +97,7 @@ func (p SampleParams) check() error {
 // Refused: Rows or Vocab below 1, settings outside the ranges
 // SampleParams documents, and views of the wrong type or length.
 func (k *Kernels) Sample(enc *mtl.ComputeCommandEncoder, p SampleParams, logits, seen, tokens tensor.View) error {
-	if err := p.check(); err != nil {
+	if err := p.Check(); err != nil {
 		return err
 	}
 	penalty := p.RepetitionPenalty
