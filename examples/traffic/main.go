@@ -47,9 +47,13 @@
 // copied) the layer of the dispatch before it. From the figures of each
 // layer type (linear attention, full attention), it scales the step to
 // the real model's depth analytically: the bytes outside the layers (the
-// embedding row, the final norm, the lm_head) plus each layer type's
-// average times the real model's count of it. The real depth's floor is
-// Model.DecodeFloor of the real-depth checkpoint, loaded but not run.
+// embedding row, the final norm, the lm_head), plus the first layer's
+// (whose input norm adds no residual), plus each layer type's average
+// over the other measured layers times the real model's count of it
+// after the first. Layers of a type move the same bytes, so this is what
+// the real depth measures (the test checks it on a small model). The
+// real depth's floor is Model.DecodeFloor of the real-depth checkpoint,
+// loaded but not run (-depth-floor).
 //
 // The lm_head is the largest single read (vocab x hidden: 151936 x 2048
 // bf16 is 622 MB for Qwen3-Next) and the emulator runs a kernel on the
@@ -189,7 +193,13 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "traffic:", err)
 		return 2
 	}
-	if _, err := run(o, stdout); err != nil {
+	dev, err := emu.NewDevice()
+	if err != nil {
+		fmt.Fprintln(stderr, "traffic: the emulated device:", err)
+		return 1
+	}
+	defer dev.Release()
+	if _, err := run(o, dev, stdout); err != nil {
 		fmt.Fprintln(stderr, "traffic:", err)
 		return 1
 	}
@@ -251,11 +261,14 @@ type result struct {
 	kernels             []kernel
 	layers              map[int]part // by layer, -1 outside the layers
 	scaledMoved         int64
+	scaledMissing       []string // layer types the real model has and the measured one has not but as its first
 	scaledFloor         int64 // 0 when not measured
 	dispatches, unbound int
 }
 
-func run(o options, stdout io.Writer) (*result, error) {
+// run measures a decode step of the model o describes on dev, an emulated
+// device, and prints the report.
+func run(o options, dev *mtl.Device, stdout io.Writer) (*result, error) {
 	cfg, real, err := withLayers(o.config, o.layers, o.vocab)
 	if err != nil {
 		return nil, err
@@ -278,11 +291,6 @@ func run(o options, stdout io.Writer) (*result, error) {
 	fmt.Fprintf(stdout, "%s's shapes: %d of its %d layers (%d linear attention, %d full attention), vocab %d of %d, %s; every weight zero, in a sparse file in %s\n",
 		o.name, c.NumLayers, real.NumLayers, lin, c.NumLayers-lin, c.VocabSize, real.VocabSize, c.DType, dir)
 
-	dev, err := emu.NewDevice()
-	if err != nil {
-		return nil, err
-	}
-	defer dev.Release()
 	// A chunk of the prompt's length keeps the session's buffers off the
 	// sizes of the weights the loader copies (see weightRegions).
 	m, err := model.Load(dev, dir, model.Options{MaxLen: o.prompt + 1, Chunk: o.prompt})
@@ -571,9 +579,6 @@ func (r *result) tally(ds []dispatch, cs []counts, regions map[binding]region) {
 				continue
 			}
 			bound = true
-			if os.Getenv("TRAFFIC_DEBUG") != "" {
-				fmt.Fprintf(os.Stderr, "%d %s b%d %v -> %s ld %d st %d floor %d\n", i, d.kernel, j, b, rg.name, ld, st, rg.floor)
-			}
 			k.weightLoaded += ld
 			k.weightStored += st
 			k.weightFloor += rg.floor
@@ -607,20 +612,25 @@ func (r *result) tally(ds []dispatch, cs []counts, regions map[binding]region) {
 
 	// The real depth: what lies outside the layers, plus each layer
 	// type's average times the real model's count of it.
-	r.scaledMoved = r.layers[-1].moved
+	// The first layer is its own: its input norm adds no residual.
+	r.scaledMoved = r.layers[-1].moved + r.layers[0].moved
 	for _, t := range []string{checkpoint.LinearAttention, checkpoint.FullAttention} {
-		avg, _ := r.typeAverage(t)
-		r.scaledMoved += avg.moved * int64(count(r.real.LayerTypes, t))
+		n := count(r.real.LayerTypes[1:], t)
+		if avg, measured := r.typeAverage(t); measured > 0 {
+			r.scaledMoved += avg.moved * int64(n)
+		} else if n > 0 {
+			r.scaledMissing = append(r.scaledMissing, t)
+		}
 	}
 }
 
-// typeAverage returns the average over the measured layers of type t, and
-// how many there are.
+// typeAverage returns the average over the measured layers of type t but
+// the first, and how many there are.
 func (r *result) typeAverage(t string) (part, int) {
 	var sum part
 	n := 0
 	for i, lt := range r.config.LayerTypes {
-		if lt == t {
+		if lt == t && i > 0 {
 			sum.moved += r.layers[i].moved
 			sum.weightFloor += r.layers[i].weightFloor
 			n++
@@ -666,19 +676,24 @@ func (r *result) print(w io.Writer, list int) {
 		fmt.Fprintf(w, "%-40s %5d %11s %11s %11s %11s %11s %9s\n", k.name, k.dispatches, mb(k.moved), mb(k.weightFloor), mb(k.weightLoaded), mb(k.loaded-k.weightLoaded), mb(k.stored), ratio(k.moved, k.weightFloor))
 	}
 	fmt.Fprintf(w, "\nper layer type (the average layer): moved / the floor of its weights\n")
-	out := r.layers[-1]
+	out, first := r.layers[-1], r.layers[0]
 	fmt.Fprintf(w, "  outside the layers (embedding row, final norm, lm_head at vocab %d): moved %s, weights %s: %s\n", r.config.VocabSize, mb(out.moved), mb(out.weightFloor), ratio(out.moved, out.weightFloor))
+	fmt.Fprintf(w, "  the first layer (%s, its input norm without a residual): moved %s, weights %s: %s\n", r.config.LayerTypes[0], mb(first.moved), mb(first.weightFloor), ratio(first.moved, first.weightFloor))
 	for _, t := range []string{checkpoint.LinearAttention, checkpoint.FullAttention} {
 		avg, n := r.typeAverage(t)
 		if n == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "  %s (%d measured, %d in the model): moved %s, weights %s: %s\n", t, n, count(r.real.LayerTypes, t), mb(avg.moved), mb(avg.weightFloor), ratio(avg.moved, avg.weightFloor))
+		fmt.Fprintf(w, "  %s after the first (%d measured, %d in the model): moved %s, weights %s: %s\n", t, n, count(r.real.LayerTypes[1:], t), mb(avg.moved), mb(avg.weightFloor), ratio(avg.moved, avg.weightFloor))
 	}
 	if r.real.NumLayers == r.config.NumLayers {
 		return
 	}
-	fmt.Fprintf(w, "\nscaled analytically to the real depth (%d layers): outside the layers + each type's average x its count: moved %s", r.real.NumLayers, mb(r.scaledMoved))
+	if len(r.scaledMissing) > 0 {
+		fmt.Fprintf(w, "\nnot scaled to the real depth (%d layers): no %s layer but the first measured; give more -layers\n", r.real.NumLayers, strings.Join(r.scaledMissing, " or "))
+		return
+	}
+	fmt.Fprintf(w, "\nscaled analytically to the real depth (%d layers): outside the layers + the first layer + each type's average after the first x its count after the first: moved %s", r.real.NumLayers, mb(r.scaledMoved))
 	if r.scaledFloor > 0 {
 		fmt.Fprintf(w, ", floor %s (DecodeFloor of the %d-layer checkpoint of zeros): %s", mb(r.scaledFloor), r.real.NumLayers, ratio(r.scaledMoved, r.scaledFloor))
 	}
