@@ -262,7 +262,7 @@ type result struct {
 	layers              map[int]part // by layer, -1 outside the layers
 	scaledMoved         int64
 	scaledMissing       []string // layer types the real model has and the measured one has not but as its first
-	scaledFloor         int64 // 0 when not measured
+	scaledFloor         int64    // 0 when not measured
 	dispatches, unbound int
 }
 
