@@ -66,12 +66,15 @@
 //
 //	go run ./examples/traffic                         # Qwen3-Next-80B-A3B's shapes, 4 layers
 //	go run ./examples/traffic -vocab 16384            # a cut vocabulary: a faster lm_head
+//	go run ./examples/traffic -model qwen3.5-35b-a3b  # Qwen3.5's MoE shapes
 //	go run ./examples/traffic -config config.json -layers 4
 //
-// Without -config it uses Qwen3-Next-80B-A3B's config.json (as on the
-// Hugging Face model card of Qwen/Qwen3-Next-80B-A3B-Instruct); -config
-// takes any unquantized text model's config.json this package runs
-// (Qwen3.5 dense or MoE: its text_config, Qwen3, Qwen3-Next).
+// -model names a built-in config: qwen3-next-80b-a3b (the default), the
+// config.json of Qwen/Qwen3-Next-80B-A3B-Instruct's model card, and
+// qwen3.5-35b-a3b, the defaults of transformers' Qwen3_5MoeTextConfig,
+// which describe Qwen3.5-35B-A3B. -config takes any unquantized text
+// model's config.json instead (for Qwen3.5, the text_config with its
+// model_type; Qwen3 dense or MoE).
 package main
 
 import (
@@ -97,43 +100,38 @@ import (
 
 func main() { os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// qwen3Next is Qwen3-Next-80B-A3B's config.json: 48 layers, every fourth
-// full attention (16 query heads, 2 KV heads of 256, a quarter rotary,
-// the output gate), Gated DeltaNet with 16 key heads and 32 value heads of
-// 128, 512 experts of which 10 are used, each of 512, and a shared expert
-// of 512.
-const qwen3Next = `{
-  "architectures": ["Qwen3NextForCausalLM"],
-  "model_type": "qwen3_next",
-  "torch_dtype": "bfloat16",
-  "hidden_size": 2048,
-  "num_hidden_layers": 48,
-  "full_attention_interval": 4,
-  "vocab_size": 151936,
-  "intermediate_size": 5120,
-  "num_attention_heads": 16,
-  "num_key_value_heads": 2,
-  "head_dim": 256,
-  "partial_rotary_factor": 0.25,
-  "rope_theta": 10000000,
-  "linear_conv_kernel_dim": 4,
-  "linear_key_head_dim": 128,
-  "linear_value_head_dim": 128,
-  "linear_num_key_heads": 16,
-  "linear_num_value_heads": 32,
-  "num_experts": 512,
-  "num_experts_per_tok": 10,
-  "moe_intermediate_size": 512,
-  "shared_expert_intermediate_size": 512,
-  "norm_topk_prob": true,
-  "decoder_sparse_step": 1,
-  "mlp_only_layers": [],
-  "rms_norm_eps": 1e-06,
-  "tie_word_embeddings": false,
-  "hidden_act": "silu",
-  "bos_token_id": 151643,
-  "eos_token_id": 151645
-}`
+// models are the configs -model names: Qwen3-Next-80B-A3B's config.json
+// as its Hugging Face model card gives it (48 layers, every fourth full
+// attention with 16 query heads, 2 KV heads of 256, a quarter rotary and
+// the output gate; Gated DeltaNet with 16 key heads and 32 value heads of
+// 128; 512 experts of which 10 are used, each of 512, and a shared
+// expert of 512), and Qwen3.5-35B-A3B's text model as transformers'
+// Qwen3_5MoeTextConfig defaults describe it (40 layers, the same
+// attention, linear attention and expert shapes, 256 experts of which 8
+// are used, vocabulary 248320), not checked against the checkpoint's
+// config.json.
+var models = map[string]string{
+	"qwen3-next-80b-a3b": `{
+  "model_type": "qwen3_next", "torch_dtype": "bfloat16",
+  "hidden_size": 2048, "num_hidden_layers": 48, "full_attention_interval": 4, "vocab_size": 151936,
+  "intermediate_size": 5120, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+  "partial_rotary_factor": 0.25, "rope_theta": 10000000, "linear_conv_kernel_dim": 4,
+  "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+  "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+  "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [],
+  "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "hidden_act": "silu",
+  "bos_token_id": 151643, "eos_token_id": 151645
+}`,
+	"qwen3.5-35b-a3b": `{
+  "model_type": "qwen3_5_moe_text", "dtype": "bfloat16",
+  "hidden_size": 2048, "num_hidden_layers": 40, "full_attention_interval": 4, "vocab_size": 248320,
+  "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+  "partial_rotary_factor": 0.25, "rope_theta": 10000000, "linear_conv_kernel_dim": 4,
+  "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+  "num_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+  "rms_norm_eps": 1e-06, "tie_word_embeddings": false, "hidden_act": "silu"
+}`,
+}
 
 // options are what the flags say.
 type options struct {
@@ -153,7 +151,8 @@ var errUsage = errors.New("usage")
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("traffic", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	config := fs.String("config", "", "a text model's config.json (default: Qwen3-Next-80B-A3B's)")
+	name := fs.String("model", "qwen3-next-80b-a3b", "the model whose shapes to measure: qwen3-next-80b-a3b or qwen3.5-35b-a3b")
+	config := fs.String("config", "", "a text model's config.json, instead of -model's")
 	var o options
 	fs.IntVar(&o.layers, "layers", 4, "layers of the measured model (the config's first ones)")
 	fs.IntVar(&o.vocab, "vocab", 0, "cut the vocabulary to this many tokens (0: the config's); changes the embedding row and the lm_head")
@@ -176,7 +175,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.listKernels < 0:
 		return o, fmt.Errorf("%w: -kernels %d, want 0 (all) or more", errUsage, o.listKernels)
 	}
-	o.config, o.name = []byte(qwen3Next), "Qwen3-Next-80B-A3B"
+	builtin, ok := models[*name]
+	if !ok {
+		return o, fmt.Errorf("%w: -model %q, want qwen3-next-80b-a3b or qwen3.5-35b-a3b", errUsage, *name)
+	}
+	o.config, o.name = []byte(builtin), *name
 	if *config != "" {
 		b, err := os.ReadFile(*config)
 		if err != nil {
@@ -237,12 +240,13 @@ func withLayers(config []byte, layers, vocab int) ([]byte, *checkpoint.Config, e
 
 // kernel is what the dispatches of one function moved.
 type kernel struct {
-	name                        string
-	dispatches                  int
-	loaded, stored              int64
-	weightLoaded, weightFloor   int64
-	moved                       int64 // loaded + stored
-	unknownStored, weightStored int64
+	name                      string
+	dispatches                int
+	loaded, stored            int64
+	weightLoaded, weightFloor int64
+	moved                     int64 // loaded + stored
+	params                    int64 // loaded through setBytes bindings
+	weightStored              int64
 }
 
 // part is what the dispatches counted to one layer (or to none: -1)
@@ -257,6 +261,7 @@ type result struct {
 	real                *checkpoint.Config
 	held                int
 	moved, floor        int64
+	params              int64 // of moved, loaded through setBytes bindings
 	weightFloor         int64 // the weights' floor over all dispatches
 	kernels             []kernel
 	layers              map[int]part // by layer, -1 outside the layers
@@ -373,8 +378,11 @@ type dispatch struct {
 }
 
 // binding is a buffer bound to a dispatch: the buffer's length and the
-// offset bound.
-type binding struct{ length, offset int }
+// offset bound; or bytes set with setBytes (params).
+type binding struct {
+	length, offset int
+	params         bool
+}
 
 // measureStep runs one decode step of the slot in one command buffer,
 // captured, and returns its dispatches and their counters, in order.
@@ -436,7 +444,8 @@ type counts struct{ loaded, stored [msl.MaxBindings]int64 }
 // readCapture reads the dispatches of the emulated device's capture
 // record: "N: dispatchThreads kernel NAME ..." or "N:
 // dispatchThreadgroups kernel NAME ...", each followed by its
-// "buffer(J): buffer ["label"] length L offset O" lines.
+// "buffer(J): buffer ["label"] length L offset O" or "buffer(J): setBytes
+// N bytes ..." lines.
 func readCapture(path string) ([]dispatch, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -451,13 +460,17 @@ func readCapture(path string) ([]dispatch, error) {
 		switch {
 		case len(fields) >= 4 && strings.HasPrefix(fields[1], "dispatch") && fields[2] == "kernel":
 			ds = append(ds, dispatch{kernel: fields[3], bindings: map[int]binding{}})
-		case len(fields) >= 6 && strings.HasPrefix(fields[0], "buffer(") && fields[1] == "buffer" && len(ds) > 0:
+		case len(fields) >= 3 && strings.HasPrefix(fields[0], "buffer(") && len(ds) > 0:
 			j, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(fields[0], "buffer("), "):"))
 			if err != nil {
 				return nil, fmt.Errorf("%s: %q: %w", path, sc.Text(), err)
 			}
+			if fields[1] == "setBytes" {
+				ds[len(ds)-1].bindings[j] = binding{params: true}
+				continue
+			}
 			n := len(fields)
-			if fields[n-4] != "length" || fields[n-2] != "offset" {
+			if n < 6 || fields[1] != "buffer" || fields[n-4] != "length" || fields[n-2] != "offset" {
 				return nil, fmt.Errorf("%s: %q: want ... length L offset O", path, sc.Text())
 			}
 			length, err1 := strconv.Atoi(fields[n-3])
@@ -465,7 +478,7 @@ func readCapture(path string) ([]dispatch, error) {
 			if err := cmp.Or(err1, err2); err != nil {
 				return nil, fmt.Errorf("%s: %q: %w", path, sc.Text(), err)
 			}
-			ds[len(ds)-1].bindings[j] = binding{length, offset}
+			ds[len(ds)-1].bindings[j] = binding{length: length, offset: offset}
 		}
 	}
 	return ds, sc.Err()
@@ -519,7 +532,7 @@ func weightRegions(dir string, c *checkpoint.Config) (map[binding]region, error)
 			if n == "model.embed_tokens.weight" {
 				rg.name, rg.floor = n+" (one row)", rg.floor/int64(c.VocabSize)
 			}
-			b := binding{pages, int(t.Offset)}
+			b := binding{length: pages, offset: int(t.Offset)}
 			if old, ok := regions[b]; ok && old != rg {
 				return nil, fmt.Errorf("%s and %s lie at offset %d of files of %d bytes: a binding would not tell them apart", old.name, rg.name, b.offset, b.length)
 			}
@@ -529,7 +542,7 @@ func weightRegions(dir string, c *checkpoint.Config) (map[binding]region, error)
 	copied := func(name string, rows, cols int, parts ...int) {
 		length, off := rows*cols*es, 0
 		for i, p := range parts {
-			regions[binding{length, off}] = region{name: fmt.Sprintf("%s (part %d of %d)", name, i+1, len(parts)), floor: int64(p * cols * es)}
+			regions[binding{length: length, offset: off}] = region{name: fmt.Sprintf("%s (part %d of %d)", name, i+1, len(parts)), floor: int64(p * cols * es)}
 			off += p * cols * es
 		}
 	}
@@ -573,6 +586,11 @@ func (r *result) tally(ds []dispatch, cs []counts, regions map[binding]region) {
 			b, ok := d.bindings[j]
 			if !ok || ld+st == 0 {
 				continue // unbound, or bound for an earlier dispatch and unused
+			}
+			if b.params {
+				k.params += ld
+				r.params += ld
+				continue
 			}
 			rg, ok := regions[b]
 			if !ok {
@@ -664,16 +682,18 @@ func ratio(a, b int64) string {
 func (r *result) print(w io.Writer, list int) {
 	fmt.Fprintf(w, "decode step at %d held positions: moved %d bytes (%s), floor %d bytes (%s, Model.DecodeFloor): %s\n",
 		r.held, r.moved, mb(r.moved), r.floor, mb(r.floor), ratio(r.moved, r.floor))
+	fmt.Fprintf(w, "of which the parameter blocks (setBytes, read by every thread; constant memory on a GPU) %d bytes: without them %d bytes (%s): %s\n",
+		r.params, r.moved-r.params, mb(r.moved-r.params), ratio(r.moved-r.params, r.floor))
 	fmt.Fprintf(w, "%d dispatches (%d bound to no weight); the weights they are bound to: %s (the floor less the KV caches and states, and a weight bound twice counted twice)\n",
 		r.dispatches, r.unbound, mb(r.weightFloor))
-	fmt.Fprintf(w, "\nper kernel, most bytes first: moved = loaded + stored; of the loads, those through the bindings of weights and the floor of those weights, and the others (activations, caches, states, parameters)\n")
-	fmt.Fprintf(w, "%-40s %5s %11s %11s %11s %11s %11s %9s\n", "kernel", "disp", "moved", "wt floor", "wt loaded", "other load", "stored", "moved/wt")
+	fmt.Fprintf(w, "\nper kernel, most bytes first: moved = loaded + stored; of the loads, those through the bindings of weights (and the floor of those weights), of parameter blocks, and of other buffers (activations, caches, states)\n")
+	fmt.Fprintf(w, "%-40s %5s %11s %11s %11s %11s %11s %11s %9s\n", "kernel", "disp", "moved", "wt floor", "wt loaded", "params", "other load", "stored", "moved/wt")
 	for i, k := range r.kernels {
 		if list > 0 && i == list {
 			fmt.Fprintf(w, "... %d more kernels\n", len(r.kernels)-list)
 			break
 		}
-		fmt.Fprintf(w, "%-40s %5d %11s %11s %11s %11s %11s %9s\n", k.name, k.dispatches, mb(k.moved), mb(k.weightFloor), mb(k.weightLoaded), mb(k.loaded-k.weightLoaded), mb(k.stored), ratio(k.moved, k.weightFloor))
+		fmt.Fprintf(w, "%-40s %5d %11s %11s %11s %11s %11s %11s %9s\n", k.name, k.dispatches, mb(k.moved), mb(k.weightFloor), mb(k.weightLoaded), mb(k.params), mb(k.loaded-k.weightLoaded-k.params), mb(k.stored), ratio(k.moved, k.weightFloor))
 	}
 	fmt.Fprintf(w, "\nper layer type (the average layer): moved / the floor of its weights\n")
 	out, first := r.layers[-1], r.layers[0]
