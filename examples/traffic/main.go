@@ -213,15 +213,15 @@ func cli(args []string, stdout, stderr io.Writer) int {
 // layer_types, when given, cut to them) and, when vocab > 0, vocab_size
 // set to it; and the real model's layer types.
 func withLayers(config []byte, layers, vocab int) ([]byte, *checkpoint.Config, error) {
-	real, err := checkpoint.ParseConfig(config)
+	full, err := checkpoint.ParseConfig(config)
 	if err != nil {
 		return nil, nil, err
 	}
-	if layers > real.NumLayers {
-		return nil, nil, fmt.Errorf("%w: -layers %d, the model has %d", errUsage, layers, real.NumLayers)
+	if layers > full.NumLayers {
+		return nil, nil, fmt.Errorf("%w: -layers %d, the model has %d", errUsage, layers, full.NumLayers)
 	}
-	if vocab > real.VocabSize {
-		return nil, nil, fmt.Errorf("%w: -vocab %d, the model's is %d", errUsage, vocab, real.VocabSize)
+	if vocab > full.VocabSize {
+		return nil, nil, fmt.Errorf("%w: -vocab %d, the model's is %d", errUsage, vocab, full.VocabSize)
 	}
 	var raw map[string]any
 	if err := json.Unmarshal(config, &raw); err != nil {
@@ -235,7 +235,7 @@ func withLayers(config []byte, layers, vocab int) ([]byte, *checkpoint.Config, e
 		raw["vocab_size"] = vocab
 	}
 	b, err := json.MarshalIndent(raw, "", "  ")
-	return b, real, err
+	return b, full, err
 }
 
 // kernel is what the dispatches of one function moved.
@@ -258,7 +258,7 @@ type part struct {
 // result is what run measured.
 type result struct {
 	config              *checkpoint.Config // the measured model's
-	real                *checkpoint.Config
+	full                *checkpoint.Config
 	held                int
 	moved, floor        int64
 	params              int64 // of moved, loaded through setBytes bindings
@@ -274,7 +274,7 @@ type result struct {
 // run measures a decode step of the model o describes on dev, an emulated
 // device, and prints the report.
 func run(o options, dev *mtl.Device, stdout io.Writer) (*result, error) {
-	cfg, real, err := withLayers(o.config, o.layers, o.vocab)
+	cfg, full, err := withLayers(o.config, o.layers, o.vocab)
 	if err != nil {
 		return nil, err
 	}
@@ -293,8 +293,8 @@ func run(o options, dev *mtl.Device, stdout io.Writer) (*result, error) {
 			lin++
 		}
 	}
-	fmt.Fprintf(stdout, "%s's shapes: %d of its %d layers (%d linear attention, %d full attention), vocab %d of %d, %s; every weight zero, in a sparse file in %s\n",
-		o.name, c.NumLayers, real.NumLayers, lin, c.NumLayers-lin, c.VocabSize, real.VocabSize, c.DType, dir)
+	fmt.Fprintf(stdout, "%s's shapes: %d of its %d layers (%d linear attention, %d full attention), vocab %d of %d, %s; every weight zero, in sparse files in %s\n",
+		o.name, c.NumLayers, full.NumLayers, lin, c.NumLayers-lin, c.VocabSize, full.VocabSize, c.DType, dir)
 
 	// A chunk of the prompt's length keeps the session's buffers off the
 	// sizes of the weights the loader copies (see weightRegions).
@@ -319,7 +319,7 @@ func run(o options, dev *mtl.Device, stdout io.Writer) (*result, error) {
 	if _, err := s.Prefill(slot, prompt, nil); err != nil {
 		return nil, err
 	}
-	r := &result{config: c, real: real, held: s.Len(slot)}
+	r := &result{config: c, full: full, held: s.Len(slot)}
 	r.floor = m.DecodeFloor(r.held)
 	dispatches, counters, err := measureStep(s, slot, dir)
 	if err != nil {
@@ -330,8 +330,8 @@ func run(o options, dev *mtl.Device, stdout io.Writer) (*result, error) {
 		return nil, err
 	}
 	r.tally(dispatches, counters, regions)
-	if o.depthFloor && real.NumLayers != c.NumLayers {
-		if r.scaledFloor, err = depthFloor(dev, o, real.NumLayers, r.held); err != nil {
+	if o.depthFloor && full.NumLayers != c.NumLayers {
+		if r.scaledFloor, err = depthFloor(dev, o, full.NumLayers, r.held); err != nil {
 			return nil, err
 		}
 	}
@@ -350,7 +350,7 @@ func run(o options, dev *mtl.Device, stdout io.Writer) (*result, error) {
 // depthFloor loads the real depth's checkpoint of zeros (not run) and
 // returns its DecodeFloor at held positions.
 func depthFloor(dev *mtl.Device, o options, layers, held int) (int64, error) {
-	full, _, err := withLayers(o.config, layers, o.vocab)
+	cfg, _, err := withLayers(o.config, layers, o.vocab)
 	if err != nil {
 		return 0, err
 	}
@@ -359,7 +359,7 @@ func depthFloor(dev *mtl.Device, o options, layers, held int) (int64, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	if _, err := checkpoint.WriteZeros(dir, full); err != nil {
+	if _, err := checkpoint.WriteZeros(dir, cfg); err != nil {
 		return 0, err
 	}
 	m, err := model.Load(dev, dir, model.Options{MaxLen: held + 1, Chunk: o.prompt})
@@ -633,7 +633,7 @@ func (r *result) tally(ds []dispatch, cs []counts, regions map[binding]region) {
 	// The first layer is its own: its input norm adds no residual.
 	r.scaledMoved = r.layers[-1].moved + r.layers[0].moved
 	for _, t := range []string{checkpoint.LinearAttention, checkpoint.FullAttention} {
-		n := count(r.real.LayerTypes[1:], t)
+		n := count(r.full.LayerTypes[1:], t)
 		if avg, measured := r.typeAverage(t); measured > 0 {
 			r.scaledMoved += avg.moved * int64(n)
 		} else if n > 0 {
@@ -704,21 +704,21 @@ func (r *result) print(w io.Writer, list int) {
 		if n == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "  %s after the first (%d measured, %d in the model): moved %s, weights %s: %s\n", t, n, count(r.real.LayerTypes[1:], t), mb(avg.moved), mb(avg.weightFloor), ratio(avg.moved, avg.weightFloor))
+		fmt.Fprintf(w, "  %s after the first (%d measured, %d in the model): moved %s, weights %s: %s\n", t, n, count(r.full.LayerTypes[1:], t), mb(avg.moved), mb(avg.weightFloor), ratio(avg.moved, avg.weightFloor))
 	}
-	if r.real.NumLayers == r.config.NumLayers {
+	if r.full.NumLayers == r.config.NumLayers {
 		return
 	}
 	if len(r.scaledMissing) > 0 {
-		fmt.Fprintf(w, "\nnot scaled to the real depth (%d layers): no %s layer but the first measured; give more -layers\n", r.real.NumLayers, strings.Join(r.scaledMissing, " or "))
+		fmt.Fprintf(w, "\nnot scaled to the real depth (%d layers): no %s layer but the first measured; give more -layers\n", r.full.NumLayers, strings.Join(r.scaledMissing, " or "))
 		return
 	}
-	fmt.Fprintf(w, "\nscaled analytically to the real depth (%d layers): outside the layers + the first layer + each type's average after the first x its count after the first: moved %s", r.real.NumLayers, mb(r.scaledMoved))
+	fmt.Fprintf(w, "\nscaled analytically to the real depth (%d layers): outside the layers + the first layer + each type's average after the first x its count after the first: moved %s", r.full.NumLayers, mb(r.scaledMoved))
 	if r.scaledFloor > 0 {
-		fmt.Fprintf(w, ", floor %s (DecodeFloor of the %d-layer checkpoint of zeros): %s", mb(r.scaledFloor), r.real.NumLayers, ratio(r.scaledMoved, r.scaledFloor))
+		fmt.Fprintf(w, ", floor %s (DecodeFloor of the %d-layer checkpoint of zeros): %s", mb(r.scaledFloor), r.full.NumLayers, ratio(r.scaledMoved, r.scaledFloor))
 	}
 	fmt.Fprintln(w)
-	if r.config.VocabSize != r.real.VocabSize {
-		fmt.Fprintf(w, "(the vocabulary is cut to %d of %d: the lm_head and embedding row, outside the layers, are in proportion smaller in both figures)\n", r.config.VocabSize, r.real.VocabSize)
+	if r.config.VocabSize != r.full.VocabSize {
+		fmt.Fprintf(w, "(the vocabulary is cut to %d of %d: the lm_head and embedding row, outside the layers, are in proportion smaller in both figures)\n", r.config.VocabSize, r.full.VocabSize)
 	}
 }
