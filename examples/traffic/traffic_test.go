@@ -102,6 +102,8 @@ func TestTrafficFlags(t *testing.T) {
 		{[]string{"-vocab", "-1"}, "-vocab -1"},
 		{[]string{"-prompt", "0"}, "-prompt 0"},
 		{[]string{"-config", "/nonexistent/config.json"}, "-config"},
+		{[]string{"-model", "llama"}, `-model "llama"`},
+		{[]string{"-kernels", "-2"}, "-kernels -2"},
 		{[]string{"extra"}, "unexpected arguments"},
 	} {
 		var stderr bytes.Buffer
