@@ -6,9 +6,10 @@
 // It writes a checkpoint of a real model's architecture with few layers
 // (-layers, default 4: for Qwen3-Next three linear-attention layers and one
 // full-attention layer, each of the real model's per-layer shapes) into a
-// temporary folder, every weight zero, as a sparse file
-// (checkpoint.WriteZeros): the header is written and the tensors' bytes
-// skipped, so a checkpoint of tens of gigabytes costs a few pages of disk.
+// temporary folder, every weight zero, as sparse files (checkpoint.WriteZeros:
+// one per layer and one for the rest; each header is written and the
+// tensors' bytes skipped), so a checkpoint of tens of gigabytes costs a
+// few pages of disk.
 // model.Load maps it, so nothing is read but what the kernels read (and
 // the few weights the loader permutes or converts, which it copies).
 // Weights of zero move the same bytes as trained ones: the router's
@@ -41,10 +42,11 @@
 // kernels' own reads are to the floor; the per-kernel figures say where
 // the excess is.
 //
-// Each dispatch is counted to a layer: the layer of the weights it is bound
-// to, else (a dispatch bound to no weight of a layer, such as the
-// attention over the KV cache, or one bound only to a weight the loader
-// copied) the layer of the dispatch before it. From the figures of each
+// Each dispatch is counted to a layer, in order: a dispatch bound to a
+// layer's input_layernorm starts the next layer, one bound to a weight
+// outside the layers (the embedding, the final norm, the lm_head) counts
+// to none, and any other (the attention over the KV cache, a product of
+// a copied weight) to the layer of the dispatch before it. From the figures of each
 // layer type (linear attention, full attention), it scales the step to
 // the real model's depth analytically: the bytes outside the layers (the
 // embedding row, the final norm, the lm_head), plus the first layer's
