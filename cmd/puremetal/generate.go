@@ -24,6 +24,7 @@ type generateFlags struct {
 	model, prompt, ids, backend string
 	maxTokens, chunk, maxLen    int
 	temperature, topP, minP     float64
+	repetitionPenalty           float64
 	topK                        int
 	seed                        uint64
 	ignoreEOS, idsOut, chat     bool
@@ -42,6 +43,7 @@ func runGenerate(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.Float64Var(&f.topP, "top-p", 1, "nucleus sampling threshold (needs -top-k below 1)")
 	fs.Float64Var(&f.minP, "min-p", 0, "keep tokens at least this fraction as likely as the best")
 	fs.Uint64Var(&f.seed, "seed", 0, "sampling seed")
+	fs.Float64Var(&f.repetitionPenalty, "repetition-penalty", 1, "HF's repetition_penalty over the prompt's and the generated tokens (1: off)")
 	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "do not stop at the config's eos tokens")
 	fs.BoolVar(&f.idsOut, "ids-out", false, "end with a line 'tokens: <id> <id> ...' of the generated ids")
 	fs.BoolVar(&f.chat, "chat", false, "put the prompt through the model's chat template as a user turn")
@@ -182,7 +184,7 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 		dec = tok.NewDecoder(true)
 	}
 	opts := model.GenerateOptions{MaxTokens: f.maxTokens, IgnoreEOS: f.ignoreEOS,
-		Sampling: model.Sampling{Temperature: float32(f.temperature), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP), Seed: f.seed}}
+		Sampling: model.Sampling{Temperature: float32(f.temperature), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP), Seed: f.seed, RepetitionPenalty: float32(f.repetitionPenalty)}}
 	start := time.Now()
 	var first time.Duration
 	var ids []int32
