@@ -25,6 +25,30 @@
 // 6 output, 7 state_out, 8 parameters, 9 capture, 10 a_log, 11 dt_bias,
 // 12 slots, 13 cu_seqlens.
 //
+// The buffers every entry point binds, declared once: GDN_STEP_BUFFERS
+// (0-8, the step and its parameters) and GDN_SEQ_BUFFERS (10-13, the fused
+// gate's constants, the state slots and the sequence bounds), for an entry
+// point templated on A and S. Buffer 9 (capture) is declared by the
+// kernels that write it; GDN_STEP_ARGS and GDN_SEQ_ARGS pass the same
+// buffers on, in order.
+#define GDN_STEP_BUFFERS \
+    device const A     *q          [[buffer(0)]], \
+    device const A     *k          [[buffer(1)]], \
+    device const A     *v          [[buffer(2)]], \
+    device const A     *g          [[buffer(3)]], \
+    device const A     *beta       [[buffer(4)]], \
+    device const S     *state_in   [[buffer(5)]], \
+    device A           *output     [[buffer(6)]], \
+    device S           *state_out  [[buffer(7)]], \
+    constant gdn_params &p         [[buffer(8)]]
+#define GDN_SEQ_BUFFERS \
+    device const float *a_log      [[buffer(10)]], \
+    device const float *dt_bias    [[buffer(11)]], \
+    device const int   *slots      [[buffer(12)]], \
+    device const int   *cu_seqlens [[buffer(13)]]
+#define GDN_STEP_ARGS q, k, v, g, beta, state_in, output, state_out, p
+#define GDN_SEQ_ARGS a_log, dt_bias, slots, cu_seqlens
+
 // Element types are template parameters: float, half, or bf16_t (elem.metal). Every
 // load widens to float exactly, the recurrence runs in float, and every
 // store rounds once to nearest even.

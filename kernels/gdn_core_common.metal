@@ -11,6 +11,22 @@
 
 #define GDN_CONV_K 4
 
+// The core's buffers 14-20, declared once for an entry point templated on
+// A, with the core parameters named cp; GDN_CORE_ARGS passes them on.
+#define GDN_CORE_BUFFERS \
+    device const A     *mixed      [[buffer(14)]], \
+    device const A     *conv_w     [[buffer(15)]], \
+    device const A     *conv_in    [[buffer(16)]], \
+    device A           *conv_out   [[buffer(17)]], \
+    device const A     *z          [[buffer(18)]], \
+    device const A     *norm_w     [[buffer(19)]], \
+    constant gdn_core_params &cp   [[buffer(20)]]
+#define GDN_CORE_ARGS mixed, conv_w, conv_in, conv_out, z, norm_w, &cp
+// What an entry point without the core passes in their place: buffers it
+// binds (never read, as the core's flags are off) and no core parameters.
+#define GDN_NO_CORE_ARGS q, q, q, output, q, q, (constant gdn_core_params *)nullptr
+
+
 // Bits of gdn_core_params::flags.
 #define GDN_CORE_CONV    1u  // mixed_qkv and the conv state replace q, k and v
 #define GDN_CORE_NORM    2u  // the gated RMSNorm of the output
