@@ -190,20 +190,7 @@ inline void gdn_chunked_head(
         // convolution made from mixed_qkv (u = silu(conv), in f32).
         if (conv) {
             for (uint r = 0; r < n; ++r) {
-                device const A *xr = mixed + ulong(tok0 + r) * cp->conv_dim;
-                for (int e = 0; e < GDN_CHUNK_CONV_CHANNELS; ++e) {
-                    if (cl.has(e)) {
-                        const uint ch = cl.ch[e];
-                        const float y = cl.step(e, load_elem(xr + cl.src[e]));
-                        if (ch < d_k) {
-                            qs[r * d_k + ch] = y;
-                        } else if (ch < 2u * d_k) {
-                            ks[r * d_k + (ch - d_k)] = y;
-                        } else {
-                            vs[r * d_v + (ch - 2u * d_k)] = y;
-                        }
-                    }
-                }
+                cl.stage(mixed + ulong(tok0 + r) * cp->conv_dim, d_k, qs + r * d_k, ks + r * d_k, vs + r * d_v);
             }
         } else {
             for (uint r = 0; r < n; ++r) {
@@ -354,27 +341,9 @@ inline void gdn_chunked_head(
     }
 }
 
-template <typename A, typename S>
-kernel void gated_delta_net_chunked(
-    GDN_STEP_BUFFERS,
-    GDN_SEQ_BUFFERS,
-    threadgroup float  *stage     [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_chunked_head<A, S, false>(GDN_STEP_ARGS, GDN_SEQ_ARGS, stage, GDN_NO_CORE_ARGS, tg, tid);
-}
-
-// The same with the layer core: buffers 14-20 of gdn_core_common.metal.
-template <typename A, typename S>
-kernel void gated_delta_net_chunked_core(
-    GDN_STEP_BUFFERS,
-    GDN_SEQ_BUFFERS,
-    GDN_CORE_BUFFERS,
-    threadgroup float  *stage      [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_chunked_head<A, S, true>(GDN_STEP_ARGS, GDN_SEQ_ARGS, stage, GDN_CORE_ARGS, tg, tid);
-}
+// The entry points, without and with the layer core (buffers 14-20 of
+// gdn_core_common.metal).
+GDN_PREFILL_KERNELS(gated_delta_net_chunked, gated_delta_net_chunked_core, gdn_chunked_head)
 
 // Every combination of activation and state type (gdn_common.metal), each
 // without and with the layer core.

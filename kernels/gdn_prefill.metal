@@ -231,27 +231,9 @@ inline void gdn_prefill_head(
     }
 }
 
-template <typename A, typename S>
-kernel void gated_delta_net(
-    GDN_STEP_BUFFERS,
-    GDN_SEQ_BUFFERS,
-    threadgroup float  *stage     [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_prefill_head<A, S, false>(GDN_STEP_ARGS, GDN_SEQ_ARGS, stage, GDN_NO_CORE_ARGS, tg, tid);
-}
-
-// The same with the layer core: buffers 14-20 of gdn_core_common.metal.
-template <typename A, typename S>
-kernel void gated_delta_net_prefill_core(
-    GDN_STEP_BUFFERS,
-    GDN_SEQ_BUFFERS,
-    GDN_CORE_BUFFERS,
-    threadgroup float  *stage      [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_prefill_head<A, S, true>(GDN_STEP_ARGS, GDN_SEQ_ARGS, stage, GDN_CORE_ARGS, tg, tid);
-}
+// The entry points, without and with the layer core (buffers 14-20 of
+// gdn_core_common.metal).
+GDN_PREFILL_KERNELS(gated_delta_net, gated_delta_net_prefill_core, gdn_prefill_head)
 
 // Every combination of activation and state type (gdn_common.metal), each
 // without and with the layer core.

@@ -217,20 +217,7 @@ kernel void gated_delta_net_prefill_blocked_core(
         const uint tok0 = sq.tok0 + t0;
         if (conv) {
             for (uint r = 0; r < nb; ++r) {
-                device const A *xr = mixed + ulong(tok0 + r) * cp.conv_dim;
-                for (int e = 0; e < 2; ++e) {
-                    if (cl.has(e)) {
-                        const uint ch = cl.ch[e];
-                        const float y = cl.step(e, load_elem(xr + cl.src[e]));
-                        if (ch < DK) {
-                            qs[r * DK + ch] = y;
-                        } else if (ch < 2u * DK) {
-                            ks[r * DK + (ch - DK)] = y;
-                        } else {
-                            vs[r * DV + (ch - 2u * DK)] = y;
-                        }
-                    }
-                }
+                cl.stage(mixed + ulong(tok0 + r) * cp.conv_dim, DK, qs + r * DK, ks + r * DK, vs + r * DV);
             }
         } else {
             for (uint i = ti; i < nb * DK; i += n_threads) {
