@@ -14,10 +14,7 @@ import (
 // *spec.ArgumentError naming the field.
 func TestErrorsMatchErrInvalidInput(t *testing.T) {
 	p := spec.Params{Shape: spec.Shape{DK: 32, DV: 32, NKHeads: 1, NVHeads: 2, NTokens: 2, NSeqs: 1}, Activation: spec.BF16}
-	good, err := cpuref.RandomInputs(p, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := random(t, p, 1)
 	pooled := p
 	pooled.NSlots = 4
 	for _, c := range []struct {
@@ -44,7 +41,7 @@ func TestErrorsMatchErrInvalidInput(t *testing.T) {
 			t.Errorf("%s: Oracle64: %v does not wrap cpuref.ErrInvalidInput", c.name, err)
 		}
 	}
-	_, err = cpuref.Reference32(spec.Params{}, good, false)
+	_, err := cpuref.Reference32(spec.Params{}, good, false)
 	if ae := (*spec.ArgumentError)(nil); !errors.As(err, &ae) || ae.Arg != "Shape.DK" {
 		t.Errorf("zero Params: %v, want the *spec.ArgumentError of Shape.DK", err)
 	}

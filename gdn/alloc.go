@@ -219,30 +219,36 @@ func NewStatePool(dev *mtl.Device, p Params, layers int) (*StatePool, error) {
 	}
 	n := s.StateLen()
 	sp := &StatePool{slotBytes: n / s.NSlots * p.State.Size(), used: make([]bool, s.NSlots)}
-	for range layers {
-		b, err := dev.NewBuffer(n*p.State.Size(), mtl.ResourceStorageModeShared)
-		if err != nil {
-			sp.Release()
-			return nil, fmt.Errorf("gdn: NewStatePool: %w", err)
-		}
-		sp.States = append(sp.States, NewView(b, 0, p.State, n))
-	}
-	if p.Core.Conv > 0 {
+	var err error
+	sp.States, err = appendLayerViews(sp.States, dev, layers, p.State, n)
+	if err == nil && p.Core.Conv > 0 {
 		nc := p.ConvStateLen()
 		sp.convBytes = nc / s.NSlots * p.Activation.Size()
-		for range layers {
-			b, err := dev.NewBuffer(nc*p.Activation.Size(), mtl.ResourceStorageModeShared)
-			if err != nil {
-				sp.Release()
-				return nil, fmt.Errorf("gdn: NewStatePool: %w", err)
-			}
-			sp.ConvStates = append(sp.ConvStates, NewView(b, 0, p.Activation, nc))
-		}
+		sp.ConvStates, err = appendLayerViews(sp.ConvStates, dev, layers, p.Activation, nc)
+	}
+	if err != nil {
+		sp.Release()
+		return nil, fmt.Errorf("gdn: NewStatePool: %w", err)
 	}
 	for slot := s.NSlots - 1; slot >= 0; slot-- {
 		sp.free = append(sp.free, int32(slot))
 	}
 	return sp, nil
+}
+
+// appendLayerViews appends to views one view per layer of n elements of
+// type t, each the whole of a zero-filled shared buffer of its own, and
+// returns them with the first error: the views made before it are
+// appended, for the caller to release.
+func appendLayerViews(views []View, dev *mtl.Device, layers int, t ElemType, n int) ([]View, error) {
+	for range layers {
+		b, err := dev.NewBuffer(n*t.Size(), mtl.ResourceStorageModeShared)
+		if err != nil {
+			return views, err
+		}
+		views = append(views, NewView(b, 0, t, n))
+	}
+	return views, nil
 }
 
 // Slots returns the number of slots.

@@ -250,13 +250,30 @@ func packedFits(p Params, b Buffers) bool {
 }
 
 func (k *Kernels) encode(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers) error {
+	if err := k.checkEncoder(enc); err != nil {
+		return err
+	}
+	return k.dispatch(mtlEncoder{enc}, kern, p, b)
+}
+
+// checkKernels refuses a nil or zero Kernels, which knows no device.
+func (k *Kernels) checkKernels() error {
 	if k == nil || k.pipelines == nil {
 		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
+	}
+	return nil
+}
+
+// checkEncoder refuses what no encoding method takes: a nil or zero
+// Kernels and a nil encoder.
+func (k *Kernels) checkEncoder(enc *mtl.ComputeCommandEncoder) error {
+	if err := k.checkKernels(); err != nil {
+		return err
 	}
 	if enc == nil {
 		return invalid("encoder", "nil compute command encoder")
 	}
-	return k.dispatch(mtlEncoder{enc}, kern, p, b)
+	return nil
 }
 
 // EntryPoint returns the MSL entry point kern runs for p: the variant of
@@ -292,8 +309,8 @@ func EntryPoint(kern Kernel, p Params) (string, error) {
 // prepares the kernels its first request will take, such as
 // Prepare(DecodeKernel(p, Buffers{}), p).
 func (k *Kernels) Prepare(kern Kernel, p Params) error {
-	if k == nil || k.pipelines == nil {
-		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
+	if err := k.checkKernels(); err != nil {
+		return err
 	}
 	entry, err := EntryPoint(kern, p)
 	if err != nil {
@@ -389,16 +406,25 @@ func (k *Kernels) dispatch(enc encoder, kern Kernel, p Params, b Buffers) error 
 // checkDevice refuses views in buffers of another device than New's (the
 // views have passed Validate).
 func (k *Kernels) checkDevice(b Buffers) error {
-	if k.dev == nil {
-		return nil
-	}
-	views := [...]struct {
-		name string
-		v    View
-	}{
+	views := [...]namedView{
 		{"Q", b.Q}, {"K", b.K}, {"V", b.V}, {"G", b.G}, {"Beta", b.Beta}, {"StateIn", b.StateIn},
 		{"Output", b.Output}, {"StateOut", b.StateOut}, {"Capture", b.Capture}, {"ALog", b.ALog},
 		{"DtBias", b.DtBias}, {"Slots", b.Slots}, {"CuSeqlens", b.CuSeqlens},
+	}
+	return k.checkViewsDevice(views[:])
+}
+
+// A namedView is a view with the name an error gives it.
+type namedView struct {
+	name string
+	v    View
+}
+
+// checkViewsDevice refuses the first of views whose buffer belongs to
+// another device than New's; with no device known it accepts them all.
+func (k *Kernels) checkViewsDevice(views []namedView) error {
+	if k.dev == nil {
+		return nil
 	}
 	for i := range views {
 		if buf := views[i].v.Buffer; buf != nil && !buf.Device().Same(k.dev) {

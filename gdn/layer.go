@@ -418,11 +418,8 @@ func corePerPass(s Shape, maxThreads int) int {
 // every touched slot that two buffers would need. The threadgroup's 4 D_v
 // threads must be at most the pipeline's maxTotalThreadsPerThreadgroup.
 func (k *Kernels) DecodeCore(enc *mtl.ComputeCommandEncoder, p Params, b Buffers, c CoreBuffers) error {
-	if k == nil || k.pipelines == nil {
-		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
-	}
-	if enc == nil {
-		return invalid("encoder", "nil compute command encoder")
+	if err := k.checkEncoder(enc); err != nil {
+		return err
 	}
 	return k.dispatchCore(mtlEncoder{enc}, p, b, c)
 }

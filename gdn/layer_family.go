@@ -37,11 +37,8 @@ import (
 // [Kernels.Encode]: the same kernel, bindings and results as today's
 // calls. The rules are [ValidateCoreOn]'s.
 func (k *Kernels) EncodeCore(enc *mtl.ComputeCommandEncoder, kern Kernel, p Params, b Buffers, c CoreBuffers) error {
-	if k == nil || k.pipelines == nil {
-		return invalid("Kernels", "nil or zero, it knows no device: make one with gdn.New")
-	}
-	if enc == nil {
-		return invalid("encoder", "nil compute command encoder")
+	if err := k.checkEncoder(enc); err != nil {
+		return err
 	}
 	return k.dispatchCoreOn(mtlEncoder{enc}, kern, p, b, c)
 }
@@ -176,23 +173,12 @@ func coreTargetOf(kern Kernel) (coreTarget, error) {
 // checkCoreDevice refuses core views in buffers of another device than
 // New's.
 func (k *Kernels) checkCoreDevice(c CoreBuffers) error {
-	if k.dev == nil {
-		return nil
-	}
-	views := [...]struct {
-		name string
-		v    View
-	}{
+	views := [...]namedView{
 		{"CoreBuffers.MixedQKV", c.MixedQKV}, {"CoreBuffers.ConvWeight", c.ConvWeight},
 		{"CoreBuffers.ConvStateIn", c.ConvStateIn}, {"CoreBuffers.ConvStateOut", c.ConvStateOut},
 		{"CoreBuffers.Z", c.Z}, {"CoreBuffers.NormWeight", c.NormWeight},
 	}
-	for i := range views {
-		if buf := views[i].v.Buffer; buf != nil && !buf.Device().Same(k.dev) {
-			return invalid(views[i].name, "its buffer belongs to %v, the kernels to %v", buf.Device(), k.dev)
-		}
-	}
-	return nil
+	return k.checkViewsDevice(views[:])
 }
 
 // PrefillCore encodes the prefill kernel [PrefillCoreKernel] picks for p

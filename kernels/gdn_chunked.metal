@@ -190,20 +190,7 @@ inline void gdn_chunked_head(
         // convolution made from mixed_qkv (u = silu(conv), in f32).
         if (conv) {
             for (uint r = 0; r < n; ++r) {
-                device const A *xr = mixed + ulong(tok0 + r) * cp->conv_dim;
-                for (int e = 0; e < GDN_CHUNK_CONV_CHANNELS; ++e) {
-                    if (cl.has(e)) {
-                        const uint ch = cl.ch[e];
-                        const float y = cl.step(e, load_elem(xr + cl.src[e]));
-                        if (ch < d_k) {
-                            qs[r * d_k + ch] = y;
-                        } else if (ch < 2u * d_k) {
-                            ks[r * d_k + (ch - d_k)] = y;
-                        } else {
-                            vs[r * d_v + (ch - 2u * d_k)] = y;
-                        }
-                    }
-                }
+                cl.stage(mixed + ulong(tok0 + r) * cp->conv_dim, d_k, qs + r * d_k, ks + r * d_k, vs + r * d_v);
             }
         } else {
             for (uint r = 0; r < n; ++r) {
@@ -354,59 +341,9 @@ inline void gdn_chunked_head(
     }
 }
 
-template <typename A, typename S>
-kernel void gated_delta_net_chunked(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    threadgroup float  *stage     [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_chunked_head<A, S, false>(q, k, v, g, beta, state_in, output, state_out, p,
-                                  a_log, dt_bias, slots, cu_seqlens, stage,
-                                  q, q, q, output, q, q, (constant gdn_core_params *)nullptr, tg, tid);
-}
-
-// The same with the layer core: buffers 14-20 of gdn_core_common.metal.
-template <typename A, typename S>
-kernel void gated_delta_net_chunked_core(
-    device const A     *q          [[buffer(0)]],
-    device const A     *k          [[buffer(1)]],
-    device const A     *v          [[buffer(2)]],
-    device const A     *g          [[buffer(3)]],
-    device const A     *beta       [[buffer(4)]],
-    device const S     *state_in   [[buffer(5)]],
-    device A           *output     [[buffer(6)]],
-    device S           *state_out  [[buffer(7)]],
-    constant gdn_params &p         [[buffer(8)]],
-    device const float *a_log      [[buffer(10)]],
-    device const float *dt_bias    [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    device const A     *mixed      [[buffer(14)]],
-    device const A     *conv_w     [[buffer(15)]],
-    device const A     *conv_in    [[buffer(16)]],
-    device A           *conv_out   [[buffer(17)]],
-    device const A     *z          [[buffer(18)]],
-    device const A     *norm_w     [[buffer(19)]],
-    constant gdn_core_params &cp   [[buffer(20)]],
-    threadgroup float  *stage      [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_chunked_head<A, S, true>(q, k, v, g, beta, state_in, output, state_out, p,
-                                 a_log, dt_bias, slots, cu_seqlens, stage,
-                                 mixed, conv_w, conv_in, conv_out, z, norm_w, &cp, tg, tid);
-}
+// The entry points, without and with the layer core (buffers 14-20 of
+// gdn_core_common.metal).
+GDN_PREFILL_KERNELS(gated_delta_net_chunked, gated_delta_net_chunked_core, gdn_chunked_head)
 
 // Every combination of activation and state type (gdn_common.metal), each
 // without and with the layer core.

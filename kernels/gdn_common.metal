@@ -25,6 +25,30 @@
 // 6 output, 7 state_out, 8 parameters, 9 capture, 10 a_log, 11 dt_bias,
 // 12 slots, 13 cu_seqlens.
 //
+// The buffers every entry point binds, declared once: GDN_STEP_BUFFERS
+// (0-8, the step and its parameters) and GDN_SEQ_BUFFERS (10-13, the fused
+// gate's constants, the state slots and the sequence bounds), for an entry
+// point templated on A and S. Buffer 9 (capture) is declared by the
+// kernels that write it; GDN_STEP_ARGS and GDN_SEQ_ARGS pass the same
+// buffers on, in order.
+#define GDN_STEP_BUFFERS \
+    device const A     *q          [[buffer(0)]], \
+    device const A     *k          [[buffer(1)]], \
+    device const A     *v          [[buffer(2)]], \
+    device const A     *g          [[buffer(3)]], \
+    device const A     *beta       [[buffer(4)]], \
+    device const S     *state_in   [[buffer(5)]], \
+    device A           *output     [[buffer(6)]], \
+    device S           *state_out  [[buffer(7)]], \
+    constant gdn_params &p         [[buffer(8)]]
+#define GDN_SEQ_BUFFERS \
+    device const float *a_log      [[buffer(10)]], \
+    device const float *dt_bias    [[buffer(11)]], \
+    device const int   *slots      [[buffer(12)]], \
+    device const int   *cu_seqlens [[buffer(13)]]
+#define GDN_STEP_ARGS q, k, v, g, beta, state_in, output, state_out, p
+#define GDN_SEQ_ARGS a_log, dt_bias, slots, cu_seqlens
+
 // Element types are template parameters: float, half, or bf16_t (elem.metal). Every
 // load widens to float exactly, the recurrence runs in float, and every
 // store rounds once to nearest even.
@@ -301,3 +325,63 @@ inline void gdn_decode_indexed(device const A *q, device const A *k,
         store_elem(state_out + cell + c, s[c]);
     }
 }
+
+// The pointers of one row of S through a sequence's tokens, for the
+// kernels that move them on once per token instead of rebuilding every
+// index (the seq kernels): q and k at column col of key head kh, v and the
+// output at row of value head h, g and beta of h. next() moves each to
+// the next token.
+template <typename A>
+struct gdn_token_ptrs {
+    device const A *q;
+    device const A *k;
+    device const A *v;
+    device A       *o;
+    device const A *g;
+    device const A *beta;
+    uint qk_step;
+    uint v_step;
+    uint gb_step;
+
+    inline void next() {
+        q += qk_step;
+        k += qk_step;
+        v += v_step;
+        o += v_step;
+        g += gb_step;
+        beta += gb_step;
+    }
+};
+
+// The pointers of gdn_token_ptrs at token tok0, for D_k = dk.
+template <typename A>
+inline gdn_token_ptrs<A> gdn_token_pointers(constant gdn_params &p, device const A *q,
+                                            device const A *k, device const A *v,
+                                            device A *output, device const A *g,
+                                            device const A *beta, uint tok0, uint kh,
+                                            uint h, uint dk, uint col, uint row) {
+    gdn_token_ptrs<A> tp;
+    tp.qk_step = p.n_k_heads * dk;
+    tp.v_step = p.n_v_heads * p.d_v;
+    tp.gb_step = p.n_v_heads;
+    tp.q = q + (tok0 * p.n_k_heads + kh) * dk + col;
+    tp.k = k + (tok0 * p.n_k_heads + kh) * dk + col;
+    tp.v = v + (tok0 * p.n_v_heads + h) * p.d_v + row;
+    tp.o = output + (tok0 * p.n_v_heads + h) * p.d_v + row;
+    tp.g = g + tok0 * p.n_v_heads + h;
+    tp.beta = beta + tok0 * p.n_v_heads + h;
+    return tp;
+}
+
+// An entry point of the decode family that runs
+// impl<A, S, NSG, false>(GDN_STEP_ARGS, no capture, GDN_SEQ_ARGS, tg, tid):
+// the kernels that rebuild every index from the parameters each token.
+#define GDN_INDEXED_KERNEL(name, impl) \
+    template <typename A, typename S, int NSG> \
+    kernel void name( \
+        GDN_STEP_BUFFERS, \
+        GDN_SEQ_BUFFERS, \
+        uint3 tg  [[threadgroup_position_in_grid]], \
+        uint3 tid [[thread_position_in_threadgroup]]) { \
+        impl<A, S, NSG, false>(GDN_STEP_ARGS, nullptr, GDN_SEQ_ARGS, tg, tid); \
+    }

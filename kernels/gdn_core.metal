@@ -120,27 +120,10 @@ inline uint gdn_core_channel(constant gdn_params &p, uint kh, gdn_core_heads hs,
 // One window of tokens of one value head and sequence.
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_core_packed(
-    device const A     *q          [[buffer(0)]],
-    device const A     *k          [[buffer(1)]],
-    device const A     *v          [[buffer(2)]],
-    device const A     *g          [[buffer(3)]],
-    device const A     *beta       [[buffer(4)]],
-    device const S     *state_in   [[buffer(5)]],
-    device A           *output     [[buffer(6)]],
-    device S           *state_out  [[buffer(7)]],
-    constant gdn_params &p         [[buffer(8)]],
+    GDN_STEP_BUFFERS,
     device S           *capture    [[buffer(9)]],
-    device const float *a_log      [[buffer(10)]],
-    device const float *dt_bias    [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    device const A     *mixed      [[buffer(14)]],
-    device const A     *conv_w     [[buffer(15)]],
-    device const A     *conv_in    [[buffer(16)]],
-    device A           *conv_out   [[buffer(17)]],
-    device const A     *z          [[buffer(18)]],
-    device const A     *norm_w     [[buffer(19)]],
-    constant gdn_core_params &c    [[buffer(20)]],
+    GDN_SEQ_BUFFERS,
+    GDN_CORE_BUFFERS,
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]],
     uint3 tpg [[threads_per_threadgroup]]) {
@@ -162,7 +145,7 @@ kernel void gated_delta_net_core_packed(
     if (sq.skip) {
         return;  // the whole threadgroup: one sequence
     }
-    const bool grouped = (c.flags & GDN_CORE_GROUPED) != 0u;
+    const bool grouped = (cp.flags & GDN_CORE_GROUPED) != 0u;
     const uint kh = grouped ? tg.y : gdn_key_head(p, tg.y);
     const gdn_core_heads hs = grouped ? gdn_core_key_heads(p, kh) : gdn_core_heads{tg.y, 0u};
     const uint n_passes = grouped ? p.n_v_heads / p.n_k_heads / per_pass : 1u;
@@ -170,14 +153,14 @@ kernel void gated_delta_net_core_packed(
     // the grouped one, or the first value head's.
     const bool writes_qk = grouped || gdn_core_owns_key_head(p, tg.y);
     const float scale = gdn_out_scale(p);
-    const bool conv = (c.flags & GDN_CORE_CONV) != 0u;
-    const bool norm = (c.flags & GDN_CORE_NORM) != 0u;
+    const bool conv = (cp.flags & GDN_CORE_CONV) != 0u;
+    const bool norm = (cp.flags & GDN_CORE_NORM) != 0u;
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
 
     // The convolution's registers: two channels per thread; cx0 keeps the
     // q and k channels' conv state for the passes after the first.
     const uint n_ch = 2u * DK + per_pass * p.d_v;
-    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(c.conv_dim);
+    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(cp.conv_dim);
     float cw[2][GDN_CONV_K];
     float cx[2][GDN_CONV_K - 1];
     float cx0[2][GDN_CONV_K - 1];
@@ -209,7 +192,7 @@ kernel void gated_delta_net_core_packed(
                     cw[e][j] = load_elem(conv_w + cch[e] * GDN_CONV_K + uint(j));
                 }
                 for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-                    cx[e][j] = load_elem(conv_in + conv_base + ulong(j) * c.conv_dim + cch[e]);
+                    cx[e][j] = load_elem(conv_in + conv_base + ulong(j) * cp.conv_dim + cch[e]);
                 }
             }
             for (int j = 0; j < GDN_CONV_K - 1; ++j) {
@@ -234,7 +217,7 @@ kernel void gated_delta_net_core_packed(
                 for (int e = 0; e < 2; ++e) {
                     const uint ch = thread_i + uint(e) * n_threads;
                     if (ch < n_ch) {
-                        const float x = load_elem(mixed + ulong(tok) * c.conv_dim + cch[e]);
+                        const float x = load_elem(mixed + ulong(tok) * cp.conv_dim + cch[e]);
                         float acc = cw[e][0] * cx[e][0];
                         acc = acc + cw[e][1] * cx[e][1];
                         acc = acc + cw[e][2] * cx[e][2];
@@ -272,15 +255,15 @@ kernel void gated_delta_net_core_packed(
                 for (uint i = 0; i < n_groups; ++i) {
                     sum += tg_ss[parity][hj * n_groups + i];
                 }
-                const float r = 1.0f / metal::sqrt(sum / float(p.d_v) + c.eps);
-                o = ((o * r) * nw) * gdn_core_gate(c, load_elem(z + vh * p.d_v + row));
+                const float r = 1.0f / metal::sqrt(sum / float(p.d_v) + cp.eps);
+                o = ((o * r) * nw) * gdn_core_gate(cp, load_elem(z + vh * p.d_v + row));
             } else if (conv) {
                 threadgroup_barrier(mem_flags::mem_threadgroup);
             }
             if (u == 0u) {
                 store_elem(output + vh * p.d_v + row, o);
             }
-            if (c.flags & GDN_CORE_CAPTURE) {
+            if (cp.flags & GDN_CORE_CAPTURE) {
                 gdn_packed_store<S, 2 * NSG>(capture + (ulong(vh) * p.d_v + row) * DK, s, u);
             }
         }
@@ -292,7 +275,7 @@ kernel void gated_delta_net_core_packed(
                 const uint ch = thread_i + uint(e) * n_threads;
                 if (ch < n_ch && (ch >= 2u * DK || (writes_qk && last))) {
                     for (int j = 0; j < GDN_CONV_K - 1; ++j) {
-                        store_elem(conv_out + conv_base + ulong(j) * c.conv_dim + cch[e], cx[e][j]);
+                        store_elem(conv_out + conv_base + ulong(j) * cp.conv_dim + cch[e], cx[e][j]);
                     }
                 }
             }

@@ -11,12 +11,53 @@
 
 #define GDN_CONV_K 4
 
+// The core's buffers 14-20, declared once for an entry point templated on
+// A, with the core parameters named cp; GDN_CORE_ARGS passes them on.
+#define GDN_CORE_BUFFERS \
+    device const A     *mixed      [[buffer(14)]], \
+    device const A     *conv_w     [[buffer(15)]], \
+    device const A     *conv_in    [[buffer(16)]], \
+    device A           *conv_out   [[buffer(17)]], \
+    device const A     *z          [[buffer(18)]], \
+    device const A     *norm_w     [[buffer(19)]], \
+    constant gdn_core_params &cp   [[buffer(20)]]
+#define GDN_CORE_ARGS mixed, conv_w, conv_in, conv_out, z, norm_w, &cp
+// What an entry point without the core passes in their place: buffers it
+// binds (never read, as the core's flags are off) and no core parameters.
+#define GDN_NO_CORE_ARGS q, q, q, output, q, q, (constant gdn_core_params *)nullptr
+
+
 // Bits of gdn_core_params::flags.
 #define GDN_CORE_CONV    1u  // mixed_qkv and the conv state replace q, k and v
 #define GDN_CORE_NORM    2u  // the gated RMSNorm of the output
 #define GDN_CORE_SIGMOID 4u  // the norm's gate is sigmoid(z), not silu(z)
 #define GDN_CORE_CAPTURE 8u  // S after every token to capture[..., t, s] (buffer 9)
 #define GDN_CORE_GROUPED 16u // one threadgroup per key head and its value heads
+
+// The two entry points of a prefill kernel whose work is
+// head<A, S, CORE>(GDN_STEP_ARGS, GDN_SEQ_ARGS, stage, the core's buffers,
+// tg, tid) with threadgroup memory stage: name without the layer core and
+// core_name with it (buffers 14-20).
+#define GDN_PREFILL_KERNELS(name, core_name, head) \
+    template <typename A, typename S> \
+    kernel void name( \
+        GDN_STEP_BUFFERS, \
+        GDN_SEQ_BUFFERS, \
+        threadgroup float *stage [[threadgroup(0)]], \
+        uint3 tg  [[threadgroup_position_in_grid]], \
+        uint3 tid [[thread_position_in_threadgroup]]) { \
+        head<A, S, false>(GDN_STEP_ARGS, GDN_SEQ_ARGS, stage, GDN_NO_CORE_ARGS, tg, tid); \
+    } \
+    template <typename A, typename S> \
+    kernel void core_name( \
+        GDN_STEP_BUFFERS, \
+        GDN_SEQ_BUFFERS, \
+        GDN_CORE_BUFFERS, \
+        threadgroup float *stage [[threadgroup(0)]], \
+        uint3 tg  [[threadgroup_position_in_grid]], \
+        uint3 tid [[thread_position_in_threadgroup]]) { \
+        head<A, S, true>(GDN_STEP_ARGS, GDN_SEQ_ARGS, stage, GDN_CORE_ARGS, tg, tid); \
+    }
 
 // The core parameters, bound with setBytes at buffer index 20.
 struct gdn_core_params {
@@ -101,6 +142,25 @@ struct gdn_conv_lane {
         x[e][1] = x[e][2];
         x[e][2] = xt;
         return acc / (1.0f + metal::exp(-acc));
+    }
+
+    // Runs one token (xr: its row of mixed_qkv) through every entry this
+    // thread owns and stages each u: a q channel at qs[ch], a k channel at
+    // ks[ch - D_k], a v channel at vs[ch - 2 D_k].
+    inline void stage(device const A *xr, uint d_k, threadgroup float *qs,
+                      threadgroup float *ks, threadgroup float *vs) {
+        for (int e = 0; e < NCH; ++e) {
+            if (has(e)) {
+                const float y = step(e, load_elem(xr + src[e]));
+                if (ch[e] < d_k) {
+                    qs[ch[e]] = y;
+                } else if (ch[e] < 2u * d_k) {
+                    ks[ch[e] - d_k] = y;
+                } else {
+                    vs[ch[e] - 2u * d_k] = y;
+                }
+            }
+        }
     }
 
     inline void end(constant gdn_params &p, constant gdn_core_params &c,

@@ -9,66 +9,17 @@
 // tokens on.
 
 // n_tokens == 1: indices rebuilt each token.
-template <typename A, typename S, int NSG>
-kernel void gated_delta_net_decode(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_decode_indexed<A, S, NSG, false>(q, k, v, g, beta, state_in, output, state_out,
-                                         p, nullptr, a_log, dt_bias, slots, cu_seqlens, tg, tid);
-}
+GDN_INDEXED_KERNEL(gated_delta_net_decode, gdn_decode_indexed)
 
 // The index kernel under another name, kept as the reference the other
 // decode kernels are compared with in tests and benchmarks.
-template <typename A, typename S, int NSG>
-kernel void gated_delta_net_decode_legacy(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_decode_indexed<A, S, NSG, false>(q, k, v, g, beta, state_in, output, state_out,
-                                         p, nullptr, a_log, dt_bias, slots, cu_seqlens, tg, tid);
-}
+GDN_INDEXED_KERNEL(gated_delta_net_decode_legacy, gdn_decode_indexed)
 
 // n_tokens >= 2: per-lane pointers advanced once per token.
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_decode_seq(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
+    GDN_STEP_BUFFERS,
+    GDN_SEQ_BUFFERS,
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint DK = 32 * NSG;
@@ -89,28 +40,13 @@ kernel void gated_delta_net_decode_seq(
         s[c] = load_elem(state_in + cell + c);
     }
 
-    const uint tok0 = sq.tok0;
-    const uint qk_step = p.n_k_heads * DK;
-    const uint v_step = p.n_v_heads * p.d_v;
-    const uint gb_step = p.n_v_heads;
-    device const A *qp = q + (tok0 * p.n_k_heads + kh) * DK + lane * NSG;
-    device const A *kp = k + (tok0 * p.n_k_heads + kh) * DK + lane * NSG;
-    device const A *vp = v + (tok0 * p.n_v_heads + h) * p.d_v + row;
-    device A       *op = output + (tok0 * p.n_v_heads + h) * p.d_v + row;
-    device const A *gp = g + tok0 * p.n_v_heads + h;
-    device const A *bp = beta + tok0 * p.n_v_heads + h;
-
+    gdn_token_ptrs<A> tp = gdn_token_pointers<A>(p, q, k, v, output, g, beta, sq.tok0, kh, h, DK, lane * NSG, row);
     for (uint t = 0; t < sq.n_tokens; ++t) {
-        const float o = gdn_token<A, NSG>(p, gc, s, qp, kp, vp, gp, bp, scale);
+        const float o = gdn_token<A, NSG>(p, gc, s, tp.q, tp.k, tp.v, tp.g, tp.beta, scale);
         if (lane == 0) {
-            store_elem(op, o);
+            store_elem(tp.o, o);
         }
-        qp += qk_step;
-        kp += qk_step;
-        vp += v_step;
-        op += v_step;
-        gp += gb_step;
-        bp += gb_step;
+        tp.next();
     }
 
     for (int c = 0; c < NSG; ++c) {

@@ -72,66 +72,24 @@ inline void gdn_packed_indexed(device const A *q, device const A *k, device cons
 }
 
 // n_tokens == 1: indices rebuilt each token.
-template <typename A, typename S, int NSG>
-kernel void gated_delta_net_decode_packed(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_packed_indexed<A, S, NSG, false>(q, k, v, g, beta, state_in, output, state_out, p,
-                                         nullptr, a_log, dt_bias, slots, cu_seqlens, tg, tid);
-}
+GDN_INDEXED_KERNEL(gated_delta_net_decode_packed, gdn_packed_indexed)
 
 // Speculative decoding: S after every token t to capture[..., t, s].
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_decode_packed_capture(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
+    GDN_STEP_BUFFERS,
     device S           *capture   [[buffer(9)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
+    GDN_SEQ_BUFFERS,
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_packed_indexed<A, S, NSG, true>(q, k, v, g, beta, state_in, output, state_out, p,
-                                        capture, a_log, dt_bias, slots, cu_seqlens, tg, tid);
+    gdn_packed_indexed<A, S, NSG, true>(GDN_STEP_ARGS, capture, GDN_SEQ_ARGS, tg, tid);
 }
 
 // n_tokens >= 2: pointers advanced once per token.
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_decode_packed_seq(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
+    GDN_STEP_BUFFERS,
+    GDN_SEQ_BUFFERS,
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
     const uint DK = 32 * NSG;
@@ -149,28 +107,13 @@ kernel void gated_delta_net_decode_packed_seq(
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
-    const uint tok0 = sq.tok0;
-    const uint qk_step = p.n_k_heads * DK;
-    const uint v_step = p.n_v_heads * p.d_v;
-    const uint gb_step = p.n_v_heads;
-    device const A *qp = q + (tok0 * p.n_k_heads + kh) * DK;
-    device const A *kp = k + (tok0 * p.n_k_heads + kh) * DK;
-    device const A *vp = v + (tok0 * p.n_v_heads + h) * p.d_v + l.row;
-    device A       *op = output + (tok0 * p.n_v_heads + h) * p.d_v + l.row;
-    device const A *gp = g + tok0 * p.n_v_heads + h;
-    device const A *bp = beta + tok0 * p.n_v_heads + h;
-
+    gdn_token_ptrs<A> tp = gdn_token_pointers<A>(p, q, k, v, output, g, beta, sq.tok0, kh, h, DK, 0u, l.row);
     for (uint t = 0; t < sq.n_tokens; ++t) {
-        const float o = gdn_packed_token<A, NSG>(p, gc, s, qp, kp, vp, gp, bp, scale, l.u);
+        const float o = gdn_packed_token<A, NSG>(p, gc, s, tp.q, tp.k, tp.v, tp.g, tp.beta, scale, l.u);
         if (l.u == 0) {
-            store_elem(op, o);
+            store_elem(tp.o, o);
         }
-        qp += qk_step;
-        kp += qk_step;
-        vp += v_step;
-        op += v_step;
-        gp += gb_step;
-        bp += gb_step;
+        tp.next();
     }
 
     gdn_packed_store<S, 2 * NSG>(state_out + row, s, l.u);

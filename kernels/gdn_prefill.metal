@@ -231,59 +231,9 @@ inline void gdn_prefill_head(
     }
 }
 
-template <typename A, typename S>
-kernel void gated_delta_net(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    threadgroup float  *stage     [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_prefill_head<A, S, false>(q, k, v, g, beta, state_in, output, state_out, p,
-                                  a_log, dt_bias, slots, cu_seqlens, stage,
-                                  q, q, q, output, q, q, (constant gdn_core_params *)nullptr, tg, tid);
-}
-
-// The same with the layer core: buffers 14-20 of gdn_core_common.metal.
-template <typename A, typename S>
-kernel void gated_delta_net_prefill_core(
-    device const A     *q          [[buffer(0)]],
-    device const A     *k          [[buffer(1)]],
-    device const A     *v          [[buffer(2)]],
-    device const A     *g          [[buffer(3)]],
-    device const A     *beta       [[buffer(4)]],
-    device const S     *state_in   [[buffer(5)]],
-    device A           *output     [[buffer(6)]],
-    device S           *state_out  [[buffer(7)]],
-    constant gdn_params &p         [[buffer(8)]],
-    device const float *a_log      [[buffer(10)]],
-    device const float *dt_bias    [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    device const A     *mixed      [[buffer(14)]],
-    device const A     *conv_w     [[buffer(15)]],
-    device const A     *conv_in    [[buffer(16)]],
-    device A           *conv_out   [[buffer(17)]],
-    device const A     *z          [[buffer(18)]],
-    device const A     *norm_w     [[buffer(19)]],
-    constant gdn_core_params &cp   [[buffer(20)]],
-    threadgroup float  *stage      [[threadgroup(0)]],
-    uint3 tg  [[threadgroup_position_in_grid]],
-    uint3 tid [[thread_position_in_threadgroup]]) {
-    gdn_prefill_head<A, S, true>(q, k, v, g, beta, state_in, output, state_out, p,
-                                 a_log, dt_bias, slots, cu_seqlens, stage,
-                                 mixed, conv_w, conv_in, conv_out, z, norm_w, &cp, tg, tid);
-}
+// The entry points, without and with the layer core (buffers 14-20 of
+// gdn_core_common.metal).
+GDN_PREFILL_KERNELS(gated_delta_net, gated_delta_net_prefill_core, gdn_prefill_head)
 
 // Every combination of activation and state type (gdn_common.metal), each
 // without and with the layer core.

@@ -72,19 +72,8 @@ struct gdn_staged_vec {
 
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_prefill_blocked(
-    device const A     *q         [[buffer(0)]],
-    device const A     *k         [[buffer(1)]],
-    device const A     *v         [[buffer(2)]],
-    device const A     *g         [[buffer(3)]],
-    device const A     *beta      [[buffer(4)]],
-    device const S     *state_in  [[buffer(5)]],
-    device A           *output    [[buffer(6)]],
-    device S           *state_out [[buffer(7)]],
-    constant gdn_params &p        [[buffer(8)]],
-    device const float *a_log     [[buffer(10)]],
-    device const float *dt_bias   [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
+    GDN_STEP_BUFFERS,
+    GDN_SEQ_BUFFERS,
     threadgroup float  *stage     [[threadgroup(0)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
@@ -179,26 +168,9 @@ kernel void gated_delta_net_prefill_blocked(
 
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_prefill_blocked_core(
-    device const A     *q          [[buffer(0)]],
-    device const A     *k          [[buffer(1)]],
-    device const A     *v          [[buffer(2)]],
-    device const A     *g          [[buffer(3)]],
-    device const A     *beta       [[buffer(4)]],
-    device const S     *state_in   [[buffer(5)]],
-    device A           *output     [[buffer(6)]],
-    device S           *state_out  [[buffer(7)]],
-    constant gdn_params &p         [[buffer(8)]],
-    device const float *a_log      [[buffer(10)]],
-    device const float *dt_bias    [[buffer(11)]],
-    device const int   *slots      [[buffer(12)]],
-    device const int   *cu_seqlens [[buffer(13)]],
-    device const A     *mixed      [[buffer(14)]],
-    device const A     *conv_w     [[buffer(15)]],
-    device const A     *conv_in    [[buffer(16)]],
-    device A           *conv_out   [[buffer(17)]],
-    device const A     *z          [[buffer(18)]],
-    device const A     *norm_w     [[buffer(19)]],
-    constant gdn_core_params &cp   [[buffer(20)]],
+    GDN_STEP_BUFFERS,
+    GDN_SEQ_BUFFERS,
+    GDN_CORE_BUFFERS,
     threadgroup float  *stage      [[threadgroup(0)]],
     uint3 tg  [[threadgroup_position_in_grid]],
     uint3 tid [[thread_position_in_threadgroup]]) {
@@ -245,20 +217,7 @@ kernel void gated_delta_net_prefill_blocked_core(
         const uint tok0 = sq.tok0 + t0;
         if (conv) {
             for (uint r = 0; r < nb; ++r) {
-                device const A *xr = mixed + ulong(tok0 + r) * cp.conv_dim;
-                for (int e = 0; e < 2; ++e) {
-                    if (cl.has(e)) {
-                        const uint ch = cl.ch[e];
-                        const float y = cl.step(e, load_elem(xr + cl.src[e]));
-                        if (ch < DK) {
-                            qs[r * DK + ch] = y;
-                        } else if (ch < 2u * DK) {
-                            ks[r * DK + (ch - DK)] = y;
-                        } else {
-                            vs[r * DV + (ch - 2u * DK)] = y;
-                        }
-                    }
-                }
+                cl.stage(mixed + ulong(tok0 + r) * cp.conv_dim, DK, qs + r * DK, ks + r * DK, vs + r * DV);
             }
         } else {
             for (uint i = ti; i < nb * DK; i += n_threads) {

@@ -368,25 +368,32 @@ func CorePackedOf(act, state spec.ElemType, nsg int) string {
 // entryFile maps every entry point to the source file that defines it.
 var entryFile = func() map[string]string {
 	m := map[string]string{}
-	for _, a := range ElemTypes {
-		for _, s := range ElemTypes {
-			m[PrefillOf(a, s)] = PrefillFile
-			m[PrefillCoreOf(a, s)] = PrefillFile
-			m[PrefillChunkedOf(a, s)] = ChunkedFile
-			m[PrefillChunkedCoreOf(a, s)] = ChunkedFile
-			for _, nsg := range NSGs {
-				m[DecodeOf(a, s, nsg)] = DecodeFile
-				m[DecodeSeqOf(a, s, nsg)] = DecodeFile
-				m[DecodeLegacyOf(a, s, nsg)] = DecodeFile
-				m[DecodeCaptureOf(a, s, nsg)] = CaptureFile
-				m[CorePackedOf(a, s, nsg)] = CoreFile
-			}
-			for _, nsg := range PackedNSGs {
-				m[DecodePackedOf(a, s, nsg)] = PackedFile
-				m[DecodePackedSeqOf(a, s, nsg)] = PackedFile
-				m[DecodePackedCaptureOf(a, s, nsg)] = PackedFile
-				m[PrefillBlockedOf(a, s, nsg)] = BlockedFile
-				m[PrefillBlockedCoreOf(a, s, nsg)] = BlockedFile
+	noNSG := []int{0}
+	for _, f := range []struct {
+		names *variants
+		nsgs  []int // the NSGs the source instantiates; 0: names without one
+		file  string
+	}{
+		{prefillNames, noNSG, PrefillFile},
+		{prefillCoreNames, noNSG, PrefillFile},
+		{chunkedNames, noNSG, ChunkedFile},
+		{chunkedCoreNames, noNSG, ChunkedFile},
+		{decodeNames, NSGs[:], DecodeFile},
+		{seqNames, NSGs[:], DecodeFile},
+		{legacyNames, NSGs[:], DecodeFile},
+		{captureNames, NSGs[:], CaptureFile},
+		{coreNames, NSGs[:], CoreFile},
+		{packedNames, PackedNSGs[:], PackedFile},
+		{packedSeqNames, PackedNSGs[:], PackedFile},
+		{packedCaptureNames, PackedNSGs[:], PackedFile},
+		{blockedNames, PackedNSGs[:], BlockedFile},
+		{blockedCoreNames, PackedNSGs[:], BlockedFile},
+	} {
+		for _, a := range ElemTypes {
+			for _, s := range ElemTypes {
+				for _, nsg := range f.nsgs {
+					m[f.names.name(a, s, nsg)] = f.file
+				}
 			}
 		}
 	}

@@ -63,6 +63,16 @@ func TestSeed(t *testing.T) {
 	}
 }
 
+// randomInputs returns cpuref.RandomInputs(p, seed), failing t on an error.
+func randomInputs(t *testing.T, p spec.Params, seed uint64) cpuref.Inputs {
+	t.Helper()
+	in, err := cpuref.RandomInputs(p, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
 // written returns the activations of three layers of windows p, each
 // written with inputs of its own drawn from seed, and the inputs.
 func written(t *testing.T, dev *mtl.Device, p spec.Params, seed uint64) (*Activations, []cpuref.Inputs) {
@@ -426,10 +436,7 @@ func TestStates(t *testing.T) {
 			want, wantConv := map[[2]int][]float32{}, map[[2]int][]float32{}
 			for l := range 2 {
 				for slot := range 3 {
-					in, err := cpuref.RandomInputs(one, Seed(4, l, slot))
-					if err != nil {
-						t.Fatal(err)
-					}
+					in := randomInputs(t, one, Seed(4, l, slot))
 					cpuref.Round(ty, in.StateIn)
 					s.Set(l, slot, in.StateIn)
 					want[[2]int{l, slot}] = in.StateIn
@@ -484,10 +491,7 @@ func TestActivationsReshape(t *testing.T) {
 		t.Fatal(err)
 	}
 	for l := range 2 {
-		in, err := cpuref.RandomInputs(batch, Seed(6, l, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
+		in := randomInputs(t, batch, Seed(6, l, 0))
 		a.Write(l, in)
 		b := a.Buffers(l)
 		for _, c := range []struct {
@@ -607,10 +611,7 @@ func TestRunLayers(t *testing.T) {
 // each carries the layer's A_log and dt_bias.
 func TestTokens(t *testing.T) {
 	run := spec.Params{Shape: spec.Shape{DK: 32, DV: 8, NKHeads: 1, NVHeads: 2, NTokens: 3, NSeqs: 1}, Fused: spec.FusedAll}
-	in, err := cpuref.RandomInputs(run, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := randomInputs(t, run, 2)
 	one := run
 	one.NTokens = 1
 	var all cpuref.Inputs
@@ -646,10 +647,7 @@ func TestConstants(t *testing.T) {
 			t.Fatal(err)
 		}
 		for l, c := range consts {
-			want, err := cpuref.RandomInputs(p, Seed(7, l, -1))
-			if err != nil {
-				t.Fatal(err)
-			}
+			want := randomInputs(t, p, Seed(7, l, -1))
 			for _, f := range []struct {
 				name      string
 				got, want []float32
@@ -662,10 +660,7 @@ func TestConstants(t *testing.T) {
 			if (core.Conv > 0) != (len(c.ConvWeight) > 0 && len(c.ConvState) > 0 && len(c.NormWeight) > 0) {
 				t.Errorf("core %+v: conv weight %d, conv state %d, norm weight %d values", core, len(c.ConvWeight), len(c.ConvState), len(c.NormWeight))
 			}
-			tok, err := cpuref.RandomInputs(p, Seed(7, l, 3))
-			if err != nil {
-				t.Fatal(err)
-			}
+			tok := randomInputs(t, p, Seed(7, l, 3))
 			in := WithConstants(tok, c)
 			act, tokAct := in.Q, tok.Q
 			if core.Conv > 0 {
