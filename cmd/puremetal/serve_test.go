@@ -46,8 +46,12 @@ func TestServe(t *testing.T) {
 	}
 	var r struct {
 		Object  string
-		Choices []struct{ FinishReason string `json:"finish_reason"` }
-		Usage   struct{ CompletionTokens int `json:"completion_tokens"` }
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		}
 	}
 	err = json.NewDecoder(resp.Body).Decode(&r)
 	resp.Body.Close()
