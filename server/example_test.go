@@ -2,58 +2,30 @@ package server_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net/http/httptest"
-	"os"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/puremetal/puremetal/emu"
-	"github.com/puremetal/puremetal/model"
-	"github.com/puremetal/puremetal/model/tiny"
-	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/internal/tinymodel"
 	"github.com/puremetal/puremetal/server"
-	"github.com/puremetal/puremetal/tokenizer"
 )
 
 // A Server mounted on an http.Server (here httptest's, on loopback), and
 // the official Go SDK of OpenAI talking to it. The model is the tiny
 // checkpoint the command embeds (random weights: its text means nothing)
-// on the emulated device off a Mac. (The README's serving snippet.)
+// on the GPU, or the emulated device off a Mac; model's Example shows how
+// a checkpoint folder is loaded. (The README's serving snippet.)
 func Example() {
-	dir, err := os.MkdirTemp("", "tiny")
+	c, release, err := tinymodel.Open(256) // the embedded tiny checkpoint, as model's Example loads it
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	if err := tiny.WriteDir(dir); err != nil {
-		log.Fatal(err)
-	}
-	dev, err := mtl.CreateSystemDefaultDevice()
-	if errors.Is(err, mtl.ErrNoDevice) {
-		dev, err = emu.NewDevice() // Linux: the emulated device
-	}
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer dev.Release()
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
-	chat, err := tokenizer.LoadChatTemplate(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
+	defer release()
+	m, tok, chat := c.Model, c.Tok, c.Chat // model.Load, tokenizer.Load, tokenizer.LoadChatTemplate
 
-	m, err := model.Load(dev, dir, model.Options{MaxLen: 256})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer m.Release()
 	gen, err := server.NewSerial(m, 16) // one sequence at a time, up to 16 waiting
 	if err != nil {
 		log.Fatal(err)

@@ -289,17 +289,19 @@ type chatChoice struct {
 	FinishReason *string      `json:"finish_reason"`
 }
 
-type chatResponse struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []chatChoice `json:"choices"`
-	Usage   *usage       `json:"usage"`
+// A response is a completion, whole or a chunk of a stream, of either
+// endpoint: C is its choices' type.
+type response[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *usage `json:"usage"`
 }
 
-func (f *chatFormat) response(object string, choices []chatChoice, u *usage) chatResponse {
-	return chatResponse{ID: f.id, Object: object, Created: f.created, Model: f.model, Choices: choices, Usage: u}
+func (f *chatFormat) response(object string, choices []chatChoice, u *usage) response[chatChoice] {
+	return response[chatChoice]{ID: f.id, Object: object, Created: f.created, Model: f.model, Choices: choices, Usage: u}
 }
 
 func (f *chatFormat) whole(text string, res textgen.Result) any {
@@ -337,17 +339,8 @@ type completionChoice struct {
 	FinishReason *string   `json:"finish_reason"`
 }
 
-type completionResponse struct {
-	ID      string             `json:"id"`
-	Object  string             `json:"object"`
-	Created int64              `json:"created"`
-	Model   string             `json:"model"`
-	Choices []completionChoice `json:"choices"`
-	Usage   *usage             `json:"usage"`
-}
-
-func (f *completionFormat) response(choices []completionChoice, u *usage) completionResponse {
-	return completionResponse{ID: f.id, Object: "text_completion", Created: f.created, Model: f.model, Choices: choices, Usage: u}
+func (f *completionFormat) response(choices []completionChoice, u *usage) response[completionChoice] {
+	return response[completionChoice]{ID: f.id, Object: "text_completion", Created: f.created, Model: f.model, Choices: choices, Usage: u}
 }
 
 func (f *completionFormat) whole(text string, res textgen.Result) any {

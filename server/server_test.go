@@ -58,22 +58,13 @@ type want struct {
 	finishReason string
 }
 
-// reference generates greedily with a session of c's model on prompt.
+// reference is what a request on prompt must get: the greedy text of a
+// session of c's model.
 func reference(t *testing.T, c *tinymodel.Checkpoint, s *model.Session, prompt []int32, maxTokens int) want {
 	t.Helper()
-	var ids []int32
-	for id, err := range s.Generate(context.Background(), prompt, model.GenerateOptions{MaxTokens: maxTokens}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	text, err := c.Tok.Decode(ids, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := want{text: text, prompt: len(prompt), n: len(ids), finishReason: "length"}
-	if len(ids) < maxTokens {
+	text, n := c.Greedy(t, s, prompt, maxTokens)
+	w := want{text: text, prompt: len(prompt), n: n, finishReason: "length"}
+	if n < maxTokens {
 		w.finishReason = "stop"
 	}
 	return w

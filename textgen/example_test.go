@@ -3,16 +3,11 @@ package textgen_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log"
-	"os"
 	"unicode/utf8"
 
-	"github.com/puremetal/puremetal/emu"
-	"github.com/puremetal/puremetal/model"
-	"github.com/puremetal/puremetal/model/tiny"
-	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/internal/tinymodel"
 	"github.com/puremetal/puremetal/textgen"
 	"github.com/puremetal/puremetal/tokenizer"
 )
@@ -22,43 +17,21 @@ var chatOpts = tokenizer.ChatOptions{AddGenerationPrompt: true}
 // Text in, text out: a conversation through the chat template, greedy
 // generation with a stop sequence, the text and why it ended. The model
 // is the tiny checkpoint the command embeds (random weights: its text
-// means nothing) on the emulated device off a Mac.
+// means nothing) on the GPU, or the emulated device off a Mac; model's
+// Example shows how a checkpoint folder is loaded.
 func Example() {
-	dir, err := os.MkdirTemp("", "tiny")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := tiny.WriteDir(dir); err != nil {
-		log.Fatal(err)
-	}
-	dev, err := mtl.CreateSystemDefaultDevice()
-	if errors.Is(err, mtl.ErrNoDevice) {
-		dev, err = emu.NewDevice() // Linux: the emulated device
-	}
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer dev.Release()
 	const maxLen = 128
-	m, err := model.Load(dev, dir, model.Options{MaxLen: maxLen})
+	c, release, err := tinymodel.Open(maxLen) // the embedded tiny checkpoint, as model's Example loads it
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer m.Release()
+	defer release()
+	m, tok, chat := c.Model, c.Tok, c.Chat // model.Load, tokenizer.Load, tokenizer.LoadChatTemplate
 	s, err := m.NewSession()
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer s.Release()
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
-	chat, err := tokenizer.LoadChatTemplate(dir)
-	if err != nil {
-		log.Fatal(err)
-	}
 
 	p := textgen.New(s, tok, chat, maxLen)
 	prompt, err := p.EncodeChat(json.RawMessage(`[{"role":"user","content":"Hello!"}]`), tokenizer.ChatOptions{AddGenerationPrompt: true})

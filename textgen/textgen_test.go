@@ -11,29 +11,10 @@ import (
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/internal/tinymodel"
-	"github.com/puremetal/puremetal/model"
 	"github.com/puremetal/puremetal/textgen"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, testdevice.DeviceOpens)) }
-
-// reference generates greedily with the session itself and decodes the
-// ids with the tokenizer: the text a Pipeline must give.
-func reference(t *testing.T, c *tinymodel.Checkpoint, s *model.Session, prompt []int32, maxTokens int) (string, int) {
-	t.Helper()
-	var ids []int32
-	for id, err := range s.Generate(context.Background(), prompt, model.GenerateOptions{MaxTokens: maxTokens}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	text, err := c.Tok.Decode(ids, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return text, len(ids)
-}
 
 // A chat prompt through the Pipeline: its text, streamed or whole, is the
 // tokenizer's decoding of the session's own greedy ids; the usage counts
@@ -48,7 +29,7 @@ func TestPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	const maxTokens = 12
-	want, n := reference(t, c, s, prompt, maxTokens)
+	want, n := c.Greedy(t, s, prompt, maxTokens)
 	ctx := context.Background()
 
 	var pieces []string

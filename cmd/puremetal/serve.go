@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,23 +66,14 @@ func newGenerator(m *model.Model, f serveFlags) (interface {
 func serve(ctx context.Context, f serveFlags, stderr io.Writer, ready func(addr string)) error {
 	dir, name := f.model, f.name
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "puremetal-tiny")
-		if err != nil {
+		var err error
+		if dir, err = embeddedModel(stderr); err != nil {
 			return err
 		}
-		defer os.RemoveAll(tmp)
-		if err := tiny.WriteDir(tmp); err != nil {
-			return err
-		}
-		dir = tmp
-		if name == "" {
-			name = tiny.Name
-		}
-		fmt.Fprintf(stderr, "no -model: the embedded tiny %s checkpoint (random weights: its text means nothing)\n", tiny.Name)
+		defer os.RemoveAll(dir)
+		name = cmp.Or(name, tiny.Name)
 	}
-	if name == "" {
-		name = filepath.Base(filepath.Clean(dir))
-	}
+	name = cmp.Or(name, filepath.Base(filepath.Clean(dir)))
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return err
