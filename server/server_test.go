@@ -81,10 +81,10 @@ func chatPrompt(t *testing.T, c *tinymodel.Checkpoint, content string) []int32 {
 
 // got is what a client received.
 type got struct {
-	text                           string
-	prompt, completion, total      int
-	finishReason                   string
-	streamedUsage, nonEmptyChoices bool
+	text                      string
+	prompt, completion, total int
+	finishReason              string
+	streamedUsage             bool
 }
 
 func (g got) check(t *testing.T, name string, w want) {
