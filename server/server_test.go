@@ -16,6 +16,7 @@ import (
 	"github.com/puremetal/puremetal/internal/testenv"
 	"github.com/puremetal/puremetal/internal/tinymodel"
 	"github.com/puremetal/puremetal/model"
+	"github.com/puremetal/puremetal/model/tiny"
 	"github.com/puremetal/puremetal/server"
 	"github.com/puremetal/puremetal/tokenizer"
 )
@@ -213,7 +214,8 @@ func completeStream(ctx context.Context, cl openai.Client, prompt string) (got, 
 // text, finish reason and usage, what the model's own session generates
 // greedily on the same prompt, decoded by the tokenizer. Then stop
 // sequences, given as a string and as a list: the text ends where the
-// first one begins. And /v1/models lists the model.
+// first one begins. The embedded model's golden prompt, given as token
+// ids, gets the text of its golden path. And /v1/models lists the model.
 func TestOpenAIClients(t *testing.T) {
 	c, gen := testEngine(t, 64, 8)
 	ts := serve(t, c, gen)
@@ -291,6 +293,34 @@ func TestOpenAIClients(t *testing.T) {
 	}
 	if err := st.Err(); err != nil || b.String() != cut || finish != "stop" {
 		t.Errorf("streamed, stops [\\x00never %q]: %q, finish %q, %v; want %q, stop", stop, b.String(), finish, err, cut)
+	}
+
+	// A prompt of token ids: the golden prompt of the embedded model, whose
+	// greedy continuation is the float64 truth's path.
+	golden, err := tiny.Prompts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := golden[0]
+	ids := make([]int64, len(g.Prompt))
+	for i, id := range g.Prompt {
+		ids[i] = int64(id)
+	}
+	goldenText, err := c.Tok.Decode(g.Tokens, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := cl.Completions.New(ctx, openai.CompletionNewParams{
+		Model:       openai.CompletionNewParamsModel(modelID),
+		Prompt:      openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: ids},
+		MaxTokens:   openai.Int(int64(len(g.Tokens))),
+		Temperature: openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.Choices[0].Text != goldenText || cr.Usage.PromptTokens != int64(len(g.Prompt)) || cr.Usage.CompletionTokens != int64(len(g.Tokens)) {
+		t.Errorf("the golden prompt %v: %q after %d + %d tokens; the golden path %v decodes to %q", g.Prompt, cr.Choices[0].Text, cr.Usage.PromptTokens, cr.Usage.CompletionTokens, g.Tokens, goldenText)
 	}
 
 	models, err := cl.Models.List(ctx)
