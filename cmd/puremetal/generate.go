@@ -62,6 +62,21 @@ func runGenerate(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	return generate(f, stdout, stderr)
 }
 
+// embeddedModel writes the embedded tiny checkpoint into a new temporary
+// folder, which the caller removes, and says so on stderr.
+func embeddedModel(stderr io.Writer) (string, error) {
+	dir, err := os.MkdirTemp("", "puremetal-tiny")
+	if err != nil {
+		return "", err
+	}
+	if err := tiny.WriteDir(dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	fmt.Fprintf(stderr, "no -model: the embedded tiny %s checkpoint (random weights: its text means nothing)\n", tiny.Name)
+	return dir, nil
+}
+
 // openBackend opens the device backend names and says which it opened.
 func openBackend(backend string, stderr io.Writer) (*mtl.Device, string, error) {
 	switch backend {
@@ -99,16 +114,12 @@ func generate(f generateFlags, stdout, stderr io.Writer) error {
 	dir := f.model
 	var golden []int32 // the embedded model's truth path, when its prompt is the golden one
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "puremetal-tiny")
+		tmp, err := embeddedModel(stderr)
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(tmp)
-		if err := tiny.WriteDir(tmp); err != nil {
-			return err
-		}
 		dir = tmp
-		fmt.Fprintf(stderr, "no -model: the embedded tiny %s checkpoint (random weights: its text means nothing)\n", tiny.Name)
 		if f.prompt == "" && f.ids == "" {
 			ps, err := tiny.Prompts()
 			if err != nil {

@@ -9,6 +9,7 @@
 //
 //	tokenize   text to token ids and back, chat prompts to ids
 //	generate   generate text with a model on the GPU
+//	serve      serve a model over HTTP with OpenAI's API
 //	help       this text, or a command's flags: puremetal help <command>
 //
 // A command's flags are listed by puremetal <command> -h. Exit status is 0
@@ -35,6 +36,7 @@ type command struct {
 var commands = []command{
 	{"tokenize", "text to token ids and back, chat prompts to ids", runTokenize},
 	{"generate", "generate text with a model on the GPU", runGenerate},
+	{"serve", "serve a model over HTTP with OpenAI's API", runServe},
 }
 
 // errUsage marks a command line that is wrong, as opposed to a command
