@@ -140,6 +140,7 @@ type request struct {
 	got    int    // tokens read back
 	last   uint64 // the last step that used its slot
 	ended  bool   // told its end: no more steps
+	left   bool   // no longer counted among the admitted (b.mu)
 
 	mu     sync.Mutex
 	toks   []int32 // read back, not yet yielded
@@ -238,6 +239,10 @@ func (b *Batcher) Generate(ctx context.Context, prompt []int32, o GenerateOption
 			yield(0, err)
 			return
 		}
+		// The caller is done with r once this returns: its place counts
+		// no more, though its slot is freed only once the steps that use
+		// it complete (a request admitted meanwhile waits for it).
+		defer b.leave(r)
 		var held []int32
 		for {
 			<-r.signal
@@ -357,7 +362,7 @@ func (b *Batcher) loop() {
 	}
 	b.s.Release()
 	b.mu.Lock()
-	b.admitted, b.stats.Running, b.stats.Waiting = 0, 0, 0
+	b.stats.Running, b.stats.Waiting = 0, 0
 	b.mu.Unlock()
 }
 
@@ -394,7 +399,7 @@ func (b *Batcher) reap() {
 	for _, r := range b.queue {
 		if err := r.ctx.Err(); err != nil {
 			b.end(r, err)
-			b.release(1)
+			b.leave(r)
 			continue
 		}
 		q = append(q, r)
@@ -411,7 +416,7 @@ func (b *Batcher) reap() {
 		}
 		if r.ended && r.last < oldest {
 			b.s.Free(r.slot)
-			b.release(1)
+			b.leave(r)
 			continue
 		}
 		a = append(a, r)
@@ -420,9 +425,13 @@ func (b *Batcher) reap() {
 	b.active = a
 }
 
-func (b *Batcher) release(n int) {
+// leave stops counting r among the admitted requests, once.
+func (b *Batcher) leave(r *request) {
 	b.mu.Lock()
-	b.admitted -= n
+	if !r.left {
+		r.left = true
+		b.admitted--
+	}
 	b.mu.Unlock()
 }
 

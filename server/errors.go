@@ -58,8 +58,9 @@ var generationErrors = []struct {
 	{textgen.ErrInvalid, http.StatusBadRequest, invalidRequest, ""},
 	{textgen.ErrNoChatTemplate, http.StatusBadRequest, invalidRequest, ""},
 	{tokenizer.ErrTemplate, http.StatusBadRequest, invalidRequest, ""},
-	{errBusy, http.StatusTooManyRequests, rateLimit, "rate_limit_exceeded"},
-	{errClosed, http.StatusServiceUnavailable, serverError, "service_unavailable"},
+	{model.ErrTooLong, http.StatusBadRequest, invalidRequest, "context_length_exceeded"},
+	{model.ErrBusy, http.StatusTooManyRequests, rateLimit, "rate_limit_exceeded"},
+	{model.ErrClosed, http.StatusServiceUnavailable, serverError, "service_unavailable"},
 	{model.ErrInvalidArgument, http.StatusBadRequest, invalidRequest, ""},
 }
 

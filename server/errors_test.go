@@ -74,7 +74,7 @@ func checkError(t *testing.T, name string, body []byte, typ, param, code string)
 // the right status and OpenAI's error shape, before anything is
 // generated; /health answers.
 func TestMalformedRequests(t *testing.T) {
-	c, gen := testEngine(t, 64, 0)
+	c, gen := testEngine(t, 64, 1, 0)
 	ts := httptest.NewServer(server.New(gen, c.Tok, c.Chat, server.Options{Model: modelID, MaxLen: c.MaxLen, MaxBodyBytes: 4096}))
 	defer ts.Close()
 	chat, text := ts.URL+"/v1/chat/completions", ts.URL+"/v1/completions"
@@ -180,7 +180,7 @@ func (h *holding) Generate(ctx context.Context, prompt []int32, o model.Generate
 // Retry-After; the session is free again afterwards; a generator closed
 // (the server shutting down) answers 503.
 func TestCancelBusyClosed(t *testing.T) {
-	c, gen := testEngine(t, 64, 0)
+	c, gen := testEngine(t, 64, 1, 0)
 	h := &holding{Generator: gen, held: make(chan struct{}, 1), ended: make(chan ending, 4)}
 	ts := serve(t, c, h)
 	url := ts.URL + "/v1/chat/completions"

@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/puremetal/puremetal/internal/tinymodel"
+	"github.com/puremetal/puremetal/model"
 	"github.com/puremetal/puremetal/server"
 )
 
@@ -26,7 +27,7 @@ func Example() {
 	defer release()
 	m, tok, chat := c.Model, c.Tok, c.Chat // model.Load, tokenizer.Load, tokenizer.LoadChatTemplate
 
-	gen, err := server.NewSerial(m, 16) // one sequence at a time, up to 16 waiting
+	gen, err := m.NewBatcher(model.BatchOptions{MaxBatch: 8, Queue: 16}) // continuous batching: up to 8 sequences decoded together, 16 waiting
 	if err != nil {
 		log.Fatal(err)
 	}

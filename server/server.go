@@ -31,7 +31,7 @@ import (
 )
 
 // Generator generates token ids after a prompt of token ids; it must be
-// safe for concurrent use. *Serial is one.
+// safe for concurrent use. *model.Batcher is one.
 type Generator = textgen.Generator
 
 // Options configure a Server.

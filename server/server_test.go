@@ -27,11 +27,12 @@ func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m, testdevice.DeviceOpens)
 const modelID = "tiny"
 
 // testEngine loads the tiny checkpoint with caches of maxLen positions and
-// the generator a server runs on, closed when the test ends.
-func testEngine(t *testing.T, maxLen, queue int) (*tinymodel.Checkpoint, *server.Serial) {
+// the generator a server runs on (batch sequences decoded together, queue
+// more waiting), closed when the test ends.
+func testEngine(t *testing.T, maxLen, batch, queue int) (*tinymodel.Checkpoint, *model.Batcher) {
 	t.Helper()
 	c := tinymodel.Load(t, maxLen)
-	gen, err := server.NewSerial(c.Model, queue)
+	gen, err := c.Model.NewBatcher(model.BatchOptions{MaxBatch: batch, Queue: queue})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func completeStream(ctx context.Context, cl openai.Client, prompt string) (got, 
 // first one begins. The embedded model's golden prompt, given as token
 // ids, gets the text of its golden path. And /v1/models lists the model.
 func TestOpenAIClients(t *testing.T) {
-	c, gen := testEngine(t, 64, 8)
+	c, gen := testEngine(t, 64, 8, 8)
 	ts := serve(t, c, gen)
 	cl := client(ts)
 	ctx := context.Background()

@@ -25,6 +25,7 @@ import (
 type serveFlags struct {
 	model, addr, name, backend string
 	maxLen, chunk, queue       int
+	batch, prefixSlots         int
 	shutdown                   time.Duration
 }
 
@@ -37,13 +38,15 @@ func runServe(args []string, _ io.Reader, _, stderr io.Writer) error {
 	fs.StringVar(&f.backend, "backend", "auto", "auto (metal where there is Metal, else emu), metal or emu")
 	fs.IntVar(&f.maxLen, "max-len", 4096, "positions a sequence holds, prompt and completion")
 	fs.IntVar(&f.chunk, "chunk", 256, "prompt tokens per prefill pass")
-	fs.IntVar(&f.queue, "queue", 16, "requests waiting for the model beyond those running; more are refused with 429")
+	fs.IntVar(&f.batch, "batch", 8, "sequences decoded together (continuous batching)")
+	fs.IntVar(&f.queue, "queue", 16, "requests waiting for a place in the batch; more are refused with 429")
+	fs.IntVar(&f.prefixSlots, "prefix-cache", 4, "prompt prefixes kept for reuse (a system prompt, a chat's earlier turns), each the caches of one sequence; 0: off")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 10*time.Second, "how long SIGINT or SIGTERM waits for requests in flight before canceling them")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if f.maxLen < 2 || f.queue < 0 || f.chunk < 1 {
-		return fmt.Errorf("%w: -max-len %d (want at least 2), -queue %d (want 0 or more), -chunk %d (want at least 1)", errUsage, f.maxLen, f.queue, f.chunk)
+	if f.maxLen < 2 || f.queue < 0 || f.chunk < 1 || f.batch < 1 || f.prefixSlots < 0 {
+		return fmt.Errorf("%w: -max-len %d (want at least 2), -batch %d (want at least 1), -queue %d, -prefix-cache %d (want 0 or more), -chunk %d (want at least 1)", errUsage, f.maxLen, f.batch, f.queue, f.prefixSlots, f.chunk)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -56,7 +59,7 @@ func newGenerator(m *model.Model, f serveFlags) (interface {
 	server.Generator
 	Close() error
 }, error) {
-	return server.NewSerial(m, f.queue)
+	return m.NewBatcher(model.BatchOptions{MaxBatch: f.batch, Queue: f.queue, PrefixSlots: f.prefixSlots})
 }
 
 // serve loads the model, serves it until ctx ends, then shuts down: the
