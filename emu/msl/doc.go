@@ -252,7 +252,10 @@
 //     conversion from float rounds to nearest even, arithmetic computes in
 //     float and rounds each result to bfloat, and an operation with a float
 //     or half operand yields float. It converts implicitly to float and
-//     half, and to integer types only by a cast (int(b)), so that
+//     half, and to integer types by a cast (int(b)) or where it
+//     initializes or is assigned to an integer variable (uint8_t q = b;
+//     q = b; q += b, the value written __pm_int(b) in a program naming
+//     bfloat), not as a function's argument or result, so that
 //     c ? b : 0 is a bfloat as in MSL; c ? b : f with f a float or half
 //     is a float, as in MSL. To make it so, in a program that names
 //     bfloat, each operand of a conditional expression (unless one is a

@@ -172,6 +172,7 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 		tr.keepOnly(only)
 	}
 	tr.bfloatConditionals()
+	tr.bfloatIntegerInits()
 	tr.shuffleVariables()
 	tr.threadgroupDeducedCopies() // after every rewrite it copies
 	if len(tr.errs) > 0 {
