@@ -58,7 +58,10 @@
 // PUREMETAL_EMU_CACHE_MAX), keeping files used in the last ten minutes.
 // A library of more than 64 entry points is built in parts of 64
 // consecutive ones, each translated with those alone, by as many compiler
-// runs at once as GOMAXPROCS allows. CompileOptions.Lazy builds each
+// runs at once as GOMAXPROCS allows; the whole library is checked first by
+// the compiler's front end alone (once: a marker in the cache records that
+// it passed), so that a compile error anywhere in it is reported in
+// seconds, before any part is built. CompileOptions.Lazy builds each
 // function only when it is first fetched, which makes large libraries
 // (thousands of instantiations) cheap when a program uses a few of their
 // kernels. Kernels and the runtime are built for the architecture of the
