@@ -19,14 +19,7 @@ var integerTypeNames = map[string]bool{
 // value through as it is.
 func (tr *translator) bfloatIntegerInits() {
 	t := tr.toks
-	uses := false
-	for _, k := range t {
-		if k.kind == tIdent && k.text == "bfloat" {
-			uses = true
-			break
-		}
-	}
-	if !uses {
+	if !tr.namesBfloat() {
 		return
 	}
 	existing := len(tr.repls)

@@ -74,11 +74,7 @@ func (tr *translator) rewriteVectorConstructs() {
 			continue
 		}
 		if t[i].text == "static_cast" {
-			lt := tr.next(i + 1)
-			if lt >= len(t) || t[lt].text != "<" {
-				continue
-			}
-			gt := tr.match(lt)
+			lt, gt := tr.angleBrackets(i)
 			if gt < 0 {
 				continue
 			}
