@@ -329,16 +329,16 @@
 //     a lane of the SIMD-group that is not active at the call (it
 //     diverged, or returned) returns that lane's current value of the
 //     operand when the operand is a variable the kernel function declares
-//     (a parameter or local value, not a reference or pointer declarator,
-//     not threadgroup), as on Apple GPUs, where the inactive lane's
+//     (a parameter or local value of a scalar or vector type, not a
+//     reference or pointer declarator, not threadgroup), as on Apple GPUs, where the inactive lane's
 //     register still holds it: a Hillis-Steele scan, if (lane >= d) x +=
 //     simd_shuffle_up(x, d), gives the prefix sums. The value is read from
 //     the same place in that lane's frame of the kernel, as it stands when
 //     the lanes at the call run it (a lane that ran on to a later
 //     SIMD-group function or barrier, or returned, has its value from
-//     there). An operand that is an expression (x * 2) or a variable of
-//     another function, and a source lane outside a partial SIMD-group,
-//     give the caller's own value: the GPU's is undefined there (an
+//     there). An operand that is an expression (x * 2), a variable of
+//     another function or of a program's own type, and a source lane
+//     outside a partial SIMD-group, give the caller's own value: the GPU's is undefined there (an
 //     inactive lane never computed the expression). A SIMD-group function
 //     orders the threadgroup memory accesses of its whole SIMD-group
 //     (race detection), also when only some lanes call it. The

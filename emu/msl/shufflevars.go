@@ -11,16 +11,18 @@ var laneReads = map[string]bool{
 	"quad_shuffle_rotate_up": true, "quad_shuffle_rotate_down": true, "quad_broadcast": true,
 }
 
-// notTypes are the words that may precede a name without declaring it.
-var notTypes = map[string]bool{
-	"return": true, "else": true, "case": true, "goto": true, "sizeof": true, "alignof": true,
-	"typedef": true, "using": true, "throw": true, "new": true, "delete": true, "do": true,
+// shuffledType reports whether a variable of the type named name is one
+// whose shuffles read an inactive lane's value: MSL's scalar and vector
+// types (a program's own types may have shuffles of their own, MLX's
+// complex64_t).
+func shuffledType(name string) bool {
+	return name != "void" && builtinTypeName(name) || name == "bfloat" || name == "bfloat2" || name == "bfloat3" || name == "bfloat4"
 }
 
 // shuffleVariables writes the operand of a lane read (simd_shuffle_up(x,
 // d), simd_broadcast(x, l), ...) in a kernel's body as __pm_var(x) when it
-// is a variable the kernel declares (a parameter or a local, not a
-// reference, not in threadgroup memory): on Apple GPUs a lane reading a
+// is a variable the kernel declares (a parameter or a local of a scalar or
+// vector type, not a reference, not in threadgroup memory): on Apple GPUs a lane reading a
 // lane that is not active at the call (it diverged, or returned) gets that
 // lane's current value of x, which its register still holds, and
 // __pm_var(x) lets the runtime read it from the same place in that lane's
@@ -49,9 +51,10 @@ func (tr *translator) shuffleVariables() {
 }
 
 // declaresLocal reports whether a declaration of the variable named by
-// token x, a value in the thread's own frame (neither a reference nor a
-// pointer declarator, nor threadgroup, static or constant), comes between
-// token from (the start of the kernel's declaration) and x.
+// token x, a value of a scalar or vector type in the thread's own frame
+// (neither a reference nor a pointer declarator, nor threadgroup, static
+// or constant), comes between token from (the start of the kernel's
+// declaration) and x.
 func (tr *translator) declaresLocal(from, x int) bool {
 	t := tr.toks
 	for k := from; k < x; k++ {
@@ -59,7 +62,7 @@ func (tr *translator) declaresLocal(from, x int) bool {
 			continue
 		}
 		p := tr.prev(k)
-		if p < 0 || !(t[p].kind == tIdent && !notTypes[t[p].text] || t[p].text == ">") || tr.isMember(k) {
+		if p < 0 || !shuffledType(t[p].text) || tr.isMember(k) {
 			continue
 		}
 		n := tr.next(k + 1)
