@@ -336,9 +336,11 @@
 //     the same place in that lane's frame of the kernel, as it stands when
 //     the lanes at the call run it (a lane that ran on to a later
 //     SIMD-group function or barrier, or returned, has its value from
-//     there). An operand that is an expression (x * 2), a variable of
-//     another function or of a program's own type, and a source lane
-//     outside a partial SIMD-group, give the caller's own value: the GPU's is undefined there (an
+//     there). A lane that has not declared the variable (it returned before the
+//     declaration; for a variable declared in a for or if statement's
+//     parentheses, any lane), an operand that is an expression (x * 2),
+//     a variable of another function or of a program's own type, and a
+//     source lane outside a partial SIMD-group give the caller's own value: the GPU's is undefined there (an
 //     inactive lane never computed the expression). A SIMD-group function
 //     orders the threadgroup memory accesses of its whole SIMD-group
 //     (race detection), also when only some lanes call it. The

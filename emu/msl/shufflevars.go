@@ -31,6 +31,7 @@ func shuffledType(name string) bool {
 func (tr *translator) shuffleVariables() {
 	t := tr.toks
 	seen := map[*entryPoint]bool{}
+	marked := map[int]bool{} // the declarations followed by __pm_lane_declared
 	for _, e := range tr.kernels {
 		if seen[e] {
 			continue
@@ -42,20 +43,62 @@ func (tr *translator) shuffleVariables() {
 				continue
 			}
 			x := i + 2
-			if t[x].kind != tIdent || t[x+1].text != "," || !tr.declaresLocal(e.tok, x) || tr.replaced(t[x].start, t[x].end) {
+			if t[x].kind != tIdent || t[x+1].text != "," || tr.replaced(t[x].start, t[x].end) {
 				continue
 			}
-			tr.repls = append(tr.repls, replacement{start: t[x].start, end: t[x].end, text: "__pm_var(" + t[x].text + ")"})
+			d := tr.declaresLocal(e.tok, x)
+			if d < 0 {
+				continue
+			}
+			if d < from {
+				// a parameter: every lane has it
+				tr.repls = append(tr.repls, replacement{start: t[x].start, end: t[x].end, text: "__pm_var<0>(" + t[x].text + ")"})
+				continue
+			}
+			// a local: a lane has it once past its declaration, which
+			// then records it (not in a for or if statement's parentheses)
+			semi := tr.openEnd(d)
+			if ob := tr.openingBracket(d); semi < 0 || t[semi].text != ";" || ob >= 0 && t[ob].text == "(" {
+				continue
+			}
+			if !marked[d] {
+				marked[d] = true
+				tr.repls = append(tr.repls, replacement{start: t[semi].end, end: t[semi].end, text: " __pm_lane_declared(&" + t[d].text + ");"})
+			}
+			tr.repls = append(tr.repls, replacement{start: t[x].start, end: t[x].end, text: "__pm_var<1>(" + t[x].text + ")"})
 		}
 	}
 }
 
-// declaresLocal reports whether a declaration of the variable named by
+// openEnd returns the token that ends the statement or list item holding
+// token k: the first ';', ',' or closing bracket after it outside the
+// brackets it opens, or -1.
+func (tr *translator) openEnd(k int) int {
+	depth := 0
+	for j := k; j < len(tr.toks); j++ {
+		switch tr.toks[j].text {
+		case "(", "[", "{":
+			depth++
+		case ")", "]", "}":
+			if depth == 0 {
+				return j
+			}
+			depth--
+		case ";", ",":
+			if depth == 0 {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// declaresLocal returns the token declaring the variable named by
 // token x, a value of a scalar or vector type in the thread's own frame
 // (neither a reference nor a pointer declarator, nor threadgroup, static
-// or constant), comes between token from (the start of the kernel's
-// declaration) and x.
-func (tr *translator) declaresLocal(from, x int) bool {
+// or constant) between token from (the start of the kernel's declaration)
+// and x, or -1 where none does.
+func (tr *translator) declaresLocal(from, x int) int {
 	t := tr.toks
 	for k := from; k < x; k++ {
 		if t[k].text != t[x].text || t[k].attr >= 0 {
@@ -81,10 +124,10 @@ func (tr *translator) declaresLocal(from, x int) bool {
 			}
 		}
 		if ok {
-			return true
+			return k
 		}
 	}
-	return false
+	return -1
 }
 
 // replaced reports whether a replacement already covers part of [start,

@@ -128,3 +128,49 @@ func TestSIMDLaneReadsInactive(t *testing.T) {
 		}
 	}
 }
+
+// A lane that returned before declaring the variable has no value of it:
+// a shuffle reading it gives the caller's own value (the GPU's is
+// undefined), and a loop variable declared in a for statement is read as
+// the caller's own too.
+func TestSIMDShuffleUndeclaredInactive(t *testing.T) {
+	const src = mslPrelude + `kernel void k(device float* out [[buffer(0)]], device const float* in [[buffer(1)]],
+              uint lane [[thread_index_in_simdgroup]], uint gid [[thread_position_in_grid]]) {
+    if (lane % 4 == 1) return;
+    float x = in[gid];
+    float y = simd_shuffle_down(x, ushort(1));
+    for (uint i = lane; i < lane + 1; i++) {
+        y += float(simd_shuffle_up(i, ushort(1)));
+    }
+    out[gid] = y;
+}
+`
+	f := functionT(t, compileT(t, src, CompileOptions{}), "k")
+	in, out := newF32(t, 32), newF32(t, 32)
+	fillRandom(in.f32(), 3)
+	poison(out.f32())
+	d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{32, 1, 1})}
+	d.Buffers[0], d.Buffers[1] = out.binding(), in.binding()
+	if _, err := f.Run(d); err != nil {
+		t.Fatal(err)
+	}
+	for l := range 32 {
+		g := out.f32()[l]
+		if l%4 == 1 {
+			if g == g {
+				t.Errorf("returned lane %d wrote %v", l, g)
+			}
+			continue
+		}
+		x, i := in.f32()[l], float32(l)
+		if s := l + 1; s < 32 && s%4 != 1 {
+			x = in.f32()[s]
+		}
+		if s := l - 1; s >= 0 && s%4 != 1 {
+			i = float32(s)
+		}
+		if want := x + i; g != want {
+			t.Errorf("lane %d: %v, want %v", l, g, want)
+		}
+	}
+}

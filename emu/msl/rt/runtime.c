@@ -153,6 +153,11 @@ typedef struct pm_fiber {
 	uint8_t state, lane, sg;
 	uint16_t index;
 	__pm_thread t __attribute__((aligned(64)));
+	/* the variables of the kernel a shuffle may read from this thread
+	 * while it is not active, that it declared (__pm_lane_declared): their
+	 * distance below stack_top */
+	uint32_t declared[8];
+	uint32_t n_declared;
 } pm_fiber;
 _Static_assert(offsetof(pm_fiber, index) + sizeof(uint16_t) <= 64, "a thread's scheduling state fills one cache line");
 _Static_assert(__PM_MAX_THREADS <= 65536 && __PM_MAX_THREADS / __PM_SIMD_WIDTH <= 256, "thread and SIMD-group indices fit");
@@ -855,13 +860,19 @@ EXPORT __pm_simd_next __pm_simd(uint32_t op, const void *in, void *out, uint32_t
  * is not in lane from's stack or that place is not in lane to's frames:
  * the caller then keeps its own value. A returned lane's frames are left
  * as they were (__PM_EXIT_GAP). */
-EXPORT const void *__pm_lane_var(const void *var, uint32_t from, uint32_t to) {
+EXPORT const void *__pm_lane_var(const void *var, uint32_t from, uint32_t to, uint32_t local) {
 	pm_worker *w = tls_w;
 	const pm_fiber *cur = w->cur;
 	uint32_t base = cur->sg * __PM_SIMD_WIDTH;
 	const pm_fiber *a = &w->fibers[base + from], *b = &w->fibers[base + to];
 	uint64_t p = (uint64_t)(uintptr_t)var, top = (uint64_t)(uintptr_t)a->stack_top;
 	if (p >= top || top - p > __PM_STACK_SIZE) return NULL;
+	if (local) {
+		/* a local: only once lane to declared it */
+		uint32_t i = 0;
+		while (i < b->n_declared && b->declared[i] != (uint32_t)(top - p)) i++;
+		if (i == b->n_declared) return NULL;
+	}
 	uint64_t q = (uint64_t)(uintptr_t)b->stack_top - (top - p);
 	switch (b->state) {
 	case F_AT_SIMD:
@@ -874,6 +885,19 @@ EXPORT const void *__pm_lane_var(const void *var, uint32_t from, uint32_t to) {
 		return NULL;
 	}
 	return (const void *)(uintptr_t)q;
+}
+
+/* Records that the running thread declared the kernel's variable at var
+ * (the translator calls it after the declaration of a local variable that
+ * a shuffle reads): __pm_lane_var reads another lane's only once it did,
+ * so that a lane that returned before the declaration gives no value. */
+EXPORT void __pm_lane_declared(const void *var) {
+	pm_fiber *f = tls_w->cur;
+	uint64_t p = (uint64_t)(uintptr_t)var, top = (uint64_t)(uintptr_t)f->stack_top;
+	if (p >= top || top - p > __PM_STACK_SIZE) return;
+	for (uint32_t i = 0; i < f->n_declared; i++)
+		if (f->declared[i] == (uint32_t)(top - p)) return;
+	if (f->n_declared < sizeof f->declared / sizeof f->declared[0]) f->declared[f->n_declared++] = (uint32_t)(top - p);
 }
 
 /* Called by the lane __pm_simd picked to compute the function, once it
@@ -2126,6 +2150,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 		}
 		f->state = F_READY;
 		f->h.compute = 0;
+		f->n_declared = 0;
 		f->op = 0;
 		f->line = 0;
 		f->file = NULL;

@@ -633,7 +633,8 @@ enum thread_scope {
 extern "C" {
 __pm_simd_next __pm_simd(uint op, const void *in, void *out, uint line, uint col, const char *file);
 __pm_simd_x *__pm_simd_exchange(void);
-const void *__pm_lane_var(const void *var, uint from, uint to);
+const void *__pm_lane_var(const void *var, uint from, uint to, uint local);
+void __pm_lane_declared(const void *var);
 void __pm_simd_done(__pm_simd_x *x);
 void __pm_barrier(uint flags, uint line, uint col, const char *file);
 void *__pm_tg_static(uint id, ulong size, ulong align);
