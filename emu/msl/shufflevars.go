@@ -57,7 +57,7 @@ func (tr *translator) shuffleVariables() {
 			}
 			// a local: a lane has it once past its declaration, which
 			// then records it (not in a for or if statement's parentheses)
-			semi := tr.openEnd(d)
+			semi := tr.conditionalEnd(d, false)
 			if ob := tr.openingBracket(d); semi < 0 || t[semi].text != ";" || ob >= 0 && t[ob].text == "(" {
 				continue
 			}
@@ -68,29 +68,6 @@ func (tr *translator) shuffleVariables() {
 			tr.repls = append(tr.repls, replacement{start: t[x].start, end: t[x].end, text: "__pm_var<1>(" + t[x].text + ")"})
 		}
 	}
-}
-
-// openEnd returns the token that ends the statement or list item holding
-// token k: the first ';', ',' or closing bracket after it outside the
-// brackets it opens, or -1.
-func (tr *translator) openEnd(k int) int {
-	depth := 0
-	for j := k; j < len(tr.toks); j++ {
-		switch tr.toks[j].text {
-		case "(", "[", "{":
-			depth++
-		case ")", "]", "}":
-			if depth == 0 {
-				return j
-			}
-			depth--
-		case ";", ",":
-			if depth == 0 {
-				return j
-			}
-		}
-	}
-	return -1
 }
 
 // declaresLocal returns the token declaring the variable named by

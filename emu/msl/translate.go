@@ -1178,25 +1178,14 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 	if end < 0 || tr.next(open+1) == end {
 		return
 	}
-	depth, several := 0, false
-	for j := open + 1; j < end; j++ {
-		switch t[j].text {
-		case "(", "[", "{":
-			depth++
-		case ")", "]", "}":
-			depth--
-		case ",":
-			if depth == 0 && !several {
-				several = true
-				// T(a, b): a vector's constructor when T names a vector
-				// type (MLX's fft: complex_T(x, -y) of a vec<float, 2>),
-				// else T's own
-				tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_construct<" + t[i].text + ">"})
-			}
+	for _, j := range tr.topLevel(open, end) {
+		if t[j].text == "," {
+			// T(a, b): a vector's constructor when T names a vector type
+			// (MLX's fft: complex_T(x, -y) of a vec<float, 2>), else T's
+			// own
+			tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_construct<" + t[i].text + ">"})
+			return
 		}
-	}
-	if several {
-		return
 	}
 	if n := tr.next(end + 1); n < len(t) && (strings.Contains(" . [ ( { ", " "+t[n].text+" ") ||
 		t[n].text == "-" && n+1 < len(t) && t[n+1].text == ">" && t[n+1].start == t[n].end) {
@@ -1637,6 +1626,29 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	}
 	tr.kernels[key] = &e
 	tr.addEntry(e)
+}
+
+// topLevel returns the tokens between the brackets at open and end that
+// no inner (, [ or { encloses, brackets included.
+func (tr *translator) topLevel(open, end int) []int {
+	var top []int
+	depth := 0
+	for j := open + 1; j < end; j++ {
+		switch tr.toks[j].text {
+		case "(", "[", "{":
+			if depth == 0 {
+				top = append(top, j)
+			}
+			depth++
+			continue
+		case ")", "]", "}":
+			depth--
+		}
+		if depth == 0 {
+			top = append(top, j)
+		}
+	}
+	return top
 }
 
 // angleBrackets returns the '<' after token i and the '>' that closes it,
