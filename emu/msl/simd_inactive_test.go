@@ -11,7 +11,7 @@ import (
 // their last step, and return: each lane reads lanes that are not active
 // at the call (some returned already), and gets their current value of x,
 // as on Apple GPUs, so the scan gives the inclusive prefix sums.
-const simdInactiveScanSrc = mslPrelude + `kernel void scan(device float* out [[buffer(0)]], device const float* in [[buffer(1)]],
+const simdInactiveScanSrc = `kernel void scan(device float* out [[buffer(0)]], device const float* in [[buffer(1)]],
                  uint lane [[thread_index_in_simdgroup]], uint gid [[thread_position_in_grid]]) {
     float x = in[gid];
     for (ushort d = 1; d <= 16; d *= 2) {
@@ -22,7 +22,7 @@ const simdInactiveScanSrc = mslPrelude + `kernel void scan(device float* out [[b
 `
 
 func TestSIMDShuffleInactiveScan(t *testing.T) {
-	f := functionT(t, compileT(t, simdInactiveScanSrc, CompileOptions{}), "scan")
+	f := functionT(t, compileT(t, simdInactiveSrc(), CompileOptions{}), "scan")
 	// two threadgroups of 48 threads: a full SIMD-group and one of 16 lanes
 	const tgs, tg = 2, 48
 	in, out := newF32(t, tgs*tg), newF32(t, tgs*tg)
@@ -59,54 +59,11 @@ func TestSIMDShuffleInactiveScan(t *testing.T) {
 // variable; a source outside the SIMD-group (or, for the quad functions,
 // outside the quad) gives the caller's own value.
 func TestSIMDLaneReadsInactive(t *testing.T) {
-	type read struct {
-		fn  string
-		arg int
-		src func(l, arg int) int // the source lane, -1 for none
-	}
-	reads := []read{
-		{"simd_shuffle", 7, func(l, a int) int { return a }},
-		{"simd_broadcast", 9, func(l, a int) int { return a }},
-		{"simd_shuffle_up", 2, func(l, a int) int { return l - a }},
-		{"simd_shuffle_down", 4, func(l, a int) int { return l + a }},
-		{"simd_shuffle_xor", 1, func(l, a int) int { return l ^ a }},
-		{"simd_shuffle_rotate_up", 5, func(l, a int) int { return (l + 32 - a) % 32 }},
-		{"simd_shuffle_rotate_down", 3, func(l, a int) int { return (l + a) % 32 }},
-		{"quad_shuffle", 2, func(l, a int) int { return l&^3 + a }},
-		{"quad_broadcast", 3, func(l, a int) int { return l&^3 + a }},
-		{"quad_shuffle_up", 1, func(l, a int) int {
-			if l&3 < a {
-				return -1
-			}
-			return l - a
-		}},
-		{"quad_shuffle_down", 2, func(l, a int) int {
-			if l&3+a > 3 {
-				return -1
-			}
-			return l + a
-		}},
-		{"quad_shuffle_xor", 3, func(l, a int) int { return l ^ a }},
-		{"quad_shuffle_rotate_up", 1, func(l, a int) int { return l&^3 + (l+4-a)&3 }},
-		{"quad_shuffle_rotate_down", 1, func(l, a int) int { return l&^3 + (l+a)&3 }},
-	}
-	var src strings.Builder
-	src.WriteString(mslPrelude)
-	for _, r := range reads {
-		fmt.Fprintf(&src, `kernel void %[1]s_k(device float* out [[buffer(0)]], device const float* in [[buffer(1)]],
-    uint lane [[thread_index_in_simdgroup]], uint gid [[thread_position_in_grid]]) {
-    float x = in[gid];
-    float y = -1.0f;
-    if (lane %% 3 != 0) y = %[1]s(x, ushort(%[2]d));
-    out[gid] = y;
-}
-`, r.fn, r.arg)
-	}
-	lib := compileT(t, src.String(), CompileOptions{})
+	lib := compileT(t, simdInactiveSrc(), CompileOptions{})
 	const n = 32
 	in, out := newF32(t, n), newF32(t, n)
 	fillRandom(in.f32(), 9)
-	for _, r := range reads {
+	for _, r := range laneReadCases {
 		f := functionT(t, lib, r.fn+"_k")
 		poison(out.f32())
 		d := &Dispatch{Grid: ThreadgroupsGrid([3]int{1, 1, 1}, [3]int{n, 1, 1}), Timeout: time.Minute}
@@ -134,18 +91,7 @@ func TestSIMDLaneReadsInactive(t *testing.T) {
 // undefined), and a loop variable declared in a for statement is read as
 // the caller's own too.
 func TestSIMDShuffleUndeclaredInactive(t *testing.T) {
-	const src = mslPrelude + `kernel void k(device float* out [[buffer(0)]], device const float* in [[buffer(1)]],
-              uint lane [[thread_index_in_simdgroup]], uint gid [[thread_position_in_grid]]) {
-    if (lane % 4 == 1) return;
-    float x = in[gid];
-    float y = simd_shuffle_down(x, ushort(1));
-    for (uint i = lane; i < lane + 1; i++) {
-        y += float(simd_shuffle_up(i, ushort(1)));
-    }
-    out[gid] = y;
-}
-`
-	f := functionT(t, compileT(t, src, CompileOptions{}), "k")
+	f := functionT(t, compileT(t, simdInactiveSrc(), CompileOptions{}), "undeclared")
 	in, out := newF32(t, 32), newF32(t, 32)
 	fillRandom(in.f32(), 3)
 	poison(out.f32())
@@ -173,4 +119,70 @@ func TestSIMDShuffleUndeclaredInactive(t *testing.T) {
 			t.Errorf("lane %d: %v, want %v", l, g, want)
 		}
 	}
+}
+
+const simdUndeclaredSrc = `kernel void undeclared(device float* out [[buffer(0)]], device const float* in [[buffer(1)]],
+              uint lane [[thread_index_in_simdgroup]], uint gid [[thread_position_in_grid]]) {
+    if (lane % 4 == 1) return;
+    float x = in[gid];
+    float y = simd_shuffle_down(x, ushort(1));
+    for (uint i = lane; i < lane + 1; i++) {
+        y += float(simd_shuffle_up(i, ushort(1)));
+    }
+    out[gid] = y;
+}
+`
+
+type laneRead struct {
+	fn  string
+	arg int
+	src func(l, arg int) int // the source lane, -1 for none
+}
+
+// laneReadCases are the lane reads TestSIMDLaneReadsInactive checks, each with
+// the lane it reads.
+var laneReadCases = []laneRead{
+	{"simd_shuffle", 7, func(l, a int) int { return a }},
+	{"simd_broadcast", 9, func(l, a int) int { return a }},
+	{"simd_shuffle_up", 2, func(l, a int) int { return l - a }},
+	{"simd_shuffle_down", 4, func(l, a int) int { return l + a }},
+	{"simd_shuffle_xor", 1, func(l, a int) int { return l ^ a }},
+	{"simd_shuffle_rotate_up", 5, func(l, a int) int { return (l + 32 - a) % 32 }},
+	{"simd_shuffle_rotate_down", 3, func(l, a int) int { return (l + a) % 32 }},
+	{"quad_shuffle", 2, func(l, a int) int { return l&^3 + a }},
+	{"quad_broadcast", 3, func(l, a int) int { return l&^3 + a }},
+	{"quad_shuffle_up", 1, func(l, a int) int {
+		if l&3 < a {
+			return -1
+		}
+		return l - a
+	}},
+	{"quad_shuffle_down", 2, func(l, a int) int {
+		if l&3+a > 3 {
+			return -1
+		}
+		return l + a
+	}},
+	{"quad_shuffle_xor", 3, func(l, a int) int { return l ^ a }},
+	{"quad_shuffle_rotate_up", 1, func(l, a int) int { return l&^3 + (l+4-a)&3 }},
+	{"quad_shuffle_rotate_down", 1, func(l, a int) int { return l&^3 + (l+a)&3 }},
+}
+
+// simdInactiveSrc is the kernels of the tests of lanes reading inactive
+// lanes, in one library: the scan, the undeclared variable, and one kernel
+// per lane read.
+func simdInactiveSrc() string {
+	var src strings.Builder
+	src.WriteString(mslPrelude + simdInactiveScanSrc + simdUndeclaredSrc)
+	for _, r := range laneReadCases {
+		fmt.Fprintf(&src, `kernel void %[1]s_k(device float* out [[buffer(0)]], device const float* in [[buffer(1)]],
+    uint lane [[thread_index_in_simdgroup]], uint gid [[thread_position_in_grid]]) {
+    float x = in[gid];
+    float y = -1.0f;
+    if (lane %% 3 != 0) y = %[1]s(x, ushort(%[2]d));
+    out[gid] = y;
+}
+`, r.fn, r.arg)
+	}
+	return src.String()
 }
