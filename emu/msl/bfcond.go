@@ -14,14 +14,7 @@ package msl
 // using bfloat.
 func (tr *translator) bfloatConditionals() {
 	t := tr.toks
-	uses := false
-	for _, k := range t {
-		if k.kind == tIdent && k.text == "bfloat" {
-			uses = true
-			break
-		}
-	}
-	if !uses {
+	if !tr.namesBfloat() {
 		return
 	}
 	existing := len(tr.repls)
@@ -63,6 +56,16 @@ func (tr *translator) bfloatConditionals() {
 			tr.repls = append(tr.repls, group...)
 		}
 	}
+}
+
+// namesBfloat reports whether the program names bfloat.
+func (tr *translator) namesBfloat() bool {
+	for _, k := range tr.toks {
+		if k.kind == tIdent && k.text == "bfloat" {
+			return true
+		}
+	}
+	return false
 }
 
 // overlapsRepls reports whether a replacement of group falls inside one

@@ -145,3 +145,53 @@ kernel void scaled(device const ushort4* s [[buffer(0)]], device const float4* v
 		}
 	}
 }
+
+// A bfloat initializing or assigned to an integer variable (uint8_t q =
+// b; i = b; i += b) converts to it, truncating toward zero, as MSL
+// converts it implicitly; c ? b : 0 stays a bfloat.
+func TestBfloatToInteger(t *testing.T) {
+	const src = mslPrelude + `
+kernel void toint(device const ushort* s [[buffer(0)]], device int* out [[buffer(1)]],
+                  uint i [[thread_position_in_grid]]) {
+    bfloat b = as_type<bfloat>(s[i]);
+    uint8_t q = b;
+    int n = -b, m;
+    m = b;
+    short h = b * bfloat(2.0f);
+    uint u = b; ushort w = b;
+    long l = b;
+    l += b;
+    bfloat c = i % 2 ? b : 0;
+    out[6 * i] = q;
+    out[6 * i + 1] = n + m;
+    out[6 * i + 2] = h;
+    out[6 * i + 3] = int(u + w);
+    out[6 * i + 4] = int(l);
+    out[6 * i + 5] = as_type<ushort>(c);
+}
+`
+	const n = 64
+	s, out := newMem(t, 2*n), newMem(t, 4*6*n)
+	for i := range n {
+		// values from 0 to 100 with fractions, all exact in bfloat
+		s.u16()[i] = bfloatRound(float32(i*3) / 2)
+	}
+	for i := range out.i32() {
+		out.i32()[i] = -12345
+	}
+	runT(t, functionT(t, compileT(t, src, CompileOptions{LanguageVersion: 3<<16 | 1}), "toint"), ThreadsGrid([3]int{n, 1, 1}, [3]int{32, 1, 1}), s, out)
+	for i := range n {
+		b := bfloatValue(s.u16()[i])
+		tr := int32(b) // Go truncates toward zero, as MSL does
+		c := int32(0)
+		if i%2 == 1 {
+			c = int32(s.u16()[i])
+		}
+		want := []int32{tr, -tr + tr, int32(bfloatValue(bfloatRound(b * 2))), 2 * tr, 2 * tr, c}
+		for k, w := range want {
+			if g := out.i32()[6*i+k]; g != w {
+				t.Errorf("element %d (bfloat %v), value %d: %d, want %d", i, b, k, g, w)
+			}
+		}
+	}
+}

@@ -545,8 +545,11 @@ var buildSlots = sync.OnceValue(func() chan struct{} { return make(chan struct{}
 
 // buildParts builds the translation tr of pp in parts of at most
 // partEntries entry points and gathers their functions into one library.
-// A part that fails fails the library with its error (the first part's in
-// source order, when several fail).
+// The whole translation is checked first by the compiler's front end
+// alone (checkWhole), so that a compile error anywhere is reported before
+// any part is built. A part that fails fails the library with its error
+// (the first part's in source order, among those built: no part starts
+// after one failed).
 func buildParts(cc clang.Compiler, root, includeDir, pp string, tr *translation, source, srcPath, file string, opts CompileOptions, values []ConstantValue) (*Library, error) {
 	var parts [][]string
 	for i := 0; i < len(tr.entries); i += partEntries {
@@ -556,28 +559,22 @@ func buildParts(cc clang.Compiler, root, includeDir, pp string, tr *translation,
 		}
 		parts = append(parts, names)
 	}
+	translatePart := func(i int) (*translation, error) {
+		return translateOnly(pp, file, values, parts[i], opts.LanguageVersion)
+	}
+	if err := checkWhole(cc, root, includeDir, tr, len(parts), translatePart, source, file, opts); err != nil {
+		return nil, err
+	}
 	libs := make([]*Library, len(parts))
 	errs := make([]error, len(parts))
-	next := make(chan int, len(parts))
-	for i := range parts {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for w := 0; w < min(runtime.GOMAXPROCS(0), len(parts)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				part, err := translateOnly(pp, file, values, parts[i], opts.LanguageVersion)
-				if err == nil {
-					libs[i], err = build(cc, root, includeDir, part, source, srcPath, file, opts)
-				}
-				errs[i] = err
-			}
-		}()
-	}
-	wg.Wait()
+	inParallel(len(parts), func(i int) bool {
+		part, err := translatePart(i)
+		if err == nil {
+			libs[i], err = build(cc, root, includeDir, part, source, srcPath, file, opts)
+		}
+		errs[i] = err
+		return err == nil
+	})
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -600,36 +597,129 @@ func buildParts(cc clang.Compiler, root, includeDir, pp string, tr *translation,
 	return lib, nil
 }
 
-// build compiles the translation tr into a shared object in the cache
-// (unless it is there) and loads it.
-func build(cc clang.Compiler, root, includeDir string, tr *translation, source, srcPath, file string, opts CompileOptions) (*Library, error) {
+// inParallel calls do(0), ..., do(n-1) from as many goroutines as
+// GOMAXPROCS allows, in order; once a call returns false, no other starts.
+func inParallel(n int, do func(i int) bool) {
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	var failed sync.Once
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < min(runtime.GOMAXPROCS(0), n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !do(i) {
+					failed.Do(func() { close(stop) })
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// cachedBuild is where the translation tr compiles to in the cache: its
+// compile flags, its shared object (which exists when it was built) and
+// its C++ source.
+type cachedBuild struct {
+	flags        []string
+	dir, so, src string
+}
+
+func cachePaths(cc clang.Compiler, root, includeDir string, tr *translation, opts CompileOptions) cachedBuild {
 	flags := compileFlags(opts, includeDir)
 	if tr.tgClassesGeneric {
 		flags = append(flags, "-D__PM_TG_CLASSES_GENERIC=1")
 	}
-
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", formatVersion, rtHash(), cc.Key(), strings.Join(flags, " "), strings.Join(linkFlags(opts), " "))
 	h.Write([]byte(tr.cpp))
 	key := hex.EncodeToString(h.Sum(nil))[:32]
-	libDir := filepath.Join(root, "lib", key[:2])
-	if err := os.MkdirAll(libDir, 0o755); err != nil {
-		return nil, fmt.Errorf("msl: cache directory: %w", err)
+	dir := filepath.Join(root, "lib", key[:2])
+	return cachedBuild{flags: flags, dir: dir, so: filepath.Join(dir, key+".so"), src: filepath.Join(dir, key+".cpp")}
+}
+
+// writeSource writes the C++ source of tr to the cache, unless its shared
+// object is there.
+func (c cachedBuild) writeSource(tr *translation) error {
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return fmt.Errorf("msl: cache directory: %w", err)
 	}
-	so := filepath.Join(libDir, key+".so")
-	src := filepath.Join(libDir, key+".cpp")
-	if _, err := os.Stat(so); err != nil {
-		if err := clang.WriteFileAtomic(src, []byte(tr.cpp)); err != nil {
-			return nil, fmt.Errorf("msl: cache directory: %w", err)
+	if _, err := os.Stat(c.so); err != nil {
+		if err := clang.WriteFileAtomic(c.src, []byte(tr.cpp)); err != nil {
+			return fmt.Errorf("msl: cache directory: %w", err)
 		}
 	}
-	built, log, err := buildLibrary(cc, libDir, so, src, flags, opts)
+	return nil
+}
+
+// compileError is the error of a compiler run that failed: a
+// *CompileError with the compiler's log, in the program's own terms, when
+// the compiler rejected the source.
+func compileError(cc clang.Compiler, err error, log, src, includeDir, file, source string, tr *translation) error {
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
+		return fmt.Errorf("msl: running %s: %w", cc.Path, err)
+	}
+	return newCompileError(originalSnippets(cleanLog(log, src, includeDir), file, source, tr.files), file)
+}
+
+// checkWhole checks the whole translation tr of a library built in n
+// parts with the compiler's front end alone (-fsyntax-only: parsing and
+// instantiating, no code generation), a fraction of the time building
+// the parts takes, unless it passed before (a marker in the cache). A
+// program it rejects is rejected with its errors, in source order, when
+// the parts are compiled as the whole is (their threadgroup classes in the
+// same address space, which part(i), the translation of part i, tells);
+// otherwise the parts' builds decide.
+func checkWhole(cc clang.Compiler, root, includeDir string, tr *translation, n int, part func(i int) (*translation, error), source, file string, opts CompileOptions) error {
+	c := cachePaths(cc, root, includeDir, tr, opts)
+	checked := strings.TrimSuffix(c.so, ".so") + ".checked"
+	if _, err := os.Stat(checked); err == nil {
+		touch(checked)
+		return nil
+	}
+	if err := c.writeSource(tr); err != nil {
+		return err
+	}
+	slots := buildSlots()
+	slots <- struct{}{}
+	_, log, err := cc.Run(c.dir, append(append([]string{}, c.flags...), "-fsyntax-only", c.src)...)
+	<-slots
+	os.Remove(c.src)
+	if err == nil {
+		return clang.WriteFileAtomic(checked, nil)
+	}
+	// a part leaves out the other kernels' bodies: the threadgroup class
+	// pointers that decide tgClassesGeneric may be in them
+	for i := 0; i < n && !tr.tgClassesGeneric; i++ {
+		if p, perr := part(i); perr != nil || p.tgClassesGeneric != tr.tgClassesGeneric {
+			return nil
+		}
+	}
+	return compileError(cc, err, log, c.src, includeDir, file, source, tr)
+}
+
+// build compiles the translation tr into a shared object in the cache
+// (unless it is there) and loads it.
+func build(cc clang.Compiler, root, includeDir string, tr *translation, source, srcPath, file string, opts CompileOptions) (*Library, error) {
+	c := cachePaths(cc, root, includeDir, tr, opts)
+	if err := c.writeSource(tr); err != nil {
+		return nil, err
+	}
+	so := c.so
+	built, log, err := buildLibrary(cc, c.dir, so, c.src, c.flags, opts)
 	if err != nil {
-		var exitErr *exec.ExitError
-		if !errors.As(err, &exitErr) {
-			return nil, fmt.Errorf("msl: running %s: %w", cc.Path, err)
-		}
-		return nil, newCompileError(originalSnippets(cleanLog(log, src, includeDir), file, source, tr.files), file)
+		return nil, compileError(cc, err, log, c.src, includeDir, file, source, tr)
 	}
 	cached := !built
 	if cached {

@@ -59,26 +59,15 @@ func (tr *translator) templateConditions() {
 func (tr *translator) boolTemplateParams(lt, gt int) map[string]bool {
 	t := tr.toks
 	params := map[string]bool{}
-	var seg []int // the tokens of one parameter
-	depth := 0
-	for k := tr.next(lt + 1); k <= gt; k = tr.next(k + 1) {
-		if k == gt || depth == 0 && t[k].text == "," {
-			// bool P or bool P = default
-			if len(seg) >= 2 && t[seg[0]].text == "bool" && t[seg[1]].kind == tIdent && (len(seg) == 2 || t[seg[2]].text == "=") {
-				params[t[seg[1]].text] = true
-			}
-			seg = seg[:0]
-			continue
+	for _, item := range tr.listItems(lt, gt) {
+		var seg []int // the parameter's tokens
+		for k := tr.next(item[0]); k < item[1]; k = tr.next(k + 1) {
+			seg = append(seg, k)
 		}
-		switch t[k].text {
-		case "<", "(", "[", "{":
-			depth++
-		case ">", ")", "]", "}":
-			depth--
-		case ">>":
-			depth -= 2
+		// bool P or bool P = default
+		if len(seg) >= 2 && t[seg[0]].text == "bool" && t[seg[1]].kind == tIdent && (len(seg) == 2 || t[seg[2]].text == "=") {
+			params[t[seg[1]].text] = true
 		}
-		seg = append(seg, k)
 	}
 	return params
 }

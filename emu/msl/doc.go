@@ -58,7 +58,10 @@
 // PUREMETAL_EMU_CACHE_MAX), keeping files used in the last ten minutes.
 // A library of more than 64 entry points is built in parts of 64
 // consecutive ones, each translated with those alone, by as many compiler
-// runs at once as GOMAXPROCS allows. CompileOptions.Lazy builds each
+// runs at once as GOMAXPROCS allows; the whole library is checked first by
+// the compiler's front end alone (once: a marker in the cache records that
+// it passed), so that a compile error anywhere in it is reported in
+// seconds, before any part is built. CompileOptions.Lazy builds each
 // function only when it is first fetched, which makes large libraries
 // (thousands of instantiations) cheap when a program uses a few of their
 // kernels. Kernels and the runtime are built for the architecture of the
@@ -252,7 +255,10 @@
 //     conversion from float rounds to nearest even, arithmetic computes in
 //     float and rounds each result to bfloat, and an operation with a float
 //     or half operand yields float. It converts implicitly to float and
-//     half, and to integer types only by a cast (int(b)), so that
+//     half, and to integer types by a cast (int(b)) or where it
+//     initializes or is assigned to an integer variable (uint8_t q = b;
+//     q = b; q += b, the value written __pm_int(b) in a program naming
+//     bfloat), not as a function's argument or result, so that
 //     c ? b : 0 is a bfloat as in MSL; c ? b : f with f a float or half
 //     is a float, as in MSL. To make it so, in a program that names
 //     bfloat, each operand of a conditional expression (unless one is a
@@ -319,9 +325,23 @@
 //     in the source (line, then column) run it, so a call inside a branch
 //     runs before the lanes that skipped the branch join the others at a
 //     later call. Lanes reaching one site in different loop iterations
-//     are taken for one call. A shuffle or broadcast from a lane that is
-//     not active (or outside a partial SIMD-group) returns the caller's
-//     own value: Metal leaves that value undefined. A SIMD-group function
+//     are taken for one call. A shuffle or broadcast (simd_ and quad_) from
+//     a lane of the SIMD-group that is not active at the call (it
+//     diverged, or returned) returns that lane's current value of the
+//     operand when the operand is a variable the kernel function declares
+//     (a parameter or local value of a scalar or vector type, not a
+//     reference or pointer declarator, not threadgroup), as on Apple GPUs, where the inactive lane's
+//     register still holds it: a Hillis-Steele scan, if (lane >= d) x +=
+//     simd_shuffle_up(x, d), gives the prefix sums. The value is read from
+//     the same place in that lane's frame of the kernel, as it stands when
+//     the lanes at the call run it (a lane that ran on to a later
+//     SIMD-group function or barrier, or returned, has its value from
+//     there). A lane that has not declared the variable (it returned before the
+//     declaration; for a variable declared in a for or if statement's
+//     parentheses, any lane), an operand that is an expression (x * 2),
+//     a variable of another function or of a program's own type, and a
+//     source lane outside a partial SIMD-group give the caller's own value: the GPU's is undefined there (an
+//     inactive lane never computed the expression). A SIMD-group function
 //     orders the threadgroup memory accesses of its whole SIMD-group
 //     (race detection), also when only some lanes call it. The
 //     simdgroup_matrix functions need every lane: lanes calling them at

@@ -285,6 +285,21 @@ func runPastEnd(t *testing.T, lib *Library, name string, threads int) *KernelErr
 	return kernelErrorT(t, err)
 }
 
+// wantPastEndFaults checks that lib's kernels load_past and store_past,
+// whose thread 1 loads or stores past the end of buffer(0) at the given
+// lines, fault there: the first 16 bytes the access checks in pieces are
+// the ones past the end.
+func wantPastEndFaults(t *testing.T, lib *Library, loadLine, storeLine int) {
+	t.Helper()
+	for _, k := range []struct {
+		name, access string
+		line         int
+	}{{"load_past", "load", loadLine}, {"store_past", "store", storeLine}} {
+		wantFault(t, runPastEnd(t, lib, k.name, 2), k.line, [3]int{1, 0, 0},
+			"out-of-bounds device memory access: "+k.access+" of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
+	}
+}
+
 // Copies of structs larger than 16 bytes, which the compiler makes with
 // memcpy, are checked and counted like every other access: out of the
 // buffer they are faults naming it, inside it they move the bytes and
@@ -326,10 +341,7 @@ kernel void odd_past(device T* out [[buffer(0)]], uint tid [[thread_index_in_thr
 		t.Errorf("copies of 32 structs of 64 bytes counted %d bytes loaded, %d stored; want 2048 each", c.Loaded[0], c.Stored[0])
 	}
 
-	wantFault(t, runPastEnd(t, lib, "load_past", 2), 9, [3]int{1, 0, 0},
-		"out-of-bounds device memory access: load of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
-	wantFault(t, runPastEnd(t, lib, "store_past", 2), 12, [3]int{1, 0, 0},
-		"out-of-bounds device memory access: store of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
+	wantPastEndFaults(t, lib, 9, 12)
 	// a 20-byte struct whose last 4 bytes pass the end
 	wantFault(t, runPastEnd(t, lib, "odd_past", 1), 15, [3]int{0, 0, 0},
 		"out-of-bounds device memory access: load of 4 bytes", "0 bytes past the end of buffer(0) (length 4096)")
@@ -373,8 +385,5 @@ kernel void store_past(device long3* out [[buffer(0)]], uint tid [[thread_index_
 		t.Errorf("32 vectors of 32 bytes counted %d bytes loaded, %d stored; want 1024 each", c.Loaded[0], c.Stored[0])
 	}
 
-	wantFault(t, runPastEnd(t, lib, "load_past", 2), 8, [3]int{1, 0, 0},
-		"out-of-bounds device memory access: load of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
-	wantFault(t, runPastEnd(t, lib, "store_past", 2), 11, [3]int{1, 0, 0},
-		"out-of-bounds device memory access: store of 16 bytes", "0 bytes past the end of buffer(0) (length 4096)")
+	wantPastEndFaults(t, lib, 8, 11)
 }

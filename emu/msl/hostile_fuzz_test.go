@@ -37,6 +37,20 @@ const (
 	hostileKinds
 )
 
+// hostileStatements are the kinds' statements but barrier's, of the
+// guarded thread (%[1]d) and the offset (%[2]s).
+var hostileStatements = map[hostileKind]string{
+	tgStoreOne:     "    if (i == %[1]d) t[%[2]s] = acc;\n",
+	tgLoadOne:      "    if (i == %[1]d) acc += t[%[2]s];\n",
+	tgStoreAll:     "    t[i + %[2]s] = acc;\n",
+	tgLoadAll:      "    acc += t[i + %[2]s];\n",
+	deviceStoreOne: "    if (i == %[1]d) d[%[2]s] = acc;\n",
+	deviceLoadAll:  "    acc += d[i + %[2]s];\n",
+	constLoadOne:   "    if (i == %[1]d) acc += c[%[2]s];\n",
+	staticStoreOne: "    if (i == %[1]d) s[%[2]s] = acc;\n",
+	staticLoadAll:  "    acc += s[i + %[2]s];\n",
+}
+
 type hostileOp struct {
 	kind   hostileKind
 	thread int // the thread of a guarded operation
@@ -95,29 +109,11 @@ func hostileSource(ops []hostileOp) string {
     int i = int(tid);
 `)
 	for k, op := range ops {
-		o, g := fmt.Sprintf("p[%d]", k), op.thread
-		switch op.kind {
-		case tgStoreOne:
-			fmt.Fprintf(&b, "    if (i == %d) t[%s] = acc;\n", g, o)
-		case tgLoadOne:
-			fmt.Fprintf(&b, "    if (i == %d) acc += t[%s];\n", g, o)
-		case tgStoreAll:
-			fmt.Fprintf(&b, "    t[i + %s] = acc;\n", o)
-		case tgLoadAll:
-			fmt.Fprintf(&b, "    acc += t[i + %s];\n", o)
-		case barrier:
+		if op.kind == barrier {
 			b.WriteString("    threadgroup_barrier(mem_flags::mem_threadgroup);\n")
-		case deviceStoreOne:
-			fmt.Fprintf(&b, "    if (i == %d) d[%s] = acc;\n", g, o)
-		case deviceLoadAll:
-			fmt.Fprintf(&b, "    acc += d[i + %s];\n", o)
-		case constLoadOne:
-			fmt.Fprintf(&b, "    if (i == %d) acc += c[%s];\n", g, o)
-		case staticStoreOne:
-			fmt.Fprintf(&b, "    if (i == %d) s[%s] = acc;\n", g, o)
-		case staticLoadAll:
-			fmt.Fprintf(&b, "    acc += s[i + %s];\n", o)
+			continue
 		}
+		fmt.Fprintf(&b, hostileStatements[op.kind], op.thread, fmt.Sprintf("p[%d]", k))
 	}
 	b.WriteString("    d[i] = acc;\n}\n")
 	return b.String()

@@ -7,10 +7,11 @@ import (
 
 // SIMD-group functions called from divergent control flow run with the
 // lanes that reach the call together (the active lanes): reductions,
-// prefix operations, votes and masks cover those lanes only, a shuffle
-// from an inactive lane returns the caller's own value (Metal leaves it
-// undefined), and the lanes that skipped a branch join the others at the
-// next call after it.
+// prefix operations, votes and masks cover those lanes only, a shuffle of
+// a kernel's variable from an inactive lane returns that lane's current
+// value of it (as Apple GPUs do), a shuffle of an expression from one the
+// caller's own value (the GPU's is undefined), and the lanes that skipped a
+// branch join the others at the next call after it.
 const simdDivergentSrc = mslPrelude + `kernel void k(device uint* out [[buffer(0)]], uint lane [[thread_index_in_simdgroup]],
               uint tid [[thread_index_in_threadgroup]]) {
     threadgroup uint tg[64];
@@ -52,22 +53,11 @@ func TestSIMDDivergent(t *testing.T) {
 		if _, err := f.Run(d); err != nil {
 			t.Fatalf("order %v: %v", order, err)
 		}
-		// the scan: lanes >= d add the value of lane - d when it is
-		// active, else their own (the inactive lane's is undefined)
+		// the scan: lanes >= d add lane - d's current value, active or
+		// not, which gives the inclusive prefix sums of lane + 1
 		x := make([]uint32, 32)
 		for l := range x {
-			x[l] = uint32(l + 1)
-		}
-		for d := 1; d < 32; d *= 2 {
-			next := append([]uint32(nil), x...)
-			for l := d; l < 32; l++ {
-				if l-d >= d {
-					next[l] = x[l] + x[l-d]
-				} else {
-					next[l] = x[l] + x[l]
-				}
-			}
-			x = next
+			x[l] = uint32((l + 1) * (l + 2) / 2)
 		}
 		var mask3, ballot uint32
 		for l := 0; l < 32; l += 3 {

@@ -172,6 +172,8 @@ func translateOnly(source, file string, values []ConstantValue, only []string, v
 		tr.keepOnly(only)
 	}
 	tr.bfloatConditionals()
+	tr.bfloatIntegerInits()
+	tr.shuffleVariables()
 	tr.threadgroupDeducedCopies() // after every rewrite it copies
 	if len(tr.errs) > 0 {
 		return nil, newCompileError(strings.Join(tr.errs, "\n")+"\n", file)
@@ -785,26 +787,7 @@ func (tr *translator) aliasableParameter(i, name, to int) bool {
 		}
 	}
 	// the parenthesis opening the parameter list
-	open, depth := -1, 0
-	for j := p; j >= 0 && j > p-4096; j-- {
-		if t[j].attr >= 0 {
-			continue
-		}
-		switch t[j].text {
-		case ")", "]", "}":
-			depth++
-		case "(", "[", "{":
-			if depth == 0 {
-				open = j
-			}
-			depth--
-		case ";":
-			return false
-		}
-		if open >= 0 {
-			break
-		}
-	}
+	open := tr.openingBracket(p)
 	if open < 0 || t[open].text != "(" {
 		return false
 	}
@@ -1135,11 +1118,7 @@ func (tr *translator) findTypeNames() {
 		}
 		switch t[i].text {
 		case "template":
-			lt := tr.next(i + 1)
-			if lt >= len(t) || t[lt].text != "<" {
-				continue
-			}
-			gt := tr.match(lt)
+			lt, gt := tr.angleBrackets(i)
 			for j := lt + 1; gt > 0 && j < gt; j++ {
 				if t[j].text == "typename" || t[j].text == "class" {
 					if n := tr.next(j + 1); n < gt {
@@ -1199,25 +1178,14 @@ func (tr *translator) rewriteFunctionalCast(i int) {
 	if end < 0 || tr.next(open+1) == end {
 		return
 	}
-	depth, several := 0, false
-	for j := open + 1; j < end; j++ {
-		switch t[j].text {
-		case "(", "[", "{":
-			depth++
-		case ")", "]", "}":
-			depth--
-		case ",":
-			if depth == 0 && !several {
-				several = true
-				// T(a, b): a vector's constructor when T names a vector
-				// type (MLX's fft: complex_T(x, -y) of a vec<float, 2>),
-				// else T's own
-				tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_construct<" + t[i].text + ">"})
-			}
+	for _, j := range tr.topLevel(open, end) {
+		if t[j].text == "," {
+			// T(a, b): a vector's constructor when T names a vector type
+			// (MLX's fft: complex_T(x, -y) of a vec<float, 2>), else T's
+			// own
+			tr.repls = append(tr.repls, replacement{start: t[i].start, end: t[i].end, text: "__pm_construct<" + t[i].text + ">"})
+			return
 		}
-	}
-	if several {
-		return
 	}
 	if n := tr.next(end + 1); n < len(t) && (strings.Contains(" . [ ( { ", " "+t[n].text+" ") ||
 		t[n].text == "-" && n+1 < len(t) && t[n+1].text == ">" && t[n+1].start == t[n].end) {
@@ -1290,26 +1258,7 @@ func (tr *translator) braceArguments() {
 		// the parenthesis holding the argument
 		open := p
 		if t[p].text == "," {
-			open = -1
-			depth := 0
-			for j := p - 1; j >= 0 && j > p-4096; j-- {
-				if t[j].attr >= 0 {
-					continue
-				}
-				switch t[j].text {
-				case ")", "]", "}":
-					depth++
-				case "(", "[", "{":
-					depth--
-				case ";":
-					j = -1
-				}
-				if depth < 0 {
-					open = j
-					break
-				}
-			}
-			if open < 0 || t[open].text != "(" {
+			if open = tr.openingBracket(p - 1); open < 0 || t[open].text != "(" {
 				continue
 			}
 		}
@@ -1679,6 +1628,66 @@ func (tr *translator) kernelAt(k, i int, ns string) {
 	tr.addEntry(e)
 }
 
+// topLevel returns the tokens between the brackets at open and end that
+// no inner (, [ or { encloses, brackets included.
+func (tr *translator) topLevel(open, end int) []int {
+	var top []int
+	depth := 0
+	for j := open + 1; j < end; j++ {
+		switch tr.toks[j].text {
+		case "(", "[", "{":
+			if depth == 0 {
+				top = append(top, j)
+			}
+			depth++
+			continue
+		case ")", "]", "}":
+			depth--
+		}
+		if depth == 0 {
+			top = append(top, j)
+		}
+	}
+	return top
+}
+
+// angleBrackets returns the '<' after token i and the '>' that closes it,
+// or -1, -1 when no '<' follows i or nothing closes it.
+func (tr *translator) angleBrackets(i int) (lt, gt int) {
+	lt = tr.next(i + 1)
+	if lt >= len(tr.toks) || tr.toks[lt].text != "<" {
+		return -1, -1
+	}
+	if gt = tr.match(lt); gt < 0 {
+		return -1, -1
+	}
+	return lt, gt
+}
+
+// openingBracket returns the bracket ((, [ or {) that opens the innermost
+// group holding tokens from back to it (within 4096 tokens), or -1 when a
+// ';' comes first.
+func (tr *translator) openingBracket(from int) int {
+	t, depth := tr.toks, 0
+	for j := from; j >= 0 && j > from-4096; j-- {
+		if t[j].attr >= 0 {
+			continue
+		}
+		switch t[j].text {
+		case ")", "]", "}":
+			depth++
+		case "(", "[", "{":
+			if depth == 0 {
+				return j
+			}
+			depth--
+		case ";":
+			return -1
+		}
+	}
+	return -1
+}
+
 // keepOnly drops every entry point but the one named name.
 func (tr *translator) keepOnly(names []string) {
 	keep := map[string]bool{}
@@ -1745,15 +1754,15 @@ func BuiltIns() []string {
 	return names
 }
 
-// params parses the parameter list between tokens open and closeIdx.
-func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
+// listItems returns the items of the comma-separated list between the
+// brackets at tokens open and end, each as its tokens' range [first,
+// last+1): the commas outside every inner bracket and template argument
+// list separate them. An empty last item is left out.
+func (tr *translator) listItems(open, end int) [][2]int {
 	t := tr.toks
-	var out []kernelParam
-	var implicit []int // indices in out of parameters without an index attribute
-	start := open + 1
-	depth := 0
-	var groups [][2]int
-	for i := open + 1; i < closeIdx; i++ {
+	var items [][2]int
+	start, depth := open+1, 0
+	for i := open + 1; i < end; i++ {
 		if t[i].attr >= 0 {
 			continue
 		}
@@ -1766,15 +1775,23 @@ func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
 			depth -= 2
 		case ",":
 			if depth == 0 {
-				groups = append(groups, [2]int{start, i})
+				items = append(items, [2]int{start, i})
 				start = i + 1
 			}
 		}
 	}
-	if start < closeIdx {
-		groups = append(groups, [2]int{start, closeIdx})
+	if start < end {
+		items = append(items, [2]int{start, end})
 	}
-	for _, g := range groups {
+	return items
+}
+
+// params parses the parameter list between tokens open and closeIdx.
+func (tr *translator) params(open, closeIdx int, kernel string) []kernelParam {
+	t := tr.toks
+	var out []kernelParam
+	var implicit []int // indices in out of parameters without an index attribute
+	for _, g := range tr.listItems(open, closeIdx) {
 		var items []attrItem
 		lastPlain := -1
 		isRef, isPtr, constant := false, false, false
@@ -2517,11 +2534,7 @@ func (tr *translator) ternaryColon(i int) bool {
 // tiles); the address is the same.
 func (tr *translator) rewriteThreadgroupReinterpret(i int) {
 	t := tr.toks
-	lt := tr.next(i + 1)
-	if lt >= len(t) || t[lt].text != "<" {
-		return
-	}
-	gt := tr.match(lt)
+	lt, gt := tr.angleBrackets(i)
 	if gt < 0 || t[gt].text != ">" || t[tr.prev(gt)].text != "*" {
 		return
 	}

@@ -74,11 +74,7 @@ func (tr *translator) rewriteVectorConstructs() {
 			continue
 		}
 		if t[i].text == "static_cast" {
-			lt := tr.next(i + 1)
-			if lt >= len(t) || t[lt].text != "<" {
-				continue
-			}
-			gt := tr.match(lt)
+			lt, gt := tr.angleBrackets(i)
 			if gt < 0 {
 				continue
 			}
@@ -141,21 +137,13 @@ func (tr *translator) rewriteVectorConstructs() {
 		if end < 0 {
 			continue
 		}
-		depth, commas, decl := 0, 0, false
-		for j := open + 1; j < end; j++ {
-			switch t[j].text {
-			case "(", "[", "{":
-				depth++
-			case ")", "]", "}":
-				depth--
-			case ",":
-				if depth == 0 {
-					commas++
-				}
+		commas, decl := 0, false
+		for _, j := range tr.topLevel(open, end) {
+			if t[j].text == "," {
+				commas++
 			}
-			if n := tr.next(j + 1); depth == 0 && n < end && t[j].kind == tIdent && t[n].kind == tIdent {
+			if n := tr.next(j + 1); n < end && t[j].kind == tIdent && t[n].kind == tIdent {
 				decl = true // parameters: a declaration
-				break
 			}
 		}
 		// several values, or one through template arguments (vec<T, 4>(x)

@@ -63,11 +63,7 @@ func (tr *translator) checkSimdgroupShapes() {
 		if t[i].attr >= 0 || t[i].kind != tIdent || (t[i].text != "simdgroup_matrix" && t[i].text != "make_filled_simdgroup_matrix") || tr.isMember(i) {
 			continue
 		}
-		lt := tr.next(i + 1)
-		if lt >= len(t) || t[lt].text != "<" {
-			continue
-		}
-		gt := tr.match(lt)
+		lt, gt := tr.angleBrackets(i)
 		if gt < 0 {
 			continue
 		}

@@ -153,6 +153,11 @@ typedef struct pm_fiber {
 	uint8_t state, lane, sg;
 	uint16_t index;
 	__pm_thread t __attribute__((aligned(64)));
+	/* the variables of the kernel a shuffle may read from this thread
+	 * while it is not active, that it declared (__pm_lane_declared): their
+	 * distance below stack_top */
+	uint32_t declared[8];
+	uint32_t n_declared;
 } pm_fiber;
 _Static_assert(offsetof(pm_fiber, index) + sizeof(uint16_t) <= 64, "a thread's scheduling state fills one cache line");
 _Static_assert(__PM_MAX_THREADS <= 65536 && __PM_MAX_THREADS / __PM_SIMD_WIDTH <= 256, "thread and SIMD-group indices fit");
@@ -611,10 +616,22 @@ static inline __attribute__((always_inline)) int own_frames(const pm_worker *w, 
 
 static inline pm_fiber *simd_blocked(pm_worker *w, pm_fiber *f, pm_sg *g);
 
+/* Bytes between pm_fiber_main's frame and the kernel's: what a thread does
+ * once its kernel returned (simd_blocked, pm_yield) stays in them, so that
+ * the kernel's last frame, which __pm_lane_var reads, is left as it was. */
+#define __PM_EXIT_GAP 1024
+
+/* Runs the thread's entry point below __PM_EXIT_GAP unused bytes. */
+__attribute__((noinline)) static void run_entry(pm_worker *w, pm_fiber *f) {
+	char *gap = __builtin_alloca(__PM_EXIT_GAP);
+	__asm__ volatile("" : : "r"(gap) : "memory");
+	((__pm_entry_fn)(uintptr_t)w->run->d->entry)(&f->t);
+}
+
 __attribute__((used)) void pm_fiber_main(void) {
 	pm_worker *w = tls_w;
 	pm_fiber *f = w->cur;
-	((__pm_entry_fn)(uintptr_t)w->run->d->entry)(&f->t);
+	run_entry(w, f);
 	f->state = F_DONE;
 	w->done++;
 	w->live--;
@@ -832,6 +849,55 @@ EXPORT __pm_simd_next __pm_simd(uint32_t op, const void *in, void *out, uint32_t
 		return (__pm_simd_next){&f->h, NULL};
 	}
 	return (__pm_simd_next){&f->h, pm_next(w)};
+}
+
+/* Where lane to keeps the variable that lane from of the running lane's
+ * SIMD-group has at var, for a shuffle reading an inactive lane (one
+ * waiting at another SIMD-group function or a barrier, or returned): the
+ * same place in its stack, since every thread enters its kernel at the
+ * same depth of its own stack and var is in the kernel's frame (the
+ * translator passes variables of the kernel function only). NULL when var
+ * is not in lane from's stack or that place is not in lane to's frames:
+ * the caller then keeps its own value. A returned lane's frames are left
+ * as they were (__PM_EXIT_GAP). */
+EXPORT const void *__pm_lane_var(const void *var, uint32_t from, uint32_t to, uint32_t local) {
+	pm_worker *w = tls_w;
+	const pm_fiber *cur = w->cur;
+	uint32_t base = cur->sg * __PM_SIMD_WIDTH;
+	const pm_fiber *a = &w->fibers[base + from], *b = &w->fibers[base + to];
+	uint64_t p = (uint64_t)(uintptr_t)var, top = (uint64_t)(uintptr_t)a->stack_top;
+	if (p >= top || top - p > __PM_STACK_SIZE) return NULL;
+	if (local) {
+		/* a local: only once lane to declared it */
+		uint32_t i = 0;
+		while (i < b->n_declared && b->declared[i] != (uint32_t)(top - p)) i++;
+		if (i == b->n_declared) return NULL;
+	}
+	uint64_t q = (uint64_t)(uintptr_t)b->stack_top - (top - p);
+	switch (b->state) {
+	case F_AT_SIMD:
+	case F_AT_BARRIER:
+		if (q < (uint64_t)(uintptr_t)b->h.sp) return NULL;
+		break;
+	case F_DONE:
+		break;
+	default:
+		return NULL;
+	}
+	return (const void *)(uintptr_t)q;
+}
+
+/* Records that the running thread declared the kernel's variable at var
+ * (the translator calls it after the declaration of a local variable that
+ * a shuffle reads): __pm_lane_var reads another lane's only once it did,
+ * so that a lane that returned before the declaration gives no value. */
+EXPORT void __pm_lane_declared(const void *var) {
+	pm_fiber *f = tls_w->cur;
+	uint64_t p = (uint64_t)(uintptr_t)var, top = (uint64_t)(uintptr_t)f->stack_top;
+	if (p >= top || top - p > __PM_STACK_SIZE) return;
+	for (uint32_t i = 0; i < f->n_declared; i++)
+		if (f->declared[i] == (uint32_t)(top - p)) return;
+	if (f->n_declared < sizeof f->declared / sizeof f->declared[0]) f->declared[f->n_declared++] = (uint32_t)(top - p);
 }
 
 /* Called by the lane __pm_simd picked to compute the function, once it
@@ -2084,6 +2150,7 @@ static void run_threadgroup(pm_worker *w, uint64_t linear) {
 		}
 		f->state = F_READY;
 		f->h.compute = 0;
+		f->n_declared = 0;
 		f->op = 0;
 		f->line = 0;
 		f->file = NULL;

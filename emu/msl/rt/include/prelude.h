@@ -222,8 +222,8 @@ __PM_BF_OP(-)
 __PM_BF_OP(*)
 __PM_BF_OP(/)
 #undef __PM_BF_OP
-// comparisons, and float or half op= bfloat, which the built-in operators
-// do not reach through bfloat's conversion template
+// comparisons, and float, half or integer op= bfloat, which the built-in
+// operators do not reach through bfloat's conversion template
 #define __PM_BF_CMP(op)                                                                            \
 	constexpr bool operator op(bfloat a, bfloat b) { return (float)a op(float) b; }              \
 	template <class T, __PM_IF_BF_ARG(T)> constexpr bool operator op(bfloat a, T b) {              \
@@ -240,7 +240,7 @@ __PM_BF_CMP(<=)
 __PM_BF_CMP(>=)
 #undef __PM_BF_CMP
 #define __PM_BF_FOP(op)                                                                                          \
-	template <class T, typename __pm_enable_if<__pm_bf_arg<T>::ok && (T)0.5f != 0, int>::type = 0>            \
+	template <class T, typename __pm_enable_if<__pm_bf_arg<T>::ok, int>::type = 0>                             \
 	constexpr T &operator op##=(T &a, bfloat b) {                                                              \
 		return a = (T)((float)a op(float) b);                                                                  \
 	}
@@ -278,6 +278,21 @@ constexpr bfloat operator--(bfloat &a, int) {
 	a -= 1;
 	return r;
 }
+
+// A bfloat initializing or assigned to an integer variable converts to it,
+// as in MSL: the translator writes such a value, in a program using
+// bfloat, as __pm_int(value), which gives a bfloat as a __pm_bf_value
+// (converting implicitly to every arithmetic type, integers included) and
+// every other value as it is.
+struct __pm_bf_value {
+	bfloat b;
+	template <class T, typename __pm_enable_if<__pm_bf_arg<T>::ok, int>::type = 0> constexpr operator T() const {
+		return (T)b;
+	}
+	constexpr operator bfloat() const { return b; }
+};
+constexpr __pm_bf_value __pm_int(bfloat b) { return {b}; }
+template <class U> constexpr U &&__pm_int(U &&u) { return (U &&)u; }
 
 // c ? x : y with a bfloat and a float or half operand is a float, as the
 // usual arithmetic conversions make it in MSL: the translator writes the
@@ -618,6 +633,8 @@ enum thread_scope {
 extern "C" {
 __pm_simd_next __pm_simd(uint op, const void *in, void *out, uint line, uint col, const char *file);
 __pm_simd_x *__pm_simd_exchange(void);
+const void *__pm_lane_var(const void *var, uint from, uint to, uint local);
+void __pm_lane_declared(const void *var);
 void __pm_simd_done(__pm_simd_x *x);
 void __pm_barrier(uint flags, uint line, uint col, const char *file);
 void *__pm_tg_static(uint id, ulong size, ulong align);
