@@ -152,7 +152,7 @@ kernel void scaled(device const ushort4* s [[buffer(0)]], device const float4* v
 func TestBfloatToInteger(t *testing.T) {
 	const src = mslPrelude + `
 kernel void toint(device const ushort* s [[buffer(0)]], device int* out [[buffer(1)]],
-                  uint i [[thread_position_in_grid]]) {
+                  uint i [[thread_position_in_grid]], uint count [[threads_per_grid]]) {
     bfloat b = as_type<bfloat>(s[i]);
     uint8_t q = b;
     int n = -b, m;
@@ -162,16 +162,19 @@ kernel void toint(device const ushort* s [[buffer(0)]], device int* out [[buffer
     long l = b;
     l += b;
     bfloat c = i % 2 ? b : 0;
+    uint2 g = uint2(i, i + 7);
+    uint e = g.y; // a vector's element, an lvalue no reference binds to
     out[6 * i] = q;
     out[6 * i + 1] = n + m;
     out[6 * i + 2] = h;
     out[6 * i + 3] = int(u + w);
     out[6 * i + 4] = int(l);
     out[6 * i + 5] = as_type<ushort>(c);
+    out[6 * count + i] = int(e);
 }
 `
 	const n = 64
-	s, out := newMem(t, 2*n), newMem(t, 4*6*n)
+	s, out := newMem(t, 2*n), newMem(t, 4*7*n)
 	for i := range n {
 		// values from 0 to 100 with fractions, all exact in bfloat
 		s.u16()[i] = bfloatRound(float32(i*3) / 2)
@@ -192,6 +195,9 @@ kernel void toint(device const ushort* s [[buffer(0)]], device int* out [[buffer
 			if g := out.i32()[6*i+k]; g != w {
 				t.Errorf("element %d (bfloat %v), value %d: %d, want %d", i, b, k, g, w)
 			}
+		}
+		if g := out.i32()[6*n+i]; g != int32(i+7) {
+			t.Errorf("element %d: an integer from a vector's element: %d, want %d", i, g, i+7)
 		}
 	}
 }

@@ -292,7 +292,9 @@ struct __pm_bf_value {
 	constexpr operator bfloat() const { return b; }
 };
 constexpr __pm_bf_value __pm_int(bfloat b) { return {b}; }
-template <class U> constexpr U &&__pm_int(U &&u) { return (U &&)u; }
+// Every other value passes by value: an element of a vector (v.y) is an
+// lvalue no reference binds to.
+template <class U> constexpr U __pm_int(U u) { return u; }
 
 // c ? x : y with a bfloat and a float or half operand is a float, as the
 // usual arithmetic conversions make it in MSL: the translator writes the
