@@ -21,44 +21,43 @@ const goldenChunk = 32
 // truth's largest logit, that the GPU's logits of prompt p of case c may
 // have at any step when activations are of type act, and what it is
 // derived from. set is every case present (the 16-bit peers of the other
-// cases bound a case that has none). It is derived per prompt as
+// cases bound a case that has none). It is derived per prompt, as the
+// sum of an f32 part and a rounding part:
 //
-//		bound = f32 part + rounding part
-//
-//	  - f32 part: 4x the float32 peer's distance. Every operation rounds to
-//	    float32 as the case's float32 peer does, but the kernels sum in
-//	    other orders (SIMD-group trees, tiles) and run the norms' and the
-//	    recurrence's float32 steps in their own order, so the two errors are
-//	    of one size and independent: 2x for an independent error of the
-//	    peer's size, 2x because the peer's figure is its largest over the
-//	    steps while ours is checked at every step. This is the whole bound
-//	    for float32 activations (f32 checkpoints, and every checkpoint run
-//	    with Options.F32Activations, whose truth widens the same stored
-//	    weights).
-//	  - rounding part, 16-bit activations: 2x the distance of HF's run on a
-//	    GPU in that type, for this prompt. HF there rounds every
-//	    intermediate to the type (the residual stream included, and every
-//	    product's output before the next op), while these kernels keep the
-//	    residual stream float32, accumulate in float32 and round only the
-//	    activations one kernel hands the next: their rounding points are a
-//	    subset of HF's, so the noise is of at most HF's size on the same
-//	    prompt, and the factor 2 is, as above, for an independent draw whose
-//	    largest value over the steps is compared with HF's largest.
-//	  - rounding part, 16-bit activations without that peer (restatement
-//	    cases: no HF GPU run): 2x the largest such HF distance over the
-//	    set's cases in that type, the rounding noise HF showed on these
-//	    architectures (measured: 0.0084 to 0.0667 of the largest logit in
-//	    bf16, 2 to 17 units of bf16's roundoff 2^-8). A mixture of experts
-//	    adds a discontinuous term rounding analysis does not bound: where a
-//	    router's k-th and (k+1)-th logits are closer than the noise, the
-//	    rounded run picks the other expert. qwen3next_moe_mlx4 prompt 1 shows
-//	    one: at step 2 its last layer's router has the 2nd and 3rd experts
-//	    3% of the top router logit apart, and the float64 truth with those
-//	    two swapped at that step (cpuref.Model64, the expert outputs
-//	    exchanged and nothing else) is 0.114 from the truth, the 0.113
-//	    measured here, and back to 5e-7 at the next step; its float32
-//	    activations run is 3e-6 from the truth. The bound holds this flip;
-//	    a case whose flips it does not hold needs its own GPU peer.
+//   - f32 part: 4x the float32 peer's distance. Every operation rounds to
+//     float32 as the case's float32 peer does, but the kernels sum in
+//     other orders (SIMD-group trees, tiles) and run the norms' and the
+//     recurrence's float32 steps in their own order, so the two errors are
+//     of one size and independent: 2x for an independent error of the
+//     peer's size, 2x because the peer's figure is its largest over the
+//     steps while ours is checked at every step. This is the whole bound
+//     for float32 activations (f32 checkpoints, and every checkpoint run
+//     with Options.F32Activations, whose truth widens the same stored
+//     weights).
+//   - rounding part, 16-bit activations: 2x the distance of HF's run on a
+//     GPU in that type, for this prompt. HF there rounds every
+//     intermediate to the type (the residual stream included, and every
+//     product's output before the next op), while these kernels keep the
+//     residual stream float32, accumulate in float32 and round only the
+//     activations one kernel hands the next: their rounding points are a
+//     subset of HF's, so the noise is of at most HF's size on the same
+//     prompt, and the factor 2 is, as above, for an independent draw whose
+//     largest value over the steps is compared with HF's largest.
+//   - rounding part, 16-bit activations without that peer (restatement
+//     cases: no HF GPU run): 2x the largest such HF distance over the
+//     set's cases in that type, the rounding noise HF showed on these
+//     architectures (measured: 0.0084 to 0.0667 of the largest logit in
+//     bf16, 2 to 17 units of bf16's roundoff 2^-8). A mixture of experts
+//     adds a discontinuous term rounding analysis does not bound: where a
+//     router's k-th and (k+1)-th logits are closer than the noise, the
+//     rounded run picks the other expert. qwen3next_moe_mlx4 prompt 1 shows
+//     one: at step 2 its last layer's router has the 2nd and 3rd experts
+//     3% of the top router logit apart, and the float64 truth with those
+//     two swapped at that step (cpuref.Model64, the expert outputs
+//     exchanged and nothing else) is 0.114 from the truth, the 0.113
+//     measured here, and back to 5e-7 at the next step; its float32
+//     activations run is 3e-6 from the truth. The bound holds this flip;
+//     a case whose flips it does not hold needs its own GPU peer.
 //
 // It returns 0 (and the reason) where no bound can be derived: a 16-bit
 // case in a set with no HF GPU peer of its type.
