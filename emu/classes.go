@@ -57,6 +57,7 @@ var fsel struct {
 	binaryArchives             objc.SEL `sel:"binaryArchives" types:"@@:"`
 	count                      objc.SEL `sel:"count" types:"Q@:"`
 	objectAtIndex              objc.SEL `sel:"objectAtIndex:" types:"@@:Q"`
+	retain                     objc.SEL `sel:"retain" types:"@@:"` // sent by csrc/imps.c's recording
 }
 
 var fselTable = objc.NewSelectorTable(&fsel)
@@ -222,14 +223,15 @@ func classDefs() []classDef {
 			setLabel, label,
 		}},
 		{class: &classes.encoder, name: "PuremetalEmulatedComputeCommandEncoder", methods: []objc.Method{
-			plain("setComputePipelineState:", "v@:@", encoderSetComputePipelineState),
-			plain("setBuffer:offset:atIndex:", "v@:@QQ", encoderSetBufferOffsetAtIndex),
+			// Recorded in C (recording.go), answered in Go when not recorded.
+			mi("setComputePipelineState:", "v@:@", support.setComputePipelineState),
+			mi("setBuffer:offset:atIndex:", "v@:@QQ", support.setBufferOffsetAtIndex),
 			mi("setBuffers:offsets:withRange:", "v@:^@^Q{_NSRange=QQ}", support.setBuffersOffsetsWithRange),
-			plain("setBytes:length:atIndex:", "v@:^vQQ", encoderSetBytesLengthAtIndex),
-			plain("setThreadgroupMemoryLength:atIndex:", "v@:QQ", encoderSetThreadgroupMemoryLengthAtIndex),
+			mi("setBytes:length:atIndex:", "v@:^vQQ", support.setBytesLengthAtIndex),
+			mi("setThreadgroupMemoryLength:atIndex:", "v@:QQ", support.setThreadgroupMemoryLengthAtIndex),
 			mi("dispatchThreadgroups:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreadgroups),
 			mi("dispatchThreads:threadsPerThreadgroup:", "v@:{MTLSize=QQQ}{MTLSize=QQQ}", support.dispatchThreads),
-			plain("memoryBarrierWithScope:", "v@:Q", encoderMemoryBarrierWithScope),
+			mi("memoryBarrierWithScope:", "v@:Q", support.memoryBarrierWithScope),
 			plain("endEncoding", "v@:", encoderEndEncoding),
 		}},
 		{class: &classes.blitEncoder, name: "PuremetalEmulatedBlitCommandEncoder", methods: []objc.Method{

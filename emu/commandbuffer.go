@@ -23,9 +23,11 @@ type commandBuffer struct {
 	done    chan struct{}
 
 	encoding bool
-	commands []command
-	retained map[objc.ID]bool // buffers and pipelines the commands use, retained as Metal does
-	handlers handlers         // addScheduledHandler: and addCompletedHandler: blocks
+	// recordStorage holds the commands, the bytes their setBytes bound,
+	// and the buffers and pipelines the commands use, retained as Metal
+	// does; the queue reuses it once the command buffer is deallocated.
+	recordStorage
+	handlers handlers // addScheduledHandler: and addCompletedHandler: blocks
 
 	// Set by the queue's goroutine before done is closed.
 	err        error
@@ -58,7 +60,8 @@ func (cb *commandBuffer) free() {
 	for id := range cb.retained {
 		id.Release()
 	}
-	cb.retained = nil
+	cb.queue.keepStorage(cb.recordStorage)
+	cb.recordStorage = recordStorage{}
 	cb.handlers.release()
 	cb.queueID.Release()
 }
@@ -73,6 +76,18 @@ func (cb *commandBuffer) retain(id objc.ID) {
 		cb.retained = map[objc.ID]bool{}
 	}
 	cb.retained[id.Retain()] = true
+}
+
+// keep returns a copy of src that lives as long as the command buffer's
+// commands, in storage the queue reuses.
+func (cb *commandBuffer) keep(src []byte) []byte {
+	n := len(cb.bytes)
+	if n+len(src) > cap(cb.bytes) {
+		// A new block; the copies made so far keep the old one alive.
+		cb.bytes, n = make([]byte, 0, max(2*cap(cb.bytes), len(src), 16<<10)), 0
+	}
+	cb.bytes = append(cb.bytes, src...)
+	return cb.bytes[n : n+len(src) : n+len(src)]
 }
 
 // clockStart is when the GPU timestamps' clock started.
@@ -139,7 +154,10 @@ func commandBufferComputeCommandEncoder(self objc.ID, _ objc.SEL) objc.ID {
 	if !cb.mayEncode() {
 		return 0
 	}
-	return newObject(classes.encoder, &encoder{commandEncoder: cb.newEncoder(self)}).Autorelease()
+	e := &encoder{commandEncoder: cb.newEncoder(self)}
+	id := newObject(classes.encoder, e)
+	e.rec = openRecording(id)
+	return id.Autorelease()
 }
 
 func commandBufferBlitCommandEncoder(self objc.ID, _ objc.SEL) objc.ID {

@@ -16,16 +16,33 @@ import (
 type encoder struct {
 	commandEncoder
 	current command
+	rec     *recording // where the C methods record its messages; nil: the Go methods answer
+}
+
+// free replays what the encoder recorded (an encoder released without
+// endEncoding), then drops its references.
+func (e *encoder) free() {
+	e.replay()
+	e.commandEncoder.free()
 }
 
 // openEncoder returns the state of a compute encoder that may still
 // record.
 func openEncoder(self objc.ID) *encoder { return openState[encoder](self) }
 
+// The methods below answer an encoder's messages when the C methods of
+// csrc/imps.c do not record them (see recording); replay applies the
+// recorded ones through the same encoder methods.
+
 func encoderSetComputePipelineState(self objc.ID, _ objc.SEL, p objc.ID) {
-	e := openEncoder(self)
+	if e := openEncoder(self); e != nil {
+		e.setPipeline(p)
+	}
+}
+
+func (e *encoder) setPipeline(p objc.ID) {
 	ps := stateOf[pipeline](p)
-	if e == nil || ps == nil {
+	if ps == nil {
 		return
 	}
 	if err := otherDevice("setComputePipelineState: pipeline", p, ps.dev, e.cb.queue.dev); err != nil {
@@ -50,8 +67,8 @@ func (e *encoder) setBuffer(id objc.ID, offset, index uintptr) {
 		e.refuse(fmt.Errorf("offset %d at buffer index %d outside the buffer's %d bytes", offset, index, b.length))
 		return
 	}
-	if err := otherDevice(fmt.Sprintf("buffer at index %d:", index), id, b.dev, e.cb.queue.dev); err != nil {
-		e.refuse(err)
+	if b.dev != e.cb.queue.dev {
+		e.refuse(otherDevice(fmt.Sprintf("buffer at index %d:", index), id, b.dev, e.cb.queue.dev))
 		return
 	}
 	e.cb.retain(id)
@@ -72,7 +89,7 @@ func encoderSetBuffersOffsetsWithRange(self objc.ID, _ objc.SEL, bufsPtr, offset
 		return
 	}
 	if location > mtl.MaxBufferBindings || length > mtl.MaxBufferBindings-location {
-		e.refuse(fmt.Errorf("setBuffers:offsets:withRange: range {%d, %d} outside [0, %d)", location, length, mtl.MaxBufferBindings))
+		e.refuse(buffersRangeError(location, length))
 		return
 	}
 	b := unsafe.Slice((*uintptr)(cptr(bufsPtr)), length)
@@ -82,25 +99,41 @@ func encoderSetBuffersOffsetsWithRange(self objc.ID, _ objc.SEL, bufsPtr, offset
 	}
 }
 
+// buffersRangeError is the refusal of setBuffers:offsets:withRange: with a
+// range outside the argument table.
+func buffersRangeError(location, length uintptr) error {
+	return fmt.Errorf("setBuffers:offsets:withRange: range {%d, %d} outside [0, %d)", location, length, mtl.MaxBufferBindings)
+}
+
 func encoderSetBytesLengthAtIndex(self objc.ID, _ objc.SEL, bytes, length, index uintptr) {
 	e := openEncoder(self)
 	if e == nil {
 		return
 	}
-	if index >= mtl.MaxBufferBindings || bytes == 0 || length == 0 || length > mtl.MaxBytesLength {
-		e.refuse(fmt.Errorf("setBytes:length:atIndex: %d bytes at %#x, index %d; want 1 to %d bytes at an index in [0, %d)", length, bytes, index, mtl.MaxBytesLength, mtl.MaxBufferBindings))
+	var src []byte
+	if bytes != 0 && length > 0 && length <= mtl.MaxBytesLength {
+		src = unsafe.Slice((*byte)(cptr(bytes)), int(length))
+	}
+	e.setBytes(src, bytes, length, index)
+}
+
+// setBytes binds a copy of src, the length bytes at ptr (nil if they are
+// not to be read), at index.
+func (e *encoder) setBytes(src []byte, ptr, length, index uintptr) {
+	if index >= mtl.MaxBufferBindings || ptr == 0 || length == 0 || length > mtl.MaxBytesLength || len(src) != int(length) {
+		e.refuse(fmt.Errorf("setBytes:length:atIndex: %d bytes at %#x, index %d; want 1 to %d bytes at an index in [0, %d)", length, ptr, index, mtl.MaxBytesLength, mtl.MaxBufferBindings))
 		return
 	}
-	cp := make([]byte, length)
-	copy(cp, unsafe.Slice((*byte)(cptr(bytes)), int(length)))
-	e.current.buffers[index] = binding{bytes: cp}
+	e.current.buffers[index] = binding{bytes: e.cb.keep(src)}
 }
 
 func encoderSetThreadgroupMemoryLengthAtIndex(self objc.ID, _ objc.SEL, length, index uintptr) {
-	e := openEncoder(self)
-	if e == nil {
-		return
+	if e := openEncoder(self); e != nil {
+		e.setThreadgroupMemoryLength(length, index)
 	}
+}
+
+func (e *encoder) setThreadgroupMemoryLength(length, index uintptr) {
 	if index >= mtl.MaxBufferBindings {
 		e.refuse(fmt.Errorf("threadgroup memory index %d outside [0, %d)", index, mtl.MaxBufferBindings))
 		return
@@ -123,17 +156,20 @@ func encoderDispatchThreadsThreadsPerThreadgroup(self objc.ID, _ objc.SEL, threa
 // dispatch records a dispatch of the grid and threadgroup sizes at gridPtr
 // and groupPtr (MTLSize), the grid counting threads or threadgroups.
 func dispatch(self objc.ID, gridPtr, groupPtr uintptr, threads bool) {
-	a, b := (*[3]uint64)(cptr(gridPtr)), (*[3]uint64)(cptr(groupPtr))
-	e := openEncoder(self)
-	if e == nil {
-		return
+	if e := openEncoder(self); e != nil {
+		e.dispatch(*(*[3]uint64)(cptr(gridPtr)), *(*[3]uint64)(cptr(groupPtr)), threads)
 	}
+}
+
+// dispatch records a dispatch of grid a and threadgroup b, the grid
+// counting threads or threadgroups.
+func (e *encoder) dispatch(a, b [3]uint64, threads bool) {
 	if e.current.pipeline == nil {
 		e.refuse(fmt.Errorf("dispatch with no compute pipeline state set"))
 		return
 	}
 	c := e.current
-	if err := checkGrid(*a, *b, threads); err != nil {
+	if err := checkGrid(a, b, threads); err != nil {
 		e.refuse(err)
 		return
 	}
@@ -204,6 +240,7 @@ func encoderMemoryBarrierWithScope(self objc.ID, _ objc.SEL, scope uintptr) {
 
 func encoderEndEncoding(self objc.ID, _ objc.SEL) {
 	if e := stateOf[encoder](self); e != nil {
+		e.replay()
 		e.end()
 	}
 }

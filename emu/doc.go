@@ -14,8 +14,13 @@
 // encoders' autoreleases an object first, as Metal's implementations may,
 // so that a program sending them with no autorelease pool open gets
 // GNUstep's "autorelease called without pool" warning on stderr (and the
-// leak it would have on a Mac). A managed buffer has a CPU copy and a GPU
-// copy, as on a Mac whose GPU has memory of its own: didModifyRange: and a
+// leak it would have on a Mac). A compute encoder's per-dispatch messages
+// (the pipeline, buffers, bytes, threadgroup memory, dispatches and
+// barriers) are recorded by C methods with no call into Go, and checked
+// and applied in order at endEncoding; a steady stream of command buffers
+// reuses its queue's recording storage, so encoding a dispatch allocates
+// nothing on the Go heap, as on Metal. A managed buffer has a CPU copy and
+// a GPU copy, as on a Mac whose GPU has memory of its own: didModifyRange: and a
 // blit encoder's synchronizeResource: move bytes between them. A no-copy
 // buffer's deallocator block runs when the buffer is deallocated. Libraries
 // are compiled from source by package msl (clang++, cached in the user

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ebitengine/purego"
 	"github.com/puremetal/puremetal/internal/clang"
+	"github.com/puremetal/puremetal/mtl"
 	"github.com/puremetal/puremetal/objc"
 )
 
@@ -23,6 +24,12 @@ var support struct {
 	gpuStartTime, gpuEndTime, maxThreadsPerThreadgroup objc.IMP
 	dispatchThreadgroups, dispatchThreads              objc.IMP
 	setBuffersOffsetsWithRange, didModifyRange         objc.IMP
+
+	// The compute encoders' messages, recorded in C (see recording).
+	setComputePipelineState, setBufferOffsetAtIndex objc.IMP
+	setBytesLengthAtIndex, memoryBarrierWithScope   objc.IMP
+	setThreadgroupMemoryLengthAtIndex               objc.IMP
+	recordings                                      *[recordingSlots]recording
 }
 
 func loadSupport() error {
@@ -53,6 +60,11 @@ func buildSupport() error {
 		{"dispatchThreadgroups_threadsPerThreadgroup", encoderDispatchThreadgroupsThreadsPerThreadgroup, &support.dispatchThreadgroups},
 		{"dispatchThreads_threadsPerThreadgroup", encoderDispatchThreadsThreadsPerThreadgroup, &support.dispatchThreads},
 		{"setBuffers_offsets_withRange", encoderSetBuffersOffsetsWithRange, &support.setBuffersOffsetsWithRange},
+		{"setComputePipelineState", encoderSetComputePipelineState, &support.setComputePipelineState},
+		{"setBuffer_offset_atIndex", encoderSetBufferOffsetAtIndex, &support.setBufferOffsetAtIndex},
+		{"setBytes_length_atIndex", encoderSetBytesLengthAtIndex, &support.setBytesLengthAtIndex},
+		{"setThreadgroupMemoryLength_atIndex", encoderSetThreadgroupMemoryLengthAtIndex, &support.setThreadgroupMemoryLengthAtIndex},
+		{"memoryBarrierWithScope", encoderMemoryBarrierWithScope, &support.memoryBarrierWithScope},
 		{"didModifyRange", autoreleasing(bufferDidModifyRange), &support.didModifyRange},
 	} {
 		imp, err := sym("puremetal_emu_" + s.name)
@@ -66,5 +78,31 @@ func buildSupport() error {
 		*(*uintptr)(cptr(callback)) = purego.NewCallback(s.fn)
 		*s.dst = objc.IMP(imp)
 	}
+	fselTable.Register()
+	retain := fsel.retain // sent by the C methods, to what they record
+	lookup, err := purego.Dlsym(purego.RTLD_DEFAULT, "objc_msg_lookup")
+	if err != nil {
+		return fmt.Errorf("emu: the Objective-C runtime has no objc_msg_lookup: %w", err)
+	}
+	for _, g := range []struct {
+		name  string
+		value uintptr
+	}{
+		{"msg_lookup", lookup},
+		{"sel_retain", uintptr(retain)},
+		{"max_bytes", mtl.MaxBytesLength},
+		{"max_bindings", mtl.MaxBufferBindings},
+	} {
+		p, err := sym("puremetal_emu_" + g.name)
+		if err != nil {
+			return err
+		}
+		*(*uintptr)(cptr(p)) = g.value
+	}
+	p, err := sym("puremetal_emu_recordings")
+	if err != nil {
+		return err
+	}
+	support.recordings = (*[recordingSlots]recording)(cptr(p))
 	return nil
 }

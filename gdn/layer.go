@@ -150,6 +150,27 @@ func ValidateCoreOn(kern Kernel, p Params, b Buffers, c CoreBuffers) error {
 	return validateCoreFor(t, p, b, c)
 }
 
+// tokenFormulas holds the length formulas of the views with one value per
+// token, per sequence and packed, by their per-token element count: built
+// once, so that validating a dispatch does not build strings.
+var tokenFormulas = func() map[string][2]string {
+	m := map[string][2]string{}
+	for _, perSeq := range []string{"D_k*n_k_heads", "D_v*n_v_heads", "n_v_heads", "conv_dim", "D_k*D_v*n_v_heads"} {
+		m[perSeq] = [2]string{perSeq + "*n_tokens*n_seqs", perSeq + "*n_tokens (packed)"}
+	}
+	return m
+}()
+
+// tokensFormula is the length formula of a view of perSeq elements per
+// token, for the shape's layout.
+func tokensFormula(s Shape, perSeq string) string {
+	f, ok := tokenFormulas[perSeq]
+	if !ok {
+		f = [2]string{perSeq + "*n_tokens*n_seqs", perSeq + "*n_tokens (packed)"}
+	}
+	return formula(s, f[0], f[1])
+}
+
 // validateCoreFor is ValidateCore for the kernel t.
 func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 	if err := validateCoreParams(t, p); err != nil {
@@ -162,7 +183,7 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 	const act, state, fixed = "Params.Activation", "Params.State", ""
 	a, st := p.Activation, p.State
 	conv, norm := p.Core.Conv > 0, p.Core.Norm
-	tokens := func(perSeq string) string { return formula(s, perSeq+"*n_tokens*n_seqs", perSeq+"*n_tokens (packed)") }
+	tokens := func(perSeq string) string { return tokensFormula(s, perSeq) }
 	states := "conv_dim*(K-1)*n_seqs"
 	if s.NSlots > 0 {
 		states = "conv_dim*(K-1)*n_slots"
@@ -172,7 +193,7 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 		on    bool
 		why   string
 	}
-	parts := []part{
+	parts := [...]part{
 		{exact("Q", b.Q, a, act, s.QKLen(), tokens("D_k*n_k_heads"), false), !conv, "Params.Core.Conv is set: the convolution makes q from MixedQKV"},
 		{exact("K", b.K, a, act, s.QKLen(), tokens("D_k*n_k_heads"), false), !conv, "Params.Core.Conv is set: the convolution makes k from MixedQKV"},
 		{exact("V", b.V, a, act, s.VLen(), tokens("D_v*n_v_heads"), false), !conv, "Params.Core.Conv is set: the convolution makes v from MixedQKV"},
@@ -192,14 +213,8 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 	}
 	parts[8].check.missing = "Params.Fused.Gate computes g from A_log and dt_bias, [n_v_heads] f32 each"
 	parts[9].check.missing = parts[8].check.missing
-	if b.Capture != (View{}) {
-		capt := exact("Capture", b.Capture, st, state, s.CaptureLen(), tokens("D_k*D_v*n_v_heads"), true)
-		if s.NSeqs == 1 {
-			capt.maxLen = maxElems - 1 // one sequence: room for the longest draft
-		}
-		parts = append(parts, part{capt, true, ""})
-	}
-	var views []viewCheck
+	var room [len(parts) + 1]viewCheck // the parts and Capture: no allocation per dispatch
+	views := room[:0]
 	for _, pt := range parts {
 		if !pt.on {
 			if pt.check.v != (View{}) {
@@ -208,6 +223,13 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 			continue
 		}
 		views = append(views, pt.check)
+	}
+	if b.Capture != (View{}) {
+		capt := exact("Capture", b.Capture, st, state, s.CaptureLen(), tokens("D_k*D_v*n_v_heads"), true)
+		if s.NSeqs == 1 {
+			capt.maxLen = maxElems - 1 // one sequence: room for the longest draft
+		}
+		views = append(views, capt)
 	}
 	for i := range views {
 		if c := &views[i]; uint64(c.want) >= maxElems && !c.wide {
@@ -248,7 +270,8 @@ func validateCoreFor(t coreTarget, p Params, b Buffers, c CoreBuffers) error {
 	}
 	// The slot index and cu_seqlens against the conv state written.
 	if conv {
-		serving := []viewCheck{{name: "CoreBuffers.ConvStateOut", v: c.ConvStateOut, written: true}}
+		var room [3]viewCheck
+		serving := append(room[:0], viewCheck{name: "CoreBuffers.ConvStateOut", v: c.ConvStateOut, written: true})
 		for _, v := range []struct {
 			name string
 			v    View

@@ -34,8 +34,14 @@
 // pass. A pass is one command buffer and one compute encoder: the
 // embedding, every layer (norms fused with the residual adds, the
 // projections, q/k norm and RoPE, the KV append and attention, or the
-// whole Gated DeltaNet core in one dispatch, then the dense or MoE MLP),
-// the final norm and the lm_head (for a prefill, of the last token only).
+// whole Gated DeltaNet core, then the dense or MoE MLP), the final norm
+// and the lm_head (for a prefill, of the last token only). A decode pass
+// runs the Gated DeltaNet core in one dispatch (gdn.Kernels.DecodeCore); a
+// prefill pass of n tokens runs gdn.Kernels.PrefillCore's kernel (the
+// chunked prefill from gdn.ChunkedMinTokens tokens on) for the first n-1
+// and the decode core for the last, which moves the conv state the
+// prefill wrote apart back into the slot's (so a Chunk of 65 or more puts
+// long prompts through the chunked kernel).
 //
 // # Generation
 //

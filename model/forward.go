@@ -255,8 +255,9 @@ func (s *Session) attention(enc *mtl.ComputeCommandEncoder, at *attention, p pas
 }
 
 // linearAttention encodes a Gated DeltaNet layer: the input projections,
-// the whole layer core in one dispatch (gdn.Kernels.DecodeCore, the conv
-// and recurrent states updated in place in the slots), out_proj.
+// the whole layer core (a decode pass: gdn.Kernels.DecodeCore, one
+// dispatch, the conv and recurrent states updated in place in the slots;
+// a prefill pass of one sequence: prefillCore, two), out_proj.
 func (s *Session) linearAttention(enc *mtl.ComputeCommandEncoder, lin *linearAttn, p pass) error {
 	m, x, n := s.m, &s.s, p.n
 	gp := m.linearParams(n/p.seqs, p.seqs, len(s.used))
@@ -279,10 +280,48 @@ func (s *Session) linearAttention(enc *mtl.ComputeCommandEncoder, lin *linearAtt
 	state, conv := s.pool.States[lin.stateIndex], s.pool.ConvStates[lin.stateIndex]
 	b := gdn.Buffers{G: ga, Beta: gb, StateIn: state, StateOut: state, Output: core, ALog: lin.aLog, DtBias: lin.dtBias, Slots: head(p.in.slots, p.seqs)}
 	cb := gdn.CoreBuffers{MixedQKV: mixed, ConvWeight: lin.conv, ConvStateIn: conv, ConvStateOut: conv, Z: z, NormWeight: lin.normW}
-	if err := m.gdn.DecodeCore(enc, gp, b, cb); err != nil {
+	if p.decode || p.seqs != 1 || n < 2 {
+		err = m.gdn.DecodeCore(enc, gp, b, cb)
+	} else {
+		err = s.prefillCore(enc, gp, b, cb)
+	}
+	if err != nil {
 		return err
 	}
 	return s.product(enc, lin.out, core, x.y, n)
+}
+
+// prefillCore encodes the Gated DeltaNet core of a prefill pass of one
+// sequence, n >= 2 tokens: the prefill kernel gdn.Kernels.PrefillCore
+// picks (the chunked prefill for long passes) for the first n-1 tokens,
+// then gdn.Kernels.DecodeCore for the last. The prefills write the conv
+// state apart from the one they read (with grouped heads a key head's
+// value-head threadgroups all read it), so the first dispatch reads the
+// slot's conv state from the pool and writes it to the session's
+// convStage, and the last token's dispatch reads it there and writes it
+// back to the pool: the pool holds every slot's conv state after the
+// pass, as decode passes over several slots need, with no copy.
+func (s *Session) prefillCore(enc *mtl.ComputeCommandEncoder, gp gdn.Params, b gdn.Buffers, c gdn.CoreBuffers) error {
+	h := gp.Shape
+	n := h.NTokens
+	first, last := gp, gp
+	first.Shape.NTokens, last.Shape.NTokens = n-1, 1
+	// The token-major views, split after n-1 tokens.
+	split := func(v tensor.View, perToken int) (tensor.View, tensor.View) {
+		return head(v, (n-1)*perToken), tensor.NewView(v.Buffer, v.Offset+(n-1)*perToken*v.Type.Size(), v.Type, perToken)
+	}
+	fb, lb := b, b
+	fc, lc := c, c
+	fb.G, lb.G = split(b.G, h.NVHeads)
+	fb.Beta, lb.Beta = split(b.Beta, h.NVHeads)
+	fb.Output, lb.Output = split(b.Output, h.NVHeads*h.DV)
+	fc.MixedQKV, lc.MixedQKV = split(c.MixedQKV, h.ConvDim())
+	fc.Z, lc.Z = split(c.Z, h.NVHeads*h.DV)
+	fc.ConvStateOut, lc.ConvStateIn = s.s.convStage, s.s.convStage
+	if err := s.m.gdn.PrefillCore(enc, first, fb, fc); err != nil {
+		return err
+	}
+	return s.m.gdn.DecodeCore(enc, last, lb, lc)
 }
 
 // mlp encodes a layer's MLP: x -> y.

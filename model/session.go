@@ -41,6 +41,7 @@ type scratch struct {
 	partialO, partialML    tensor.View // f32: decode attention's splits, [head_dim][splits][heads][S], [2][splits][heads][S]
 	splits                 int
 	mixed, z, core, ga, gb tensor.View // linear attention
+	convStage              tensor.View // Act: one layer's conv states, [conv_dim][K-1][S], written by a prefill's first dispatch (see prefillCore)
 	mg, mu, ma             tensor.View // dense MLP [T][intermediate]
 	route, ids, wts        tensor.View // router: Act [T][E], U32 [T][k], F32 [T][k]
 	eg, eu, ea, ed         tensor.View // experts: [T][k][moe_inter] x3, [T][k][hidden]
@@ -105,6 +106,7 @@ func (m *Model) newSession(slots int) (*Session, error) {
 		h := c.LinearHeads()
 		x.mixed, x.z, x.core = alloc(a, T*h.ConvDim()), alloc(a, T*h.NVHeads*h.DV), alloc(a, T*h.NVHeads*h.DV)
 		x.ga, x.gb = alloc(a, T*h.NVHeads), alloc(a, T*h.NVHeads)
+		x.convStage = alloc(a, m.linearParams(1, 1).ConvStateLen())
 	}
 	dense, moe := false, false
 	for i := range m.layers {

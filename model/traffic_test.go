@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"github.com/puremetal/puremetal/emu"
+	"github.com/puremetal/puremetal/gdn"
 	"github.com/puremetal/puremetal/model"
+	"github.com/puremetal/puremetal/mtl"
 )
 
 // TestDecodeTraffic measures, with the emulator's counters, the bytes one
@@ -37,9 +39,38 @@ func TestDecodeTraffic(t *testing.T) {
 	}
 }
 
+// TestPrefillTraffic measures, with the emulator's counters, the bytes a
+// prefill pass of 64 and of 65 tokens moves on the golden Qwen3-Next
+// model (3 linear-attention layers of 4), and logs which prefill kernel
+// the linear-attention cores ran for the pass's first n-1 tokens
+// (gdn.PrefillCoreKernel: the chunked prefill from gdn.ChunkedMinTokens
+// tokens on) before the decode core's last token. A pass reads every
+// weight it uses at least once, so none moves less than a decode step's
+// floor.
+func TestPrefillTraffic(t *testing.T) {
+	for _, n := range []int{64, 65} {
+		s, c := loadSession(t, "qwen3next_dense_bf16", model.Options{MaxLen: 96, Chunk: n})
+		m := s.Model()
+		slot, _ := s.Acquire()
+		moved := passBytes(t, s, func(cb *mtl.CommandBuffer) error { return s.EncodePrefillPass(cb, slot, c.Prompts[1].Prompt[:n]) })
+		k := gdn.PrefillCoreKernel(m.LinearParams(n-1, 1), gdn.Buffers{})
+		t.Logf("a %d-token prefill pass moves %d bytes (the linear-attention cores: %v for %d tokens, then the decode core for the last)", n, moved, k, n-1)
+		if floor := m.DecodeFloor(0); moved < floor {
+			t.Errorf("a %d-token prefill pass moves %d bytes, less than a decode step's floor %d", n, moved, floor)
+		}
+	}
+}
+
 // decodeBytes runs one decode step and returns the bytes its dispatches
 // loaded and stored.
 func decodeBytes(t *testing.T, s *model.Session, slot int, token int32) int64 {
+	t.Helper()
+	return passBytes(t, s, func(cb *mtl.CommandBuffer) error { return s.EncodeDecode(cb, slot, token) })
+}
+
+// passBytes runs the pass encode encodes on a command buffer of its own
+// and returns the bytes its dispatches loaded and stored.
+func passBytes(t *testing.T, s *model.Session, encode func(*mtl.CommandBuffer) error) int64 {
 	t.Helper()
 	q, err := s.Model().Device().NewCommandQueue()
 	if err != nil {
@@ -51,7 +82,7 @@ func decodeBytes(t *testing.T, s *model.Session, slot int, token int32) int64 {
 		t.Fatal(err)
 	}
 	defer cb.Release()
-	if err := s.EncodeDecode(cb, slot, token); err != nil {
+	if err := encode(cb); err != nil {
 		t.Fatal(err)
 	}
 	cb.Commit()

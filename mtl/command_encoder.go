@@ -20,6 +20,8 @@ type commandEncoder struct {
 	// dev is the device of the command buffer's queue: buffers and
 	// pipelines of another device are refused.
 	dev *Device
+	// scratch, while held, is the encoder's encoderScratch.
+	scratch *encoderScratch
 }
 
 // opened records e as the open encoder of cb.
@@ -117,6 +119,10 @@ func (e *commandEncoder) EndEncoding() error {
 		e.ended = true
 		e.send(sel.endEncoding)
 		e.object.Release()
+		if e.scratch != nil {
+			scratchPool.Put(e.scratch)
+			e.scratch = nil
+		}
 		if cb := e.buffer; cb != nil {
 			if cb.open == e {
 				cb.open = nil

@@ -2,6 +2,7 @@ package mtl
 
 import (
 	"math/bits"
+	"sync"
 
 	"github.com/puremetal/puremetal/objc"
 )
@@ -25,20 +26,24 @@ const MaxBytesLength = 4096
 type ComputeCommandEncoder struct {
 	commandEncoder
 	pipeline *ComputePipelineState
-	// scratch holds what setBytes: and setBuffers:offsets:withRange: read
-	// through pointers.
-	scratch *encoderScratch
 }
 
+// encoderScratch holds what setBytes: and setBuffers:offsets:withRange:
+// read through pointers. Metal copies them during the message, so an
+// encoder takes one from scratchPool at its first such message and gives
+// it back at EndEncoding: encoding a command buffer after the first
+// allocates none.
 type encoderScratch struct {
 	buffers [MaxBufferBindings]uintptr
 	offsets [MaxBufferBindings]uintptr
 	bytes   [MaxBytesLength]byte
 }
 
-func (e *ComputeCommandEncoder) scratchSpace() *encoderScratch {
+var scratchPool = sync.Pool{New: func() any { return new(encoderScratch) }}
+
+func (e *commandEncoder) scratchSpace() *encoderScratch {
 	if e.scratch == nil {
-		e.scratch = new(encoderScratch)
+		e.scratch = scratchPool.Get().(*encoderScratch)
 	}
 	return e.scratch
 }
