@@ -22,4 +22,4 @@ func (s *Session) EncodePrefillPass(cb *mtl.CommandBuffer, slot int, tokens []in
 }
 
 // LinearParams is linearParams, for the traffic tests.
-func (m *Model) LinearParams(perSeq, seqs int) gdn.Params { return m.linearParams(perSeq, seqs) }
+func (m *Model) LinearParams(perSeq, seqs int) gdn.Params { return m.linearParams(perSeq, seqs, 1) }

@@ -106,7 +106,7 @@ func (m *Model) newSession(slots int) (*Session, error) {
 		h := c.LinearHeads()
 		x.mixed, x.z, x.core = alloc(a, T*h.ConvDim()), alloc(a, T*h.NVHeads*h.DV), alloc(a, T*h.NVHeads*h.DV)
 		x.ga, x.gb = alloc(a, T*h.NVHeads), alloc(a, T*h.NVHeads)
-		x.convStage = alloc(a, m.linearParams(1, 1).ConvStateLen())
+		x.convStage = alloc(a, m.linearParams(1, 1, len(s.used)).ConvStateLen())
 	}
 	dense, moe := false, false
 	for i := range m.layers {
