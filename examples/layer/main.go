@@ -102,10 +102,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 // cli reads the flags in args, opens the device they name, runs the layer
-// and checks it, and returns the exit status (see layerstack.Main).
-func cli(args []string, stdout, stderr io.Writer) int {
-	return layerstack.Main("layer", args, stdout, stderr, parseFlags, openDevice, run)
-}
+// and checks it, and returns the exit status (see layerstack.Command).
+var cli = layerstack.Command("layer", parseFlags, openDevice, run)
 
 // openDevice opens the device c names (auto: metal, else emu; see
 // layerstack.OpenDevice) and sets c.backend to it.
