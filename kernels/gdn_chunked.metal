@@ -113,15 +113,7 @@ inline float gdn_row_sum(float x) {
 // One value head of one sequence, every chunk of its tokens; with CORE the
 // layer core's options of c.flags (see the top of the file).
 template <typename A, typename S, bool CORE>
-inline void gdn_chunked_head(
-    device const A *q, device const A *k, device const A *v, device const A *g,
-    device const A *beta, device const S *state_in, device A *output,
-    device S *state_out, constant gdn_params &p, device const float *a_log,
-    device const float *dt_bias, device const int *slots,
-    device const int *cu_seqlens, threadgroup float *stage,
-    device const A *mixed, device const A *conv_w, device const A *conv_in,
-    device A *conv_out, device const A *z, device const A *norm_w,
-    constant gdn_core_params *cp, uint3 tg, uint3 tid) {
+inline void gdn_chunked_head(GDN_PREFILL_HEAD_PARAMS) {
     const uint d_k = p.d_k;
     const uint d_v = p.d_v;
     const uint t = tid.x;                       // thread in the threadgroup
