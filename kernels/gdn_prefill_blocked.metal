@@ -70,6 +70,20 @@ struct gdn_staged_vec {
     inline float4 group(int c) const { return gdn_staged<T>::load4(p + gdn_packed_col(c, u)); }
 };
 
+// Stages g and beta of value head h for the nb tokens of a block from
+// tok0, thread ti the token ti (as given, or from a and b with the fused
+// step), for every thread to read after the next barrier.
+template <typename A>
+inline void gdn_stage_gates(constant gdn_params &p, gdn_gate_consts gc, device const A *g,
+                            device const A *beta, threadgroup float *gs, threadgroup float *bs,
+                            uint tok0, uint h, uint nb, uint ti) {
+    if (ti < nb) {
+        const uint vh = (tok0 + ti) * p.n_v_heads + h;
+        gs[ti] = gdn_gate(p, gc, load_elem(g + vh));
+        bs[ti] = gdn_beta(p, load_elem(beta + vh));
+    }
+}
+
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_prefill_blocked(
     GDN_STEP_BUFFERS,
@@ -114,11 +128,7 @@ kernel void gated_delta_net_prefill_blocked(
         for (uint i = ti; i < nb * ROWS; i += THREADS) {
             vs[i] = staging::bits(v[((tok0 + i / ROWS) * p.n_v_heads + h) * p.d_v + row0 + i % ROWS]);
         }
-        if (ti < nb) {
-            const uint vh = (tok0 + ti) * p.n_v_heads + h;
-            gs[ti] = gdn_gate(p, hd.gc, load_elem(g + vh));
-            bs[ti] = gdn_beta(p, load_elem(beta + vh));
-        }
+        gdn_stage_gates(p, hd.gc, g, beta, gs, bs, tok0, h, nb, ti);
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         for (uint t = 0; t < nb; ++t) {
@@ -223,11 +233,7 @@ kernel void gated_delta_net_prefill_blocked_core(
                 vs[i] = load_elem(v + ((tok0 + i / DV) * p.n_v_heads + h) * DV + i % DV);
             }
         }
-        if (ti < nb) {
-            const uint vh = (tok0 + ti) * p.n_v_heads + h;
-            gs[ti] = gdn_gate(p, hd.gc, load_elem(g + vh));
-            bs[ti] = gdn_beta(p, load_elem(beta + vh));
-        }
+        gdn_stage_gates(p, hd.gc, g, beta, gs, bs, tok0, h, nb, ti);
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         for (uint t = 0; t < nb; ++t) {
