@@ -12,6 +12,7 @@ import (
 	"github.com/puremetal/puremetal/gdn/spec"
 	"github.com/puremetal/puremetal/internal/testdevice"
 	"github.com/puremetal/puremetal/mtl"
+	"github.com/puremetal/puremetal/tensor"
 )
 
 // argErr checks that err wraps gdn.ErrInvalidArgument and is a
@@ -46,6 +47,9 @@ func TestErrorsMatchSpecArgumentError(t *testing.T) {
 	bad.Shape.DK = 48
 	_, err := gdn.EntryPoint(gdn.KernelDecode, bad)
 	argErr(t, "D_k 48", err, "Shape.DK", "gdn: invalid argument: Shape.DK: 48")
+	if errors.Is(err, tensor.ErrInvalidArgument) {
+		t.Errorf("D_k 48: %v matches tensor.ErrInvalidArgument, package tensor's sentinel", err)
+	}
 	bad = decodeParams
 	bad.Shape.NVHeads = 3
 	bad.Shape.NKHeads = 2

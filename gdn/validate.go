@@ -20,35 +20,19 @@ import (
 // A released device or buffer also matches mtl.ErrReleased.
 var ErrInvalidArgument = errors.New("gdn: invalid argument")
 
-// argumentError is a refused argument: ErrInvalidArgument, the
-// *spec.ArgumentError naming it, and the cause, if any (mtl.ErrReleased).
-type argumentError struct {
-	arg   *spec.ArgumentError
-	cause error
-}
-
-func (e *argumentError) Error() string { return ErrInvalidArgument.Error() + ": " + e.arg.Error() }
-
-// Unwrap makes the error match ErrInvalidArgument, *spec.ArgumentError
-// and its cause.
-func (e *argumentError) Unwrap() []error {
-	if e.cause != nil {
-		return []error{ErrInvalidArgument, e.arg, e.cause}
-	}
-	return []error{ErrInvalidArgument, e.arg}
-}
-
 // maxElems is the first element count the kernels' 32-bit unsigned indices
 // cannot address.
 const maxElems = 1 << 32
 
+// invalid is the error for a refused argument arg, its detail formatted
+// as fmt.Sprintf does (spec.Refused with ErrInvalidArgument).
 func invalid(arg, format string, a ...any) error {
-	return &argumentError{arg: &spec.ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}}
+	return spec.Refused(ErrInvalidArgument, &spec.ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}, nil)
 }
 
 // releasedArg is invalid for a released object, matching mtl.ErrReleased.
 func releasedArg(arg, format string, a ...any) error {
-	return &argumentError{arg: &spec.ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}, cause: mtl.ErrReleased}
+	return spec.Refused(ErrInvalidArgument, &spec.ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}, mtl.ErrReleased)
 }
 
 // Kernel names one of the kernel families a dispatch runs; Params'
@@ -196,7 +180,7 @@ func asInvalid(err error) error {
 	if !errors.As(err, &e) {
 		return err
 	}
-	return &argumentError{arg: e}
+	return spec.Refused(ErrInvalidArgument, e, nil)
 }
 
 // validateKernelShape checks the kernel's own limits on D_k and D_v, for a

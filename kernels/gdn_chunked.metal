@@ -113,15 +113,7 @@ inline float gdn_row_sum(float x) {
 // One value head of one sequence, every chunk of its tokens; with CORE the
 // layer core's options of c.flags (see the top of the file).
 template <typename A, typename S, bool CORE>
-inline void gdn_chunked_head(
-    device const A *q, device const A *k, device const A *v, device const A *g,
-    device const A *beta, device const S *state_in, device A *output,
-    device S *state_out, constant gdn_params &p, device const float *a_log,
-    device const float *dt_bias, device const int *slots,
-    device const int *cu_seqlens, threadgroup float *stage,
-    device const A *mixed, device const A *conv_w, device const A *conv_in,
-    device A *conv_out, device const A *z, device const A *norm_w,
-    constant gdn_core_params *cp, uint3 tg, uint3 tid) {
+inline void gdn_chunked_head(GDN_PREFILL_HEAD_PARAMS) {
     const uint d_k = p.d_k;
     const uint d_v = p.d_v;
     const uint t = tid.x;                       // thread in the threadgroup
@@ -134,13 +126,10 @@ inline void gdn_chunked_head(
     // (a slot of a state pool, packed tokens: gdn_sequence). Its chunks
     // start at its own first token, so its results do not depend on the
     // other sequences of the dispatch or on how they are packed.
-    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.y);
-    if (sq.skip) {
+    const gdn_head hd = gdn_head_of(p, slots, cu_seqlens, a_log, dt_bias, h, tg.y);
+    if (hd.sq.skip) {
         return;  // the whole threadgroup: one sequence
     }
-    const uint kh = gdn_key_head(p, h);
-    const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
     const uint C = GDN_CHUNK;
     const bool conv = CORE && (cp->flags & GDN_CORE_CONV) != 0u;
@@ -158,10 +147,10 @@ inline void gdn_chunked_head(
     threadgroup float *rn = gs + C;        // 1/|k_r|, 1/|q_r|
     threadgroup float *ps = rn + 2 * C;    // the norm's partial sums [C][D_v / 8] (CORE)
 
-    const uint first = sq.tok0;
-    const uint len = sq.n_tokens;
+    const uint first = hd.sq.tok0;
+    const uint len = hd.sq.n_tokens;
 
-    const ulong row = ((sq.state * p.n_v_heads + h) * d_v + i) * d_k + lane;
+    const ulong row = ((hd.sq.state * p.n_v_heads + h) * d_v + i) * d_k + lane;
     float s[GDN_CHUNK_CELLS];  // S[i][lane + 4c]
     for (uint c = 0; c < cells; ++c) {
         s[c] = load_elem(state_in + row + GDN_CHUNK_LANES * c);
@@ -169,10 +158,10 @@ inline void gdn_chunked_head(
 
     // The convolution's registers (CORE): two channels of the head's list
     // per thread, for the whole sequence.
-    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(CORE ? cp->conv_dim : 0u);
+    const ulong conv_base = hd.sq.state * ulong(GDN_CONV_K - 1) * ulong(CORE ? cp->conv_dim : 0u);
     gdn_conv_lane<A, GDN_CHUNK_CONV_CHANNELS> cl;
     if (conv) {
-        cl.begin(p, *cp, conv_w, conv_in, conv_base, kh, h, t, nt);
+        cl.begin(p, *cp, conv_w, conv_in, conv_base, hd.kh, h, t, nt);
     }
     const uint n_groups = d_v / 8u;        // SIMD-groups of the threadgroup (CORE, norm)
     const float nw = norm ? load_elem(norm_w + i) : 1.0f;
@@ -194,7 +183,7 @@ inline void gdn_chunked_head(
             }
         } else {
             for (uint r = 0; r < n; ++r) {
-                const uint qk = ((tok0 + r) * p.n_k_heads + kh) * d_k;
+                const uint qk = ((tok0 + r) * p.n_k_heads + hd.kh) * d_k;
                 for (uint j = t; j < d_k; j += nt) {
                     ks[r * d_k + j] = load_elem(k + qk + j);
                     qs[r * d_k + j] = load_elem(q + qk + j);
@@ -207,7 +196,7 @@ inline void gdn_chunked_head(
         }
         for (uint r = t; r < n; r += nt) {
             const uint vh = (tok0 + r) * p.n_v_heads + h;
-            gs[r] = gdn_gate(p, gc, load_elem(g + vh));
+            gs[r] = gdn_gate(p, hd.gc, load_elem(g + vh));
             bs[r] = gdn_beta(p, load_elem(beta + vh));
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -287,9 +276,9 @@ inline void gdn_chunked_head(
                     o += mm[r * C + c] * u[c];
                 }
                 if (norm) {
-                    oo[r] = scale * o;
+                    oo[r] = hd.scale * o;
                 } else {
-                    store_elem(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, scale * o);
+                    store_elem(output + ((tok0 + r) * p.n_v_heads + h) * d_v + i, hd.scale * o);
                 }
             }
         }

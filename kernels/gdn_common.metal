@@ -187,6 +187,30 @@ inline gdn_gate_consts gdn_gate_constants(constant gdn_params &p,
     return c;
 }
 
+// What the threadgroup of value head h of sequence seq starts from: where
+// the sequence lives (gdn_sequence), the key head h reads q and k from
+// (gdn_key_head), the output scale (gdn_out_scale) and the gate's
+// constants (gdn_gate_constants). For a skipped sequence only sq is set:
+// the kernel returns before reading anything else.
+struct gdn_head {
+    gdn_seq sq;
+    uint kh;
+    float scale;
+    gdn_gate_consts gc;
+};
+
+inline gdn_head gdn_head_of(constant gdn_params &p, device const int *slots,
+                            device const int *cu_seqlens, device const float *a_log,
+                            device const float *dt_bias, uint h, uint seq) {
+    gdn_head hd = {gdn_sequence(p, slots, cu_seqlens, seq), 0u, 0.0f, {1.0f, 0.0f}};
+    if (!hd.sq.skip) {
+        hd.kh = gdn_key_head(p, h);
+        hd.scale = gdn_out_scale(p);
+        hd.gc = gdn_gate_constants(p, a_log, dt_bias, h);
+    }
+    return hd;
+}
+
 // g of one token: as given, or exp(A_log) * softplus(a + dt_bias).
 inline float gdn_gate(constant gdn_params &p, gdn_gate_consts c, float g) {
     if (p.fused & GDN_FUSED_GATE) {
@@ -290,26 +314,23 @@ inline void gdn_decode_indexed(device const A *q, device const A *k,
     const uint lane = tid.x;
     const uint row = tg.x * NSG + tid.y;
     const uint h = tg.y;
-    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
-    if (sq.skip) {
+    const gdn_head hd = gdn_head_of(p, slots, cu_seqlens, a_log, dt_bias, h, tg.z);
+    if (hd.sq.skip) {
         return;  // the whole threadgroup: one sequence
     }
-    const uint kh = gdn_key_head(p, h);
-    const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
-    const ulong cell = ((sq.state * p.n_v_heads + h) * p.d_v + row) * p.d_k + lane * NSG;
+    const ulong cell = ((hd.sq.state * p.n_v_heads + h) * p.d_v + row) * p.d_k + lane * NSG;
     float s[NSG];
     for (int c = 0; c < NSG; ++c) {
         s[c] = load_elem(state_in + cell + c);
     }
 
-    for (uint t = 0; t < sq.n_tokens; ++t) {
-        const uint tok = sq.tok0 + t;
-        const uint qk = (tok * p.n_k_heads + kh) * p.d_k + lane * NSG;
+    for (uint t = 0; t < hd.sq.n_tokens; ++t) {
+        const uint tok = hd.sq.tok0 + t;
+        const uint qk = (tok * p.n_k_heads + hd.kh) * p.d_k + lane * NSG;
         const uint vh = tok * p.n_v_heads + h;
-        const float o = gdn_token<A, NSG>(p, gc, s, q + qk, k + qk,
-                                          v + vh * p.d_v + row, g + vh, beta + vh, scale);
+        const float o = gdn_token<A, NSG>(p, hd.gc, s, q + qk, k + qk,
+                                          v + vh * p.d_v + row, g + vh, beta + vh, hd.scale);
         if (lane == 0) {
             store_elem(output + vh * p.d_v + row, o);
         }

@@ -59,6 +59,19 @@
         head<A, S, true>(GDN_STEP_ARGS, GDN_SEQ_ARGS, stage, GDN_CORE_ARGS, tg, tid); \
     }
 
+// The parameters of a GDN_PREFILL_KERNELS head, in the order its entry
+// points pass them (without the layer core, GDN_NO_CORE_ARGS stand in for
+// the core's buffers).
+#define GDN_PREFILL_HEAD_PARAMS \
+    device const A *q, device const A *k, device const A *v, device const A *g, \
+    device const A *beta, device const S *state_in, device A *output, \
+    device S *state_out, constant gdn_params &p, device const float *a_log, \
+    device const float *dt_bias, device const int *slots, \
+    device const int *cu_seqlens, threadgroup float *stage, \
+    device const A *mixed, device const A *conv_w, device const A *conv_in, \
+    device A *conv_out, device const A *z, device const A *norm_w, \
+    constant gdn_core_params *cp, uint3 tg, uint3 tid
+
 // The core parameters, bound with setBytes at buffer index 20.
 struct gdn_core_params {
     uint  flags;

@@ -26,23 +26,20 @@ kernel void gated_delta_net_decode_seq(
     const uint lane = tid.x;
     const uint row = tg.x * NSG + tid.y;
     const uint h = tg.y;
-    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
-    if (sq.skip) {
+    const gdn_head hd = gdn_head_of(p, slots, cu_seqlens, a_log, dt_bias, h, tg.z);
+    if (hd.sq.skip) {
         return;  // the whole threadgroup: one sequence
     }
-    const uint kh = gdn_key_head(p, h);
-    const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
-    const ulong cell = ((sq.state * p.n_v_heads + h) * p.d_v + row) * DK + lane * NSG;
+    const ulong cell = ((hd.sq.state * p.n_v_heads + h) * p.d_v + row) * DK + lane * NSG;
     float s[NSG];
     for (int c = 0; c < NSG; ++c) {
         s[c] = load_elem(state_in + cell + c);
     }
 
-    gdn_token_ptrs<A> tp = gdn_token_pointers<A>(p, q, k, v, output, g, beta, sq.tok0, kh, h, DK, lane * NSG, row);
-    for (uint t = 0; t < sq.n_tokens; ++t) {
-        const float o = gdn_token<A, NSG>(p, gc, s, tp.q, tp.k, tp.v, tp.g, tp.beta, scale);
+    gdn_token_ptrs<A> tp = gdn_token_pointers<A>(p, q, k, v, output, g, beta, hd.sq.tok0, hd.kh, h, DK, lane * NSG, row);
+    for (uint t = 0; t < hd.sq.n_tokens; ++t) {
+        const float o = gdn_token<A, NSG>(p, hd.gc, s, tp.q, tp.k, tp.v, tp.g, tp.beta, hd.scale);
         if (lane == 0) {
             store_elem(tp.o, o);
         }

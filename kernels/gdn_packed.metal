@@ -42,24 +42,21 @@ inline void gdn_packed_indexed(device const A *q, device const A *k, device cons
     const uint DK = 32 * NSG;
     const gdn_packed_lane l = gdn_packed_position(tg, tid);
     const uint h = tg.y;
-    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
-    if (sq.skip) {
+    const gdn_head hd = gdn_head_of(p, slots, cu_seqlens, a_log, dt_bias, h, tg.z);
+    if (hd.sq.skip) {
         return;  // the whole threadgroup: one sequence
     }
-    const uint kh = gdn_key_head(p, h);
-    const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
-    const ulong row = ((sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
+    const ulong row = ((hd.sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
-    for (uint t = 0; t < sq.n_tokens; ++t) {
-        const uint tok = sq.tok0 + t;
-        const uint qk = (tok * p.n_k_heads + kh) * DK;
+    for (uint t = 0; t < hd.sq.n_tokens; ++t) {
+        const uint tok = hd.sq.tok0 + t;
+        const uint qk = (tok * p.n_k_heads + hd.kh) * DK;
         const uint vh = tok * p.n_v_heads + h;
-        const float o = gdn_packed_token<A, NSG>(p, gc, s, q + qk, k + qk, v + vh * p.d_v + l.row,
-                                                 g + vh, beta + vh, scale, l.u);
+        const float o = gdn_packed_token<A, NSG>(p, hd.gc, s, q + qk, k + qk, v + vh * p.d_v + l.row,
+                                                 g + vh, beta + vh, hd.scale, l.u);
         if (l.u == 0) {
             store_elem(output + vh * p.d_v + l.row, o);
         }
@@ -95,21 +92,18 @@ kernel void gated_delta_net_decode_packed_seq(
     const uint DK = 32 * NSG;
     const gdn_packed_lane l = gdn_packed_position(tg, tid);
     const uint h = tg.y;
-    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
-    if (sq.skip) {
+    const gdn_head hd = gdn_head_of(p, slots, cu_seqlens, a_log, dt_bias, h, tg.z);
+    if (hd.sq.skip) {
         return;  // the whole threadgroup: one sequence
     }
-    const uint kh = gdn_key_head(p, h);
-    const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
 
-    const ulong row = ((sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
+    const ulong row = ((hd.sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
-    gdn_token_ptrs<A> tp = gdn_token_pointers<A>(p, q, k, v, output, g, beta, sq.tok0, kh, h, DK, 0u, l.row);
-    for (uint t = 0; t < sq.n_tokens; ++t) {
-        const float o = gdn_packed_token<A, NSG>(p, gc, s, tp.q, tp.k, tp.v, tp.g, tp.beta, scale, l.u);
+    gdn_token_ptrs<A> tp = gdn_token_pointers<A>(p, q, k, v, output, g, beta, hd.sq.tok0, hd.kh, h, DK, 0u, l.row);
+    for (uint t = 0; t < hd.sq.n_tokens; ++t) {
+        const float o = gdn_packed_token<A, NSG>(p, hd.gc, s, tp.q, tp.k, tp.v, tp.g, tp.beta, hd.scale, l.u);
         if (l.u == 0) {
             store_elem(tp.o, o);
         }

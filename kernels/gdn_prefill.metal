@@ -42,26 +42,15 @@
 // One value head of one sequence, token by token; with CORE the layer
 // core's options of cp->flags (see the top of the file).
 template <typename A, typename S, bool CORE>
-inline void gdn_prefill_head(
-    device const A *q, device const A *k, device const A *v, device const A *g,
-    device const A *beta, device const S *state_in, device A *output,
-    device S *state_out, constant gdn_params &p, device const float *a_log,
-    device const float *dt_bias, device const int *slots,
-    device const int *cu_seqlens, threadgroup float *stage,
-    device const A *mixed, device const A *conv_w, device const A *conv_in,
-    device A *conv_out, device const A *z, device const A *norm_w,
-    constant gdn_core_params *cp, uint3 tg, uint3 tid) {
+inline void gdn_prefill_head(GDN_PREFILL_HEAD_PARAMS) {
     const uint d_k = p.d_k;
     const uint d_v = p.d_v;
     const uint i = tid.x;
     const uint h = tg.x;
-    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.y);
-    if (sq.skip) {
+    const gdn_head hd = gdn_head_of(p, slots, cu_seqlens, a_log, dt_bias, h, tg.y);
+    if (hd.sq.skip) {
         return;  // the whole threadgroup: one sequence
     }
-    const uint kh = gdn_key_head(p, h);
-    const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
     const bool conv = CORE && (cp->flags & GDN_CORE_CONV) != 0u;
     const bool norm = CORE && (cp->flags & GDN_CORE_NORM) != 0u;
@@ -79,23 +68,23 @@ inline void gdn_prefill_head(
     const uint lane = i % 32;
     const uint group = i / 32;
 
-    const ulong row = ((sq.state * p.n_v_heads + h) * d_v + i) * d_k;
+    const ulong row = ((hd.sq.state * p.n_v_heads + h) * d_v + i) * d_k;
     float s[GDN_MAX_DK];
     for (uint j = 0; j < d_k; ++j) {
         s[j] = load_elem(state_in + row + j);
     }
 
     // The convolution's registers (CORE).
-    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(CORE ? cp->conv_dim : 0u);
+    const ulong conv_base = hd.sq.state * ulong(GDN_CONV_K - 1) * ulong(CORE ? cp->conv_dim : 0u);
     gdn_conv_lane<A, GDN_PREFILL_CONV_CHANNELS> cl;
     if (conv) {
-        cl.begin(p, *cp, conv_w, conv_in, conv_base, kh, h, i, d_v);
+        cl.begin(p, *cp, conv_w, conv_in, conv_base, hd.kh, h, i, d_v);
     }
     const float nw = norm ? load_elem(norm_w + i) : 1.0f;
 
-    for (uint t = 0; t < sq.n_tokens; ++t) {
-        const uint tok = sq.tok0 + t;
-        const uint qk = (tok * p.n_k_heads + kh) * d_k;
+    for (uint t = 0; t < hd.sq.n_tokens; ++t) {
+        const uint tok = hd.sq.tok0 + t;
+        const uint qk = (tok * p.n_k_heads + hd.kh) * d_k;
         const uint vh = tok * p.n_v_heads + h;
 
         float ssk = 0.0f;
@@ -152,7 +141,7 @@ inline void gdn_prefill_head(
             rk = gdn_inv_norm(ssk);
             rq = gdn_inv_norm(ssq);
         }
-        const float gt = gdn_gate(p, gc, load_elem(g + vh));
+        const float gt = gdn_gate(p, hd.gc, load_elem(g + vh));
         const float bt = gdn_beta(p, load_elem(beta + vh));
 
         // Decay first, then delta from the decayed state. With the core the
@@ -196,7 +185,7 @@ inline void gdn_prefill_head(
                 sq += s[j] * qs[j];
             }
         }
-        const float o = scale * (rq * sq);
+        const float o = hd.scale * (rq * sq);
         float ss = 0.0f;
         if (norm) {
             ss = simd_sum(o * o);

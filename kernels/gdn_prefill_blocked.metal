@@ -70,6 +70,20 @@ struct gdn_staged_vec {
     inline float4 group(int c) const { return gdn_staged<T>::load4(p + gdn_packed_col(c, u)); }
 };
 
+// Stages g and beta of value head h for the nb tokens of a block from
+// tok0, thread ti the token ti (as given, or from a and b with the fused
+// step), for every thread to read after the next barrier.
+template <typename A>
+inline void gdn_stage_gates(constant gdn_params &p, gdn_gate_consts gc, device const A *g,
+                            device const A *beta, threadgroup float *gs, threadgroup float *bs,
+                            uint tok0, uint h, uint nb, uint ti) {
+    if (ti < nb) {
+        const uint vh = (tok0 + ti) * p.n_v_heads + h;
+        gs[ti] = gdn_gate(p, gc, load_elem(g + vh));
+        bs[ti] = gdn_beta(p, load_elem(beta + vh));
+    }
+}
+
 template <typename A, typename S, int NSG>
 kernel void gated_delta_net_prefill_blocked(
     GDN_STEP_BUFFERS,
@@ -84,14 +98,11 @@ kernel void gated_delta_net_prefill_blocked(
     const gdn_packed_lane l = gdn_packed_position(tg, tid);
     const uint ti = tid.y * 32 + tid.x;
     const uint h = tg.y;
-    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
-    if (sq.skip) {
+    const gdn_head hd = gdn_head_of(p, slots, cu_seqlens, a_log, dt_bias, h, tg.z);
+    if (hd.sq.skip) {
         return;  // the whole threadgroup, before any barrier: one sequence
     }
     const uint row0 = tg.x * ROWS;
-    const uint kh = gdn_key_head(p, h);
-    const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
 
     typedef gdn_staging<A> staging;
@@ -102,26 +113,22 @@ kernel void gated_delta_net_prefill_blocked(
     threadgroup float *gs = (threadgroup float *)(vs + BT * ROWS);
     threadgroup float *bs = gs + BT;
 
-    const ulong row = ((sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
+    const ulong row = ((hd.sq.state * p.n_v_heads + h) * p.d_v + l.row) * DK;
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + row, l.u);
 
-    for (uint t0 = 0; t0 < sq.n_tokens; t0 += BT) {
-        const uint nb = min(BT, sq.n_tokens - t0);
-        const uint tok0 = sq.tok0 + t0;
+    for (uint t0 = 0; t0 < hd.sq.n_tokens; t0 += BT) {
+        const uint nb = min(BT, hd.sq.n_tokens - t0);
+        const uint tok0 = hd.sq.tok0 + t0;
         for (uint i = ti; i < nb * DK; i += THREADS) {
-            const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
+            const uint src = ((tok0 + i / DK) * p.n_k_heads + hd.kh) * DK + i % DK;
             ks[i] = staging::bits(k[src]);
             qs[i] = staging::bits(q[src]);
         }
         for (uint i = ti; i < nb * ROWS; i += THREADS) {
             vs[i] = staging::bits(v[((tok0 + i / ROWS) * p.n_v_heads + h) * p.d_v + row0 + i % ROWS]);
         }
-        if (ti < nb) {
-            const uint vh = (tok0 + ti) * p.n_v_heads + h;
-            gs[ti] = gdn_gate(p, gc, load_elem(g + vh));
-            bs[ti] = gdn_beta(p, load_elem(beta + vh));
-        }
+        gdn_stage_gates(p, hd.gc, g, beta, gs, bs, tok0, h, nb, ti);
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         for (uint t = 0; t < nb; ++t) {
@@ -130,7 +137,7 @@ kernel void gated_delta_net_prefill_blocked(
             const gdn_staged_vec<AS> qt = {qs + t * DK, l.u};
             gdn_packed_load<2 * NSG>(kr, kt);
             const float vt = gdn_staged<AS>::load(vs + t * ROWS + l.row - row0);
-            const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
+            const float o = hd.scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
             if (l.u == 0) {
                 store_elem(output + ((tok0 + t) * p.n_v_heads + h) * p.d_v + l.row, o);
             }
@@ -183,13 +190,10 @@ kernel void gated_delta_net_prefill_blocked_core(
     const uint ti = tid.y * 32u + tid.x;
     const uint n_threads = 4u * DV;
     const uint n_groups = DV / GDN_PACKED_ROWS;  // SIMD-groups of the threadgroup
-    const gdn_seq sq = gdn_sequence(p, slots, cu_seqlens, tg.z);
-    if (sq.skip) {
+    const gdn_head hd = gdn_head_of(p, slots, cu_seqlens, a_log, dt_bias, h, tg.z);
+    if (hd.sq.skip) {
         return;  // the whole threadgroup, before any barrier: one sequence
     }
-    const uint kh = gdn_key_head(p, h);
-    const float scale = gdn_out_scale(p);
-    const gdn_gate_consts gc = gdn_gate_constants(p, a_log, dt_bias, h);
     const bool l2norm = (p.fused & GDN_FUSED_L2NORM) != 0u;
     const bool conv = (cp.flags & GDN_CORE_CONV) != 0u;
     const bool norm = (cp.flags & GDN_CORE_NORM) != 0u;
@@ -201,27 +205,27 @@ kernel void gated_delta_net_prefill_blocked_core(
     threadgroup float *bs = gs + BT;
     threadgroup float *ps = bs + BT;  // the norm's sums [BT][D_v / 8]
 
-    const ulong conv_base = sq.state * ulong(GDN_CONV_K - 1) * ulong(cp.conv_dim);
+    const ulong conv_base = hd.sq.state * ulong(GDN_CONV_K - 1) * ulong(cp.conv_dim);
     gdn_conv_lane<A, 2> cl;
     if (conv) {
-        cl.begin(p, cp, conv_w, conv_in, conv_base, kh, h, ti, n_threads);
+        cl.begin(p, cp, conv_w, conv_in, conv_base, hd.kh, h, ti, n_threads);
     }
-    const ulong srow = ((sq.state * p.n_v_heads + h) * DV + row) * DK;
+    const ulong srow = ((hd.sq.state * p.n_v_heads + h) * DV + row) * DK;
     float s[8 * NSG];
     gdn_packed_load_row<S, 2 * NSG>(s, state_in + srow, u);
     const float nw = norm ? load_elem(norm_w + row) : 1.0f;
     float oo[GDN_BLOCK_CORE];  // the block's outputs of the row before the norm
 
-    for (uint t0 = 0; t0 < sq.n_tokens; t0 += BT) {
-        const uint nb = min(BT, sq.n_tokens - t0);
-        const uint tok0 = sq.tok0 + t0;
+    for (uint t0 = 0; t0 < hd.sq.n_tokens; t0 += BT) {
+        const uint nb = min(BT, hd.sq.n_tokens - t0);
+        const uint tok0 = hd.sq.tok0 + t0;
         if (conv) {
             for (uint r = 0; r < nb; ++r) {
                 cl.stage(mixed + ulong(tok0 + r) * cp.conv_dim, DK, qs + r * DK, ks + r * DK, vs + r * DV);
             }
         } else {
             for (uint i = ti; i < nb * DK; i += n_threads) {
-                const uint src = ((tok0 + i / DK) * p.n_k_heads + kh) * DK + i % DK;
+                const uint src = ((tok0 + i / DK) * p.n_k_heads + hd.kh) * DK + i % DK;
                 ks[i] = load_elem(k + src);
                 qs[i] = load_elem(q + src);
             }
@@ -229,11 +233,7 @@ kernel void gated_delta_net_prefill_blocked_core(
                 vs[i] = load_elem(v + ((tok0 + i / DV) * p.n_v_heads + h) * DV + i % DV);
             }
         }
-        if (ti < nb) {
-            const uint vh = (tok0 + ti) * p.n_v_heads + h;
-            gs[ti] = gdn_gate(p, gc, load_elem(g + vh));
-            bs[ti] = gdn_beta(p, load_elem(beta + vh));
-        }
+        gdn_stage_gates(p, hd.gc, g, beta, gs, bs, tok0, h, nb, ti);
         threadgroup_barrier(mem_flags::mem_threadgroup);
 
         for (uint t = 0; t < nb; ++t) {
@@ -242,7 +242,7 @@ kernel void gated_delta_net_prefill_blocked_core(
             const gdn_staged_vec<float> qt = {qs + t * DK, u};
             gdn_packed_load<2 * NSG>(kr, kt);
             const float vt = vs[t * DV + row];
-            const float o = scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
+            const float o = hd.scale * gdn_packed_step<2 * NSG>(s, kr, qt, vt, gs[t], bs[t], l2norm);
             if (norm) {
                 const float ss = gdn_norm_rows_sum(o);
                 if (tid.x == 0u) {

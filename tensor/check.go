@@ -64,7 +64,7 @@ func (a *Arg) check(dev *mtl.Device) error {
 		return invalid(a.Name, "no buffer")
 	}
 	if v.Buffer.Released() {
-		return &argError{arg: &spec.ArgumentError{Arg: a.Name, Detail: "the buffer was released"}, cause: mtl.ErrReleased}
+		return spec.Refused(ErrInvalidArgument, &spec.ArgumentError{Arg: a.Name, Detail: "the buffer was released"}, mtl.ErrReleased)
 	}
 	if dev != nil && v.Buffer.Device() != dev {
 		return invalid(a.Name, "the buffer belongs to another device")

@@ -173,7 +173,7 @@ func (v View) host(op string, n int) ([]byte, error) {
 	case v.Buffer == nil:
 		return nil, invalid(op, "the view has no buffer")
 	case v.Buffer.Released():
-		return nil, &argError{arg: &spec.ArgumentError{Arg: op, Detail: "the view's buffer was released"}, cause: mtl.ErrReleased}
+		return nil, spec.Refused(ErrInvalidArgument, &spec.ArgumentError{Arg: op, Detail: "the view's buffer was released"}, mtl.ErrReleased)
 	case size == 0:
 		return nil, invalid(op, "unknown element type %v", v.Type)
 	case n < 0 || n > v.Len:
@@ -191,29 +191,11 @@ func (v View) host(op string, n int) ([]byte, error) {
 	return mem[v.Offset : v.Offset+n*size], nil
 }
 
-// argError is a refused argument: ErrInvalidArgument, the
-// *spec.ArgumentError naming it, and the cause, if any (mtl.ErrReleased).
-type argError struct {
-	arg   *spec.ArgumentError
-	cause error
-}
-
-func (e *argError) Error() string { return ErrInvalidArgument.Error() + ": " + e.arg.Error() }
-
-// Unwrap makes the error match ErrInvalidArgument, *spec.ArgumentError and
-// its cause.
-func (e *argError) Unwrap() []error {
-	if e.cause != nil {
-		return []error{ErrInvalidArgument, e.arg, e.cause}
-	}
-	return []error{ErrInvalidArgument, e.arg}
-}
-
 // Invalid returns an error wrapping [ErrInvalidArgument] and a
 // [*spec.ArgumentError] for argument arg, its detail formatted as
 // fmt.Sprintf does. Dispatchers use it for refusals beyond [Check]'s.
 func Invalid(arg, format string, a ...any) error { return invalid(arg, format, a...) }
 
 func invalid(arg, format string, a ...any) error {
-	return &argError{arg: &spec.ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}}
+	return spec.Refused(ErrInvalidArgument, &spec.ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}, nil)
 }

@@ -109,10 +109,8 @@ type config struct {
 
 // cli reads the flags in args, opens the backend they name, decodes the
 // tokens through the layers and checks them, and returns the exit status
-// (see layerstack.Main): 1 when the parity check fails too.
-func cli(args []string, stdout, stderr io.Writer) int {
-	return layerstack.Main("decode", args, stdout, stderr, parseFlags, openBackend, run)
-}
+// (see layerstack.Command): 1 when the parity check fails too.
+var cli = layerstack.Command("decode", parseFlags, openBackend, run)
 
 // parseFlags returns what args say, or an error naming a bad flag: a
 // known backend, -dtype and -state among the types, tokens to decode.

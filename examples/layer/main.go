@@ -102,10 +102,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 // cli reads the flags in args, opens the device they name, runs the layer
-// and checks it, and returns the exit status (see layerstack.Main).
-func cli(args []string, stdout, stderr io.Writer) int {
-	return layerstack.Main("layer", args, stdout, stderr, parseFlags, openDevice, run)
-}
+// and checks it, and returns the exit status (see layerstack.Command).
+var cli = layerstack.Command("layer", parseFlags, openDevice, run)
 
 // openDevice opens the device c names (auto: metal, else emu; see
 // layerstack.OpenDevice) and sets c.backend to it.
@@ -380,38 +378,42 @@ func run(c config, d *layerstack.Device, w, _ io.Writer) (result, error) {
 	return res, nil
 }
 
-// runCore runs one dispatch of the core on a command buffer of its own and
-// returns the emulator's counters of it (nil on a GPU).
+// runCore runs one dispatch of the core on a command buffer of its own,
+// submitted and waited for as the other examples' steps are
+// (layerstack.Device.Submit), and returns the emulator's counters of it
+// (nil on a GPU), which a completed handler reads before the wait ends.
 func runCore(d *layerstack.Device, p spec.Params, b gdn.Buffers, c gdn.CoreBuffers) (*emuCounters, error) {
-	cb, err := d.Queue.CommandBuffer()
+	var counted *emuCounters
+	var countErr error
+	sub, err := d.Submit(p, func(cb *mtl.CommandBuffer) error {
+		if !d.GPU {
+			if err := cb.AddCompletedHandler(func(mtl.Completion) {
+				cs, err := emu.DispatchCounters(cb)
+				if err == nil && len(cs) == 1 {
+					counted = &emuCounters{Loaded: cs[0].Loaded[:], Stored: cs[0].Stored[:]}
+				}
+				countErr = err
+			}); err != nil {
+				return err
+			}
+		}
+		enc, err := cb.ComputeCommandEncoder()
+		if err != nil {
+			return err
+		}
+		if err := d.Kernels.DecodeCore(enc, p, b, c); err != nil {
+			enc.EndEncoding()
+			return err
+		}
+		return enc.EndEncoding()
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer cb.Release()
-	enc, err := cb.ComputeCommandEncoder()
-	if err != nil {
+	if _, err := sub.Wait(); err != nil {
 		return nil, err
 	}
-	err = d.Kernels.DecodeCore(enc, p, b, c)
-	if e := enc.EndEncoding(); err == nil {
-		err = e
-	}
-	if err != nil {
-		return nil, err
-	}
-	cb.Commit()
-	cb.WaitUntilCompleted()
-	if err := cb.Error(); err != nil {
-		return nil, err
-	}
-	if d.GPU {
-		return nil, nil
-	}
-	cs, err := emu.DispatchCounters(cb)
-	if err != nil || len(cs) != 1 {
-		return nil, err
-	}
-	return &emuCounters{Loaded: cs[0].Loaded[:], Stored: cs[0].Stored[:]}, nil
+	return counted, countErr
 }
 
 // emuCounters are the emulator's byte counts of a dispatch, by binding.

@@ -139,10 +139,8 @@ type config struct {
 
 // cli reads the flags in args, opens the backend they name, serves the
 // requests and checks them, and returns the exit status (see
-// layerstack.Main): 1 when a request differs from its run alone too.
-func cli(args []string, stdout, stderr io.Writer) int {
-	return layerstack.Main("serve", args, stdout, stderr, parseFlags, openBackend, run)
-}
+// layerstack.Command): 1 when a request differs from its run alone too.
+var cli = layerstack.Command("serve", parseFlags, openBackend, run)
 
 // parseFlags returns what args say, or an error naming a bad flag: a
 // known backend, and every count of the load above zero.

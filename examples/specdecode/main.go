@@ -116,10 +116,8 @@ type config struct {
 
 // cli reads the flags in args, opens the device they name, runs the
 // speculative windows and checks them, and returns the exit status (see
-// layerstack.Main): 1 when the rollbacks lost something too.
-func cli(args []string, stdout, stderr io.Writer) int {
-	return layerstack.Main("specdecode", args, stdout, stderr, parseFlags, openDevice, run)
-}
+// layerstack.Command): 1 when the rollbacks lost something too.
+var cli = layerstack.Command("specdecode", parseFlags, openDevice, run)
 
 // parseFlags returns what args say, or an error naming a bad flag: a
 // device backend, windows and sequences, a pool that holds the batch, and

@@ -373,3 +373,29 @@ func (e *ArgumentError) Error() string { return e.Arg + ": " + e.Detail }
 func argError(arg, format string, a ...any) error {
 	return &ArgumentError{Arg: arg, Detail: fmt.Sprintf(format, a...)}
 }
+
+// Refused returns the error a package reports for a refused argument:
+// its text is kind's then arg's, and it matches kind (the package's
+// sentinel, such as gdn.ErrInvalidArgument or tensor.ErrInvalidArgument)
+// and cause when not nil (such as mtl.ErrReleased) with errors.Is, and
+// arg with errors.As.
+func Refused(kind error, arg *ArgumentError, cause error) error {
+	return &refusal{kind: kind, arg: arg, cause: cause}
+}
+
+// refusal is the error of [Refused].
+type refusal struct {
+	kind  error
+	arg   *ArgumentError
+	cause error
+}
+
+func (e *refusal) Error() string { return e.kind.Error() + ": " + e.arg.Error() }
+
+// Unwrap makes the error match its kind, its *ArgumentError and its cause.
+func (e *refusal) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.kind, e.arg, e.cause}
+	}
+	return []error{e.kind, e.arg}
+}

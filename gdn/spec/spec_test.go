@@ -162,3 +162,29 @@ func TestTolerances(t *testing.T) {
 		}
 	}
 }
+
+// Refused's error matches its kind, its *ArgumentError and its cause, and
+// no other sentinel.
+func TestRefused(t *testing.T) {
+	kind, other, cause := errors.New("pkg: invalid argument"), errors.New("invalid argument"), errors.New("released")
+	for _, c := range []struct {
+		name  string
+		cause error
+	}{{"no cause", nil}, {"with a cause", cause}} {
+		arg := &spec.ArgumentError{Arg: "Shape.DK", Detail: "48, want 32, 64 or 128"}
+		err := spec.Refused(kind, arg, c.cause)
+		if want := "pkg: invalid argument: Shape.DK: 48, want 32, 64 or 128"; err.Error() != want {
+			t.Errorf("%s: %q, want %q", c.name, err, want)
+		}
+		var ae *spec.ArgumentError
+		if !errors.As(err, &ae) || ae != arg {
+			t.Errorf("%s: errors.As gives %v, want the *ArgumentError given", c.name, ae)
+		}
+		if !errors.Is(err, kind) || errors.Is(err, other) {
+			t.Errorf("%s: %v matches its kind %v, another sentinel %v", c.name, err, errors.Is(err, kind), errors.Is(err, other))
+		}
+		if errors.Is(err, cause) != (c.cause != nil) {
+			t.Errorf("%s: matches the cause: %v", c.name, errors.Is(err, cause))
+		}
+	}
+}

@@ -43,7 +43,7 @@ var shapeFlags = []string{"dk", "dv", "kheads", "vheads"}
 // NewFlagSet returns the empty flag set of the program name, which does
 // what about says. Its errors and its usage go to stderr: "usage: name
 // [flags]", about, and the flags with their defaults. Parsing returns
-// errors, for [Main] to turn into an exit status.
+// errors, for [Command] to turn into an exit status.
 func NewFlagSet(name, about string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -192,39 +192,42 @@ func (f *Flags) CheckDecodeDK() error {
 	return nil
 }
 
-// Main runs an example program with args and returns its exit status,
-// for os.Exit: parse reads the flags, 2 when they are bad (0 for -help);
-// open opens what runs the kernels for them (it may change them, as
+// Command returns the command line of the example program name: a
+// function that runs it with args and returns its exit status, for
+// os.Exit. parse reads the flags, 2 when they are bad (0 for -help); open
+// opens what runs the kernels for them (it may change them, as
 // [Flags.Open] does with the emulated device's smaller defaults); run runs
-// the program on it and reports on stdout and stderr; then Main closes
-// what open returned. The status is 1 when open or run fails or the run's
-// checks do not pass, 0 otherwise. Errors go to stderr after the
+// the program on it and reports on stdout and stderr; then the command
+// closes what open returned. The status is 1 when open or run fails or the
+// run's checks do not pass, 0 otherwise. Errors go to stderr after the
 // program's name.
-func Main[C any, B interface{ Close() }, R interface{ Pass() bool }](name string, args []string, stdout, stderr io.Writer,
+func Command[C any, B interface{ Close() }, R interface{ Pass() bool }](name string,
 	parse func(args []string, stderr io.Writer) (C, error),
 	open func(cfg *C, stdout io.Writer) (B, error),
-	run func(cfg C, be B, stdout, stderr io.Writer) (R, error)) int {
-	cfg, err := parse(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	run func(cfg C, be B, stdout, stderr io.Writer) (R, error)) func(args []string, stdout, stderr io.Writer) int {
+	return func(args []string, stdout, stderr io.Writer) int {
+		cfg, err := parse(args, stderr)
+		if err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 2
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 2
+		be, err := open(&cfg, stdout)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 1
+		}
+		defer be.Close()
+		res, err := run(cfg, be, stdout, stderr)
+		switch {
+		case err != nil:
+			fmt.Fprintf(stderr, "%s: %v\n", name, err)
+			return 1
+		case !res.Pass():
+			return 1
+		}
+		return 0
 	}
-	be, err := open(&cfg, stdout)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
-	}
-	defer be.Close()
-	res, err := run(cfg, be, stdout, stderr)
-	switch {
-	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return 1
-	case !res.Pass():
-		return 1
-	}
-	return 0
 }

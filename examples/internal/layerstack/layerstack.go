@@ -1,5 +1,5 @@
 // Package layerstack holds what the example programs share to run a stack
-// of Gated DeltaNet layers: their command line (Main, the flags they take),
+// of Gated DeltaNet layers: their command line (Command, the flags they take),
 // the devices they open (with the emulated device's smaller defaults) and
 // the command buffer of one dispatch per layer they run on them, the seeds
 // of every layer's inputs and the tokens of a run, the activation buffers

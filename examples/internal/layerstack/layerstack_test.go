@@ -358,9 +358,9 @@ type verdict bool
 
 func (v verdict) Pass() bool { return bool(v) }
 
-// Main maps each outcome to its exit status, opens with the parsed flags,
+// Command maps each outcome to its exit status, opens with the parsed flags,
 // runs only on what open returned, and closes that exactly once.
-func TestMainStatus(t *testing.T) {
+func TestCommandStatus(t *testing.T) {
 	bad := errors.New("broken")
 	for _, c := range []struct {
 		what             string
@@ -380,7 +380,7 @@ func TestMainStatus(t *testing.T) {
 	} {
 		var errs strings.Builder
 		be, ran, opened := &closer{}, false, false
-		code := Main("prog", []string{"-x"}, io.Discard, &errs,
+		code := Command("prog",
 			func(args []string, stderr io.Writer) (string, error) {
 				if len(args) != 1 || args[0] != "-x" || stderr != &errs {
 					t.Errorf("%s: parse got %q, %v", c.what, args, stderr)
@@ -404,7 +404,7 @@ func TestMainStatus(t *testing.T) {
 					t.Errorf("%s: run got %q and %p (closed %d times), want the flags open set and %p open", c.what, cfg, b, b.closed, be)
 				}
 				return verdict(c.pass), c.runErr
-			})
+			})([]string{"-x"}, io.Discard, &errs)
 		if code != c.code || errs.String() != c.stderr || ran != c.ran || (be.closed == 1) != c.closed || be.closed > 1 || opened != (c.flagErr == nil) {
 			t.Errorf("%s: status %d, stderr %q, opened %v, run ran %v, closed %d times; want %d, %q, %v, %v, closed %v", c.what, code, errs.String(), opened, ran, be.closed, c.code, c.stderr, c.flagErr == nil, c.ran, c.closed)
 		}

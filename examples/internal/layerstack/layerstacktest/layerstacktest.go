@@ -62,7 +62,7 @@ func Flags[C any](t testing.TB, parse func(args []string, stderr io.Writer) (C, 
 	return cfg
 }
 
-// Run runs run, a program's run (see layerstack.Main), on cfg and be with
+// Run runs run, a program's run (see layerstack.Command), on cfg and be with
 // the progress discarded, and returns its result and its report; it fails
 // t when run returns an error.
 func Run[C, B, R any](t testing.TB, run func(cfg C, be B, stdout, stderr io.Writer) (R, error), cfg C, be B) (R, string) {
