@@ -16,12 +16,12 @@ const recordingSlots = 64
 // encoder was sent since it opened, appended by the C methods without a
 // call into Go (a call into Go allocates), and read at endEncoding.
 type recording struct {
-	self         atomic.Uintptr // the encoder, or 0: the slot is free
-	msgs         uintptr        // *message, n of cap
-	n, cap       uint64
-	bytes        uintptr // setBytes copies, nbytes of bcap
-	nbytes, bcap uint64
-	failed       uint64 // the C storage could not grow
+	self      atomic.Uintptr // the encoder, or 0: the slot is free
+	msgs      uintptr        // *message, n of a capacity C keeps
+	n, _      uint64
+	bytes     uintptr // setBytes copies, nbytes of a capacity C keeps
+	nbytes, _ uint64
+	failed    uint64 // the C storage could not grow
 }
 
 // message is pm_msg: one recorded message, its arguments in v.

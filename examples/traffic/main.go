@@ -143,7 +143,6 @@ type options struct {
 	vocab       int // 0: the config's
 	prompt      int
 	depthFloor  bool
-	keep        string // where to write the checkpoint; "" a temporary folder
 	listKernels int
 }
 
